@@ -1,0 +1,30 @@
+/* Parsing of option values: comma lists, ranges and byte sizes. Every list flag of every
+ * command takes these forms, as llama-bench's do. */
+#ifndef XF_ARGS_H
+#define XF_ARGS_H
+
+#include <stdint.h>
+
+#include "core/status.h"
+
+/* Integer list: "1,8,64", ranges "1..64" (doubling), "128..2048*2" (multiply by 2),
+ * "0..100+25" (add 25), mixed with commas. Every value must lie in [lo, hi]; at most 4096
+ * values. *out is freed by the caller with free(). Messages name `flag`. */
+xf_status args_int_list(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t **out, int *n);
+
+/* Comma-separated strings; empty items refused. *out (and each string) freed with
+ * args_str_list_free. */
+xf_status args_str_list(const char *flag, const char *s, char ***out, int *n);
+void args_str_list_free(char **list, int n);
+
+/* A byte size: "20GiB", "512MiB", "1.5GB", "4096", "2e9". Binary (KiB, MiB, GiB, TiB) and
+ * decimal (KB, MB, GB, TB) suffixes. */
+xf_status args_size(const char *flag, const char *s, double *bytes);
+
+/* A whole number in [lo, hi]. */
+xf_status args_int(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out);
+
+/* A finite number in [lo, hi]. */
+xf_status args_double(const char *flag, const char *s, double lo, double hi, double *out);
+
+#endif

@@ -1,0 +1,34 @@
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "cli.h"
+
+int cli_exit_code(xf_status s) {
+    switch (s) {
+    case XF_OK: return CLI_EXIT_OK;
+    case XF_EINVAL:
+    case XF_EPARSE:
+    case XF_EFORMAT:
+    case XF_EOVERFLOW: return CLI_EXIT_USAGE;
+    case XF_EUNSUPPORTED: return CLI_EXIT_UNSUPPORTED;
+    case XF_EIO:
+    case XF_ENOMEM: return CLI_EXIT_FAILURE;
+    }
+    return CLI_EXIT_FAILURE;
+}
+
+int cli_fail(const char *cmd, xf_status s) {
+    const char *msg = xf_error_msg();
+    fprintf(stderr, "xfprof %s: %s\n", cmd, msg[0] ? msg : xf_status_str(s));
+    return cli_exit_code(s);
+}
+
+int cli_usage_error(const char *cmd, const char *fmt, ...) {
+    va_list ap;
+    fprintf(stderr, "xfprof %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n(run 'xfprof %s --help' for the options)\n", cmd);
+    return CLI_EXIT_USAGE;
+}

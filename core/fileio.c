@@ -1,0 +1,103 @@
+#include "fileio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+xf_status file_read_all(const char *path, size_t max_bytes, char **out, size_t *len) {
+    *out = NULL;
+    if (len) *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return xf_errorf(XF_EIO, "cannot open %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        return xf_errorf(XF_EIO, "%s is a folder, not a file", path);
+    }
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap + 1);
+    if (!buf) {
+        fclose(f);
+        return xf_errorf(XF_ENOMEM, "out of memory reading %s", path);
+    }
+    for (;;) {
+        if (n == cap) {
+            if (cap >= max_bytes) {
+                free(buf);
+                fclose(f);
+                return xf_errorf(XF_EIO, "%s is larger than %zu bytes: not a file xfprof reads", path, max_bytes);
+            }
+            size_t ncap = cap * 2 > max_bytes ? max_bytes : cap * 2;
+            char *nb = realloc(buf, ncap + 1);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                return xf_errorf(XF_ENOMEM, "out of memory reading %s", path);
+            }
+            buf = nb;
+            cap = ncap;
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0) break;
+    }
+    if (ferror(f)) {
+        int e = errno;
+        free(buf);
+        fclose(f);
+        return xf_errorf(XF_EIO, "cannot read %s: %s", path, strerror(e));
+    }
+    fclose(f);
+    buf[n] = '\0';
+    *out = buf;
+    if (len) *len = n;
+    return XF_OK;
+}
+
+static xf_status write_fd_all(int fd, const char *p, size_t len, const char *what) {
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return xf_errorf(XF_EIO, "cannot write %s: %s", what, strerror(errno));
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+    return XF_OK;
+}
+
+xf_status file_write_atomic(const char *path, const void *data, size_t len) {
+    if (!path || strcmp(path, "-") == 0) {
+        xf_status s = write_fd_all(STDOUT_FILENO, data, len, "standard output");
+        return s;
+    }
+    size_t plen = strlen(path);
+    char *tmp = malloc(plen + 16);
+    if (!tmp) return xf_errorf(XF_ENOMEM, "out of memory writing %s", path);
+    snprintf(tmp, plen + 16, "%s.tmpXXXXXX", path);
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        xf_status s = xf_errorf(XF_EIO, "cannot write %s: %s", path, strerror(errno));
+        free(tmp);
+        return s;
+    }
+    xf_status s = write_fd_all(fd, data, len, path);
+    if (s == XF_OK && fsync(fd) != 0 && errno != EINVAL && errno != EROFS)
+        s = xf_errorf(XF_EIO, "cannot write %s: %s", path, strerror(errno));
+    /* mkstemp makes 0600; files people keep get the usual 0644 less the umask. */
+    if (s == XF_OK) {
+        mode_t um = umask(0);
+        umask(um);
+        fchmod(fd, 0666 & ~um);
+    }
+    if (close(fd) != 0 && s == XF_OK) s = xf_errorf(XF_EIO, "cannot write %s: %s", path, strerror(errno));
+    if (s == XF_OK && rename(tmp, path) != 0) s = xf_errorf(XF_EIO, "cannot write %s: %s", path, strerror(errno));
+    if (s != XF_OK) unlink(tmp);
+    free(tmp);
+    return s;
+}

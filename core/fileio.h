@@ -1,0 +1,18 @@
+/* Reading whole files and writing them atomically: every file xfprof writes is replaced in one
+ * rename, so an interrupted write never leaves half a file. */
+#ifndef XF_FILEIO_H
+#define XF_FILEIO_H
+
+#include <stddef.h>
+
+#include "status.h"
+
+/* Reads the file at `path` (at most max_bytes) into a NUL-terminated buffer. *out is freed by
+ * the caller with free(). XF_EIO naming the path and the reason on failure. */
+xf_status file_read_all(const char *path, size_t max_bytes, char **out, size_t *len);
+
+/* Writes `len` bytes to `path` through a temporary file in the same folder, fsync, rename.
+ * path NULL or "-" writes to stdout. On failure any earlier file at `path` is left intact. */
+xf_status file_write_atomic(const char *path, const void *data, size_t len);
+
+#endif

@@ -1,0 +1,117 @@
+#include "json_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+xf_status json_parse(const char *text, const char *ctx, cJSON **out) {
+    *out = NULL;
+    const char *end = NULL;
+    cJSON *j = cJSON_ParseWithOpts(text, &end, 1);
+    if (!j) {
+        if (!end) return xf_errorf(XF_ENOMEM, "%s: out of memory parsing JSON", ctx);
+        size_t off = (size_t)(end - text);
+        size_t len = strlen(text);
+        int line = 1;
+        for (size_t i = 0; i < off && i < len; i++)
+            if (text[i] == '\n') line++;
+        if (off >= len)
+            return xf_errorf(XF_EPARSE, "%s: JSON is truncated (ends at byte %zu before the document is complete)", ctx, len);
+        return xf_errorf(XF_EPARSE, "%s: invalid JSON at line %d (byte %zu)", ctx, line, off);
+    }
+    *out = j;
+    return XF_OK;
+}
+
+static const cJSON *field(const cJSON *obj, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    return (v && !cJSON_IsNull(v)) ? v : NULL;
+}
+
+xf_status json_opt_number(const cJSON *obj, const char *key, const char *ctx, double *out, int *present) {
+    const cJSON *v = field(obj, key);
+    *present = 0;
+    if (!v) return XF_OK;
+    if (!cJSON_IsNumber(v)) return xf_errorf(XF_EINVAL, "%s: field '%s' must be a number", ctx, key);
+    if (!isfinite(v->valuedouble)) return xf_errorf(XF_EINVAL, "%s: field '%s' is not a finite number", ctx, key);
+    *out = v->valuedouble;
+    *present = 1;
+    return XF_OK;
+}
+
+xf_status json_get_number(const cJSON *obj, const char *key, const char *ctx, double *out) {
+    int present;
+    xf_status s = json_opt_number(obj, key, ctx, out, &present);
+    if (s != XF_OK) return s;
+    if (!present) return xf_errorf(XF_EINVAL, "%s: missing field '%s'", ctx, key);
+    return XF_OK;
+}
+
+xf_status json_opt_int(const cJSON *obj, const char *key, const char *ctx, int64_t lo, int64_t hi, int64_t *out, int *present) {
+    double d = 0;
+    xf_status s = json_opt_number(obj, key, ctx, &d, present);
+    if (s != XF_OK || !*present) return s;
+    if (d != floor(d)) return xf_errorf(XF_EINVAL, "%s: field '%s' must be a whole number, got %g", ctx, key, d);
+    if (d < (double)lo || d > (double)hi) {
+        *present = 0;
+        return xf_errorf(XF_EINVAL, "%s: field '%s' = %.17g is out of range [%lld, %lld]", ctx, key, d, (long long)lo, (long long)hi);
+    }
+    *out = (int64_t)d;
+    return XF_OK;
+}
+
+xf_status json_get_int(const cJSON *obj, const char *key, const char *ctx, int64_t lo, int64_t hi, int64_t *out) {
+    int present;
+    xf_status s = json_opt_int(obj, key, ctx, lo, hi, out, &present);
+    if (s != XF_OK) return s;
+    if (!present) return xf_errorf(XF_EINVAL, "%s: missing field '%s'", ctx, key);
+    return XF_OK;
+}
+
+xf_status json_opt_string(const cJSON *obj, const char *key, const char *ctx, char *buf, size_t len, int *present) {
+    const cJSON *v = field(obj, key);
+    *present = 0;
+    if (!v) return XF_OK;
+    if (!cJSON_IsString(v) || !v->valuestring) return xf_errorf(XF_EINVAL, "%s: field '%s' must be a string", ctx, key);
+    if (strlen(v->valuestring) >= len)
+        return xf_errorf(XF_EINVAL, "%s: field '%s' is too long (%zu characters, at most %zu)", ctx, key, strlen(v->valuestring), len - 1);
+    memcpy(buf, v->valuestring, strlen(v->valuestring) + 1);
+    *present = 1;
+    return XF_OK;
+}
+
+xf_status json_get_string(const cJSON *obj, const char *key, const char *ctx, char *buf, size_t len) {
+    int present;
+    xf_status s = json_opt_string(obj, key, ctx, buf, len, &present);
+    if (s != XF_OK) return s;
+    if (!present) return xf_errorf(XF_EINVAL, "%s: missing field '%s'", ctx, key);
+    return XF_OK;
+}
+
+xf_status json_opt_bool(const cJSON *obj, const char *key, const char *ctx, int *out, int *present) {
+    const cJSON *v = field(obj, key);
+    *present = 0;
+    if (!v) return XF_OK;
+    if (!cJSON_IsBool(v)) return xf_errorf(XF_EINVAL, "%s: field '%s' must be true or false", ctx, key);
+    *out = cJSON_IsTrue(v) ? 1 : 0;
+    *present = 1;
+    return XF_OK;
+}
+
+xf_status json_get_bool(const cJSON *obj, const char *key, const char *ctx, int *out) {
+    int present;
+    xf_status s = json_opt_bool(obj, key, ctx, out, &present);
+    if (s != XF_OK) return s;
+    if (!present) return xf_errorf(XF_EINVAL, "%s: missing field '%s'", ctx, key);
+    return XF_OK;
+}
+
+int json_add_number(cJSON *obj, const char *key, double v) {
+    cJSON *n = isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull();
+    if (!n) return 0;
+    if (!cJSON_AddItemToObject(obj, key, n)) {
+        cJSON_Delete(n);
+        return 0;
+    }
+    return 1;
+}

@@ -1,0 +1,31 @@
+/* Checked access to untrusted JSON (cJSON): every getter checks presence and type and names the
+ * field in its message. `ctx` is a prefix for messages (a path or "record.points[3]"). */
+#ifndef XF_JSON_UTIL_H
+#define XF_JSON_UTIL_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+
+#include "status.h"
+
+/* Parses text; XF_EPARSE with the position of the error (and "truncated" when it ends early). */
+xf_status json_parse(const char *text, const char *ctx, cJSON **out);
+
+/* Required fields: XF_EINVAL "ctx: missing field 'x'" / "field 'x' must be a number". */
+xf_status json_get_number(const cJSON *obj, const char *key, const char *ctx, double *out);
+xf_status json_get_int(const cJSON *obj, const char *key, const char *ctx, int64_t lo, int64_t hi, int64_t *out);
+xf_status json_get_string(const cJSON *obj, const char *key, const char *ctx, char *buf, size_t len);
+xf_status json_get_bool(const cJSON *obj, const char *key, const char *ctx, int *out);
+
+/* Optional fields: *present = 0 and *out untouched when absent (or JSON null); type errors as above. */
+xf_status json_opt_number(const cJSON *obj, const char *key, const char *ctx, double *out, int *present);
+xf_status json_opt_int(const cJSON *obj, const char *key, const char *ctx, int64_t lo, int64_t hi, int64_t *out, int *present);
+xf_status json_opt_string(const cJSON *obj, const char *key, const char *ctx, char *buf, size_t len, int *present);
+xf_status json_opt_bool(const cJSON *obj, const char *key, const char *ctx, int *out, int *present);
+
+/* Adds a number; non-finite values become null (JSON has no NaN). Returns 0 on OOM. */
+int json_add_number(cJSON *obj, const char *key, double v);
+
+#endif

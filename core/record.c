@@ -1,0 +1,62 @@
+#include "record.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "record_kv.h"
+
+const char *bound_name(xf_bound b) {
+    static const char *names[XF_BOUND_COUNT] = {"memory", "compute", "latency", "balanced"};
+    return (b >= 0 && b < XF_BOUND_COUNT) ? names[b] : "?";
+}
+
+xf_status bound_parse(const char *s, xf_bound *out) {
+    for (int b = 0; b < XF_BOUND_COUNT; b++) {
+        if (s && strcmp(s, bound_name((xf_bound)b)) == 0) {
+            *out = (xf_bound)b;
+            return XF_OK;
+        }
+    }
+    return xf_errorf(XF_EINVAL, "unknown bound '%.32s': expected memory, compute, latency or balanced", s ? s : "");
+}
+
+void record_init(record *r, const char *kind) {
+    memset(r, 0, sizeof *r);
+    r->version = RECORD_VERSION;
+    snprintf(r->kind, sizeof r->kind, "%s", kind ? kind : "");
+    snprintf(r->tool_version, sizeof r->tool_version, "%s", XFPROF_VERSION);
+}
+
+record_point *record_add_point(record *r) {
+    record_point *np = realloc(r->points, (size_t)(r->n_points + 1) * sizeof *np);
+    if (!np) return NULL;
+    r->points = np;
+    record_point *p = &np[r->n_points++];
+    memset(p, 0, sizeof *p);
+    return p;
+}
+
+static void point_free(record_point *p) {
+    for (int64_t i = 0; i < p->n_ops; i++) free(p->ops[i].samples_s);
+    free(p->ops);
+}
+
+void record_free(record *r) {
+    if (!r) return;
+    for (int i = 0; i < r->n_points; i++) point_free(&r->points[i]);
+    free(r->points);
+    record_kv_free(r->kv);
+    r->points = NULL;
+    r->n_points = 0;
+    r->kv = NULL;
+}
+
+void record_stamp_time(record *r) {
+    time_t now = time(NULL);
+    struct tm tmv;
+    gmtime_r(&now, &tmv);
+    strftime(r->created, sizeof r->created, "%Y-%m-%dT%H:%M:%SZ", &tmv);
+}

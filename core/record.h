@@ -1,0 +1,106 @@
+/* The record: one run's (or sweep's) results in memory. The JSON form (reports/record_json.c,
+ * docs/record.md) is the contract between measuring and reporting; this struct mirrors it.
+ * Producers (predict, run, kv, sweep) fill it; reports read it. */
+#ifndef XF_RECORD_H
+#define XF_RECORD_H
+
+#include <stdint.h>
+
+#include "device.h"
+#include "reference_model/config.h"
+#include "reference_model/cost_model.h"
+#include "reference_model/workload.h"
+
+#define RECORD_FORMAT "xfprof-record"
+#define RECORD_VERSION 1
+
+typedef enum xf_bound {
+    XF_BOUND_MEMORY = 0,
+    XF_BOUND_COMPUTE,
+    XF_BOUND_LATENCY,
+    XF_BOUND_BALANCED,
+    XF_BOUND_COUNT
+} xf_bound;
+
+const char *bound_name(xf_bound b); /* "memory", "compute", "latency", "balanced" */
+xf_status bound_parse(const char *s, xf_bound *out);
+
+/* One op of one step, with what the analysis made of it. */
+typedef struct record_op {
+    cost_op cost;            /* phase, layer, kind, compute type, FLOPs and compulsory bytes */
+    double intensity;        /* flops / bytes used (measured bytes when from counters) */
+    xf_bound bound;
+    double time_s;           /* predicted time for predict records; measured median for run */
+    double predicted_time_s; /* max(F/P, Q/B) against the record's device */
+    double share;            /* time_s over its phase's step time */
+    /* Measured runs only (measured == 1): */
+    int measured;
+    int n_samples;
+    double *samples_s;       /* (n_samples) raw times, seconds; owned, freed by record_free */
+    double spread_s;         /* interquartile range of samples_s */
+    double util_compute;     /* (flops / time) / peak */
+    double util_memory;      /* (bytes / time) / bandwidth */
+    int bytes_from_counters; /* 1: bytes are measured (CUPTI / perf); 0: the cost model's */
+    double measured_bytes;   /* counter bytes when bytes_from_counters, else 0 */
+} record_op;
+
+typedef struct record_summary {
+    double ttft_s;               /* prefill step time (first token out) */
+    double tpot_s;               /* decode step time at the mean decode context */
+    double tokens_per_s;         /* batch * gen / (ttft + gen * tpot): end-to-end output rate */
+    double prefill_tokens_per_s; /* batch * prompt / ttft */
+    double decode_tokens_per_s;  /* batch / tpot */
+    int64_t decode_context;      /* context of the decode step summarised */
+    double prefill_time_s;       /* sum of the prefill step's op times */
+    double decode_time_s;        /* sum of the decode step's op times */
+    double share_bound[XF_BOUND_COUNT]; /* share of request time (prefill + gen decode steps) per class */
+    int64_t max_batch;           /* largest batch that fits device memory; 0 none */
+} record_summary;
+
+typedef struct record_memory {
+    double weights_bytes;
+    double kv_bytes;
+    double kv_bytes_per_token;
+    double activations_bytes;
+    double total_bytes;
+    double capacity_bytes; /* the device's memory */
+} record_memory;
+
+typedef struct record_point {
+    workload wl;
+    int64_t n_ops;
+    record_op *ops; /* (n_ops) prefill step ops then decode step ops; owned */
+    record_summary summary;
+    record_memory memory;
+} record_point;
+
+struct record_kv; /* the KV section, see record_kv.h */
+
+typedef struct record {
+    int version;            /* RECORD_VERSION when written by this build */
+    char kind[16];          /* "predict", "run", "kv", "sweep" */
+    char created[32];       /* ISO 8601 UTC */
+    char tool_version[32];
+    model_config model;
+    int64_t model_params;
+    double kv_bytes_per_token; /* at the first point's KV dtype */
+    device_spec device;
+    int n_points;
+    record_point *points;   /* (n_points); owned */
+    struct record_kv *kv;   /* NULL when the record has no KV section; owned */
+} record;
+
+/* Zeroes *r and sets version and tool version. */
+void record_init(record *r, const char *kind);
+
+/* Appends a zeroed point; returns it or NULL on OOM (the record is unchanged then). The pointer
+ * is valid until the next append. */
+record_point *record_add_point(record *r);
+
+/* Frees everything the record owns (not r itself). NULL is fine. */
+void record_free(record *r);
+
+/* Sets created to the current UTC time. */
+void record_stamp_time(record *r);
+
+#endif

@@ -1,0 +1,44 @@
+#include "status.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static _Thread_local char g_msg[1024];
+
+const char *xf_status_str(xf_status s) {
+    switch (s) {
+    case XF_OK: return "ok";
+    case XF_EINVAL: return "invalid input";
+    case XF_ENOMEM: return "out of memory";
+    case XF_EIO: return "I/O error";
+    case XF_EPARSE: return "parse error";
+    case XF_EFORMAT: return "unknown format or version";
+    case XF_EOVERFLOW: return "size too large";
+    case XF_EUNSUPPORTED: return "unsupported here";
+    }
+    return "unknown status";
+}
+
+xf_status xf_errorf(xf_status s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g_msg, sizeof g_msg, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+xf_status xf_error_prefix(xf_status s, const char *fmt, ...) {
+    char head[512], old[sizeof g_msg];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(head, sizeof head, fmt, ap);
+    va_end(ap);
+    memcpy(old, g_msg, sizeof old);
+    snprintf(g_msg, sizeof g_msg, "%s%s", head, old);
+    return s;
+}
+
+const char *xf_error_msg(void) { return g_msg; }
+
+void xf_error_clear(void) { g_msg[0] = '\0'; }

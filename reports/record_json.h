@@ -1,0 +1,25 @@
+/* The record as JSON: {"format":"xfprof-record","version":1,...}. docs/record.md is the schema.
+ * Readers treat the text as untrusted: every field is type- and range-checked, and other
+ * formats or newer versions are refused with a message that says so. */
+#ifndef XF_RECORD_JSON_H
+#define XF_RECORD_JSON_H
+
+#include <stdio.h>
+
+#include "core/record.h"
+
+/* Serializes the record; caller frees the returned text with free(). NULL on OOM. */
+char *record_to_json(const record *r);
+
+/* Parses a record text into *r (record_init'ed by this call; free with record_free, also on
+ * error). `source` (a path, may be NULL) prefixes messages. */
+xf_status record_from_json(const char *text, const char *source, record *r);
+
+/* Reads a record file (at most 1 GiB). */
+xf_status record_load(const char *path, record *r);
+
+/* Writes the record to `path` atomically (temporary file in the same folder, then rename), or
+ * to stdout when path is NULL or "-". */
+xf_status record_save(const record *r, const char *path);
+
+#endif
