@@ -4,6 +4,7 @@
 #ifndef XF_DEVICE_H
 #define XF_DEVICE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "status.h"

@@ -42,6 +42,7 @@ record_point *record_add_point(record *r) {
 static void point_free(record_point *p) {
     for (int64_t i = 0; i < p->n_ops; i++) free(p->ops[i].samples_s);
     free(p->ops);
+    free(p->tokens);
 }
 
 void record_free(record *r) {
@@ -59,4 +60,13 @@ void record_stamp_time(record *r) {
     struct tm tmv;
     gmtime_r(&now, &tmv);
     strftime(r->created, sizeof r->created, "%Y-%m-%dT%H:%M:%SZ", &tmv);
+}
+
+void record_set_env(record *r, const char *key, const char *value) {
+    int i = 0;
+    while (i < r->n_env && strcmp(r->env[i].key, key) != 0) i++;
+    if (i == RECORD_MAX_ENV) return;
+    snprintf(r->env[i].key, sizeof r->env[i].key, "%s", key);
+    snprintf(r->env[i].value, sizeof r->env[i].value, "%s", value ? value : "");
+    if (i == r->n_env) r->n_env++;
 }

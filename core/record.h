@@ -25,6 +25,14 @@ typedef enum xf_bound {
 const char *bound_name(xf_bound b); /* "memory", "compute", "latency", "balanced" */
 xf_status bound_parse(const char *s, xf_bound *out);
 
+/* A hardware counter read over an op's range (perf_event on the CPU, CUPTI on the GPU). */
+#define RECORD_MAX_COUNTERS 8
+typedef struct record_counter {
+    char name[48];  /* "cycles", "instructions", "dram__bytes_read.sum", ... */
+    int supported;  /* 0: this machine does not offer it (written as "unsupported") */
+    double value;   /* summed over the range, median over repetitions */
+} record_counter;
+
 /* One op of one step, with what the analysis made of it. */
 typedef struct record_op {
     cost_op cost;            /* phase, layer, kind, compute type, FLOPs and compulsory bytes */
@@ -42,6 +50,8 @@ typedef struct record_op {
     double util_memory;      /* (bytes / time) / bandwidth */
     int bytes_from_counters; /* 1: bytes are measured (CUPTI / perf); 0: the cost model's */
     double measured_bytes;   /* counter bytes when bytes_from_counters, else 0 */
+    int n_counters;
+    record_counter counters[RECORD_MAX_COUNTERS]; /* hardware counters for this op's range */
 } record_op;
 
 typedef struct record_summary {
@@ -66,15 +76,41 @@ typedef struct record_memory {
     double capacity_bytes; /* the device's memory */
 } record_memory;
 
+/* How a measured point was run (empty for predictions). */
+typedef struct record_run_info {
+    char backend[16];   /* "cpu", "cuda" */
+    int threads;
+    int reps;           /* repetitions kept (after warm-up) */
+    int warmup;         /* warm-up repetitions discarded */
+    char kv_policy[32]; /* "paged:16", "reserve", ... */
+    char kv_alloc[16];  /* "pool" or "system" */
+    uint64_t seed;
+    double timer_overhead_s; /* measured per range and subtracted */
+} record_run_info;
+
 typedef struct record_point {
     workload wl;
+    record_run_info run;
     int64_t n_ops;
     record_op *ops; /* (n_ops) prefill step ops then decode step ops; owned */
     record_summary summary;
     record_memory memory;
+    int64_t n_seqs;           /* rows of tokens (== batch for runs, 0 for predictions) */
+    int64_t n_tokens_per_seq; /* generated tokens per sequence */
+    int32_t *tokens;          /* (n_seqs, n_tokens_per_seq) greedy tokens generated; owned */
 } record_point;
 
 struct record_kv; /* the KV section, see record_kv.h */
+
+#define RECORD_MAX_ENV 24
+typedef struct record_env {
+    char key[32];
+    char value[224];
+} record_env;
+
+/* Sets (or replaces) an environment entry; silently ignores entries past RECORD_MAX_ENV. */
+struct record;
+void record_set_env(struct record *r, const char *key, const char *value);
 
 typedef struct record {
     int version;            /* RECORD_VERSION when written by this build */
@@ -88,6 +124,9 @@ typedef struct record {
     int n_points;
     record_point *points;   /* (n_points); owned */
     struct record_kv *kv;   /* NULL when the record has no KV section; owned */
+    int ceilings_measured;  /* 1: device ceilings measured by `xfprof machine`; 0: spec sheet */
+    int n_env;
+    record_env env[RECORD_MAX_ENV]; /* build, host, CPU/GPU, toolkit versions */
 } record;
 
 /* Zeroes *r and sets version and tool version. */
