@@ -35,7 +35,12 @@ xf_status xf_error_prefix(xf_status s, const char *fmt, ...) {
     vsnprintf(head, sizeof head, fmt, ap);
     va_end(ap);
     memcpy(old, g_msg, sizeof old);
-    snprintf(g_msg, sizeof g_msg, "%s%s", head, old);
+    size_t hl = strlen(head);
+    memcpy(g_msg, head, hl + 1);
+    size_t room = sizeof g_msg - hl - 1;
+    size_t ol = strnlen(old, room);
+    memcpy(g_msg + hl, old, ol);
+    g_msg[hl + ol] = '\0';
     return s;
 }
 
