@@ -52,6 +52,12 @@ xf_status device_list_parse(const char *json_text, const char *source, device_li
 xf_status device_list_load(const char *path, device_list *out);
 void device_list_free(device_list *l); /* NULL and empty lists are fine */
 
+/* Loads the built-in devices.json from device_data_dir(). Free with device_list_free. */
+xf_status device_list_builtin(device_list *out);
+
+/* Index of the device called `name` (case-insensitive) in l, or -1. */
+int device_list_find(const device_list *l, const char *name);
+
 /* Serializes one device as a JSON object text; caller frees with free(). NULL on OOM. */
 char *device_spec_to_json(const device_spec *d);
 

@@ -76,6 +76,17 @@ xf_status file_write_atomic(const char *path, const void *data, size_t len) {
         xf_status s = write_fd_all(STDOUT_FILENO, data, len, "standard output");
         return s;
     }
+    /* A device or pipe (/dev/full, /dev/stdout, a FIFO) is written in place: renaming a temporary
+     * file over it would replace the device node itself. */
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        if (S_ISDIR(st.st_mode)) return xf_errorf(XF_EIO, "cannot write %s: it is a folder", path);
+        int dfd = open(path, O_WRONLY | O_TRUNC);
+        if (dfd < 0) return xf_errorf(XF_EIO, "cannot write %s: %s", path, strerror(errno));
+        xf_status ds = write_fd_all(dfd, data, len, path);
+        if (close(dfd) != 0 && ds == XF_OK) ds = xf_errorf(XF_EIO, "cannot write %s: %s", path, strerror(errno));
+        return ds;
+    }
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 16);
     if (!tmp) return xf_errorf(XF_ENOMEM, "out of memory writing %s", path);

@@ -56,8 +56,30 @@ int64_t cost_step_op_count(const model_config *cfg);
 
 /* Fills ops[0..count) for one step. `ops` must hold cost_step_op_count(cfg) entries.
  * Order: embedding, then each layer's 12 ops in op_kind order, then final_norm, lm_head,
- * sampling. */
+ * sampling. final_norm, lm_head and sampling work on the B last rows only (one per sequence) in
+ * both phases: prefill needs logits for the last token alone. Logits are fp32. XF_EINVAL (with
+ * config_validate's / workload_validate's message) on invalid input. */
 xf_status cost_step(const model_config *cfg, const workload *w, step_shape s, cost_op *ops, int64_t count);
+
+/* The compute type (which peak applies) of GEMMs and attention for activation dtype `adtype`:
+ * fp16/bf16 -> tensor16, fp8 -> fp8, int8 -> int8, fp32 -> fp32. Element-wise ops are fp32. */
+xf_compute cost_compute_of(xf_dtype adtype);
+
+/* KV bytes of one token over all layers at `kvdtype` (int8/int4: ceil(head_dim / group) fp16
+ * scales per head vector; quant_group 0 = default): 2 * n_layers * n_kv_heads * head_dim * bytes.
+ * 0 for a config without layers or heads. */
+double cost_kv_bytes_per_token(const model_config *cfg, xf_dtype kvdtype, int quant_group);
+
+/* Causal (query, key) pairs of one sequence with `tokens` new tokens at the end of `context`:
+ * tokens * (context - tokens) + tokens * (tokens + 1) / 2 (prefill T(T+1)/2, decode C). */
+double cost_attention_pairs(int64_t tokens, int64_t context);
+
+/* Sums of flops and bytes over ops[0..count); either output may be NULL. */
+void cost_step_totals(const cost_op *ops, int64_t count, double *flops, double *bytes);
+
+/* Bytes of all parameters at w->wdtype (scales counted; norms and biases 16-bit when the
+ * weights are quantized or fp8, else at wdtype); lm_head counted unless tied. 0 on invalid input. */
+double cost_weight_bytes(const model_config *cfg, const workload *w);
 
 /* Memory a workload needs on the device. */
 typedef struct cost_memory {

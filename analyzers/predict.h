@@ -1,0 +1,23 @@
+/* Predictions: the cost model against a device's ceilings, no hardware needed. Fills record
+ * points (per-op roofline predictions, summary, memory) that every report renders. */
+#ifndef XF_PREDICT_H
+#define XF_PREDICT_H
+
+#include "core/device.h"
+#include "core/record.h"
+#include "reference_model/config.h"
+#include "reference_model/workload.h"
+
+/* Fills *out for one workload: out->wl, out->ops (the prefill step's ops, then the decode step's
+ * at workload_mean_decode_context; prefill only when gen == 0), the summary (roofline roll-ups,
+ * decode_context, max_batch against d->memory_bytes) and memory (cost_memory_of, capacity).
+ * *out is overwritten and must own nothing (a point fresh from record_add_point); on success its
+ * ops are owned by it (freed by record_free on the owning record); on error it is left zeroed. */
+xf_status predict_point(const model_config *cfg, const workload *w, const device_spec *d, record_point *out);
+
+/* Fills a whole "predict" record: model, model_params, kv_bytes_per_token at the first workload's
+ * KV dtype, device, one point per workload (n >= 1), creation time. *out is record_init'ed by this
+ * call; free it with record_free (also after an error). */
+xf_status predict_record(const model_config *cfg, const device_spec *d, const workload *points, int n, record *out);
+
+#endif

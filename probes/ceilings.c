@@ -1,0 +1,632 @@
+#include "ceilings.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <immintrin.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/fileio.h"
+#include "core/json_util.h"
+#include "probes/timer.h"
+
+#define MAX_THREADS 1024
+#define MIN_REP_S 0.02 /* each timed repetition runs at least this long */
+
+const char *ceilings_kernel_name(ceilings_kernel k) {
+    static const char *n[CEIL_KERNEL_COUNT] = {"read", "copy", "triad"};
+    return ((int)k >= 0 && k < CEIL_KERNEL_COUNT) ? n[k] : "?";
+}
+
+int ceilings_kernel_arrays(ceilings_kernel k) { return k == CEIL_READ ? 1 : k == CEIL_COPY ? 2 : 3; }
+
+double ceilings_kernel_bytes(ceilings_kernel k, int64_t n) { return 4.0 * (double)ceilings_kernel_arrays(k) * (double)n; }
+
+/* ---- kernels, three flavours ---- */
+
+__attribute__((target("avx512f"))) static double read_avx512(const float *a, int64_t n) {
+    __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        s0 = _mm512_add_ps(s0, _mm512_loadu_ps(a + i));
+        s1 = _mm512_add_ps(s1, _mm512_loadu_ps(a + i + 16));
+        s2 = _mm512_add_ps(s2, _mm512_loadu_ps(a + i + 32));
+        s3 = _mm512_add_ps(s3, _mm512_loadu_ps(a + i + 48));
+    }
+    double s = (double)_mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+    for (; i < n; i++) s += a[i];
+    return s;
+}
+
+__attribute__((target("avx512f"))) static void copy_avx512(float *a, const float *b, int64_t n) {
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        _mm512_storeu_ps(a + i, _mm512_loadu_ps(b + i));
+        _mm512_storeu_ps(a + i + 16, _mm512_loadu_ps(b + i + 16));
+    }
+    for (; i < n; i++) a[i] = b[i];
+}
+
+__attribute__((target("avx512f"))) static void triad_avx512(float *a, const float *b, const float *c, float s, int64_t n) {
+    __m512 vs = _mm512_set1_ps(s);
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        _mm512_storeu_ps(a + i, _mm512_fmadd_ps(vs, _mm512_loadu_ps(c + i), _mm512_loadu_ps(b + i)));
+        _mm512_storeu_ps(a + i + 16, _mm512_fmadd_ps(vs, _mm512_loadu_ps(c + i + 16), _mm512_loadu_ps(b + i + 16)));
+    }
+    for (; i < n; i++) a[i] = b[i] + s * c[i];
+}
+
+__attribute__((target("avx2,fma"))) static double read_avx2(const float *a, int64_t n) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm256_add_ps(s0, _mm256_loadu_ps(a + i));
+        s1 = _mm256_add_ps(s1, _mm256_loadu_ps(a + i + 8));
+        s2 = _mm256_add_ps(s2, _mm256_loadu_ps(a + i + 16));
+        s3 = _mm256_add_ps(s3, _mm256_loadu_ps(a + i + 24));
+    }
+    float t[8];
+    _mm256_storeu_ps(t, _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+    double s = 0;
+    for (int j = 0; j < 8; j++) s += t[j];
+    for (; i < n; i++) s += a[i];
+    return s;
+}
+
+__attribute__((target("avx2,fma"))) static void copy_avx2(float *a, const float *b, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        _mm256_storeu_ps(a + i, _mm256_loadu_ps(b + i));
+        _mm256_storeu_ps(a + i + 8, _mm256_loadu_ps(b + i + 8));
+    }
+    for (; i < n; i++) a[i] = b[i];
+}
+
+__attribute__((target("avx2,fma"))) static void triad_avx2(float *a, const float *b, const float *c, float s, int64_t n) {
+    __m256 vs = _mm256_set1_ps(s);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(a + i, _mm256_fmadd_ps(vs, _mm256_loadu_ps(c + i), _mm256_loadu_ps(b + i)));
+    for (; i < n; i++) a[i] = b[i] + s * c[i];
+}
+
+static double read_portable(const float *a, int64_t n) {
+    float s[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) s[j] += a[i + j];
+    double t = 0;
+    for (int j = 0; j < 8; j++) t += s[j];
+    for (; i < n; i++) t += a[i];
+    return t;
+}
+
+static void copy_portable(float *a, const float *b, int64_t n) {
+    for (int64_t i = 0; i < n; i++) a[i] = b[i];
+}
+
+static void triad_portable(float *a, const float *b, const float *c, float s, int64_t n) {
+    for (int64_t i = 0; i < n; i++) a[i] = b[i] + s * c[i];
+}
+
+static int isa_level(void) {
+    static int level = -1;
+    if (level < 0) {
+        __builtin_cpu_init();
+        level = __builtin_cpu_supports("avx512f") ? 2 : (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) ? 1 : 0;
+    }
+    return level;
+}
+
+const char *ceilings_isa(void) {
+    static const char *n[3] = {"portable", "avx2", "avx512"};
+    return n[isa_level()];
+}
+
+double ceilings_kernel_run(ceilings_kernel k, float *a, const float *b, const float *c, int64_t n) {
+    int lvl = isa_level();
+    switch (k) {
+    case CEIL_READ: return lvl == 2 ? read_avx512(a, n) : lvl == 1 ? read_avx2(a, n) : read_portable(a, n);
+    case CEIL_COPY:
+        if (lvl == 2) copy_avx512(a, b, n);
+        else if (lvl == 1) copy_avx2(a, b, n);
+        else copy_portable(a, b, n);
+        return 0;
+    case CEIL_TRIAD:
+        if (lvl == 2) triad_avx512(a, b, c, 3.0f, n);
+        else if (lvl == 1) triad_avx2(a, b, c, 3.0f, n);
+        else triad_portable(a, b, c, 3.0f, n);
+        return 0;
+    default: return 0;
+    }
+}
+
+/* ---- FMA-bound kernels: independent accumulator chains, enough to cover FMA latency x ports ---- */
+
+#define FMA16(OP, acc, a, b)                                                                                           \
+    acc##0 = OP(acc##0, a, b); acc##1 = OP(acc##1, a, b); acc##2 = OP(acc##2, a, b); acc##3 = OP(acc##3, a, b);         \
+    acc##4 = OP(acc##4, a, b); acc##5 = OP(acc##5, a, b); acc##6 = OP(acc##6, a, b); acc##7 = OP(acc##7, a, b);         \
+    acc##8 = OP(acc##8, a, b); acc##9 = OP(acc##9, a, b); acc##10 = OP(acc##10, a, b); acc##11 = OP(acc##11, a, b);     \
+    acc##12 = OP(acc##12, a, b); acc##13 = OP(acc##13, a, b); acc##14 = OP(acc##14, a, b); acc##15 = OP(acc##15, a, b);
+
+/* 16 chains x 16 lanes x 2 FLOP = 512 FLOP per iteration. */
+__attribute__((target("avx512f"))) static float fma_avx512(int64_t iters) {
+    __m512 x0 = _mm512_set1_ps(0.01f), x1 = _mm512_set1_ps(0.02f), x2 = _mm512_set1_ps(0.03f), x3 = _mm512_set1_ps(0.04f);
+    __m512 x4 = _mm512_set1_ps(0.05f), x5 = _mm512_set1_ps(0.06f), x6 = _mm512_set1_ps(0.07f), x7 = _mm512_set1_ps(0.08f);
+    __m512 x8 = _mm512_set1_ps(0.09f), x9 = _mm512_set1_ps(0.10f), x10 = _mm512_set1_ps(0.11f), x11 = _mm512_set1_ps(0.12f);
+    __m512 x12 = _mm512_set1_ps(0.13f), x13 = _mm512_set1_ps(0.14f), x14 = _mm512_set1_ps(0.15f), x15 = _mm512_set1_ps(0.16f);
+    const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-6f);
+    for (int64_t i = 0; i < iters; i++) {
+        FMA16(_mm512_fmadd_ps, x, m, c)
+    }
+    __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(x0, x1), _mm512_add_ps(x2, x3)),
+                             _mm512_add_ps(_mm512_add_ps(x4, x5), _mm512_add_ps(x6, x7)));
+    s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(x8, x9), _mm512_add_ps(x10, x11)),
+                                       _mm512_add_ps(_mm512_add_ps(x12, x13), _mm512_add_ps(x14, x15))));
+    return _mm512_reduce_add_ps(s);
+}
+
+/* 12 chains x 8 lanes x 2 FLOP = 192 FLOP per iteration (16 ymm registers). */
+__attribute__((target("avx2,fma"))) static float fma_avx2(int64_t iters) {
+    __m256 x0 = _mm256_set1_ps(0.01f), x1 = _mm256_set1_ps(0.02f), x2 = _mm256_set1_ps(0.03f), x3 = _mm256_set1_ps(0.04f);
+    __m256 x4 = _mm256_set1_ps(0.05f), x5 = _mm256_set1_ps(0.06f), x6 = _mm256_set1_ps(0.07f), x7 = _mm256_set1_ps(0.08f);
+    __m256 x8 = _mm256_set1_ps(0.09f), x9 = _mm256_set1_ps(0.10f), x10 = _mm256_set1_ps(0.11f), x11 = _mm256_set1_ps(0.12f);
+    const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-6f);
+    for (int64_t i = 0; i < iters; i++) {
+        x0 = _mm256_fmadd_ps(x0, m, c); x1 = _mm256_fmadd_ps(x1, m, c); x2 = _mm256_fmadd_ps(x2, m, c);
+        x3 = _mm256_fmadd_ps(x3, m, c); x4 = _mm256_fmadd_ps(x4, m, c); x5 = _mm256_fmadd_ps(x5, m, c);
+        x6 = _mm256_fmadd_ps(x6, m, c); x7 = _mm256_fmadd_ps(x7, m, c); x8 = _mm256_fmadd_ps(x8, m, c);
+        x9 = _mm256_fmadd_ps(x9, m, c); x10 = _mm256_fmadd_ps(x10, m, c); x11 = _mm256_fmadd_ps(x11, m, c);
+    }
+    __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(x0, x1), _mm256_add_ps(x2, x3)),
+                             _mm256_add_ps(_mm256_add_ps(x4, x5), _mm256_add_ps(x6, x7)));
+    s = _mm256_add_ps(s, _mm256_add_ps(_mm256_add_ps(x8, x9), _mm256_add_ps(x10, x11)));
+    float t[8];
+    _mm256_storeu_ps(t, s);
+    return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
+}
+
+/* 8 scalar chains x 2 FLOP = 16 FLOP per iteration (the compiler may vectorize it). */
+static float fma_portable(int64_t iters) {
+    float x[8] = {0.01f, 0.02f, 0.03f, 0.04f, 0.05f, 0.06f, 0.07f, 0.08f};
+    for (int64_t i = 0; i < iters; i++)
+        for (int j = 0; j < 8; j++) x[j] = x[j] * 0.999999f + 1e-6f;
+    return x[0] + x[1] + x[2] + x[3] + x[4] + x[5] + x[6] + x[7];
+}
+
+/* vdpbf16ps: 16 lanes x 2 products x 2 FLOP = 64 FLOP per instruction; 16 chains = 1024 per iteration. */
+__attribute__((target("avx512f,avx512bf16"))) static float bf16_avx512(int64_t iters) {
+    __m512 x0 = _mm512_set1_ps(0.01f), x1 = x0, x2 = x0, x3 = x0, x4 = x0, x5 = x0, x6 = x0, x7 = x0;
+    __m512 x8 = x0, x9 = x0, x10 = x0, x11 = x0, x12 = x0, x13 = x0, x14 = x0, x15 = x0;
+    const __m512bh a = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-3f), _mm512_set1_ps(1e-3f));
+    const __m512bh b = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-3f), _mm512_set1_ps(1e-3f));
+    for (int64_t i = 0; i < iters; i++) {
+        FMA16(_mm512_dpbf16_ps, x, a, b)
+    }
+    __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(x0, x1), _mm512_add_ps(x2, x3)),
+                             _mm512_add_ps(_mm512_add_ps(x4, x5), _mm512_add_ps(x6, x7)));
+    s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(x8, x9), _mm512_add_ps(x10, x11)),
+                                       _mm512_add_ps(_mm512_add_ps(x12, x13), _mm512_add_ps(x14, x15))));
+    return _mm512_reduce_add_ps(s);
+}
+
+/* ---- a team of threads with a barrier around each timed repetition ---- */
+
+typedef enum job_kind { JOB_BW, JOB_FP32, JOB_BF16 } job_kind;
+
+typedef struct team {
+    int threads;
+    int reps;
+    job_kind job;
+    ceilings_kernel kernel;
+    int64_t n;          /* floats per array, all threads */
+    int sweeps;         /* per repetition */
+    int64_t iters;      /* compute kernels: iterations per thread per repetition */
+    float *arr[3];
+    pthread_barrier_t bar;
+    pthread_mutex_t gate_mu;
+    pthread_cond_t gate_cv;
+    int gate; /* 0 wait, 1 go, -1 abort: workers start only once every thread exists */
+    double best_s;
+} team;
+
+typedef struct worker {
+    team *t;
+    int id;
+    pthread_t th;
+    volatile double sink;
+} worker;
+
+static void slice(const team *t, int id, int64_t *lo, int64_t *hi) {
+    int64_t per = (t->n / t->threads) & ~(int64_t)15; /* 64-byte aligned slices */
+    *lo = per * id;
+    *hi = id == t->threads - 1 ? t->n : *lo + per;
+}
+
+static void *worker_main(void *arg) {
+    worker *w = arg;
+    team *t = w->t;
+    double sink = 0;
+    if (w->id != 0) {
+        pthread_mutex_lock(&t->gate_mu);
+        while (t->gate == 0) pthread_cond_wait(&t->gate_cv, &t->gate_mu);
+        int go = t->gate;
+        pthread_mutex_unlock(&t->gate_mu);
+        if (go < 0) return NULL;
+    }
+    if (t->job == JOB_BW) { /* first touch by the thread that will sweep the slice */
+        int64_t lo, hi;
+        slice(t, w->id, &lo, &hi);
+        for (int a = 0; a < ceilings_kernel_arrays(t->kernel); a++)
+            for (int64_t i = lo; i < hi; i++) t->arr[a][i] = 1.0f;
+    }
+    for (int r = 0; r < t->reps; r++) {
+        pthread_barrier_wait(&t->bar);
+        double t0 = w->id == 0 ? timer_now_s() : 0;
+        if (t->job == JOB_BW) {
+            int64_t lo, hi;
+            slice(t, w->id, &lo, &hi);
+            float *a = t->arr[0] + lo;
+            const float *b = t->arr[1] ? t->arr[1] + lo : NULL, *c = t->arr[2] ? t->arr[2] + lo : NULL;
+            for (int s = 0; s < t->sweeps; s++) sink += ceilings_kernel_run(t->kernel, a, b, c, hi - lo);
+        } else if (t->job == JOB_FP32) {
+            int lvl = isa_level();
+            sink += lvl == 2 ? fma_avx512(t->iters) : lvl == 1 ? fma_avx2(t->iters) : fma_portable(t->iters);
+        } else {
+            sink += bf16_avx512(t->iters);
+        }
+        pthread_barrier_wait(&t->bar);
+        if (w->id == 0) {
+            double dt = timer_now_s() - t0;
+            if (r == 0 || dt < t->best_s) t->best_s = dt;
+        }
+    }
+    w->sink = sink; /* keeps the kernels' results live */
+    return NULL;
+}
+
+static xf_status team_run(team *t) {
+    if (t->threads < 1 || t->threads > MAX_THREADS)
+        return xf_errorf(XF_EINVAL, "ceilings: threads %d out of range (1 to %d)", t->threads, MAX_THREADS);
+    worker *ws = calloc((size_t)t->threads, sizeof *ws);
+    if (!ws) return xf_errorf(XF_ENOMEM, "ceilings: out of memory");
+    if (pthread_barrier_init(&t->bar, NULL, (unsigned)t->threads) != 0) {
+        free(ws);
+        return xf_errorf(XF_ENOMEM, "ceilings: cannot create a barrier for %d threads", t->threads);
+    }
+    pthread_mutex_init(&t->gate_mu, NULL);
+    pthread_cond_init(&t->gate_cv, NULL);
+    t->gate = 0;
+    int started = 1;
+    xf_status st = XF_OK;
+    for (int i = 1; i < t->threads; i++) {
+        ws[i].t = t;
+        ws[i].id = i;
+        if (pthread_create(&ws[i].th, NULL, worker_main, &ws[i]) != 0) {
+            st = xf_errorf(XF_ENOMEM, "ceilings: could not start thread %d of %d", i + 1, t->threads);
+            break;
+        }
+        started++;
+    }
+    pthread_mutex_lock(&t->gate_mu);
+    t->gate = st == XF_OK ? 1 : -1;
+    pthread_cond_broadcast(&t->gate_cv);
+    pthread_mutex_unlock(&t->gate_mu);
+    if (st == XF_OK) {
+        ws[0].t = t;
+        ws[0].id = 0;
+        worker_main(&ws[0]);
+    }
+    for (int i = 1; i < started; i++) pthread_join(ws[i].th, NULL);
+    pthread_cond_destroy(&t->gate_cv);
+    pthread_mutex_destroy(&t->gate_mu);
+    pthread_barrier_destroy(&t->bar);
+    free(ws);
+    return st;
+}
+
+xf_status ceilings_bandwidth(ceilings_kernel k, double ws_bytes, int threads, int reps, ceilings_bw *out) {
+    memset(out, 0, sizeof *out);
+    if ((int)k < 0 || k >= CEIL_KERNEL_COUNT) return xf_errorf(XF_EINVAL, "ceilings: unknown kernel %d", (int)k);
+    if (!(ws_bytes >= 4096 && ws_bytes <= 1e12))
+        return xf_errorf(XF_EINVAL, "ceilings: working set %.0f bytes out of range (4 KiB to 1 TB)", ws_bytes);
+    if (reps < 1 || reps > 1000) return xf_errorf(XF_EINVAL, "ceilings: reps %d out of range (1 to 1000)", reps);
+    int na = ceilings_kernel_arrays(k);
+    int64_t n = (int64_t)(ws_bytes / (4.0 * na)) & ~(int64_t)63;
+    if (n < 64 * (int64_t)threads) n = 64 * (int64_t)threads;
+    team t;
+    memset(&t, 0, sizeof t);
+    t.threads = threads;
+    t.job = JOB_BW;
+    t.kernel = k;
+    t.n = n;
+    size_t bytes = (size_t)n * sizeof(float);
+    for (int a = 0; a < na; a++) {
+        t.arr[a] = aligned_alloc(64, bytes);
+        if (!t.arr[a]) {
+            for (int j = 0; j < a; j++) free(t.arr[j]);
+            return xf_errorf(XF_ENOMEM, "ceilings: cannot allocate %d arrays of %zu bytes for the %s kernel; try --quick", na,
+                             bytes, ceilings_kernel_name(k));
+        }
+    }
+    /* Sweeps per repetition so one repetition moves at least ~MIN_REP_S at 50 GB/s. */
+    double per_sweep = ceilings_kernel_bytes(k, n);
+    double want = MIN_REP_S * 50e9;
+    int sweeps = per_sweep >= want ? 1 : (int)(want / per_sweep) + 1;
+    if (sweeps > 100000) sweeps = 100000;
+    t.sweeps = sweeps;
+    t.reps = reps + 1; /* the first repetition warms TLBs and caches; it still counts toward best-of */
+    xf_status st = team_run(&t);
+    for (int a = 0; a < na; a++) free(t.arr[a]);
+    if (st != XF_OK) return st;
+    out->n_elems = n;
+    out->sweeps = sweeps;
+    out->bytes_per_rep = per_sweep * sweeps;
+    out->best_s = t.best_s;
+    out->Bps = t.best_s > 0 ? out->bytes_per_rep / t.best_s : 0;
+    return XF_OK;
+}
+
+static xf_status compute_peak(job_kind job, double flops_per_iter, int threads, int reps, double *flops) {
+    team t;
+    memset(&t, 0, sizeof t);
+    t.threads = threads;
+    t.job = job;
+    t.reps = 1;
+    /* Calibrate: grow iterations until one repetition takes >= MIN_REP_S. */
+    t.iters = 1 << 14;
+    for (int guard = 0; guard < 30; guard++) {
+        xf_status st = team_run(&t);
+        if (st != XF_OK) return st;
+        if (t.best_s >= MIN_REP_S * 0.5) break;
+        t.iters *= 2;
+    }
+    t.iters = (int64_t)((double)t.iters * (2 * MIN_REP_S / (t.best_s > 1e-9 ? t.best_s : 1e-9))) + 1;
+    t.reps = reps;
+    xf_status st = team_run(&t);
+    if (st != XF_OK) return st;
+    *flops = t.best_s > 0 ? flops_per_iter * (double)t.iters * threads / t.best_s : 0;
+    return XF_OK;
+}
+
+xf_status ceilings_fp32_peak(int threads, int reps, double *flops, char *isa, size_t isa_len) {
+    int lvl = isa_level();
+    double per = lvl == 2 ? 512.0 : lvl == 1 ? 192.0 : 16.0;
+    if (isa && isa_len) snprintf(isa, isa_len, "%s", ceilings_isa());
+    return compute_peak(JOB_FP32, per, threads, reps, flops);
+}
+
+xf_status ceilings_bf16_peak(int threads, int reps, double *flops) {
+    *flops = 0;
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx512bf16"))
+        return xf_errorf(XF_EUNSUPPORTED, "this CPU has no AVX512_BF16: no BF16 peak measured");
+    return compute_peak(JOB_BF16, 1024.0, threads, reps, flops);
+}
+
+static double parse_size(const char *s) {
+    char *end;
+    double v = strtod(s, &end);
+    if (*end == 'K') v *= 1024;
+    else if (*end == 'M') v *= 1024 * 1024;
+    else if (*end == 'G') v *= 1024.0 * 1024 * 1024;
+    return v;
+}
+
+double ceilings_llc_bytes(void) {
+    double best = 0;
+    int best_level = 0;
+    for (int i = 0; i < 16; i++) {
+        char path[128], buf[64];
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        int level = 0;
+        if (fscanf(f, "%d", &level) != 1) level = 0;
+        fclose(f);
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/type", i);
+        f = fopen(path, "r");
+        if (!f) continue;
+        int ok = fgets(buf, sizeof buf, f) != NULL;
+        fclose(f);
+        if (!ok || strncmp(buf, "Instruction", 11) == 0) continue;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        f = fopen(path, "r");
+        if (!f) continue;
+        ok = fgets(buf, sizeof buf, f) != NULL;
+        fclose(f);
+        if (!ok) continue;
+        double sz = parse_size(buf);
+        if (level > best_level || (level == best_level && sz > best)) {
+            best_level = level;
+            best = sz;
+        }
+    }
+    return best;
+}
+
+static double phys_bytes(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    return pages > 0 && psz > 0 ? (double)pages * (double)psz : 0;
+}
+
+xf_status ceilings_measure(const ceilings_opts *o, ceilings_result *out) {
+    memset(out, 0, sizeof *out);
+    if (o->threads < 1 || o->threads > MAX_THREADS)
+        return xf_errorf(XF_EINVAL, "threads %d out of range (1 to %d)", o->threads, MAX_THREADS);
+    if (o->reps < 0 || o->reps > 1000) return xf_errorf(XF_EINVAL, "reps %d out of range (1 to 1000)", o->reps);
+    double t0 = timer_now_s();
+    int reps = o->reps ? o->reps : o->quick ? 3 : 5;
+    out->threads = o->threads;
+    out->reps = reps;
+    out->llc_bytes = ceilings_llc_bytes();
+    double llc = out->llc_bytes > 0 ? out->llc_bytes : 32.0 * 1024 * 1024;
+    double dram = o->dram_ws_bytes > 0 ? o->dram_ws_bytes : (o->quick ? 2.0 : 4.0) * llc;
+    if (o->dram_ws_bytes <= 0 && dram < 256.0 * 1024 * 1024) dram = 256.0 * 1024 * 1024;
+    double ram = phys_bytes();
+    if (o->dram_ws_bytes <= 0 && ram > 0 && dram > ram / 4) dram = ram / 4;
+    double cache = o->cache_ws_bytes > 0 ? o->cache_ws_bytes : llc / 4;
+    out->dram_ws_bytes = o->skip_dram ? 0 : dram;
+    out->cache_ws_bytes = cache;
+    xf_status st;
+    for (int k = 0; k < CEIL_KERNEL_COUNT; k++) {
+        if (!o->skip_dram && (st = ceilings_bandwidth((ceilings_kernel)k, dram, o->threads, reps, &out->dram[k])) != XF_OK)
+            return xf_error_prefix(st, "DRAM %s: ", ceilings_kernel_name((ceilings_kernel)k));
+        if ((st = ceilings_bandwidth((ceilings_kernel)k, cache, o->threads, reps, &out->cache[k])) != XF_OK)
+            return xf_error_prefix(st, "in-cache %s: ", ceilings_kernel_name((ceilings_kernel)k));
+    }
+    if (!o->skip_compute) {
+        if ((st = ceilings_fp32_peak(o->threads, reps, &out->fp32_flops, out->fp32_isa, sizeof out->fp32_isa)) != XF_OK)
+            return xf_error_prefix(st, "FP32 peak: ");
+        st = ceilings_bf16_peak(o->threads, reps, &out->bf16_flops);
+        if (st == XF_OK)
+            snprintf(out->bf16_isa, sizeof out->bf16_isa, "avx512_bf16");
+        else if (st == XF_EUNSUPPORTED) {
+            snprintf(out->bf16_isa, sizeof out->bf16_isa, "none");
+            xf_error_clear();
+        } else
+            return xf_error_prefix(st, "BF16 peak: ");
+    }
+    out->seconds = timer_now_s() - t0;
+    return XF_OK;
+}
+
+void ceilings_cpu_model(char *buf, size_t len) {
+    snprintf(buf, len, "unknown CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) == 0) {
+            char *c = strchr(line, ':');
+            if (c) {
+                c++;
+                while (*c == ' ' || *c == '\t') c++;
+                size_t n = strlen(c);
+                while (n && (c[n - 1] == '\n' || c[n - 1] == ' ')) c[--n] = '\0';
+                snprintf(buf, len, "%s", c);
+            }
+            break;
+        }
+    }
+    fclose(f);
+}
+
+void ceilings_to_device(const ceilings_result *r, device_spec *d) {
+    memset(d, 0, sizeof *d);
+    snprintf(d->name, sizeof d->name, "cpu");
+    ceilings_cpu_model(d->description, sizeof d->description);
+    snprintf(d->kind, sizeof d->kind, "cpu");
+    char host[64] = "unknown-host", date[32] = "";
+    gethostname(host, sizeof host - 1);
+    time_t now = time(NULL);
+    struct tm tmv;
+    gmtime_r(&now, &tmv);
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tmv);
+    snprintf(d->source, sizeof d->source, "measured by xfprof machine on %s %s, %d threads", host, date, r->threads);
+    d->measured = 1;
+    d->memory_bytes = phys_bytes();
+    d->bandwidth_Bps = r->dram[CEIL_READ].Bps;
+    d->cache_bytes = r->llc_bytes;
+    d->cache_bandwidth_Bps = r->cache[CEIL_READ].Bps;
+    d->peak_flops[XF_COMPUTE_FP32] = r->fp32_flops;
+    d->peak_flops[XF_COMPUTE_TENSOR16] = r->bf16_flops;
+}
+
+xf_status ceilings_machine_path(char *buf, size_t len) {
+    const char *env = getenv("XFPROF_MACHINE_FILE");
+    if (env && *env) {
+        if ((size_t)snprintf(buf, len, "%s", env) >= len) return xf_errorf(XF_EINVAL, "XFPROF_MACHINE_FILE is too long");
+        return XF_OK;
+    }
+    const char *home = getenv("HOME");
+    if (!home || !*home)
+        return xf_errorf(XF_EINVAL, "neither XFPROF_MACHINE_FILE nor HOME is set: say where the machine file goes with -o FILE");
+    if ((size_t)snprintf(buf, len, "%s/.cache/xfprof/machine.json", home) >= len) return xf_errorf(XF_EINVAL, "HOME is too long");
+    return XF_OK;
+}
+
+/* mkdir -p of path's folder. */
+static xf_status make_parent(const char *path) {
+    char dir[4096];
+    if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir) return xf_errorf(XF_EINVAL, "path too long: %.64s...", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir) return XF_OK;
+    *slash = '\0';
+    for (char *p = dir + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(dir, 0755) != 0 && errno != EEXIST) return xf_errorf(XF_EIO, "cannot create folder %s: %s", dir, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) return xf_errorf(XF_EIO, "cannot create folder %s: %s", dir, strerror(errno));
+    return XF_OK;
+}
+
+static int add_bw(cJSON *o, const char *key, const ceilings_bw *b) {
+    cJSON *x = cJSON_AddObjectToObject(o, key);
+    return x && json_add_number(x, "bytes_per_s", b->Bps) && json_add_number(x, "bytes_per_rep", b->bytes_per_rep) &&
+           json_add_number(x, "best_s", b->best_s);
+}
+
+xf_status ceilings_save(const device_spec *d, const ceilings_result *r, const char *path) {
+    char *dev = device_spec_to_json(d);
+    if (!dev) return xf_errorf(XF_ENOMEM, "out of memory writing the machine file");
+    cJSON *devo = cJSON_Parse(dev);
+    free(dev);
+    cJSON *root = cJSON_CreateObject();
+    int ok = devo && root && cJSON_AddStringToObject(root, "format", "xfprof-devices") &&
+             cJSON_AddNumberToObject(root, "version", 1);
+    cJSON *arr = ok ? cJSON_AddArrayToObject(root, "devices") : NULL;
+    ok = ok && arr;
+    if (ok && r) {
+        cJSON *det = cJSON_AddObjectToObject(devo, "measured_detail");
+        ok = det && cJSON_AddNumberToObject(det, "threads", r->threads) && cJSON_AddNumberToObject(det, "reps", r->reps) &&
+             json_add_number(det, "llc_bytes", r->llc_bytes) && json_add_number(det, "dram_working_set_bytes", r->dram_ws_bytes) &&
+             json_add_number(det, "cache_working_set_bytes", r->cache_ws_bytes);
+        for (int k = 0; ok && k < CEIL_KERNEL_COUNT; k++) {
+            char key[32];
+            snprintf(key, sizeof key, "dram_%s", ceilings_kernel_name((ceilings_kernel)k));
+            if (r->dram_ws_bytes > 0) ok = add_bw(det, key, &r->dram[k]);
+            snprintf(key, sizeof key, "cache_%s", ceilings_kernel_name((ceilings_kernel)k));
+            if (ok) ok = add_bw(det, key, &r->cache[k]);
+        }
+        ok = ok && json_add_number(det, "fp32_flops", r->fp32_flops) && cJSON_AddStringToObject(det, "fp32_isa", r->fp32_isa) &&
+             json_add_number(det, "bf16_flops", r->bf16_flops) && cJSON_AddStringToObject(det, "bf16_isa", r->bf16_isa);
+    }
+    if (ok) {
+        cJSON_AddItemToArray(arr, devo);
+        devo = NULL;
+    }
+    char *text = ok ? cJSON_Print(root) : NULL;
+    cJSON_Delete(root);
+    cJSON_Delete(devo);
+    if (!text) return xf_errorf(XF_ENOMEM, "out of memory writing the machine file");
+    xf_status st = path && strcmp(path, "-") != 0 ? make_parent(path) : XF_OK;
+    if (st == XF_OK) {
+        size_t n = strlen(text);
+        text[n] = '\n'; /* the NUL's byte becomes the final newline; n + 1 bytes are owned */
+        st = file_write_atomic(path, text, n + 1);
+    }
+    free(text);
+    return st;
+}
+
+xf_status ceilings_load(const char *path, device_spec *out) {
+    if (access(path, R_OK) != 0) return xf_errorf(XF_EIO, "no machine file at %s (run 'xfprof machine' to make one)", path);
+    device_list l = {0};
+    xf_status st = device_list_load(path, &l);
+    if (st != XF_OK) return st;
+    if (l.n < 1) {
+        device_list_free(&l);
+        return xf_errorf(XF_EINVAL, "%s: the machine file lists no device", path);
+    }
+    *out = l.items[0];
+    device_list_free(&l);
+    return XF_OK;
+}

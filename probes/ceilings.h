@@ -1,0 +1,104 @@
+/* Measured CPU ceilings: STREAM-like bandwidth (read, copy, triad) over a working set well
+ * above the last-level cache and once inside it, FP32 peak (an FMA-bound register-blocked
+ * kernel: AVX-512, AVX2+FMA or portable, picked at run time) and BF16 peak where the CPU has
+ * AVX512_BF16 (vdpbf16ps), each with the given number of threads (pthreads; every thread works
+ * on its own first-touched slice), best of N repetitions.
+ *
+ * Bytes counted as STREAM does: read = n elements read; copy = n read + n written; triad =
+ * 2n read + n written (4-byte floats); write-allocate traffic is not counted.
+ * `xfprof machine` saves the result as a devices file (data/devices.json's format) that `run`
+ * and `predict --device cpu` read. */
+#ifndef XF_CEILINGS_H
+#define XF_CEILINGS_H
+
+#include <stdint.h>
+
+#include "core/device.h"
+
+typedef enum ceilings_kernel { CEIL_READ = 0, CEIL_COPY, CEIL_TRIAD, CEIL_KERNEL_COUNT } ceilings_kernel;
+
+const char *ceilings_kernel_name(ceilings_kernel k); /* "read", "copy", "triad" */
+
+/* Arrays a kernel uses (1 read, 2 copy, 3 triad). */
+int ceilings_kernel_arrays(ceilings_kernel k);
+
+/* Bytes one sweep over n elements per array moves: 4n (read), 8n (copy), 12n (triad). */
+double ceilings_kernel_bytes(ceilings_kernel k, int64_t n);
+
+/* Runs one sweep of kernel k over n floats: read sums a (returned), copy a = b, triad
+ * a = b + s * c (s = 3). Arrays unused by the kernel may be NULL. Uses the widest SIMD the CPU
+ * has. Returns the read sum (0 for copy and triad). */
+double ceilings_kernel_run(ceilings_kernel k, float *a, const float *b, const float *c, int64_t n);
+
+/* The SIMD flavour picked at run time: "avx512", "avx2" or "portable". */
+const char *ceilings_isa(void);
+
+typedef struct ceilings_opts {
+    int threads;           /* >= 1 */
+    int quick;             /* 2x LLC instead of 4x, 3 repetitions instead of 5 */
+    int reps;              /* best-of-N; 0 = default */
+    double dram_ws_bytes;  /* working set for the DRAM figures; 0 = max(4 x LLC, 256 MiB), capped at 1/4 of RAM */
+    double cache_ws_bytes; /* working set inside the LLC; 0 = LLC / 4 */
+    int skip_compute;      /* bandwidth only (tests) */
+    int skip_dram;         /* no DRAM-sized working set (tests) */
+} ceilings_opts;
+
+typedef struct ceilings_bw {
+    double Bps;            /* best of reps */
+    double bytes_per_rep;  /* bytes one timed repetition moves (sweeps * kernel bytes) */
+    double best_s;         /* time of the best repetition */
+    int64_t n_elems;       /* floats per array */
+    int sweeps;            /* sweeps per timed repetition */
+} ceilings_bw;
+
+typedef struct ceilings_result {
+    int threads;
+    int reps;
+    double llc_bytes;              /* from sysfs; 0 unknown */
+    double dram_ws_bytes, cache_ws_bytes;
+    ceilings_bw dram[CEIL_KERNEL_COUNT];
+    ceilings_bw cache[CEIL_KERNEL_COUNT];
+    double fp32_flops;             /* best of reps */
+    char fp32_isa[16];
+    double bf16_flops;             /* 0 when the CPU lacks AVX512_BF16 */
+    char bf16_isa[24];
+    double seconds;                /* wall time of the whole measurement */
+} ceilings_result;
+
+/* Measures one kernel: `ws_bytes` total over its arrays, `threads` threads, best of `reps`
+ * timed repetitions, each at least ~20 ms (several sweeps when the set is small). */
+xf_status ceilings_bandwidth(ceilings_kernel k, double ws_bytes, int threads, int reps, ceilings_bw *out);
+
+/* FP32 FMA peak in FLOP/s over `threads` threads, best of reps; isa gets the variant used. */
+xf_status ceilings_fp32_peak(int threads, int reps, double *flops, char *isa, size_t isa_len);
+
+/* BF16 dot-product peak (vdpbf16ps: 64 FLOP per instruction); XF_EUNSUPPORTED without
+ * AVX512_BF16. */
+xf_status ceilings_bf16_peak(int threads, int reps, double *flops);
+
+/* Last-level cache size from /sys/devices/system/cpu/cpu0/cache (largest level); 0 unknown. */
+double ceilings_llc_bytes(void);
+
+/* Everything above, as `xfprof machine` does. */
+xf_status ceilings_measure(const ceilings_opts *o, ceilings_result *out);
+
+/* A device_spec from a result: kind "cpu", name "cpu", measured = 1, bandwidth = DRAM read,
+ * cache_bandwidth = in-cache read, peaks fp32 (and tensor16 = bf16 when measured), memory =
+ * physical RAM, description = the CPU model, source "measured by xfprof machine on <host>
+ * <date>, <threads> threads". */
+void ceilings_to_device(const ceilings_result *r, device_spec *out);
+
+/* The per-machine file: $XFPROF_MACHINE_FILE, else $HOME/.cache/xfprof/machine.json. */
+xf_status ceilings_machine_path(char *buf, size_t len);
+
+/* Writes {"format":"xfprof-devices","version":1,"devices":[d]} atomically to path (creating
+ * its folder); `r` (may be NULL) adds a "measured_detail" object with every figure. */
+xf_status ceilings_save(const device_spec *d, const ceilings_result *r, const char *path);
+
+/* Loads the first device of a machine file. XF_EIO when it does not exist. */
+xf_status ceilings_load(const char *path, device_spec *out);
+
+/* The CPU model name from /proc/cpuinfo ("unknown CPU" otherwise). */
+void ceilings_cpu_model(char *buf, size_t len);
+
+#endif

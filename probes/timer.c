@@ -1,0 +1,228 @@
+#include "timer.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct timer_acc {
+    int64_t sum_ns;    /* this repetition: sum of (range - overhead) */
+    int64_t last_step; /* last decode step seen, to count distinct steps */
+    int32_t n_steps;   /* distinct steps seen this repetition */
+    int32_t seen;      /* 1 when the key had a range this repetition */
+} timer_acc;
+
+struct timer_probe {
+    int64_t n_layers;
+    int max_reps;
+    int64_t n_keys;       /* 2 * (n_layers + 1) * OP_KIND_COUNT */
+    timer_acc *acc;       /* (n_keys) */
+    double *samples;      /* (n_keys, max_reps) seconds */
+    int *n_samples;       /* (n_keys) */
+    int n_reps;           /* repetitions kept */
+    int64_t stack_t0[TIMER_MAX_DEPTH];
+    int depth;
+    int64_t dropped;
+    double overhead_ns;
+    timer_clock_fn clock;
+    void *clock_arg;
+    /* Calibration: end() stores raw elapsed here instead of accumulating. */
+    int64_t *calib;
+    int calib_n, calib_cap;
+};
+
+static inline int64_t now_ns(const timer_probe *t) {
+    if (t->clock) return t->clock(t->clock_arg);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+double timer_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static inline int64_t key_of(const timer_probe *t, xf_phase phase, int layer, op_kind kind) {
+    if ((int)phase < 0 || phase >= XF_PHASE_COUNT || layer < -1 || (int64_t)layer >= t->n_layers || (int)kind < 0 ||
+        kind >= OP_KIND_COUNT)
+        return -1;
+    return ((int64_t)phase * (t->n_layers + 1) + (layer + 1)) * OP_KIND_COUNT + kind;
+}
+
+static void timer_begin(void *ctx, const probe_range *r) {
+    (void)r;
+    timer_probe *t = ctx;
+    if (t->depth >= TIMER_MAX_DEPTH) {
+        t->depth++; /* keep balance; the matching end drops it */
+        return;
+    }
+    t->stack_t0[t->depth++] = now_ns(t); /* last thing before the op runs */
+}
+
+static void timer_end(void *ctx, const probe_range *r) {
+    timer_probe *t = ctx;
+    int64_t t1 = now_ns(t); /* first thing after the op ran */
+    if (t->depth <= 0) {
+        t->dropped++;
+        return;
+    }
+    t->depth--;
+    if (t->depth >= TIMER_MAX_DEPTH) {
+        t->dropped++;
+        return;
+    }
+    int64_t raw = t1 - t->stack_t0[t->depth];
+    if (t->calib) {
+        if (t->calib_n < t->calib_cap) t->calib[t->calib_n++] = raw;
+        return;
+    }
+    int64_t k = key_of(t, r->phase, r->layer, r->kind);
+    if (k < 0) {
+        t->dropped++;
+        return;
+    }
+    timer_acc *a = &t->acc[k];
+    /* The overhead is a median in ns; subtract its rounded value (sub-ns is far below noise). */
+    a->sum_ns += raw - (int64_t)(t->overhead_ns + 0.5);
+    if (!a->seen || a->last_step != r->step) {
+        a->n_steps++;
+        a->last_step = r->step;
+    }
+    a->seen = 1;
+}
+
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int cmp_dbl(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+xf_status timer_probe_init_clock(int64_t n_layers, int max_reps, int calib_pairs, timer_clock_fn clock, void *arg,
+                                 timer_probe **out) {
+    *out = NULL;
+    if (n_layers < 0 || n_layers > 100000) return xf_errorf(XF_EINVAL, "timer probe: n_layers %lld out of range (0 to 100000)", (long long)n_layers);
+    if (max_reps < 1 || max_reps > 100000) return xf_errorf(XF_EINVAL, "timer probe: max_reps %d out of range (1 to 100000)", max_reps);
+    if (calib_pairs < 0 || calib_pairs > 10000000) return xf_errorf(XF_EINVAL, "timer probe: calib_pairs %d out of range", calib_pairs);
+    if (calib_pairs == 0) calib_pairs = 20000;
+    timer_probe *t = calloc(1, sizeof *t);
+    if (!t) return xf_errorf(XF_ENOMEM, "timer probe: out of memory");
+    t->n_layers = n_layers;
+    t->max_reps = max_reps;
+    t->n_keys = 2 * (n_layers + 1) * OP_KIND_COUNT;
+    t->clock = clock;
+    t->clock_arg = arg;
+    t->acc = calloc((size_t)t->n_keys, sizeof *t->acc);
+    t->n_samples = calloc((size_t)t->n_keys, sizeof *t->n_samples);
+    t->samples = calloc((size_t)t->n_keys * (size_t)max_reps, sizeof *t->samples);
+    t->calib = malloc((size_t)calib_pairs * sizeof *t->calib);
+    if (!t->acc || !t->n_samples || !t->samples || !t->calib) {
+        long long keys = (long long)t->n_keys;
+        timer_probe_free(t);
+        return xf_errorf(XF_ENOMEM, "timer probe: out of memory for %lld op keys x %d repetitions", keys, max_reps);
+    }
+    /* Overhead: empty ranges through the same function pointers a probe_set uses. */
+    t->calib_cap = calib_pairs;
+    probe p = timer_probe_as_probe(t);
+    probe_range r = {XF_PREFILL, -1, OP_EMBEDDING, 0};
+    for (int i = 0; i < calib_pairs; i++) {
+        p.range_begin(p.ctx, &r);
+        p.range_end(p.ctx, &r);
+    }
+    qsort(t->calib, (size_t)t->calib_n, sizeof *t->calib, cmp_i64);
+    t->overhead_ns = t->calib_n ? (double)t->calib[t->calib_n / 2] : 0.0;
+    free(t->calib);
+    t->calib = NULL;
+    t->calib_n = t->calib_cap = 0;
+    *out = t;
+    return XF_OK;
+}
+
+xf_status timer_probe_init(int64_t n_layers, int max_reps, int calib_pairs, timer_probe **out) {
+    return timer_probe_init_clock(n_layers, max_reps, calib_pairs, NULL, NULL, out);
+}
+
+void timer_probe_free(timer_probe *t) {
+    if (!t) return;
+    free(t->acc);
+    free(t->samples);
+    free(t->n_samples);
+    free(t->calib);
+    free(t);
+}
+
+static void timer_free_ctx(void *ctx) { timer_probe_free(ctx); }
+
+probe timer_probe_as_probe(timer_probe *t) {
+    probe p = {"timer", t, timer_begin, timer_end, timer_free_ctx};
+    return p;
+}
+
+double timer_probe_overhead_s(const timer_probe *t) { return t ? t->overhead_ns * 1e-9 : 0.0; }
+
+void timer_probe_rep_begin(timer_probe *t) {
+    memset(t->acc, 0, (size_t)t->n_keys * sizeof *t->acc);
+    t->depth = 0;
+}
+
+xf_status timer_probe_rep_end(timer_probe *t) {
+    if (t->n_reps >= t->max_reps)
+        return xf_errorf(XF_EOVERFLOW, "timer probe: already %d repetitions kept (the maximum given at init)", t->max_reps);
+    for (int64_t k = 0; k < t->n_keys; k++) {
+        timer_acc *a = &t->acc[k];
+        if (!a->seen) continue;
+        int decode = k >= (t->n_layers + 1) * OP_KIND_COUNT;
+        double s = (double)a->sum_ns * 1e-9;
+        if (decode && a->n_steps > 0) s /= a->n_steps;
+        if (s < 0) s = 0; /* an op shorter than the clock's jitter */
+        t->samples[k * t->max_reps + t->n_samples[k]++] = s;
+    }
+    t->n_reps++;
+    memset(t->acc, 0, (size_t)t->n_keys * sizeof *t->acc);
+    return XF_OK;
+}
+
+void timer_probe_clear(timer_probe *t) {
+    memset(t->n_samples, 0, (size_t)t->n_keys * sizeof *t->n_samples);
+    memset(t->acc, 0, (size_t)t->n_keys * sizeof *t->acc);
+    t->n_reps = 0;
+}
+
+int timer_probe_samples(const timer_probe *t, xf_phase phase, int layer, op_kind kind, const double **samples) {
+    *samples = NULL;
+    int64_t k = key_of(t, phase, layer, kind);
+    if (k < 0 || t->n_samples[k] == 0) return 0;
+    *samples = &t->samples[k * t->max_reps];
+    return t->n_samples[k];
+}
+
+int64_t timer_probe_dropped(const timer_probe *t) { return t->dropped; }
+
+static double quantile_sorted(const double *s, int n, double q) {
+    double pos = q * (double)(n - 1);
+    int lo = (int)pos;
+    if (lo >= n - 1) return s[n - 1];
+    double f = pos - lo;
+    return s[lo] + f * (s[lo + 1] - s[lo]);
+}
+
+void timer_stats(const double *x, int n, double *median, double *iqr) {
+    *median = 0;
+    *iqr = 0;
+    if (n <= 0) return;
+    double small[64];
+    double *s = n <= 64 ? small : malloc((size_t)n * sizeof *s);
+    if (!s) { /* out of memory: fall back to the first sample, no spread */
+        *median = x[0];
+        return;
+    }
+    memcpy(s, x, (size_t)n * sizeof *s);
+    qsort(s, (size_t)n, sizeof *s, cmp_dbl);
+    *median = quantile_sorted(s, n, 0.5);
+    *iqr = quantile_sorted(s, n, 0.75) - quantile_sorted(s, n, 0.25);
+    if (s != small) free(s);
+}

@@ -1,0 +1,318 @@
+/* The cost model: analytic FLOPs and compulsory bytes of every op of one forward step.
+ *
+ * Notation (one step): B sequences, T new tokens each, context C tokens per sequence (C
+ * includes the T new tokens), N = B * T token rows. d = d_model, h = n_heads, kv = n_kv_heads,
+ * hd = head_dim, q_dim = h * hd, kv_dim = kv * hd, f = d_ff, V = vocab, L = n_layers.
+ *
+ * Byte conventions:
+ * - weights at wdtype; int8 / int4 weights carry one fp16 scale per quant_group elements along
+ *   the input (reduction) dimension, so a matrix's row length is its input dimension;
+ * - norm weights and biases stay 16-bit (fp16) when the weights are quantized or fp8, else they
+ *   are stored at wdtype (fp32 / fp16 / bf16) like the matrices;
+ * - activations at adtype (int8 activations: one scale per quant_group along the row);
+ * - KV at kvdtype; int8 / int4 KV carry ceil(hd / quant_group) scales per head vector;
+ * - logits are fp32 (sampling needs the full range), token ids are int32.
+ * Every count is a double: exact below 2^53, and a 70B prefill of thousands of tokens stays far
+ * below that. */
+#include "cost_model.h"
+
+#include <string.h>
+
+/* FLOPs per element of the element-wise ops (the constants the analysis rests on):
+ * - RMSNorm: square, accumulate, scale by rsqrt(mean), multiply by the weight: 4 per element;
+ * - RoPE: each pair (x0, x1) -> (x0 c - x1 s, x0 s + x1 c) is 4 mul + 2 add: 3 per element;
+ * - SwiGLU: silu(g) = g / (1 + exp(-g)) counted as 4 (neg, exp, add, div), times up: 5 per
+ *   element of d_ff;
+ * - softmax: max, subtract, exp, sum, divide: 5 per score;
+ * - residual add: 1 per element; greedy argmax: 1 compare per logit. */
+#define FLOPS_NORM 4.0
+#define FLOPS_ROPE 3.0
+#define FLOPS_SWIGLU 5.0
+#define FLOPS_SOFTMAX 5.0
+#define LOGIT_BYTES 4.0 /* fp32 logits */
+#define TOKEN_BYTES 4.0 /* int32 token ids */
+
+static const char *const k_op_names[OP_KIND_COUNT] = {
+    "embedding", "attn_norm", "qkv",          "rope",     "kv_append", "attention",
+    "o_proj",    "attn_residual", "ffn_norm", "gate_up",  "swiglu",    "down",
+    "ffn_residual", "final_norm", "lm_head",  "sampling", "kv_alloc",
+};
+
+const char *op_kind_name(op_kind k) { return (k >= 0 && k < OP_KIND_COUNT) ? k_op_names[k] : "?"; }
+
+xf_status op_kind_parse(const char *s, op_kind *out) {
+    for (int k = 0; k < OP_KIND_COUNT; k++) {
+        if (s && strcmp(s, k_op_names[k]) == 0) {
+            *out = (op_kind)k;
+            return XF_OK;
+        }
+    }
+    return xf_errorf(XF_EINVAL,
+                     "unknown op '%.48s': expected one of embedding, attn_norm, qkv, rope, kv_append, attention, "
+                     "o_proj, attn_residual, ffn_norm, gate_up, swiglu, down, ffn_residual, final_norm, lm_head, "
+                     "sampling, kv_alloc",
+                     s ? s : "");
+}
+
+int op_kind_is_per_layer(op_kind k) { return k >= OP_ATTN_NORM && k <= OP_FFN_RESIDUAL; }
+
+int op_kind_is_gemm(op_kind k) {
+    return k == OP_QKV || k == OP_O_PROJ || k == OP_GATE_UP || k == OP_DOWN || k == OP_LM_HEAD;
+}
+
+int64_t cost_step_op_count(const model_config *cfg) {
+    if (!cfg || cfg->n_layers < 0) return 0;
+    return 4 + 12 * cfg->n_layers;
+}
+
+xf_compute cost_compute_of(xf_dtype adtype) {
+    switch (adtype) {
+    case XF_FP16:
+    case XF_BF16: return XF_COMPUTE_TENSOR16;
+    case XF_FP8: return XF_COMPUTE_FP8;
+    case XF_INT8: return XF_COMPUTE_INT8;
+    default: return XF_COMPUTE_FP32;
+    }
+}
+
+/* Storage type of norm weights and biases (see the header comment). */
+static xf_dtype small_param_dtype(xf_dtype wdtype) {
+    return (wdtype == XF_FP32 || wdtype == XF_FP16 || wdtype == XF_BF16) ? wdtype : XF_FP16;
+}
+
+static int group_of(const workload *w) { return w->quant_group > 0 ? w->quant_group : XF_DEFAULT_QUANT_GROUP; }
+
+/* Bytes of a weight matrix of `elems` elements whose input dimension is `in_dim`. */
+static double wbytes(const workload *w, double elems, int64_t in_dim) {
+    return dtype_bytes(w->wdtype, elems, in_dim, group_of(w));
+}
+
+/* Bytes of `rows` activation rows of `row_len` elements. */
+static double abytes(const workload *w, double rows, int64_t row_len) {
+    return dtype_bytes(w->adtype, rows * (double)row_len, row_len, group_of(w));
+}
+
+/* Bytes of `vectors` K or V head vectors of head_dim elements. */
+static double kvbytes(const model_config *cfg, const workload *w, double vectors) {
+    return dtype_bytes(w->kvdtype, vectors * (double)cfg->head_dim, cfg->head_dim, group_of(w));
+}
+
+double cost_kv_bytes_per_token(const model_config *cfg, xf_dtype kvdtype, int quant_group) {
+    if (!cfg || cfg->n_layers <= 0 || cfg->n_kv_heads <= 0 || cfg->head_dim <= 0) return 0.0;
+    int g = quant_group > 0 ? quant_group : XF_DEFAULT_QUANT_GROUP;
+    /* K and V, every layer, every KV head: 2 * L * kv head vectors. */
+    double vectors = 2.0 * (double)cfg->n_layers * (double)cfg->n_kv_heads;
+    return dtype_bytes(kvdtype, vectors * (double)cfg->head_dim, cfg->head_dim, g);
+}
+
+static void op_set(cost_op *op, xf_phase phase, int layer, op_kind kind, xf_compute compute, double flops,
+                   double weight, double act_in, double act_out, double kv_read, double kv_write) {
+    op->phase = phase;
+    op->layer = layer;
+    op->kind = kind;
+    op->compute = compute;
+    op->flops = flops;
+    op->weight_bytes = weight;
+    op->act_in_bytes = act_in;
+    op->act_out_bytes = act_out;
+    op->kv_read_bytes = kv_read;
+    op->kv_write_bytes = kv_write;
+    op->bytes = weight + act_in + act_out + kv_read + kv_write;
+}
+
+/* (query, key) pairs of one sequence under the causal mask: new token i (1..T) sits at
+ * position C - T + i and attends to that many keys, so the sum is T * (C - T) + T (T + 1) / 2.
+ * Prefill (C == T): T (T + 1) / 2. Decode (T == 1): C. */
+double cost_attention_pairs(int64_t tokens, int64_t context) {
+    double t = (double)tokens, c = (double)context;
+    return t * (c - t) + t * (t + 1.0) / 2.0;
+}
+
+xf_status cost_step(const model_config *cfg, const workload *w, step_shape s, cost_op *ops, int64_t count) {
+    if (!cfg || !w || !ops) return xf_errorf(XF_EINVAL, "cost_step: missing config, workload or output");
+    xf_status st = config_validate(cfg);
+    if (st != XF_OK) return st;
+    st = workload_validate(w);
+    if (st != XF_OK) return st;
+    if (s.phase != XF_PREFILL && s.phase != XF_DECODE)
+        return xf_errorf(XF_EINVAL, "cost_step: unknown phase %d", (int)s.phase);
+    if (s.batch < 1 || s.tokens < 1 || s.context < s.tokens)
+        return xf_errorf(XF_EINVAL,
+                         "cost_step: step of batch %lld, %lld new tokens, context %lld: need batch >= 1, "
+                         "tokens >= 1 and context >= tokens",
+                         (long long)s.batch, (long long)s.tokens, (long long)s.context);
+    int64_t need = cost_step_op_count(cfg);
+    if (count < need)
+        return xf_errorf(XF_EINVAL, "cost_step: output holds %lld ops, the step has %lld", (long long)count,
+                         (long long)need);
+
+    const double B = (double)s.batch, T = (double)s.tokens, C = (double)s.context;
+    const double N = B * T; /* token rows of this step */
+    const int64_t d = cfg->d_model, hd = cfg->head_dim, f = cfg->d_ff, V = cfg->vocab;
+    const int64_t q_dim = cfg->n_heads * hd, kv_dim = cfg->n_kv_heads * hd;
+    const int64_t qkv_out = q_dim + 2 * kv_dim; /* GQA: K and V are d x kv_dim each */
+    const double h = (double)cfg->n_heads, kvh = (double)cfg->n_kv_heads;
+    const xf_dtype small = small_param_dtype(w->wdtype);
+    const xf_compute gemm = cost_compute_of(w->adtype);
+    const xf_compute ew = XF_COMPUTE_FP32;
+    const xf_phase ph = s.phase;
+    int64_t i = 0;
+
+    /* Embedding: gather N rows (at most the whole table) and the N token ids; write N x d. */
+    double rows = N < (double)V ? N : (double)V;
+    op_set(&ops[i++], ph, -1, OP_EMBEDDING, ew, 0.0, wbytes(w, rows * (double)d, d), N * TOKEN_BYTES,
+           abytes(w, N, d), 0, 0);
+
+    const double norm_w = dtype_bytes(small, (double)d, 0, 0);
+    for (int64_t l = 0; l < cfg->n_layers; l++) {
+        int layer = (int)l;
+        op_set(&ops[i++], ph, layer, OP_ATTN_NORM, ew, FLOPS_NORM * N * (double)d, norm_w, abytes(w, N, d),
+               abytes(w, N, d), 0, 0);
+
+        double qkv_flops = 2.0 * N * (double)d * (double)qkv_out;
+        double qkv_w = wbytes(w, (double)d * (double)qkv_out, d);
+        if (cfg->qkv_bias) {
+            qkv_flops += N * (double)qkv_out;
+            qkv_w += dtype_bytes(small, (double)qkv_out, 0, 0);
+        }
+        op_set(&ops[i++], ph, layer, OP_QKV, gemm, qkv_flops, qkv_w, abytes(w, N, d), abytes(w, N, qkv_out), 0, 0);
+
+        /* RoPE rotates Q and K in place: read and write N x (q_dim + kv_dim). cos/sin are
+         * computed on the fly or from a table small enough to stay in cache: not counted. */
+        double rope_in = abytes(w, N * h, hd) + abytes(w, N * kvh, hd);
+        op_set(&ops[i++], ph, layer, OP_ROPE, ew, FLOPS_ROPE * N * (double)(q_dim + kv_dim), 0, rope_in, rope_in, 0,
+               0);
+
+        /* KV append: read the new K and V rows, write them into the cache at kvdtype. */
+        op_set(&ops[i++], ph, layer, OP_KV_APPEND, ew, 0.0, 0, 2.0 * abytes(w, N * kvh, hd), 0, 0,
+               kvbytes(cfg, w, 2.0 * N * kvh));
+
+        /* Attention, fused (FlashAttention-style compulsory traffic): QK^T and PV are 2 FLOPs per
+         * multiply-add over hd for each (query, key) pair and query head: 2 * 2 * hd; softmax adds
+         * FLOPS_SOFTMAX per score. Q read once, each sequence's K and V read once (shared by the
+         * h / kv query heads of a group), O written once; no score matrix reaches memory. */
+        double pairs = B * cost_attention_pairs(s.tokens, s.context);
+        double att_flops = pairs * h * (4.0 * (double)hd + FLOPS_SOFTMAX);
+        double q_bytes = abytes(w, N * h, hd);
+        op_set(&ops[i++], ph, layer, OP_ATTENTION, gemm, att_flops, 0, q_bytes, q_bytes,
+               kvbytes(cfg, w, 2.0 * B * C * kvh), 0);
+
+        op_set(&ops[i++], ph, layer, OP_O_PROJ, gemm, 2.0 * N * (double)q_dim * (double)d,
+               wbytes(w, (double)q_dim * (double)d, q_dim), abytes(w, N, q_dim), abytes(w, N, d), 0, 0);
+
+        op_set(&ops[i++], ph, layer, OP_ATTN_RESIDUAL, ew, N * (double)d, 0, 2.0 * abytes(w, N, d), abytes(w, N, d),
+               0, 0);
+
+        op_set(&ops[i++], ph, layer, OP_FFN_NORM, ew, FLOPS_NORM * N * (double)d, norm_w, abytes(w, N, d),
+               abytes(w, N, d), 0, 0);
+
+        op_set(&ops[i++], ph, layer, OP_GATE_UP, gemm, 2.0 * N * (double)d * 2.0 * (double)f,
+               wbytes(w, 2.0 * (double)d * (double)f, d), abytes(w, N, d), 2.0 * abytes(w, N, f), 0, 0);
+
+        op_set(&ops[i++], ph, layer, OP_SWIGLU, ew, FLOPS_SWIGLU * N * (double)f, 0, 2.0 * abytes(w, N, f),
+               abytes(w, N, f), 0, 0);
+
+        op_set(&ops[i++], ph, layer, OP_DOWN, gemm, 2.0 * N * (double)f * (double)d,
+               wbytes(w, (double)f * (double)d, f), abytes(w, N, f), abytes(w, N, d), 0, 0);
+
+        op_set(&ops[i++], ph, layer, OP_FFN_RESIDUAL, ew, N * (double)d, 0, 2.0 * abytes(w, N, d), abytes(w, N, d),
+               0, 0);
+    }
+
+    /* Only the last token of each sequence needs logits (prefill) and decode has one token per
+     * sequence: the final norm, lm_head and sampling work on B rows in both phases. */
+    op_set(&ops[i++], ph, -1, OP_FINAL_NORM, ew, FLOPS_NORM * B * (double)d, norm_w, abytes(w, B, d),
+           abytes(w, B, d), 0, 0);
+    /* lm_head reads the whole V x d matrix (the embedding matrix when tied) and writes fp32 logits. */
+    op_set(&ops[i++], ph, -1, OP_LM_HEAD, gemm, 2.0 * B * (double)d * (double)V, wbytes(w, (double)V * (double)d, d),
+           abytes(w, B, d), B * (double)V * LOGIT_BYTES, 0, 0);
+    op_set(&ops[i++], ph, -1, OP_SAMPLING, ew, B * (double)V, 0, B * (double)V * LOGIT_BYTES, B * TOKEN_BYTES, 0, 0);
+    return XF_OK;
+}
+
+void cost_step_totals(const cost_op *ops, int64_t count, double *flops, double *bytes) {
+    double fl = 0.0, by = 0.0;
+    for (int64_t i = 0; ops && i < count; i++) {
+        fl += ops[i].flops;
+        by += ops[i].bytes;
+    }
+    if (flops) *flops = fl;
+    if (bytes) *bytes = by;
+}
+
+double cost_weight_bytes(const model_config *cfg, const workload *w) {
+    if (!cfg || !w || config_validate(cfg) != XF_OK || workload_validate(w) != XF_OK) return 0.0;
+    const int64_t d = cfg->d_model, hd = cfg->head_dim, f = cfg->d_ff, V = cfg->vocab;
+    const int64_t q_dim = cfg->n_heads * hd, kv_dim = cfg->n_kv_heads * hd, qkv_out = q_dim + 2 * kv_dim;
+    const xf_dtype small = small_param_dtype(w->wdtype);
+    double per_layer = wbytes(w, (double)d * (double)qkv_out, d) + wbytes(w, (double)q_dim * (double)d, q_dim) +
+                       wbytes(w, 2.0 * (double)d * (double)f, d) + wbytes(w, (double)f * (double)d, f) +
+                       dtype_bytes(small, 2.0 * (double)d, 0, 0); /* attn_norm and ffn_norm */
+    if (cfg->qkv_bias) per_layer += dtype_bytes(small, (double)qkv_out, 0, 0);
+    double emb = wbytes(w, (double)V * (double)d, d);
+    double total = emb + (double)cfg->n_layers * per_layer + dtype_bytes(small, (double)d, 0, 0); /* final norm */
+    if (!cfg->tied_embeddings) total += emb;                                                      /* lm_head */
+    return total;
+}
+
+/* Peak live activations of the prefill step (N = B * prompt rows), as the largest of three
+ * moments of the step; the residual stream x and the normed copy xb are live throughout a layer:
+ * - attention: x + xb (2 N d) + Q, K, V (N (q_dim + 2 kv_dim)) + attention output (N q_dim);
+ *   the fused kernel keeps no N x N score matrix;
+ * - FFN: x + xb (2 N d) + gate and up (2 N f) + the SwiGLU output (N f);
+ * - head: x (N d) + the B normed last rows (B d) + fp32 logits (B V) + B token ids.
+ * Working buffers only: the KV cache is counted separately, weights too. */
+static double prefill_activation_peak(const model_config *cfg, const workload *w, double B) {
+    const int64_t d = cfg->d_model, hd = cfg->head_dim, f = cfg->d_ff, V = cfg->vocab;
+    const int64_t q_dim = cfg->n_heads * hd, kv_dim = cfg->n_kv_heads * hd;
+    const double N = B * (double)w->prompt;
+    double attn = 2.0 * abytes(w, N, d) + abytes(w, N, q_dim) + 2.0 * abytes(w, N, kv_dim) + abytes(w, N, q_dim);
+    double ffn = 2.0 * abytes(w, N, d) + 2.0 * abytes(w, N, f) + abytes(w, N, f);
+    double head = abytes(w, N, d) + abytes(w, B, d) + B * (double)V * LOGIT_BYTES + B * TOKEN_BYTES;
+    double peak = attn > ffn ? attn : ffn;
+    return peak > head ? peak : head;
+}
+
+static void memory_for_batch(const model_config *cfg, const workload *w, double weights, double batch,
+                             cost_memory *out) {
+    out->weights_bytes = weights;
+    out->kv_bytes_per_token = cost_kv_bytes_per_token(cfg, w->kvdtype, w->quant_group);
+    out->kv_bytes = batch * (double)(w->prompt + w->gen) * out->kv_bytes_per_token;
+    out->activations_bytes = prefill_activation_peak(cfg, w, batch);
+    out->total_bytes = out->weights_bytes + out->kv_bytes + out->activations_bytes;
+}
+
+void cost_memory_of(const model_config *cfg, const workload *w, cost_memory *out) {
+    if (!out) return;
+    memset(out, 0, sizeof *out);
+    if (!cfg || !w || config_validate(cfg) != XF_OK || workload_validate(w) != XF_OK) return;
+    memory_for_batch(cfg, w, cost_weight_bytes(cfg, w), (double)w->batch, out);
+}
+
+/* Largest batch workload_validate accepts (its MAX_BATCH). */
+#define COST_MAX_BATCH_LIMIT (1LL << 20)
+
+int64_t cost_max_batch(const model_config *cfg, const workload *w, double capacity_bytes) {
+    if (!cfg || !w || !(capacity_bytes > 0.0) || config_validate(cfg) != XF_OK) return 0;
+    workload one = *w;
+    one.batch = 1;
+    if (workload_validate(&one) != XF_OK) return 0;
+    double weights = cost_weight_bytes(cfg, &one);
+    cost_memory m;
+    memory_for_batch(cfg, &one, weights, 1.0, &m);
+    if (m.total_bytes > capacity_bytes) return 0;
+    /* Total memory is weights plus terms linear in the batch: binary search the largest batch
+     * that fits, which stays right whatever rounding the dtype byte counts do. */
+    int64_t lo = 1, hi = COST_MAX_BATCH_LIMIT;
+    memory_for_batch(cfg, &one, weights, (double)hi, &m);
+    if (m.total_bytes <= capacity_bytes) return hi;
+    while (hi - lo > 1) { /* invariant: lo fits, hi does not */
+        int64_t mid = lo + (hi - lo) / 2;
+        memory_for_batch(cfg, &one, weights, (double)mid, &m);
+        if (m.total_bytes <= capacity_bytes)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}

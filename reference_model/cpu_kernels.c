@@ -1,0 +1,390 @@
+/* CPU kernels: see cpu_kernels.h. */
+#include "reference_model/cpu_kernels.h"
+
+#include <math.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define XK_X86 1
+#else
+#define XK_X86 0
+#endif
+
+/* ---- ISA selection ---- */
+
+int xk_isa_supported(xk_isa isa) {
+    if (isa == XK_ISA_SCALAR) return 1;
+#if XK_X86
+    __builtin_cpu_init();
+    if (isa == XK_ISA_AVX2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (isa == XK_ISA_AVX512)
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma");
+#endif
+    return 0;
+}
+
+xk_isa xk_isa_best(void) {
+    if (xk_isa_supported(XK_ISA_AVX512)) return XK_ISA_AVX512;
+    if (xk_isa_supported(XK_ISA_AVX2)) return XK_ISA_AVX2;
+    return XK_ISA_SCALAR;
+}
+
+const char *xk_isa_name(xk_isa isa) {
+    switch (isa) {
+    case XK_ISA_SCALAR: return "scalar";
+    case XK_ISA_AVX2: return "avx2";
+    case XK_ISA_AVX512: return "avx512";
+    default: return "?";
+    }
+}
+
+/* ---- matrix times a few vectors ---- */
+
+static inline float w_at(const wmat *W, int64_t off) {
+    if (W->dtype == XF_FP32) return ((const float *)W->data)[off];
+    if (W->dtype == XF_BF16) return weights_bf16_to_f32(((const uint16_t *)W->data)[off]);
+    return (float)((const int8_t *)W->data)[off];
+}
+
+/* The portable reference: per row, per token, per group, float accumulation. */
+static void mm_scalar(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
+    const int64_t cols = W->cols;
+    const int is_q = W->dtype == XF_INT8;
+    const int64_t group = is_q ? W->group : cols, ng = is_q ? W->n_groups : 1;
+    for (int64_t r = r0; r < r1; r++) {
+        for (int64_t t = 0; t < n; t++) {
+            const float *xt = x + t * cols;
+            float acc = 0.0f;
+            for (int64_t g = 0; g < ng; g++) {
+                int64_t c0 = g * group, c1 = c0 + group < cols ? c0 + group : cols;
+                float p = 0.0f;
+                for (int64_t c = c0; c < c1; c++) p += w_at(W, r * cols + c) * xt[c];
+                acc += is_q ? p * W->scales[r * ng + g] : p;
+            }
+            y[t * ldy + r] = acc;
+        }
+    }
+}
+
+/* One vectorized body for every ISA and weight type: 4 rows x 2 tokens of accumulators, a group
+ * loop (one group spanning the row for fp32/bf16, whose scale is 1), vector columns then a scalar
+ * tail per group. Rows and tokens past the end reuse the last valid one and are not stored. */
+#define XK_MM_BODY(VT, VW, SETZERO, SET1, FMADD, LOADU, HSUM, LOADW)                                        \
+    const int64_t cols = W->cols;                                                                           \
+    const int is_q = W->dtype == XF_INT8;                                                                   \
+    const int64_t group = is_q ? W->group : cols, ng = is_q ? W->n_groups : 1;                              \
+    const void *wd = W->data;                                                                               \
+    for (int64_t r = r0; r < r1; r += 4) {                                                                  \
+        const int64_t rb = r1 - r < 4 ? r1 - r : 4;                                                         \
+        int64_t row[4], ro[4];                                                                              \
+        for (int i = 0; i < 4; i++) {                                                                       \
+            row[i] = r + (i < rb ? i : 0);                                                                  \
+            ro[i] = row[i] * cols;                                                                          \
+        }                                                                                                   \
+        for (int64_t t = 0; t < n; t += 2) {                                                                \
+            const int64_t tb = n - t < 2 ? n - t : 2;                                                       \
+            const float *xa = x + t * cols, *xb = x + (t + tb - 1) * cols;                                  \
+            VT a0 = SETZERO(), a1 = SETZERO(), a2 = SETZERO(), a3 = SETZERO();                              \
+            VT a4 = SETZERO(), a5 = SETZERO(), a6 = SETZERO(), a7 = SETZERO();                              \
+            float tl[8] = {0, 0, 0, 0, 0, 0, 0, 0};                                                         \
+            for (int64_t g = 0; g < ng; g++) {                                                              \
+                const int64_t c0 = g * group, c1 = c0 + group < cols ? c0 + group : cols;                   \
+                const int64_t cv = c0 + ((c1 - c0) / VW) * VW;                                              \
+                VT p0 = SETZERO(), p1 = SETZERO(), p2 = SETZERO(), p3 = SETZERO();                          \
+                VT p4 = SETZERO(), p5 = SETZERO(), p6 = SETZERO(), p7 = SETZERO();                          \
+                for (int64_t c = c0; c < cv; c += VW) {                                                     \
+                    const VT va = LOADU(xa + c), vb = LOADU(xb + c);                                        \
+                    VT w = LOADW(wd, ro[0] + c);                                                            \
+                    p0 = FMADD(w, va, p0);                                                                  \
+                    p1 = FMADD(w, vb, p1);                                                                  \
+                    w = LOADW(wd, ro[1] + c);                                                               \
+                    p2 = FMADD(w, va, p2);                                                                  \
+                    p3 = FMADD(w, vb, p3);                                                                  \
+                    w = LOADW(wd, ro[2] + c);                                                               \
+                    p4 = FMADD(w, va, p4);                                                                  \
+                    p5 = FMADD(w, vb, p5);                                                                  \
+                    w = LOADW(wd, ro[3] + c);                                                               \
+                    p6 = FMADD(w, va, p6);                                                                  \
+                    p7 = FMADD(w, vb, p7);                                                                  \
+                }                                                                                           \
+                float sc[4] = {1.0f, 1.0f, 1.0f, 1.0f};                                                     \
+                if (is_q)                                                                                   \
+                    for (int i = 0; i < 4; i++) sc[i] = W->scales[row[i] * ng + g];                         \
+                a0 = FMADD(p0, SET1(sc[0]), a0);                                                            \
+                a1 = FMADD(p1, SET1(sc[0]), a1);                                                            \
+                a2 = FMADD(p2, SET1(sc[1]), a2);                                                            \
+                a3 = FMADD(p3, SET1(sc[1]), a3);                                                            \
+                a4 = FMADD(p4, SET1(sc[2]), a4);                                                            \
+                a5 = FMADD(p5, SET1(sc[2]), a5);                                                            \
+                a6 = FMADD(p6, SET1(sc[3]), a6);                                                            \
+                a7 = FMADD(p7, SET1(sc[3]), a7);                                                            \
+                for (int64_t c = cv; c < c1; c++) {                                                         \
+                    for (int i = 0; i < 4; i++) {                                                           \
+                        float wv = sc[i] * w_at(W, ro[i] + c);                                              \
+                        tl[i * 2] += wv * xa[c];                                                            \
+                        tl[i * 2 + 1] += wv * xb[c];                                                        \
+                    }                                                                                       \
+                }                                                                                           \
+            }                                                                                               \
+            const float s[8] = {HSUM(a0) + tl[0], HSUM(a1) + tl[1], HSUM(a2) + tl[2], HSUM(a3) + tl[3],     \
+                                HSUM(a4) + tl[4], HSUM(a5) + tl[5], HSUM(a6) + tl[6], HSUM(a7) + tl[7]};    \
+            for (int i = 0; i < rb; i++)                                                                    \
+                for (int j = 0; j < tb; j++) y[(t + j) * ldy + r + i] = s[i * 2 + j];                       \
+        }                                                                                                   \
+    }
+
+#if XK_X86
+#define TGT_AVX2 __attribute__((target("avx2,fma")))
+#define TGT_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,fma")))
+
+/* AVX2: 8 lanes. */
+static inline TGT_AVX2 float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+static inline TGT_AVX2 __m256 ld8_f32(const void *w, int64_t off) { return _mm256_loadu_ps((const float *)w + off); }
+static inline TGT_AVX2 __m256 ld8_bf16(const void *w, int64_t off) {
+    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)w + off));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+static inline TGT_AVX2 __m256 ld8_i8(const void *w, int64_t off) {
+    __m128i b = _mm_loadl_epi64((const __m128i *)((const int8_t *)w + off));
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
+}
+static TGT_AVX2 void mm_avx2_f32(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
+    XK_MM_BODY(__m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_f32)
+}
+static TGT_AVX2 void mm_avx2_bf16(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
+    XK_MM_BODY(__m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_bf16)
+}
+static TGT_AVX2 void mm_avx2_i8(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
+    XK_MM_BODY(__m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_i8)
+}
+
+/* AVX-512: 16 lanes. */
+static inline TGT_AVX512 float hsum16(__m512 v) { return _mm512_reduce_add_ps(v); }
+static inline TGT_AVX512 __m512 ld16_f32(const void *w, int64_t off) { return _mm512_loadu_ps((const float *)w + off); }
+static inline TGT_AVX512 __m512 ld16_bf16(const void *w, int64_t off) {
+    __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)w + off));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+static inline TGT_AVX512 __m512 ld16_i8(const void *w, int64_t off) {
+    __m128i b = _mm_loadu_si128((const __m128i *)((const int8_t *)w + off));
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b));
+}
+static TGT_AVX512 void mm_avx512_f32(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
+    XK_MM_BODY(__m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_f32)
+}
+static TGT_AVX512 void mm_avx512_bf16(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
+    XK_MM_BODY(__m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_bf16)
+}
+static TGT_AVX512 void mm_avx512_i8(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
+    XK_MM_BODY(__m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_i8)
+}
+#endif
+
+void xk_matmul(xk_isa isa, const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
+    if (n <= 0 || r1 <= r0) return;
+#if XK_X86
+    if (isa == XK_ISA_AVX512) {
+        if (W->dtype == XF_FP32) mm_avx512_f32(W, x, n, y, ldy, r0, r1);
+        else if (W->dtype == XF_BF16) mm_avx512_bf16(W, x, n, y, ldy, r0, r1);
+        else mm_avx512_i8(W, x, n, y, ldy, r0, r1);
+        return;
+    }
+    if (isa == XK_ISA_AVX2) {
+        if (W->dtype == XF_FP32) mm_avx2_f32(W, x, n, y, ldy, r0, r1);
+        else if (W->dtype == XF_BF16) mm_avx2_bf16(W, x, n, y, ldy, r0, r1);
+        else mm_avx2_i8(W, x, n, y, ldy, r0, r1);
+        return;
+    }
+#else
+    (void)isa;
+#endif
+    mm_scalar(W, x, n, y, ldy, r0, r1);
+}
+
+void xk_dequant_rows(const wmat *W, int64_t r0, int64_t r1, float *dst) {
+    const int64_t cols = W->cols;
+    for (int64_t r = r0; r < r1; r++) {
+        float *d = dst + (r - r0) * cols;
+        if (W->dtype == XF_FP32) {
+            memcpy(d, (const float *)W->data + r * cols, (size_t)cols * sizeof(float));
+        } else if (W->dtype == XF_BF16) {
+            const uint16_t *s = (const uint16_t *)W->data + r * cols;
+#pragma omp simd
+            for (int64_t c = 0; c < cols; c++) {
+                uint32_t u = (uint32_t)s[c] << 16;
+                float f;
+                memcpy(&f, &u, 4);
+                d[c] = f;
+            }
+        } else {
+            const int8_t *s = (const int8_t *)W->data + r * cols;
+            const float *sc = W->scales + r * W->n_groups;
+            for (int64_t g = 0; g < W->n_groups; g++) {
+                int64_t c0 = g * W->group, c1 = c0 + W->group < cols ? c0 + W->group : cols;
+                float k = sc[g];
+#pragma omp simd
+                for (int64_t c = c0; c < c1; c++) d[c] = (float)s[c] * k;
+            }
+        }
+    }
+}
+
+/* ---- element-wise and small kernels ---- */
+
+void xk_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps) {
+    double ss = 0.0;
+    for (int64_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    float inv = (float)(1.0 / sqrt(ss / (double)n + (double)eps));
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] * inv * w[i];
+}
+
+void xk_rope_table(float *cos_t, float *sin_t, int64_t pos, int64_t head_dim, double theta) {
+    int64_t half = head_dim / 2;
+    for (int64_t i = 0; i < half; i++) {
+        double inv = pow(theta, -2.0 * (double)i / (double)head_dim);
+        double a = (double)pos * inv;
+        cos_t[i] = (float)cos(a);
+        sin_t[i] = (float)sin(a);
+    }
+}
+
+void xk_rope(float *v, int64_t n_heads, int64_t head_dim, const float *cos_t, const float *sin_t) {
+    int64_t half = head_dim / 2;
+    for (int64_t h = 0; h < n_heads; h++) {
+        float *a = v + h * head_dim, *b = a + half;
+#pragma omp simd
+        for (int64_t i = 0; i < half; i++) {
+            float x0 = a[i], x1 = b[i];
+            a[i] = x0 * cos_t[i] - x1 * sin_t[i];
+            b[i] = x1 * cos_t[i] + x0 * sin_t[i];
+        }
+    }
+}
+
+void xk_store(void *dst, xf_dtype dtype, const float *src, int64_t n) {
+    if (dtype == XF_FP32) {
+        memcpy(dst, src, (size_t)n * sizeof(float));
+    } else if (dtype == XF_BF16) {
+        uint16_t *d = dst;
+        for (int64_t i = 0; i < n; i++) d[i] = weights_f32_to_bf16(src[i]);
+    } else {
+        uint16_t *d = dst;
+        for (int64_t i = 0; i < n; i++) d[i] = weights_f32_to_f16(src[i]);
+    }
+}
+
+void xk_load(float *dst, const void *src, xf_dtype dtype, int64_t n) {
+    if (dtype == XF_FP32) {
+        memcpy(dst, src, (size_t)n * sizeof(float));
+    } else if (dtype == XF_BF16) {
+        const uint16_t *s = src;
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t u = (uint32_t)s[i] << 16;
+            float f;
+            memcpy(&f, &u, 4);
+            dst[i] = f;
+        }
+    } else {
+        const uint16_t *s = src;
+        for (int64_t i = 0; i < n; i++) dst[i] = weights_f16_to_f32(s[i]);
+    }
+}
+
+static inline float dot(const float *a, const float *b, int64_t n) {
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int64_t i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+#define XK_ATT_BLOCK 64 /* keys per online-softmax block; scratch sizes in cpu_kernels.h assume it */
+
+void xk_attention(float *out, const float *q, int64_t n_rep, int64_t head_dim, const void *k_base,
+                  const void *v_base, xf_dtype dtype, int64_t row_elems, int64_t head_off, const int64_t *slots,
+                  int64_t n_ctx, float scale, float *scratch) {
+    const int64_t esz = dtype == XF_FP32 ? 4 : 2;
+    float *sc = scratch;                         /* (n_rep, XK_ATT_BLOCK) scores, then weights */
+    float *kbuf = sc + n_rep * XK_ATT_BLOCK;     /* (head_dim) a converted K row */
+    float *vbuf = kbuf + head_dim;               /* (head_dim) a converted V row */
+    float *mx = vbuf + head_dim, *sum = mx + n_rep; /* (n_rep) running max and sum */
+    for (int64_t h = 0; h < n_rep; h++) {
+        mx[h] = -INFINITY;
+        sum[h] = 0.0f;
+    }
+    memset(out, 0, (size_t)(n_rep * head_dim) * sizeof(float));
+    for (int64_t j0 = 0; j0 < n_ctx; j0 += XK_ATT_BLOCK) {
+        const int64_t jb = n_ctx - j0 < XK_ATT_BLOCK ? n_ctx - j0 : XK_ATT_BLOCK;
+        for (int64_t jj = 0; jj < jb; jj++) {
+            const char *kr = (const char *)k_base + (slots[j0 + jj] * row_elems + head_off) * esz;
+            const float *k = (const float *)kr;
+            if (dtype != XF_FP32) {
+                xk_load(kbuf, kr, dtype, head_dim);
+                k = kbuf;
+            }
+            for (int64_t h = 0; h < n_rep; h++) sc[h * XK_ATT_BLOCK + jj] = scale * dot(q + h * head_dim, k, head_dim);
+        }
+        for (int64_t h = 0; h < n_rep; h++) {
+            float *s = sc + h * XK_ATT_BLOCK;
+            float bm = s[0];
+            for (int64_t jj = 1; jj < jb; jj++) bm = s[jj] > bm ? s[jj] : bm;
+            float mnew = bm > mx[h] ? bm : mx[h];
+            float corr = expf(mx[h] - mnew); /* exp(-inf) = 0 on the first block */
+            float bs = 0.0f;
+            for (int64_t jj = 0; jj < jb; jj++) {
+                s[jj] = expf(s[jj] - mnew);
+                bs += s[jj];
+            }
+            sum[h] = sum[h] * corr + bs;
+            mx[h] = mnew;
+            if (corr != 1.0f) {
+                float *o = out + h * head_dim;
+#pragma omp simd
+                for (int64_t i = 0; i < head_dim; i++) o[i] *= corr;
+            }
+        }
+        for (int64_t jj = 0; jj < jb; jj++) {
+            const char *vr = (const char *)v_base + (slots[j0 + jj] * row_elems + head_off) * esz;
+            const float *v = (const float *)vr;
+            if (dtype != XF_FP32) {
+                xk_load(vbuf, vr, dtype, head_dim);
+                v = vbuf;
+            }
+            for (int64_t h = 0; h < n_rep; h++) {
+                const float p = sc[h * XK_ATT_BLOCK + jj];
+                float *o = out + h * head_dim;
+#pragma omp simd
+                for (int64_t i = 0; i < head_dim; i++) o[i] += p * v[i];
+            }
+        }
+    }
+    for (int64_t h = 0; h < n_rep; h++) {
+        const float inv = sum[h] > 0.0f ? 1.0f / sum[h] : 0.0f;
+        float *o = out + h * head_dim;
+        for (int64_t i = 0; i < head_dim; i++) o[i] *= inv;
+    }
+}
+
+void xk_swiglu(float *h, const float *g, const float *u, int64_t n) {
+    for (int64_t i = 0; i < n; i++) h[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+void xk_add(float *y, const float *x, int64_t n) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+int64_t xk_argmax(const float *v, int64_t n) {
+    int64_t best = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (v[i] > v[best]) best = i;
+    return best;
+}

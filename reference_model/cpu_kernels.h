@@ -1,0 +1,65 @@
+/* The CPU backend's kernels: plain C loops (vectorized by the compiler under `omp simd`), and
+ * hand-vectorized matrix-vector kernels for fp32 / bf16 / int8 weights in AVX2 and AVX-512
+ * variants chosen at run time, with a portable scalar fallback. Every kernel works on a range so
+ * the backend can split the work between OpenMP threads; none allocates or spawns threads. */
+#ifndef XF_CPU_KERNELS_H
+#define XF_CPU_KERNELS_H
+
+#include <stdint.h>
+
+#include "core/dtype.h"
+#include "reference_model/weights.h"
+
+typedef enum xk_isa { XK_ISA_SCALAR = 0, XK_ISA_AVX2, XK_ISA_AVX512, XK_ISA_COUNT } xk_isa;
+
+/* The best variant this CPU runs (AVX-512 needs avx512f+bw+vl, AVX2 needs avx2+fma). */
+xk_isa xk_isa_best(void);
+const char *xk_isa_name(xk_isa isa); /* "scalar", "avx2", "avx512" */
+/* 1 when `isa` can run here. */
+int xk_isa_supported(xk_isa isa);
+
+/* y[t][r] = sum_c W[r][c] * x[t][c] for tokens t in [0, n) and rows r in [r0, r1).
+ * x (n, W->cols) row-major; y (n, ldy) row-major, columns r0..r1 written. Weights fp32, bf16 or
+ * int8 (dequantized per group with W->scales). Tokens are taken 2 at a time and rows 4 at a time,
+ * so each weight vector loaded feeds up to 8 FMAs. Results do not depend on how [r0, r1) is split. */
+void xk_matmul(xk_isa isa, const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0,
+               int64_t r1);
+
+/* Rows [r0, r1) of W as fp32 into dst (r1 - r0, W->cols): the tile the BLAS GEMM reads. */
+void xk_dequant_rows(const wmat *W, int64_t r0, int64_t r1, float *dst);
+
+/* y = x / sqrt(mean(x^2) + eps) * w over n elements (sum of squares in double). */
+void xk_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps);
+
+/* Rotate-half (GPT-NeoX / Hugging Face LLaMA) RoPE tables for position pos:
+ * cos_t[i] = cos(pos * theta^(-2i/head_dim)), sin_t likewise, i in [0, head_dim/2). Angles in
+ * double. */
+void xk_rope_table(float *cos_t, float *sin_t, int64_t pos, int64_t head_dim, double theta);
+
+/* Applies RoPE to n_heads vectors of head_dim (v (n_heads, head_dim)): for i < head_dim/2,
+ * (a, b) = (v[i], v[i + head_dim/2]) -> (a cos - b sin, b cos + a sin). */
+void xk_rope(float *v, int64_t n_heads, int64_t head_dim, const float *cos_t, const float *sin_t);
+
+/* Stores n floats into dst as dtype (fp32, fp16, bf16; round to nearest even), and loads back. */
+void xk_store(void *dst, xf_dtype dtype, const float *src, int64_t n);
+void xk_load(float *dst, const void *src, xf_dtype dtype, int64_t n);
+
+/* Attention of n_rep query heads sharing one KV head (GQA group) over n_ctx cached positions:
+ * out[h] = sum_j softmax_j(scale * q[h] . K[j]) V[j], with K[j] and V[j] the head_dim elements at
+ * element offset head_off of rows slots[j] of k_base / v_base (rows of row_elems elements, in
+ * dtype). Online softmax over blocks of 64 keys (running max and sum, one rescale per block).
+ * q, out: (n_rep, head_dim). scratch: at least n_rep * 66 + 2 * head_dim floats. */
+void xk_attention(float *out, const float *q, int64_t n_rep, int64_t head_dim, const void *k_base,
+                  const void *v_base, xf_dtype dtype, int64_t row_elems, int64_t head_off, const int64_t *slots,
+                  int64_t n_ctx, float scale, float *scratch);
+
+/* h[i] = silu(g[i]) * u[i], silu(g) = g / (1 + exp(-g)). */
+void xk_swiglu(float *h, const float *g, const float *u, int64_t n);
+
+/* y[i] += x[i]. */
+void xk_add(float *y, const float *x, int64_t n);
+
+/* Index of the largest of n values (the first one on ties). */
+int64_t xk_argmax(const float *v, int64_t n);
+
+#endif

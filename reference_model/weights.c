@@ -1,0 +1,362 @@
+/* Model weights: allocation, deterministic random values, dtype conversion. */
+#include "reference_model/weights.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* ---- scalar conversions ---- */
+
+uint16_t weights_f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* quiet NaN */
+    u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest, ties to even */
+    return (uint16_t)(u >> 16);
+}
+
+float weights_bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+uint16_t weights_f32_to_f16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+    x &= 0x7fffffffu;
+    if (x >= 0x7f800000u) return (uint16_t)(sign | (x > 0x7f800000u ? 0x7e00u : 0x7c00u));
+    if (x >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* rounds past 65504: infinity */
+    if (x < 0x38800000u) {
+        /* Below 2^-14: a half subnormal (or zero). v * 2^24 is exact; rint rounds to even. */
+        float v;
+        memcpy(&v, &x, 4);
+        return (uint16_t)(sign | (uint16_t)rintf(v * 16777216.0f));
+    }
+    /* Rebias the exponent (127 -> 15) and round the 13 dropped bits to nearest even; a carry
+     * moves into the exponent, which is the right result. */
+    x += 0xc8000fffu + ((x >> 13) & 1u);
+    return (uint16_t)(sign | (x >> 13));
+}
+
+float weights_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+    float f;
+    if (exp == 0) {
+        f = (float)mant * (1.0f / 16777216.0f); /* mant * 2^-24, exact */
+        return sign ? -f : f;
+    }
+    uint32_t u = exp == 31 ? (sign | 0x7f800000u | (mant << 13)) : (sign | ((exp + 112u) << 23) | (mant << 13));
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* ---- sizes ---- */
+
+static int mul_ok(int64_t a, int64_t b, int64_t *out) {
+    if (a < 0 || b < 0) return 0;
+    if (a != 0 && b > INT64_MAX / a) return 0;
+    *out = a * b;
+    return 1;
+}
+
+static int add_ok(int64_t a, int64_t b, int64_t *out) {
+    if (a < 0 || b < 0 || a > INT64_MAX - b) return 0;
+    *out = a + b;
+    return 1;
+}
+
+/* Bytes of one (rows, cols) matrix at dtype; 0 on overflow (never a real size). */
+static int64_t wmat_bytes(xf_dtype dt, int64_t rows, int64_t cols, int group) {
+    int64_t n, b;
+    if (!mul_ok(rows, cols, &n)) return 0;
+    if (dt == XF_FP32) return mul_ok(n, 4, &b) ? b : 0;
+    if (dt == XF_BF16) return mul_ok(n, 2, &b) ? b : 0;
+    int64_t ng = (cols + group - 1) / group, s;
+    if (!mul_ok(rows, ng, &s) || !mul_ok(s, 4, &s) || !add_ok(n, s, &b)) return 0;
+    return b;
+}
+
+static xf_status check_dtype(xf_dtype dtype, int group) {
+    if (dtype != XF_FP32 && dtype != XF_BF16 && dtype != XF_INT8)
+        return xf_errorf(XF_EINVAL, "weight dtype %s is not supported by the reference model: use fp32, bf16 or int8",
+                         dtype_name(dtype));
+    if (dtype == XF_INT8 && (group < 1 || group > 65536))
+        return xf_errorf(XF_EINVAL, "int8 group size %d is out of range: use 1..65536 (default 128)", group);
+    return XF_OK;
+}
+
+xf_status weights_bytes(const model_config *c, xf_dtype dtype, int group, int64_t *out) {
+    if (!c || !out) return xf_errorf(XF_EINVAL, "weights_bytes: NULL argument");
+    if (group <= 0) group = XF_DEFAULT_QUANT_GROUP;
+    xf_status st = check_dtype(dtype, group);
+    if (st) return st;
+    int64_t q_dim, kv_dim, qkv_rows;
+    if (!mul_ok(c->n_heads, c->head_dim, &q_dim) || !mul_ok(c->n_kv_heads, c->head_dim, &kv_dim) ||
+        !add_ok(q_dim, 2 * kv_dim, &qkv_rows) || kv_dim > INT64_MAX / 4)
+        return xf_errorf(XF_EOVERFLOW, "weights of %s: head sizes overflow 64 bits", c->name);
+    int64_t parts[5] = {
+        wmat_bytes(dtype, qkv_rows, c->d_model, group), wmat_bytes(dtype, c->d_model, q_dim, group),
+        wmat_bytes(dtype, 2 * c->d_ff, c->d_model, group), wmat_bytes(dtype, c->d_model, c->d_ff, group),
+        0};
+    int64_t per_layer = 0;
+    for (int i = 0; i < 4; i++) {
+        if (parts[i] == 0 || !add_ok(per_layer, parts[i], &per_layer))
+            return xf_errorf(XF_EOVERFLOW, "weights of %s: a layer's size overflows 64 bits", c->name);
+    }
+    /* norms and biases, fp32 */
+    int64_t small = 2 * c->d_model + (c->qkv_bias ? qkv_rows : 0);
+    if (!add_ok(per_layer, small * 4, &per_layer))
+        return xf_errorf(XF_EOVERFLOW, "weights of %s overflow 64 bits", c->name);
+    int64_t total, emb = wmat_bytes(dtype, c->vocab, c->d_model, group);
+    if (emb == 0 || !mul_ok(per_layer, c->n_layers, &total) || !add_ok(total, emb, &total) ||
+        !add_ok(total, c->d_model * 4, &total) || (!c->tied_embeddings && !add_ok(total, emb, &total)))
+        return xf_errorf(XF_EOVERFLOW, "weights of %s overflow 64 bits", c->name);
+    *out = total;
+    return XF_OK;
+}
+
+/* ---- allocation ---- */
+
+/* 64-byte aligned, size rounded up; NULL on failure. */
+static void *alloc64(int64_t bytes) {
+    if (bytes <= 0) bytes = 64;
+    size_t n = ((size_t)bytes + 63u) & ~(size_t)63u;
+    return aligned_alloc(64, n);
+}
+
+static xf_status wmat_alloc(wmat *m, xf_dtype dt, int64_t rows, int64_t cols, int group) {
+    memset(m, 0, sizeof *m);
+    m->dtype = dt;
+    m->rows = rows;
+    m->cols = cols;
+    m->owned = 1;
+    int64_t n = rows * cols; /* checked by weights_bytes before */
+    int64_t esz = dt == XF_FP32 ? 4 : dt == XF_BF16 ? 2 : 1;
+    m->data = alloc64(n * esz);
+    if (!m->data) return xf_errorf(XF_ENOMEM, "out of memory allocating a %lld x %lld weight matrix",
+                                   (long long)rows, (long long)cols);
+    if (dt == XF_INT8) {
+        m->group = group;
+        m->n_groups = (cols + group - 1) / group;
+        m->scales = alloc64(rows * m->n_groups * 4);
+        if (!m->scales) return xf_errorf(XF_ENOMEM, "out of memory allocating int8 scales");
+    }
+    return XF_OK;
+}
+
+static void wmat_free(wmat *m) {
+    if (m->owned) {
+        free(m->data);
+        free(m->scales);
+    }
+    m->data = NULL;
+    m->scales = NULL;
+}
+
+void weights_free(model_weights *w) {
+    if (!w) return;
+    if (w->layers) {
+        for (int64_t l = 0; l < w->cfg.n_layers; l++) {
+            layer_weights *L = &w->layers[l];
+            free(L->attn_norm);
+            free(L->ffn_norm);
+            free(L->qkv_bias);
+            wmat_free(&L->qkv);
+            wmat_free(&L->o);
+            wmat_free(&L->gate_up);
+            wmat_free(&L->down);
+        }
+        free(w->layers);
+    }
+    wmat_free(&w->lm_head);
+    wmat_free(&w->embed);
+    free(w->final_norm);
+    free(w);
+}
+
+xf_status weights_alloc(model_weights **out, const model_config *c, xf_dtype dtype, int group) {
+    if (!out || !c) return xf_errorf(XF_EINVAL, "weights_alloc: NULL argument");
+    *out = NULL;
+    if (group <= 0) group = XF_DEFAULT_QUANT_GROUP;
+    int64_t total;
+    xf_status st = weights_bytes(c, dtype, group, &total);
+    if (st) return st;
+    model_weights *w = calloc(1, sizeof *w);
+    if (!w) return xf_errorf(XF_ENOMEM, "out of memory");
+    w->cfg = *c;
+    w->dtype = dtype;
+    w->group = dtype == XF_INT8 ? group : 0;
+    int64_t q_dim = c->n_heads * c->head_dim, kv_dim = c->n_kv_heads * c->head_dim;
+    int64_t qkv_rows = q_dim + 2 * kv_dim;
+    w->layers = calloc((size_t)c->n_layers, sizeof *w->layers);
+    if (!w->layers) {
+        weights_free(w);
+        return xf_errorf(XF_ENOMEM, "out of memory");
+    }
+    st = wmat_alloc(&w->embed, dtype, c->vocab, c->d_model, group);
+    if (!st) {
+        if (c->tied_embeddings) {
+            w->lm_head = w->embed;
+            w->lm_head.owned = 0;
+        } else {
+            st = wmat_alloc(&w->lm_head, dtype, c->vocab, c->d_model, group);
+        }
+    }
+    if (!st && !(w->final_norm = alloc64(c->d_model * 4))) st = xf_errorf(XF_ENOMEM, "out of memory");
+    for (int64_t l = 0; !st && l < c->n_layers; l++) {
+        layer_weights *L = &w->layers[l];
+        L->attn_norm = alloc64(c->d_model * 4);
+        L->ffn_norm = alloc64(c->d_model * 4);
+        if (c->qkv_bias) L->qkv_bias = alloc64(qkv_rows * 4);
+        if (!L->attn_norm || !L->ffn_norm || (c->qkv_bias && !L->qkv_bias)) {
+            st = xf_errorf(XF_ENOMEM, "out of memory");
+            break;
+        }
+        if ((st = wmat_alloc(&L->qkv, dtype, qkv_rows, c->d_model, group))) break;
+        if ((st = wmat_alloc(&L->o, dtype, c->d_model, q_dim, group))) break;
+        if ((st = wmat_alloc(&L->gate_up, dtype, 2 * c->d_ff, c->d_model, group))) break;
+        if ((st = wmat_alloc(&L->down, dtype, c->d_model, c->d_ff, group))) break;
+    }
+    if (st) {
+        weights_free(w);
+        return st;
+    }
+    *out = w;
+    return XF_OK;
+}
+
+/* ---- conversion ---- */
+
+void weights_set_rows(wmat *m, int64_t row0, int64_t n_rows, const float *src) {
+    int64_t cols = m->cols;
+    for (int64_t r = 0; r < n_rows; r++) {
+        const float *s = src + r * cols;
+        int64_t row = row0 + r;
+        if (m->dtype == XF_FP32) {
+            memcpy((float *)m->data + row * cols, s, (size_t)cols * 4);
+        } else if (m->dtype == XF_BF16) {
+            uint16_t *d = (uint16_t *)m->data + row * cols;
+            for (int64_t c = 0; c < cols; c++) d[c] = weights_f32_to_bf16(s[c]);
+        } else {
+            int8_t *d = (int8_t *)m->data + row * cols;
+            float *sc = m->scales + row * m->n_groups;
+            for (int64_t g = 0; g < m->n_groups; g++) {
+                int64_t c0 = g * m->group, c1 = c0 + m->group < cols ? c0 + m->group : cols;
+                float amax = 0.0f;
+                for (int64_t c = c0; c < c1; c++) amax = fmaxf(amax, fabsf(s[c]));
+                float scale = amax / 127.0f;
+                sc[g] = scale;
+                float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+                for (int64_t c = c0; c < c1; c++) {
+                    float q = rintf(s[c] * inv);
+                    q = q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q;
+                    d[c] = (int8_t)q;
+                }
+            }
+        }
+    }
+}
+
+float weights_get(const wmat *m, int64_t r, int64_t c) {
+    int64_t i = r * m->cols + c;
+    if (m->dtype == XF_FP32) return ((const float *)m->data)[i];
+    if (m->dtype == XF_BF16) return weights_bf16_to_f32(((const uint16_t *)m->data)[i]);
+    return (float)((const int8_t *)m->data)[i] * m->scales[r * m->n_groups + c / m->group];
+}
+
+/* ---- random values ---- */
+
+static inline uint64_t mix64(uint64_t z) { /* splitmix64's finalizer */
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static inline uint64_t row_key(uint64_t seed, int tensor, int layer, int64_t row) {
+    uint64_t base = mix64(seed ^ mix64(((uint64_t)(uint32_t)tensor << 32) | (uint64_t)(uint32_t)(layer + 1)));
+    return mix64(base ^ ((uint64_t)row * 0xd1b54a32d192ed03ull));
+}
+
+/* std 0.02: a sum of four 16-bit uniforms has mean 2 * 65535 and variance 4 * 65536^2 / 12, so
+ * (sum - 131070) * 0.02 * sqrt(3) / 65536 has mean 0 and standard deviation ~0.02. */
+static inline float elem_value(uint64_t rk, int64_t col) {
+    uint64_t b = mix64(rk + (uint64_t)col * 0x9e3779b97f4a7c15ull);
+    int32_t s = (int32_t)(b & 0xffff) + (int32_t)((b >> 16) & 0xffff) + (int32_t)((b >> 32) & 0xffff) +
+                (int32_t)(b >> 48);
+    return (float)(s - 131070) * (0.02f * 1.7320508f / 65536.0f);
+}
+
+float weights_random_value(uint64_t seed, int tensor, int layer, int64_t row, int64_t col) {
+    if (tensor == WT_ATTN_NORM || tensor == WT_FFN_NORM || tensor == WT_FINAL_NORM) return 1.0f;
+    return elem_value(row_key(seed, tensor, layer, row), col);
+}
+
+/* Rows [0, n_rows) of tensor (tensor, layer) into rows [row0, row0 + n_rows) of m. */
+static xf_status fill_random(wmat *m, int64_t row0, int64_t n_rows, uint64_t seed, int tensor, int layer) {
+    int64_t cols = m->cols;
+    int failed = 0;
+#pragma omp parallel
+    {
+        float *buf = malloc((size_t)cols * sizeof(float));
+        if (!buf) {
+#pragma omp atomic write
+            failed = 1;
+        }
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < n_rows; r++) {
+            if (!buf) continue;
+            uint64_t rk = row_key(seed, tensor, layer, r);
+            for (int64_t c = 0; c < cols; c++) buf[c] = elem_value(rk, c);
+            weights_set_rows(m, row0 + r, 1, buf);
+        }
+        free(buf);
+    }
+    return failed ? xf_errorf(XF_ENOMEM, "out of memory generating weights") : XF_OK;
+}
+
+static void fill_vec(float *v, int64_t n, uint64_t seed, int tensor, int layer) {
+    for (int64_t i = 0; i < n; i++) v[i] = weights_random_value(seed, tensor, layer, 0, i);
+}
+
+xf_status weights_init_random(model_weights **out, const model_config *c, uint64_t seed, xf_dtype dtype,
+                              int group) {
+    model_weights *w;
+    xf_status st = weights_alloc(&w, c, dtype, group);
+    if (st) return st;
+    int64_t q_dim = c->n_heads * c->head_dim, kv_dim = c->n_kv_heads * c->head_dim;
+    st = fill_random(&w->embed, 0, c->vocab, seed, WT_EMBED, -1);
+    if (!st && !c->tied_embeddings) st = fill_random(&w->lm_head, 0, c->vocab, seed, WT_LM_HEAD, -1);
+    fill_vec(w->final_norm, c->d_model, seed, WT_FINAL_NORM, -1);
+    for (int l = 0; !st && l < (int)c->n_layers; l++) {
+        layer_weights *L = &w->layers[l];
+        fill_vec(L->attn_norm, c->d_model, seed, WT_ATTN_NORM, l);
+        fill_vec(L->ffn_norm, c->d_model, seed, WT_FFN_NORM, l);
+        if (L->qkv_bias) {
+            fill_vec(L->qkv_bias, q_dim, seed, WT_BQ, l);
+            fill_vec(L->qkv_bias + q_dim, kv_dim, seed, WT_BK, l);
+            fill_vec(L->qkv_bias + q_dim + kv_dim, kv_dim, seed, WT_BV, l);
+        }
+        if (!st) st = fill_random(&L->qkv, 0, q_dim, seed, WT_Q, l);
+        if (!st) st = fill_random(&L->qkv, q_dim, kv_dim, seed, WT_K, l);
+        if (!st) st = fill_random(&L->qkv, q_dim + kv_dim, kv_dim, seed, WT_V, l);
+        if (!st) st = fill_random(&L->o, 0, c->d_model, seed, WT_O, l);
+        if (!st) st = fill_random(&L->gate_up, 0, c->d_ff, seed, WT_GATE, l);
+        if (!st) st = fill_random(&L->gate_up, c->d_ff, c->d_ff, seed, WT_UP, l);
+        if (!st) st = fill_random(&L->down, 0, c->d_model, seed, WT_DOWN, l);
+    }
+    if (st) {
+        weights_free(w);
+        return st;
+    }
+    *out = w;
+    return XF_OK;
+}

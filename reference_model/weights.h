@@ -1,0 +1,85 @@
+/* Model weights on the host: random from a seed at the config's real shapes, or converted from a
+ * Hugging Face safetensors folder (safetensors.h). Matrices are stored row-major as (out, in), the
+ * PyTorch nn.Linear layout, in fp32, bf16 or int8 with one fp32 scale per group of `group`
+ * elements along the input dimension. Q, K and V are stored as one matrix (rows: Q, then K, then
+ * V), and gate and up as one (rows: gate, then up), so each projection op is one GEMM. */
+#ifndef XF_WEIGHTS_H
+#define XF_WEIGHTS_H
+
+#include <stdint.h>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "reference_model/config.h"
+
+/* One weight matrix, (rows, cols) = (out features, in features). */
+typedef struct wmat {
+    xf_dtype dtype;  /* XF_FP32, XF_BF16 or XF_INT8 */
+    int64_t rows, cols;
+    int group;       /* int8: elements per scale along cols; 0 otherwise */
+    int64_t n_groups;/* int8: ceil(cols / group) */
+    void *data;      /* (rows, cols): float, uint16_t (bf16 bits) or int8_t */
+    float *scales;   /* int8: (rows, n_groups); NULL otherwise */
+    int owned;       /* 1 when data/scales are this struct's to free (0 for the tied lm_head) */
+} wmat;
+
+typedef struct layer_weights {
+    float *attn_norm; /* (d_model) */
+    wmat qkv;         /* (q_dim + 2 * kv_dim, d_model): q_dim = n_heads * head_dim, kv_dim = n_kv_heads * head_dim */
+    float *qkv_bias;  /* (q_dim + 2 * kv_dim), NULL without bias */
+    wmat o;           /* (d_model, q_dim) */
+    float *ffn_norm;  /* (d_model) */
+    wmat gate_up;     /* (2 * d_ff, d_model): gate rows then up rows */
+    wmat down;        /* (d_model, d_ff) */
+} layer_weights;
+
+typedef struct model_weights {
+    model_config cfg;
+    xf_dtype dtype;      /* of the matrices */
+    int group;           /* int8 group size */
+    wmat embed;          /* (vocab, d_model) */
+    layer_weights *layers; /* (n_layers) */
+    float *final_norm;   /* (d_model) */
+    wmat lm_head;        /* (vocab, d_model); shares embed's memory when tied (owned = 0) */
+} model_weights;
+
+/* Resident bytes of the weights of cfg at dtype (int8: group scales at 4 bytes each), norms and
+ * biases in fp32; XF_EOVERFLOW when it does not fit int64. */
+xf_status weights_bytes(const model_config *cfg, xf_dtype dtype, int group, int64_t *out);
+
+/* Deterministic random weights: every value depends only on (seed, tensor, row, column), never
+ * on the dtype or thread count. Matrices and embeddings ~ N(0, 0.02^2) (a sum of four uniforms,
+ * scaled), biases ~ N(0, 0.02^2), norms = 1. Generated in fp32 and converted to `dtype`
+ * (bf16 round-to-nearest-even; int8 symmetric per group, scale = max|w| / 127).
+ * On success *out is the caller's: free with weights_free. */
+xf_status weights_init_random(model_weights **out, const model_config *cfg, uint64_t seed,
+                              xf_dtype dtype, int group);
+
+/* An empty set with every tensor allocated at cfg's shapes (values unset), for loaders. */
+xf_status weights_alloc(model_weights **out, const model_config *cfg, xf_dtype dtype, int group);
+
+/* Fills rows [row0, row0 + n_rows) of m from fp32 values src (n_rows, m->cols), converting. */
+void weights_set_rows(wmat *m, int64_t row0, int64_t n_rows, const float *src);
+
+/* Reads element (r, c) of m as fp32 (dequantized): for tests and references. */
+float weights_get(const wmat *m, int64_t r, int64_t c);
+
+void weights_free(model_weights *w); /* NULL is a no-op */
+
+/* The names of the random tensors, for reproducible streams. */
+enum {
+    WT_EMBED = 0, WT_Q, WT_K, WT_V, WT_O, WT_GATE, WT_UP, WT_DOWN, WT_ATTN_NORM, WT_FFN_NORM,
+    WT_BQ, WT_BK, WT_BV, WT_FINAL_NORM, WT_LM_HEAD, WT_COUNT
+};
+
+/* The random value of element (row, col) of tensor `tensor` (WT_*; layer -1 for global tensors).
+ * What weights_init_random stores, before conversion; tests use it to rebuild weights in double. */
+float weights_random_value(uint64_t seed, int tensor, int layer, int64_t row, int64_t col);
+
+/* fp32 <-> bf16 (round to nearest even; NaN kept quiet) and fp16 (IEEE half, round to nearest even). */
+uint16_t weights_f32_to_bf16(float f);
+float weights_bf16_to_f32(uint16_t h);
+uint16_t weights_f32_to_f16(float f);
+float weights_f16_to_f32(uint16_t h);
+
+#endif

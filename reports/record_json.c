@@ -1,0 +1,553 @@
+/* The record as JSON. Writer: every field of core/record.h. Reader: untrusted input; every
+ * field type- and range-checked, messages name the JSON path of what was wrong. */
+#include "record_json.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fileio.h"
+#include "core/json_util.h"
+#include "core/record_kv.h"
+#include "record_kv_json.h"
+
+#define MAX_RECORD_BYTES ((size_t)1 << 30)
+#define MAX_POINTS 1000000
+#define MAX_OPS (1LL << 22)
+#define MAX_SAMPLES 1000000
+
+/* ---------- writing ---------- */
+
+/* Each add returns 0 on OOM; `ok &=` chains keep the writer flat. */
+static int add_str(cJSON *o, const char *k, const char *v) { return cJSON_AddStringToObject(o, k, v ? v : "") != NULL; }
+static int add_bool(cJSON *o, const char *k, int v) { return cJSON_AddBoolToObject(o, k, v ? 1 : 0) != NULL; }
+
+static cJSON *model_to_json(const record *r) {
+    const model_config *m = &r->model;
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    int ok = add_str(o, "name", m->name) & add_str(o, "arch", m->arch) & json_add_number(o, "n_layers", (double)m->n_layers) &
+             json_add_number(o, "d_model", (double)m->d_model) & json_add_number(o, "n_heads", (double)m->n_heads) &
+             json_add_number(o, "n_kv_heads", (double)m->n_kv_heads) & json_add_number(o, "head_dim", (double)m->head_dim) &
+             json_add_number(o, "d_ff", (double)m->d_ff) & json_add_number(o, "vocab", (double)m->vocab) &
+             json_add_number(o, "max_ctx", (double)m->max_ctx) & json_add_number(o, "rope_theta", m->rope_theta) &
+             json_add_number(o, "norm_eps", m->norm_eps) & add_bool(o, "tied_embeddings", m->tied_embeddings) &
+             add_bool(o, "qkv_bias", m->qkv_bias) & json_add_number(o, "params", (double)r->model_params) &
+             json_add_number(o, "kv_bytes_per_token", r->kv_bytes_per_token);
+    if (!ok) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+static cJSON *device_to_json(const device_spec *d) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON *peaks = cJSON_CreateObject();
+    cJSON *ridge = cJSON_CreateObject();
+    if (!o || !peaks || !ridge) goto fail;
+    int ok = add_str(o, "name", d->name) & add_str(o, "description", d->description) & add_str(o, "kind", d->kind) &
+             add_str(o, "source", d->source) & add_bool(o, "measured", d->measured) &
+             json_add_number(o, "memory_bytes", d->memory_bytes) & json_add_number(o, "bandwidth_Bps", d->bandwidth_Bps) &
+             json_add_number(o, "cache_bytes", d->cache_bytes) &
+             json_add_number(o, "cache_bandwidth_Bps", d->cache_bandwidth_Bps);
+    for (int c = 0; c < XF_COMPUTE_COUNT; c++) {
+        ok &= json_add_number(peaks, compute_name((xf_compute)c), d->peak_flops[c]);
+        ok &= json_add_number(ridge, compute_name((xf_compute)c), device_ridge(d, (xf_compute)c));
+    }
+    if (!ok) goto fail;
+    cJSON_AddItemToObject(o, "peak_flops", peaks);
+    cJSON_AddItemToObject(o, "ridge", ridge); /* derived: written for readers, ignored on load */
+    return o;
+fail:
+    cJSON_Delete(o);
+    cJSON_Delete(peaks);
+    cJSON_Delete(ridge);
+    return NULL;
+}
+
+static cJSON *op_to_json(const record_op *op) {
+    const cost_op *c = &op->cost;
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    int ok = add_str(o, "phase", phase_name(c->phase)) & json_add_number(o, "layer", c->layer) &
+             add_str(o, "op", op_kind_name(c->kind)) & add_str(o, "compute", compute_name(c->compute)) &
+             json_add_number(o, "flops", c->flops) & json_add_number(o, "bytes", c->bytes) &
+             json_add_number(o, "weight_bytes", c->weight_bytes) & json_add_number(o, "act_in_bytes", c->act_in_bytes) &
+             json_add_number(o, "act_out_bytes", c->act_out_bytes) & json_add_number(o, "kv_read_bytes", c->kv_read_bytes) &
+             json_add_number(o, "kv_write_bytes", c->kv_write_bytes) & json_add_number(o, "intensity", op->intensity) &
+             add_str(o, "bound", bound_name(op->bound)) & json_add_number(o, "time_s", op->time_s) &
+             json_add_number(o, "predicted_time_s", op->predicted_time_s) & json_add_number(o, "share", op->share) &
+             add_bool(o, "measured", op->measured) &
+             add_str(o, "bytes_source", op->bytes_from_counters ? "counters" : "model");
+    if (ok && op->bytes_from_counters) ok &= json_add_number(o, "measured_bytes", op->measured_bytes);
+    if (ok && op->measured) {
+        cJSON *s = cJSON_CreateDoubleArray(op->samples_s, op->n_samples);
+        ok &= s != NULL && cJSON_AddItemToObject(o, "samples_s", s);
+        ok &= json_add_number(o, "spread_s", op->spread_s) & json_add_number(o, "util_compute", op->util_compute) &
+              json_add_number(o, "util_memory", op->util_memory);
+    }
+    if (ok && op->n_counters > 0) {
+        cJSON *cs = cJSON_AddObjectToObject(o, "counters");
+        ok &= cs != NULL;
+        for (int i = 0; ok && i < op->n_counters; i++) {
+            const record_counter *k = &op->counters[i];
+            ok &= k->supported ? json_add_number(cs, k->name, k->value) : add_str(cs, k->name, "unsupported");
+        }
+    }
+    if (!ok) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+static cJSON *point_to_json(const record_point *p) {
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    int ok = 1;
+    cJSON *w = cJSON_AddObjectToObject(o, "workload");
+    ok &= w != NULL;
+    if (ok)
+        ok &= json_add_number(w, "batch", (double)p->wl.batch) & json_add_number(w, "prompt", (double)p->wl.prompt) &
+              json_add_number(w, "gen", (double)p->wl.gen) & add_str(w, "wdtype", dtype_name(p->wl.wdtype)) &
+              add_str(w, "adtype", dtype_name(p->wl.adtype)) & add_str(w, "kvdtype", dtype_name(p->wl.kvdtype)) &
+              json_add_number(w, "quant_group", p->wl.quant_group);
+    if (ok && p->run.backend[0]) {
+        const record_run_info *ri = &p->run;
+        cJSON *r = cJSON_AddObjectToObject(o, "run");
+        ok &= r != NULL;
+        if (ok)
+            ok &= add_str(r, "backend", ri->backend) & json_add_number(r, "threads", ri->threads) &
+                  json_add_number(r, "reps", ri->reps) & json_add_number(r, "warmup", ri->warmup) &
+                  add_str(r, "kv_policy", ri->kv_policy) & add_str(r, "kv_alloc", ri->kv_alloc) &
+                  json_add_number(r, "seed", (double)ri->seed) & json_add_number(r, "timer_overhead_s", ri->timer_overhead_s);
+    }
+    cJSON *ops = ok ? cJSON_AddArrayToObject(o, "ops") : NULL;
+    ok &= ops != NULL;
+    for (int64_t i = 0; ok && i < p->n_ops; i++) {
+        cJSON *op = op_to_json(&p->ops[i]);
+        ok &= op != NULL && cJSON_AddItemToArray(ops, op);
+    }
+    const record_summary *s = &p->summary;
+    cJSON *sj = ok ? cJSON_AddObjectToObject(o, "summary") : NULL;
+    ok &= sj != NULL;
+    if (ok) {
+        ok &= json_add_number(sj, "ttft_s", s->ttft_s) & json_add_number(sj, "tpot_s", s->tpot_s) &
+              json_add_number(sj, "tokens_per_s", s->tokens_per_s) &
+              json_add_number(sj, "prefill_tokens_per_s", s->prefill_tokens_per_s) &
+              json_add_number(sj, "decode_tokens_per_s", s->decode_tokens_per_s) &
+              json_add_number(sj, "decode_context", (double)s->decode_context) &
+              json_add_number(sj, "prefill_time_s", s->prefill_time_s) & json_add_number(sj, "decode_time_s", s->decode_time_s) &
+              json_add_number(sj, "max_batch", (double)s->max_batch);
+        cJSON *sb = cJSON_AddObjectToObject(sj, "share_bound");
+        ok &= sb != NULL;
+        for (int b = 0; ok && b < XF_BOUND_COUNT; b++) ok &= json_add_number(sb, bound_name((xf_bound)b), s->share_bound[b]);
+    }
+    const record_memory *m = &p->memory;
+    cJSON *mj = ok ? cJSON_AddObjectToObject(o, "memory") : NULL;
+    ok &= mj != NULL;
+    if (ok)
+        ok &= json_add_number(mj, "weights_bytes", m->weights_bytes) & json_add_number(mj, "kv_bytes", m->kv_bytes) &
+              json_add_number(mj, "kv_bytes_per_token", m->kv_bytes_per_token) &
+              json_add_number(mj, "activations_bytes", m->activations_bytes) &
+              json_add_number(mj, "total_bytes", m->total_bytes) & json_add_number(mj, "capacity_bytes", m->capacity_bytes);
+    if (ok && p->tokens && p->n_seqs > 0) {
+        cJSON *toks = cJSON_AddArrayToObject(o, "tokens");
+        ok &= toks != NULL;
+        for (int64_t i = 0; ok && i < p->n_seqs; i++) {
+            cJSON *row = cJSON_CreateIntArray((const int *)(p->tokens + i * p->n_tokens_per_seq), (int)p->n_tokens_per_seq);
+            ok &= row != NULL && cJSON_AddItemToArray(toks, row);
+        }
+    }
+    if (!ok) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+char *record_to_json(const record *r) {
+    cJSON *root = cJSON_CreateObject();
+    if (!root) return NULL;
+    int ok = add_str(root, "format", RECORD_FORMAT) & json_add_number(root, "version", RECORD_VERSION) &
+             add_str(root, "kind", r->kind) & add_str(root, "created", r->created) &
+             add_str(root, "tool_version", r->tool_version) & add_bool(root, "ceilings_measured", r->ceilings_measured);
+    cJSON *env = ok ? cJSON_AddObjectToObject(root, "env") : NULL;
+    ok &= env != NULL;
+    for (int i = 0; ok && i < r->n_env; i++) ok &= add_str(env, r->env[i].key, r->env[i].value);
+    cJSON *m = ok ? model_to_json(r) : NULL;
+    ok &= m != NULL && cJSON_AddItemToObject(root, "model", m);
+    cJSON *d = ok ? device_to_json(&r->device) : NULL;
+    ok &= d != NULL && cJSON_AddItemToObject(root, "device", d);
+    cJSON *pts = ok ? cJSON_AddArrayToObject(root, "points") : NULL;
+    ok &= pts != NULL;
+    for (int i = 0; ok && i < r->n_points; i++) {
+        cJSON *p = point_to_json(&r->points[i]);
+        ok &= p != NULL && cJSON_AddItemToArray(pts, p);
+    }
+    if (ok && r->kv) {
+        cJSON *kv = record_kv_to_json(r->kv);
+        ok &= kv != NULL && cJSON_AddItemToObject(root, "kv", kv);
+    }
+    char *text = ok ? cJSON_Print(root) : NULL;
+    cJSON_Delete(root);
+    return text;
+}
+
+/* ---------- reading ---------- */
+
+static xf_status read_model(const cJSON *j, record *r) {
+    const char *ctx = "record.model";
+    if (!cJSON_IsObject(j)) return xf_errorf(XF_EINVAL, "record: missing object 'model'");
+    model_config *m = &r->model;
+    int64_t v;
+    xf_status s;
+    int tied = 0, bias = 0;
+    double params;
+    if ((s = json_get_string(j, "name", ctx, m->name, sizeof m->name)) ||
+        (s = json_get_string(j, "arch", ctx, m->arch, sizeof m->arch)) ||
+        (s = json_get_int(j, "n_layers", ctx, 1, 1 << 16, &m->n_layers)) ||
+        (s = json_get_int(j, "d_model", ctx, 1, 1 << 22, &m->d_model)) ||
+        (s = json_get_int(j, "n_heads", ctx, 1, 1 << 16, &m->n_heads)) ||
+        (s = json_get_int(j, "n_kv_heads", ctx, 1, 1 << 16, &m->n_kv_heads)) ||
+        (s = json_get_int(j, "head_dim", ctx, 1, 1 << 16, &m->head_dim)) ||
+        (s = json_get_int(j, "d_ff", ctx, 1, 1 << 24, &m->d_ff)) ||
+        (s = json_get_int(j, "vocab", ctx, 1, 1 << 24, &m->vocab)) ||
+        (s = json_get_int(j, "max_ctx", ctx, 1, 1LL << 32, &m->max_ctx)) ||
+        (s = json_get_number(j, "rope_theta", ctx, &m->rope_theta)) ||
+        (s = json_get_number(j, "norm_eps", ctx, &m->norm_eps)) ||
+        (s = json_get_bool(j, "tied_embeddings", ctx, &tied)) || (s = json_get_bool(j, "qkv_bias", ctx, &bias)) ||
+        (s = json_get_number(j, "params", ctx, &params)) ||
+        (s = json_get_number(j, "kv_bytes_per_token", ctx, &r->kv_bytes_per_token)))
+        return s;
+    (void)v;
+    m->tied_embeddings = tied;
+    m->qkv_bias = bias;
+    if (params < 0 || params > 9e15) return xf_errorf(XF_EINVAL, "%s: field 'params' out of range", ctx);
+    r->model_params = (int64_t)params;
+    if (m->n_heads % m->n_kv_heads != 0)
+        return xf_errorf(XF_EINVAL, "%s: n_heads (%lld) is not a multiple of n_kv_heads (%lld)", ctx, (long long)m->n_heads,
+                         (long long)m->n_kv_heads);
+    return XF_OK;
+}
+
+static xf_status read_nonneg(const cJSON *j, const char *key, const char *ctx, double *out) {
+    xf_status s = json_get_number(j, key, ctx, out);
+    if (s == XF_OK && *out < 0) return xf_errorf(XF_EINVAL, "%s: field '%s' must not be negative", ctx, key);
+    return s;
+}
+
+static xf_status read_device(const cJSON *j, device_spec *d) {
+    const char *ctx = "record.device";
+    if (!cJSON_IsObject(j)) return xf_errorf(XF_EINVAL, "record: missing object 'device'");
+    xf_status s;
+    if ((s = json_get_string(j, "name", ctx, d->name, sizeof d->name)) ||
+        (s = json_get_string(j, "description", ctx, d->description, sizeof d->description)) ||
+        (s = json_get_string(j, "kind", ctx, d->kind, sizeof d->kind)) ||
+        (s = json_get_string(j, "source", ctx, d->source, sizeof d->source)) ||
+        (s = json_get_bool(j, "measured", ctx, &d->measured)) ||
+        (s = read_nonneg(j, "memory_bytes", ctx, &d->memory_bytes)) ||
+        (s = read_nonneg(j, "bandwidth_Bps", ctx, &d->bandwidth_Bps)) ||
+        (s = read_nonneg(j, "cache_bytes", ctx, &d->cache_bytes)) ||
+        (s = read_nonneg(j, "cache_bandwidth_Bps", ctx, &d->cache_bandwidth_Bps)))
+        return s;
+    const cJSON *peaks = cJSON_GetObjectItemCaseSensitive(j, "peak_flops");
+    if (!cJSON_IsObject(peaks)) return xf_errorf(XF_EINVAL, "%s: missing object 'peak_flops'", ctx);
+    for (int c = 0; c < XF_COMPUTE_COUNT; c++)
+        if ((s = read_nonneg(peaks, compute_name((xf_compute)c), "record.device.peak_flops", &d->peak_flops[c]))) return s;
+    if (d->bandwidth_Bps <= 0 || d->peak_flops[XF_COMPUTE_FP32] <= 0)
+        return xf_errorf(XF_EINVAL, "%s: bandwidth_Bps and peak_flops.fp32 must be positive", ctx);
+    return XF_OK;
+}
+
+static xf_status read_enum_str(const cJSON *j, const char *key, const char *ctx, char *buf, size_t len) {
+    return json_get_string(j, key, ctx, buf, len);
+}
+
+static xf_status read_op(const cJSON *j, const char *ctx, int64_t n_layers, record_op *op) {
+    if (!cJSON_IsObject(j)) return xf_errorf(XF_EINVAL, "%s: must be an object", ctx);
+    char phase[16], kind[24], compute[16], bound[16], src[16];
+    xf_status s;
+    int64_t layer;
+    cost_op *c = &op->cost;
+    if ((s = read_enum_str(j, "phase", ctx, phase, sizeof phase)) || (s = read_enum_str(j, "op", ctx, kind, sizeof kind)) ||
+        (s = read_enum_str(j, "compute", ctx, compute, sizeof compute)) ||
+        (s = read_enum_str(j, "bound", ctx, bound, sizeof bound)) ||
+        (s = read_enum_str(j, "bytes_source", ctx, src, sizeof src)) ||
+        (s = json_get_int(j, "layer", ctx, -1, n_layers - 1, &layer)))
+        return s;
+    if (strcmp(phase, "prefill") == 0) c->phase = XF_PREFILL;
+    else if (strcmp(phase, "decode") == 0) c->phase = XF_DECODE;
+    else return xf_errorf(XF_EINVAL, "%s: unknown phase '%s' (prefill or decode)", ctx, phase);
+    c->layer = (int)layer;
+    if ((s = op_kind_parse(kind, &c->kind))) return xf_error_prefix(s, "%s: ", ctx);
+    int found = 0;
+    for (int k = 0; k < XF_COMPUTE_COUNT; k++)
+        if (strcmp(compute, compute_name((xf_compute)k)) == 0) {
+            c->compute = (xf_compute)k;
+            found = 1;
+        }
+    if (!found) return xf_errorf(XF_EINVAL, "%s: unknown compute type '%s'", ctx, compute);
+    if ((s = bound_parse(bound, &op->bound))) return xf_error_prefix(s, "%s: ", ctx);
+    if (strcmp(src, "model") == 0) op->bytes_from_counters = 0;
+    else if (strcmp(src, "counters") == 0) op->bytes_from_counters = 1;
+    else return xf_errorf(XF_EINVAL, "%s: bytes_source must be 'model' or 'counters'", ctx);
+    if ((s = read_nonneg(j, "flops", ctx, &c->flops)) || (s = read_nonneg(j, "bytes", ctx, &c->bytes)) ||
+        (s = read_nonneg(j, "weight_bytes", ctx, &c->weight_bytes)) ||
+        (s = read_nonneg(j, "act_in_bytes", ctx, &c->act_in_bytes)) ||
+        (s = read_nonneg(j, "act_out_bytes", ctx, &c->act_out_bytes)) ||
+        (s = read_nonneg(j, "kv_read_bytes", ctx, &c->kv_read_bytes)) ||
+        (s = read_nonneg(j, "kv_write_bytes", ctx, &c->kv_write_bytes)) ||
+        (s = read_nonneg(j, "intensity", ctx, &op->intensity)) || (s = read_nonneg(j, "time_s", ctx, &op->time_s)) ||
+        (s = read_nonneg(j, "predicted_time_s", ctx, &op->predicted_time_s)) ||
+        (s = read_nonneg(j, "share", ctx, &op->share)) || (s = json_get_bool(j, "measured", ctx, &op->measured)))
+        return s;
+    if (op->bytes_from_counters && (s = read_nonneg(j, "measured_bytes", ctx, &op->measured_bytes))) return s;
+    if (op->measured) {
+        const cJSON *arr = cJSON_GetObjectItemCaseSensitive(j, "samples_s");
+        if (!cJSON_IsArray(arr)) return xf_errorf(XF_EINVAL, "%s: a measured op needs the array 'samples_s'", ctx);
+        int n = cJSON_GetArraySize(arr);
+        if (n < 1 || n > MAX_SAMPLES) return xf_errorf(XF_EINVAL, "%s: 'samples_s' must hold 1 to %d samples", ctx, MAX_SAMPLES);
+        op->samples_s = malloc((size_t)n * sizeof *op->samples_s);
+        if (!op->samples_s) return xf_errorf(XF_ENOMEM, "%s: out of memory", ctx);
+        op->n_samples = n;
+        int i = 0;
+        const cJSON *e;
+        cJSON_ArrayForEach(e, arr) {
+            if (!cJSON_IsNumber(e) || !isfinite(e->valuedouble) || e->valuedouble < 0)
+                return xf_errorf(XF_EINVAL, "%s: samples_s[%d] must be a non-negative number", ctx, i);
+            op->samples_s[i++] = e->valuedouble;
+        }
+        if ((s = read_nonneg(j, "spread_s", ctx, &op->spread_s)) ||
+            (s = read_nonneg(j, "util_compute", ctx, &op->util_compute)) ||
+            (s = read_nonneg(j, "util_memory", ctx, &op->util_memory)))
+            return s;
+    }
+    const cJSON *cs = cJSON_GetObjectItemCaseSensitive(j, "counters");
+    if (cs) {
+        if (!cJSON_IsObject(cs)) return xf_errorf(XF_EINVAL, "%s: 'counters' must be an object", ctx);
+        const cJSON *e;
+        cJSON_ArrayForEach(e, cs) {
+            if (op->n_counters == RECORD_MAX_COUNTERS)
+                return xf_errorf(XF_EINVAL, "%s: more than %d counters", ctx, RECORD_MAX_COUNTERS);
+            record_counter *k = &op->counters[op->n_counters];
+            if (!e->string || strlen(e->string) >= sizeof k->name) return xf_errorf(XF_EINVAL, "%s: counter name too long", ctx);
+            strcpy(k->name, e->string);
+            if (cJSON_IsNumber(e) && isfinite(e->valuedouble)) {
+                k->supported = 1;
+                k->value = e->valuedouble;
+            } else if (cJSON_IsString(e) && strcmp(e->valuestring, "unsupported") == 0) {
+                k->supported = 0;
+            } else {
+                return xf_errorf(XF_EINVAL, "%s: counter '%s' must be a number or \"unsupported\"", ctx, k->name);
+            }
+            op->n_counters++;
+        }
+    }
+    return XF_OK;
+}
+
+static xf_status read_dtype(const cJSON *j, const char *key, const char *ctx, xf_dtype *out) {
+    char buf[16];
+    xf_status s = json_get_string(j, key, ctx, buf, sizeof buf);
+    if (s) return s;
+    if ((s = dtype_parse(buf, out))) return xf_error_prefix(s, "%s.%s: ", ctx, key);
+    return XF_OK;
+}
+
+static xf_status read_point(const cJSON *j, const char *ctx, const record *r, record_point *p) {
+    if (!cJSON_IsObject(j)) return xf_errorf(XF_EINVAL, "%s: must be an object", ctx);
+    char sub[96];
+    xf_status s;
+    const cJSON *w = cJSON_GetObjectItemCaseSensitive(j, "workload");
+    snprintf(sub, sizeof sub, "%s.workload", ctx);
+    if (!cJSON_IsObject(w)) return xf_errorf(XF_EINVAL, "%s: missing object 'workload'", ctx);
+    int64_t group;
+    if ((s = json_get_int(w, "batch", sub, 1, 1LL << 20, &p->wl.batch)) ||
+        (s = json_get_int(w, "prompt", sub, 1, 1LL << 24, &p->wl.prompt)) ||
+        (s = json_get_int(w, "gen", sub, 0, 1LL << 24, &p->wl.gen)) || (s = read_dtype(w, "wdtype", sub, &p->wl.wdtype)) ||
+        (s = read_dtype(w, "adtype", sub, &p->wl.adtype)) || (s = read_dtype(w, "kvdtype", sub, &p->wl.kvdtype)) ||
+        (s = json_get_int(w, "quant_group", sub, 0, 1 << 20, &group)))
+        return s;
+    p->wl.quant_group = (int)group;
+    const cJSON *run = cJSON_GetObjectItemCaseSensitive(j, "run");
+    if (run) {
+        record_run_info *ri = &p->run;
+        int64_t threads, reps, warmup;
+        double seed;
+        snprintf(sub, sizeof sub, "%s.run", ctx);
+        if (!cJSON_IsObject(run)) return xf_errorf(XF_EINVAL, "%s: 'run' must be an object", ctx);
+        if ((s = json_get_string(run, "backend", sub, ri->backend, sizeof ri->backend)) ||
+            (s = json_get_int(run, "threads", sub, 0, 4096, &threads)) ||
+            (s = json_get_int(run, "reps", sub, 0, 1000000, &reps)) ||
+            (s = json_get_int(run, "warmup", sub, 0, 1000000, &warmup)) ||
+            (s = json_get_string(run, "kv_policy", sub, ri->kv_policy, sizeof ri->kv_policy)) ||
+            (s = json_get_string(run, "kv_alloc", sub, ri->kv_alloc, sizeof ri->kv_alloc)) ||
+            (s = read_nonneg(run, "seed", sub, &seed)) ||
+            (s = read_nonneg(run, "timer_overhead_s", sub, &ri->timer_overhead_s)))
+            return s;
+        ri->threads = (int)threads;
+        ri->reps = (int)reps;
+        ri->warmup = (int)warmup;
+        ri->seed = (uint64_t)seed;
+    }
+    const cJSON *ops = cJSON_GetObjectItemCaseSensitive(j, "ops");
+    if (!cJSON_IsArray(ops)) return xf_errorf(XF_EINVAL, "%s: missing array 'ops'", ctx);
+    int n = cJSON_GetArraySize(ops);
+    if (n > MAX_OPS) return xf_errorf(XF_EINVAL, "%s: too many ops (%d)", ctx, n);
+    if (n > 0) {
+        p->ops = calloc((size_t)n, sizeof *p->ops);
+        if (!p->ops) return xf_errorf(XF_ENOMEM, "%s: out of memory", ctx);
+    }
+    const cJSON *e;
+    cJSON_ArrayForEach(e, ops) {
+        snprintf(sub, sizeof sub, "%s.ops[%lld]", ctx, (long long)p->n_ops);
+        s = read_op(e, sub, r->model.n_layers, &p->ops[p->n_ops]);
+        p->n_ops++; /* counted even on error so record_free frees its samples */
+        if (s) return s;
+    }
+    const cJSON *sj = cJSON_GetObjectItemCaseSensitive(j, "summary");
+    snprintf(sub, sizeof sub, "%s.summary", ctx);
+    if (!cJSON_IsObject(sj)) return xf_errorf(XF_EINVAL, "%s: missing object 'summary'", ctx);
+    record_summary *sm = &p->summary;
+    double dctx, maxb;
+    if ((s = read_nonneg(sj, "ttft_s", sub, &sm->ttft_s)) || (s = read_nonneg(sj, "tpot_s", sub, &sm->tpot_s)) ||
+        (s = read_nonneg(sj, "tokens_per_s", sub, &sm->tokens_per_s)) ||
+        (s = read_nonneg(sj, "prefill_tokens_per_s", sub, &sm->prefill_tokens_per_s)) ||
+        (s = read_nonneg(sj, "decode_tokens_per_s", sub, &sm->decode_tokens_per_s)) ||
+        (s = read_nonneg(sj, "decode_context", sub, &dctx)) ||
+        (s = read_nonneg(sj, "prefill_time_s", sub, &sm->prefill_time_s)) ||
+        (s = read_nonneg(sj, "decode_time_s", sub, &sm->decode_time_s)) || (s = read_nonneg(sj, "max_batch", sub, &maxb)))
+        return s;
+    if (dctx > 9e15 || maxb > 9e15) return xf_errorf(XF_EINVAL, "%s: decode_context or max_batch out of range", sub);
+    sm->decode_context = (int64_t)dctx;
+    sm->max_batch = (int64_t)maxb;
+    const cJSON *sb = cJSON_GetObjectItemCaseSensitive(sj, "share_bound");
+    if (!cJSON_IsObject(sb)) return xf_errorf(XF_EINVAL, "%s: missing object 'share_bound'", sub);
+    for (int b = 0; b < XF_BOUND_COUNT; b++)
+        if ((s = read_nonneg(sb, bound_name((xf_bound)b), sub, &sm->share_bound[b]))) return s;
+    const cJSON *mj = cJSON_GetObjectItemCaseSensitive(j, "memory");
+    snprintf(sub, sizeof sub, "%s.memory", ctx);
+    if (!cJSON_IsObject(mj)) return xf_errorf(XF_EINVAL, "%s: missing object 'memory'", ctx);
+    record_memory *m = &p->memory;
+    if ((s = read_nonneg(mj, "weights_bytes", sub, &m->weights_bytes)) || (s = read_nonneg(mj, "kv_bytes", sub, &m->kv_bytes)) ||
+        (s = read_nonneg(mj, "kv_bytes_per_token", sub, &m->kv_bytes_per_token)) ||
+        (s = read_nonneg(mj, "activations_bytes", sub, &m->activations_bytes)) ||
+        (s = read_nonneg(mj, "total_bytes", sub, &m->total_bytes)) ||
+        (s = read_nonneg(mj, "capacity_bytes", sub, &m->capacity_bytes)))
+        return s;
+    const cJSON *toks = cJSON_GetObjectItemCaseSensitive(j, "tokens");
+    if (toks) {
+        if (!cJSON_IsArray(toks)) return xf_errorf(XF_EINVAL, "%s: 'tokens' must be an array of arrays", ctx);
+        int rows = cJSON_GetArraySize(toks);
+        int cols = rows > 0 ? cJSON_GetArraySize(cJSON_GetArrayItem(toks, 0)) : 0;
+        if (rows > (1 << 20) || cols > (1 << 24) || (int64_t)rows * cols > (1LL << 28))
+            return xf_errorf(XF_EINVAL, "%s: 'tokens' is too large", ctx);
+        if (rows > 0 && cols > 0) {
+            p->tokens = malloc((size_t)rows * (size_t)cols * sizeof *p->tokens);
+            if (!p->tokens) return xf_errorf(XF_ENOMEM, "%s: out of memory", ctx);
+        }
+        int i = 0;
+        const cJSON *row;
+        cJSON_ArrayForEach(row, toks) {
+            if (!cJSON_IsArray(row) || cJSON_GetArraySize(row) != cols)
+                return xf_errorf(XF_EINVAL, "%s: tokens[%d] must be an array of %d token ids", ctx, i, cols);
+            int k = 0;
+            const cJSON *t;
+            cJSON_ArrayForEach(t, row) {
+                if (!cJSON_IsNumber(t) || t->valuedouble < 0 || t->valuedouble >= (double)r->model.vocab ||
+                    t->valuedouble != floor(t->valuedouble))
+                    return xf_errorf(XF_EINVAL, "%s: tokens[%d][%d] is not a token id below vocab %lld", ctx, i, k,
+                                     (long long)r->model.vocab);
+                p->tokens[(int64_t)i * cols + k++] = (int32_t)t->valuedouble;
+            }
+            i++;
+        }
+        p->n_seqs = rows;
+        p->n_tokens_per_seq = cols;
+    }
+    return XF_OK;
+}
+
+static xf_status read_record(const cJSON *root, record *r) {
+    if (!cJSON_IsObject(root)) return xf_errorf(XF_EFORMAT, "not an xfprof record (the document is not a JSON object)");
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
+    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, RECORD_FORMAT) != 0)
+        return xf_errorf(XF_EFORMAT, "not an xfprof record (\"format\" is %s%.40s%s, expected \"%s\")",
+                         cJSON_IsString(fmt) ? "\"" : "", cJSON_IsString(fmt) ? fmt->valuestring : "missing",
+                         cJSON_IsString(fmt) ? "\"" : "", RECORD_FORMAT);
+    int64_t version;
+    xf_status s = json_get_int(root, "version", "record", 1, 1 << 30, &version);
+    if (s) return xf_errorf(XF_EFORMAT, "record: missing or invalid \"version\"");
+    if (version > RECORD_VERSION)
+        return xf_errorf(XF_EFORMAT,
+                         "record version %lld is newer than this xfprof reads (version %d): upgrade xfprof to read it",
+                         (long long)version, RECORD_VERSION);
+    r->version = (int)version;
+    if ((s = json_get_string(root, "kind", "record", r->kind, sizeof r->kind)) ||
+        (s = json_get_string(root, "created", "record", r->created, sizeof r->created)) ||
+        (s = json_get_string(root, "tool_version", "record", r->tool_version, sizeof r->tool_version)) ||
+        (s = json_get_bool(root, "ceilings_measured", "record", &r->ceilings_measured)))
+        return s;
+    const cJSON *env = cJSON_GetObjectItemCaseSensitive(root, "env");
+    if (env) {
+        if (!cJSON_IsObject(env)) return xf_errorf(XF_EINVAL, "record: 'env' must be an object");
+        const cJSON *e;
+        cJSON_ArrayForEach(e, env) {
+            if (!cJSON_IsString(e)) return xf_errorf(XF_EINVAL, "record.env: '%.32s' must be a string", e->string);
+            if (r->n_env == RECORD_MAX_ENV) return xf_errorf(XF_EINVAL, "record.env: more than %d entries", RECORD_MAX_ENV);
+            if (strlen(e->string) >= sizeof r->env[0].key || strlen(e->valuestring) >= sizeof r->env[0].value)
+                return xf_errorf(XF_EINVAL, "record.env: entry '%.32s' is too long", e->string);
+            record_set_env(r, e->string, e->valuestring);
+        }
+    }
+    if ((s = read_model(cJSON_GetObjectItemCaseSensitive(root, "model"), r))) return s;
+    if ((s = read_device(cJSON_GetObjectItemCaseSensitive(root, "device"), &r->device))) return s;
+    const cJSON *pts = cJSON_GetObjectItemCaseSensitive(root, "points");
+    if (!cJSON_IsArray(pts)) return xf_errorf(XF_EINVAL, "record: missing array 'points'");
+    if (cJSON_GetArraySize(pts) > MAX_POINTS) return xf_errorf(XF_EINVAL, "record: more than %d points", MAX_POINTS);
+    const cJSON *e;
+    cJSON_ArrayForEach(e, pts) {
+        char ctx[48];
+        snprintf(ctx, sizeof ctx, "record.points[%d]", r->n_points);
+        record_point *p = record_add_point(r);
+        if (!p) return xf_errorf(XF_ENOMEM, "record: out of memory");
+        if ((s = read_point(e, ctx, r, p))) return s;
+    }
+    const cJSON *kv = cJSON_GetObjectItemCaseSensitive(root, "kv");
+    if (kv && (s = record_kv_from_json(kv, "record.kv", &r->kv))) return s;
+    return XF_OK;
+}
+
+xf_status record_from_json(const char *text, const char *source, record *r) {
+    record_init(r, "");
+    cJSON *root;
+    const char *ctx = source ? source : "record";
+    xf_status s = json_parse(text, ctx, &root);
+    if (s) return s;
+    s = read_record(root, r);
+    cJSON_Delete(root);
+    if (s && source) xf_error_prefix(s, "%s: ", source);
+    return s;
+}
+
+xf_status record_load(const char *path, record *r) {
+    char *text;
+    record_init(r, "");
+    xf_status s = file_read_all(path, MAX_RECORD_BYTES, &text, NULL);
+    if (s) return s;
+    s = record_from_json(text, path, r);
+    free(text);
+    return s;
+}
+
+xf_status record_save(const record *r, const char *path) {
+    char *text = record_to_json(r);
+    if (!text) return xf_errorf(XF_ENOMEM, "out of memory writing the record");
+    size_t len = strlen(text);
+    text[len] = '\n'; /* replace the terminator: the file ends with a newline */
+    xf_status s = file_write_atomic(path, text, len + 1);
+    free(text);
+    return s;
+}

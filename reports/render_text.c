@@ -1,0 +1,344 @@
+#include "render_text.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "sbuf.h"
+
+xf_status render_format_parse(const char *s, render_format *out) {
+    static const struct {
+        const char *name;
+        render_format f;
+    } names[] = {{"table", RENDER_TABLE}, {"csv", RENDER_CSV}, {"md", RENDER_MD}, {"markdown", RENDER_MD}, {"json", RENDER_JSON}};
+    for (size_t i = 0; s && i < sizeof names / sizeof names[0]; i++)
+        if (strcasecmp(s, names[i].name) == 0) {
+            *out = names[i].f;
+            return XF_OK;
+        }
+    return xf_errorf(XF_EINVAL, "unknown format '%.32s': use table, json, csv or md", s ? s : "");
+}
+
+const char *render_si(double v, const char *unit, char *buf, size_t len) {
+    static const char *pre[] = {"", "k", "M", "G", "T", "P", "E"};
+    int i = 0;
+    double a = fabs(v);
+    while (a >= 999.5 && i < 6) {
+        a /= 1000.0;
+        v /= 1000.0;
+        i++;
+    }
+    if (v == 0) snprintf(buf, len, "0 %s", unit);
+    else if (a >= 99.95) snprintf(buf, len, "%.0f %s%s", v, pre[i], unit);
+    else if (a >= 9.995) snprintf(buf, len, "%.1f %s%s", v, pre[i], unit);
+    else snprintf(buf, len, "%.2f %s%s", v, pre[i], unit);
+    return buf;
+}
+
+/* Binary units for sizes: memory is sold and allocated in powers of two (an "80 GB" H100 has
+ * 80 GiB). Rates (GB/s, FLOP/s) stay decimal, as datasheets give them. */
+const char *render_bytes(double bytes, char *buf, size_t len) {
+    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    int i = 0;
+    double a = bytes;
+    while ((a >= 1023.5 || a <= -1023.5) && i < 6) {
+        a /= 1024.0;
+        i++;
+    }
+    if (i == 0) snprintf(buf, len, "%.0f B", a);
+    else if (a >= 99.95 || a <= -99.95) snprintf(buf, len, "%.0f %s", a, units[i]);
+    else if (a >= 9.995 || a <= -9.995) snprintf(buf, len, "%.1f %s", a, units[i]);
+    else snprintf(buf, len, "%.2f %s", a, units[i]);
+    return buf;
+}
+
+const char *render_time(double s, char *buf, size_t len) {
+    if (!isfinite(s)) snprintf(buf, len, "-");
+    else if (s == 0) snprintf(buf, len, "0 s");
+    else if (s < 1e-6) snprintf(buf, len, "%.1f ns", s * 1e9);
+    else if (s < 1e-3) snprintf(buf, len, "%.2f us", s * 1e6);
+    else if (s < 1) snprintf(buf, len, "%.2f ms", s * 1e3);
+    else snprintf(buf, len, "%.3f s", s);
+    return buf;
+}
+
+xf_status render_rollup_point(const record_point *p, render_rollup **out, int64_t *n) {
+    *out = NULL;
+    *n = 0;
+    render_rollup *rows = calloc((size_t)(p->n_ops > 0 ? p->n_ops : 1), sizeof *rows);
+    if (!rows) return xf_errorf(XF_ENOMEM, "out of memory rendering the op table");
+    double *longest = calloc((size_t)(p->n_ops > 0 ? p->n_ops : 1), sizeof *longest);
+    if (!longest) {
+        free(rows);
+        return xf_errorf(XF_ENOMEM, "out of memory rendering the op table");
+    }
+    int64_t m = 0;
+    for (int64_t i = 0; i < p->n_ops; i++) {
+        const record_op *op = &p->ops[i];
+        int64_t j = 0;
+        while (j < m && !(rows[j].phase == op->cost.phase && rows[j].kind == op->cost.kind)) j++;
+        render_rollup *r = &rows[j];
+        if (j == m) {
+            m++;
+            r->phase = op->cost.phase;
+            r->kind = op->cost.kind;
+            r->first_layer = r->last_layer = op->cost.layer;
+            longest[j] = -1;
+        }
+        if (op->cost.layer < r->first_layer) r->first_layer = op->cost.layer;
+        if (op->cost.layer > r->last_layer) r->last_layer = op->cost.layer;
+        r->count++;
+        r->flops += op->cost.flops;
+        r->bytes += op->bytes_from_counters ? op->measured_bytes : op->cost.bytes;
+        r->time_s += op->time_s;
+        r->predicted_time_s += op->predicted_time_s;
+        r->spread_s += op->spread_s;
+        r->share += op->share;
+        r->measured |= op->measured;
+        r->util_compute += op->util_compute * op->time_s;
+        r->util_memory += op->util_memory * op->time_s;
+        if (op->time_s > longest[j]) {
+            longest[j] = op->time_s;
+            r->bound = op->bound;
+        }
+    }
+    for (int64_t j = 0; j < m; j++) {
+        if (rows[j].time_s > 0) {
+            rows[j].util_compute /= rows[j].time_s;
+            rows[j].util_memory /= rows[j].time_s;
+        }
+    }
+    free(longest);
+    *out = rows;
+    *n = m;
+    return XF_OK;
+}
+
+static const char *layers_label(const render_rollup *r, char *buf, size_t len) {
+    if (r->first_layer < 0) snprintf(buf, len, "-");
+    else if (r->first_layer == r->last_layer) snprintf(buf, len, "%d", r->first_layer);
+    else snprintf(buf, len, "%d..%d", r->first_layer, r->last_layer);
+    return buf;
+}
+
+static void point_heading(sbuf *b, const record *r, const record_point *p, int idx) {
+    const workload *w = &p->wl;
+    sbuf_printf(b, "== point %d: %s on %s (%s) | batch %lld, prompt %lld, gen %lld | weights %s, activations %s, KV %s\n", idx + 1,
+                r->model.name, r->device.name, r->ceilings_measured || r->device.measured ? "measured ceilings" : "spec sheet",
+                (long long)w->batch, (long long)w->prompt, (long long)w->gen, dtype_name(w->wdtype), dtype_name(w->adtype),
+                dtype_name(w->kvdtype));
+    if (p->run.backend[0])
+        sbuf_printf(b, "   run: backend %s, %d threads, %d reps after %d warm-up, KV %s (%s), timer overhead %.0f ns subtracted\n",
+                    p->run.backend, p->run.threads, p->run.reps, p->run.warmup, p->run.kv_policy, p->run.kv_alloc,
+                    p->run.timer_overhead_s * 1e9);
+}
+
+/* The op table of one point: rows rolled up over layers, or every op. */
+static xf_status table_ops(sbuf *b, const record_point *p, const render_options *opt) {
+    int measured = 0;
+    for (int64_t i = 0; i < p->n_ops; i++) measured |= p->ops[i].measured;
+    render_rollup *rows = NULL;
+    int64_t n = 0;
+    if (opt && opt->per_layer) {
+        rows = calloc((size_t)(p->n_ops > 0 ? p->n_ops : 1), sizeof *rows);
+        if (!rows) return xf_errorf(XF_ENOMEM, "out of memory rendering the op table");
+        for (int64_t i = 0; i < p->n_ops; i++) {
+            const record_op *op = &p->ops[i];
+            render_rollup *r = &rows[n++];
+            r->phase = op->cost.phase;
+            r->kind = op->cost.kind;
+            r->first_layer = r->last_layer = op->cost.layer;
+            r->count = 1;
+            r->flops = op->cost.flops;
+            r->bytes = op->bytes_from_counters ? op->measured_bytes : op->cost.bytes;
+            r->time_s = op->time_s;
+            r->predicted_time_s = op->predicted_time_s;
+            r->spread_s = op->spread_s;
+            r->share = op->share;
+            r->bound = op->bound;
+            r->measured = op->measured;
+            r->util_compute = op->util_compute;
+            r->util_memory = op->util_memory;
+        }
+    } else {
+        xf_status s = render_rollup_point(p, &rows, &n);
+        if (s) return s;
+    }
+    sbuf_printf(b, "%-8s %-14s %-7s %10s %10s %9s %-9s %10s", "phase", "op", "layers", "FLOPs", "bytes", "FLOP/B", "bound",
+                measured ? "time(med)" : "time");
+    if (measured) sbuf_printf(b, " %9s %10s %6s %6s %6s", "spread", "predicted", "meas/p", "u_comp", "u_mem");
+    sbuf_printf(b, " %6s\n", "share");
+    for (int64_t i = 0; i < n; i++) {
+        const render_rollup *r = &rows[i];
+        char lay[24], f[24], q[24], t[24], sp[24], pt[24], inten[24];
+        double I = r->bytes > 0 ? r->flops / r->bytes : 0;
+        snprintf(inten, sizeof inten, "%.2f", I);
+        sbuf_printf(b, "%-8s %-14s %-7s %10s %10s %9s %-9s %10s", phase_name(r->phase), op_kind_name(r->kind),
+                    layers_label(r, lay, sizeof lay), render_si(r->flops, "", f, sizeof f), render_bytes(r->bytes, q, sizeof q),
+                    inten, bound_name(r->bound), render_time(r->time_s, t, sizeof t));
+        if (measured)
+            sbuf_printf(b, " %9s %10s %6.2f %5.1f%% %5.1f%%", render_time(r->spread_s, sp, sizeof sp),
+                        render_time(r->predicted_time_s, pt, sizeof pt),
+                        r->predicted_time_s > 0 ? r->time_s / r->predicted_time_s : 0, 100 * r->util_compute,
+                        100 * r->util_memory);
+        sbuf_printf(b, " %5.1f%%\n", 100 * r->share);
+    }
+    free(rows);
+    return XF_OK;
+}
+
+static void table_summary(sbuf *b, const record *r, const record_point *p) {
+    const record_summary *s = &p->summary;
+    const record_memory *m = &p->memory;
+    char a[24], c[24], d[24], e[24], f[24];
+    sbuf_printf(b, "\n%-8s %10s %12s %12s\n", "phase", "step time", "FLOPs", "bytes");
+    for (int ph = 0; ph < XF_PHASE_COUNT; ph++) {
+        double fl = 0, by = 0;
+        int any = 0;
+        for (int64_t i = 0; i < p->n_ops; i++)
+            if (p->ops[i].cost.phase == (xf_phase)ph) {
+                fl += p->ops[i].cost.flops;
+                by += p->ops[i].bytes_from_counters ? p->ops[i].measured_bytes : p->ops[i].cost.bytes;
+                any = 1;
+            }
+        if (!any) continue;
+        sbuf_printf(b, "%-8s %10s %12s %12s%s\n", phase_name((xf_phase)ph),
+                    render_time(ph == XF_PREFILL ? s->prefill_time_s : s->decode_time_s, a, sizeof a),
+                    render_si(fl, "", c, sizeof c), render_bytes(by, d, sizeof d),
+                    ph == XF_DECODE ? " (one step at the mean decode context)" : "");
+    }
+    sbuf_printf(b, "\nTTFT %s | TPOT %s at context %lld | %.1f tokens/s end to end (prefill %.0f tok/s, decode %.1f tok/s)\n",
+                render_time(s->ttft_s, a, sizeof a), render_time(s->tpot_s, c, sizeof c), (long long)s->decode_context,
+                s->tokens_per_s, s->prefill_tokens_per_s, s->decode_tokens_per_s);
+    sbuf_printf(b, "time by class over the request: memory %.1f%%, compute %.1f%%, latency %.1f%%, balanced %.1f%%\n",
+                100 * s->share_bound[XF_BOUND_MEMORY], 100 * s->share_bound[XF_BOUND_COMPUTE],
+                100 * s->share_bound[XF_BOUND_LATENCY], 100 * s->share_bound[XF_BOUND_BALANCED]);
+    sbuf_printf(b, "memory: weights %s + KV %s + activations %s = %s", render_bytes(m->weights_bytes, a, sizeof a),
+                render_bytes(m->kv_bytes, c, sizeof c), render_bytes(m->activations_bytes, d, sizeof d),
+                render_bytes(m->total_bytes, e, sizeof e));
+    if (m->capacity_bytes > 0) {
+        sbuf_printf(b, " of %s (%.1f%%)%s", render_bytes(m->capacity_bytes, f, sizeof f), 100 * m->total_bytes / m->capacity_bytes,
+                    m->total_bytes > m->capacity_bytes ? " -- DOES NOT FIT" : "");
+        sbuf_printf(b, " | largest batch that fits: %lld", (long long)s->max_batch);
+    }
+    sbuf_printf(b, "\n");
+    (void)r;
+}
+
+static xf_status render_table(sbuf *b, const record *r, const render_options *opt) {
+    for (int i = 0; i < r->n_points; i++) {
+        if (i) sbuf_puts(b, "\n");
+        point_heading(b, r, &r->points[i], i);
+        xf_status s = table_ops(b, &r->points[i], opt);
+        if (s) return s;
+        table_summary(b, r, &r->points[i]);
+    }
+    return XF_OK;
+}
+
+static void csv_field(sbuf *b, const char *s) {
+    /* RFC 4180: quote fields holding a comma, quote or newline; double the quotes. */
+    if (!strpbrk(s, ",\"\n\r")) {
+        sbuf_puts(b, s);
+        return;
+    }
+    sbuf_puts(b, "\"");
+    for (const char *c = s; *c; c++) sbuf_putn(b, c, 1), (*c == '"' ? sbuf_putn(b, "\"", 1) : (void)0);
+    sbuf_puts(b, "\"");
+}
+
+static xf_status render_csv(sbuf *b, const record *r) {
+    sbuf_puts(b, "point,model,device,batch,prompt,gen,wdtype,adtype,kvdtype,phase,layer,op,compute,flops,bytes,bytes_source,"
+                 "intensity,bound,time_s,predicted_time_s,share,measured,n_samples,spread_s,util_compute,util_memory\n");
+    for (int i = 0; i < r->n_points; i++) {
+        const record_point *p = &r->points[i];
+        for (int64_t k = 0; k < p->n_ops; k++) {
+            const record_op *op = &p->ops[k];
+            sbuf_printf(b, "%d,", i);
+            csv_field(b, r->model.name);
+            sbuf_puts(b, ",");
+            csv_field(b, r->device.name);
+            sbuf_printf(b, ",%lld,%lld,%lld,%s,%s,%s,%s,%d,%s,%s,%.17g,%.17g,%s,%.17g,%s,%.17g,%.17g,%.17g,%d,%d,%.17g,%.17g,%.17g\n",
+                        (long long)p->wl.batch, (long long)p->wl.prompt, (long long)p->wl.gen, dtype_name(p->wl.wdtype),
+                        dtype_name(p->wl.adtype), dtype_name(p->wl.kvdtype), phase_name(op->cost.phase), op->cost.layer,
+                        op_kind_name(op->cost.kind), compute_name(op->cost.compute), op->cost.flops,
+                        op->bytes_from_counters ? op->measured_bytes : op->cost.bytes,
+                        op->bytes_from_counters ? "counters" : "model", op->intensity, bound_name(op->bound), op->time_s,
+                        op->predicted_time_s, op->share, op->measured, op->n_samples, op->spread_s, op->util_compute,
+                        op->util_memory);
+        }
+    }
+    return XF_OK;
+}
+
+/* Markdown: escape the characters that break a table cell or start markup. */
+static void md_text(sbuf *b, const char *s) {
+    for (const char *c = s; *c; c++) {
+        if (strchr("|*_`<>[]\\#", *c)) sbuf_putn(b, "\\", 1);
+        if (*c == '\n' || *c == '\r') sbuf_putn(b, " ", 1);
+        else sbuf_putn(b, c, 1);
+    }
+}
+
+static xf_status render_md(sbuf *b, const record *r) {
+    char a[24], c[24], d[24];
+    sbuf_puts(b, "### xfprof: ");
+    md_text(b, r->model.name);
+    sbuf_puts(b, " on ");
+    md_text(b, r->device.name);
+    sbuf_printf(b, " (%s, %s ceilings)\n\n", r->kind, r->ceilings_measured || r->device.measured ? "measured" : "spec-sheet");
+    sbuf_puts(b, "| batch | prompt | gen | weights | KV | TTFT | TPOT | tokens/s | memory-bound | memory | fits |\n"
+                 "|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---|\n");
+    for (int i = 0; i < r->n_points; i++) {
+        const record_point *p = &r->points[i];
+        sbuf_printf(b, "| %lld | %lld | %lld | %s | %s | %s | %s | %.1f | %.0f%% | %s | %s |\n", (long long)p->wl.batch,
+                    (long long)p->wl.prompt, (long long)p->wl.gen, dtype_name(p->wl.wdtype), dtype_name(p->wl.kvdtype),
+                    render_time(p->summary.ttft_s, a, sizeof a), render_time(p->summary.tpot_s, c, sizeof c),
+                    p->summary.tokens_per_s, 100 * p->summary.share_bound[XF_BOUND_MEMORY],
+                    render_bytes(p->memory.total_bytes, d, sizeof d),
+                    p->memory.capacity_bytes <= 0 ? "?" : p->memory.total_bytes <= p->memory.capacity_bytes ? "yes" : "**no**");
+    }
+    for (int i = 0; i < r->n_points; i++) {
+        const record_point *p = &r->points[i];
+        render_rollup *rows;
+        int64_t n;
+        xf_status s = render_rollup_point(p, &rows, &n);
+        if (s) return s;
+        sbuf_printf(b, "\n<details><summary>ops of point %d (batch %lld, prompt %lld)</summary>\n\n", i + 1, (long long)p->wl.batch,
+                    (long long)p->wl.prompt);
+        sbuf_puts(b, "| phase | op | FLOPs | bytes | FLOP/B | bound | time | share |\n|---|---|---:|---:|---:|---|---:|---:|\n");
+        for (int64_t k = 0; k < n; k++) {
+            const render_rollup *x = &rows[k];
+            char f[24], q[24], t[24];
+            sbuf_printf(b, "| %s | %s | %s | %s | %.2f | %s | %s | %.1f%% |\n", phase_name(x->phase), op_kind_name(x->kind),
+                        render_si(x->flops, "", f, sizeof f), render_bytes(x->bytes, q, sizeof q),
+                        x->bytes > 0 ? x->flops / x->bytes : 0, bound_name(x->bound), render_time(x->time_s, t, sizeof t),
+                        100 * x->share);
+        }
+        sbuf_puts(b, "\n</details>\n");
+        free(rows);
+    }
+    return XF_OK;
+}
+
+xf_status render_text(const record *r, render_format fmt, const render_options *opt, char **out) {
+    *out = NULL;
+    sbuf b;
+    sbuf_init(&b);
+    xf_status s = XF_OK;
+    switch (fmt) {
+    case RENDER_TABLE: s = render_table(&b, r, opt); break;
+    case RENDER_CSV: s = render_csv(&b, r); break;
+    case RENDER_MD: s = render_md(&b, r); break;
+    case RENDER_JSON: s = xf_errorf(XF_EINVAL, "render_text does not write JSON: use record_to_json"); break;
+    }
+    if (s == XF_OK) s = sbuf_status(&b);
+    if (s) {
+        sbuf_free(&b);
+        return s;
+    }
+    *out = sbuf_take(&b);
+    return *out ? XF_OK : xf_errorf(XF_ENOMEM, "out of memory rendering");
+}

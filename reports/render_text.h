@@ -1,0 +1,43 @@
+/* Text renderings of a record: the terminal table, CSV of the op table, and Markdown (a compact
+ * summary for a CI comment). Pure functions from a record to text. */
+#ifndef XF_RENDER_TEXT_H
+#define XF_RENDER_TEXT_H
+
+#include "core/record.h"
+
+typedef enum render_format { RENDER_TABLE = 0, RENDER_CSV, RENDER_MD, RENDER_JSON } render_format;
+
+/* Parses "table", "csv", "md" (or "markdown"), "json". */
+xf_status render_format_parse(const char *s, render_format *out);
+
+typedef struct render_options {
+    int per_layer; /* 1: a row per op per layer; 0: each op summed over the layers (default) */
+} render_options;
+
+/* Renders every point of the record (table, csv or md; json is record_to_json's job). The text
+ * is returned in *out, freed by the caller with free(). */
+xf_status render_text(const record *r, render_format fmt, const render_options *opt, char **out);
+
+/* Human units used by every text renderer: "6.74 G", "13.5 GB", "1.25 ms". buf gets at most
+ * len bytes; returns buf. */
+const char *render_si(double v, const char *unit, char *buf, size_t len);
+const char *render_bytes(double bytes, char *buf, size_t len);
+const char *render_time(double seconds, char *buf, size_t len);
+
+/* One row of an op table rolled up over layers: ops of the same (phase, kind) summed. */
+typedef struct render_rollup {
+    xf_phase phase;
+    op_kind kind;
+    int first_layer, last_layer; /* -1, -1 for ops outside the layers */
+    int64_t count;               /* ops summed */
+    double flops, bytes, time_s, predicted_time_s, spread_s, share;
+    xf_bound bound;              /* the class of the summed op (of its longest instance) */
+    int measured;
+    double util_compute, util_memory; /* time-weighted over the instances */
+} render_rollup;
+
+/* Rolls a point's ops up over layers, in op order, prefill first. *out (n entries) is freed by
+ * the caller with free(). */
+xf_status render_rollup_point(const record_point *p, render_rollup **out, int64_t *n);
+
+#endif

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs what xfprof needs to build and test on Debian/Ubuntu (run as root, or with sudo).
+# Installs only what is missing, so a second run is quick. The CUDA toolkit is not installed
+# here: the CUDA parts build when nvcc is found (e.g. /usr/local/cuda).
+set -euo pipefail
+pkgs=(build-essential cmake pkg-config libcjson-dev libcriterion-dev libopenblas-dev gnuplot-nox)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all packages present"
+  exit 0
+fi
+sudo_cmd=""
+if [ "$(id -u)" -ne 0 ]; then sudo_cmd="sudo"; fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo_cmd apt-get update -qq
+$sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: dependencies, a -Werror build (CUDA parts compiled and
+# linked when nvcc is found) with every CTest suite, then the same suites under ASan + UBSan.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+jobs=$(nproc)
+
+echo "== build (-Wall -Wextra -Werror) and tests"
+cmake -S . -B build -DXFPROF_WERROR=ON
+cmake --build build -j"$jobs"
+(cd build && ctest --output-on-failure -j"$jobs")
+
+echo "== AddressSanitizer + UndefinedBehaviorSanitizer build and tests"
+cmake -S . -B build-asan -DXFPROF_WERROR=ON -DXFPROF_SANITIZE=ON -DXFPROF_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug
+cmake --build build-asan -j"$jobs"
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --output-on-failure -j"$jobs")
+echo "== all tests passed"
