@@ -78,3 +78,25 @@ xf_status predict_record(const model_config *cfg, const device_spec *d, const wo
     record_stamp_time(out);
     return XF_OK;
 }
+
+xf_status predict_step_time(const model_config *cfg, const workload *w, const cost_step_sums *s,
+                            const device_spec *d, double *time_s) {
+    if (!cfg || !w || !s || !d || !time_s) return xf_errorf(XF_EINVAL, "predict: missing model, workload, step or device");
+    xf_status st = config_validate(cfg);
+    if (st != XF_OK) return st;
+    model_config one = *cfg;
+    one.n_layers = 1;
+    cost_op ops[16]; /* 4 + 12 * 1 */
+    st = cost_step_of_sums(&one, w, s, ops, 16);
+    if (st != XF_OK) return st;
+    double outside = 0.0, layer = 0.0;
+    for (int i = 0; i < 16; i++) {
+        double t = roofline_predict_time(&ops[i], d);
+        if (ops[i].layer < 0)
+            outside += t;
+        else
+            layer += t;
+    }
+    *time_s = outside + (double)cfg->n_layers * layer;
+    return XF_OK;
+}

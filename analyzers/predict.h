@@ -6,6 +6,7 @@
 #include "core/device.h"
 #include "core/record.h"
 #include "reference_model/config.h"
+#include "reference_model/cost_model.h"
 #include "reference_model/workload.h"
 
 /* Fills *out for one workload: out->wl, out->ops (the prefill step's ops, then the decode step's
@@ -19,5 +20,11 @@ xf_status predict_point(const model_config *cfg, const workload *w, const device
  * KV dtype, device, one point per workload (n >= 1), creation time. *out is record_init'ed by this
  * call; free it with record_free (also after an error). */
 xf_status predict_record(const model_config *cfg, const device_spec *d, const workload *points, int n, record *out);
+
+/* Predicted time of one step (the sum over its ops of max(F/P, Q/B)) without allocating: every
+ * layer costs the same, so one layer is costed and counted n_layers times. Fast enough to call at
+ * every step of a serving simulation (a few microseconds). */
+xf_status predict_step_time(const model_config *cfg, const workload *w, const cost_step_sums *s,
+                            const device_spec *d, double *time_s);
 
 #endif

@@ -4,6 +4,22 @@
 #include <stdio.h>
 #include <string.h>
 
+/* 1 when the text ends inside a string or with objects/arrays still open: the mark of a file
+ * cut short (an interrupted write, a full disk), worth saying plainly. */
+static int json_looks_truncated(const char *text) {
+    int depth = 0, in_str = 0, esc = 0;
+    for (const char *c = text; *c; c++) {
+        if (in_str) {
+            if (esc) esc = 0;
+            else if (*c == '\\') esc = 1;
+            else if (*c == '"') in_str = 0;
+        } else if (*c == '"') in_str = 1;
+        else if (*c == '{' || *c == '[') depth++;
+        else if (*c == '}' || *c == ']') depth--;
+    }
+    return in_str || depth > 0;
+}
+
 xf_status json_parse(const char *text, const char *ctx, cJSON **out) {
     *out = NULL;
     const char *end = NULL;
@@ -15,7 +31,7 @@ xf_status json_parse(const char *text, const char *ctx, cJSON **out) {
         int line = 1;
         for (size_t i = 0; i < off && i < len; i++)
             if (text[i] == '\n') line++;
-        if (off >= len)
+        if (off >= len || json_looks_truncated(text))
             return xf_errorf(XF_EPARSE, "%s: JSON is truncated (ends at byte %zu before the document is complete)", ctx, len);
         return xf_errorf(XF_EPARSE, "%s: invalid JSON at line %d (byte %zu)", ctx, line, off);
     }

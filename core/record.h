@@ -100,6 +100,20 @@ typedef struct record_point {
     int32_t *tokens;          /* (n_seqs, n_tokens_per_seq) greedy tokens generated; owned */
 } record_point;
 
+/* One finding of the advice analyzer (analyzers/advice.h): what the record shows, what to do,
+ * and what the cost model predicts acting on it gains. */
+#define RECORD_MAX_ADVICE 12
+typedef struct record_advice {
+    char kind[24];        /* "weight_precision", "batch", "kv_precision", "kv_policy", "fusion" */
+    int point;            /* index of the point the finding is about */
+    double score;         /* ranking key: predicted fraction of time (or memory) saved, 0..1 */
+    char title[96];
+    char evidence[320];   /* the figures of the record that show it */
+    char action[224];     /* what to change */
+    char gain_metric[24]; /* what before/after measure: "tpot_s", "tokens_per_s", "step_s", "max_live" */
+    double before, after; /* the metric now and as the cost model predicts after acting */
+} record_advice;
+
 struct record_kv; /* the KV section, see record_kv.h */
 
 #define RECORD_MAX_ENV 24
@@ -127,6 +141,8 @@ typedef struct record {
     int ceilings_measured;  /* 1: device ceilings measured by `xfprof machine`; 0: spec sheet */
     int n_env;
     record_env env[RECORD_MAX_ENV]; /* build, host, CPU/GPU, toolkit versions */
+    int n_advice;
+    record_advice advice[RECORD_MAX_ADVICE]; /* (n_advice) ranked, best first; written as "advice" */
 } record;
 
 /* Zeroes *r and sets version and tool version. */

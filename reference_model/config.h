@@ -26,7 +26,8 @@ typedef struct model_config {
 /* Fills *cfg with preset `name` (case-insensitive). XF_EINVAL, naming the presets, if unknown. */
 xf_status config_preset(const char *name, model_config *cfg);
 
-/* Number of presets and the i-th one's name, for `xfprof models`. */
+/* Number of presets and the i-th one's name, for `xfprof models` (a static string, not freed; NULL
+ * when i is out of range). */
 int config_preset_count(void);
 const char *config_preset_name(int i);
 
@@ -34,7 +35,8 @@ const char *config_preset_name(int i);
  * may be NULL) prefixes messages. */
 xf_status config_parse_hf(const char *json_text, const char *source, model_config *cfg);
 
-/* Reads and parses the file at `path` (at most 16 MiB). */
+/* Reads and parses the file at `path` (at most 16 MiB). cfg->name becomes the model folder's
+ * name for ".../<model>/config.json", else the file's name. A missing file is XF_EINVAL. */
 xf_status config_load_hf(const char *path, model_config *cfg);
 
 /* A preset name, or a path to a config.json (or a folder holding one). */
@@ -45,10 +47,11 @@ xf_status config_resolve(const char *name_or_path, model_config *cfg);
 xf_status config_validate(const model_config *cfg);
 
 /* Parameter count: embeddings, every layer's attention and FFN matrices, norms, biases,
- * lm_head unless tied. */
+ * lm_head unless tied. -1 when a size is <= 0 or the count would overflow 64 bits. */
 int64_t config_param_count(const model_config *cfg);
 
-/* Elements of one token's K plus V over all layers: 2 * n_layers * n_kv_heads * head_dim. */
+/* Elements of one token's K plus V over all layers: 2 * n_layers * n_kv_heads * head_dim.
+ * -1 when a size is <= 0 or on overflow. */
 int64_t config_kv_elems_per_token(const model_config *cfg);
 
 #endif

@@ -16,6 +16,7 @@
  * below that. */
 #include "cost_model.h"
 
+#include <math.h>
 #include <string.h>
 
 /* FLOPs per element of the element-wise ops (the constants the analysis rests on):
@@ -128,26 +129,60 @@ double cost_attention_pairs(int64_t tokens, int64_t context) {
     return t * (c - t) + t * (t + 1.0) / 2.0;
 }
 
+cost_step_sums cost_sums_of_shape(step_shape s) {
+    cost_step_sums r = {s.phase, 0, 0, 0, 0};
+    if (s.batch < 1 || s.tokens < 1 || s.context < s.tokens) return r; /* cost_step_of_sums refuses it */
+    r.seqs = (double)s.batch;
+    r.rows = (double)s.batch * (double)s.tokens;
+    r.pairs = (double)s.batch * cost_attention_pairs(s.tokens, s.context);
+    r.kv_tokens = (double)s.batch * (double)s.context;
+    return r;
+}
+
+xf_status cost_sums_add(cost_step_sums *s, int64_t tokens, int64_t context) {
+    if (!s) return xf_errorf(XF_EINVAL, "cost_sums_add: no sums");
+    if (tokens < 1 || context < tokens)
+        return xf_errorf(XF_EINVAL, "cost_sums_add: a sequence with %lld new tokens at context %lld: need tokens >= 1 and "
+                         "context >= tokens", (long long)tokens, (long long)context);
+    s->seqs += 1.0;
+    s->rows += (double)tokens;
+    s->pairs += cost_attention_pairs(tokens, context);
+    s->kv_tokens += (double)context;
+    return XF_OK;
+}
+
 xf_status cost_step(const model_config *cfg, const workload *w, step_shape s, cost_op *ops, int64_t count) {
-    if (!cfg || !w || !ops) return xf_errorf(XF_EINVAL, "cost_step: missing config, workload or output");
-    xf_status st = config_validate(cfg);
-    if (st != XF_OK) return st;
-    st = workload_validate(w);
-    if (st != XF_OK) return st;
-    if (s.phase != XF_PREFILL && s.phase != XF_DECODE)
-        return xf_errorf(XF_EINVAL, "cost_step: unknown phase %d", (int)s.phase);
     if (s.batch < 1 || s.tokens < 1 || s.context < s.tokens)
         return xf_errorf(XF_EINVAL,
                          "cost_step: step of batch %lld, %lld new tokens, context %lld: need batch >= 1, "
                          "tokens >= 1 and context >= tokens",
                          (long long)s.batch, (long long)s.tokens, (long long)s.context);
+    cost_step_sums sums = cost_sums_of_shape(s);
+    return cost_step_of_sums(cfg, w, &sums, ops, count);
+}
+
+xf_status cost_step_of_sums(const model_config *cfg, const workload *w, const cost_step_sums *sums, cost_op *ops,
+                            int64_t count) {
+    if (!cfg || !w || !sums || !ops) return xf_errorf(XF_EINVAL, "cost_step: missing config, workload, step or output");
+    xf_status st = config_validate(cfg);
+    if (st != XF_OK) return st;
+    st = workload_validate(w);
+    if (st != XF_OK) return st;
+    if (sums->phase != XF_PREFILL && sums->phase != XF_DECODE)
+        return xf_errorf(XF_EINVAL, "cost_step: unknown phase %d", (int)sums->phase);
+    /* Each sequence has at least one new token, each new token at least itself as context. */
+    if (!(sums->seqs >= 1.0) || !(sums->rows >= sums->seqs) || !(sums->pairs >= sums->rows) ||
+        !(sums->kv_tokens >= sums->rows) || !isfinite(sums->pairs + sums->kv_tokens + sums->rows))
+        return xf_errorf(XF_EINVAL,
+                         "cost_step: inconsistent step (%.0f sequences, %.0f new tokens, %.0f attention pairs, %.0f "
+                         "context tokens): need at least one sequence with one new token",
+                         sums->seqs, sums->rows, sums->pairs, sums->kv_tokens);
     int64_t need = cost_step_op_count(cfg);
     if (count < need)
         return xf_errorf(XF_EINVAL, "cost_step: output holds %lld ops, the step has %lld", (long long)count,
                          (long long)need);
 
-    const double B = (double)s.batch, T = (double)s.tokens, C = (double)s.context;
-    const double N = B * T; /* token rows of this step */
+    const double B = sums->seqs, N = sums->rows, KVT = sums->kv_tokens;
     const int64_t d = cfg->d_model, hd = cfg->head_dim, f = cfg->d_ff, V = cfg->vocab;
     const int64_t q_dim = cfg->n_heads * hd, kv_dim = cfg->n_kv_heads * hd;
     const int64_t qkv_out = q_dim + 2 * kv_dim; /* GQA: K and V are d x kv_dim each */
@@ -155,7 +190,7 @@ xf_status cost_step(const model_config *cfg, const workload *w, step_shape s, co
     const xf_dtype small = small_param_dtype(w->wdtype);
     const xf_compute gemm = cost_compute_of(w->adtype);
     const xf_compute ew = XF_COMPUTE_FP32;
-    const xf_phase ph = s.phase;
+    const xf_phase ph = sums->phase;
     int64_t i = 0;
 
     /* Embedding: gather N rows (at most the whole table) and the N token ids; write N x d. */
@@ -191,11 +226,11 @@ xf_status cost_step(const model_config *cfg, const workload *w, step_shape s, co
          * multiply-add over hd for each (query, key) pair and query head: 2 * 2 * hd; softmax adds
          * FLOPS_SOFTMAX per score. Q read once, each sequence's K and V read once (shared by the
          * h / kv query heads of a group), O written once; no score matrix reaches memory. */
-        double pairs = B * cost_attention_pairs(s.tokens, s.context);
+        double pairs = sums->pairs;
         double att_flops = pairs * h * (4.0 * (double)hd + FLOPS_SOFTMAX);
         double q_bytes = abytes(w, N * h, hd);
         op_set(&ops[i++], ph, layer, OP_ATTENTION, gemm, att_flops, 0, q_bytes, q_bytes,
-               kvbytes(cfg, w, 2.0 * B * C * kvh), 0);
+               kvbytes(cfg, w, 2.0 * KVT * kvh), 0);
 
         op_set(&ops[i++], ph, layer, OP_O_PROJ, gemm, 2.0 * N * (double)q_dim * (double)d,
                wbytes(w, (double)q_dim * (double)d, q_dim), abytes(w, N, q_dim), abytes(w, N, d), 0, 0);

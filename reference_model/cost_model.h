@@ -81,6 +81,28 @@ void cost_step_totals(const cost_op *ops, int64_t count, double *flops, double *
  * weights are quantized or fp8, else at wdtype); lm_head counted unless tied. 0 on invalid input. */
 double cost_weight_bytes(const model_config *cfg, const workload *w);
 
+/* The aggregate shape of one step over sequences of different lengths (continuous batching, a
+ * prefill of prompts of several lengths): every op's cost depends only on these sums. */
+typedef struct cost_step_sums {
+    xf_phase phase;   /* labels the ops */
+    double seqs;      /* sequences: rows of final_norm, lm_head and sampling */
+    double rows;      /* new tokens over all sequences, sum of T_i: rows of the per-layer ops */
+    double pairs;     /* causal (query, key) pairs, sum of cost_attention_pairs(T_i, C_i) */
+    double kv_tokens; /* context tokens whose K and V attention reads, sum of C_i */
+} cost_step_sums;
+
+/* The sums of a uniform step (batch sequences of `tokens` new tokens at `context`); all zero
+ * (refused by cost_step_of_sums) for an invalid shape. */
+cost_step_sums cost_sums_of_shape(step_shape s);
+
+/* Adds one sequence with `tokens` new tokens at the end of `context` (start from a zeroed struct
+ * with .phase set). XF_EINVAL unless tokens >= 1 and context >= tokens. */
+xf_status cost_sums_add(cost_step_sums *s, int64_t tokens, int64_t context);
+
+/* cost_step for an aggregate step; cost_step(shape) is cost_step_of_sums(cost_sums_of_shape(shape)). */
+xf_status cost_step_of_sums(const model_config *cfg, const workload *w, const cost_step_sums *s, cost_op *ops,
+                            int64_t count);
+
 /* Memory a workload needs on the device. */
 typedef struct cost_memory {
     double weights_bytes;     /* all parameters at wdtype (embeddings too; scales counted) */

@@ -17,7 +17,8 @@ int xk_isa_supported(xk_isa isa) {
     if (isa == XK_ISA_SCALAR) return 1;
 #if XK_X86
     __builtin_cpu_init();
-    if (isa == XK_ISA_AVX2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (isa == XK_ISA_AVX2)
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
     if (isa == XK_ISA_AVX512)
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma");
@@ -45,6 +46,7 @@ const char *xk_isa_name(xk_isa isa) {
 static inline float w_at(const wmat *W, int64_t off) {
     if (W->dtype == XF_FP32) return ((const float *)W->data)[off];
     if (W->dtype == XF_BF16) return weights_bf16_to_f32(((const uint16_t *)W->data)[off]);
+    if (W->dtype == XF_FP16) return weights_f16_to_f32(((const uint16_t *)W->data)[off]);
     return (float)((const int8_t *)W->data)[off];
 }
 
@@ -135,8 +137,65 @@ static void mm_scalar(const wmat *W, const float *x, int64_t n, float *y, int64_
         }                                                                                                   \
     }
 
+
+/* The one-token case (decode at batch 1): 8 rows x 1 token of accumulators, so the 8 FMA chains
+ * are independent and none is wasted on a duplicate token. */
+#define XK_MM_BODY1(VT, VW, SETZERO, SET1, FMADD, LOADU, HSUM, LOADW)                                       \
+    const int64_t cols = W->cols;                                                                           \
+    const int is_q = W->dtype == XF_INT8;                                                                   \
+    const int64_t group = is_q ? W->group : cols, ng = is_q ? W->n_groups : 1;                              \
+    const void *wd = W->data;                                                                               \
+    for (int64_t r = r0; r < r1; r += 8) {                                                                  \
+        const int64_t rb = r1 - r < 8 ? r1 - r : 8;                                                         \
+        int64_t row[8], ro[8];                                                                              \
+        for (int i = 0; i < 8; i++) {                                                                       \
+            row[i] = r + (i < rb ? i : 0);                                                                  \
+            ro[i] = row[i] * cols;                                                                          \
+        }                                                                                                   \
+        VT a0 = SETZERO(), a1 = SETZERO(), a2 = SETZERO(), a3 = SETZERO();                                  \
+        VT a4 = SETZERO(), a5 = SETZERO(), a6 = SETZERO(), a7 = SETZERO();                                  \
+        float tl[8] = {0, 0, 0, 0, 0, 0, 0, 0};                                                             \
+        for (int64_t g = 0; g < ng; g++) {                                                                  \
+            const int64_t c0 = g * group, c1 = c0 + group < cols ? c0 + group : cols;                       \
+            const int64_t cv = c0 + ((c1 - c0) / VW) * VW;                                                  \
+            VT p0 = SETZERO(), p1 = SETZERO(), p2 = SETZERO(), p3 = SETZERO();                              \
+            VT p4 = SETZERO(), p5 = SETZERO(), p6 = SETZERO(), p7 = SETZERO();                              \
+            for (int64_t c = c0; c < cv; c += VW) {                                                         \
+                const VT va = LOADU(x + c);                                                                 \
+                p0 = FMADD(LOADW(wd, ro[0] + c), va, p0);                                                   \
+                p1 = FMADD(LOADW(wd, ro[1] + c), va, p1);                                                   \
+                p2 = FMADD(LOADW(wd, ro[2] + c), va, p2);                                                   \
+                p3 = FMADD(LOADW(wd, ro[3] + c), va, p3);                                                   \
+                p4 = FMADD(LOADW(wd, ro[4] + c), va, p4);                                                   \
+                p5 = FMADD(LOADW(wd, ro[5] + c), va, p5);                                                   \
+                p6 = FMADD(LOADW(wd, ro[6] + c), va, p6);                                                   \
+                p7 = FMADD(LOADW(wd, ro[7] + c), va, p7);                                                   \
+            }                                                                                               \
+            float sc[8] = {1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f};                                 \
+            if (is_q)                                                                                       \
+                for (int i = 0; i < 8; i++) sc[i] = W->scales[row[i] * ng + g];                             \
+            if (is_q) {                                                                                     \
+                a0 = FMADD(p0, SET1(sc[0]), a0);                                                            \
+                a1 = FMADD(p1, SET1(sc[1]), a1);                                                            \
+                a2 = FMADD(p2, SET1(sc[2]), a2);                                                            \
+                a3 = FMADD(p3, SET1(sc[3]), a3);                                                            \
+                a4 = FMADD(p4, SET1(sc[4]), a4);                                                            \
+                a5 = FMADD(p5, SET1(sc[5]), a5);                                                            \
+                a6 = FMADD(p6, SET1(sc[6]), a6);                                                            \
+                a7 = FMADD(p7, SET1(sc[7]), a7);                                                            \
+            } else {                                                                                        \
+                a0 = p0, a1 = p1, a2 = p2, a3 = p3, a4 = p4, a5 = p5, a6 = p6, a7 = p7;                     \
+            }                                                                                               \
+            for (int64_t c = cv; c < c1; c++)                                                               \
+                for (int i = 0; i < 8; i++) tl[i] += sc[i] * w_at(W, ro[i] + c) * x[c];                     \
+        }                                                                                                   \
+        const float s[8] = {HSUM(a0) + tl[0], HSUM(a1) + tl[1], HSUM(a2) + tl[2], HSUM(a3) + tl[3],         \
+                            HSUM(a4) + tl[4], HSUM(a5) + tl[5], HSUM(a6) + tl[6], HSUM(a7) + tl[7]};        \
+        for (int i = 0; i < rb; i++) y[r + i] = s[i];                                                       \
+    }
+
 #if XK_X86
-#define TGT_AVX2 __attribute__((target("avx2,fma")))
+#define TGT_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define TGT_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,fma")))
 
 /* AVX2: 8 lanes. */
@@ -151,18 +210,40 @@ static inline TGT_AVX2 __m256 ld8_bf16(const void *w, int64_t off) {
     __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)w + off));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
+static inline TGT_AVX2 __m256 ld8_f16(const void *w, int64_t off) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)w + off)));
+}
 static inline TGT_AVX2 __m256 ld8_i8(const void *w, int64_t off) {
     __m128i b = _mm_loadl_epi64((const __m128i *)((const int8_t *)w + off));
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
 }
 static TGT_AVX2 void mm_avx2_f32(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
-    XK_MM_BODY(__m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_f32)
+    if (n == 1) {
+        XK_MM_BODY1(__m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_f32)
+    } else {
+        XK_MM_BODY(__m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_f32)
+    }
 }
 static TGT_AVX2 void mm_avx2_bf16(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
-    XK_MM_BODY(__m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_bf16)
+    if (n == 1) {
+        XK_MM_BODY1(__m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_bf16)
+    } else {
+        XK_MM_BODY(__m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_bf16)
+    }
+}
+static TGT_AVX2 void mm_avx2_f16(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
+    if (n == 1) {
+        XK_MM_BODY1(__m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_f16)
+    } else {
+        XK_MM_BODY(__m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_f16)
+    }
 }
 static TGT_AVX2 void mm_avx2_i8(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
-    XK_MM_BODY(__m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_i8)
+    if (n == 1) {
+        XK_MM_BODY1(__m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_i8)
+    } else {
+        XK_MM_BODY(__m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_i8)
+    }
 }
 
 /* AVX-512: 16 lanes. */
@@ -172,18 +253,40 @@ static inline TGT_AVX512 __m512 ld16_bf16(const void *w, int64_t off) {
     __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)w + off));
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
+static inline TGT_AVX512 __m512 ld16_f16(const void *w, int64_t off) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)w + off)));
+}
 static inline TGT_AVX512 __m512 ld16_i8(const void *w, int64_t off) {
     __m128i b = _mm_loadu_si128((const __m128i *)((const int8_t *)w + off));
     return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b));
 }
 static TGT_AVX512 void mm_avx512_f32(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
-    XK_MM_BODY(__m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_f32)
+    if (n == 1) {
+        XK_MM_BODY1(__m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_f32)
+    } else {
+        XK_MM_BODY(__m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_f32)
+    }
 }
 static TGT_AVX512 void mm_avx512_bf16(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
-    XK_MM_BODY(__m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_bf16)
+    if (n == 1) {
+        XK_MM_BODY1(__m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_bf16)
+    } else {
+        XK_MM_BODY(__m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_bf16)
+    }
+}
+static TGT_AVX512 void mm_avx512_f16(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
+    if (n == 1) {
+        XK_MM_BODY1(__m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_f16)
+    } else {
+        XK_MM_BODY(__m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_f16)
+    }
 }
 static TGT_AVX512 void mm_avx512_i8(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
-    XK_MM_BODY(__m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_i8)
+    if (n == 1) {
+        XK_MM_BODY1(__m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_i8)
+    } else {
+        XK_MM_BODY(__m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_i8)
+    }
 }
 #endif
 
@@ -193,12 +296,14 @@ void xk_matmul(xk_isa isa, const wmat *W, const float *x, int64_t n, float *y, i
     if (isa == XK_ISA_AVX512) {
         if (W->dtype == XF_FP32) mm_avx512_f32(W, x, n, y, ldy, r0, r1);
         else if (W->dtype == XF_BF16) mm_avx512_bf16(W, x, n, y, ldy, r0, r1);
+        else if (W->dtype == XF_FP16) mm_avx512_f16(W, x, n, y, ldy, r0, r1);
         else mm_avx512_i8(W, x, n, y, ldy, r0, r1);
         return;
     }
     if (isa == XK_ISA_AVX2) {
         if (W->dtype == XF_FP32) mm_avx2_f32(W, x, n, y, ldy, r0, r1);
         else if (W->dtype == XF_BF16) mm_avx2_bf16(W, x, n, y, ldy, r0, r1);
+        else if (W->dtype == XF_FP16) mm_avx2_f16(W, x, n, y, ldy, r0, r1);
         else mm_avx2_i8(W, x, n, y, ldy, r0, r1);
         return;
     }
@@ -223,6 +328,9 @@ void xk_dequant_rows(const wmat *W, int64_t r0, int64_t r1, float *dst) {
                 memcpy(&f, &u, 4);
                 d[c] = f;
             }
+        } else if (W->dtype == XF_FP16) {
+            const uint16_t *s = (const uint16_t *)W->data + r * cols;
+            for (int64_t c = 0; c < cols; c++) d[c] = weights_f16_to_f32(s[c]);
         } else {
             const int8_t *s = (const int8_t *)W->data + r * cols;
             const float *sc = W->scales + r * W->n_groups;
@@ -269,7 +377,41 @@ void xk_rope(float *v, int64_t n_heads, int64_t head_dim, const float *cos_t, co
     }
 }
 
+#if XK_X86
+/* fp16 <-> fp32 with F16C, 8 at a time; the hardware rounds to nearest even like
+ * weights_f32_to_f16, so both paths store the same bits. */
+static TGT_AVX2 void f16_load_f16c(float *dst, const uint16_t *s, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + i))));
+    for (; i < n; i++) dst[i] = weights_f16_to_f32(s[i]);
+}
+static TGT_AVX2 void f16_store_f16c(uint16_t *d, const float *src, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(d + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    for (; i < n; i++) d[i] = weights_f32_to_f16(src[i]);
+}
+#endif
+
+/* 1 when the F16C path may be used; decided once (relaxed atomics: every thread computes the
+ * same answer). */
+static int have_f16c(void) {
+    static int cached = -1;
+    int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (v < 0) {
+        v = xk_isa_supported(XK_ISA_AVX2);
+        __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
 void xk_store(void *dst, xf_dtype dtype, const float *src, int64_t n) {
+#if XK_X86
+    if (dtype == XF_FP16 && have_f16c()) {
+        f16_store_f16c(dst, src, n);
+        return;
+    }
+#endif
     if (dtype == XF_FP32) {
         memcpy(dst, src, (size_t)n * sizeof(float));
     } else if (dtype == XF_BF16) {
@@ -282,6 +424,12 @@ void xk_store(void *dst, xf_dtype dtype, const float *src, int64_t n) {
 }
 
 void xk_load(float *dst, const void *src, xf_dtype dtype, int64_t n) {
+#if XK_X86
+    if (dtype == XF_FP16 && have_f16c()) {
+        f16_load_f16c(dst, src, n);
+        return;
+    }
+#endif
     if (dtype == XF_FP32) {
         memcpy(dst, src, (size_t)n * sizeof(float));
     } else if (dtype == XF_BF16) {

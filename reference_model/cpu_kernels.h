@@ -12,15 +12,15 @@
 
 typedef enum xk_isa { XK_ISA_SCALAR = 0, XK_ISA_AVX2, XK_ISA_AVX512, XK_ISA_COUNT } xk_isa;
 
-/* The best variant this CPU runs (AVX-512 needs avx512f+bw+vl, AVX2 needs avx2+fma). */
+/* The best variant this CPU runs (AVX-512 needs avx512f+bw+vl+fma, AVX2 needs avx2+fma+f16c). */
 xk_isa xk_isa_best(void);
 const char *xk_isa_name(xk_isa isa); /* "scalar", "avx2", "avx512" */
 /* 1 when `isa` can run here. */
 int xk_isa_supported(xk_isa isa);
 
 /* y[t][r] = sum_c W[r][c] * x[t][c] for tokens t in [0, n) and rows r in [r0, r1).
- * x (n, W->cols) row-major; y (n, ldy) row-major, columns r0..r1 written. Weights fp32, bf16 or
- * int8 (dequantized per group with W->scales). Tokens are taken 2 at a time and rows 4 at a time,
+ * x (n, W->cols) row-major; y (n, ldy) row-major, columns r0..r1 written. Weights fp32, bf16, fp16
+ * or int8 (dequantized per group with W->scales). Tokens are taken 2 at a time and rows 4 at a time,
  * so each weight vector loaded feeds up to 8 FMAs. Results do not depend on how [r0, r1) is split. */
 void xk_matmul(xk_isa isa, const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0,
                int64_t r1);

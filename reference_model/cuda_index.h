@@ -121,19 +121,23 @@ XF_HD static inline int64_t xf_kv_offset(int64_t layer, int64_t slot, int64_t c,
 }
 
 /* KV append: element idx of the step's new K (or V), (n_tokens, kv_dim). Returns the source
- * offset inside the qkv buffer (row stride qkv_width, K block at column col0) and writes the
- * destination offset into the pool. The token's sequence s has its block table at
- * tables + table_off[s] with tpe[s] positions per entry; its position is seq_pos[s] + i. */
+ * offset inside the qkv buffer (row stride qkv_width, K or V block at column col0) and writes the
+ * destination offset into the sequence's KV array (*seq: which sequence, so the kernel picks that
+ * sequence's base pointer: the pool for every sequence in pool mode, the sequence's own buffer with
+ * the system allocator). The token's sequence s has its block table at tables + table_off[s] with
+ * tpe[s] positions per entry, its array n_slots[s] slots per layer; its position is
+ * seq_pos[s] + (row - tok_off[s]). */
 XF_HD static inline int64_t xf_kv_append_index(int64_t idx, int64_t kv_dim, int64_t qkv_width, int64_t col0,
                                                const int64_t *tok_off, int n_seqs, const int64_t *seq_pos,
                                                const int32_t *tables, const int64_t *table_off, const int64_t *tpe,
-                                               int64_t layer, int64_t n_slots, int64_t *dst) {
+                                               int64_t layer, const int64_t *n_slots, int *seq, int64_t *dst) {
     int64_t row, c;
     xf_idx_row_col(idx, kv_dim, &row, &c);
     int s = xf_seq_of_row(tok_off, n_seqs, row);
     int64_t pos = seq_pos[s] + (row - tok_off[s]);
     int64_t slot = xf_kv_slot(tables + table_off[s], tpe[s], pos);
-    *dst = xf_kv_offset(layer, slot, c, n_slots, kv_dim);
+    *seq = s;
+    *dst = xf_kv_offset(layer, slot, c, n_slots[s], kv_dim);
     return row * qkv_width + col0 + c;
 }
 

@@ -22,6 +22,7 @@ typedef struct kv_seq {
     int32_t *table;  /* (table_cap) first slot of each logical block; contiguous: [0] = base */
     int64_t n_entries;
     int64_t table_cap;
+    int32_t last;    /* paged: block id of the last entry (table[n_entries - 1] / B), -1 none */
 } kv_seq;
 
 struct kv_cache {
@@ -33,6 +34,9 @@ struct kv_cache {
     int64_t held;     /* slots held by live sequences (physical: a shared block once) */
     int64_t tok;      /* written slots (physical) */
     int64_t failures;
+    int64_t res_sum;  /* sum over live sequences of seq_res(): reserved slots, counting shared blocks per owner */
+    int64_t cap_sum;  /* sum over live sequences of cap: held slots, counting shared blocks per owner */
+    int64_t n_shared; /* blocks with more than one reference */
 
     kv_seq *seqs;     /* (seq_cap) */
     int seq_cap;
@@ -45,7 +49,8 @@ struct kv_cache {
     int32_t *used;       /* (n_blocks) written slots of the block */
     int32_t *free_stack; /* (n_blocks) free block ids; top at n_free - 1 */
     int64_t n_free;
-    int64_t *scratch;    /* (n_blocks) zeroed; kv_cache_stats_get's per-block maximum */
+    int64_t *scratch;    /* (n_blocks) zeroed; kv_cache_stats_get's per-block maximum; allocated by the
+                            first fork (only shared blocks need it) */
 
     /* contiguous */
     kv_extent *ext;      /* (ext_cap) free extents sorted by start, coalesced */
@@ -113,6 +118,28 @@ static int seq_ok(const kv_cache *kv, int id) {
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+/* Slots a sequence holds that it will still write: min(final, cap) - len, at least 0. */
+static int64_t seq_res(const kv_seq *s) {
+    int64_t r = (s->final < s->cap ? s->final : s->cap) - s->len;
+    return r > 0 ? r : 0;
+}
+
+/* The sequence's contribution to res_sum and cap_sum: sign -1 before a change, +1 after. */
+static void seq_account(kv_cache *kv, const kv_seq *s, int sign) {
+    kv->res_sum += sign * seq_res(s);
+    kv->cap_sum += sign * s->cap;
+}
+
+static void ref_inc(kv_cache *kv, int32_t b) {
+    if (++kv->ref[b] == 2) kv->n_shared++;
+}
+
+/* Drops one reference; returns the new count. */
+static int32_t ref_dec(kv_cache *kv, int32_t b) {
+    if (--kv->ref[b] == 1) kv->n_shared--;
+    return kv->ref[b];
+}
+
 static int64_t next_pow2(int64_t x) {
     int64_t p = 1;
     while (p < x && p <= INT64_MAX / 2) p *= 2;
@@ -165,6 +192,7 @@ static int take_id(kv_cache *kv) {
     q->live = 1;
     q->len = q->final = q->cap = 0;
     q->n_entries = 0;
+    q->last = -1;
     kv->live++;
     return id;
 }
@@ -174,6 +202,7 @@ static void release_id(kv_cache *kv, int id) {
     q->live = 0;
     q->len = q->final = q->cap = 0;
     q->n_entries = 0; /* the table's memory is kept for the next user of the id */
+    q->last = -1;
     q->next_free = kv->free_id;
     kv->free_id = id;
     kv->live--;
@@ -213,8 +242,21 @@ static int64_t ext_take_front(kv_cache *kv, int64_t i, int64_t n) {
     return base;
 }
 
-/* Returns [start, start + len) to the free extents, coalescing with its neighbours. The array
- * has room: at most n_slots / 2 + 1 extents exist and ext_cap is that. */
+/* Room for the free extents after one more region: there are at most live + 1 extents (they are
+ * separated by regions), so keeping ext_cap >= live + 2 lets ext_release never fail. */
+static xf_status ext_reserve(kv_cache *kv) {
+    int64_t need = kv->live + 3;
+    if (kv->paged || kv->ext_cap >= need) return XF_OK;
+    int64_t nc = kv->ext_cap * 2 > need ? kv->ext_cap * 2 : need;
+    kv_extent *e = realloc(kv->ext, (size_t)nc * sizeof *e);
+    if (!e) return xf_errorf(XF_ENOMEM, "out of memory for the KV extent list");
+    kv->ext = e;
+    kv->ext_cap = nc;
+    return XF_OK;
+}
+
+/* Returns [start, start + len) to the free extents, coalescing with its neighbours (room is
+ * there: ext_reserve). */
 static void ext_release(kv_cache *kv, int64_t start, int64_t len) {
     if (len <= 0) return;
     int64_t i = ext_lower(kv, start);
@@ -278,8 +320,7 @@ xf_status kv_cache_init(kv_cache **out, const kv_cache_config *cfg) {
         kv->ref = calloc(nb, sizeof *kv->ref);
         kv->used = calloc(nb, sizeof *kv->used);
         kv->free_stack = malloc(nb * sizeof *kv->free_stack);
-        kv->scratch = calloc(nb, sizeof *kv->scratch);
-        if (!kv->ref || !kv->used || !kv->free_stack || !kv->scratch) {
+        if (!kv->ref || !kv->used || !kv->free_stack) {
             kv_cache_free(kv);
             return xf_errorf(XF_ENOMEM, "out of memory for %lld KV blocks", (long long)kv->n_blocks);
         }
@@ -287,7 +328,7 @@ xf_status kv_cache_init(kv_cache **out, const kv_cache_config *cfg) {
         for (int64_t i = 0; i < kv->n_blocks; i++) kv->free_stack[i] = (int32_t)(kv->n_blocks - 1 - i);
         kv->n_free = kv->n_blocks;
     } else {
-        kv->ext_cap = n_slots / 2 + 2; /* free extents are separated by held regions */
+        kv->ext_cap = 16; /* grows with the live sequences (ext_reserve) */
         kv->ext = malloc((size_t)kv->ext_cap * sizeof *kv->ext);
         if (!kv->ext) {
             kv_cache_free(kv);
@@ -379,6 +420,7 @@ xf_status kv_cache_add_seq(kv_cache *kv, int64_t prompt_len, int64_t final_len, 
                          (long long)need, (long long)kv->n_slots);
     }
     if (!fits_now(kv, need)) return full(kv, "admission", need);
+    if (ext_reserve(kv) != XF_OK) return XF_ENOMEM;
     int id = take_id(kv);
     if (id < 0) return xf_errorf(XF_ENOMEM, "out of memory for a new KV sequence");
     kv_seq *s = &kv->seqs[id];
@@ -396,6 +438,7 @@ xf_status kv_cache_add_seq(kv_cache *kv, int64_t prompt_len, int64_t final_len, 
             s->table[i] = (int32_t)(b * kv->B);
         }
         s->n_entries = nb;
+        s->last = nb > 0 ? s->table[nb - 1] / (int32_t)kv->B : -1;
     } else {
         if (table_reserve(s, 1) != XF_OK) {
             release_id(kv, id);
@@ -410,6 +453,7 @@ xf_status kv_cache_add_seq(kv_cache *kv, int64_t prompt_len, int64_t final_len, 
     s->final = final_len;
     kv->held += need;
     kv->tok += prompt_len;
+    seq_account(kv, s, +1);
     *seq_id = id;
     return XF_OK;
 }
@@ -444,6 +488,10 @@ static int64_t ext_after(const kv_cache *kv, const kv_seq *s, int64_t more) {
 int kv_cache_can_append(const kv_cache *kv, int seq_id, int64_t n_tokens) {
     if (!seq_ok(kv, seq_id) || n_tokens < 0) return 0;
     const kv_seq *s = &kv->seqs[seq_id];
+    if (n_tokens == 1) { /* the decode step's case, without divisions */
+        if (s->len < s->cap) return !kv->paged || kv->ref[s->last] == 1 || kv->n_free > 0;
+        if (kv->paged) return kv->n_free > 0;
+    }
     if (n_tokens > INT32_MAX || s->len + n_tokens > kv->n_slots) return 0;
     int cow;
     int64_t need = append_need(kv, s, n_tokens, &cow);
@@ -468,7 +516,7 @@ static xf_status paged_append(kv_cache *kv, kv_seq *s, int64_t n, int cow) {
         int32_t old = s->table[e] / (int32_t)B;
         int32_t nw = kv->free_stack[--kv->n_free];
         int64_t filled = s->len % B;
-        kv->ref[old]--;
+        ref_dec(kv, old);
         kv->ref[nw] = 1;
         kv->used[nw] = (int32_t)filled;
         kv->tok += filled;
@@ -497,6 +545,7 @@ static xf_status paged_append(kv_cache *kv, kv_seq *s, int64_t n, int cow) {
     }
     s->cap = s->n_entries * B;
     s->len = new_len;
+    s->last = s->n_entries > 0 ? s->table[s->n_entries - 1] / (int32_t)B : -1;
     return XF_OK;
 }
 
@@ -504,6 +553,16 @@ xf_status kv_cache_append(kv_cache *kv, int seq_id, int64_t n_tokens) {
     if (!seq_ok(kv, seq_id)) return xf_errorf(XF_EINVAL, "kv_cache_append: unknown sequence %d", seq_id);
     if (n_tokens < 0 || n_tokens > INT32_MAX) return xf_errorf(XF_EINVAL, "kv_cache_append: %lld tokens out of range", (long long)n_tokens);
     kv_seq *s = &kv->seqs[seq_id];
+    if (n_tokens == 1 && s->len < s->cap && (!kv->paged || kv->ref[s->last] == 1)) {
+        /* the decode step's case: a free slot in the region or the (unshared) last block */
+        seq_account(kv, s, -1);
+        if (kv->paged) kv->used[s->last]++;
+        s->len++;
+        kv->tok++;
+        if (s->final < s->len) s->final = s->len;
+        seq_account(kv, s, +1);
+        return XF_OK;
+    }
     if (s->len + n_tokens > kv->n_slots) {
         kv->failures++;
         return xf_errorf(KV_CACHE_FULL, "sequence of %lld tokens cannot grow by %lld: the whole pool has %lld slots",
@@ -516,9 +575,13 @@ xf_status kv_cache_append(kv_cache *kv, int seq_id, int64_t n_tokens) {
     if (n_tokens == 0) return XF_OK;
     int cow;
     int64_t need = append_need(kv, s, n_tokens, &cow);
+    seq_account(kv, s, -1);
     if (kv->paged) {
         xf_status st = paged_append(kv, s, n_tokens, cow);
-        if (st != XF_OK) return st;
+        if (st != XF_OK) {
+            seq_account(kv, s, +1);
+            return st;
+        }
     } else if (need > 0) {
         if (s->cap == 0) { /* cannot happen: contiguous regions are never empty (final >= 1) */
             int64_t i = ext_first_fit(kv, need);
@@ -536,16 +599,18 @@ xf_status kv_cache_append(kv_cache *kv, int seq_id, int64_t n_tokens) {
         kv->tok += n_tokens;
     }
     if (s->final < s->len) s->final = s->len;
+    seq_account(kv, s, +1);
     return XF_OK;
 }
 
 xf_status kv_cache_free_seq(kv_cache *kv, int seq_id) {
     if (!seq_ok(kv, seq_id)) return xf_errorf(XF_EINVAL, "kv_cache_free_seq: unknown sequence %d", seq_id);
     kv_seq *s = &kv->seqs[seq_id];
+    seq_account(kv, s, -1);
     if (kv->paged) {
         for (int64_t e = 0; e < s->n_entries; e++) {
             int32_t b = s->table[e] / (int32_t)kv->B;
-            if (--kv->ref[b] == 0) {
+            if (ref_dec(kv, b) == 0) {
                 kv->tok -= kv->used[b];
                 kv->used[b] = 0;
                 kv->held -= kv->B;
@@ -564,7 +629,12 @@ xf_status kv_cache_free_seq(kv_cache *kv, int seq_id) {
 xf_status kv_cache_fork(kv_cache *kv, int parent, int *child) {
     if (!seq_ok(kv, parent) || !child) return xf_errorf(XF_EINVAL, "kv_cache_fork: unknown sequence %d", parent);
     int64_t need = kv->paged ? 0 : kv->seqs[parent].cap;
+    if (kv->paged && !kv->scratch) {
+        kv->scratch = calloc((size_t)kv->n_blocks, sizeof *kv->scratch);
+        if (!kv->scratch) return xf_errorf(XF_ENOMEM, "out of memory for the KV sharing table");
+    }
     if (!kv->paged && !fits_now(kv, need)) return full(kv, "fork", need);
+    if (ext_reserve(kv) != XF_OK) return XF_ENOMEM;
     if (!kv->paged && push_copy(kv, 0, 0, 1) != XF_OK) return XF_ENOMEM; /* room for the copy */
     if (!kv->paged) kv->n_copies--;
     int id = take_id(kv);
@@ -578,9 +648,10 @@ xf_status kv_cache_fork(kv_cache *kv, int parent, int *child) {
     if (kv->paged) {
         for (int64_t e = 0; e < p->n_entries; e++) {
             c->table[e] = p->table[e];
-            kv->ref[p->table[e] / (int32_t)kv->B]++;
+            ref_inc(kv, p->table[e] / (int32_t)kv->B);
         }
         c->n_entries = p->n_entries;
+        c->last = p->last;
     } else {
         int64_t i = ext_first_fit(kv, need);
         c->table[0] = (int32_t)ext_take_front(kv, i, need);
@@ -592,6 +663,7 @@ xf_status kv_cache_fork(kv_cache *kv, int parent, int *child) {
     c->cap = p->cap;
     c->len = p->len;
     c->final = p->final;
+    seq_account(kv, c, +1);
     *child = id;
     return XF_OK;
 }
@@ -636,42 +708,37 @@ void kv_cache_stats_get(const kv_cache *kv, int64_t waiting_slots, kv_cache_stat
     out->bytes_per_slot = kv->bps;
     out->live_seqs = kv->live;
     out->alloc_failures = kv->failures;
-    int64_t res = 0, logical = 0;
+    int64_t res = kv->res_sum;
     if (kv->paged) {
         /* A shared, partly filled last block counts its unwritten slots once, as reserved up to
          * the farthest final length among its owners (owners of a shared block have the same
-         * length: any write copies it away first). */
+         * length: any write copies it away first). Without shared blocks res_sum is exact. */
         int64_t B = kv->B;
-        for (int i = 0; i < kv->seq_cap; i++) {
-            const kv_seq *s = &kv->seqs[i];
-            if (!s->live) continue;
-            logical += s->cap;
-            int64_t r = (s->final < s->cap ? s->final : s->cap) - s->len;
-            if (r <= 0) continue;
-            int32_t b = s->table[s->n_entries - 1] / (int32_t)B;
-            if (kv->ref[b] == 1) res += r;
-            else if (kv->scratch[b] < r + 1) kv->scratch[b] = r + 1;
-        }
-        for (int i = 0; i < kv->seq_cap; i++) {
-            const kv_seq *s = &kv->seqs[i];
-            if (!s->live || s->n_entries == 0) continue;
-            int32_t b = s->table[s->n_entries - 1] / (int32_t)B;
-            if (kv->scratch[b] > 0) {
-                res += kv->scratch[b] - 1;
-                kv->scratch[b] = 0;
+        if (kv->n_shared > 0) {
+            res = 0;
+            for (int i = 0; i < kv->seq_cap; i++) {
+                const kv_seq *s = &kv->seqs[i];
+                if (!s->live) continue;
+                int64_t r = seq_res(s);
+                if (r <= 0) continue;
+                int32_t b = s->table[s->n_entries - 1] / (int32_t)B;
+                if (kv->ref[b] == 1) res += r;
+                else if (kv->scratch[b] < r + 1) kv->scratch[b] = r + 1;
+            }
+            for (int i = 0; i < kv->seq_cap; i++) {
+                const kv_seq *s = &kv->seqs[i];
+                if (!s->live || s->n_entries == 0) continue;
+                int32_t b = s->table[s->n_entries - 1] / (int32_t)B;
+                if (kv->scratch[b] > 0) {
+                    res += kv->scratch[b] - 1;
+                    kv->scratch[b] = 0;
+                }
             }
         }
         out->largest_free_slots = kv->n_free * B;
         out->free_slots = kv->n_free * B;
     } else {
         int64_t largest = 0;
-        for (int i = 0; i < kv->seq_cap; i++) {
-            const kv_seq *s = &kv->seqs[i];
-            if (!s->live) continue;
-            logical += s->cap;
-            int64_t r = (s->final < s->cap ? s->final : s->cap) - s->len;
-            if (r > 0) res += r;
-        }
         int64_t free_total = 0;
         for (int64_t i = 0; i < kv->n_ext; i++) {
             free_total += kv->ext[i].len;
@@ -688,7 +755,7 @@ void kv_cache_stats_get(const kv_cache *kv, int64_t waiting_slots, kv_cache_stat
     out->token_slots = kv->tok;
     out->reserved_slots = res;
     out->internal_slots = kv->held - kv->tok - res;
-    out->shared_slots_saved = logical - kv->held;
+    out->shared_slots_saved = kv->cap_sum - kv->held;
 }
 
 /* ---- invariants ---- */
@@ -709,6 +776,15 @@ xf_status kv_cache_check(const kv_cache *kv) {
             return xf_errorf(XF_EINVAL, "seq %d: len %lld, cap %lld, final %lld inconsistent", i, (long long)s->len,
                              (long long)s->cap, (long long)s->final);
     }
+    int64_t res_sum = 0, cap_sum = 0;
+    for (int i = 0; i < kv->seq_cap; i++)
+        if (kv->seqs[i].live) {
+            res_sum += seq_res(&kv->seqs[i]);
+            cap_sum += kv->seqs[i].cap;
+        }
+    if (res_sum != kv->res_sum || cap_sum != kv->cap_sum)
+        return xf_errorf(XF_EINVAL, "reserved sum %lld / held sum %lld, recount %lld / %lld", (long long)kv->res_sum,
+                         (long long)kv->cap_sum, (long long)res_sum, (long long)cap_sum);
     if (live != kv->live) return xf_errorf(XF_EINVAL, "live count %lld, recount %lld", (long long)kv->live, (long long)live);
     /* the free-id list holds exactly the ids that are not live */
     int64_t nfree_ids = 0;
@@ -726,7 +802,9 @@ xf_status kv_cache_check(const kv_cache *kv) {
         for (int i = 0; i < kv->seq_cap && st == XF_OK; i++) {
             const kv_seq *s = &kv->seqs[i];
             if (!s->live) continue;
-            if (s->cap != s->n_entries * B) st = xf_errorf(XF_EINVAL, "seq %d: cap %lld != %lld blocks * %lld", i, (long long)s->cap, (long long)s->n_entries, (long long)B);
+            if (s->last != (s->n_entries > 0 ? s->table[s->n_entries - 1] / (int32_t)B : -1))
+                st = xf_errorf(XF_EINVAL, "seq %d: cached last block %d disagrees with its table", i, s->last);
+            else if (s->cap != s->n_entries * B) st = xf_errorf(XF_EINVAL, "seq %d: cap %lld != %lld blocks * %lld", i, (long long)s->cap, (long long)s->n_entries, (long long)B);
             else if (s->n_entries != ceil_div(s->len, B)) st = xf_errorf(XF_EINVAL, "seq %d: %lld blocks for %lld tokens (waste over B-1)", i, (long long)s->n_entries, (long long)s->len);
             for (int64_t e = 0; e < s->n_entries && st == XF_OK; e++) {
                 int32_t first = s->table[e];
@@ -741,14 +819,15 @@ xf_status kv_cache_check(const kv_cache *kv) {
                     st = xf_errorf(XF_EINVAL, "seq %d: block %d holds %d written slots, the table says %lld", i, b, kv->used[b], (long long)want);
             }
         }
-        int64_t allocated = 0;
+        int64_t allocated = 0, shared = 0;
         for (int64_t b = 0; b < nb && st == XF_OK; b++) {
+            if (kv->ref[b] > 1) shared++;
             if (cnt[b] != kv->ref[b]) st = xf_errorf(XF_EINVAL, "block %lld: refcount %d but %d table references", (long long)b, kv->ref[b], cnt[b]);
             if (kv->ref[b] > 0) {
                 allocated++;
                 tok += kv->used[b];
             } else if (kv->used[b] != 0) st = xf_errorf(XF_EINVAL, "free block %lld has %d written slots", (long long)b, kv->used[b]);
-            if (kv->scratch[b] != 0) st = xf_errorf(XF_EINVAL, "block %lld: scratch not cleared", (long long)b);
+            if (kv->scratch && kv->scratch[b] != 0) st = xf_errorf(XF_EINVAL, "block %lld: scratch not cleared", (long long)b);
         }
         /* the free stack holds exactly the unreferenced blocks, once each */
         memset(cnt, 0, (size_t)nb * sizeof *cnt);
@@ -761,6 +840,8 @@ xf_status kv_cache_check(const kv_cache *kv) {
             else if (cnt[b]++) st = xf_errorf(XF_EINVAL, "block %d is twice on the free list", b);
         }
         free(cnt);
+        if (st == XF_OK && shared != kv->n_shared)
+            st = xf_errorf(XF_EINVAL, "%lld shared blocks, recount %lld", (long long)kv->n_shared, (long long)shared);
         if (st != XF_OK) return st;
         held = allocated * B;
     } else {

@@ -18,7 +18,7 @@
 
 typedef struct model_options {
     uint64_t seed;         /* random weights (and nothing else: prompts are the caller's) */
-    xf_dtype wdtype;       /* XF_FP32, XF_BF16 or XF_INT8 (weight-only, per-group scales) */
+    xf_dtype wdtype;       /* XF_FP32, XF_BF16, XF_FP16 or XF_INT8 (weight-only, per-group scales) */
     int quant_group;       /* int8: elements per scale along the input dim; 0 = 128 */
     xf_dtype kvdtype;      /* XF_FP32, XF_FP16 or XF_BF16 */
     int threads;           /* OpenMP / BLAS threads; 0 = all online CPUs */
@@ -32,6 +32,9 @@ typedef struct model_options {
     int64_t max_seqs;      /* most sequences held at once (the batch); >= 1 */
     int64_t max_prompt;    /* longest prompt (sizes prefill activations: max_seqs * max_prompt rows) */
     int64_t max_seq_len;   /* most tokens per sequence, prompt + generated; <= cfg->max_ctx */
+    int sync_each_op;      /* 1: call the backend's sync after every op, inside the probe range (what
+                              a host-clock timer needs on an asynchronous GPU backend); the CPU's
+                              sync is a no-op */
 } model_options;
 
 /* Defaults: seed 1, fp32 weights, group 128, fp32 KV, all threads, "paged:16", pool, "cpu",

@@ -78,15 +78,15 @@ static int64_t wmat_bytes(xf_dtype dt, int64_t rows, int64_t cols, int group) {
     int64_t n, b;
     if (!mul_ok(rows, cols, &n)) return 0;
     if (dt == XF_FP32) return mul_ok(n, 4, &b) ? b : 0;
-    if (dt == XF_BF16) return mul_ok(n, 2, &b) ? b : 0;
+    if (dt == XF_BF16 || dt == XF_FP16) return mul_ok(n, 2, &b) ? b : 0;
     int64_t ng = (cols + group - 1) / group, s;
     if (!mul_ok(rows, ng, &s) || !mul_ok(s, 4, &s) || !add_ok(n, s, &b)) return 0;
     return b;
 }
 
 static xf_status check_dtype(xf_dtype dtype, int group) {
-    if (dtype != XF_FP32 && dtype != XF_BF16 && dtype != XF_INT8)
-        return xf_errorf(XF_EINVAL, "weight dtype %s is not supported by the reference model: use fp32, bf16 or int8",
+    if (dtype != XF_FP32 && dtype != XF_BF16 && dtype != XF_FP16 && dtype != XF_INT8)
+        return xf_errorf(XF_EINVAL, "weight dtype %s is not supported by the reference model: use fp32, bf16, fp16 or int8",
                          dtype_name(dtype));
     if (dtype == XF_INT8 && (group < 1 || group > 65536))
         return xf_errorf(XF_EINVAL, "int8 group size %d is out of range: use 1..65536 (default 128)", group);
@@ -139,7 +139,7 @@ static xf_status wmat_alloc(wmat *m, xf_dtype dt, int64_t rows, int64_t cols, in
     m->cols = cols;
     m->owned = 1;
     int64_t n = rows * cols; /* checked by weights_bytes before */
-    int64_t esz = dt == XF_FP32 ? 4 : dt == XF_BF16 ? 2 : 1;
+    int64_t esz = dt == XF_FP32 ? 4 : dt == XF_INT8 ? 1 : 2;
     m->data = alloc64(n * esz);
     if (!m->data) return xf_errorf(XF_ENOMEM, "out of memory allocating a %lld x %lld weight matrix",
                                    (long long)rows, (long long)cols);
@@ -245,6 +245,9 @@ void weights_set_rows(wmat *m, int64_t row0, int64_t n_rows, const float *src) {
         } else if (m->dtype == XF_BF16) {
             uint16_t *d = (uint16_t *)m->data + row * cols;
             for (int64_t c = 0; c < cols; c++) d[c] = weights_f32_to_bf16(s[c]);
+        } else if (m->dtype == XF_FP16) {
+            uint16_t *d = (uint16_t *)m->data + row * cols;
+            for (int64_t c = 0; c < cols; c++) d[c] = weights_f32_to_f16(s[c]);
         } else {
             int8_t *d = (int8_t *)m->data + row * cols;
             float *sc = m->scales + row * m->n_groups;
@@ -256,7 +259,9 @@ void weights_set_rows(wmat *m, int64_t row0, int64_t n_rows, const float *src) {
                 sc[g] = scale;
                 float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
                 for (int64_t c = c0; c < c1; c++) {
-                    float q = rintf(s[c] * inv);
+                    /* round to nearest even without a libm call: |q| <= 127 < 2^22, so adding and
+                     * subtracting 1.5 * 2^23 leaves the rounded integer */
+                    float q = (s[c] * inv + 12582912.0f) - 12582912.0f;
                     q = q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q;
                     d[c] = (int8_t)q;
                 }
@@ -269,6 +274,7 @@ float weights_get(const wmat *m, int64_t r, int64_t c) {
     int64_t i = r * m->cols + c;
     if (m->dtype == XF_FP32) return ((const float *)m->data)[i];
     if (m->dtype == XF_BF16) return weights_bf16_to_f32(((const uint16_t *)m->data)[i]);
+    if (m->dtype == XF_FP16) return weights_f16_to_f32(((const uint16_t *)m->data)[i]);
     return (float)((const int8_t *)m->data)[i] * m->scales[r * m->n_groups + c / m->group];
 }
 

@@ -1,6 +1,6 @@
 /* Model weights on the host: random from a seed at the config's real shapes, or converted from a
  * Hugging Face safetensors folder (safetensors.h). Matrices are stored row-major as (out, in), the
- * PyTorch nn.Linear layout, in fp32, bf16 or int8 with one fp32 scale per group of `group`
+ * PyTorch nn.Linear layout, in fp32, bf16, fp16 (what a GPU backend may upload) or int8 with one fp32 scale per group of `group`
  * elements along the input dimension. Q, K and V are stored as one matrix (rows: Q, then K, then
  * V), and gate and up as one (rows: gate, then up), so each projection op is one GEMM. */
 #ifndef XF_WEIGHTS_H
@@ -14,11 +14,11 @@
 
 /* One weight matrix, (rows, cols) = (out features, in features). */
 typedef struct wmat {
-    xf_dtype dtype;  /* XF_FP32, XF_BF16 or XF_INT8 */
+    xf_dtype dtype;  /* XF_FP32, XF_BF16, XF_FP16 or XF_INT8 */
     int64_t rows, cols;
     int group;       /* int8: elements per scale along cols; 0 otherwise */
     int64_t n_groups;/* int8: ceil(cols / group) */
-    void *data;      /* (rows, cols): float, uint16_t (bf16 bits) or int8_t */
+    void *data;      /* (rows, cols): float, uint16_t (bf16 / fp16 bits) or int8_t */
     float *scales;   /* int8: (rows, n_groups); NULL otherwise */
     int owned;       /* 1 when data/scales are this struct's to free (0 for the tied lm_head) */
 } wmat;
@@ -50,7 +50,7 @@ xf_status weights_bytes(const model_config *cfg, xf_dtype dtype, int group, int6
 /* Deterministic random weights: every value depends only on (seed, tensor, row, column), never
  * on the dtype or thread count. Matrices and embeddings ~ N(0, 0.02^2) (a sum of four uniforms,
  * scaled), biases ~ N(0, 0.02^2), norms = 1. Generated in fp32 and converted to `dtype`
- * (bf16 round-to-nearest-even; int8 symmetric per group, scale = max|w| / 127).
+ * (bf16 / fp16 round-to-nearest-even; int8 symmetric per group, scale = max|w| / 127).
  * On success *out is the caller's: free with weights_free. */
 xf_status weights_init_random(model_weights **out, const model_config *cfg, uint64_t seed,
                               xf_dtype dtype, int group);

@@ -167,6 +167,26 @@ static cJSON *point_to_json(const record_point *p) {
     return o;
 }
 
+/* The advice list (analyzers/advice.h): [{kind, point, score, title, evidence, action,
+ * gain: {metric, before, after}}], best first. */
+static int advice_to_json(cJSON *root, const record *r) {
+    cJSON *arr = cJSON_AddArrayToObject(root, "advice");
+    int ok = arr != NULL;
+    for (int i = 0; ok && i < r->n_advice && i < RECORD_MAX_ADVICE; i++) {
+        const record_advice *a = &r->advice[i];
+        cJSON *o = cJSON_CreateObject();
+        ok = o != NULL && cJSON_AddItemToArray(arr, o);
+        cJSON *g = ok ? cJSON_AddObjectToObject(o, "gain") : NULL;
+        ok &= g != NULL;
+        if (ok)
+            ok &= add_str(o, "kind", a->kind) & json_add_number(o, "point", a->point) & json_add_number(o, "score", a->score) &
+                  add_str(o, "title", a->title) & add_str(o, "evidence", a->evidence) & add_str(o, "action", a->action) &
+                  add_str(g, "metric", a->gain_metric) & json_add_number(g, "before", a->before) &
+                  json_add_number(g, "after", a->after);
+    }
+    return ok;
+}
+
 char *record_to_json(const record *r) {
     cJSON *root = cJSON_CreateObject();
     if (!root) return NULL;
@@ -190,7 +210,8 @@ char *record_to_json(const record *r) {
         cJSON *kv = record_kv_to_json(r->kv);
         ok &= kv != NULL && cJSON_AddItemToObject(root, "kv", kv);
     }
-    char *text = ok ? cJSON_Print(root) : NULL;
+    if (ok && r->n_advice > 0) ok &= advice_to_json(root, r);
+    char *text = ok ? cJSON_PrintUnformatted(root) : NULL; /* compact: sweeps hold many ops */
     cJSON_Delete(root);
     return text;
 }
@@ -470,6 +491,35 @@ static xf_status read_point(const cJSON *j, const char *ctx, const record *r, re
     return XF_OK;
 }
 
+static xf_status read_advice(const cJSON *arr, record *r) {
+    if (!cJSON_IsArray(arr)) return xf_errorf(XF_EINVAL, "record: 'advice' must be an array");
+    if (cJSON_GetArraySize(arr) > RECORD_MAX_ADVICE)
+        return xf_errorf(XF_EINVAL, "record: more than %d advice entries", RECORD_MAX_ADVICE);
+    const cJSON *e;
+    cJSON_ArrayForEach(e, arr) {
+        char ctx[40];
+        snprintf(ctx, sizeof ctx, "record.advice[%d]", r->n_advice);
+        if (!cJSON_IsObject(e)) return xf_errorf(XF_EINVAL, "%s: must be an object", ctx);
+        record_advice *a = &r->advice[r->n_advice];
+        int64_t point;
+        xf_status s;
+        const cJSON *g = cJSON_GetObjectItemCaseSensitive(e, "gain");
+        if ((s = json_get_string(e, "kind", ctx, a->kind, sizeof a->kind)) ||
+            (s = json_get_int(e, "point", ctx, 0, r->n_points > 0 ? r->n_points - 1 : 0, &point)) ||
+            (s = read_nonneg(e, "score", ctx, &a->score)) || (s = json_get_string(e, "title", ctx, a->title, sizeof a->title)) ||
+            (s = json_get_string(e, "evidence", ctx, a->evidence, sizeof a->evidence)) ||
+            (s = json_get_string(e, "action", ctx, a->action, sizeof a->action)))
+            return s;
+        if (!cJSON_IsObject(g)) return xf_errorf(XF_EINVAL, "%s: missing object 'gain'", ctx);
+        if ((s = json_get_string(g, "metric", ctx, a->gain_metric, sizeof a->gain_metric)) ||
+            (s = read_nonneg(g, "before", ctx, &a->before)) || (s = read_nonneg(g, "after", ctx, &a->after)))
+            return s;
+        a->point = (int)point;
+        r->n_advice++;
+    }
+    return XF_OK;
+}
+
 static xf_status read_record(const cJSON *root, record *r) {
     if (!cJSON_IsObject(root)) return xf_errorf(XF_EFORMAT, "not an xfprof record (the document is not a JSON object)");
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
@@ -517,6 +567,8 @@ static xf_status read_record(const cJSON *root, record *r) {
     }
     const cJSON *kv = cJSON_GetObjectItemCaseSensitive(root, "kv");
     if (kv && (s = record_kv_from_json(kv, "record.kv", &r->kv))) return s;
+    const cJSON *adv = cJSON_GetObjectItemCaseSensitive(root, "advice");
+    if (adv && (s = read_advice(adv, r))) return s;
     return XF_OK;
 }
 

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "analyzers/advice.h"
 #include "sbuf.h"
 
 xf_status render_format_parse(const char *s, render_format *out) {
@@ -227,6 +228,23 @@ static void table_summary(sbuf *b, const record *r, const record_point *p) {
     (void)r;
 }
 
+/* The record's advice (analyzers/advice.h), or, for a record made without it, the advice the
+ * analyzer finds now: the three best findings, each with its evidence and predicted gain. */
+static void table_advice(sbuf *b, const record *r) {
+    record_advice local[RECORD_MAX_ADVICE];
+    const record_advice *a = r->advice;
+    int n = r->n_advice;
+    if (n == 0) {
+        if (advice_find(r, local, RECORD_MAX_ADVICE, &n) != XF_OK) n = 0;
+        a = local;
+    }
+    if (n == 0) return;
+    sbuf_printf(b, "\nadvice (best first; gains predicted by the cost model):\n");
+    for (int i = 0; i < n && i < 3; i++)
+        sbuf_printf(b, "%d. %s\n   evidence: %s\n   action:   %s\n", i + 1, a[i].title, a[i].evidence, a[i].action);
+    if (n > 3) sbuf_printf(b, "   (%d more in the JSON record's \"advice\")\n", n - 3);
+}
+
 static xf_status render_table(sbuf *b, const record *r, const render_options *opt) {
     for (int i = 0; i < r->n_points; i++) {
         if (i) sbuf_puts(b, "\n");
@@ -235,6 +253,7 @@ static xf_status render_table(sbuf *b, const record *r, const render_options *op
         if (s) return s;
         table_summary(b, r, &r->points[i]);
     }
+    table_advice(b, r);
     return XF_OK;
 }
 

@@ -490,3 +490,39 @@ Test(config_resolve, file_name_when_not_config_json) {
     cr_assert_eq(s, XF_OK, "%s", xf_error_msg());
     cr_assert_str_eq(c.name, strrchr(path, '/') + 1);
 }
+
+/* ---- robustness: every prefix and random byte flips never crash, and every answer is either a
+ * valid config or an error with a message ---- */
+
+Test(config_hf, every_prefix_and_mutations) {
+    const char *full = QWEN2_JSON;
+    size_t n = strlen(full);
+    char *buf = malloc(n + 1);
+    cr_assert_not_null(buf);
+    for (size_t k = 0; k < n; k++) {
+        memcpy(buf, full, k);
+        buf[k] = '\0';
+        model_config c;
+        xf_error_clear();
+        xf_status s = config_parse_hf(buf, "p.json", &c);
+        cr_assert_neq(s, XF_OK, "prefix of %zu bytes accepted", k);
+        cr_assert(xf_error_msg()[0] != '\0');
+    }
+    unsigned seed = 12345;
+    const char alphabet[] = "{}[]\",:-0123456789e.tfnul \\x";
+    for (int iter = 0; iter < 3000; iter++) {
+        memcpy(buf, full, n + 1);
+        for (int m = 0; m < 1 + iter % 4; m++) {
+            seed = seed * 1103515245u + 12345u;
+            size_t pos = (seed >> 8) % n;
+            seed = seed * 1103515245u + 12345u;
+            buf[pos] = alphabet[(seed >> 8) % (sizeof alphabet - 1)];
+        }
+        model_config c;
+        xf_error_clear();
+        xf_status s = config_parse_hf(buf, "m.json", &c);
+        if (s == XF_OK) cr_assert_eq(config_validate(&c), XF_OK, "accepted an invalid config: %s", buf);
+        else cr_assert(xf_error_msg()[0] != '\0', "error without a message for %s", buf);
+    }
+    free(buf);
+}

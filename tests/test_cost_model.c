@@ -498,3 +498,64 @@ Test(cost_model, invalid_input) {
     cr_assert_eq(cost_max_batch(&bc, &w, 1e12), 0);
     cr_assert_eq(cost_step(NULL, &w, s, ops, 16), XF_EINVAL);
 }
+
+Test(cost_model, mixed_step_sums) {
+    /* tiny(), fp32. A prefill of two prompts of 3 and 5 tokens: rows 8, pairs 3*4/2 + 5*6/2 =
+     * 6 + 15 = 21, context tokens 8, 2 sequences. Attention F = 21 * 2 heads * 21 = 882;
+     * KV read 8 tokens * 2 * 4 * 4 B = 256; qkv F = 2*8*8*16 + 8*16 = 2,176. */
+    model_config c = tiny();
+    workload w = wl(2, 3, 5, XF_FP32, XF_FP32, XF_FP32);
+    cost_step_sums s = {XF_PREFILL, 0, 0, 0, 0};
+    cr_assert_eq(cost_sums_add(&s, 3, 3), XF_OK);
+    cr_assert_eq(cost_sums_add(&s, 5, 5), XF_OK);
+    EXACT(s.seqs, 2);
+    EXACT(s.rows, 8);
+    EXACT(s.pairs, 21);
+    EXACT(s.kv_tokens, 8);
+    cost_op ops[16];
+    cr_assert_eq(cost_step_of_sums(&c, &w, &s, ops, 16), XF_OK, "%s", xf_error_msg());
+    EXACT(ops[op_index(&c, 0, OP_ATTENTION)].flops, 882.0);
+    EXACT(ops[op_index(&c, 0, OP_ATTENTION)].kv_read_bytes, 256.0);
+    EXACT(ops[op_index(&c, 0, OP_QKV)].flops, 2176.0);
+    EXACT(ops[op_index(&c, -1, OP_LM_HEAD)].flops, 2.0 * 2 * 8 * 10);
+    cr_assert_eq(ops[0].phase, XF_PREFILL);
+    /* A uniform shape through the sums is cost_step exactly. */
+    cost_op a[16];
+    step_shape sh = workload_decode_step(&w, 7);
+    cost_step_sums u = cost_sums_of_shape(sh);
+    EXACT(u.seqs, 2);
+    EXACT(u.rows, 2);
+    EXACT(u.pairs, 14);
+    EXACT(u.kv_tokens, 14);
+    cr_assert_eq(cost_step(&c, &w, sh, a, 16), XF_OK);
+    cr_assert_eq(cost_step_of_sums(&c, &w, &u, ops, 16), XF_OK);
+    cr_assert_eq(memcmp(a, ops, sizeof a), 0);
+    /* Decode of two sequences at contexts 5 and 9 costs what two at context 7 cost (linear). */
+    cost_step_sums m = {XF_DECODE, 0, 0, 0, 0};
+    cr_assert_eq(cost_sums_add(&m, 1, 5), XF_OK);
+    cr_assert_eq(cost_sums_add(&m, 1, 9), XF_OK);
+    cr_assert_eq(cost_step_of_sums(&c, &w, &m, ops, 16), XF_OK);
+    cr_assert_eq(memcmp(a, ops, sizeof a), 0);
+    /* Refused: a sequence with no new token, context below tokens, an empty step. */
+    cr_assert_eq(cost_sums_add(&m, 0, 5), XF_EINVAL);
+    cr_assert_eq(cost_sums_add(&m, 6, 5), XF_EINVAL);
+    cost_step_sums empty = {XF_DECODE, 0, 0, 0, 0};
+    cr_assert_eq(cost_step_of_sums(&c, &w, &empty, ops, 16), XF_EINVAL);
+    cost_step_sums nan_s = {XF_DECODE, 1, 1, NAN, 1};
+    cr_assert_eq(cost_step_of_sums(&c, &w, &nan_s, ops, 16), XF_EINVAL);
+}
+
+Test(cost_model, embedding_reads_at_most_the_table) {
+    /* tiny() has 10 vocabulary rows of 8 fp32 (320 B). Prefill of 4 x 3 = 12 tokens gathers at
+     * most the 10 distinct rows: 320 B of weights, 12 ids (48 B), writes 12*8*4 = 384 B. */
+    model_config c = tiny();
+    workload w = wl(4, 3, 1, XF_FP32, XF_FP32, XF_FP32);
+    cost_op ops[16];
+    cr_assert_eq(cost_step(&c, &w, workload_prefill_step(&w), ops, 16), XF_OK, "%s", xf_error_msg());
+    EXACT(ops[0].weight_bytes, 320.0);
+    EXACT(ops[0].act_in_bytes, 48.0);
+    EXACT(ops[0].act_out_bytes, 384.0);
+    /* Decode: 4 rows, 4*8*4 = 128 B. */
+    cr_assert_eq(cost_step(&c, &w, workload_decode_step(&w, 4), ops, 16), XF_OK);
+    EXACT(ops[0].weight_bytes, 128.0);
+}

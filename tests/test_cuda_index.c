@@ -129,15 +129,25 @@ Test(cuda_index, kv_append_scatter) {
     int32_t tables[4] = {6, 2, 10, 0};
     int64_t table_off[2] = {0, 3};
     int64_t tpe[2] = {2, 2};
+    int64_t n_slots[2] = {12, 12};
     int64_t dst;
-    cr_assert_eq(xf_kv_append_index(3, 2, 10, 4, tok_off, 2, seq_pos, tables, table_off, tpe, 1, 12, &dst), 15);
+    int seq = -1;
+    cr_assert_eq(xf_kv_append_index(3, 2, 10, 4, tok_off, 2, seq_pos, tables, table_off, tpe, 1, n_slots, &seq, &dst), 15);
     cr_assert_eq(dst, 45);
+    cr_assert_eq(seq, 0);
     /* idx 0: row 0 col 0: src 4, slot 3: dst (12 + 3)*2 = 30 */
-    cr_assert_eq(xf_kv_append_index(0, 2, 10, 4, tok_off, 2, seq_pos, tables, table_off, tpe, 1, 12, &dst), 4);
+    cr_assert_eq(xf_kv_append_index(0, 2, 10, 4, tok_off, 2, seq_pos, tables, table_off, tpe, 1, n_slots, &seq, &dst), 4);
     cr_assert_eq(dst, 30);
     /* idx 4: row 2 col 0 (seq 1 pos 0 -> slot 0): src 20 + 4 = 24, dst 24 */
-    cr_assert_eq(xf_kv_append_index(4, 2, 10, 4, tok_off, 2, seq_pos, tables, table_off, tpe, 1, 12, &dst), 24);
+    cr_assert_eq(xf_kv_append_index(4, 2, 10, 4, tok_off, 2, seq_pos, tables, table_off, tpe, 1, n_slots, &seq, &dst), 24);
     cr_assert_eq(dst, 24);
+    cr_assert_eq(seq, 1);
+    /* system allocator: sequence 1 owns a buffer of 5 slots per layer, table {0}, tpe 5:
+     * idx 4 -> slot 0 of layer 1 -> (1*5 + 0)*2 = 10 */
+    int64_t own_slots[2] = {12, 5};
+    int64_t tpe2[2] = {2, 5};
+    cr_assert_eq(xf_kv_append_index(4, 2, 10, 4, tok_off, 2, seq_pos, tables, table_off, tpe2, 1, own_slots, &seq, &dst), 24);
+    cr_assert_eq(dst, 10);
 }
 
 Test(cuda_index, kv_slot_matches_kv_manager) {

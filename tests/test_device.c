@@ -252,3 +252,50 @@ Test(device_data, falls_back_to_exe_dir) {
     cr_assert_eq(device_list_find(&l, "nope"), -1);
     device_list_free(&l);
 }
+
+/* ---- robustness: prefixes and random byte flips of the built-in file never crash, and every
+ * accepted list holds only valid devices ---- */
+
+Test(device_file, prefixes_and_mutations) {
+    const char *full =
+        "{\"format\":\"xfprof-devices\",\"version\":1,\"devices\":[{\"name\":\"a\",\"kind\":\"gpu\",\"memory_bytes\":4e10,"
+        "\"bandwidth_Bps\":1.5e12,\"cache_bytes\":4e7,\"peak_flops\":{\"fp32\":1.9e13,\"tensor16\":3e14,\"fp8\":0,\"int8\":6e14},"
+        "\"source\":\"s\"},{\"name\":\"b\",\"kind\":\"cpu\",\"memory_bytes\":6e10,\"bandwidth_Bps\":8e10,\"peak_flops\":{\"fp32\":2e12}}]}";
+    size_t n = strlen(full);
+    char *buf = malloc(n + 1);
+    cr_assert_not_null(buf);
+    device_list l;
+    cr_assert_eq(device_list_parse(full, "f", &l), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(l.n, 2);
+    device_list_free(&l);
+    for (size_t k = 0; k < n; k++) {
+        memcpy(buf, full, k);
+        buf[k] = '\0';
+        cr_assert_neq(device_list_parse(buf, "f", &l), XF_OK, "prefix of %zu bytes accepted", k);
+        cr_assert_null(l.items);
+    }
+    unsigned seed = 777;
+    const char alphabet[] = "{}[]\",:-0123456789e.tfnul \\x";
+    for (int iter = 0; iter < 3000; iter++) {
+        memcpy(buf, full, n + 1);
+        for (int m = 0; m < 1 + iter % 4; m++) {
+            seed = seed * 1103515245u + 12345u;
+            size_t pos = (seed >> 8) % n;
+            seed = seed * 1103515245u + 12345u;
+            buf[pos] = alphabet[(seed >> 8) % (sizeof alphabet - 1)];
+        }
+        xf_error_clear();
+        xf_status s = device_list_parse(buf, "m", &l);
+        if (s != XF_OK) {
+            cr_assert(xf_error_msg()[0] != '\0', "error without a message for %s", buf);
+            continue;
+        }
+        for (int i = 0; i < l.n; i++) {
+            const device_spec *d = &l.items[i];
+            cr_assert(d->memory_bytes > 0 && d->bandwidth_Bps > 0 && d->peak_flops[XF_COMPUTE_FP32] > 0, "%s", buf);
+            cr_assert(device_ridge(d, XF_COMPUTE_TENSOR16) > 0 && isfinite(device_ridge(d, XF_COMPUTE_INT8)), "%s", buf);
+        }
+        device_list_free(&l);
+    }
+    free(buf);
+}

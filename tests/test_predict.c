@@ -120,3 +120,27 @@ Test(predict, record_sweep_and_errors) {
     cr_assert_eq(p.n_ops, 0);
     cr_assert_null(p.ops);
 }
+
+Test(predict, step_time_matches_the_op_sum) {
+    /* predict_step_time costs one layer and multiplies by n_layers: it must equal the sum of the
+     * 4 + 12 * 32 ops' predicted times of predict_point for both phases. */
+    model_config c = preset("llama-2-7b");
+    device_spec d = device("h200");
+    workload w = {8, 256, 64, XF_BF16, XF_BF16, XF_BF16, 0};
+    record_point p;
+    cr_assert_eq(predict_point(&c, &w, &d, &p), XF_OK, "%s", xf_error_msg());
+    cost_step_sums pre = cost_sums_of_shape(workload_prefill_step(&w));
+    cost_step_sums dec = cost_sums_of_shape(workload_decode_step(&w, p.summary.decode_context));
+    double tp = 0, td = 0;
+    cr_assert_eq(predict_step_time(&c, &w, &pre, &d, &tp), XF_OK);
+    cr_assert_eq(predict_step_time(&c, &w, &dec, &d, &td), XF_OK);
+    cr_assert_float_eq(tp, p.summary.ttft_s, 1e-12 * p.summary.ttft_s);
+    cr_assert_float_eq(td, p.summary.tpot_s, 1e-12 * p.summary.tpot_s);
+    free(p.ops);
+    /* Errors: a bad config, an empty step. */
+    model_config bad = c;
+    bad.vocab = 0;
+    cr_assert_eq(predict_step_time(&bad, &w, &pre, &d, &tp), XF_EINVAL);
+    cost_step_sums empty = {XF_DECODE, 0, 0, 0, 0};
+    cr_assert_eq(predict_step_time(&c, &w, &empty, &d, &tp), XF_EINVAL);
+}

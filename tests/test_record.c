@@ -116,13 +116,13 @@ static void expect_refused(const char *from, const char *to, xf_status want, con
     free(a);
 }
 
-Test(record, newer_version_refused) { expect_refused("\"version\":\t1", "\"version\":\t2", XF_EFORMAT, "newer"); }
+Test(record, newer_version_refused) { expect_refused("\"version\":1", "\"version\":2", XF_EFORMAT, "newer"); }
 Test(record, other_format_refused) { expect_refused("\"xfprof-record\"", "\"xfprof-devices\"", XF_EFORMAT, "not an xfprof record"); }
-Test(record, unknown_op_refused) { expect_refused("\"op\":\t\"qkv\"", "\"op\":\t\"qkvz\"", XF_EINVAL, "ops["); }
-Test(record, negative_bytes_refused) { expect_refused("\"weight_bytes\":\t", "\"weight_bytes\":\t-", XF_EINVAL, "weight_bytes"); }
-Test(record, layer_out_of_range_refused) { expect_refused("\"layer\":\t0", "\"layer\":\t99", XF_EINVAL, "layer"); }
-Test(record, wrong_type_refused) { expect_refused("\"batch\":\t1", "\"batch\":\t\"1\"", XF_EINVAL, "batch"); }
-Test(record, unknown_bound_refused) { expect_refused("\"bound\":\t\"memory\"", "\"bound\":\t\"disk\"", XF_EINVAL, "bound"); }
+Test(record, unknown_op_refused) { expect_refused("\"op\":\"qkv\"", "\"op\":\"qkvz\"", XF_EINVAL, "ops["); }
+Test(record, negative_bytes_refused) { expect_refused("\"weight_bytes\":", "\"weight_bytes\":-", XF_EINVAL, "weight_bytes"); }
+Test(record, layer_out_of_range_refused) { expect_refused("\"layer\":0", "\"layer\":99", XF_EINVAL, "layer"); }
+Test(record, wrong_type_refused) { expect_refused("\"batch\":1", "\"batch\":\"1\"", XF_EINVAL, "batch"); }
+Test(record, unknown_bound_refused) { expect_refused("\"bound\":\"memory\"", "\"bound\":\"disk\"", XF_EINVAL, "bound"); }
 Test(record, missing_points_refused) { expect_refused("\"points\"", "\"pointz\"", XF_EINVAL, "points"); }
 
 Test(record, truncated_refused) {

@@ -1,0 +1,366 @@
+#include "advice.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyzers/predict.h"
+#include "analyzers/roofline.h"
+#include "core/record_kv.h"
+#include "reference_model/cost_model.h"
+
+/* Predicted decode step time of workload w at its mean decode context. */
+static xf_status tpot_of(const model_config *cfg, const workload *w, const device_spec *d, double *t) {
+    cost_step_sums s = cost_sums_of_shape(workload_decode_step(w, workload_mean_decode_context(w)));
+    return predict_step_time(cfg, w, &s, d, t);
+}
+
+/* Intensity and ridge of the decode gate_up projection at batch b. */
+static xf_status gate_up_at(const model_config *cfg, const workload *w, const device_spec *d, int64_t b, double *intensity,
+                            double *ridge) {
+    model_config one = *cfg;
+    one.n_layers = 1; /* every layer costs the same */
+    workload x = *w;
+    x.batch = b;
+    cost_op ops[16];
+    cost_step_sums s = cost_sums_of_shape(workload_decode_step(&x, workload_mean_decode_context(&x)));
+    xf_status st = cost_step_of_sums(&one, &x, &s, ops, 16);
+    if (st) return st;
+    for (int i = 0; i < 16; i++)
+        if (ops[i].kind == OP_GATE_UP) {
+            *intensity = ops[i].bytes > 0 ? ops[i].flops / ops[i].bytes : 0;
+            *ridge = device_ridge(d, ops[i].compute);
+            return XF_OK;
+        }
+    return xf_errorf(XF_EINVAL, "advice: no gate_up op in the cost model's step");
+}
+
+xf_status advice_ridge_batch(const model_config *cfg, const workload *w, const device_spec *d, int64_t limit, int64_t *out) {
+    *out = 0;
+    double I, R;
+    xf_status s;
+    if ((s = gate_up_at(cfg, w, d, 1, &I, &R))) return s;
+    if (I >= R) {
+        *out = 1;
+        return XF_OK;
+    }
+    int64_t lo = 1, hi = 2; /* invariant: lo below the ridge */
+    while (1) {
+        if (hi > limit) hi = limit;
+        if ((s = gate_up_at(cfg, w, d, hi, &I, &R))) return s;
+        if (I >= R) break;
+        if (hi == limit) return XF_OK; /* never reaches it */
+        lo = hi;
+        hi *= 2;
+    }
+    while (hi - lo > 1) { /* intensity grows with the batch: bisect */
+        int64_t mid = lo + (hi - lo) / 2;
+        if ((s = gate_up_at(cfg, w, d, mid, &I, &R))) return s;
+        if (I >= R) hi = mid;
+        else lo = mid;
+    }
+    *out = hi;
+    return XF_OK;
+}
+
+typedef struct finding_list {
+    record_advice *a;
+    int n, max;
+} finding_list;
+
+/* Keeps the best finding of each kind. */
+static void offer(finding_list *l, const record_advice *f) {
+    if (!(f->score > 0) || !isfinite(f->score)) return;
+    for (int i = 0; i < l->n; i++)
+        if (strcmp(l->a[i].kind, f->kind) == 0) {
+            if (f->score > l->a[i].score) l->a[i] = *f;
+            return;
+        }
+    if (l->n < l->max) l->a[l->n++] = *f;
+}
+
+static const char *fmt_t(double s, char *buf, size_t len) {
+    if (s >= 1) snprintf(buf, len, "%.3g s", s);
+    else if (s >= 1e-3) snprintf(buf, len, "%.3g ms", s * 1e3);
+    else if (s >= 1e-6) snprintf(buf, len, "%.3g us", s * 1e6);
+    else snprintf(buf, len, "%.3g ns", s * 1e9);
+    return buf;
+}
+
+static const char *fmt_b(double b, char *buf, size_t len) {
+    if (b >= 1073741824.0) snprintf(buf, len, "%.3g GiB", b / 1073741824.0);
+    else if (b >= 1048576.0) snprintf(buf, len, "%.3g MiB", b / 1048576.0);
+    else if (b >= 1024.0) snprintf(buf, len, "%.3g KiB", b / 1024.0);
+    else snprintf(buf, len, "%.0f B", b);
+    return buf;
+}
+
+/* Decode-step figures of a point, from its ops (measured or predicted times alike). */
+typedef struct decode_view {
+    double step;        /* sum of decode op times */
+    double gemm_time;   /* projections (qkv, o_proj, gate_up, down, lm_head) */
+    double gemm_mem;    /* ... of which in memory-bound ops */
+    double gemm_weight_bytes, gemm_flops;
+    double attn_time;   /* attention */
+    double kv_read;     /* KV bytes read by attention */
+    double bytes;       /* all decode bytes */
+    double lat_time, lat_pred; /* latency-bound ops: measured time and their predicted time */
+    int n_ops, n_lat;
+    int n_tiny;         /* ops predicted under ADVICE_LAUNCH_S */
+} decode_view;
+
+static void view_phase(const record_point *p, xf_phase ph, decode_view *v) {
+    memset(v, 0, sizeof *v);
+    for (int64_t i = 0; i < p->n_ops; i++) {
+        const record_op *op = &p->ops[i];
+        if (op->cost.phase != ph) continue;
+        v->n_ops++;
+        v->step += op->time_s;
+        v->bytes += op->cost.bytes;
+        if (op_kind_is_gemm(op->cost.kind)) {
+            v->gemm_time += op->time_s;
+            v->gemm_weight_bytes += op->cost.weight_bytes;
+            v->gemm_flops += op->cost.flops;
+            if (op->bound == XF_BOUND_MEMORY) v->gemm_mem += op->time_s;
+        }
+        if (op->cost.kind == OP_ATTENTION) {
+            v->attn_time += op->time_s;
+            v->kv_read += op->cost.kv_read_bytes;
+        }
+        if (op->measured && op->bound == XF_BOUND_LATENCY) {
+            v->n_lat++;
+            v->lat_time += op->time_s;
+            v->lat_pred += op->predicted_time_s;
+        }
+        if (!op->measured && op->predicted_time_s < ADVICE_LAUNCH_S) v->n_tiny++;
+    }
+}
+
+static void find_weights(const record *r, int pi, const decode_view *v, finding_list *l) {
+    const record_point *p = &r->points[pi];
+    const workload *w = &p->wl;
+    if (v->step <= 0 || v->gemm_time < ADVICE_MIN_SHARE * v->step || v->gemm_mem < 0.5 * v->gemm_time) return;
+    double before;
+    if (tpot_of(&r->model, w, &r->device, &before) || !(before > 0)) return;
+    char t1[24], t2[24], t3[24], b1[24];
+    double gi = v->gemm_weight_bytes > 0 ? v->gemm_flops / (v->gemm_weight_bytes) : 0;
+    /* Lower weight precision: int8 from 16/32-bit weights, int4 from int8. */
+    if (w->wdtype != XF_INT4) {
+        workload q = *w;
+        q.wdtype = w->wdtype == XF_INT8 ? XF_INT4 : XF_INT8;
+        double after, after4 = NAN;
+        if (tpot_of(&r->model, &q, &r->device, &after) == XF_OK && after < before) {
+            workload q4 = *w;
+            q4.wdtype = XF_INT4;
+            if (q.wdtype == XF_INT8 && tpot_of(&r->model, &q4, &r->device, &after4) != XF_OK) after4 = NAN;
+            record_advice f;
+            memset(&f, 0, sizeof f);
+            snprintf(f.kind, sizeof f.kind, "weight_precision");
+            f.point = pi;
+            snprintf(f.title, sizeof f.title, "decode projections are memory-bound: lower the weight precision");
+            snprintf(f.evidence, sizeof f.evidence,
+                     "point %d (batch %lld): projections take %.0f%% of the decode step, %.0f%% of that memory-bound; "
+                     "they read %s of %s weights per step at %.2f FLOP/B",
+                     pi + 1, (long long)w->batch, 100 * v->gemm_time / v->step, 100 * v->gemm_mem / v->gemm_time,
+                     fmt_b(v->gemm_weight_bytes, b1, sizeof b1), dtype_name(w->wdtype), gi);
+            if (isfinite(after4))
+                snprintf(f.action, sizeof f.action, "quantize weights %s -> %s (weight-only, group scales): TPOT %s -> %s; int4: %s",
+                         dtype_name(w->wdtype), dtype_name(q.wdtype), fmt_t(before, t1, sizeof t1), fmt_t(after, t2, sizeof t2),
+                         fmt_t(after4, t3, sizeof t3));
+            else
+                snprintf(f.action, sizeof f.action, "quantize weights %s -> %s (weight-only, group scales): TPOT %s -> %s",
+                         dtype_name(w->wdtype), dtype_name(q.wdtype), fmt_t(before, t1, sizeof t1), fmt_t(after, t2, sizeof t2));
+            snprintf(f.gain_metric, sizeof f.gain_metric, "tpot_s");
+            f.before = before;
+            f.after = after;
+            f.score = 1 - after / before;
+            offer(l, &f);
+        }
+    }
+    /* Larger batch: up to where the projections reach the ridge, within memory. */
+    int64_t ridge_b;
+    if (advice_ridge_batch(&r->model, w, &r->device, 1 << 16, &ridge_b) != XF_OK) return;
+    int64_t fit = cost_max_batch(&r->model, w, r->device.memory_bytes);
+    int64_t target = ridge_b > 0 ? ridge_b : (1 << 16);
+    int mem_limited = 0;
+    if (fit > 0 && fit < target) {
+        target = fit;
+        mem_limited = 1;
+    }
+    if (target <= w->batch) return;
+    workload big = *w;
+    big.batch = target;
+    double after;
+    if (tpot_of(&r->model, &big, &r->device, &after) || !(after > 0)) return;
+    double tps0 = (double)w->batch / before, tps1 = (double)target / after;
+    if (!(tps1 > tps0)) return;
+    record_advice f;
+    memset(&f, 0, sizeof f);
+    snprintf(f.kind, sizeof f.kind, "batch");
+    f.point = pi;
+    snprintf(f.title, sizeof f.title, "decode projections are memory-bound: batch more sequences");
+    if (ridge_b > 0)
+        snprintf(f.evidence, sizeof f.evidence,
+                 "point %d: decode projections at batch %lld run at %.2f FLOP/B; they reach the ridge of %s at batch %lld "
+                 "(cost model)%s",
+                 pi + 1, (long long)w->batch, gi, r->device.name, (long long)ridge_b,
+                 mem_limited ? "; memory fits fewer sequences" : "");
+    else
+        snprintf(f.evidence, sizeof f.evidence, "point %d: decode projections at batch %lld run at %.2f FLOP/B and stay below the ridge",
+                 pi + 1, (long long)w->batch, gi);
+    snprintf(f.action, sizeof f.action, "run batch %lld%s (continuous batching): decode %.1f -> %.1f tokens/s, TPOT %s -> %s",
+             (long long)target, mem_limited ? " (the most that fits memory)" : "", tps0, tps1, fmt_t(before, t1, sizeof t1),
+             fmt_t(after, t2, sizeof t2));
+    snprintf(f.gain_metric, sizeof f.gain_metric, "decode_tokens_per_s");
+    f.before = tps0;
+    f.after = tps1;
+    f.score = 1 - tps0 / tps1;
+    offer(l, &f);
+}
+
+static void find_kv(const record *r, int pi, const decode_view *v, finding_list *l) {
+    const record_point *p = &r->points[pi];
+    const workload *w = &p->wl;
+    if (v->step <= 0 || v->attn_time < ADVICE_MIN_SHARE * v->step) return;
+    if (w->kvdtype == XF_FP8 || w->kvdtype == XF_INT8 || w->kvdtype == XF_INT4) return;
+    double before, after;
+    workload q = *w;
+    q.kvdtype = XF_FP8;
+    if (tpot_of(&r->model, w, &r->device, &before) || tpot_of(&r->model, &q, &r->device, &after)) return;
+    if (!(after < before)) return;
+    const model_config *m = &r->model;
+    char t1[24], t2[24], b1[24], gqa[128];
+    if (m->n_kv_heads == m->n_heads)
+        snprintf(gqa, sizeof gqa, "; the model uses MHA: a GQA variant with %lld KV heads would read %lldx less KV",
+                 (long long)(m->n_heads >= 8 ? 8 : 1), (long long)(m->n_heads >= 8 ? m->n_heads / 8 : 1));
+    else
+        snprintf(gqa, sizeof gqa, "; GQA already shares each KV head among %lld query heads", (long long)(m->n_heads / m->n_kv_heads));
+    record_advice f;
+    memset(&f, 0, sizeof f);
+    snprintf(f.kind, sizeof f.kind, "kv_precision");
+    f.point = pi;
+    snprintf(f.title, sizeof f.title, "KV reads dominate decode: store the KV cache in fp8");
+    snprintf(f.evidence, sizeof f.evidence,
+             "point %d (batch %lld, context %lld): attention takes %.0f%% of the decode step and reads %s of %s KV "
+             "(%.0f%% of the step's bytes)%s",
+             pi + 1, (long long)w->batch, (long long)p->summary.decode_context, 100 * v->attn_time / v->step,
+             fmt_b(v->kv_read, b1, sizeof b1), dtype_name(w->kvdtype), v->bytes > 0 ? 100 * v->kv_read / v->bytes : 0, gqa);
+    snprintf(f.action, sizeof f.action, "KV cache %s -> fp8: TPOT %s -> %s, and twice the tokens per byte of KV memory",
+             dtype_name(w->kvdtype), fmt_t(before, t1, sizeof t1), fmt_t(after, t2, sizeof t2));
+    snprintf(f.gain_metric, sizeof f.gain_metric, "tpot_s");
+    f.before = before;
+    f.after = after;
+    f.score = 1 - after / before;
+    offer(l, &f);
+}
+
+static void find_fusion(const record *r, int pi, const decode_view *v, finding_list *l) {
+    if (v->step <= 0) return;
+    char t1[24], t2[24], t3[24];
+    record_advice f;
+    memset(&f, 0, sizeof f);
+    snprintf(f.kind, sizeof f.kind, "fusion");
+    f.point = pi;
+    snprintf(f.gain_metric, sizeof f.gain_metric, "step_s");
+    if (v->n_lat > 0 && v->lat_time >= 0.1 * v->step) {
+        /* Measured latency-bound ops: what the roofline says they could take. */
+        double after = v->step - v->lat_time + v->lat_pred;
+        snprintf(f.title, sizeof f.title, "latency-bound ops: fuse them, launch fewer kernels");
+        snprintf(f.evidence, sizeof f.evidence,
+                 "point %d: %d decode ops are latency-bound (neither compute nor memory near its ceiling): %s of the %s step",
+                 pi + 1, v->n_lat, fmt_t(v->lat_time, t1, sizeof t1), fmt_t(v->step, t2, sizeof t2));
+        snprintf(f.action, sizeof f.action,
+                 "fuse element-wise ops into their neighbours (norm+projection, SwiGLU into gate_up), replay the step as a "
+                 "CUDA Graph on GPUs: at their roofline time the step would take %s",
+                 fmt_t(after, t3, sizeof t3));
+        f.before = v->step;
+        f.after = after;
+    } else if (strcmp(r->device.kind, "gpu") == 0 && v->n_tiny > 0 &&
+               (double)v->n_tiny * ADVICE_LAUNCH_S >= 0.2 * v->step) {
+        /* Predicted on a GPU: kernels too small to hide a launch. */
+        double launches = (double)v->n_tiny * ADVICE_LAUNCH_S;
+        snprintf(f.title, sizeof f.title, "many tiny kernels: launch overhead is a large part of decode");
+        snprintf(f.evidence, sizeof f.evidence,
+                 "point %d: %d of the %d decode ops are predicted under %.0f us; at ~%.0f us per kernel launch (assumed) the "
+                 "launches alone take %s against a predicted step of %s",
+                 pi + 1, v->n_tiny, v->n_ops, ADVICE_LAUNCH_S * 1e6, ADVICE_LAUNCH_S * 1e6, fmt_t(launches, t1, sizeof t1),
+                 fmt_t(v->step, t2, sizeof t2));
+        snprintf(f.action, sizeof f.action,
+                 "capture the decode step in a CUDA Graph and fuse element-wise ops: the step moves from about %s (with "
+                 "launches) toward its roofline %s",
+                 fmt_t(v->step + launches, t3, sizeof t3), fmt_t(v->step, t2, sizeof t2));
+        f.before = v->step + launches;
+        f.after = v->step;
+    } else {
+        return;
+    }
+    f.score = f.before > 0 ? 1 - f.after / f.before : 0;
+    offer(l, &f);
+}
+
+static void find_kv_policy(const record *r, finding_list *l) {
+    const record_kv *kv = r->kv;
+    if (!kv || kv->n_policies < 2) return;
+    const record_kv_policy *best = NULL, *worst = NULL;
+    for (int i = 0; i < kv->n_policies; i++) {
+        const record_kv_policy *p = &kv->policies[i];
+        if (p->block_tokens > 0 && (!best || p->share[KV_CAT_TOKEN] > best->share[KV_CAT_TOKEN])) best = p;
+        if (p->block_tokens == 0 && (!worst || p->share[KV_CAT_TOKEN] < worst->share[KV_CAT_TOKEN])) worst = p;
+    }
+    if (!best || !worst) return;
+    /* Token states as a share of the memory in use (pool less the plain free bytes). */
+    double used_w = 1 - worst->share[KV_CAT_FREE], used_b = 1 - best->share[KV_CAT_FREE];
+    double eff_w = used_w > 0 ? worst->share[KV_CAT_TOKEN] / used_w : 0, eff_b = used_b > 0 ? best->share[KV_CAT_TOKEN] / used_b : 0;
+    if (!(eff_b > eff_w + 0.1)) return;
+    record_advice f;
+    memset(&f, 0, sizeof f);
+    snprintf(f.kind, sizeof f.kind, "kv_policy");
+    f.point = 0;
+    snprintf(f.title, sizeof f.title, "the KV policy wastes memory: use paged blocks");
+    snprintf(f.evidence, sizeof f.evidence,
+             "policy %s keeps %.0f%% of its held KV memory in token states (reserved %.0f%%, internal %.0f%%, external %.0f%% "
+             "of the pool); %s keeps %.0f%%",
+             worst->policy, 100 * eff_w, 100 * worst->share[KV_CAT_RESERVED], 100 * worst->share[KV_CAT_INTERNAL],
+             100 * worst->share[KV_CAT_EXTERNAL], best->policy, 100 * eff_b);
+    snprintf(f.action, sizeof f.action,
+             "allocate KV in %s blocks: at most %lld sequences live at once instead of %lld (%.1f vs %.1f tokens/s in the "
+             "simulation)",
+             best->policy, (long long)best->max_live, (long long)worst->max_live, best->tokens_per_s, worst->tokens_per_s);
+    snprintf(f.gain_metric, sizeof f.gain_metric, "max_live");
+    f.before = (double)worst->max_live;
+    f.after = (double)best->max_live;
+    f.score = eff_b - eff_w;
+    offer(l, &f);
+}
+
+static int by_score(const void *a, const void *b) {
+    double x = ((const record_advice *)a)->score, y = ((const record_advice *)b)->score;
+    return (x < y) - (x > y);
+}
+
+xf_status advice_find(const record *r, record_advice *out, int max, int *n) {
+    *n = 0;
+    if (max <= 0) return XF_OK;
+    record_advice all[8];
+    finding_list l = {all, 0, 8};
+    int np = r->n_points < ADVICE_MAX_POINTS ? r->n_points : ADVICE_MAX_POINTS;
+    int valid = config_validate(&r->model) == XF_OK && r->device.bandwidth_Bps > 0;
+    for (int i = 0; valid && i < np; i++) {
+        const record_point *p = &r->points[i];
+        if (workload_validate(&p->wl) != XF_OK) continue;
+        decode_view v;
+        view_phase(p, XF_DECODE, &v);
+        if (v.n_ops == 0) continue; /* prefill only: the findings below are about decode */
+        find_weights(r, i, &v, &l);
+        find_kv(r, i, &v, &l);
+        find_fusion(r, i, &v, &l);
+    }
+    xf_error_clear(); /* a workload the cost model refused is skipped, not an error of the record */
+    find_kv_policy(r, &l);
+    qsort(all, (size_t)l.n, sizeof all[0], by_score);
+    for (int i = 0; i < l.n && i < max; i++) out[(*n)++] = all[i];
+    return XF_OK;
+}
+
+xf_status advice_record(record *r) { return advice_find(r, r->advice, RECORD_MAX_ADVICE, &r->n_advice); }

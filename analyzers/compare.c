@@ -1,0 +1,455 @@
+#include "compare.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stats.h"
+
+const char *compare_metric_name(compare_metric m) {
+    static const char *names[CMP_METRIC_COUNT] = {"time", "tokens_per_s", "ttft", "tpot", "bytes", "flops"};
+    return (m >= 0 && m < CMP_METRIC_COUNT) ? names[m] : "?";
+}
+
+const char *compare_verdict_name(compare_verdict v) {
+    switch (v) {
+    case CMP_UNCHANGED: return "unchanged";
+    case CMP_REGRESSION: return "regression";
+    case CMP_IMPROVEMENT: return "improvement";
+    }
+    return "?";
+}
+
+xf_status compare_metrics_parse(const char *s, unsigned *mask) {
+    *mask = 0;
+    if (!s || !*s) return xf_errorf(XF_EINVAL, "--metric needs a comma list of time, tokens_per_s, ttft, tpot, bytes, flops");
+    const char *p = s;
+    while (1) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        int found = -1;
+        for (int m = 0; m < CMP_METRIC_COUNT; m++) {
+            const char *nm = compare_metric_name((compare_metric)m);
+            if (len == strlen(nm) && strncmp(p, nm, len) == 0) found = m;
+        }
+        if (len == 5 && strncmp(p, "tok/s", 5) == 0) found = CMP_TOKENS_PER_S;
+        if (found < 0)
+            return xf_errorf(XF_EINVAL, "--metric: unknown metric '%.*s' (use time, tokens_per_s, ttft, tpot, bytes, flops)",
+                             (int)(len > 32 ? 32 : len), p);
+        *mask |= 1u << found;
+        if (!comma) break;
+        p = comma + 1;
+    }
+    return XF_OK;
+}
+
+void compare_options_default(compare_options *o) {
+    o->metrics = 1u << CMP_TIME;
+    o->alpha = 0.05;
+    o->threshold = 0.05;
+    o->exact_threshold = 0;
+    o->force = 0;
+    o->min_samples = 5;
+}
+
+void compare_result_free(compare_result *r) {
+    if (!r) return;
+    free(r->items);
+    r->items = NULL;
+    r->n_items = 0;
+}
+
+const char *compare_point_label(const record_point *p, char *buf, size_t len) {
+    const workload *w = &p->wl;
+    int n = snprintf(buf, len, "batch %lld, prompt %lld, gen %lld, w %s a %s kv %s", (long long)w->batch, (long long)w->prompt,
+                     (long long)w->gen, dtype_name(w->wdtype), dtype_name(w->adtype), dtype_name(w->kvdtype));
+    if (p->run.backend[0] && n >= 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, ", %s %d threads, %s", p->run.backend, p->run.threads, p->run.kv_policy);
+    return buf;
+}
+
+static void note(compare_result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note(compare_result *r, const char *fmt, ...) {
+    if (r->n_notes == COMPARE_MAX_NOTES) {
+        r->notes_dropped++;
+        return;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->notes[r->n_notes++], sizeof r->notes[0], fmt, ap);
+    va_end(ap);
+}
+
+static int same_model(const model_config *a, const model_config *b) {
+    return strcmp(a->name, b->name) == 0 && a->n_layers == b->n_layers && a->d_model == b->d_model &&
+           a->n_heads == b->n_heads && a->n_kv_heads == b->n_kv_heads && a->head_dim == b->head_dim && a->d_ff == b->d_ff &&
+           a->vocab == b->vocab;
+}
+
+/* The workload and the run settings that change what is measured (not reps, warm-up or seed). */
+static int same_point(const record_point *a, const record_point *b) {
+    const workload *x = &a->wl, *y = &b->wl;
+    return x->batch == y->batch && x->prompt == y->prompt && x->gen == y->gen && x->wdtype == y->wdtype &&
+           x->adtype == y->adtype && x->kvdtype == y->kvdtype && x->quant_group == y->quant_group &&
+           strcmp(a->run.backend, b->run.backend) == 0 && a->run.threads == b->run.threads &&
+           strcmp(a->run.kv_policy, b->run.kv_policy) == 0 && strcmp(a->run.kv_alloc, b->run.kv_alloc) == 0;
+}
+
+static int point_measured(const record_point *p) {
+    for (int64_t i = 0; i < p->n_ops; i++)
+        if (p->ops[i].measured) return 1;
+    return 0;
+}
+
+static const char *op_label(const record_op *op, char *buf, size_t len) {
+    if (op->cost.layer >= 0) snprintf(buf, len, "%s layer %d %s", phase_name(op->cost.phase), op->cost.layer, op_kind_name(op->cost.kind));
+    else snprintf(buf, len, "%s %s", phase_name(op->cost.phase), op_kind_name(op->cost.kind));
+    return buf;
+}
+
+/* Every op a measured point says it measured must carry its samples. (An op the runner did not
+ * time keeps measured = 0 and its predicted time, compared exactly.) */
+static xf_status check_samples(const record_point *p, int idx, const char *side) {
+    for (int64_t i = 0; i < p->n_ops; i++) {
+        const record_op *op = &p->ops[i];
+        if (op->measured && (op->n_samples < 1 || !op->samples_s)) {
+            char ol[64], pl[160];
+            return xf_errorf(XF_EINVAL,
+                             "%s record, point %d (%s): op '%s' has no samples (samples_s) although the point was measured; "
+                             "a comparison needs the raw samples of every op: rerun with a current xfprof",
+                             side, idx + 1, compare_point_label(p, pl, sizeof pl), op_label(op, ol, sizeof ol));
+        }
+    }
+    return XF_OK;
+}
+
+static int64_t find_op(const record_point *p, const record_op *want, int64_t hint, const unsigned char *used) {
+    if (hint >= 0 && hint < p->n_ops && !used[hint]) {
+        const cost_op *c = &p->ops[hint].cost;
+        if (c->phase == want->cost.phase && c->layer == want->cost.layer && c->kind == want->cost.kind) return hint;
+    }
+    for (int64_t i = 0; i < p->n_ops; i++) {
+        const cost_op *c = &p->ops[i].cost;
+        if (!used[i] && c->phase == want->cost.phase && c->layer == want->cost.layer && c->kind == want->cost.kind) return i;
+    }
+    return -1;
+}
+
+typedef struct builder {
+    compare_result *r;
+    const compare_options *o;
+    int64_t cap;
+} builder;
+
+static compare_item *push(builder *b) {
+    compare_result *r = b->r;
+    if (r->n_items == b->cap) {
+        int64_t nc = b->cap ? b->cap * 2 : 256;
+        compare_item *ni = realloc(r->items, (size_t)nc * sizeof *ni);
+        if (!ni) return NULL;
+        r->items = ni;
+        b->cap = nc;
+    }
+    compare_item *it = &r->items[r->n_items++];
+    memset(it, 0, sizeof *it);
+    it->p = NAN;
+    return it;
+}
+
+/* Sets ratio, change and verdict. `deterministic`: exact figures, any change beyond the exact
+ * threshold counts; otherwise significance comes from the U test (it->tested) and the measured
+ * threshold applies; untested measured figures are never called changed. */
+static void decide(builder *b, compare_item *it, int higher_is_better, int deterministic) {
+    double x = it->base, y = it->new_;
+    if (x == y) it->ratio = 1;
+    else if (x == 0) it->ratio = INFINITY;
+    else it->ratio = y / x;
+    double rel = (x == y) ? 0 : (x == 0 ? INFINITY : y / x - 1);
+    it->change = higher_is_better ? -rel : rel;
+    int significant;
+    double thr;
+    if (deterministic) {
+        thr = fmax(b->o->exact_threshold, 1e-9); /* 1e-9: a double's JSON round trip, nothing more */
+        significant = 1;
+    } else {
+        thr = b->o->threshold;
+        significant = it->tested && it->p < b->o->alpha;
+    }
+    it->verdict = CMP_UNCHANGED;
+    if (significant && it->change > thr) it->verdict = CMP_REGRESSION;
+    else if (significant && it->change < -thr) it->verdict = CMP_IMPROVEMENT;
+    if (it->verdict == CMP_REGRESSION) b->r->n_regressions++;
+    if (it->verdict == CMP_IMPROVEMENT) b->r->n_improvements++;
+}
+
+static xf_status test_samples(builder *b, compare_item *it, const double *xs, int nx, const double *ys, int ny) {
+    stats_u_result u;
+    xf_status s = stats_mann_whitney(xs, (size_t)nx, ys, (size_t)ny, &u);
+    if (s) return s;
+    it->tested = 1;
+    it->p = u.p;
+    it->n_base = nx;
+    it->n_new = ny;
+    it->base = stats_median(xs, (size_t)nx);
+    it->new_ = stats_median(ys, (size_t)ny);
+    it->few_samples = nx < b->o->min_samples || ny < b->o->min_samples;
+    if (isnan(it->base) || isnan(it->new_)) return xf_errorf(XF_ENOMEM, "out of memory comparing samples");
+    return XF_OK;
+}
+
+static xf_status compare_op(builder *b, int bi, int ni, const record_op *x, const record_op *y, int measured) {
+    for (int m = 0; m < CMP_METRIC_COUNT; m++) {
+        if (!(b->o->metrics & (1u << m)) || m == CMP_TTFT || m == CMP_TPOT || m == CMP_TOKENS_PER_S) continue;
+        compare_item *it = push(b);
+        if (!it) return xf_errorf(XF_ENOMEM, "out of memory comparing records");
+        it->base_point = bi;
+        it->new_point = ni;
+        it->is_op = 1;
+        it->phase = x->cost.phase;
+        it->layer = x->cost.layer;
+        it->kind = x->cost.kind;
+        it->metric = (compare_metric)m;
+        int deterministic = 1;
+        if (m == CMP_TIME) {
+            if (measured && x->measured && y->measured) {
+                xf_status s = test_samples(b, it, x->samples_s, x->n_samples, y->samples_s, y->n_samples);
+                if (s) return s;
+                deterministic = 0;
+            } else {
+                it->base = x->time_s;
+                it->new_ = y->time_s;
+                deterministic = !x->measured && !y->measured;
+            }
+        } else if (m == CMP_BYTES) {
+            it->base = x->bytes_from_counters ? x->measured_bytes : x->cost.bytes;
+            it->new_ = y->bytes_from_counters ? y->measured_bytes : y->cost.bytes;
+            deterministic = !x->bytes_from_counters && !y->bytes_from_counters;
+        } else {
+            it->base = x->cost.flops;
+            it->new_ = y->cost.flops;
+        }
+        decide(b, it, 0, deterministic);
+    }
+    return XF_OK;
+}
+
+/* Per-repetition step times of one phase: sample i of the step is the sum of sample i of its ops
+ * (the runner records repetition i of every op as its i-th sample). 0 when the phase has no ops
+ * or its ops' sample counts differ. *out (n) freed by the caller. */
+static int step_samples(const record_point *p, xf_phase ph, double **out) {
+    *out = NULL;
+    int n = -1;
+    for (int64_t i = 0; i < p->n_ops; i++) {
+        const record_op *op = &p->ops[i];
+        if (op->cost.phase != ph) continue;
+        if (!op->measured || !op->samples_s) return 0;
+        if (n < 0) n = op->n_samples;
+        else if (n != op->n_samples) return 0;
+    }
+    if (n <= 0) return 0;
+    double *s = calloc((size_t)n, sizeof *s);
+    if (!s) return -1;
+    for (int64_t i = 0; i < p->n_ops; i++)
+        if (p->ops[i].cost.phase == ph)
+            for (int k = 0; k < n; k++) s[k] += p->ops[i].samples_s[k];
+    *out = s;
+    return n;
+}
+
+static double tps_of(const record_point *p, double ttft, double tpot) {
+    double gen = (double)p->wl.gen, den = ttft + gen * tpot;
+    return den > 0 ? (double)p->wl.batch * gen / den : 0;
+}
+
+/* Samples of a point metric for a measured point: n, or 0 when not derivable; -1 on OOM. */
+static int point_samples(const record_point *p, compare_metric m, double **out) {
+    *out = NULL;
+    if (m == CMP_TTFT) return step_samples(p, XF_PREFILL, out);
+    if (m == CMP_TPOT) return step_samples(p, XF_DECODE, out);
+    double *pre, *dec;
+    int np = step_samples(p, XF_PREFILL, &pre);
+    if (np <= 0) return np;
+    int nd = p->wl.gen > 0 ? step_samples(p, XF_DECODE, &dec) : 0;
+    if (p->wl.gen > 0 && nd != np) {
+        free(pre);
+        if (nd > 0) free(dec);
+        return nd < 0 ? -1 : 0;
+    }
+    for (int k = 0; k < np; k++) pre[k] = tps_of(p, pre[k], p->wl.gen > 0 ? dec[k] : 0);
+    if (p->wl.gen > 0) free(dec);
+    *out = pre;
+    return np;
+}
+
+static double summary_value(const record_point *p, compare_metric m) {
+    return m == CMP_TTFT ? p->summary.ttft_s : m == CMP_TPOT ? p->summary.tpot_s : p->summary.tokens_per_s;
+}
+
+static xf_status compare_point_metrics(builder *b, int bi, int ni, const record_point *x, const record_point *y, int measured) {
+    static const compare_metric pm[] = {CMP_TTFT, CMP_TPOT, CMP_TOKENS_PER_S};
+    for (size_t k = 0; k < sizeof pm / sizeof pm[0]; k++) {
+        compare_metric m = pm[k];
+        if (!(b->o->metrics & (1u << m))) continue;
+        if (m == CMP_TPOT && (x->wl.gen == 0 || y->wl.gen == 0)) continue; /* no decode step */
+        compare_item *it = push(b);
+        if (!it) return xf_errorf(XF_ENOMEM, "out of memory comparing records");
+        it->base_point = bi;
+        it->new_point = ni;
+        it->metric = m;
+        it->layer = -1;
+        int deterministic = !measured;
+        if (measured) {
+            double *xs, *ys;
+            int nx = point_samples(x, m, &xs);
+            int ny = nx > 0 ? point_samples(y, m, &ys) : 0;
+            if (nx < 0 || ny < 0) {
+                free(xs);
+                return xf_errorf(XF_ENOMEM, "out of memory comparing records");
+            }
+            if (nx > 0 && ny > 0) {
+                xf_status s = test_samples(b, it, xs, nx, ys, ny);
+                free(xs);
+                free(ys);
+                if (s) return s;
+            } else {
+                if (nx > 0) free(xs);
+                it->base = summary_value(x, m);
+                it->new_ = summary_value(y, m);
+                char pl[160];
+                note(b->r, "point %d (%s): %s has no per-repetition samples (op sample counts differ); medians shown, not tested",
+                     bi + 1, compare_point_label(x, pl, sizeof pl), compare_metric_name(m));
+            }
+        } else {
+            it->base = summary_value(x, m);
+            it->new_ = summary_value(y, m);
+        }
+        decide(b, it, m == CMP_TOKENS_PER_S, deterministic);
+    }
+    return XF_OK;
+}
+
+static xf_status compare_pair(builder *b, int bi, int ni, const record_point *x, const record_point *y) {
+    int mx = point_measured(x), my = point_measured(y);
+    char pl[160];
+    compare_point_label(x, pl, sizeof pl);
+    if (mx != my) {
+        if (!b->o->force)
+            return xf_errorf(XF_EINVAL,
+                             "point %d (%s) is %s in BASE but %s in NEW: a measurement and a prediction are not comparable "
+                             "(--force compares them anyway, without a test)",
+                             bi + 1, pl, mx ? "measured" : "predicted", my ? "measured" : "predicted");
+        note(b->r, "point %d (%s): measured on one side only, times compared without a test", bi + 1, pl);
+    }
+    int measured = mx && my;
+    unsigned char *used = calloc((size_t)(y->n_ops > 0 ? y->n_ops : 1), 1);
+    if (!used) return xf_errorf(XF_ENOMEM, "out of memory comparing records");
+    int min_x = 1 << 30, min_y = 1 << 30;
+    xf_status s = XF_OK;
+    int64_t unmatched = 0;
+    for (int64_t k = 0; k < x->n_ops && s == XF_OK; k++) {
+        const record_op *xo = &x->ops[k];
+        int64_t j = find_op(y, xo, k, used);
+        if (j < 0) {
+            char ol[64];
+            if (!b->o->force) {
+                s = xf_errorf(XF_EINVAL, "point %d (%s): op '%s' is in BASE but not in NEW (--force compares the rest)", bi + 1,
+                              pl, op_label(xo, ol, sizeof ol));
+                break;
+            }
+            unmatched++;
+            continue;
+        }
+        used[j] = 1;
+        if (measured) {
+            if (xo->n_samples < min_x) min_x = xo->n_samples;
+            if (y->ops[j].n_samples < min_y) min_y = y->ops[j].n_samples;
+        }
+        s = compare_op(b, bi, ni, xo, &y->ops[j], measured);
+    }
+    for (int64_t j = 0; s == XF_OK && j < y->n_ops; j++) {
+        if (used[j]) continue;
+        char ol[64];
+        if (!b->o->force) {
+            s = xf_errorf(XF_EINVAL, "point %d (%s): op '%s' is in NEW but not in BASE (--force compares the rest)", bi + 1, pl,
+                          op_label(&y->ops[j], ol, sizeof ol));
+            break;
+        }
+        unmatched++;
+    }
+    free(used);
+    if (s) return s;
+    if (unmatched) note(b->r, "point %d (%s): %lld ops are on one side only and were not compared", bi + 1, pl, (long long)unmatched);
+    if (measured && (min_x < b->o->min_samples || min_y < b->o->min_samples))
+        note(b->r,
+             "point %d (%s): fewer than %d samples per op (BASE %d, NEW %d): the U test has little power; "
+             "run more repetitions (-r)",
+             bi + 1, pl, b->o->min_samples, min_x, min_y);
+    return compare_point_metrics(b, bi, ni, x, y, measured);
+}
+
+xf_status compare_records(const record *base, const record *new_, const compare_options *opt, compare_result *out) {
+    memset(out, 0, sizeof *out);
+    compare_options def;
+    if (!opt) {
+        compare_options_default(&def);
+        opt = &def;
+    }
+    builder b = {out, opt, 0};
+    if (!same_model(&base->model, &new_->model)) {
+        if (!opt->force)
+            return xf_errorf(XF_EINVAL, "the records are of different models (BASE %s, NEW %s): --force compares them anyway",
+                             base->model.name, new_->model.name);
+        note(out, "different models (BASE %s, NEW %s), compared because of --force", base->model.name, new_->model.name);
+    }
+    if (strcmp(base->device.name, new_->device.name) != 0) {
+        if (!opt->force)
+            return xf_errorf(XF_EINVAL, "the records are of different devices (BASE %s, NEW %s): --force compares them anyway",
+                             base->device.name, new_->device.name);
+        note(out, "different devices (BASE %s, NEW %s), compared because of --force", base->device.name, new_->device.name);
+    }
+    for (int i = 0; i < base->n_points; i++) {
+        xf_status s;
+        if (point_measured(&base->points[i]) && (s = check_samples(&base->points[i], i, "BASE"))) return s;
+    }
+    for (int i = 0; i < new_->n_points; i++) {
+        xf_status s;
+        if (point_measured(&new_->points[i]) && (s = check_samples(&new_->points[i], i, "NEW"))) return s;
+    }
+    unsigned char *used = calloc((size_t)(new_->n_points > 0 ? new_->n_points : 1), 1);
+    if (!used) return xf_errorf(XF_ENOMEM, "out of memory comparing records");
+    xf_status s = XF_OK;
+    char pl[160];
+    for (int i = 0; i < base->n_points && s == XF_OK; i++) {
+        const record_point *x = &base->points[i];
+        int j = (i < new_->n_points && !used[i] && same_point(x, &new_->points[i])) ? i : -1;
+        for (int k = 0; j < 0 && k < new_->n_points; k++)
+            if (!used[k] && same_point(x, &new_->points[k])) j = k;
+        if (j < 0) {
+            if (!opt->force) {
+                s = xf_errorf(XF_EINVAL, "BASE point %d (%s) has no match in NEW: the records are of different workloads "
+                              "(--force compares the points that match)", i + 1, compare_point_label(x, pl, sizeof pl));
+                break;
+            }
+            note(out, "BASE point %d (%s) has no match in NEW", i + 1, compare_point_label(x, pl, sizeof pl));
+            continue;
+        }
+        used[j] = 1;
+        out->n_points_matched++;
+        s = compare_pair(&b, i, j, x, &new_->points[j]);
+    }
+    for (int j = 0; s == XF_OK && j < new_->n_points; j++) {
+        if (used[j]) continue;
+        if (!opt->force) {
+            s = xf_errorf(XF_EINVAL, "NEW point %d (%s) has no match in BASE: the records are of different workloads "
+                          "(--force compares the points that match)", j + 1, compare_point_label(&new_->points[j], pl, sizeof pl));
+            break;
+        }
+        note(out, "NEW point %d (%s) has no match in BASE", j + 1, compare_point_label(&new_->points[j], pl, sizeof pl));
+    }
+    free(used);
+    if (s == XF_OK && out->n_points_matched == 0) s = xf_errorf(XF_EINVAL, "no point of BASE matches a point of NEW: nothing to compare");
+    if (s) compare_result_free(out);
+    return s;
+}

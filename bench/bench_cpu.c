@@ -1,0 +1,226 @@
+/* bench_cpu: the CPU performance targets of issue 4, measured in one run on this machine.
+ *
+ *   1. fp32 decode of tinyllama-1.1b with T threads: attained bandwidth (weight bytes read per
+ *      decode step / time per step) over the read bandwidth measured now (target >= 0.85).
+ *   2. bf16 and int8 weights: decode tokens/s over fp32's (targets >= 1.8x and >= 3x).
+ *   3. A 512-token fp32 prefill: its GEMMs' FLOP/s over the measured FP32 peak (target >= 0.60).
+ *   4. Timer probe on vs off, same model, interleaved decode blocks (target <= 3% overhead).
+ *
+ * Usage: bench_cpu [--threads N] [--steps N] [--model NAME] [--quick]
+ * Exit status 0 when every target passes, 1 when one fails, 2 on an error. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "probes/ceilings.h"
+#include "probes/timer.h"
+#include "reference_model/config.h"
+#include "reference_model/cost_model.h"
+#include "reference_model/model.h"
+
+static int fails = 0;
+
+static void verdict(const char *what, double value, double target, int higher_is_better, const char *unit) {
+    int pass = higher_is_better ? value >= target : value <= target;
+    if (!pass) fails++;
+    printf("  %-52s %8.3f%s  target %s %.2f%s  %s\n", what, value, unit, higher_is_better ? ">=" : "<=", target, unit,
+           pass ? "PASS" : "FAIL");
+}
+
+static int die(const char *what) {
+    fprintf(stderr, "bench_cpu: %s: %s\n", what, xf_error_msg());
+    return 2;
+}
+
+static double median(double *x, int n) {
+    double m, iqr;
+    timer_stats(x, n, &m, &iqr);
+    return m;
+}
+
+/* Weight bytes one decode step reads (the cost model's compulsory weight traffic). */
+static double decode_weight_bytes(const model_config *cfg, xf_dtype wd, int64_t context) {
+    workload w;
+    workload_default(&w);
+    w.batch = 1;
+    w.prompt = context;
+    w.gen = 1;
+    w.wdtype = wd;
+    w.adtype = XF_FP32;
+    w.kvdtype = XF_FP32;
+    int64_t n = cost_step_op_count(cfg);
+    cost_op *ops = calloc((size_t)n, sizeof *ops);
+    if (!ops) return 0;
+    double b = 0;
+    if (cost_step(cfg, &w, workload_decode_step(&w, context), ops, n) == XF_OK)
+        for (int64_t i = 0; i < n; i++) b += ops[i].weight_bytes;
+    free(ops);
+    return b;
+}
+
+typedef struct bench_model {
+    model *m;
+    int32_t prompt[512];
+    int64_t len;
+} bench_model;
+
+static xf_status open_model(bench_model *bm, const model_config *cfg, xf_dtype wd, int threads, int64_t max_prompt,
+                            int64_t max_len) {
+    model_options o;
+    model_options_default(&o);
+    o.seed = 7;
+    o.wdtype = wd;
+    o.kvdtype = XF_FP32;
+    o.threads = threads;
+    o.max_seqs = 1;
+    o.max_prompt = max_prompt;
+    o.max_seq_len = max_len;
+    uint64_t x = 12345;
+    for (int i = 0; i < 512; i++) {
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        bm->prompt[i] = (int32_t)((x >> 33) % (uint64_t)cfg->vocab);
+    }
+    return model_init(&bm->m, cfg, &o);
+}
+
+/* Median time per decode step over `steps` steps after an 8-token prefill. */
+static xf_status decode_time(bench_model *bm, int steps, const probe_set *ps, double *per_step) {
+    double *t = calloc((size_t)steps, sizeof *t);
+    if (!t) return xf_errorf(XF_ENOMEM, "out of memory");
+    int64_t len = 8;
+    model_reset(bm->m);
+    xf_status s = model_prefill(bm->m, 1, bm->prompt, &len, ps);
+    for (int k = 0; s == XF_OK && k < steps; k++) {
+        double t0 = timer_now_s();
+        s = model_decode_step(bm->m, NULL, ps);
+        t[k] = timer_now_s() - t0;
+    }
+    if (s == XF_OK) *per_step = median(t, steps);
+    free(t);
+    return s;
+}
+
+int main(int argc, char **argv) {
+    int threads = 2, steps = 8, quick = 0;
+    const char *model_name = "tinyllama-1.1b";
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--model") && i + 1 < argc) model_name = argv[++i];
+        else if (!strcmp(argv[i], "--quick")) quick = 1;
+        else {
+            fprintf(stderr, "usage: bench_cpu [--threads N] [--steps N] [--model NAME] [--quick]\n");
+            return 2;
+        }
+    }
+    if (threads < 1 || threads > 1024 || steps < 2 || steps > 10000) {
+        fprintf(stderr, "bench_cpu: --threads 1..1024, --steps 2..10000\n");
+        return 2;
+    }
+    char cpu[128];
+    ceilings_cpu_model(cpu, sizeof cpu);
+    printf("bench_cpu: %s, %ld online CPUs, %d threads, model %s\n", cpu, sysconf(_SC_NPROCESSORS_ONLN), threads, model_name);
+    model_config cfg;
+    if (config_resolve(model_name, &cfg) != XF_OK) return die("model");
+
+    /* Ceilings, now, in this run. */
+    double llc = ceilings_llc_bytes();
+    double ws = 4 * llc > 256.0 * 1048576 ? 4 * llc : 256.0 * 1048576;
+    ceilings_bw rd;
+    if (ceilings_bandwidth(CEIL_READ, ws, threads, quick ? 2 : 4, &rd) != XF_OK) return die("read bandwidth");
+    double peak;
+    char isa[16];
+    if (ceilings_fp32_peak(threads, quick ? 2 : 4, &peak, isa, sizeof isa) != XF_OK) return die("fp32 peak");
+    printf("ceilings: read %.2f GB/s over %.0f MiB (LLC %.0f MiB); FP32 peak %.1f GFLOP/s (%s)\n", rd.Bps / 1e9, ws / 1048576,
+           llc / 1048576, peak / 1e9, isa);
+
+    /* fp32: decode bandwidth, the 512-token prefill GEMMs, probe overhead. */
+    bench_model fm;
+    double t0 = timer_now_s();
+    if (open_model(&fm, &cfg, XF_FP32, threads, 512, 520) != XF_OK) return die("fp32 model");
+    printf("fp32 model ready in %.1f s\n", timer_now_s() - t0);
+    double warm;
+    if (decode_time(&fm, 2, NULL, &warm) != XF_OK) return die("fp32 warm-up");
+    double t_fp32;
+    if (decode_time(&fm, steps, NULL, &t_fp32) != XF_OK) return die("fp32 decode");
+    double wbytes = decode_weight_bytes(&cfg, XF_FP32, 8 + steps / 2);
+    double attained = wbytes / t_fp32;
+    printf("fp32 decode: %.1f ms/token, %.1f MiB of weights per token -> %.2f GB/s\n", t_fp32 * 1e3, wbytes / 1048576,
+           attained / 1e9);
+
+    /* Prefill 512: GEMM ops timed by the timer probe. */
+    timer_probe *tp;
+    if (timer_probe_init(cfg.n_layers, 4, 0, &tp) != XF_OK) return die("timer");
+    probe_set ps = {1, {timer_probe_as_probe(tp)}};
+    int64_t len = 64;
+    model_reset(fm.m);
+    if (model_prefill(fm.m, 1, fm.prompt, &len, NULL) != XF_OK) return die("prefill warm-up");
+    len = 512;
+    model_reset(fm.m);
+    timer_probe_rep_begin(tp);
+    t0 = timer_now_s();
+    if (model_prefill(fm.m, 1, fm.prompt, &len, &ps) != XF_OK) return die("prefill 512");
+    double t_prefill = timer_now_s() - t0;
+    if (timer_probe_rep_end(tp) != XF_OK) return die("timer");
+    workload w;
+    workload_default(&w);
+    w.batch = 1;
+    w.prompt = 512;
+    w.gen = 0;
+    w.wdtype = XF_FP32;
+    w.adtype = XF_FP32;
+    w.kvdtype = XF_FP32;
+    int64_t nops = cost_step_op_count(&cfg);
+    cost_op *ops = calloc((size_t)nops, sizeof *ops);
+    if (!ops || cost_step(&cfg, &w, workload_prefill_step(&w), ops, nops) != XF_OK) return die("cost model");
+    double gemm_flops = 0, gemm_s = 0;
+    for (int64_t i = 0; i < nops; i++) {
+        if (!op_kind_is_gemm(ops[i].kind)) continue;
+        const double *smp;
+        if (timer_probe_samples(tp, XF_PREFILL, ops[i].layer, ops[i].kind, &smp) < 1) continue;
+        gemm_flops += ops[i].flops;
+        gemm_s += smp[0];
+    }
+    free(ops);
+    printf("fp32 prefill 512: %.2f s total; GEMMs %.1f GFLOP in %.2f s -> %.1f GFLOP/s\n", t_prefill, gemm_flops / 1e9, gemm_s,
+           gemm_s > 0 ? gemm_flops / gemm_s / 1e9 : 0);
+
+    /* Probe overhead: interleaved blocks, probes off then on, medians of the per-step times. */
+    int blocks = quick ? 2 : 3;
+    double off[8], on[8];
+    for (int b = 0; b < blocks; b++) {
+        if (decode_time(&fm, steps, NULL, &off[b]) != XF_OK) return die("decode, probes off");
+        timer_probe_clear(tp);
+        timer_probe_rep_begin(tp);
+        if (decode_time(&fm, steps, &ps, &on[b]) != XF_OK) return die("decode, probes on");
+    }
+    double t_off = median(off, blocks), t_on = median(on, blocks);
+    printf("decode with the timer probe: %.2f ms/token off, %.2f ms/token on (%.1f ns per range, %lld ranges per step)\n",
+           t_off * 1e3, t_on * 1e3, timer_probe_overhead_s(tp) * 1e9, (long long)(nops + 1));
+    timer_probe_free(tp);
+    model_free(fm.m);
+
+    /* bf16 and int8 decode tokens/s. */
+    double t_bf16 = 0, t_int8 = 0;
+    xf_dtype other[2] = {XF_BF16, XF_INT8};
+    for (int k = 0; k < 2; k++) {
+        bench_model bm;
+        if (open_model(&bm, &cfg, other[k], threads, 16, 16 + steps + 4) != XF_OK) return die(dtype_name(other[k]));
+        double t;
+        if (decode_time(&bm, 2, NULL, &warm) != XF_OK || decode_time(&bm, steps, NULL, &t) != XF_OK) return die("decode");
+        printf("%s decode: %.1f ms/token (%.1f MiB of weights per token)\n", dtype_name(other[k]), t * 1e3,
+               decode_weight_bytes(&cfg, other[k], 8 + steps / 2) / 1048576);
+        if (k == 0) t_bf16 = t;
+        else t_int8 = t;
+        model_free(bm.m);
+    }
+
+    printf("\nresults (%s, %d threads):\n", model_name, threads);
+    verdict("fp32 decode bandwidth / measured read bandwidth", attained / rd.Bps, 0.85, 1, "");
+    verdict("bf16 decode tokens/s / fp32", t_fp32 / t_bf16, 1.8, 1, "x");
+    verdict("int8 decode tokens/s / fp32", t_fp32 / t_int8, 3.0, 1, "x");
+    verdict("fp32 prefill-512 GEMM FLOP/s / measured FP32 peak", gemm_s > 0 ? gemm_flops / gemm_s / peak : 0, 0.60, 1, "");
+    verdict("decode time with timer probe / without - 1", 100 * (t_on / t_off - 1), 3.0, 0, "%");
+    return fails ? 1 : 0;
+}

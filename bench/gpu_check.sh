@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# The GPU check (issue 5): one command for a machine with an NVIDIA GPU and the CUDA toolkit.
+#
+#   bench/gpu_check.sh OUTDIR [BUILD_DIR]
+#
+# Runs the `gpu` tests, measures the GPU's ceilings, runs llama-2-7b-shaped bf16 prefill (512 tokens)
+# and decode at batch 1, 16 and 64 with CUPTI kernel activity, once more at batch 1 without CUPTI
+# (tracing overhead), with --cuda-graph, and with the Range Profiler's counters; writes the records,
+# an HTML report when `xfprof report` exists, and summary.txt with the target ratios into OUTDIR.
+#
+# Build: BUILD_DIR (or $XF_BUILD) holding a prebuilt xfprof (a build carried from a CPU machine of
+# the same architecture; shared libraries it needs but the machine lacks go in BUILD_DIR/libs), else
+# it configures and builds build-gpu from source (-DXFPROF_CUDA=ON). cuBLAS and CUPTI are loaded at
+# run time from LD_LIBRARY_PATH, which this script points at the toolkit.
+# Budget: under 8 minutes on an H200 (each step has its own timeout; a step that fails or times out
+# is reported and the script goes on).
+set -u
+OUT=${1:?usage: bench/gpu_check.sh OUTDIR [BUILD_DIR]}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${2:-${XF_BUILD:-}}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+LOG="$OUT/gpu_check.log"
+: >"$LOG"
+T0=$(date +%s)
+say() { echo "[$(($(date +%s) - T0))s] $*" | tee -a "$LOG"; }
+
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+for d in "$CUDA_HOME/lib64" "$CUDA_HOME/extras/CUPTI/lib64" "${BUILD:+$BUILD/libs}"; do
+  [ -n "$d" ] && [ -d "$d" ] && LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+done
+export LD_LIBRARY_PATH
+
+# ---- 1. the build
+if [ -z "$BUILD" ] || [ ! -x "$BUILD/xfprof" ]; then
+  BUILD="$ROOT/build-gpu"
+  say "building from source in $BUILD"
+  tests=ON
+  pkg-config --exists criterion 2>/dev/null || tests=OFF
+  if ! timeout 300 cmake -S "$ROOT" -B "$BUILD" -DXFPROF_CUDA=ON -DXFPROF_TESTS=$tests -DCMAKE_BUILD_TYPE=Release >>"$LOG" 2>&1 ||
+     ! timeout 300 cmake --build "$BUILD" -j"$(nproc)" >>"$LOG" 2>&1; then
+    say "BUILD FAILED (see $LOG)"; exit 4
+  fi
+fi
+XF="$BUILD/xfprof"
+say "xfprof: $XF"
+"$XF" --version >"$OUT/version.txt" 2>&1
+ldd "$XF" >"$OUT/ldd.txt" 2>&1
+command -v nvidia-smi >/dev/null && nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1
+export XFPROF_DATA_DIR=${XFPROF_DATA_DIR:-$BUILD/data}
+
+# ---- 2. gpu tests (each binary directly: a carried build need not have ctest's paths)
+: >"$OUT/gpu_tests.txt"
+for t in "$BUILD"/test_gpu_*; do
+  [ -x "$t" ] || continue
+  say "test $(basename "$t")"
+  timeout 150 "$t" --jobs 1 --verbose >>"$OUT/gpu_tests.txt" 2>&1
+  echo "== $(basename "$t") exit $?" >>"$OUT/gpu_tests.txt"
+done
+grep -E "^\[(PASS|FAIL|SKIP|ERR )|exit [0-9]" "$OUT/gpu_tests.txt" | tee -a "$LOG"
+
+# ---- 3. ceilings
+say "ceilings: xfprof machine --device cuda"
+timeout 90 "$XF" machine --device cuda -o "$OUT/machine.json" >"$OUT/machine.txt" 2>&1
+echo "exit $?" >>"$OUT/machine.txt"
+
+# ---- 4. llama-2-7b-shaped runs (random bf16 weights: no download)
+COMMON=(--model llama-2-7b --wdtype bf16 --kvdtype bf16 --prompt 512 --gen 16 --reps 3 --device cuda)
+run() { # name timeout args...
+  local name=$1 to=$2; shift 2
+  say "run $name: $*"
+  timeout "$to" "$XF" run "${COMMON[@]}" "$@" -o "$OUT/$name.json" >"$OUT/$name.txt" 2>&1
+  local rc=$?
+  echo "exit $rc" >>"$OUT/$name.txt"
+  [ $rc -eq 0 ] || say "  $name exited $rc (see $name.txt)"
+}
+run activity 200 --batch 1,16,64 --cupti activity
+run plain 90 --batch 1
+run graph 90 --batch 1 --cuda-graph
+run counters 120 --batch 1 --gen 2 --reps 1 --cupti counters
+
+# ---- 5. HTML report where `xfprof report` exists
+if "$XF" report --help >/dev/null 2>&1; then
+  recs=()
+  for f in activity plain graph counters; do [ -s "$OUT/$f.json" ] && recs+=("$OUT/$f.json"); done
+  [ ${#recs[@]} -gt 0 ] && timeout 60 "$XF" report "${recs[@]}" -o "$OUT/report.html" >>"$LOG" 2>&1
+fi
+
+# ---- 6. summary with the target ratios, computed from the records
+python3 - "$OUT" "$XFPROF_DATA_DIR" >"$OUT/summary.txt" 2>&1 <<'PY'
+import json, os, sys
+out, data = sys.argv[1], sys.argv[2]
+def load(name):
+    p = os.path.join(out, name + ".json")
+    try:
+        return json.load(open(p))
+    except Exception as e:
+        print(f"{name}: no record ({e})")
+        return None
+spec = None
+try:
+    m = json.load(open(os.path.join(out, "machine.json")))
+    print("measured ceilings:", json.dumps(m)[:400])
+except Exception:
+    pass
+def points(r):
+    return r.get("points", []) if r else []
+def step(pt, phase):
+    return [o for o in pt.get("ops", []) if o.get("phase") == phase]
+def decode_bw(pt):
+    ops = step(pt, "decode")
+    t = sum(o.get("time_s", 0) for o in ops)
+    b = sum(o.get("bytes", 0) for o in ops)
+    return (b / t if t > 0 else 0.0), t
+def report(r, label):
+    if not r:
+        return
+    dev = r.get("device", {})
+    bw = dev.get("bandwidth_Bps", 0) or 0
+    p16 = (dev.get("peak_flops", {}) or {}).get("tensor16", 0) or 0
+    print(f"== {label}: device {dev.get('name')} spec bandwidth {bw/1e12:.2f} TB/s, tensor16 {p16/1e12:.0f} TFLOP/s")
+    for pt in points(r):
+        wl = pt.get("workload", {})
+        s = pt.get("summary", {})
+        dbw, dt = decode_bw(pt)
+        gem = [o for o in step(pt, "prefill") if o.get("op") in ("qkv", "o_proj", "gate_up", "down")]
+        gt = sum(o.get("time_s", 0) for o in gem)
+        gf = sum(o.get("flops", 0) for o in gem)
+        print(f"  batch {wl.get('batch')}: TTFT {s.get('ttft_s', 0)*1e3:.2f} ms, TPOT {s.get('tpot_s', 0)*1e3:.3f} ms, "
+              f"decode step {dt*1e3:.3f} ms at {dbw/1e12:.3f} TB/s compulsory"
+              + (f" = {dbw/bw:.2f} of spec HBM" if bw else "")
+              + (f"; prefill GEMMs {gf/gt/1e12:.0f} TFLOP/s = {gf/gt/p16:.2f} of tensor peak" if gt > 0 and p16 else ""))
+act, plain, graph = load("activity"), load("plain"), load("graph")
+report(act, "with CUPTI activity")
+report(plain, "without CUPTI")
+report(graph, "--cuda-graph")
+report(load("counters"), "Range Profiler counters")
+def b1(r):
+    for pt in points(r):
+        if pt.get("workload", {}).get("batch") == 1:
+            return pt
+    return None
+print("== targets (ratios from this run)")
+pa, pp, pg = b1(act), b1(plain), b1(graph)
+dev = (plain or act or {}).get("device", {}) if (plain or act) else {}
+bw = dev.get("bandwidth_Bps", 0) or 0
+p16 = (dev.get("peak_flops", {}) or {}).get("tensor16", 0) or 0
+if pp and bw:
+    print(f"decode b1 / spec HBM            = {decode_bw(pp)[0]/bw:.3f}  (target >= 0.60)")
+if pg and bw:
+    print(f"decode b1 --cuda-graph / spec   = {decode_bw(pg)[0]/bw:.3f}  (target >= 0.75)")
+if pa and pp:
+    ta, tp = decode_bw(pa)[1], decode_bw(pp)[1]
+    if tp > 0:
+        print(f"activity tracing decode change  = {ta/tp - 1:+.3f}  (target |x| <= 0.03)")
+if pp and p16:
+    gem = [o for o in step(pp, "prefill") if o.get("op") in ("qkv", "o_proj", "gate_up", "down")]
+    gt = sum(o.get("time_s", 0) for o in gem); gf = sum(o.get("flops", 0) for o in gem)
+    if gt > 0:
+        print(f"prefill GEMMs / tensor16 peak   = {gf/gt/p16:.3f}  (target >= 0.70)")
+PY
+cat "$OUT/summary.txt" | tee -a "$LOG"
+say "done in $(($(date +%s) - T0)) s; results in $OUT"

@@ -1,0 +1,426 @@
+/* xfprof kv: where the KV cache's memory goes under each allocation policy, for a model, a
+ * device and a traffic (synthetic or a trace), by a discrete-event simulation of a
+ * continuous-batching server; and, with --size, how big the KV cache is. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <cjson/cJSON.h>
+
+#include "analyzers/kv.h"
+#include "args.h"
+#include "cli.h"
+#include "core/device.h"
+#include "core/fileio.h"
+#include "core/record.h"
+#include "core/record_kv.h"
+#include "reference_model/config.h"
+#include "reference_model/cost_model.h"
+#include "reference_model/kv_cache.h"
+#include "reference_model/serving_sim.h"
+#include "reports/record_json.h"
+
+static const char *CMD = "kv";
+
+#define DEF_MODEL "llama-2-13b"
+#define DEF_DEVICE "a100-40gb"
+#define DEF_POLICIES "reserve,pow2,oracle,paged:16,paged:64"
+#define DEF_PROMPT "lognormal:4.7:0.9"
+#define DEF_OUTPUT "lognormal:5.5:0.8"
+
+static void help(void) {
+    printf("Usage: xfprof kv [options]\n"
+           "       xfprof kv --size [--model M] [--kvdtype T] [--context LIST] [--batch LIST]\n\n"
+           "Simulates a continuous-batching server over one KV pool per allocation policy, all on the same\n"
+           "requests, and shows where the pool's memory goes (the vLLM paper's breakdown), time-averaged over the\n"
+           "run: token states (written K/V), reserved (held for tokens still to come), internal fragmentation (held,\n"
+           "never used), external fragmentation (free, but no extent fits the waiting request), free; with live\n"
+           "sequences, throughput, TTFT/TPOT percentiles and preemptions. Step times: the cost model against the\n"
+           "device's roofline. No hardware needed.\n\n"
+           "  --model M          preset or Hugging Face config.json (default " DEF_MODEL ")\n"
+           "  --device D         device spec (xfprof devices; default " DEF_DEVICE ")\n"
+           "  --device-file F    a devices file of your own\n"
+           "  --policy LIST      reserve, pow2, oracle, paged, paged:B (default " DEF_POLICIES ")\n"
+           "  --rate R           Poisson arrivals, requests/s; inf = all at time 0 (default inf)\n"
+           "  --requests N       synthetic requests (default 1000)\n"
+           "  --prompt-dist D    prompt lengths: fixed:N, uniform:LO:HI, normal:MEAN:STD, lognormal:MU:SIGMA\n"
+           "                     (length = e^(MU + SIGMA z)); default " DEF_PROMPT " (ShareGPT-like)\n"
+           "  --output-dist D    output lengths, same forms (default " DEF_OUTPUT ", ShareGPT-like)\n"
+           "  --trace-file F     requests from a file instead: CSV arrival_s,prompt,output or JSONL\n"
+           "                     {\"arrival\":s,\"prompt\":n,\"output\":n} per line\n"
+           "  --max-len N        longest request (prompt + output) and the reserve policy's region\n"
+           "                     (default the model's context)\n"
+           "  --kv-budget SIZE   KV pool, e.g. 20GiB (default: device memory - weights - one max-len prefill's\n"
+           "                     activations)\n"
+           "  --kvdtype T        KV dtype (default fp16)\n"
+           "  --wdtype T         weights dtype, for the default budget and step times (default fp16)\n"
+           "  --seed N           seed of the synthetic requests (default 42)\n"
+           "  --preempt P        recompute (evict the newest sequence, recompute it later) or wait (default recompute)\n"
+           "  --max-batch N      most sequences per step (default 0: no limit)\n"
+           "  --series N         points kept in each time series (default 256)\n"
+           "  --size             only print KV bytes per token, per sequence at --context, and for --batch\n"
+           "  --context LIST     contexts for --size (default the model's context)\n"
+           "  --batch LIST       batches for --size (default 1)\n"
+           "  --format F         table or json (default table)\n"
+           "  -o, --output FILE  write the xfprof record (JSON, with its kv section) to FILE\n\n"
+           "Example: xfprof kv --model llama-2-13b --device a100-40gb --policy reserve,paged:16 --rate 2 --requests 1000\n");
+}
+
+/* ---- --size ---- */
+
+/* budget > 0 (a device or --kv-budget was given): also how much of it each size takes and how
+ * many sequences of each context fit. */
+static int run_size(const model_config *cfg, xf_dtype kvd, const char *ctx_s, const char *batch_s, int json, const char *out_path,
+                    double budget) {
+    int64_t *ctxs = NULL, *bats = NULL;
+    int nc = 0, nb = 0;
+    char defctx[32];
+    snprintf(defctx, sizeof defctx, "%lld", (long long)cfg->max_ctx);
+    if (args_int_list("--context", ctx_s ? ctx_s : defctx, 1, (int64_t)1 << 30, &ctxs, &nc) ||
+        args_int_list("--batch", batch_s ? batch_s : "1", 1, (int64_t)1 << 24, &bats, &nb)) {
+        free(ctxs);
+        return cli_usage_error(CMD, "%s", xf_error_msg());
+    }
+    double bpt = cost_kv_bytes_per_token(cfg, kvd, 0);
+    int rc = CLI_EXIT_OK;
+    if (!json) {
+        printf("%s, KV %s: %.0f bytes per token (2 x %lld layers x %lld KV heads x %lld head_dim x %s)\n\n", cfg->name, dtype_name(kvd), bpt,
+               (long long)cfg->n_layers, (long long)cfg->n_kv_heads, (long long)cfg->head_dim, dtype_name(kvd));
+        if (budget > 0) printf("KV budget %.0f bytes (%.3f GiB)\n\n", budget, budget / 1073741824.0);
+        printf("%10s %8s %20s %12s", "context", "batch", "bytes", "GiB");
+        if (budget > 0) printf(" %10s %10s", "budget%", "max seqs");
+        printf("\n");
+        for (int i = 0; i < nc; i++)
+            for (int j = 0; j < nb; j++) {
+                double b = bpt * (double)ctxs[i] * (double)bats[j];
+                printf("%10lld %8lld %20.0f %12.3f", (long long)ctxs[i], (long long)bats[j], b, b / 1073741824.0);
+                if (budget > 0) printf(" %10.1f %10.0f", 100 * b / budget, floor(budget / (bpt * (double)ctxs[i])));
+                printf("\n");
+            }
+    }
+    if (json || out_path) {
+        cJSON *o = cJSON_CreateObject(), *arr = cJSON_CreateArray();
+        int ok = o && arr && cJSON_AddStringToObject(o, "format", "xfprof-kv-size") && cJSON_AddNumberToObject(o, "version", 1) &&
+                 cJSON_AddStringToObject(o, "model", cfg->name) && cJSON_AddStringToObject(o, "kvdtype", dtype_name(kvd)) &&
+                 cJSON_AddNumberToObject(o, "bytes_per_token", bpt);
+        if (ok && budget > 0) ok = cJSON_AddNumberToObject(o, "budget_bytes", budget) != NULL;
+        for (int i = 0; ok && i < nc; i++)
+            for (int j = 0; ok && j < nb; j++) {
+                cJSON *e = cJSON_CreateObject();
+                ok = e && cJSON_AddNumberToObject(e, "context", (double)ctxs[i]) && cJSON_AddNumberToObject(e, "batch", (double)bats[j]) &&
+                     cJSON_AddNumberToObject(e, "bytes", bpt * (double)ctxs[i] * (double)bats[j]) &&
+                     (budget <= 0 || cJSON_AddNumberToObject(e, "max_seqs", floor(budget / (bpt * (double)ctxs[i])))) &&
+                     cJSON_AddItemToArray(arr, e);
+                if (!ok) cJSON_Delete(e);
+            }
+        if (ok) {
+            ok = cJSON_AddItemToObject(o, "sizes", arr);
+            if (ok) arr = NULL;
+        }
+        char *text = ok ? cJSON_Print(o) : NULL;
+        cJSON_Delete(arr);
+        cJSON_Delete(o);
+        if (!text) rc = cli_fail(CMD, xf_errorf(XF_ENOMEM, "out of memory"));
+        else {
+            size_t len = strlen(text);
+            text[len] = '\n';
+            xf_status s = file_write_atomic(out_path, text, len + 1);
+            if (s) rc = cli_fail(CMD, s);
+            else if (out_path) fprintf(stderr, "xfprof kv: wrote %s\n", out_path);
+            free(text);
+        }
+    }
+    free(ctxs);
+    free(bats);
+    return rc;
+}
+
+/* ---- the simulation ---- */
+
+static const char *human_bytes(double b, char *buf, size_t len) {
+    if (b >= 1e9) snprintf(buf, len, "%.2f GB", b / 1e9);
+    else if (b >= 1e6) snprintf(buf, len, "%.2f MB", b / 1e6);
+    else snprintf(buf, len, "%.0f B", b);
+    return buf;
+}
+
+static double trace_mean(const sim_trace *t, int output) {
+    double s = 0;
+    for (int64_t i = 0; i < t->n; i++) s += (double)(output ? t->req[i].output : t->req[i].prompt);
+    return t->n ? s / (double)t->n : 0;
+}
+
+static void print_table(const record *rec, const sim_trace *tr) {
+    const record_kv *kv = rec->kv;
+    char b1[32], b2[32];
+    printf("xfprof kv: %s on %s, KV %s %lld B/token, pool budget %s\n", rec->model.name, rec->device.name, kv->kvdtype,
+           (long long)kv->bytes_per_token, human_bytes(kv->budget_bytes, b1, sizeof b1));
+    if (!strcmp(kv->arrivals, "trace"))
+        printf("%lld requests from %s", (long long)kv->n_requests, kv->trace_file);
+    else if (!strcmp(kv->arrivals, "burst"))
+        printf("%lld requests all at t=0; prompt %s, output %s, seed %llu", (long long)kv->n_requests, kv->prompt_dist, kv->output_dist,
+               (unsigned long long)kv->seed);
+    else
+        printf("%lld requests, Poisson %g/s; prompt %s, output %s, seed %llu", (long long)kv->n_requests, kv->rate, kv->prompt_dist,
+               kv->output_dist, (unsigned long long)kv->seed);
+    printf(" (mean prompt %.1f, mean output %.1f tokens); max length %lld; preempt %s\n\n", trace_mean(tr, 0), trace_mean(tr, 1),
+           (long long)kv->max_len, kv->preempt);
+    printf("KV pool, time-averaged shares (%% of the pool):\n");
+    printf("%-10s %10s %8s %9s %9s %9s %7s %9s %9s %10s %11s\n", "policy", "pool", "token%", "reserved%", "internal%", "external%", "free%",
+           "live max", "live mean", "batch mean", "preemptions");
+    for (int i = 0; i < kv->n_policies; i++) {
+        const record_kv_policy *p = &kv->policies[i];
+        printf("%-10s %10s %8.1f %9.1f %9.1f %9.1f %7.1f %9lld %9.1f %10.1f %11lld\n", p->policy, human_bytes(p->pool_bytes, b2, sizeof b2),
+               100 * p->share[KV_CAT_TOKEN], 100 * p->share[KV_CAT_RESERVED], 100 * p->share[KV_CAT_INTERNAL], 100 * p->share[KV_CAT_EXTERNAL],
+               100 * p->share[KV_CAT_FREE], (long long)p->max_live, p->mean_live, p->mean_batch, (long long)p->preemptions);
+    }
+    printf("\nThroughput and latency:\n");
+    printf("%-10s %10s %8s %10s %9s %9s %9s %9s %9s %9s\n", "policy", "tokens/s", "req/s", "duration_s", "TTFT p50", "TTFT p90", "TTFT p99",
+           "TPOT p50", "TPOT p90", "TPOT p99");
+    for (int i = 0; i < kv->n_policies; i++) {
+        const record_kv_policy *p = &kv->policies[i];
+        printf("%-10s %10.1f %8.3f %10.1f %8.3fs %8.3fs %8.3fs %7.1fms %7.1fms %7.1fms\n", p->policy, p->tokens_per_s, p->requests_per_s,
+               p->duration_s, p->ttft_s[0], p->ttft_s[1], p->ttft_s[2], 1e3 * p->tpot_s[0], 1e3 * p->tpot_s[1], 1e3 * p->tpot_s[2]);
+    }
+    printf("\ntoken%%: written K/V; reserved%%: held for tokens still to come; internal%%: held, never used;\n"
+           "external%%: free but in extents too small for the waiting request; free%%: the rest (docs/kv.md).\n");
+}
+
+static int parse_dtype_flag(const char *flag, const char *s, xf_dtype *out) {
+    if (dtype_parse(s, out) != XF_OK) return cli_usage_error(CMD, "%s: %s", flag, xf_error_msg());
+    return 0;
+}
+
+int cmd_kv(int argc, char **argv) {
+    enum {
+        O_MODEL = 1000, O_DEVICE, O_DEVFILE, O_POLICY, O_RATE, O_REQ, O_PDIST, O_ODIST, O_TRACE, O_MAXLEN, O_BUDGET, O_KVD, O_WD,
+        O_SEED, O_PREEMPT, O_MAXBATCH, O_SERIES, O_SIZE, O_CONTEXT, O_BATCH, O_FORMAT
+    };
+    static const struct option opts[] = {
+        {"model", required_argument, 0, O_MODEL},       {"device", required_argument, 0, O_DEVICE},
+        {"device-file", required_argument, 0, O_DEVFILE}, {"policy", required_argument, 0, O_POLICY},
+        {"rate", required_argument, 0, O_RATE},         {"requests", required_argument, 0, O_REQ},
+        {"prompt-dist", required_argument, 0, O_PDIST}, {"output-dist", required_argument, 0, O_ODIST},
+        {"trace-file", required_argument, 0, O_TRACE},  {"max-len", required_argument, 0, O_MAXLEN},
+        {"kv-budget", required_argument, 0, O_BUDGET},  {"kvdtype", required_argument, 0, O_KVD},
+        {"wdtype", required_argument, 0, O_WD},         {"seed", required_argument, 0, O_SEED},
+        {"preempt", required_argument, 0, O_PREEMPT},   {"max-batch", required_argument, 0, O_MAXBATCH},
+        {"series", required_argument, 0, O_SERIES},     {"size", no_argument, 0, O_SIZE},
+        {"context", required_argument, 0, O_CONTEXT},   {"batch", required_argument, 0, O_BATCH},
+        {"format", required_argument, 0, O_FORMAT},     {"output", required_argument, 0, 'o'},
+        {"help", no_argument, 0, 'h'},                  {0, 0, 0, 0}};
+    const char *model = DEF_MODEL, *device = NULL, *device_file = NULL, *policy_s = DEF_POLICIES;
+    const char *pdist_s = DEF_PROMPT, *odist_s = DEF_OUTPUT, *trace_file = NULL, *out_path = NULL;
+    const char *ctx_s = NULL, *batch_s = NULL;
+    double rate = INFINITY, budget = 0;
+    int64_t n_req = 1000, max_len = 0, seed = 42, max_batch = 0, n_series = 256;
+    xf_dtype kvd = XF_FP16, wd = XF_FP16;
+    sim_preempt preempt = SIM_PREEMPT_RECOMPUTE;
+    int size_only = 0, json = 0, rc, dist_given = 0, synth_given = 0;
+    int c;
+    optind = 0;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":ho:", opts, NULL)) != -1) {
+        switch (c) {
+        case 'h': help(); return CLI_EXIT_OK;
+        case O_MODEL: model = optarg; break;
+        case O_DEVICE: device = optarg; break;
+        case O_DEVFILE: device_file = optarg; break;
+        case O_POLICY: policy_s = optarg; break;
+        case O_RATE:
+            synth_given = 1;
+            if (!strcasecmp(optarg, "inf") || !strcasecmp(optarg, "infinity")) rate = INFINITY;
+            else if (args_double("--rate", optarg, -1e300, 1e300, &rate) != XF_OK) return cli_usage_error(CMD, "%s", xf_error_msg());
+            else if (!(rate > 0))
+                return cli_usage_error(CMD, "--rate %s: the arrival rate must be positive (requests per second), or inf for all at time 0", optarg);
+            break;
+        case O_REQ:
+            synth_given = 1;
+            if (args_int("--requests", optarg, 1, 100000000, &n_req) != XF_OK) return cli_usage_error(CMD, "%s", xf_error_msg());
+            break;
+        case O_PDIST: pdist_s = optarg; dist_given = 1; break;
+        case O_ODIST: odist_s = optarg; dist_given = 1; break;
+        case O_TRACE: trace_file = optarg; break;
+        case O_MAXLEN:
+            if (args_int("--max-len", optarg, 2, (int64_t)1 << 24, &max_len) != XF_OK) return cli_usage_error(CMD, "%s", xf_error_msg());
+            break;
+        case O_BUDGET:
+            if (args_size("--kv-budget", optarg, &budget) != XF_OK) return cli_usage_error(CMD, "%s", xf_error_msg());
+            if (!(budget >= 1) || budget > 9e18) return cli_usage_error(CMD, "--kv-budget %s: must be positive", optarg);
+            break;
+        case O_KVD: if ((rc = parse_dtype_flag("--kvdtype", optarg, &kvd))) return rc; break;
+        case O_WD: if ((rc = parse_dtype_flag("--wdtype", optarg, &wd))) return rc; break;
+        case O_SEED:
+            if (args_int("--seed", optarg, 0, ((int64_t)1 << 53) - 1, &seed) != XF_OK) return cli_usage_error(CMD, "%s", xf_error_msg());
+            break;
+        case O_PREEMPT:
+            if (sim_preempt_parse(optarg, &preempt) != XF_OK) return cli_usage_error(CMD, "--preempt: %s", xf_error_msg());
+            break;
+        case O_MAXBATCH:
+            if (args_int("--max-batch", optarg, 0, (int64_t)1 << 24, &max_batch) != XF_OK) return cli_usage_error(CMD, "%s", xf_error_msg());
+            break;
+        case O_SERIES:
+            if (args_int("--series", optarg, 2, 100000, &n_series) != XF_OK) return cli_usage_error(CMD, "%s", xf_error_msg());
+            break;
+        case O_SIZE: size_only = 1; break;
+        case O_CONTEXT: ctx_s = optarg; break;
+        case O_BATCH: batch_s = optarg; break;
+        case O_FORMAT:
+            if (!strcmp(optarg, "table")) json = 0;
+            else if (!strcmp(optarg, "json")) json = 1;
+            else return cli_usage_error(CMD, "--format %s: use table or json", optarg);
+            break;
+        case 'o': out_path = optarg; break;
+        case ':': return cli_usage_error(CMD, "option '%s' needs a value", argv[optind - 1]);
+        default: return cli_usage_error(CMD, "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc) return cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
+    if (trace_file && (dist_given || synth_given))
+        return cli_usage_error(CMD, "--trace-file gives the requests: it does not go with --rate, --requests, --prompt-dist or --output-dist");
+    if (!size_only && (ctx_s || batch_s)) return cli_usage_error(CMD, "--context and --batch go with --size");
+
+    model_config cfg;
+    xf_status s = config_resolve(model, &cfg);
+    if (s) return cli_fail(CMD, s);
+    if (size_only) {
+        if (budget == 0 && (device || device_file)) { /* the default budget of that device */
+            device_spec sdev;
+            if ((s = device_lookup(device, device_file, &sdev))) return cli_fail(CMD, s);
+            workload sw;
+            workload_default(&sw);
+            sw.wdtype = wd;
+            sw.adtype = wd == XF_FP32 ? XF_FP32 : wd == XF_BF16 ? XF_BF16 : XF_FP16;
+            sw.kvdtype = kvd;
+            budget = kv_default_budget(&cfg, &sw, &sdev, max_len > 0 ? max_len : cfg.max_ctx);
+            if (!(budget >= 1))
+                return cli_fail(CMD, xf_errorf(XF_EINVAL, "%s's weights and activations do not leave KV memory on %s", cfg.name, sdev.name));
+        }
+        return run_size(&cfg, kvd, ctx_s, batch_s, json, out_path, budget);
+    }
+
+    /* policies first: a typo should not wait for the rest */
+    char **pol_items = NULL;
+    int n_pol = 0;
+    if (args_str_list("--policy", policy_s, &pol_items, &n_pol) != XF_OK) return cli_usage_error(CMD, "%s", xf_error_msg());
+    kv_policy pols[64];
+    if (n_pol > 64) {
+        args_str_list_free(pol_items, n_pol);
+        return cli_usage_error(CMD, "--policy: at most 64 policies");
+    }
+    for (int i = 0; i < n_pol; i++)
+        if (kv_policy_parse(pol_items[i], &pols[i]) != XF_OK) {
+            args_str_list_free(pol_items, n_pol);
+            return cli_usage_error(CMD, "--policy: %s", xf_error_msg());
+        }
+    args_str_list_free(pol_items, n_pol);
+    sim_dist pd, od;
+    if (!trace_file && (sim_dist_parse("--prompt-dist", pdist_s, &pd) || sim_dist_parse("--output-dist", odist_s, &od)))
+        return cli_usage_error(CMD, "%s", xf_error_msg());
+
+    device_spec dev;
+    if (!device && !device_file) device = DEF_DEVICE;
+    if ((s = device_lookup(device, device_file, &dev))) return cli_fail(CMD, s);
+    if (max_len == 0) max_len = cfg.max_ctx;
+    if (max_len < 2) return cli_usage_error(CMD, "the model's context (%lld) is too short; give --max-len", (long long)cfg.max_ctx);
+
+    workload w;
+    workload_default(&w);
+    w.wdtype = wd;
+    w.adtype = wd == XF_FP32 ? XF_FP32 : wd == XF_BF16 ? XF_BF16 : XF_FP16;
+    w.kvdtype = kvd;
+    if (budget == 0) {
+        budget = kv_default_budget(&cfg, &w, &dev, max_len);
+        if (!(budget >= 1))
+            return cli_fail(CMD, xf_errorf(XF_EINVAL,
+                                           "%s's weights and activations do not leave KV memory on %s (%.2f GB); give --kv-budget or a "
+                                           "smaller --wdtype",
+                                           cfg.name, dev.name, dev.memory_bytes / 1e9));
+    }
+    int64_t bpt = kv_bytes_per_slot(cfg.n_layers, cfg.n_kv_heads, cfg.head_dim, kvd, 0);
+    if (bpt <= 0) return cli_fail(CMD, xf_errorf(XF_EINVAL, "KV bytes per token overflow"));
+
+    sim_trace tr = {0, NULL};
+    if (trace_file) s = sim_trace_load(trace_file, max_len, &tr);
+    else s = sim_trace_generate(n_req, rate, &pd, &od, (uint64_t)seed, max_len, &tr);
+    if (s) return cli_fail(CMD, s);
+
+    sim_cost *cost = NULL;
+    if ((s = sim_cost_init(&cost, &cfg, &w, &dev))) {
+        sim_trace_free(&tr);
+        return cli_fail(CMD, s);
+    }
+    record rec;
+    record_init(&rec, "kv");
+    rec.model = cfg;
+    rec.model_params = config_param_count(&cfg);
+    rec.kv_bytes_per_token = (double)bpt;
+    rec.device = dev;
+    rec.ceilings_measured = dev.measured;
+    record_stamp_time(&rec);
+    record_kv *kv = calloc(1, sizeof *kv);
+    if (kv) kv->policies = calloc((size_t)n_pol, sizeof *kv->policies);
+    rec.kv = kv;
+    if (!kv || !kv->policies) {
+        s = xf_errorf(XF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    kv->budget_bytes = budget;
+    kv->bytes_per_token = bpt;
+    snprintf(kv->kvdtype, sizeof kv->kvdtype, "%s", dtype_name(kvd));
+    kv->max_len = max_len;
+    kv->n_requests = tr.n;
+    kv->seed = trace_file ? 0 : (uint64_t)seed;
+    snprintf(kv->preempt, sizeof kv->preempt, "%s", sim_preempt_name(preempt));
+    snprintf(kv->step_model, sizeof kv->step_model, "cost model + roofline, %s weights", dtype_name(wd));
+    if (trace_file) {
+        snprintf(kv->arrivals, sizeof kv->arrivals, "trace");
+        snprintf(kv->trace_file, sizeof kv->trace_file, "%s", trace_file);
+    } else {
+        snprintf(kv->arrivals, sizeof kv->arrivals, "%s", isfinite(rate) ? "poisson" : "burst");
+        kv->rate = isfinite(rate) ? rate : 0;
+        sim_dist_format(&pd, kv->prompt_dist, sizeof kv->prompt_dist);
+        sim_dist_format(&od, kv->output_dist, sizeof kv->output_dist);
+    }
+    for (int i = 0; i < n_pol; i++) {
+        sim_config sc;
+        memset(&sc, 0, sizeof sc);
+        sc.kv.n_layers = cfg.n_layers;
+        sc.kv.n_kv_heads = cfg.n_kv_heads;
+        sc.kv.head_dim = cfg.head_dim;
+        sc.kv.dtype = kvd;
+        sc.kv.budget_bytes = budget > 9e18 ? INT64_MAX : (int64_t)budget;
+        sc.kv.policy = pols[i];
+        sc.max_len = max_len;
+        sc.preempt = preempt;
+        sc.max_batch = max_batch;
+        sc.max_series = (int)n_series;
+        sc.step_time = sim_cost_step_time;
+        sc.step_ctx = cost;
+        s = sim_run(&sc, &tr, &kv->policies[i]);
+        if (s) {
+            char name[32];
+            xf_error_prefix(s, "policy %s: ", kv_policy_name(&pols[i], name, sizeof name));
+            goto fail;
+        }
+        kv->n_policies = i + 1;
+    }
+    if (!json) print_table(&rec, &tr);
+    if (out_path || json) {
+        s = record_save(&rec, out_path);
+        if (s) goto fail;
+        if (out_path) fprintf(stderr, "xfprof kv: wrote %s\n", out_path);
+    }
+    sim_cost_free(cost);
+    sim_trace_free(&tr);
+    record_free(&rec);
+    return CLI_EXIT_OK;
+fail:
+    sim_cost_free(cost);
+    sim_trace_free(&tr);
+    record_free(&rec);
+    return cli_fail(CMD, s);
+}

@@ -1,0 +1,631 @@
+/* xfprof run: runs the reference model for real, op by op under the probes, and puts every
+ * measured op beside its roofline prediction against this machine's measured ceilings. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "analyzers/predict.h"
+#include "analyzers/roofline.h"
+#include "args.h"
+#include "cli.h"
+#include "core/device.h"
+#include "output.h"
+#include "probes/ceilings.h"
+#include "probes/perf_event.h"
+#include "probes/timer.h"
+#include "reference_model/config.h"
+#include "reference_model/model.h"
+#include "reports/html.h"
+#include "reports/record_json.h"
+#include "reports/trace.h"
+
+static const char *CMD = "run";
+
+char *openblas_get_config(void);   /* OpenBLAS (linked by the CPU backend): its build string */
+char *openblas_get_corename(void); /* and the kernel set it picked at run time */
+
+/* The embedded default: small enough to run in a few seconds on 2 cores. */
+#define DEF_MODEL "stories15m"
+#define DEF_BATCH "1"
+#define DEF_PROMPT "64"
+#define DEF_GEN "32"
+
+static void help(void) {
+    printf("Usage: xfprof run [options]\n\n"
+           "Runs the reference LLaMA-style decoder for real (prefill, then gen decode steps), times every op of\n"
+           "every layer, and sets each against this machine's measured ceilings: measured time (median and\n"
+           "spread over the repetitions), FLOPs, bytes, intensity, utilization of each ceiling, the measured\n"
+           "class, the predicted time and measured/predicted; then TTFT, TPOT, tokens/s and peak memory.\n"
+           "With no options: %s, batch %s, prompt %s, gen %s on the CPU.\n\n"
+           "  --model M         preset name (xfprof models) or a Hugging Face config.json (default %s)\n"
+           "  --weights DIR     real weights: a local Hugging Face folder (config.json + *.safetensors);\n"
+           "                    default: random weights from --seed at the config's shapes\n"
+           "  --batch LIST      sequences run together (default %s)\n"
+           "  --prompt LIST     prompt tokens per sequence (default %s)\n"
+           "  --gen LIST        decode steps per sequence (default %s)\n"
+           "  --prompt-ids IDS  the prompt as token ids (1,15043,29892), the same for every sequence\n"
+           "  --wdtype T        weights: fp32 (default), bf16 or int8 (weight-only, per-group scales)\n"
+           "  --kvdtype T       KV cache: fp32 (default), fp16 or bf16\n"
+           "  --group N         elements per int8 scale (default 128)\n"
+           "  --threads N       CPU threads (default: all online CPUs)\n"
+           "  --reps N          measured repetitions after the warm-up (default 5)\n"
+           "  --warmup N        warm-up repetitions, discarded (default 1)\n"
+           "  --seed N          weights and prompt ids (default 1)\n"
+           "  --kv-policy P     KV manager policy, e.g. paged:16 (default) or reserve\n"
+           "  --kv-alloc A      pool (default) or system (grow each sequence's KV by realloc + copy)\n"
+           "  --device D        cpu (default) or cuda\n"
+           "  --no-probes       no per-op timing (whole-step times only): the probe-overhead baseline\n"
+           "  --no-perf         do not open hardware counters\n"
+           "%s"
+           "  --report FILE     also write the HTML report\n"
+           "  --trace FILE      also write the Chrome trace (Perfetto) of the measured steps\n"
+           "  -o FILE saves the record (JSON) there; stdout still gets the --format rendering.\n\n"
+           "Ceilings: the machine file ($XFPROF_MACHINE_FILE or ~/.cache/xfprof/machine.json, made by 'xfprof\n"
+           "machine'); without one a quick measurement runs first. A model whose weights fit in the last-level\n"
+           "cache is judged against the in-cache bandwidth.\n",
+           DEF_MODEL, DEF_BATCH, DEF_PROMPT, DEF_GEN, DEF_MODEL, DEF_BATCH, DEF_PROMPT, DEF_GEN, cli_output_help);
+}
+
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+static double median_of(const double *x, int n) {
+    double med, iqr;
+    timer_stats(x, n, &med, &iqr);
+    return med;
+}
+
+static double peak_rss_bytes(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+    return (double)ru.ru_maxrss * 1024.0; /* Linux: KiB */
+}
+
+/* The ceilings to judge against: the machine file, else a quick measurement (not saved). */
+static xf_status load_ceilings(int threads, device_spec *dev, int *from_file, char *path, size_t path_len) {
+    *from_file = 0;
+    xf_status s = ceilings_machine_path(path, path_len);
+    if (s == XF_OK && access(path, R_OK) == 0) {
+        if ((s = ceilings_load(path, dev)) != XF_OK) return s;
+        if (dev->bandwidth_Bps <= 0 || dev->peak_flops[XF_COMPUTE_FP32] <= 0)
+            return xf_errorf(XF_EINVAL, "%s: the machine file has no bandwidth or FP32 peak; run 'xfprof machine' again", path);
+        *from_file = 1;
+        return XF_OK;
+    }
+    fprintf(stderr,
+            "xfprof run: no machine file%s%s: measuring the ceilings quickly first (run 'xfprof machine' once to save them)\n",
+            s == XF_OK ? " at " : "", s == XF_OK ? path : "");
+    xf_error_clear();
+    ceilings_opts o;
+    memset(&o, 0, sizeof o);
+    o.threads = threads;
+    o.quick = 1;
+    o.reps = 2;
+    ceilings_result r;
+    if ((s = ceilings_measure(&o, &r)) != XF_OK) return s;
+    ceilings_to_device(&r, dev);
+    return XF_OK;
+}
+
+/* Appends the measured-only kv_alloc op of each phase in front of that phase's ops, as the runner
+ * runs it (first in every step). */
+static xf_status add_kv_alloc_ops(record_point *p, int with_decode) {
+    int64_t extra = with_decode ? 2 : 1;
+    record_op *ops = calloc((size_t)(p->n_ops + extra), sizeof *ops);
+    if (!ops) return xf_errorf(XF_ENOMEM, "out of memory for the op table");
+    int64_t j = 0;
+    for (int ph = 0; ph < XF_PHASE_COUNT; ph++) {
+        if (ph == XF_DECODE && !with_decode) break;
+        record_op *k = &ops[j++];
+        k->cost.phase = (xf_phase)ph;
+        k->cost.layer = -1;
+        k->cost.kind = OP_KV_ALLOC;
+        k->cost.compute = XF_COMPUTE_FP32;
+        for (int64_t i = 0; i < p->n_ops; i++)
+            if ((int)p->ops[i].cost.phase == ph) ops[j++] = p->ops[i];
+    }
+    free(p->ops);
+    p->ops = ops;
+    p->n_ops = j;
+    return XF_OK;
+}
+
+typedef struct run_ctx {
+    model *m;
+    const model_config *cfg;
+    timer_probe *timer; /* NULL with --no-probes */
+    perf_probe *perf;   /* NULL when no counter is open or --no-perf */
+    probe_set ps;
+    int reps, warmup;
+    uint64_t seed;
+    const int32_t *prompt_ids; /* NULL: random */
+    int64_t n_prompt_ids;
+    device_spec dev; /* the ceilings the ops are judged against */
+    char perf_note[224]; /* which counters are open, or why not */
+} run_ctx;
+
+/* Runs one point: warm-up, reps; fills the measured ops, summary and tokens. */
+static xf_status run_point(run_ctx *c, record_point *p) {
+    const workload *w = &p->wl;
+    xf_status s;
+    int64_t n_tok = w->batch * w->prompt;
+    int32_t *prompts = malloc((size_t)n_tok * sizeof *prompts);
+    int64_t *lens = malloc((size_t)w->batch * sizeof *lens);
+    double *pre_s = calloc((size_t)c->reps, sizeof *pre_s), *dec_s = calloc((size_t)c->reps, sizeof *dec_s);
+    if (!prompts || !lens || !pre_s || !dec_s) {
+        s = xf_errorf(XF_ENOMEM, "out of memory for %lld prompt tokens", (long long)n_tok);
+        goto done;
+    }
+    uint64_t st = c->seed ^ 0x5eedULL;
+    for (int64_t b = 0; b < w->batch; b++) {
+        lens[b] = w->prompt;
+        for (int64_t i = 0; i < w->prompt; i++)
+            prompts[b * w->prompt + i] = c->prompt_ids ? c->prompt_ids[i] : (int32_t)(splitmix64(&st) % (uint64_t)c->cfg->vocab);
+    }
+    const probe_set *ps = c->ps.n ? &c->ps : NULL;
+    if (c->timer) timer_probe_clear(c->timer);
+    if (c->perf) perf_probe_clear(c->perf);
+    for (int r = -c->warmup; r < c->reps; r++) {
+        model_reset(c->m);
+        if (c->timer) timer_probe_rep_begin(c->timer);
+        if (c->perf) perf_probe_rep_begin(c->perf);
+        double t0 = timer_now_s();
+        if ((s = model_prefill(c->m, (int)w->batch, prompts, lens, ps)) != XF_OK) goto done;
+        double t1 = timer_now_s();
+        for (int64_t k = 0; k < w->gen; k++)
+            if ((s = model_decode_step(c->m, NULL, ps)) != XF_OK) goto done;
+        double t2 = timer_now_s();
+        if (r < 0) continue; /* warm-up: the accumulators are cleared by the next rep_begin */
+        pre_s[r] = t1 - t0;
+        dec_s[r] = w->gen > 0 ? (t2 - t1) / (double)w->gen : 0;
+        if (c->timer && (s = timer_probe_rep_end(c->timer)) != XF_OK) goto done;
+        if (c->perf && (s = perf_probe_rep_end(c->perf)) != XF_OK) goto done;
+    }
+    /* Measured ops. */
+    roofline_thresholds th;
+    roofline_thresholds_default(&th);
+    for (int64_t i = 0; c->timer && i < p->n_ops; i++) {
+        record_op *op = &p->ops[i];
+        const double *smp;
+        int n = timer_probe_samples(c->timer, op->cost.phase, op->cost.layer, op->cost.kind, &smp);
+        if (n <= 0) continue; /* the runner did not run this op (e.g. no decode) */
+        op->samples_s = malloc((size_t)n * sizeof *op->samples_s);
+        if (!op->samples_s) {
+            s = xf_errorf(XF_ENOMEM, "out of memory for samples");
+            goto done;
+        }
+        memcpy(op->samples_s, smp, (size_t)n * sizeof *smp);
+        op->n_samples = n;
+        op->measured = 1;
+        timer_stats(smp, n, &op->time_s, &op->spread_s);
+        perf_probe_fill(c->perf, op->cost.phase, op->cost.layer, op->cost.kind, op);
+        roofline_measure_op(op, &c->dev, &th);
+    }
+    roofline_summarize_point(p);
+    /* TTFT and TPOT are the whole steps' wall times (ops plus the gaps between them). */
+    record_summary *sm = &p->summary;
+    sm->ttft_s = median_of(pre_s, c->reps);
+    sm->tpot_s = w->gen > 0 ? median_of(dec_s, c->reps) : 0;
+    double request = sm->ttft_s + (double)w->gen * sm->tpot_s;
+    sm->tokens_per_s = request > 0 ? (double)(w->batch * w->gen) / request : 0;
+    sm->prefill_tokens_per_s = sm->ttft_s > 0 ? (double)(w->batch * w->prompt) / sm->ttft_s : 0;
+    sm->decode_tokens_per_s = sm->tpot_s > 0 ? (double)w->batch / sm->tpot_s : 0;
+    if (!c->timer) { /* no per-op times: the phase times are the wall times */
+        sm->prefill_time_s = sm->ttft_s;
+        sm->decode_time_s = sm->tpot_s;
+    }
+    /* Tokens of the last repetition (greedy: every repetition gives the same). */
+    int64_t per = -1;
+    for (int64_t b = 0; b < w->batch; b++) {
+        int64_t n;
+        const int32_t *t = model_tokens(c->m, (int)b, &n);
+        if (!t) n = 0;
+        if (per < 0 || n < per) per = n;
+    }
+    if (per > 0) {
+        p->tokens = malloc((size_t)(w->batch * per) * sizeof *p->tokens);
+        if (!p->tokens) {
+            s = xf_errorf(XF_ENOMEM, "out of memory for tokens");
+            goto done;
+        }
+        for (int64_t b = 0; b < w->batch; b++) {
+            int64_t n;
+            const int32_t *t = model_tokens(c->m, (int)b, &n);
+            memcpy(&p->tokens[b * per], t, (size_t)per * sizeof *t);
+        }
+        p->n_seqs = w->batch;
+        p->n_tokens_per_seq = per;
+    }
+    s = XF_OK;
+done:
+    free(prompts);
+    free(lens);
+    free(pre_s);
+    free(dec_s);
+    return s;
+}
+
+/* "open: cycles; unsupported: imc_read_bytes, imc_write_bytes (why, for the first of them)". */
+static void perf_note(const perf_probe *p, char *buf, size_t len) {
+    char open[96] = "", unsup[96] = "";
+    const char *why = NULL;
+    for (int k = 0; k < PERF_COUNTER_COUNT; k++) {
+        perf_counter_id id = (perf_counter_id)k;
+        char *dst = perf_probe_supported(p, id) ? open : unsup;
+        size_t l = strlen(dst);
+        snprintf(dst + l, sizeof open - l, "%s%s", l ? ", " : "", perf_counter_name(id));
+        if (!perf_probe_supported(p, id) && !why) {
+            why = strchr(perf_probe_reason(p, id), ':');
+            why = why ? why + 2 : perf_probe_reason(p, id);
+        }
+    }
+    snprintf(buf, len, "open: %s; unsupported: %s%s%s%s", open[0] ? open : "none", unsup[0] ? unsup : "none",
+             why ? " (" : "", why ? why : "", why ? ")" : "");
+}
+
+static void set_env(record *rec, int threads, const char *ceil_note, const run_ctx *c, double rss) {
+    char buf[224];
+    char host[64] = "unknown";
+    gethostname(host, sizeof host - 1);
+    record_set_env(rec, "host", host);
+    ceilings_cpu_model(buf, sizeof buf);
+    record_set_env(rec, "cpu", buf);
+    snprintf(buf, sizeof buf, "%ld online", sysconf(_SC_NPROCESSORS_ONLN));
+    record_set_env(rec, "cpus", buf);
+    snprintf(buf, sizeof buf, "%d", threads);
+    record_set_env(rec, "threads", buf);
+#ifdef __VERSION__
+    record_set_env(rec, "compiler", "gcc-compatible " __VERSION__);
+#endif
+    record_set_env(rec, "simd", ceilings_isa());
+    snprintf(buf, sizeof buf, "%s (core %s)", openblas_get_config(), openblas_get_corename());
+    record_set_env(rec, "blas", buf);
+    record_set_env(rec, "bandwidth_ceiling", ceil_note);
+    if (c->timer) {
+        snprintf(buf, sizeof buf, "%.1f ns per range, subtracted", timer_probe_overhead_s(c->timer) * 1e9);
+        record_set_env(rec, "timer_overhead", buf);
+    } else
+        record_set_env(rec, "timer_overhead", "probes off (--no-probes): whole-step times only");
+    record_set_env(rec, "perf_counters", c->perf_note);
+    snprintf(buf, sizeof buf, "%.0f", rss);
+    record_set_env(rec, "peak_rss_bytes", buf);
+}
+
+static void print_notes(FILE *f, const record *rec, const char *ceil_note, const run_ctx *c, double rss) {
+    fprintf(f, "\nceilings: %s\n", rec->device.source);
+    fprintf(f, "bandwidth ceiling: %s\n", ceil_note);
+    if (c->timer) fprintf(f, "timer overhead: %.1f ns per range (measured, subtracted)\n", timer_probe_overhead_s(c->timer) * 1e9);
+    else fprintf(f, "probes off: per-op times not measured; TTFT and TPOT are whole-step wall times\n");
+    if (!c->perf) fprintf(f, "hardware counters: none opened (the record says \"unsupported\"): %s\n", c->perf_note);
+    for (int i = 0; i < rec->n_points; i++) {
+        const record_point *p = &rec->points[i];
+        const record_summary *s = &p->summary;
+        fprintf(f,
+                "point %d (batch %lld, prompt %lld, gen %lld): TTFT %.3f ms, TPOT %.3f ms, %.1f tokens/s (decode %.1f, "
+                "prefill %.1f), memory-bound share %.0f%%\n",
+                i, (long long)p->wl.batch, (long long)p->wl.prompt, (long long)p->wl.gen, s->ttft_s * 1e3, s->tpot_s * 1e3,
+                s->tokens_per_s, s->decode_tokens_per_s, s->prefill_tokens_per_s, 100 * s->share_bound[XF_BOUND_MEMORY]);
+    }
+    fprintf(f, "peak memory (resident): %.1f MiB\n", rss / 1048576.0);
+}
+
+int cmd_run(int argc, char **argv) {
+    enum {
+        O_MODEL = 1000, O_WEIGHTS, O_BATCH, O_PROMPT, O_GEN, O_PIDS, O_WD, O_KV, O_GROUP, O_THREADS, O_REPS, O_WARMUP,
+        O_SEED, O_POLICY, O_ALLOC, O_DEVICE, O_NOPROBES, O_NOPERF, O_FORMAT, O_PERLAYER, O_REPORT, O_TRACE
+    };
+    static const struct option opts[] = {
+        {"model", required_argument, 0, O_MODEL},     {"weights", required_argument, 0, O_WEIGHTS},
+        {"batch", required_argument, 0, O_BATCH},     {"prompt", required_argument, 0, O_PROMPT},
+        {"gen", required_argument, 0, O_GEN},         {"prompt-ids", required_argument, 0, O_PIDS},
+        {"wdtype", required_argument, 0, O_WD},       {"kvdtype", required_argument, 0, O_KV},
+        {"group", required_argument, 0, O_GROUP},     {"threads", required_argument, 0, O_THREADS},
+        {"reps", required_argument, 0, O_REPS},       {"warmup", required_argument, 0, O_WARMUP},
+        {"seed", required_argument, 0, O_SEED},       {"kv-policy", required_argument, 0, O_POLICY},
+        {"kv-alloc", required_argument, 0, O_ALLOC},  {"device", required_argument, 0, O_DEVICE},
+        {"no-probes", no_argument, 0, O_NOPROBES},    {"no-perf", no_argument, 0, O_NOPERF},
+        {"format", required_argument, 0, O_FORMAT},   {"output", required_argument, 0, 'o'},
+        {"per-layer", no_argument, 0, O_PERLAYER},    {"report", required_argument, 0, O_REPORT},
+        {"trace", required_argument, 0, O_TRACE},     {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    const char *model_s = DEF_MODEL, *weights = NULL, *batch_s = DEF_BATCH, *prompt_s = NULL, *gen_s = DEF_GEN;
+    const char *pids_s = NULL, *policy = "paged:16", *device = "cpu";
+    xf_dtype wd = XF_FP32, kvd = XF_FP32;
+    int64_t group = 0, reps = 5, warmup = 1, seed = 1;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int64_t threads = ncpu > 0 ? ncpu : 1;
+    kv_alloc_mode alloc = KV_ALLOC_POOL;
+    int probes = 1, use_perf = 1;
+    cli_output out = {RENDER_TABLE, NULL, 0, NULL, NULL};
+    int c;
+    optind = 0;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":ho:", opts, NULL)) != -1) {
+        xf_status s = XF_OK;
+        switch (c) {
+        case 'h': help(); return CLI_EXIT_OK;
+        case O_MODEL: model_s = optarg; break;
+        case O_WEIGHTS: weights = optarg; break;
+        case O_BATCH: batch_s = optarg; break;
+        case O_PROMPT: prompt_s = optarg; break;
+        case O_GEN: gen_s = optarg; break;
+        case O_PIDS: pids_s = optarg; break;
+        case O_WD:
+            s = dtype_parse(optarg, &wd);
+            if (s == XF_OK && wd != XF_FP32 && wd != XF_BF16 && wd != XF_INT8)
+                return cli_usage_error(CMD, "--wdtype: the CPU model runs fp32, bf16 or int8 weights, not %s", optarg);
+            break;
+        case O_KV:
+            s = dtype_parse(optarg, &kvd);
+            if (s == XF_OK && kvd != XF_FP32 && kvd != XF_FP16 && kvd != XF_BF16)
+                return cli_usage_error(CMD, "--kvdtype: the KV cache holds fp32, fp16 or bf16, not %s", optarg);
+            break;
+        case O_GROUP: s = args_int("--group", optarg, 1, 1 << 20, &group); break;
+        case O_THREADS: s = args_int("--threads", optarg, 1, 1024, &threads); break;
+        case O_REPS: s = args_int("--reps", optarg, 1, 10000, &reps); break;
+        case O_WARMUP: s = args_int("--warmup", optarg, 0, 1000, &warmup); break;
+        case O_SEED: s = args_int("--seed", optarg, 0, INT64_MAX, &seed); break;
+        case O_POLICY: policy = optarg; break;
+        case O_ALLOC:
+            if (!strcmp(optarg, "pool")) alloc = KV_ALLOC_POOL;
+            else if (!strcmp(optarg, "system")) alloc = KV_ALLOC_SYSTEM;
+            else return cli_usage_error(CMD, "--kv-alloc: '%s' is not pool or system", optarg);
+            break;
+        case O_DEVICE:
+            device = optarg;
+            if (strcmp(device, "cpu") && strcmp(device, "cuda"))
+                return cli_usage_error(CMD, "--device: '%s' is not cpu or cuda", device);
+            break;
+        case O_NOPROBES: probes = 0; break;
+        case O_NOPERF: use_perf = 0; break;
+        case O_FORMAT: if (cli_output_option(CMD, "format", optarg, &out) < 0) return CLI_EXIT_USAGE; break;
+        case 'o': cli_output_option(CMD, "output", optarg, &out); break;
+        case O_PERLAYER: cli_output_option(CMD, "per-layer", NULL, &out); break;
+        case O_REPORT: cli_output_option(CMD, "report", optarg, &out); break;
+        case O_TRACE: cli_output_option(CMD, "trace", optarg, &out); break;
+        case ':': return cli_usage_error(CMD, "option '%s' needs a value", argv[optind - 1]);
+        default: return cli_usage_error(CMD, "unknown option '%s'", argv[optind - 1]);
+        }
+        if (s != XF_OK) return cli_usage_error(CMD, "%s", xf_error_msg());
+    }
+    if (optind < argc) return cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
+
+    if (!strcmp(device, "cuda") && !backend_find("cuda"))
+        return cli_fail(CMD, xf_errorf(XF_EUNSUPPORTED, "--device cuda: the CUDA backend is not available in this build "
+                                                        "(built without the CUDA toolkit); use --device cpu"));
+
+    model_config cfg;
+    xf_status s = config_resolve(model_s, &cfg);
+    if (s) return cli_fail(CMD, s);
+    if ((s = config_validate(&cfg))) return cli_fail(CMD, s);
+
+    /* Prompt ids: given, or random from the seed. */
+    int32_t *pids = NULL;
+    int64_t n_pids = 0;
+    if (pids_s) {
+        int64_t *v = NULL;
+        int n = 0;
+        if (prompt_s) return cli_usage_error(CMD, "give either --prompt or --prompt-ids, not both");
+        if (args_int_list("--prompt-ids", pids_s, 0, cfg.vocab - 1, &v, &n) != XF_OK)
+            return cli_usage_error(CMD, "%s (%s has a vocabulary of %lld)", xf_error_msg(), cfg.name, (long long)cfg.vocab);
+        pids = malloc((size_t)n * sizeof *pids);
+        if (!pids) {
+            free(v);
+            return cli_fail(CMD, xf_errorf(XF_ENOMEM, "out of memory"));
+        }
+        for (int i = 0; i < n; i++) pids[i] = (int32_t)v[i];
+        n_pids = n;
+        free(v);
+    }
+    char n_pids_s[32];
+    snprintf(n_pids_s, sizeof n_pids_s, "%lld", (long long)n_pids);
+    int64_t *batches = NULL, *prompts = NULL, *gens = NULL;
+    int nb = 0, np = 0, ng = 0;
+    if (args_int_list("--batch", batch_s, 1, 4096, &batches, &nb) ||
+        args_int_list("--prompt", pids ? n_pids_s : prompt_s ? prompt_s : DEF_PROMPT, 1, 1 << 20, &prompts, &np) ||
+        args_int_list("--gen", gen_s, 0, 1 << 20, &gens, &ng)) {
+        free(batches);
+        free(prompts);
+        free(gens);
+        free(pids);
+        return cli_usage_error(CMD, "%s", xf_error_msg());
+    }
+    int rc = CLI_EXIT_OK;
+    record rec;
+    record_init(&rec, "run");
+    run_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    snprintf(ctx.perf_note, sizeof ctx.perf_note, "%s", "not opened (--no-perf or --no-probes)");
+    int64_t max_b = 0, max_p = 0, max_len = 0;
+    for (int i = 0; i < nb; i++) max_b = batches[i] > max_b ? batches[i] : max_b;
+    for (int i = 0; i < np; i++) max_p = prompts[i] > max_p ? prompts[i] : max_p;
+    for (int i = 0; i < np; i++)
+        for (int j = 0; j < ng; j++) max_len = prompts[i] + gens[j] > max_len ? prompts[i] + gens[j] : max_len;
+    if (max_len > cfg.max_ctx) {
+        rc = cli_usage_error(CMD, "prompt + gen = %lld tokens exceeds %s's context of %lld", (long long)max_len, cfg.name,
+                             (long long)cfg.max_ctx);
+        goto out;
+    }
+
+    model_options mo;
+    model_options_default(&mo);
+    mo.seed = (uint64_t)seed;
+    mo.wdtype = wd;
+    mo.quant_group = (int)group;
+    mo.kvdtype = kvd;
+    mo.threads = (int)threads;
+    mo.kv_policy = policy;
+    mo.kv_alloc = alloc;
+    mo.backend = device;
+    mo.weights_dir = weights;
+    mo.max_seqs = max_b;
+    mo.max_prompt = max_p;
+    mo.max_seq_len = max_len;
+    /* Memory first: refuse before measuring or allocating anything. */
+    model_mem mm;
+    if ((s = model_mem_of(&cfg, &mo, &mm))) {
+        rc = cli_fail(CMD, s);
+        goto out;
+    }
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    double phys = pages > 0 && psz > 0 ? (double)pages * (double)psz : 0;
+    if (phys > 0 && (double)mm.total_bytes > phys) {
+        rc = cli_fail(CMD, xf_errorf(XF_EOVERFLOW,
+                                     "%s needs %.2f GiB (weights %.2f GiB at %s, KV %.2f GiB, activations %.2f GiB) but this "
+                                     "machine has %.2f GiB: nothing was allocated; try a smaller model, --wdtype int8, or a "
+                                     "smaller --batch/--prompt/--gen",
+                                     cfg.name, mm.total_bytes / 1073741824.0, mm.weights_bytes / 1073741824.0, dtype_name(wd),
+                                     mm.kv_bytes / 1073741824.0, mm.activations_bytes / 1073741824.0, phys / 1073741824.0));
+        goto out;
+    }
+
+    /* Ceilings. */
+    char mpath[4096];
+    int from_file = 0;
+    device_spec machine;
+    if (!strcmp(device, "cuda")) {
+        rc = cli_fail(CMD, xf_errorf(XF_EUNSUPPORTED, "--device cuda: the CUDA path of 'xfprof run' is not wired in this build yet"));
+        goto out;
+    }
+    if ((s = load_ceilings((int)threads, &machine, &from_file, mpath, sizeof mpath))) {
+        rc = cli_fail(CMD, s);
+        goto out;
+    }
+    ctx.dev = machine;
+    char ceil_note[224];
+    if (machine.cache_bytes > 0 && machine.cache_bandwidth_Bps > 0 && (double)mm.weights_bytes <= machine.cache_bytes) {
+        ctx.dev.bandwidth_Bps = machine.cache_bandwidth_Bps;
+        size_t l = strlen(ctx.dev.source);
+        snprintf(ctx.dev.source + l, sizeof ctx.dev.source - l, "; bandwidth_Bps = in-cache read (weights fit in the LLC)");
+        snprintf(ceil_note, sizeof ceil_note,
+                 "in-cache %.2f GB/s: the weights (%.1f MiB) fit in the %.1f MiB last-level cache (DRAM read %.2f GB/s)",
+                 machine.cache_bandwidth_Bps / 1e9, mm.weights_bytes / 1048576.0, machine.cache_bytes / 1048576.0,
+                 machine.bandwidth_Bps / 1e9);
+    } else {
+        snprintf(ceil_note, sizeof ceil_note, "DRAM read %.2f GB/s (weights %.1f MiB, last-level cache %.1f MiB)",
+                 machine.bandwidth_Bps / 1e9, mm.weights_bytes / 1048576.0, machine.cache_bytes / 1048576.0);
+    }
+    fprintf(stderr, "xfprof run: ceilings %s; bandwidth ceiling: %s\n", from_file ? mpath : "measured now (quick)", ceil_note);
+
+    /* Probes, then the model (the perf counters must exist before the OpenMP pool). */
+    if (probes) {
+        if (use_perf) {
+            if ((s = perf_probe_init(cfg.n_layers, (int)reps, 0, &ctx.perf))) {
+                rc = cli_fail(CMD, s);
+                goto out;
+            }
+            perf_note(ctx.perf, ctx.perf_note, sizeof ctx.perf_note);
+            if (perf_probe_n_supported(ctx.perf) == 0) {
+                perf_probe_free(ctx.perf);
+                ctx.perf = NULL;
+            } else
+                ctx.ps.items[ctx.ps.n++] = perf_probe_as_probe(ctx.perf);
+        }
+        if ((s = timer_probe_init(cfg.n_layers, (int)reps, 0, &ctx.timer))) {
+            rc = cli_fail(CMD, s);
+            goto out;
+        }
+        ctx.ps.items[ctx.ps.n++] = timer_probe_as_probe(ctx.timer); /* last: innermost */
+    }
+    if ((s = model_init(&ctx.m, &cfg, &mo))) {
+        rc = cli_fail(CMD, s);
+        goto out;
+    }
+    ctx.cfg = &cfg;
+    ctx.reps = (int)reps;
+    ctx.warmup = (int)warmup;
+    ctx.seed = (uint64_t)seed;
+    ctx.prompt_ids = pids;
+    ctx.n_prompt_ids = n_pids;
+
+    rec.model = cfg;
+    rec.model_params = config_param_count(&cfg);
+    rec.device = ctx.dev;
+    rec.ceilings_measured = 1;
+    for (int ib = 0; ib < nb; ib++)
+        for (int ip = 0; ip < np; ip++)
+            for (int ig = 0; ig < ng; ig++) {
+                workload w;
+                memset(&w, 0, sizeof w);
+                w.batch = batches[ib];
+                w.prompt = prompts[ip];
+                w.gen = gens[ig];
+                w.wdtype = wd;
+                w.adtype = XF_FP32; /* the CPU backend computes in fp32 */
+                w.kvdtype = kvd;
+                w.quant_group = (int)group;
+                record_point *p = record_add_point(&rec);
+                if (!p) {
+                    rc = cli_fail(CMD, xf_errorf(XF_ENOMEM, "out of memory"));
+                    goto out;
+                }
+                if ((s = predict_point(&cfg, &w, &ctx.dev, p)) || (s = add_kv_alloc_ops(p, w.gen > 0))) {
+                    rc = cli_fail(CMD, s);
+                    goto out;
+                }
+                p->run.threads = (int)threads;
+                p->run.reps = (int)reps;
+                p->run.warmup = (int)warmup;
+                p->run.seed = (uint64_t)seed;
+                snprintf(p->run.backend, sizeof p->run.backend, "%s", model_backend_name(ctx.m));
+                snprintf(p->run.kv_policy, sizeof p->run.kv_policy, "%s", policy);
+                snprintf(p->run.kv_alloc, sizeof p->run.kv_alloc, "%s", alloc == KV_ALLOC_SYSTEM ? "system" : "pool");
+                p->run.timer_overhead_s = timer_probe_overhead_s(ctx.timer);
+                fprintf(stderr, "xfprof run: %s batch %lld prompt %lld gen %lld, %s weights, %lld threads, %d+%d reps...\n",
+                        cfg.name, (long long)w.batch, (long long)w.prompt, (long long)w.gen, dtype_name(wd), (long long)threads,
+                        (int)warmup, (int)reps);
+                if ((s = run_point(&ctx, p))) {
+                    rc = cli_fail(CMD, s);
+                    goto out;
+                }
+                if (rec.n_points == 1) rec.kv_bytes_per_token = p->memory.kv_bytes_per_token;
+                p->memory.capacity_bytes = machine.memory_bytes;
+            }
+    if (ctx.timer && timer_probe_dropped(ctx.timer) > 0)
+        fprintf(stderr, "xfprof run: warning: %lld probe ranges were unbalanced or out of range and dropped\n",
+                (long long)timer_probe_dropped(ctx.timer));
+    double rss = peak_rss_bytes();
+    set_env(&rec, (int)threads, ceil_note, &ctx, rss);
+    record_stamp_time(&rec);
+    /* -o FILE saves the record; stdout gets the chosen rendering (nothing more for json to a file). */
+    if (out.path && strcmp(out.path, "-") != 0) {
+        if ((s = record_save(&rec, out.path))) {
+            rc = cli_fail(CMD, s);
+            goto out;
+        }
+        fprintf(stderr, "xfprof run: wrote the record to %s\n", out.path);
+    }
+    if (!(out.path && strcmp(out.path, "-") != 0 && out.format == RENDER_JSON)) {
+        cli_output o2 = out;
+        o2.path = NULL;
+        o2.report = NULL;
+        o2.trace = NULL;
+        rc = cli_output_write(CMD, &rec, &o2);
+    }
+    if (rc == CLI_EXIT_OK && out.format == RENDER_TABLE) print_notes(stdout, &rec, ceil_note, &ctx, rss);
+    if (rc == CLI_EXIT_OK && out.report) {
+        if ((s = report_html_write(&rec, 1, out.report, NULL))) rc = cli_fail(CMD, s);
+        else fprintf(stderr, "xfprof run: wrote the HTML report to %s\n", out.report);
+    }
+    if (rc == CLI_EXIT_OK && out.trace) {
+        if ((s = report_trace_write(&rec, out.trace))) rc = cli_fail(CMD, s);
+        else fprintf(stderr, "xfprof run: wrote the Chrome trace to %s\n", out.trace);
+    }
+out:
+    model_free(ctx.m);
+    timer_probe_free(ctx.timer);
+    perf_probe_free(ctx.perf);
+    record_free(&rec);
+    free(batches);
+    free(prompts);
+    free(gens);
+    free(pids);
+    return rc;
+}

@@ -1,0 +1,650 @@
+/* xfprof sweep: every combination of the list flags, predicted (--predict, the cost model) or
+ * measured (each point through `xfprof run` in a child process, so the runner's own code measures
+ * it). Each finished point is appended to a JSONL file at once (one self-contained line, written
+ * in one write() and fsync'ed), so an interrupted sweep loses nothing it finished; --resume skips
+ * the points already there. The finished sweep is one record of kind "sweep". */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "analyzers/advice.h"
+#include "analyzers/predict.h"
+#include "args.h"
+#include "cli.h"
+#include "core/fileio.h"
+#include "core/json_util.h"
+#include "output.h"
+#include "reports/record_json.h"
+#include "sweep_grid.h"
+
+static const char *CMD = "sweep";
+
+#define LINE_FORMAT "xfprof-sweep-line"
+#define LINE_VERSION 1
+#define MAX_JSONL_BYTES ((size_t)4 << 30)
+
+static void help(void) {
+    printf("Usage: xfprof sweep [--predict] [options]\n\n"
+           "Runs every combination of the list flags (as llama-bench does), predicted by the cost model\n"
+           "(--predict, no hardware needed) or measured by the reference model (each point through\n"
+           "'xfprof run' with -r repetitions after a warm-up).\n\n"
+           "  --predict          cost model against a device's roofline instead of measuring\n"
+           "  --model LIST       presets or config.json paths (default stories15m)\n"
+           "  --device LIST      --predict: device spec names (default h100-sxm); measured: cpu (default) or cuda\n"
+           "  --device-file F    a devices file of your own (--predict)\n"
+           "  --batch LIST       sequences per step (default 1)\n"
+           "  --prompt LIST      prompt tokens per sequence (default 128)\n"
+           "  --gen LIST         tokens generated per sequence (default 32)\n"
+           "  --wdtype LIST      weight dtypes (default bf16 predicted, fp32 measured)\n"
+           "  --adtype LIST      activation dtypes (--predict only; default from the weights)\n"
+           "  --kvdtype LIST     KV cache dtypes (default: activation dtype predicted, fp32 measured)\n"
+           "  --group N          elements per int8/int4 scale (default 128)\n"
+           "  --kv-policy LIST   measured: KV manager policies, e.g. reserve,paged:16 (default paged:16)\n"
+           "  --threads LIST     measured: CPU threads (default 0 = all)\n"
+           "  -r, --reps N       measured repetitions per point after the warm-up (default 5)\n"
+           "  --no-warmup        measured: no warm-up repetition\n"
+           "  --jsonl FILE       append each finished point to FILE at once (one JSON object per line)\n"
+           "  --resume           skip the points already in --jsonl FILE (a truncated last line is dropped)\n"
+           "%s"
+           "  --report FILE      also write the HTML report\n"
+           "With -o FILE and no --format the sweep record is written as JSON. A sweep over several models or\n"
+           "devices writes one record per model and device: FILE with -MODEL-DEVICE before its extension.\n\n"
+           "LIST: comma list and ranges: 1,2,4..64 (doubling) | 128..2048*2 | 0..512+128. All combinations run.\n"
+           "Progress (point i of n, elapsed, ETA) goes to stderr when it is a terminal. Ctrl-C or SIGTERM\n"
+           "finishes the point being written, keeps every finished point and exits with status 130 / 143;\n"
+           "rerun the same command with --resume to complete the sweep.\n\n"
+           "Example: xfprof sweep --predict --model llama-2-7b --device h100-sxm --batch 1..64 --prompt 128..2048*4 \\\n"
+           "           --jsonl sweep.jsonl -o sweep.json && xfprof report sweep.json -o sweep.html\n",
+           cli_output_help);
+}
+
+/* ---------- signals: finish the current line, then stop ---------- */
+
+static volatile sig_atomic_t g_stop = 0;
+
+static void on_signal(int sig) { g_stop = sig; }
+
+static void install_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---------- the test-only hook: XFPROF_TEST_SLOW_OP=op:factor ---------- */
+
+/* Multiplies the time of every op of kind `op` by `factor` (and its samples), and the step times
+ * it belongs to by the same added time, so that the gate's test can show that a 30% slower op is
+ * caught. Test only: nothing but tests/cli_gate.sh sets the variable. Applied once per point (a
+ * measured point whose record says the runner applied it already is left alone). */
+static xf_status test_slow_op(record *r) {
+    const char *spec = getenv("XFPROF_TEST_SLOW_OP");
+    if (!spec || !*spec) return XF_OK;
+    for (int i = 0; i < r->n_env; i++)
+        if (strcmp(r->env[i].key, "test_slow_op") == 0) return XF_OK;
+    char name[32];
+    const char *colon = strchr(spec, ':');
+    double f = 0;
+    if (!colon || (size_t)(colon - spec) >= sizeof name || sscanf(colon + 1, "%lf", &f) != 1 || !(f > 0) || !isfinite(f))
+        return xf_errorf(XF_EINVAL, "XFPROF_TEST_SLOW_OP must be op:factor, e.g. gate_up:1.3 (got '%.40s')", spec);
+    memcpy(name, spec, (size_t)(colon - spec));
+    name[colon - spec] = '\0';
+    op_kind kind;
+    xf_status s = op_kind_parse(name, &kind);
+    if (s) return xf_error_prefix(s, "XFPROF_TEST_SLOW_OP: ");
+    for (int i = 0; i < r->n_points; i++) {
+        record_point *p = &r->points[i];
+        double added[XF_PHASE_COUNT] = {0, 0};
+        for (int64_t k = 0; k < p->n_ops; k++) {
+            record_op *op = &p->ops[k];
+            if (op->cost.kind != kind) continue;
+            added[op->cost.phase] += op->time_s * (f - 1);
+            op->time_s *= f;
+            if (!op->measured) op->predicted_time_s *= f;
+            for (int j = 0; j < op->n_samples; j++) op->samples_s[j] *= f;
+        }
+        record_summary *sm = &p->summary;
+        sm->prefill_time_s += added[XF_PREFILL];
+        sm->decode_time_s += added[XF_DECODE];
+        sm->ttft_s += added[XF_PREFILL];
+        sm->tpot_s += added[XF_DECODE];
+        double req = sm->ttft_s + (double)p->wl.gen * sm->tpot_s;
+        sm->tokens_per_s = req > 0 ? (double)(p->wl.batch * p->wl.gen) / req : 0;
+    }
+    record_set_env(r, "test_slow_op", spec);
+    return XF_OK;
+}
+
+/* ---------- one point ---------- */
+
+typedef struct sweep_ctx {
+    sweep_grid *g;
+    model_config *cfgs;  /* (n_models) */
+    device_spec *devs;   /* (n_devices), predict only */
+    const char *self;    /* this executable, for measured points */
+    const char *tmpdir;
+} sweep_ctx;
+
+static xf_status predict_one(sweep_ctx *c, const sweep_param *p, record *out) {
+    xf_status s = predict_record(&c->cfgs[p->model], &c->devs[p->device], &p->wl, 1, out);
+    if (s) return s;
+    snprintf(out->kind, sizeof out->kind, "sweep");
+    return test_slow_op(out);
+}
+
+/* A measured point: `xfprof run` for this one combination in a child process, its record read
+ * back. Reusing the run command keeps one measuring code path (ceilings, probes, warm-up). */
+static xf_status run_one(sweep_ctx *c, const sweep_param *p, record *out) {
+    record_init(out, "sweep");
+    sweep_grid *g = c->g;
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s/xfprof-sweep-XXXXXX", c->tmpdir);
+    int fd = mkstemp(tmp);
+    if (fd < 0) return xf_errorf(XF_EIO, "cannot make a temporary file in %s: %s", c->tmpdir, strerror(errno));
+    close(fd);
+    char b[24], pr[24], gn[24], th[24], reps[16], wu[16], grp[16];
+    snprintf(b, sizeof b, "%lld", (long long)p->wl.batch);
+    snprintf(pr, sizeof pr, "%lld", (long long)p->wl.prompt);
+    snprintf(gn, sizeof gn, "%lld", (long long)p->wl.gen);
+    snprintf(th, sizeof th, "%d", p->threads);
+    snprintf(reps, sizeof reps, "%d", g->reps);
+    snprintf(wu, sizeof wu, "%d", g->warmup);
+    snprintf(grp, sizeof grp, "%d", p->wl.quant_group ? p->wl.quant_group : 128);
+    const char *argv[40];
+    int n = 0;
+    argv[n++] = c->self;
+    argv[n++] = "run";
+    argv[n++] = "--model", argv[n++] = g->models[p->model];
+    argv[n++] = "--device", argv[n++] = g->devices[p->device];
+    argv[n++] = "--batch", argv[n++] = b;
+    argv[n++] = "--prompt", argv[n++] = pr;
+    argv[n++] = "--gen", argv[n++] = gn;
+    argv[n++] = "--wdtype", argv[n++] = dtype_name(p->wl.wdtype);
+    argv[n++] = "--kvdtype", argv[n++] = dtype_name(p->wl.kvdtype);
+    argv[n++] = "--group", argv[n++] = grp;
+    if (p->threads > 0) argv[n++] = "--threads", argv[n++] = th;
+    argv[n++] = "--kv-policy", argv[n++] = g->policies[p->policy];
+    argv[n++] = "--reps", argv[n++] = reps;
+    argv[n++] = "--warmup", argv[n++] = wu;
+    argv[n++] = "--format", argv[n++] = "json";
+    argv[n++] = "-o", argv[n++] = tmp;
+    argv[n] = NULL;
+    pid_t pid = fork();
+    if (pid < 0) {
+        unlink(tmp);
+        return xf_errorf(XF_EIO, "cannot start 'xfprof run': %s", strerror(errno));
+    }
+    if (pid == 0) {
+        int nul = open("/dev/null", O_WRONLY);
+        if (nul >= 0) dup2(nul, STDOUT_FILENO);
+        /* The parent decides when to stop: SIGTERM to the sweep lets this point finish. */
+        signal(SIGTERM, SIG_DFL);
+        execv(c->self, (char *const *)argv);
+        _exit(127);
+    }
+    int st;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        unlink(tmp);
+        if (WIFSIGNALED(st)) return xf_errorf(XF_EIO, "'xfprof run' for this point was killed by signal %d", WTERMSIG(st));
+        if (WEXITSTATUS(st) == 127) return xf_errorf(XF_EUNSUPPORTED, "could not execute %s run", c->self);
+        return xf_errorf(WEXITSTATUS(st) == CLI_EXIT_USAGE ? XF_EINVAL : XF_EIO,
+                         "'xfprof run' failed for this point (exit status %d; its message is above)", WEXITSTATUS(st));
+    }
+    record_free(out);
+    xf_status s = record_load(tmp, out);
+    unlink(tmp);
+    if (s) return s;
+    if (out->n_points != 1) return xf_errorf(XF_EINVAL, "'xfprof run' wrote %d points for one combination", out->n_points);
+    snprintf(out->kind, sizeof out->kind, "sweep");
+    return test_slow_op(out);
+}
+
+/* ---------- the JSONL ---------- */
+
+/* One line: {"format":"xfprof-sweep-line","version":1,"key":"...","record":{...}}\n.
+ * *out freed by the caller; NULL on OOM. */
+static char *make_line(const char *key, const record *r, size_t *len) {
+    char *rec = record_to_json(r);
+    if (!rec) return NULL;
+    cJSON *k = cJSON_CreateString(key);
+    char *ks = k ? cJSON_PrintUnformatted(k) : NULL;
+    cJSON_Delete(k);
+    if (!ks) {
+        free(rec);
+        return NULL;
+    }
+    size_t n = strlen(rec) + strlen(ks) + 128;
+    char *line = malloc(n);
+    if (line) *len = (size_t)snprintf(line, n, "{\"format\":\"%s\",\"version\":%d,\"key\":%s,\"record\":%s}\n", LINE_FORMAT, LINE_VERSION, ks, rec);
+    free(rec);
+    free(ks);
+    return line;
+}
+
+/* Parses one line into key and record. */
+static xf_status parse_line(const char *text, size_t len, const char *ctx, char *key, size_t keylen, record *r) {
+    record_init(r, "");
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    if (!root) return xf_errorf(XF_EPARSE, "%s: not valid JSON", ctx);
+    xf_status s = XF_OK;
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
+    int64_t ver;
+    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, LINE_FORMAT) != 0) {
+        s = xf_errorf(XF_EFORMAT, "%s: not an xfprof sweep line (\"format\" must be \"%s\")", ctx, LINE_FORMAT);
+    } else if ((s = json_get_int(root, "version", ctx, 1, 1 << 20, &ver)) == XF_OK && ver > LINE_VERSION) {
+        s = xf_errorf(XF_EFORMAT, "%s: sweep line version %lld is newer than this xfprof reads (%d)", ctx, (long long)ver, LINE_VERSION);
+    }
+    if (s == XF_OK) s = json_get_string(root, "key", ctx, key, keylen);
+    if (s == XF_OK) {
+        const cJSON *rj = cJSON_GetObjectItemCaseSensitive(root, "record");
+        char *rt = cJSON_IsObject(rj) ? cJSON_PrintUnformatted(rj) : NULL;
+        if (!cJSON_IsObject(rj)) s = xf_errorf(XF_EINVAL, "%s: missing object 'record'", ctx);
+        else if (!rt) s = xf_errorf(XF_ENOMEM, "out of memory");
+        else {
+            record_free(r);
+            s = record_from_json(rt, ctx, r);
+            if (s == XF_OK && r->n_points != 1) s = xf_errorf(XF_EINVAL, "%s: the record must hold exactly one point", ctx);
+        }
+        free(rt);
+    }
+    cJSON_Delete(root);
+    return s;
+}
+
+/* Writes the whole line and fsyncs. On failure the file is cut back to `good` bytes so that no
+ * half line stays behind. XFPROF_TEST_SWEEP_SPLIT_MS (test only): writes the first half, syncs,
+ * sleeps that long, then the rest -- so a test can kill the sweep in the middle of a line. */
+static xf_status append_line(int fd, const char *path, const char *line, size_t len, off_t *good) {
+    const char *split = getenv("XFPROF_TEST_SWEEP_SPLIT_MS");
+    long split_ms = split ? strtol(split, NULL, 10) : 0;
+    size_t done = 0;
+    while (done < len) {
+        size_t chunk = len - done;
+        if (split_ms > 0 && done == 0) chunk = len / 2;
+        ssize_t w = write(fd, line + done, chunk);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            int e = errno;
+            if (ftruncate(fd, *good) != 0) { /* best effort; the reader drops a truncated last line anyway */
+            }
+            return xf_errorf(XF_EIO, "cannot append to %s: %s (the points before are kept)", path, strerror(e));
+        }
+        done += (size_t)w;
+        if (split_ms > 0 && done < len) {
+            fsync(fd);
+            struct timespec ts = {split_ms / 1000, (split_ms % 1000) * 1000000L};
+            while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+            }
+        }
+    }
+    if (fsync(fd) != 0 && errno != EINVAL && errno != EROFS) {
+        int e = errno;
+        if (ftruncate(fd, *good) != 0) {
+        }
+        return xf_errorf(XF_EIO, "cannot sync %s: %s", path, strerror(e));
+    }
+    *good += (off_t)len;
+    return XF_OK;
+}
+
+/* Reads the JSONL for --resume: every complete line must be valid (else XF_EINVAL naming it); a
+ * last line without its newline is an interrupted write, dropped (the file is cut back to the end
+ * of the last complete line). Points whose key is in the grid are moved into recs[] (done[i]=1). */
+static xf_status resume_load(int fd, const char *path, const sweep_param *ps, int64_t n, record *recs, unsigned char *done,
+                             int64_t *n_resumed, off_t *good) {
+    *n_resumed = 0;
+    *good = 0;
+    char *text = NULL;
+    size_t len = 0;
+    xf_status s = file_read_all(path, MAX_JSONL_BYTES, &text, &len);
+    if (s) return s;
+    size_t pos = 0;
+    int64_t lineno = 0, foreign = 0, dups = 0;
+    char key[SWEEP_KEY_LEN];
+    while (pos < len) {
+        char *nl = memchr(text + pos, '\n', len - pos);
+        lineno++;
+        if (!nl) {
+            fprintf(stderr, "xfprof %s: %s: line %lld is incomplete (an interrupted write): dropped, its point runs again\n", CMD,
+                    path, (long long)lineno);
+            break;
+        }
+        size_t ll = (size_t)(nl - (text + pos));
+        char ctx[64 + 32];
+        snprintf(ctx, sizeof ctx, "%.60s line %lld", path, (long long)lineno);
+        record r;
+        s = parse_line(text + pos, ll, ctx, key, sizeof key, &r);
+        if (s) {
+            record_free(&r);
+            free(text);
+            return xf_error_prefix(s, "cannot resume: ");
+        }
+        int64_t i = 0;
+        while (i < n && strcmp(ps[i].key, key) != 0) i++;
+        if (i == n) {
+            foreign++;
+            record_free(&r);
+        } else if (done[i]) {
+            dups++;
+            record_free(&r);
+        } else {
+            recs[i] = r;
+            done[i] = 1;
+            (*n_resumed)++;
+        }
+        pos += ll + 1;
+    }
+    free(text);
+    *good = (off_t)pos;
+    if (ftruncate(fd, *good) != 0) return xf_errorf(XF_EIO, "cannot cut the incomplete line off %s: %s", path, strerror(errno));
+    if (foreign)
+        fprintf(stderr, "xfprof %s: note: %s has %lld points of other parameters: kept in the file, not in this sweep\n", CMD,
+                path, (long long)foreign);
+    if (dups) fprintf(stderr, "xfprof %s: note: %s repeats %lld points: the first of each is used\n", CMD, path, (long long)dups);
+    return XF_OK;
+}
+
+/* ---------- the final record(s) ---------- */
+
+static void sanitize(const char *s, char *out, size_t len) {
+    const char *base = strrchr(s, '/');
+    base = base && base[1] ? base + 1 : s;
+    size_t j = 0;
+    for (const char *c = base; *c && j + 1 < len; c++)
+        out[j++] = ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '.' || *c == '_' ||
+                    *c == '-')
+                       ? *c
+                       : '_';
+    out[j] = '\0';
+}
+
+/* Moves the points of group (model, device) from recs into one record, in grid order. */
+static xf_status assemble(const sweep_param *ps, int64_t n, record *recs, const unsigned char *done, int model, int dev,
+                          record *out) {
+    record_init(out, "sweep");
+    int first = 1;
+    for (int64_t i = 0; i < n; i++) {
+        if (!done[i] || ps[i].model != model || ps[i].device != dev) continue;
+        record *src = &recs[i];
+        if (first) {
+            out->model = src->model;
+            out->model_params = src->model_params;
+            out->kv_bytes_per_token = src->kv_bytes_per_token;
+            out->device = src->device;
+            out->ceilings_measured = src->ceilings_measured;
+            out->n_env = src->n_env;
+            memcpy(out->env, src->env, sizeof out->env);
+            snprintf(out->created, sizeof out->created, "%s", src->created);
+            first = 0;
+        }
+        record_point *p = record_add_point(out);
+        if (!p) return xf_errorf(XF_ENOMEM, "out of memory assembling the sweep record");
+        *p = src->points[0];
+        memset(&src->points[0], 0, sizeof src->points[0]); /* ownership moved */
+    }
+    record_stamp_time(out);
+    return XF_OK;
+}
+
+static const char *group_path(const char *path, const char *model, const char *dev, char *buf, size_t len) {
+    char m[96], d[96];
+    sanitize(model, m, sizeof m);
+    sanitize(dev, d, sizeof d);
+    const char *slash = strrchr(path, '/');
+    const char *dot = strrchr(path, '.');
+    if (dot && (!slash || dot > slash) && dot != path)
+        snprintf(buf, len, "%.*s-%s-%s%s", (int)(dot - path), path, m, d, dot);
+    else snprintf(buf, len, "%s-%s-%s", path, m, d);
+    return buf;
+}
+
+/* ---------- the command ---------- */
+
+int cmd_sweep(int argc, char **argv) {
+    enum { O_PREDICT = 1000, O_MODEL, O_DEVICE, O_DEVFILE, O_BATCH, O_PROMPT, O_GEN, O_WD, O_AD, O_KV, O_GROUP, O_POLICY,
+           O_THREADS, O_NOWARM, O_JSONL, O_RESUME, O_FORMAT, O_PERLAYER, O_REPORT, O_TRACE };
+    static const struct option opts[] = {
+        {"predict", no_argument, 0, O_PREDICT},     {"model", required_argument, 0, O_MODEL},
+        {"device", required_argument, 0, O_DEVICE}, {"device-file", required_argument, 0, O_DEVFILE},
+        {"batch", required_argument, 0, O_BATCH},   {"prompt", required_argument, 0, O_PROMPT},
+        {"gen", required_argument, 0, O_GEN},       {"wdtype", required_argument, 0, O_WD},
+        {"adtype", required_argument, 0, O_AD},     {"kvdtype", required_argument, 0, O_KV},
+        {"group", required_argument, 0, O_GROUP},   {"kv-policy", required_argument, 0, O_POLICY},
+        {"threads", required_argument, 0, O_THREADS}, {"reps", required_argument, 0, 'r'},
+        {"no-warmup", no_argument, 0, O_NOWARM},    {"jsonl", required_argument, 0, O_JSONL},
+        {"resume", no_argument, 0, O_RESUME},       {"format", required_argument, 0, O_FORMAT},
+        {"output", required_argument, 0, 'o'},      {"per-layer", no_argument, 0, O_PERLAYER},
+        {"report", required_argument, 0, O_REPORT}, {"trace", required_argument, 0, O_TRACE},
+        {"help", no_argument, 0, 'h'},              {0, 0, 0, 0}};
+    sweep_grid g;
+    sweep_grid_init(&g);
+    cli_output out = {RENDER_TABLE, NULL, 0, NULL, NULL};
+    int format_given = 0, resume = 0, c, rc = CLI_EXIT_OK;
+    const char *jsonl = NULL;
+    int64_t v;
+    xf_status s = XF_OK;
+    optind = 0;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":hr:o:", opts, NULL)) != -1) {
+        const char *flag = NULL;
+        switch (c) {
+        case 'h': help(); sweep_grid_free(&g); return CLI_EXIT_OK;
+        case O_PREDICT: g.predict = 1; break;
+        case O_MODEL: flag = "--model"; break;
+        case O_DEVICE: flag = "--device"; break;
+        case O_BATCH: flag = "--batch"; break;
+        case O_PROMPT: flag = "--prompt"; break;
+        case O_GEN: flag = "--gen"; break;
+        case O_WD: flag = "--wdtype"; break;
+        case O_AD: flag = "--adtype"; break;
+        case O_KV: flag = "--kvdtype"; break;
+        case O_POLICY: flag = "--kv-policy"; break;
+        case O_THREADS: flag = "--threads"; break;
+        case O_DEVFILE:
+            free(g.device_file);
+            g.device_file = strdup(optarg);
+            break;
+        case O_GROUP:
+            if (args_int("--group", optarg, 1, 1 << 20, &v)) goto usage;
+            g.group = v;
+            break;
+        case 'r':
+            if (args_int("--reps", optarg, 1, 100000, &v)) goto usage;
+            g.reps = (int)v;
+            break;
+        case O_NOWARM: g.warmup = 0; break;
+        case O_JSONL: jsonl = optarg; break;
+        case O_RESUME: resume = 1; break;
+        case O_FORMAT:
+            if (cli_output_option(CMD, "format", optarg, &out) < 0) {
+                sweep_grid_free(&g);
+                return CLI_EXIT_USAGE;
+            }
+            format_given = 1;
+            break;
+        case 'o': cli_output_option(CMD, "output", optarg, &out); break;
+        case O_PERLAYER: cli_output_option(CMD, "per-layer", NULL, &out); break;
+        case O_REPORT: cli_output_option(CMD, "report", optarg, &out); break;
+        case O_TRACE: cli_output_option(CMD, "trace", optarg, &out); break;
+        case ':': sweep_grid_free(&g); return cli_usage_error(CMD, "option '%s' needs a value", argv[optind - 1]);
+        default: sweep_grid_free(&g); return cli_usage_error(CMD, "unknown option '%s'", argv[optind - 1]);
+        }
+        if (flag && sweep_grid_set(&g, flag, optarg)) goto usage;
+    }
+    if (optind < argc) {
+        sweep_grid_free(&g);
+        return cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
+    }
+    if (resume && !jsonl) {
+        sweep_grid_free(&g);
+        return cli_usage_error(CMD, "--resume needs --jsonl FILE (the file of the interrupted sweep)");
+    }
+    if (!g.predict && g.n_ad) {
+        sweep_grid_free(&g);
+        return cli_usage_error(CMD, "--adtype applies to --predict only (the runner computes in its own types)");
+    }
+    if (g.predict && (g.n_threads || g.n_policies))
+        fprintf(stderr, "xfprof %s: note: --threads and --kv-policy apply to measured sweeps; ignored with --predict\n", CMD);
+    if (out.path && !format_given) out.format = RENDER_JSON;
+
+    sweep_param *ps = NULL;
+    int64_t n = 0;
+    if ((s = sweep_grid_expand(&g, &ps, &n))) {
+        sweep_grid_free(&g);
+        return cli_fail(CMD, s);
+    }
+    sweep_ctx ctx = {&g, NULL, NULL, "/proc/self/exe", NULL};
+    record *recs = calloc((size_t)n, sizeof *recs);
+    unsigned char *done = calloc((size_t)n, 1);
+    ctx.cfgs = calloc((size_t)g.n_models, sizeof *ctx.cfgs);
+    ctx.devs = calloc((size_t)g.n_devices, sizeof *ctx.devs);
+    int fd = -1;
+    off_t good = 0;
+    int64_t n_resumed = 0, n_done = 0;
+    if (!recs || !done || !ctx.cfgs || !ctx.devs) {
+        s = xf_errorf(XF_ENOMEM, "out of memory for %lld points", (long long)n);
+        goto fail;
+    }
+    for (int i = 0; i < g.n_models; i++)
+        if ((s = config_resolve(g.models[i], &ctx.cfgs[i]))) goto fail;
+    for (int i = 0; g.predict && i < g.n_devices; i++)
+        if ((s = device_lookup(g.devices[i], g.device_file, &ctx.devs[i]))) goto fail;
+    ctx.tmpdir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    if (!g.predict) {
+        /* The measured path is `xfprof run`: say so plainly when this build has none. */
+        int have_run = 0;
+        for (int i = 0; i < cli_command_count; i++) have_run |= strcmp(cli_commands[i].name, "run") == 0;
+        if (!have_run) {
+            s = xf_errorf(XF_EUNSUPPORTED, "this build has no 'xfprof run' to measure with: use --predict");
+            goto fail;
+        }
+    }
+    if (jsonl) {
+        fd = open(jsonl, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (fd < 0) {
+            s = xf_errorf(XF_EIO, "cannot open %s: %s", jsonl, strerror(errno));
+            goto fail;
+        }
+        if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+            s = xf_errorf(XF_EIO, "%s is in use by another sweep (locked)", jsonl);
+            goto fail;
+        }
+        struct stat st;
+        if (fstat(fd, &st) != 0) {
+            s = xf_errorf(XF_EIO, "cannot stat %s: %s", jsonl, strerror(errno));
+            goto fail;
+        }
+        if (resume) {
+            if ((s = resume_load(fd, jsonl, ps, n, recs, done, &n_resumed, &good))) goto fail;
+            fprintf(stderr, "xfprof %s: resuming: %lld of %lld points already in %s\n", CMD, (long long)n_resumed, (long long)n, jsonl);
+        } else if (st.st_size > 0) {
+            s = xf_errorf(XF_EINVAL, "%s already holds points: add --resume to continue that sweep, or remove the file", jsonl);
+            goto fail;
+        }
+    }
+    install_signals();
+    int tty = isatty(STDERR_FILENO);
+    double t0 = now_s();
+    int64_t todo = n - n_resumed, finished = 0;
+    for (int64_t i = 0; i < n && !g_stop; i++) {
+        if (done[i]) continue;
+        if (tty) {
+            double el = now_s() - t0;
+            double eta = finished > 0 ? el / (double)finished * (double)(todo - finished) : NAN;
+            char e1[32], e2[32];
+            snprintf(e1, sizeof e1, "%.1f s", el);
+            if (isfinite(eta)) snprintf(e2, sizeof e2, "%.1f s", eta);
+            else snprintf(e2, sizeof e2, "?");
+            fprintf(stderr, "\r\033[Kxfprof sweep: point %lld of %lld | elapsed %s | ETA %s", (long long)(n_resumed + finished + 1),
+                    (long long)n, e1, e2);
+            fflush(stderr);
+        }
+        s = g.predict ? predict_one(&ctx, &ps[i], &recs[i]) : run_one(&ctx, &ps[i], &recs[i]);
+        if (s) {
+            if (tty) fprintf(stderr, "\r\033[K");
+            xf_error_prefix(s, "point %lld (%s): ", (long long)i + 1, ps[i].key);
+            goto fail;
+        }
+        if (fd >= 0) {
+            size_t len;
+            char *line = make_line(ps[i].key, &recs[i], &len);
+            if (!line) {
+                s = xf_errorf(XF_ENOMEM, "out of memory writing a sweep line");
+                goto fail;
+            }
+            s = append_line(fd, jsonl, line, len, &good);
+            free(line);
+            if (s) goto fail;
+        }
+        done[i] = 1;
+        finished++;
+    }
+    if (tty) fprintf(stderr, "\r\033[K");
+    for (int64_t i = 0; i < n; i++) n_done += done[i];
+    if (g_stop) {
+        fprintf(stderr, "xfprof %s: interrupted by %s after %lld of %lld points%s%s%s\n", CMD, g_stop == SIGINT ? "SIGINT" : "SIGTERM",
+                (long long)n_done, (long long)n, jsonl ? "; they are in " : " (no --jsonl: nothing kept)", jsonl ? jsonl : "",
+                jsonl ? ": rerun with --resume to finish" : "");
+        rc = 128 + g_stop;
+        goto cleanup;
+    }
+    /* One record per (model, device), with the advice of what it found. */
+    for (int im = 0; im < g.n_models && rc == CLI_EXIT_OK; im++)
+        for (int id = 0; id < g.n_devices && rc == CLI_EXIT_OK; id++) {
+            record rec;
+            if ((s = assemble(ps, n, recs, done, im, id, &rec))) {
+                record_free(&rec);
+                goto fail;
+            }
+            if (rec.n_points > 0 && (s = advice_record(&rec))) {
+                record_free(&rec);
+                goto fail;
+            }
+            cli_output o = out;
+            char path[4096];
+            if (out.path && strcmp(out.path, "-") != 0 && g.n_models * g.n_devices > 1)
+                o.path = group_path(out.path, g.models[im], g.devices[id], path, sizeof path);
+            rc = cli_output_write(CMD, &rec, &o);
+            record_free(&rec);
+        }
+    goto cleanup;
+usage:
+    rc = cli_usage_error(CMD, "%s", xf_error_msg());
+    sweep_grid_free(&g);
+    return rc;
+fail:
+    rc = cli_fail(CMD, s);
+cleanup:
+    if (fd >= 0) close(fd);
+    for (int64_t i = 0; recs && i < n; i++) record_free(&recs[i]);
+    free(recs);
+    free(done);
+    free(ctx.cfgs);
+    free(ctx.devs);
+    free(ps);
+    sweep_grid_free(&g);
+    return rc;
+}

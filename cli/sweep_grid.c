@@ -1,0 +1,215 @@
+#include "sweep_grid.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "reference_model/kv_cache.h"
+
+void sweep_grid_init(sweep_grid *g) {
+    memset(g, 0, sizeof *g);
+    g->reps = 5;
+    g->warmup = 1;
+    g->n_wd = 0; /* default depends on the mode: set at expansion */
+}
+
+void sweep_grid_free(sweep_grid *g) {
+    if (!g) return;
+    args_str_list_free(g->models, g->n_models);
+    args_str_list_free(g->devices, g->n_devices);
+    args_str_list_free(g->policies, g->n_policies);
+    free(g->device_file);
+    free(g->batch);
+    free(g->prompt);
+    free(g->gen);
+    free(g->threads);
+    memset(g, 0, sizeof *g);
+}
+
+static xf_status set_ints(const char *flag, const char *v, int64_t lo, int64_t hi, int64_t **dst, int *n) {
+    int64_t *vals;
+    int k;
+    xf_status s = args_int_list(flag, v, lo, hi, &vals, &k);
+    if (s) return s;
+    free(*dst);
+    *dst = vals;
+    *n = k;
+    return XF_OK;
+}
+
+static xf_status set_dtypes(const char *flag, const char *v, xf_dtype *dst, int *n) {
+    char **items;
+    int k;
+    xf_status s = args_str_list(flag, v, &items, &k);
+    if (s) return s;
+    if (k > XF_DTYPE_COUNT * 4) {
+        args_str_list_free(items, k);
+        return xf_errorf(XF_EINVAL, "%s: too many values (%d)", flag, k);
+    }
+    xf_dtype tmp[XF_DTYPE_COUNT * 4];
+    for (int i = 0; i < k; i++)
+        if ((s = dtype_parse(items[i], &tmp[i]))) {
+            args_str_list_free(items, k);
+            return xf_error_prefix(s, "%s: ", flag);
+        }
+    args_str_list_free(items, k);
+    memcpy(dst, tmp, (size_t)k * sizeof *tmp);
+    *n = k;
+    return XF_OK;
+}
+
+static xf_status set_strs(const char *flag, const char *v, char ***dst, int *n) {
+    char **items;
+    int k;
+    xf_status s = args_str_list(flag, v, &items, &k);
+    if (s) return s;
+    if (k > 4096) {
+        args_str_list_free(items, k);
+        return xf_errorf(XF_EINVAL, "%s: too many values (%d)", flag, k);
+    }
+    args_str_list_free(*dst, *n);
+    *dst = items;
+    *n = k;
+    return XF_OK;
+}
+
+xf_status sweep_grid_set(sweep_grid *g, const char *flag, const char *v) {
+    if (!v) return xf_errorf(XF_EINVAL, "%s needs a value", flag);
+    if (strcmp(flag, "--batch") == 0) return set_ints(flag, v, 1, 1 << 20, &g->batch, &g->n_batch);
+    if (strcmp(flag, "--prompt") == 0) return set_ints(flag, v, 1, 1 << 24, &g->prompt, &g->n_prompt);
+    if (strcmp(flag, "--gen") == 0) return set_ints(flag, v, 0, 1 << 24, &g->gen, &g->n_gen);
+    if (strcmp(flag, "--threads") == 0) return set_ints(flag, v, 0, 4096, &g->threads, &g->n_threads);
+    if (strcmp(flag, "--wdtype") == 0) return set_dtypes(flag, v, g->wd, &g->n_wd);
+    if (strcmp(flag, "--adtype") == 0) return set_dtypes(flag, v, g->ad, &g->n_ad);
+    if (strcmp(flag, "--kvdtype") == 0) return set_dtypes(flag, v, g->kv, &g->n_kv);
+    if (strcmp(flag, "--model") == 0) return set_strs(flag, v, &g->models, &g->n_models);
+    if (strcmp(flag, "--device") == 0) return set_strs(flag, v, &g->devices, &g->n_devices);
+    if (strcmp(flag, "--kv-policy") == 0) {
+        char **items;
+        int k;
+        xf_status s = args_str_list(flag, v, &items, &k);
+        if (s) return s;
+        for (int i = 0; i < k; i++) {
+            kv_policy pol;
+            char canon[32];
+            if ((s = kv_policy_parse(items[i], &pol))) {
+                args_str_list_free(items, k);
+                return xf_error_prefix(s, "%s: ", flag);
+            }
+            kv_policy_name(&pol, canon, sizeof canon);
+            char *c = strdup(canon);
+            if (!c) {
+                args_str_list_free(items, k);
+                return xf_errorf(XF_ENOMEM, "out of memory");
+            }
+            free(items[i]);
+            items[i] = c;
+        }
+        args_str_list_free(g->policies, g->n_policies);
+        g->policies = items;
+        g->n_policies = k;
+        return XF_OK;
+    }
+    return xf_errorf(XF_EINVAL, "sweep: unknown list flag '%.32s'", flag);
+}
+
+static xf_dtype default_adtype(xf_dtype w) { return w == XF_FP32 ? XF_FP32 : w == XF_FP16 ? XF_FP16 : XF_BF16; }
+
+void sweep_param_key(const sweep_grid *g, const sweep_param *p, char *buf, size_t len) {
+    const workload *w = &p->wl;
+    int n = snprintf(buf, len, "mode=%s;model=%s;device=%s;batch=%lld;prompt=%lld;gen=%lld;wdtype=%s;adtype=%s;kvdtype=%s;group=%d",
+                     g->predict ? "predict" : "run", g->models[p->model], g->devices[p->device], (long long)w->batch,
+                     (long long)w->prompt, (long long)w->gen, dtype_name(w->wdtype), dtype_name(w->adtype),
+                     dtype_name(w->kvdtype), w->quant_group);
+    if (!g->predict && n >= 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, ";threads=%d;kv_policy=%s;reps=%d;warmup=%d", p->threads, g->policies[p->policy],
+                 g->reps, g->warmup);
+}
+
+static xf_status default_strs(char ***dst, int *n, const char *v) {
+    if (*n) return XF_OK;
+    return args_str_list("default", v, dst, n);
+}
+
+static xf_status default_ints(int64_t **dst, int *n, int64_t v) {
+    if (*n) return XF_OK;
+    if (!(*dst = malloc(sizeof **dst))) return xf_errorf(XF_ENOMEM, "out of memory");
+    (*dst)[0] = v;
+    *n = 1;
+    return XF_OK;
+}
+
+xf_status sweep_grid_expand(sweep_grid *gp, sweep_param **out, int64_t *n) {
+    *out = NULL;
+    *n = 0;
+    xf_status s;
+    /* Defaults for the lists not given; in predict mode threads and policies are one dummy value. */
+    if (gp->predict) {
+        args_str_list_free(gp->policies, gp->n_policies);
+        gp->policies = NULL;
+        gp->n_policies = 0;
+        free(gp->threads);
+        gp->threads = NULL;
+        gp->n_threads = 0;
+    }
+    if ((s = default_strs(&gp->models, &gp->n_models, "stories15m")) ||
+        (s = default_strs(&gp->devices, &gp->n_devices, gp->predict ? "h100-sxm" : "cpu")) ||
+        (s = default_strs(&gp->policies, &gp->n_policies, "paged:16")) || (s = default_ints(&gp->batch, &gp->n_batch, 1)) ||
+        (s = default_ints(&gp->prompt, &gp->n_prompt, 128)) || (s = default_ints(&gp->gen, &gp->n_gen, 32)) ||
+        (s = default_ints(&gp->threads, &gp->n_threads, 0)))
+        return s;
+    if (!gp->n_wd) gp->wd[0] = gp->predict ? XF_BF16 : XF_FP32, gp->n_wd = 1;
+    const sweep_grid g = *gp;
+    int nad = g.n_ad ? g.n_ad : 1, nkv = g.n_kv ? g.n_kv : 1;
+    /* Check every name before anything runs. */
+    for (int i = 0; i < g.n_models; i++) {
+        model_config cfg;
+        s = config_resolve(g.models[i], &cfg);
+        if (s) return xf_error_prefix(s, "--model %.200s: ", g.models[i]);
+    }
+    for (int i = 0; i < g.n_devices; i++) {
+        if (g.predict) {
+            device_spec d;
+            s = device_lookup(g.devices[i], g.device_file, &d);
+            if (s) return s;
+        } else if (strcmp(g.devices[i], "cpu") != 0 && strncmp(g.devices[i], "cuda", 4) != 0) {
+            return xf_errorf(XF_EINVAL, "--device %.64s: a measured sweep runs on cpu or cuda[:N] (device spec names are for --predict)",
+                             g.devices[i]);
+        }
+    }
+    double total = (double)g.n_models * g.n_devices * g.n_wd * nad * nkv * g.n_policies * g.n_threads * g.n_prompt * g.n_gen *
+                   g.n_batch;
+    if (total > SWEEP_MAX_POINTS)
+        return xf_errorf(XF_EINVAL, "the sweep has %.0f points, more than %d: narrow the lists", total, SWEEP_MAX_POINTS);
+    sweep_param *ps = calloc((size_t)total, sizeof *ps);
+    if (!ps) return xf_errorf(XF_ENOMEM, "out of memory for %.0f sweep points", total);
+    int64_t k = 0;
+    for (int im = 0; im < g.n_models; im++)
+        for (int id = 0; id < g.n_devices; id++)
+            for (int iw = 0; iw < g.n_wd; iw++)
+                for (int ia = 0; ia < nad; ia++)
+                    for (int ik = 0; ik < nkv; ik++)
+                        for (int ipol = 0; ipol < g.n_policies; ipol++)
+                            for (int it = 0; it < g.n_threads; it++)
+                                for (int ip = 0; ip < g.n_prompt; ip++)
+                                    for (int ig = 0; ig < g.n_gen; ig++)
+                                        for (int ib = 0; ib < g.n_batch; ib++) {
+                                            sweep_param *p = &ps[k++];
+                                            p->model = im;
+                                            p->device = id;
+                                            p->policy = ipol;
+                                            p->threads = (int)g.threads[it];
+                                            p->wl.batch = g.batch[ib];
+                                            p->wl.prompt = g.prompt[ip];
+                                            p->wl.gen = g.gen[ig];
+                                            p->wl.wdtype = g.wd[iw];
+                                            p->wl.adtype = g.n_ad ? g.ad[ia] : default_adtype(p->wl.wdtype);
+                                            p->wl.kvdtype = g.n_kv ? g.kv[ik] : (g.predict ? p->wl.adtype : XF_FP32);
+                                            p->wl.quant_group = (int)g.group;
+                                            sweep_param_key(&g, p, p->key, sizeof p->key);
+                                        }
+    *out = ps;
+    *n = k;
+    return XF_OK;
+}

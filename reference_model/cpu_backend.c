@@ -1,0 +1,482 @@
+/* The CPU backend: plain C with OpenMP threads, OpenBLAS for the GEMMs of prefill, own
+ * vectorized kernels for decode (cpu_kernels.c).
+ *
+ * Projections: with fewer than CPU_GEMM_MIN_TOKENS rows (decode) the own matmul kernel reads the
+ * weights in their stored dtype (bf16 / int8 read at 2 / ~1 bytes per weight: what makes quantized
+ * decode faster). With more rows (prefill) each thread takes a contiguous range of output rows and
+ * calls single-threaded cblas_sgemm on it; bf16 / int8 weights are first dequantized into a
+ * per-thread fp32 tile of a few MB (the dequantization costs O(rows * cols) against the GEMM's
+ * O(tokens * rows * cols), so it is amortized over the prompt). OpenBLAS is set to one thread:
+ * all parallelism is OpenMP's, so BLAS threads never compete with OpenMP threads for the cores,
+ * and every output row is computed by one thread in a fixed order whatever the thread count. */
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reference_model/backend.h"
+#include "reference_model/cpu_kernels.h"
+#include "reference_model/kv_cache.h"
+#include "reference_model/weights.h"
+
+#define CPU_GEMM_MIN_TOKENS 16     /* rows from which projections go to the BLAS GEMM */
+#define CPU_TILE_FLOATS (1 << 20)  /* per-thread fp32 dequantization tile: 4 MiB */
+#define CPU_MM_CHUNK 16            /* output rows per OpenMP work item in the own matmul */
+#define CPU_PAR_MIN 16384          /* element-wise ops on fewer elements run on one thread: a fork and
+                                      barrier cost more than the work */
+
+typedef struct cpu_seq {
+    int64_t *slots; /* (max_seq_len) KV slot of each position resolved so far */
+    int64_t len;    /* positions resolved in slots */
+    /* system mode: this sequence's KV, per layer, grown by allocate + copy */
+    void **k, **v;  /* (n_layers) each (cap, kv_dim) in kv dtype */
+    int64_t cap;    /* positions the buffers hold */
+} cpu_seq;
+
+typedef struct cpu_ctx {
+    model_config cfg;
+    const model_weights *w;
+    kv_cache *kv;
+    xf_dtype kvdt;
+    int64_t kv_esz; /* bytes per KV element */
+    kv_alloc_mode mode;
+    int threads;
+    xk_isa isa;
+    int64_t max_seqs, max_seq_len, max_tokens, kv_slots;
+    int64_t q_dim, kv_dim, qkv_dim, n_rep;
+    void **kpool, **vpool; /* pool mode: (n_layers) each (kv_slots, kv_dim) in kv dtype */
+    cpu_seq *seqs;         /* (max_seqs) */
+    int64_t *tok_seq;      /* (max_tokens) sequence of each packed row of this step */
+    float *x;              /* (max_tokens, d_model) residual stream */
+    float *xn;             /* (max_tokens, d_model) normed */
+    float *qkv;            /* (max_tokens, q_dim + 2 kv_dim) */
+    float *att;            /* (max_tokens, q_dim) attention output */
+    float *proj;           /* (max_tokens, d_model) o_proj / down output */
+    float *gu;             /* (max_tokens, 2 d_ff) gate then up */
+    float *hff;            /* (max_tokens, d_ff) swiglu output */
+    float *last;           /* (max_seqs, d_model) final-normed last row of each sequence */
+    float *logits;         /* (max_seqs, vocab) */
+    int32_t *sampled;      /* (max_seqs) */
+    float *att_scratch;    /* (threads, att_scratch_n) */
+    int64_t att_scratch_n;
+    float *tiles;          /* (threads, CPU_TILE_FLOATS) dequantization tiles; NULL for fp32 */
+    int64_t bytes;         /* everything allocated above, KV included */
+} cpu_ctx;
+
+static void *cpu_alloc(cpu_ctx *c, int64_t n, int64_t esz, xf_status *st) {
+    if (*st) return NULL;
+    if (n < 1) n = 1;
+    if (n > INT64_MAX / esz - 64) {
+        *st = xf_errorf(XF_EOVERFLOW, "cpu backend: a buffer of %lld x %lld bytes overflows", (long long)n,
+                        (long long)esz);
+        return NULL;
+    }
+    size_t bytes = ((size_t)(n * esz) + 63u) & ~(size_t)63u;
+    void *p = aligned_alloc(64, bytes);
+    if (!p) {
+        *st = xf_errorf(XF_ENOMEM, "cpu backend: out of memory allocating %zu bytes", bytes);
+        return NULL;
+    }
+    c->bytes += (int64_t)bytes;
+    return p;
+}
+
+static void cpu_seq_free_kv(cpu_ctx *c, cpu_seq *s) {
+    if (s->k) {
+        for (int64_t l = 0; l < c->cfg.n_layers; l++) {
+            free(s->k[l]);
+            free(s->v[l]);
+            s->k[l] = s->v[l] = NULL;
+        }
+    }
+    if (s->cap > 0) c->bytes -= 2 * c->cfg.n_layers * s->cap * c->kv_dim * c->kv_esz;
+    s->cap = 0;
+}
+
+static void cpu_free(void *ctx) {
+    cpu_ctx *c = ctx;
+    if (!c) return;
+    if (c->seqs) {
+        for (int64_t s = 0; s < c->max_seqs; s++) {
+            cpu_seq_free_kv(c, &c->seqs[s]);
+            free(c->seqs[s].k);
+            free(c->seqs[s].v);
+            free(c->seqs[s].slots);
+        }
+        free(c->seqs);
+    }
+    if (c->kpool) {
+        for (int64_t l = 0; l < c->cfg.n_layers; l++) {
+            free(c->kpool[l]);
+            free(c->vpool[l]);
+        }
+    }
+    free(c->kpool);
+    free(c->vpool);
+    free(c->tok_seq);
+    free(c->x);
+    free(c->xn);
+    free(c->qkv);
+    free(c->att);
+    free(c->proj);
+    free(c->gu);
+    free(c->hff);
+    free(c->last);
+    free(c->logits);
+    free(c->sampled);
+    free(c->att_scratch);
+    free(c->tiles);
+    free(c);
+}
+
+static xf_status cpu_init(void **out, const backend_init_args *a) {
+    *out = NULL;
+    if (!a || !a->cfg || !a->weights) return xf_errorf(XF_EINVAL, "cpu backend: NULL config or weights");
+    if (a->kvdtype != XF_FP32 && a->kvdtype != XF_FP16 && a->kvdtype != XF_BF16)
+        return xf_errorf(XF_EINVAL, "cpu backend: KV dtype %s is not supported: use fp32, fp16 or bf16",
+                         dtype_name(a->kvdtype));
+    if (a->max_seqs < 1 || a->max_seq_len < 1 || a->max_step_tokens < 1)
+        return xf_errorf(XF_EINVAL, "cpu backend: max_seqs, max_seq_len and max_step_tokens must be >= 1");
+    if (a->kv_alloc == KV_ALLOC_POOL && (!a->kv || a->kv_slots < 1))
+        return xf_errorf(XF_EINVAL, "cpu backend: pool KV needs the KV manager and its slot count");
+    cpu_ctx *c = calloc(1, sizeof *c);
+    if (!c) return xf_errorf(XF_ENOMEM, "cpu backend: out of memory");
+    const model_config *cfg = a->cfg;
+    c->cfg = *cfg;
+    c->w = a->weights;
+    c->kv = a->kv;
+    c->kvdt = a->kvdtype;
+    c->kv_esz = a->kvdtype == XF_FP32 ? 4 : 2;
+    c->mode = a->kv_alloc;
+    c->threads = a->threads > 0 ? a->threads : omp_get_num_procs();
+    c->isa = xk_isa_best();
+    c->max_seqs = a->max_seqs;
+    c->max_seq_len = a->max_seq_len;
+    c->max_tokens = a->max_step_tokens;
+    c->kv_slots = a->kv_slots;
+    c->q_dim = cfg->n_heads * cfg->head_dim;
+    c->kv_dim = cfg->n_kv_heads * cfg->head_dim;
+    c->qkv_dim = c->q_dim + 2 * c->kv_dim;
+    c->n_rep = cfg->n_heads / cfg->n_kv_heads;
+    /* All parallelism is OpenMP's (see the top of this file). */
+    openblas_set_num_threads(1);
+
+    xf_status st = XF_OK;
+    const int64_t T = c->max_tokens, L = cfg->n_layers;
+    c->seqs = calloc((size_t)c->max_seqs, sizeof *c->seqs);
+    if (!c->seqs) st = xf_errorf(XF_ENOMEM, "cpu backend: out of memory");
+    for (int64_t s = 0; !st && s < c->max_seqs; s++) {
+        c->seqs[s].slots = cpu_alloc(c, c->max_seq_len, sizeof(int64_t), &st);
+        if (!st && c->mode == KV_ALLOC_SYSTEM) {
+            c->seqs[s].k = calloc((size_t)L, sizeof(void *));
+            c->seqs[s].v = calloc((size_t)L, sizeof(void *));
+            if (!c->seqs[s].k || !c->seqs[s].v) st = xf_errorf(XF_ENOMEM, "cpu backend: out of memory");
+        }
+    }
+    if (!st && c->mode == KV_ALLOC_POOL) {
+        c->kpool = calloc((size_t)L, sizeof(void *));
+        c->vpool = calloc((size_t)L, sizeof(void *));
+        if (!c->kpool || !c->vpool) st = xf_errorf(XF_ENOMEM, "cpu backend: out of memory");
+        if (!st && c->kv_slots > INT64_MAX / c->kv_dim)
+            st = xf_errorf(XF_EOVERFLOW, "cpu backend: KV pool of %lld slots overflows", (long long)c->kv_slots);
+        for (int64_t l = 0; !st && l < L; l++) {
+            c->kpool[l] = cpu_alloc(c, c->kv_slots * c->kv_dim, c->kv_esz, &st);
+            c->vpool[l] = cpu_alloc(c, c->kv_slots * c->kv_dim, c->kv_esz, &st);
+        }
+    }
+    c->tok_seq = cpu_alloc(c, T, sizeof(int64_t), &st);
+    c->x = cpu_alloc(c, T * cfg->d_model, 4, &st);
+    c->xn = cpu_alloc(c, T * cfg->d_model, 4, &st);
+    c->qkv = cpu_alloc(c, T * c->qkv_dim, 4, &st);
+    c->att = cpu_alloc(c, T * c->q_dim, 4, &st);
+    c->proj = cpu_alloc(c, T * cfg->d_model, 4, &st);
+    c->gu = cpu_alloc(c, T * 2 * cfg->d_ff, 4, &st);
+    c->hff = cpu_alloc(c, T * cfg->d_ff, 4, &st);
+    c->last = cpu_alloc(c, c->max_seqs * cfg->d_model, 4, &st);
+    c->logits = cpu_alloc(c, c->max_seqs * cfg->vocab, 4, &st);
+    c->sampled = cpu_alloc(c, c->max_seqs, sizeof(int32_t), &st);
+    c->att_scratch_n = (c->n_rep * 66 + 2 * cfg->head_dim + 15) & ~(int64_t)15;
+    c->att_scratch = cpu_alloc(c, c->threads * c->att_scratch_n, 4, &st);
+    if (c->w->dtype != XF_FP32 && T >= CPU_GEMM_MIN_TOKENS) c->tiles = cpu_alloc(c, (int64_t)c->threads * CPU_TILE_FLOATS, 4, &st);
+    if (st) {
+        cpu_free(c);
+        return st;
+    }
+    *out = c;
+    return XF_OK;
+}
+
+/* ---- projections ---- */
+
+/* y (n, W->rows) = x (n, W->cols) . W^T. */
+static void cpu_linear(cpu_ctx *c, const wmat *W, const float *x, int64_t n, float *y) {
+    const int64_t rows = W->rows, cols = W->cols;
+    if (n < CPU_GEMM_MIN_TOKENS) {
+        const int64_t chunks = (rows + CPU_MM_CHUNK - 1) / CPU_MM_CHUNK;
+        const xk_isa isa = c->isa;
+#pragma omp parallel for num_threads(c->threads) schedule(static)
+        for (int64_t ch = 0; ch < chunks; ch++) {
+            int64_t r0 = ch * CPU_MM_CHUNK, r1 = r0 + CPU_MM_CHUNK < rows ? r0 + CPU_MM_CHUNK : rows;
+            xk_matmul(isa, W, x, n, y, rows, r0, r1);
+        }
+        return;
+    }
+    int64_t tile_rows = CPU_TILE_FLOATS / cols;
+    if (tile_rows < 1) tile_rows = 1;
+#pragma omp parallel num_threads(c->threads)
+    {
+        const int nt = omp_get_num_threads(), id = omp_get_thread_num();
+        /* contiguous row ranges, multiples of 16 so the GEMM's edges stay simple */
+        int64_t per = ((rows + nt - 1) / nt + 15) & ~(int64_t)15;
+        int64_t r0 = (int64_t)id * per, r1 = r0 + per < rows ? r0 + per : rows;
+        if (W->dtype == XF_FP32) {
+            if (r1 > r0)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)n, (blasint)(r1 - r0), (blasint)cols,
+                            1.0f, x, (blasint)cols, (const float *)W->data + r0 * cols, (blasint)cols, 0.0f, y + r0,
+                            (blasint)rows);
+        } else {
+            float *tile = c->tiles + (int64_t)id * CPU_TILE_FLOATS;
+            for (int64_t t0 = r0; t0 < r1; t0 += tile_rows) {
+                int64_t t1 = t0 + tile_rows < r1 ? t0 + tile_rows : r1;
+                xk_dequant_rows(W, t0, t1, tile);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)n, (blasint)(t1 - t0), (blasint)cols,
+                            1.0f, x, (blasint)cols, tile, (blasint)cols, 0.0f, y + t0, (blasint)rows);
+            }
+        }
+    }
+}
+
+/* ---- KV ---- */
+
+static inline char *kv_k_base(cpu_ctx *c, int layer, int64_t s) {
+    return c->mode == KV_ALLOC_POOL ? c->kpool[layer] : c->seqs[s].k[layer];
+}
+static inline char *kv_v_base(cpu_ctx *c, int layer, int64_t s) {
+    return c->mode == KV_ALLOC_POOL ? c->vpool[layer] : c->seqs[s].v[layer];
+}
+
+/* Makes room for the step's new tokens and resolves their positions to slots. */
+static xf_status cpu_kv_alloc(cpu_ctx *c, const step_batch *b) {
+    const int64_t row_bytes = c->kv_dim * c->kv_esz;
+    if (c->mode == KV_ALLOC_POOL) {
+        /* Copies the manager asks for (copy-on-write of shared blocks) come first. */
+        int64_t ncp = 0;
+        const kv_copy *cp = kv_cache_copies(c->kv, &ncp);
+        for (int64_t i = 0; i < ncp; i++) {
+            for (int64_t l = 0; l < c->cfg.n_layers; l++) {
+                memmove((char *)c->kpool[l] + cp[i].dst_slot * row_bytes, (char *)c->kpool[l] + cp[i].src_slot * row_bytes,
+                        (size_t)(cp[i].n_slots * row_bytes));
+                memmove((char *)c->vpool[l] + cp[i].dst_slot * row_bytes, (char *)c->vpool[l] + cp[i].src_slot * row_bytes,
+                        (size_t)(cp[i].n_slots * row_bytes));
+            }
+        }
+        if (ncp) kv_cache_clear_copies(c->kv);
+    }
+    for (int s = 0; s < b->n_seqs; s++) {
+        const step_seq *q = &b->seqs[s];
+        cpu_seq *cs = &c->seqs[s];
+        const int64_t need = q->pos + q->n_new;
+        if (q->pos < 0 || q->n_new < 1 || need > c->max_seq_len)
+            return xf_errorf(XF_EINVAL, "cpu backend: sequence %d at position %lld + %lld new tokens exceeds max_seq_len %lld",
+                             s, (long long)q->pos, (long long)q->n_new, (long long)c->max_seq_len);
+        if (c->mode == KV_ALLOC_POOL) {
+            for (int64_t p = q->pos; p < need; p++) {
+                int64_t slot = kv_cache_slot(c->kv, (int)q->kv_seq, p);
+                if (slot < 0 || slot >= c->kv_slots)
+                    return xf_errorf(XF_EINVAL, "cpu backend: the KV manager has no slot for sequence %lld position %lld",
+                                     (long long)q->kv_seq, (long long)p);
+                cs->slots[p] = slot;
+            }
+        } else {
+            if (need > cs->cap) {
+                /* What a naive engine does: a new buffer of exactly the new length, copy, free. */
+                const int64_t keep = q->pos < cs->cap ? q->pos : cs->cap;
+                for (int64_t l = 0; l < c->cfg.n_layers; l++) {
+                    void *nk = malloc((size_t)(need * row_bytes)), *nv = malloc((size_t)(need * row_bytes));
+                    if (!nk || !nv) {
+                        free(nk);
+                        free(nv);
+                        return xf_errorf(XF_ENOMEM, "cpu backend: out of memory growing the KV of sequence %d to %lld tokens",
+                                         s, (long long)need);
+                    }
+                    if (keep > 0) {
+                        memcpy(nk, cs->k[l], (size_t)(keep * row_bytes));
+                        memcpy(nv, cs->v[l], (size_t)(keep * row_bytes));
+                    }
+                    free(cs->k[l]);
+                    free(cs->v[l]);
+                    cs->k[l] = nk;
+                    cs->v[l] = nv;
+                }
+                c->bytes += 2 * c->cfg.n_layers * (need - cs->cap) * row_bytes;
+                cs->cap = need;
+            }
+            for (int64_t p = q->pos; p < need; p++) cs->slots[p] = p;
+        }
+        cs->len = need;
+        for (int64_t t = b->tok_off[s]; t < b->tok_off[s + 1]; t++) c->tok_seq[t] = s;
+    }
+    return XF_OK;
+}
+
+/* ---- the ops ---- */
+
+static xf_status cpu_run_op(void *ctx, op_kind k, int layer, const step_batch *b) {
+    cpu_ctx *c = ctx;
+    const model_config *cfg = &c->cfg;
+    const int64_t n = b->n_tokens, d = cfg->d_model, hd = cfg->head_dim;
+    if (n < 1 || n > c->max_tokens || b->n_seqs < 1 || b->n_seqs > c->max_seqs)
+        return xf_errorf(XF_EINVAL, "cpu backend: a step of %lld tokens in %d sequences exceeds the sizes given at init (%lld, %lld)",
+                         (long long)n, b->n_seqs, (long long)c->max_tokens, (long long)c->max_seqs);
+    const layer_weights *Lw = NULL;
+    if (op_kind_is_per_layer(k)) {
+        if (layer < 0 || layer >= cfg->n_layers) return xf_errorf(XF_EINVAL, "cpu backend: layer %d out of range", layer);
+        Lw = &c->w->layers[layer];
+    }
+    const int nth = c->threads;
+    switch (k) {
+    case OP_KV_ALLOC:
+        return cpu_kv_alloc(c, b);
+    case OP_EMBEDDING: {
+        const wmat *E = &c->w->embed;
+        for (int64_t t = 0; t < n; t++)
+            if (b->tokens[t] < 0 || b->tokens[t] >= cfg->vocab)
+                return xf_errorf(XF_EINVAL, "token id %d is outside the vocabulary [0, %lld)", b->tokens[t], (long long)cfg->vocab);
+#pragma omp parallel for num_threads(nth) schedule(static) if (n * d >= CPU_PAR_MIN)
+        for (int64_t t = 0; t < n; t++) xk_dequant_rows(E, b->tokens[t], b->tokens[t] + 1, c->x + t * d);
+        return XF_OK;
+    }
+    case OP_ATTN_NORM:
+    case OP_FFN_NORM: {
+        const float *wn = k == OP_ATTN_NORM ? Lw->attn_norm : Lw->ffn_norm;
+#pragma omp parallel for num_threads(nth) schedule(static) if (n * d >= CPU_PAR_MIN)
+        for (int64_t t = 0; t < n; t++) xk_rmsnorm(c->xn + t * d, c->x + t * d, wn, d, (float)cfg->norm_eps);
+        return XF_OK;
+    }
+    case OP_QKV:
+        cpu_linear(c, &Lw->qkv, c->xn, n, c->qkv);
+        if (Lw->qkv_bias) {
+#pragma omp parallel for num_threads(nth) schedule(static) if (n * c->qkv_dim >= CPU_PAR_MIN)
+            for (int64_t t = 0; t < n; t++) xk_add(c->qkv + t * c->qkv_dim, Lw->qkv_bias, c->qkv_dim);
+        }
+        return XF_OK;
+    case OP_ROPE: {
+#pragma omp parallel num_threads(nth) if (n * c->qkv_dim >= CPU_PAR_MIN)
+        {
+            float *cs = c->att_scratch + (int64_t)omp_get_thread_num() * c->att_scratch_n; /* (head_dim) cos | sin */
+#pragma omp for schedule(static)
+            for (int64_t t = 0; t < n; t++) {
+                const int64_t s = c->tok_seq[t], pos = b->seqs[s].pos + (t - b->tok_off[s]);
+                xk_rope_table(cs, cs + hd / 2, pos, hd, cfg->rope_theta);
+                float *row = c->qkv + t * c->qkv_dim;
+                xk_rope(row, cfg->n_heads, hd, cs, cs + hd / 2);
+                xk_rope(row + c->q_dim, cfg->n_kv_heads, hd, cs, cs + hd / 2);
+            }
+        }
+        return XF_OK;
+    }
+    case OP_KV_APPEND: {
+        const int64_t row_bytes = c->kv_dim * c->kv_esz;
+#pragma omp parallel for num_threads(nth) schedule(static) if (n * c->kv_dim >= CPU_PAR_MIN)
+        for (int64_t t = 0; t < n; t++) {
+            const int64_t s = c->tok_seq[t], pos = b->seqs[s].pos + (t - b->tok_off[s]);
+            const int64_t slot = c->seqs[s].slots[pos];
+            const float *row = c->qkv + t * c->qkv_dim;
+            xk_store(kv_k_base(c, layer, s) + slot * row_bytes, c->kvdt, row + c->q_dim, c->kv_dim);
+            xk_store(kv_v_base(c, layer, s) + slot * row_bytes, c->kvdt, row + c->q_dim + c->kv_dim, c->kv_dim);
+        }
+        return XF_OK;
+    }
+    case OP_ATTENTION: {
+        const int64_t nkv = cfg->n_kv_heads, items = n * nkv;
+        const float scale = (float)(1.0 / sqrt((double)hd));
+#pragma omp parallel num_threads(nth)
+        {
+            float *scr = c->att_scratch + (int64_t)omp_get_thread_num() * c->att_scratch_n;
+#pragma omp for schedule(dynamic, 1)
+            for (int64_t it = 0; it < items; it++) {
+                const int64_t t = it / nkv, g = it % nkv;
+                const int64_t s = c->tok_seq[t], pos = b->seqs[s].pos + (t - b->tok_off[s]);
+                const int64_t qoff = g * c->n_rep * hd; /* query heads g*n_rep .. (g+1)*n_rep-1 */
+                xk_attention(c->att + t * c->q_dim + qoff, c->qkv + t * c->qkv_dim + qoff, c->n_rep, hd,
+                             kv_k_base(c, layer, s), kv_v_base(c, layer, s), c->kvdt, c->kv_dim, g * hd,
+                             c->seqs[s].slots, pos + 1, scale, scr);
+            }
+        }
+        return XF_OK;
+    }
+    case OP_O_PROJ:
+        cpu_linear(c, &Lw->o, c->att, n, c->proj);
+        return XF_OK;
+    case OP_ATTN_RESIDUAL:
+    case OP_FFN_RESIDUAL:
+#pragma omp parallel for num_threads(nth) schedule(static) if (n * d >= CPU_PAR_MIN)
+        for (int64_t t = 0; t < n; t++) xk_add(c->x + t * d, c->proj + t * d, d);
+        return XF_OK;
+    case OP_GATE_UP:
+        cpu_linear(c, &Lw->gate_up, c->xn, n, c->gu);
+        return XF_OK;
+    case OP_SWIGLU: {
+        const int64_t ff = cfg->d_ff;
+#pragma omp parallel for num_threads(nth) schedule(static) if (n * ff >= CPU_PAR_MIN / 8)
+        for (int64_t t = 0; t < n; t++) xk_swiglu(c->hff + t * ff, c->gu + t * 2 * ff, c->gu + t * 2 * ff + ff, ff);
+        return XF_OK;
+    }
+    case OP_DOWN:
+        cpu_linear(c, &Lw->down, c->hff, n, c->proj);
+        return XF_OK;
+    case OP_FINAL_NORM:
+        for (int s = 0; s < b->n_seqs; s++)
+            xk_rmsnorm(c->last + s * d, c->x + (b->tok_off[s + 1] - 1) * d, c->w->final_norm, d, (float)cfg->norm_eps);
+        return XF_OK;
+    case OP_LM_HEAD:
+        cpu_linear(c, &c->w->lm_head, c->last, b->n_seqs, c->logits);
+        return XF_OK;
+    case OP_SAMPLING:
+        for (int s = 0; s < b->n_seqs; s++) c->sampled[s] = (int32_t)xk_argmax(c->logits + s * cfg->vocab, cfg->vocab);
+        return XF_OK;
+    default:
+        return xf_errorf(XF_EINVAL, "cpu backend: unknown op %d", (int)k);
+    }
+}
+
+static xf_status cpu_sync(void *ctx) {
+    (void)ctx;
+    return XF_OK;
+}
+
+static xf_status cpu_read_logits(void *ctx, float *out, int64_t n_seqs) {
+    cpu_ctx *c = ctx;
+    if (n_seqs < 0 || n_seqs > c->max_seqs) return xf_errorf(XF_EINVAL, "cpu backend: %lld sequences of logits asked", (long long)n_seqs);
+    memcpy(out, c->logits, (size_t)(n_seqs * c->cfg.vocab) * sizeof(float));
+    return XF_OK;
+}
+
+static xf_status cpu_read_tokens(void *ctx, int32_t *out, int64_t n_seqs) {
+    cpu_ctx *c = ctx;
+    if (n_seqs < 0 || n_seqs > c->max_seqs) return xf_errorf(XF_EINVAL, "cpu backend: %lld sequences of tokens asked", (long long)n_seqs);
+    memcpy(out, c->sampled, (size_t)n_seqs * sizeof(int32_t));
+    return XF_OK;
+}
+
+static void cpu_seq_release(void *ctx, int64_t seq) {
+    cpu_ctx *c = ctx;
+    if (!c || seq < 0 || seq >= c->max_seqs) return;
+    cpu_seq_free_kv(c, &c->seqs[seq]);
+    c->seqs[seq].len = 0;
+}
+
+static int64_t cpu_mem_bytes(void *ctx) { return ((cpu_ctx *)ctx)->bytes; }
+
+const backend_ops cpu_backend_ops = {
+    .name = "cpu",
+    .init = cpu_init,
+    .free_ctx = cpu_free,
+    .run_op = cpu_run_op,
+    .sync = cpu_sync,
+    .read_logits = cpu_read_logits,
+    .read_tokens = cpu_read_tokens,
+    .seq_release = cpu_seq_release,
+    .mem_bytes = cpu_mem_bytes,
+};

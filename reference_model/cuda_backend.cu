@@ -1,0 +1,844 @@
+/* The CUDA backend (cuda_backend.h): the CPU backend's ops on a GPU. cuBLAS for the projections and
+ * lm_head (cublasGemmEx, 16-bit inputs, CUBLAS_COMPUTE_32F, FP32 output); own kernels for the rest,
+ * their per-element index math in cuda_index.h (tested on the CPU by tests/test_cuda_index.c).
+ *
+ * Device buffers (T = max_step_tokens rows, S = max_seqs):
+ *   x      fp32 (T, d_model)        residual stream
+ *   xn     16-bit (T, d_model)      RMSNorm output, GEMM input
+ *   qkv    fp32 (T, q_dim + 2 kv_dim)
+ *   att    16-bit (T, q_dim)        attention output, o_proj input
+ *   tmp    fp32 (T, d_model)        o_proj / down output, added by the residual ops
+ *   gu     fp32 (T, 2 d_ff)         gate | up
+ *   h      16-bit (T, d_ff)         SwiGLU output, down input
+ *   last   16-bit (S, d_model)      final norm of each sequence's last row
+ *   logits fp32 (S, vocab), next int32 (S)
+ *   meta   one block of step metadata (tok_off, positions, block tables, KV base pointers, tokens),
+ *          filled on the host in pinned memory and copied by one cudaMemcpyAsync in kv_alloc, so a
+ *          captured CUDA graph replays with the next step's values.
+ * KV: pool mode: K and V arrays (n_layers, kv_slots, kv_dim) addressed through the KV manager's
+ * block tables; system mode: per sequence K and V arrays (n_layers, cap, kv_dim) grown with
+ * cudaMalloc + copy + cudaFree on every step that lengthens the sequence. */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reference_model/cuda_index.h"
+extern "C" {
+#include "reference_model/cuda_meta.h"
+#include "reference_model/kv_cache.h"
+#include "reference_model/weights.h"
+}
+#include "reference_model/cuda_backend.h"
+#include "reference_model/cuda_common.cuh"
+
+namespace {
+
+/* ---- element storage ---- */
+
+enum { ST_F32 = 0, ST_F16 = 1, ST_BF16 = 2 };
+
+__device__ __forceinline__ float ld(const void *p, int64_t i, int st) {
+    if (st == ST_F32) return ((const float *)p)[i];
+    if (st == ST_BF16) return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+    return __half2float(((const __half *)p)[i]);
+}
+
+__device__ __forceinline__ void st_(void *p, int64_t i, float v, int st) {
+    if (st == ST_F32) ((float *)p)[i] = v;
+    else if (st == ST_BF16) ((__nv_bfloat16 *)p)[i] = __float2bfloat16(v);
+    else ((__half *)p)[i] = __float2half(v);
+}
+
+/* Step metadata as the kernels see it (device pointers into the meta block). */
+struct meta_dev {
+    const int64_t *tok_off;   /* (S + 1) */
+    const int64_t *seq_pos;   /* (S) position of each sequence's first new token */
+    const int64_t *table_off; /* (S) */
+    const int64_t *tpe;       /* (S) positions per table entry */
+    const int64_t *n_slots;   /* (S) slots per layer of the sequence's KV arrays */
+    void *const *kbase;       /* (S) K array of the sequence (the pool in pool mode) */
+    void *const *vbase;       /* (S) */
+    const int32_t *tokens;    /* (T) */
+    const int32_t *tables;    /* (table_cap) */
+};
+
+constexpr int NT = 256; /* threads per block of the row kernels */
+
+__global__ void k_embed(float *x, const void *emb, int wst, const int32_t *tokens, int64_t n, int64_t d) {
+    int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= n * d) return;
+    int64_t out;
+    int64_t src = xf_embed_src(idx, d, tokens, &out);
+    x[out] = ld(emb, src, wst);
+}
+
+/* One block per row. rows_from_last: row r of the output is the last new row of sequence r. */
+__global__ void k_rmsnorm(void *y, int yst, const float *x, const float *w, int64_t d, float eps,
+                          const int64_t *tok_off_last) {
+    __shared__ float part[NT];
+    int t = threadIdx.x;
+    int64_t out_row = blockIdx.x;
+    int64_t in_row = tok_off_last ? xf_last_row(tok_off_last, (int)blockIdx.x) : out_row;
+    const float *xr = x + in_row * d;
+    float ss = 0.f;
+    for (int64_t k = 0; k < xf_strided_count(d, t, NT); k++) {
+        float v = xr[xf_strided_col(t, NT, k)];
+        ss += v * v;
+    }
+    part[t] = ss;
+    __syncthreads();
+    for (int s = NT / 2; s > 0; s /= 2) {
+        if (t < s) part[t] += part[xf_tree_partner(t, s)];
+        __syncthreads();
+    }
+    float inv = (float)(1.0 / sqrt((double)part[0] / (double)d + (double)eps));
+    for (int64_t k = 0; k < xf_strided_count(d, t, NT); k++) {
+        int64_t c = xf_strided_col(t, NT, k);
+        st_(y, out_row * d + c, xr[c] * inv * w[c], yst);
+    }
+}
+
+__global__ void k_bias(float *y, const float *bias, int64_t n, int64_t width) {
+    int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= n * width) return;
+    int64_t row, col;
+    xf_idx_row_col(idx, width, &row, &col);
+    y[idx] += bias[col];
+}
+
+/* Pairs of Q heads first (n_tokens * n_heads * half), then K heads. */
+__global__ void k_rope(float *qkv, meta_dev m, int n_seqs, int64_t n, int64_t n_heads, int64_t n_kv_heads,
+                       int64_t hd, int64_t width, int64_t q_dim, double theta) {
+    int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    int64_t half = hd / 2, nq = n * n_heads * half, nk = n * n_kv_heads * half;
+    if (idx >= nq + nk) return;
+    xf_rope_pair p = idx < nq ? xf_rope_index(idx, n_heads, hd, width, 0) : xf_rope_index(idx - nq, n_kv_heads, hd, width, q_dim);
+    int s = xf_seq_of_row(m.tok_off, n_seqs, p.tok);
+    int64_t pos = m.seq_pos[s] + (p.tok - m.tok_off[s]);
+    double a = xf_rope_angle(pos, p.i, hd, theta);
+    float c = (float)cos(a), sn = (float)sin(a), y0, y1;
+    xf_rope_rotate(qkv[p.a], qkv[p.b], c, sn, &y0, &y1);
+    qkv[p.a] = y0;
+    qkv[p.b] = y1;
+}
+
+/* K elements first (n * kv_dim), then V. */
+__global__ void k_kv_append(const float *qkv, meta_dev m, int n_seqs, int64_t n, int64_t kv_dim, int64_t width,
+                            int64_t q_dim, int64_t layer, int kst) {
+    int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= 2 * n * kv_dim) return;
+    int is_v = idx >= n * kv_dim;
+    int64_t e = is_v ? idx - n * kv_dim : idx;
+    int s;
+    int64_t dst;
+    int64_t src = xf_kv_append_index(e, kv_dim, width, q_dim + (is_v ? kv_dim : 0), m.tok_off, n_seqs, m.seq_pos,
+                                     m.tables, m.table_off, m.tpe, layer, m.n_slots, &s, &dst);
+    st_(is_v ? m.vbase[s] : m.kbase[s], dst, qkv[src], kst);
+}
+
+/* One block per (row, head); scores of keys 0..pos in dynamic shared memory. */
+__global__ void k_attention(const float *qkv, void *att, int ast, meta_dev m, int n_seqs, int64_t n_heads,
+                            int64_t n_kv_heads, int64_t hd, int64_t width, int64_t layer, int64_t kv_dim, int kst,
+                            float scale) {
+    extern __shared__ float sm[]; /* q (hd) | red (NT) | scores (pos + 1) */
+    float *q = sm, *red = sm + hd, *sc = red + NT;
+    int t = threadIdx.x;
+    xf_attn_task task = xf_attn_index(blockIdx.x, n_heads, n_kv_heads, hd, width, m.tok_off, n_seqs, m.seq_pos);
+    const int32_t *table = m.tables + m.table_off[task.seq];
+    int64_t tpe = m.tpe[task.seq], ns = m.n_slots[task.seq];
+    const void *K = m.kbase[task.seq], *V = m.vbase[task.seq];
+    for (int64_t d = t; d < hd; d += NT) q[d] = qkv[task.q_off + d];
+    __syncthreads();
+    int64_t nkeys = task.pos + 1;
+    float mx = -INFINITY;
+    for (int64_t j = t; j < nkeys; j += NT) {
+        float s = 0.f;
+        for (int64_t d = 0; d < hd; d++) s += q[d] * ld(K, xf_attn_kv_offset(&task, j, d, hd, table, tpe, layer, ns, kv_dim), kst);
+        s *= scale;
+        sc[j] = s;
+        mx = fmaxf(mx, s);
+    }
+    red[t] = mx;
+    __syncthreads();
+    for (int s = NT / 2; s > 0; s /= 2) {
+        if (t < s) red[t] = fmaxf(red[t], red[xf_tree_partner(t, s)]);
+        __syncthreads();
+    }
+    mx = red[0];
+    __syncthreads();
+    float sum = 0.f;
+    for (int64_t j = t; j < nkeys; j += NT) {
+        float e = expf(sc[j] - mx);
+        sc[j] = e;
+        sum += e;
+    }
+    red[t] = sum;
+    __syncthreads();
+    for (int s = NT / 2; s > 0; s /= 2) {
+        if (t < s) red[t] += red[xf_tree_partner(t, s)];
+        __syncthreads();
+    }
+    float inv = 1.f / red[0];
+    for (int64_t d = t; d < hd; d += NT) {
+        float acc = 0.f;
+        for (int64_t j = 0; j < nkeys; j++) acc += sc[j] * ld(V, xf_attn_kv_offset(&task, j, d, hd, table, tpe, layer, ns, kv_dim), kst);
+        st_(att, task.out_off + d, acc * inv, ast);
+    }
+}
+
+__global__ void k_add(float *y, const float *x, int64_t n) {
+    int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx < n) y[idx] += x[idx];
+}
+
+__global__ void k_swiglu(void *h, int hst, const float *gu, int64_t n, int64_t d_ff) {
+    int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= n * d_ff) return;
+    xf_swiglu_index i = xf_swiglu_at(idx, d_ff);
+    float g = gu[i.gate];
+    st_(h, i.out, g / (1.0f + expf(-g)) * gu[i.up], hst);
+}
+
+__global__ void k_argmax(int32_t *out, const float *logits, int64_t vocab) {
+    __shared__ float bv[NT];
+    __shared__ int64_t bi[NT];
+    int t = threadIdx.x;
+    const float *row = logits + (int64_t)blockIdx.x * vocab;
+    float v = -INFINITY;
+    int64_t iv = INT64_MAX;
+    for (int64_t k = 0; k < xf_strided_count(vocab, t, NT); k++) {
+        int64_t c = xf_strided_col(t, NT, k);
+        if (xf_argmax_better(row[c], c, v, iv)) {
+            v = row[c];
+            iv = c;
+        }
+    }
+    bv[t] = v;
+    bi[t] = iv;
+    __syncthreads();
+    for (int s = NT / 2; s > 0; s /= 2) {
+        if (t < s) {
+            int u = xf_tree_partner(t, s);
+            if (xf_argmax_better(bv[u], bi[u], bv[t], bi[t])) {
+                bv[t] = bv[u];
+                bi[t] = bi[u];
+            }
+        }
+        __syncthreads();
+    }
+    if (t == 0) out[blockIdx.x] = (int32_t)(bi[0] == INT64_MAX ? 0 : bi[0]);
+}
+
+inline unsigned blocks_for(int64_t n, int per) {
+    return (unsigned)((n + per - 1) / per);
+}
+
+/* ---- context ---- */
+
+struct dev_layer {
+    float *attn_norm, *ffn_norm, *qkv_bias;
+    void *wqkv, *wo, *wgu, *wdown;
+};
+
+struct seq_state { /* system mode */
+    void *k, *v;    /* (n_layers, cap, kv_dim) */
+    int64_t cap;
+};
+
+struct cuda_ctx {
+    model_config cfg;
+    int64_t d, q_dim, kv_dim, width, ff, vocab, hd;
+    kv_cache *kv;
+    kv_alloc_mode mode;
+    int kst, wst; /* storage of KV, of weights and GEMM inputs */
+    size_t kesz, wesz;
+    int64_t kv_slots, max_seqs, max_seq_len, max_tok, table_cap;
+    int ordinal;
+    cudaStream_t st;
+    const cuda_blas_api *blas;
+    cublasHandle_t h;
+    void *blas_ws;
+    /* weights */
+    void *embed, *lm_head;
+    float *final_norm;
+    dev_layer *layers;
+    /* activations */
+    float *x, *qkv, *tmp, *gu, *logits;
+    void *xn, *att, *hbuf, *last;
+    int32_t *next;
+    /* KV */
+    void *kpool, *vpool;
+    seq_state *seqs;
+    /* metadata */
+    size_t meta_bytes;
+    char *meta_host, *meta_dev_buf;
+    meta_dev md;
+    int n_seqs;   /* of the current step */
+    int64_t n_tok;
+    size_t attn_smem_max;
+    int64_t bytes;
+    /* graphs */
+    int graph_on, capturing;
+    cudaGraphExec_t graph;
+    int graph_n_seqs;
+    cudaEvent_t ev0, ev1;
+    float last_ms; /* embedding .. sampling of the last step, cudaEvents */
+    int step_timing;
+};
+
+xf_status blas_status(cuda_ctx *c, cublasStatus_t s, const char *what) {
+    return xf_errorf(XF_EIO, "cuBLAS %s: %s", what, c->blas->status_string(s));
+}
+
+template <typename T> xf_status dalloc(cuda_ctx *c, T **p, int64_t bytes, const char *what) {
+    *p = NULL;
+    if (bytes <= 0) return XF_OK;
+    cudaError_t e = cudaMalloc((void **)p, (size_t)bytes);
+    if (e != cudaSuccess) {
+        *p = NULL;
+        return cuda_status(e, what);
+    }
+    c->bytes += bytes;
+    return XF_OK;
+}
+
+/* Uploads a host matrix as 16-bit (bf16 or fp16), converting fp32 / int8 on the host. */
+xf_status upload_w(cuda_ctx *c, void **dst, const wmat *m, const char *what) {
+    int64_t n = m->rows * m->cols;
+    xf_status s = dalloc(c, dst, n * 2, what);
+    if (s) return s;
+    if (m->dtype == XF_BF16 && c->wst == ST_BF16) {
+        XF_CUDA_TRY(cudaMemcpy(*dst, m->data, (size_t)n * 2, cudaMemcpyHostToDevice), what);
+        return XF_OK;
+    }
+    const int64_t chunk_rows = m->cols > 0 ? (((int64_t)1 << 24) / m->cols) + 1 : 1;
+    uint16_t *buf = (uint16_t *)malloc((size_t)(chunk_rows * m->cols) * 2);
+    if (!buf) return xf_errorf(XF_ENOMEM, "cuda backend: out of host memory converting %s", what);
+    for (int64_t r0 = 0; r0 < m->rows; r0 += chunk_rows) {
+        int64_t nr = m->rows - r0 < chunk_rows ? m->rows - r0 : chunk_rows;
+        for (int64_t r = 0; r < nr; r++)
+            for (int64_t col = 0; col < m->cols; col++) {
+                float f = m->dtype == XF_FP32 ? ((const float *)m->data)[(r0 + r) * m->cols + col] : weights_get(m, r0 + r, col);
+                buf[r * m->cols + col] = c->wst == ST_BF16 ? weights_f32_to_bf16(f) : weights_f32_to_f16(f);
+            }
+        cudaError_t e = cudaMemcpy((char *)*dst + r0 * m->cols * 2, buf, (size_t)(nr * m->cols) * 2, cudaMemcpyHostToDevice);
+        if (e != cudaSuccess) {
+            free(buf);
+            return cuda_status(e, what);
+        }
+    }
+    free(buf);
+    return XF_OK;
+}
+
+xf_status upload_f(cuda_ctx *c, float **dst, const float *src, int64_t n, const char *what) {
+    xf_status s = dalloc(c, dst, n * 4, what);
+    if (s) return s;
+    XF_CUDA_TRY(cudaMemcpy(*dst, src, (size_t)n * 4, cudaMemcpyHostToDevice), what);
+    return XF_OK;
+}
+
+void cuda_free_ctx(void *ctx) {
+    cuda_ctx *c = (cuda_ctx *)ctx;
+    if (!c) return;
+    if (c->st) cudaStreamSynchronize(c->st);
+    if (c->graph) cudaGraphExecDestroy(c->graph);
+    if (c->h && c->blas) c->blas->destroy(c->h);
+    void *ptrs[] = {c->embed, c->lm_head == c->embed ? NULL : c->lm_head, c->final_norm, c->x, c->qkv, c->tmp, c->gu,
+                    c->logits, c->xn, c->att, c->hbuf, c->last, c->next, c->kpool, c->vpool, c->meta_dev_buf, c->blas_ws};
+    for (void *p : ptrs)
+        if (p) cudaFree(p);
+    if (c->layers) {
+        for (int64_t l = 0; l < c->cfg.n_layers; l++) {
+            dev_layer *L = &c->layers[l];
+            void *lp[] = {L->attn_norm, L->ffn_norm, L->qkv_bias, L->wqkv, L->wo, L->wgu, L->wdown};
+            for (void *p : lp)
+                if (p) cudaFree(p);
+        }
+        free(c->layers);
+    }
+    if (c->seqs) {
+        for (int64_t s = 0; s < c->max_seqs; s++) {
+            if (c->seqs[s].k) cudaFree(c->seqs[s].k);
+            if (c->seqs[s].v) cudaFree(c->seqs[s].v);
+        }
+        free(c->seqs);
+    }
+    if (c->meta_host) cudaFreeHost(c->meta_host);
+    if (c->ev0) cudaEventDestroy(c->ev0);
+    if (c->ev1) cudaEventDestroy(c->ev1);
+    if (c->st) cudaStreamDestroy(c->st);
+    free(c);
+}
+
+xf_status cuda_init(void **out, const backend_init_args *a) {
+    *out = NULL;
+    if (!a || !a->cfg) return xf_errorf(XF_EINVAL, "cuda backend: no config");
+    xf_status s = cuda_device_open(a->device_index, NULL);
+    if (s) return s;
+    if (!a->weights) return xf_errorf(XF_EINVAL, "cuda backend: no weights");
+    if (a->kvdtype != XF_FP32 && a->kvdtype != XF_FP16 && a->kvdtype != XF_BF16)
+        return xf_errorf(XF_EINVAL, "cuda backend: KV dtype %s is not supported (fp32, fp16, bf16)", dtype_name(a->kvdtype));
+    if (a->max_seqs < 1 || a->max_seq_len < 1 || a->max_step_tokens < 1)
+        return xf_errorf(XF_EINVAL, "cuda backend: max_seqs, max_seq_len and max_step_tokens must be >= 1");
+    if (a->kv_alloc == KV_ALLOC_POOL && (!a->kv || a->kv_slots < 1))
+        return xf_errorf(XF_EINVAL, "cuda backend: pool mode needs the KV manager and its slot count");
+    const cuda_blas_api *blas;
+    if ((s = cuda_blas_load(&blas))) return s;
+    cuda_ctx *c = (cuda_ctx *)calloc(1, sizeof *c);
+    if (!c) return xf_errorf(XF_ENOMEM, "cuda backend: out of memory");
+    const model_config *cfg = a->cfg;
+    c->cfg = *cfg;
+    c->d = cfg->d_model;
+    c->hd = cfg->head_dim;
+    c->q_dim = cfg->n_heads * cfg->head_dim;
+    c->kv_dim = cfg->n_kv_heads * cfg->head_dim;
+    c->width = c->q_dim + 2 * c->kv_dim;
+    c->ff = cfg->d_ff;
+    c->vocab = cfg->vocab;
+    c->kv = a->kv;
+    c->mode = a->kv_alloc;
+    c->kst = a->kvdtype == XF_FP32 ? ST_F32 : a->kvdtype == XF_BF16 ? ST_BF16 : ST_F16;
+    c->kesz = a->kvdtype == XF_FP32 ? 4 : 2;
+    const char *wenv = getenv("XFPROF_CUDA_WEIGHTS");
+    c->wst = wenv && !strcmp(wenv, "fp16") ? ST_F16 : ST_BF16;
+    c->wesz = 2;
+    c->kv_slots = a->kv_slots;
+    c->max_seqs = a->max_seqs;
+    c->max_seq_len = a->max_seq_len;
+    c->max_tok = a->max_step_tokens;
+    c->table_cap = a->max_seqs * (a->max_seq_len + 1);
+    c->ordinal = a->device_index;
+    c->blas = blas;
+    const int64_t T = c->max_tok, S = c->max_seqs, d = c->d;
+#define TRY(x)                  \
+    do {                        \
+        if ((s = (x))) goto fail; \
+    } while (0)
+#define CTRY(x, what)                                 \
+    do {                                              \
+        cudaError_t e_ = (x);                         \
+        if (e_ != cudaSuccess) {                      \
+            s = cuda_status(e_, what);                \
+            goto fail;                                \
+        }                                             \
+    } while (0)
+    {
+        CTRY(cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking), "cudaStreamCreate");
+        CTRY(cudaEventCreate(&c->ev0), "cudaEventCreate");
+        CTRY(cudaEventCreate(&c->ev1), "cudaEventCreate");
+        cublasStatus_t bs = blas->create(&c->h);
+        if (bs != CUBLAS_STATUS_SUCCESS) {
+            s = blas_status(c, bs, "create");
+            goto fail;
+        }
+        blas->set_stream(c->h, c->st);
+        /* A fixed workspace so that GEMMs can be captured into a CUDA graph. */
+        TRY(dalloc(c, &c->blas_ws, 32 << 20, "cuBLAS workspace"));
+        blas->set_workspace(c->h, c->blas_ws, 32 << 20);
+        const model_weights *w = a->weights;
+        TRY(upload_w(c, &c->embed, &w->embed, "embedding"));
+        if (cfg->tied_embeddings && w->lm_head.data == w->embed.data) c->lm_head = c->embed;
+        else TRY(upload_w(c, &c->lm_head, &w->lm_head, "lm_head"));
+        TRY(upload_f(c, &c->final_norm, w->final_norm, d, "final norm"));
+        c->layers = (dev_layer *)calloc((size_t)cfg->n_layers, sizeof *c->layers);
+        if (!c->layers) {
+            s = xf_errorf(XF_ENOMEM, "cuda backend: out of memory");
+            goto fail;
+        }
+        for (int64_t l = 0; l < cfg->n_layers; l++) {
+            const layer_weights *lw = &w->layers[l];
+            dev_layer *L = &c->layers[l];
+            TRY(upload_f(c, &L->attn_norm, lw->attn_norm, d, "attn norm"));
+            TRY(upload_f(c, &L->ffn_norm, lw->ffn_norm, d, "ffn norm"));
+            if (lw->qkv_bias) TRY(upload_f(c, &L->qkv_bias, lw->qkv_bias, c->width, "qkv bias"));
+            TRY(upload_w(c, &L->wqkv, &lw->qkv, "qkv"));
+            TRY(upload_w(c, &L->wo, &lw->o, "o_proj"));
+            TRY(upload_w(c, &L->wgu, &lw->gate_up, "gate_up"));
+            TRY(upload_w(c, &L->wdown, &lw->down, "down"));
+        }
+        TRY(dalloc(c, &c->x, T * d * 4, "activations"));
+        TRY(dalloc(c, &c->xn, T * d * 2, "activations"));
+        TRY(dalloc(c, &c->qkv, T * c->width * 4, "activations"));
+        TRY(dalloc(c, &c->att, T * c->q_dim * 2, "activations"));
+        TRY(dalloc(c, &c->tmp, T * d * 4, "activations"));
+        TRY(dalloc(c, &c->gu, T * 2 * c->ff * 4, "activations"));
+        TRY(dalloc(c, &c->hbuf, T * c->ff * 2, "activations"));
+        TRY(dalloc(c, &c->last, S * d * 2, "activations"));
+        TRY(dalloc(c, &c->logits, S * c->vocab * 4, "logits"));
+        TRY(dalloc(c, &c->next, S * 4, "tokens"));
+        if (c->mode == KV_ALLOC_POOL) {
+            int64_t kvb = cfg->n_layers * c->kv_slots * c->kv_dim * (int64_t)c->kesz;
+            TRY(dalloc(c, &c->kpool, kvb, "KV pool"));
+            TRY(dalloc(c, &c->vpool, kvb, "KV pool"));
+        }
+        c->seqs = (seq_state *)calloc((size_t)S, sizeof *c->seqs);
+        if (!c->seqs) {
+            s = xf_errorf(XF_ENOMEM, "cuda backend: out of memory");
+            goto fail;
+        }
+        cuda_meta_layout ML = cuda_meta_layout_of(S, T, c->table_cap);
+        c->meta_bytes = ML.total;
+        CTRY(cudaMallocHost((void **)&c->meta_host, ML.total), "pinned metadata");
+        memset(c->meta_host, 0, ML.total);
+        TRY(dalloc(c, &c->meta_dev_buf, (int64_t)ML.total, "metadata"));
+        char *b = c->meta_dev_buf;
+        c->md.tok_off = (const int64_t *)(b + ML.tok_off);
+        c->md.seq_pos = (const int64_t *)(b + ML.seq_pos);
+        c->md.table_off = (const int64_t *)(b + ML.table_off);
+        c->md.tpe = (const int64_t *)(b + ML.tpe);
+        c->md.n_slots = (const int64_t *)(b + ML.n_slots);
+        c->md.kbase = (void *const *)(b + ML.kbase);
+        c->md.vbase = (void *const *)(b + ML.vbase);
+        c->md.tokens = (const int32_t *)(b + ML.tokens);
+        c->md.tables = (const int32_t *)(b + ML.tables);
+        /* attention's shared memory: q + reduction + scores of up to max_seq_len keys */
+        c->attn_smem_max = (size_t)(c->hd + NT + c->max_seq_len) * 4;
+        int optin = 0;
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, c->ordinal);
+        if (c->attn_smem_max > (size_t)optin) {
+            s = xf_errorf(XF_EUNSUPPORTED, "cuda backend: attention keeps %lld scores in shared memory, more than the %d bytes "
+                                           "this GPU offers a block: use max_seq_len <= %lld",
+                          (long long)c->max_seq_len, optin, (long long)(optin / 4 - c->hd - NT));
+            goto fail;
+        }
+        CTRY(cudaFuncSetAttribute(k_attention, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)c->attn_smem_max),
+             "attention shared memory");
+        CTRY(cudaStreamSynchronize(c->st), "init");
+    }
+#undef TRY
+#undef CTRY
+    *out = c;
+    return XF_OK;
+fail:
+    cuda_free_ctx(c);
+    return s;
+}
+
+/* Grows sequence s's own KV arrays to `need` slots per layer (system mode). */
+xf_status grow_seq(cuda_ctx *c, seq_state *q, int64_t keep, int64_t need) {
+    const size_t row = (size_t)c->kv_dim * c->kesz;
+    const int64_t L = c->cfg.n_layers;
+    void *nk = NULL, *nv = NULL;
+    XF_CUDA_TRY(cudaMalloc(&nk, (size_t)(L * need) * row), "KV grow (cudaMalloc)");
+    cudaError_t e = cudaMalloc(&nv, (size_t)(L * need) * row);
+    if (e != cudaSuccess) {
+        cudaFree(nk);
+        return cuda_status(e, "KV grow (cudaMalloc)");
+    }
+    if (keep > 0) {
+        /* layer l's rows move from l * cap to l * need: one 2D copy per array */
+        XF_CUDA_TRY(cudaMemcpy2DAsync(nk, (size_t)need * row, q->k, (size_t)q->cap * row, (size_t)keep * row, (size_t)L,
+                                      cudaMemcpyDeviceToDevice, c->st), "KV grow (copy)");
+        XF_CUDA_TRY(cudaMemcpy2DAsync(nv, (size_t)need * row, q->v, (size_t)q->cap * row, (size_t)keep * row, (size_t)L,
+                                      cudaMemcpyDeviceToDevice, c->st), "KV grow (copy)");
+    }
+    if (q->k) XF_CUDA_TRY(cudaFree(q->k), "KV grow (cudaFree)"); /* cudaFree synchronises: part of the cost */
+    if (q->v) XF_CUDA_TRY(cudaFree(q->v), "KV grow (cudaFree)");
+    c->bytes += 2 * L * (need - q->cap) * (int64_t)row;
+    q->k = nk;
+    q->v = nv;
+    q->cap = need;
+    return XF_OK;
+}
+
+xf_status kv_alloc(cuda_ctx *c, const step_batch *b) {
+    if (c->mode == KV_ALLOC_POOL) {
+        int64_t ncp = 0;
+        const kv_copy *cp = kv_cache_copies(c->kv, &ncp);
+        const size_t row = (size_t)c->kv_dim * c->kesz;
+        for (int64_t i = 0; i < ncp; i++)
+            for (int64_t l = 0; l < c->cfg.n_layers; l++) {
+                size_t src = (size_t)(l * c->kv_slots + cp[i].src_slot) * row, dst = (size_t)(l * c->kv_slots + cp[i].dst_slot) * row;
+                XF_CUDA_TRY(cudaMemcpyAsync((char *)c->kpool + dst, (char *)c->kpool + src, (size_t)cp[i].n_slots * row,
+                                            cudaMemcpyDeviceToDevice, c->st), "KV copy-on-write");
+                XF_CUDA_TRY(cudaMemcpyAsync((char *)c->vpool + dst, (char *)c->vpool + src, (size_t)cp[i].n_slots * row,
+                                            cudaMemcpyDeviceToDevice, c->st), "KV copy-on-write");
+            }
+        if (ncp) kv_cache_clear_copies(c->kv);
+    }
+    if (b->n_seqs < 1 || b->n_seqs > c->max_seqs) return xf_errorf(XF_EINVAL, "cuda backend: %d sequences", b->n_seqs);
+    /* system mode: grow each sequence's own arrays to what the step needs first */
+    int64_t caps[1024];
+    const int64_t *sys_caps = NULL;
+    if (c->mode == KV_ALLOC_SYSTEM) {
+        if (b->n_seqs > 1024) return xf_errorf(XF_EINVAL, "cuda backend: system KV mode handles at most 1024 sequences per step");
+        for (int s = 0; s < b->n_seqs; s++) {
+            const step_seq *q = &b->seqs[s];
+            seq_state *st = &c->seqs[s];
+            const int64_t need = q->pos + q->n_new;
+            if (q->pos < 0 || q->n_new < 1 || need > c->max_seq_len)
+                return xf_errorf(XF_EINVAL, "cuda backend: sequence %d at position %lld + %lld new tokens exceeds max_seq_len %lld", s,
+                                 (long long)q->pos, (long long)q->n_new, (long long)c->max_seq_len);
+            if (need > st->cap) {
+                xf_status e = grow_seq(c, st, q->pos < st->cap ? q->pos : st->cap, need);
+                if (e) return e;
+            }
+            caps[s] = st->cap;
+        }
+        sys_caps = caps;
+    }
+    /* The pinned block may still be read by the previous step's copy: wait for it. */
+    XF_CUDA_TRY(cudaStreamSynchronize(c->st), "kv_alloc");
+    cuda_meta_layout ML = cuda_meta_layout_of(c->max_seqs, c->max_tok, c->table_cap);
+    cuda_meta_view v = cuda_meta_view_of(c->meta_host, &ML);
+    xf_status st = cuda_meta_pack(&v, b, c->kv, c->kv_slots, sys_caps, c->max_seqs, c->max_tok, c->max_seq_len, c->table_cap,
+                                  c->vocab);
+    if (st) return st;
+    for (int s = 0; s < b->n_seqs; s++) {
+        v.kbase[s] = sys_caps ? c->seqs[s].k : c->kpool;
+        v.vbase[s] = sys_caps ? c->seqs[s].v : c->vpool;
+    }
+    c->n_seqs = b->n_seqs;
+    c->n_tok = b->n_tokens;
+    XF_CUDA_TRY(cudaMemcpyAsync(c->meta_dev_buf, c->meta_host, c->meta_bytes, cudaMemcpyHostToDevice, c->st), "metadata upload");
+    return XF_OK;
+}
+
+/* Y (n, out) fp32 = X (n, in) 16-bit · W^T, W (out, in) row-major 16-bit. */
+xf_status gemm(cuda_ctx *c, const void *W, const void *X, float *Y, int64_t out, int64_t in, int64_t n, const char *what) {
+    const float one = 1.f, zero = 0.f;
+    cudaDataType_t t = c->wst == ST_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+    cublasStatus_t s = c->blas->gemm_ex(c->h, CUBLAS_OP_T, CUBLAS_OP_N, (int)out, (int)n, (int)in, &one, W, t, (int)in, X, t,
+                                        (int)in, &zero, Y, CUDA_R_32F, (int)out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (s != CUBLAS_STATUS_SUCCESS) return blas_status(c, s, what);
+    return XF_OK;
+}
+
+xf_status launch_check(const char *what) {
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return cuda_status(e, what);
+    return XF_OK;
+}
+
+xf_status run_op_impl(cuda_ctx *c, op_kind k, int layer, const step_batch *b) {
+    const model_config *cfg = &c->cfg;
+    const int64_t n = c->n_tok, d = c->d;
+    const int S = c->n_seqs;
+    const dev_layer *L = NULL;
+    if (op_kind_is_per_layer(k)) {
+        if (layer < 0 || layer >= cfg->n_layers) return xf_errorf(XF_EINVAL, "cuda backend: layer %d out of range", layer);
+        L = &c->layers[layer];
+    }
+    switch (k) {
+    case OP_KV_ALLOC:
+        return kv_alloc(c, b);
+    case OP_EMBEDDING:
+        k_embed<<<blocks_for(n * d, NT), NT, 0, c->st>>>(c->x, c->embed, c->wst, c->md.tokens, n, d);
+        return launch_check("embedding");
+    case OP_ATTN_NORM:
+    case OP_FFN_NORM:
+        k_rmsnorm<<<(unsigned)n, NT, 0, c->st>>>(c->xn, c->wst, c->x, k == OP_ATTN_NORM ? L->attn_norm : L->ffn_norm, d,
+                                                 (float)cfg->norm_eps, NULL);
+        return launch_check("rmsnorm");
+    case OP_QKV: {
+        xf_status s = gemm(c, L->wqkv, c->xn, c->qkv, c->width, d, n, "qkv");
+        if (s || !L->qkv_bias) return s;
+        k_bias<<<blocks_for(n * c->width, NT), NT, 0, c->st>>>(c->qkv, L->qkv_bias, n, c->width);
+        return launch_check("qkv bias");
+    }
+    case OP_ROPE: {
+        int64_t pairs = n * (cfg->n_heads + cfg->n_kv_heads) * (c->hd / 2);
+        k_rope<<<blocks_for(pairs, NT), NT, 0, c->st>>>(c->qkv, c->md, S, n, cfg->n_heads, cfg->n_kv_heads, c->hd, c->width,
+                                                         c->q_dim, cfg->rope_theta);
+        return launch_check("rope");
+    }
+    case OP_KV_APPEND:
+        k_kv_append<<<blocks_for(2 * n * c->kv_dim, NT), NT, 0, c->st>>>(c->qkv, c->md, S, n, c->kv_dim, c->width, c->q_dim,
+                                                                          layer, c->kst);
+        return launch_check("kv_append");
+    case OP_ATTENTION: {
+        int64_t maxpos = 0;
+        for (int s = 0; s < S; s++) {
+            int64_t p = b->seqs[s].pos + b->seqs[s].n_new;
+            if (p > maxpos) maxpos = p;
+        }
+        /* the graph replays with the largest context the backend was built for */
+        size_t smem = c->graph_on && b->phase == XF_DECODE ? c->attn_smem_max : (size_t)(c->hd + NT + maxpos) * 4;
+        k_attention<<<(unsigned)(n * cfg->n_heads), NT, smem, c->st>>>(c->qkv, c->att, c->wst, c->md, S, cfg->n_heads,
+                                                                        cfg->n_kv_heads, c->hd, c->width, layer, c->kv_dim,
+                                                                        c->kst, (float)(1.0 / sqrt((double)c->hd)));
+        return launch_check("attention");
+    }
+    case OP_O_PROJ:
+        return gemm(c, L->wo, c->att, c->tmp, d, c->q_dim, n, "o_proj");
+    case OP_ATTN_RESIDUAL:
+    case OP_FFN_RESIDUAL:
+        k_add<<<blocks_for(n * d, NT), NT, 0, c->st>>>(c->x, c->tmp, n * d);
+        return launch_check("residual");
+    case OP_GATE_UP:
+        return gemm(c, L->wgu, c->xn, c->gu, 2 * c->ff, d, n, "gate_up");
+    case OP_SWIGLU:
+        k_swiglu<<<blocks_for(n * c->ff, NT), NT, 0, c->st>>>(c->hbuf, c->wst, c->gu, n, c->ff);
+        return launch_check("swiglu");
+    case OP_DOWN:
+        return gemm(c, L->wdown, c->hbuf, c->tmp, d, c->ff, n, "down");
+    case OP_FINAL_NORM:
+        k_rmsnorm<<<(unsigned)S, NT, 0, c->st>>>(c->last, c->wst, c->x, c->final_norm, d, (float)cfg->norm_eps, c->md.tok_off);
+        return launch_check("final_norm");
+    case OP_LM_HEAD:
+        return gemm(c, c->lm_head, c->last, c->logits, c->vocab, d, S, "lm_head");
+    case OP_SAMPLING:
+        k_argmax<<<(unsigned)S, NT, 0, c->st>>>(c->next, c->logits, c->vocab);
+        return launch_check("sampling");
+    default:
+        return xf_errorf(XF_EINVAL, "cuda backend: unknown op %d", (int)k);
+    }
+}
+
+/* CUDA graphs: in decode, the first step of a batch shape is captured from embedding to sampling
+ * and launched at sampling; later steps of the same shape only run kv_alloc (host work and the
+ * metadata copy) and launch the graph at sampling. */
+xf_status cuda_run_op(void *ctx, op_kind k, int layer, const step_batch *b) {
+    cuda_ctx *c = (cuda_ctx *)ctx;
+    if (!c || !b) return xf_errorf(XF_EINVAL, "cuda backend: NULL argument");
+    if (b->n_seqs < 1 || b->n_seqs > c->max_seqs || b->n_tokens < 1 || b->n_tokens > c->max_tok)
+        return xf_errorf(XF_EINVAL, "cuda backend: a step of %lld tokens in %d sequences exceeds the sizes given at init (%lld, %lld)",
+                         (long long)b->n_tokens, b->n_seqs, (long long)c->max_tok, (long long)c->max_seqs);
+    const int use_graph = c->graph_on && b->phase == XF_DECODE && c->mode == KV_ALLOC_POOL;
+    if (!use_graph || k == OP_KV_ALLOC) {
+        if (k == OP_EMBEDDING) XF_CUDA_TRY(cudaEventRecord(c->ev0, c->st), "event");
+        xf_status s = run_op_impl(c, k, layer, b);
+        if (!s && k == OP_SAMPLING) {
+            XF_CUDA_TRY(cudaEventRecord(c->ev1, c->st), "event");
+            c->step_timing = 1;
+        }
+        if (s || k != OP_KV_ALLOC || !use_graph) return s;
+        if (c->graph && c->graph_n_seqs != b->n_seqs) {
+            cudaGraphExecDestroy(c->graph);
+            c->graph = NULL;
+        }
+        return XF_OK;
+    }
+    if (c->graph) {
+        if (k != OP_SAMPLING) return XF_OK;
+        XF_CUDA_TRY(cudaEventRecord(c->ev0, c->st), "event");
+        XF_CUDA_TRY(cudaGraphLaunch(c->graph, c->st), "graph launch");
+        XF_CUDA_TRY(cudaEventRecord(c->ev1, c->st), "event");
+        c->step_timing = 1;
+        return XF_OK;
+    }
+    if (k == OP_EMBEDDING) {
+        XF_CUDA_TRY(cudaStreamBeginCapture(c->st, cudaStreamCaptureModeThreadLocal), "graph capture");
+        c->capturing = 1;
+    }
+    xf_status s = run_op_impl(c, k, layer, b);
+    if (c->capturing && (s || k == OP_SAMPLING)) {
+        cudaGraph_t g = NULL;
+        cudaError_t e = cudaStreamEndCapture(c->st, &g);
+        c->capturing = 0;
+        if (s) {
+            if (g) cudaGraphDestroy(g);
+            return s;
+        }
+        if (e != cudaSuccess) return cuda_status(e, "graph capture");
+        e = cudaGraphInstantiate(&c->graph, g, 0);
+        cudaGraphDestroy(g);
+        if (e != cudaSuccess) return cuda_status(e, "graph instantiate");
+        c->graph_n_seqs = b->n_seqs;
+        XF_CUDA_TRY(cudaEventRecord(c->ev0, c->st), "event");
+        XF_CUDA_TRY(cudaGraphLaunch(c->graph, c->st), "graph launch");
+        XF_CUDA_TRY(cudaEventRecord(c->ev1, c->st), "event");
+        c->step_timing = 1;
+    }
+    return s;
+}
+
+xf_status cuda_sync(void *ctx) {
+    cuda_ctx *c = (cuda_ctx *)ctx;
+    XF_CUDA_TRY(cudaStreamSynchronize(c->st), "stream synchronize");
+    if (c->step_timing) {
+        float ms = 0;
+        if (cudaEventElapsedTime(&ms, c->ev0, c->ev1) == cudaSuccess) c->last_ms = ms;
+        c->step_timing = 0;
+    }
+    return XF_OK;
+}
+
+xf_status cuda_read_logits(void *ctx, float *out, int64_t n_seqs) {
+    cuda_ctx *c = (cuda_ctx *)ctx;
+    if (n_seqs < 0 || n_seqs > c->max_seqs) return xf_errorf(XF_EINVAL, "cuda backend: read_logits of %lld sequences", (long long)n_seqs);
+    XF_CUDA_TRY(cudaMemcpyAsync(out, c->logits, (size_t)(n_seqs * c->vocab) * 4, cudaMemcpyDeviceToHost, c->st), "read logits");
+    XF_CUDA_TRY(cudaStreamSynchronize(c->st), "read logits");
+    return XF_OK;
+}
+
+xf_status cuda_read_tokens(void *ctx, int32_t *out, int64_t n_seqs) {
+    cuda_ctx *c = (cuda_ctx *)ctx;
+    if (n_seqs < 0 || n_seqs > c->max_seqs) return xf_errorf(XF_EINVAL, "cuda backend: read_tokens of %lld sequences", (long long)n_seqs);
+    XF_CUDA_TRY(cudaMemcpyAsync(out, c->next, (size_t)n_seqs * 4, cudaMemcpyDeviceToHost, c->st), "read tokens");
+    XF_CUDA_TRY(cudaStreamSynchronize(c->st), "read tokens");
+    return XF_OK;
+}
+
+void cuda_seq_release(void *ctx, int64_t seq) {
+    cuda_ctx *c = (cuda_ctx *)ctx;
+    if (!c || seq < 0 || seq >= c->max_seqs) return;
+    seq_state *q = &c->seqs[seq];
+    if (q->k || q->v) {
+        cudaStreamSynchronize(c->st);
+        cudaFree(q->k);
+        cudaFree(q->v);
+        c->bytes -= 2 * c->cfg.n_layers * q->cap * c->kv_dim * (int64_t)c->kesz;
+    }
+    memset(q, 0, sizeof *q);
+}
+
+int64_t cuda_mem_bytes(void *ctx) {
+    return ctx ? ((cuda_ctx *)ctx)->bytes : 0;
+}
+
+} // namespace
+
+extern "C" const backend_ops cuda_backend_ops = {
+    "cuda", cuda_init, cuda_free_ctx, cuda_run_op, cuda_sync, cuda_read_logits, cuda_read_tokens, cuda_seq_release, cuda_mem_bytes,
+};
+
+extern "C" void cuda_backend_set_graph(void *ctx, int on) {
+    if (ctx) ((cuda_ctx *)ctx)->graph_on = on != 0;
+}
+
+extern "C" double cuda_backend_last_step_ms(void *ctx) {
+    return ctx ? ((cuda_ctx *)ctx)->last_ms : 0.0;
+}
+
+extern "C" xf_status cuda_backend_debug_read(void *ctx, const char *which, float *out, int64_t n) {
+    cuda_ctx *c = (cuda_ctx *)ctx;
+    if (!c || !which || !out || n < 0) return xf_errorf(XF_EINVAL, "cuda_backend_debug_read: bad arguments");
+    const int64_t T = c->max_tok, S = c->max_seqs;
+    struct {
+        const char *name;
+        const void *p;
+        int st;
+        int64_t n;
+    } bufs[] = {
+        {"x", c->x, ST_F32, T * c->d},          {"xn", c->xn, c->wst, T * c->d},
+        {"qkv", c->qkv, ST_F32, T * c->width},  {"att", c->att, c->wst, T * c->q_dim},
+        {"tmp", c->tmp, ST_F32, T * c->d},      {"gu", c->gu, ST_F32, T * 2 * c->ff},
+        {"h", c->hbuf, c->wst, T * c->ff},      {"last", c->last, c->wst, S * c->d},
+        {"logits", c->logits, ST_F32, S * c->vocab},
+        {"kpool", c->kpool, c->kst, c->kpool ? c->cfg.n_layers * c->kv_slots * c->kv_dim : 0},
+        {"vpool", c->vpool, c->kst, c->vpool ? c->cfg.n_layers * c->kv_slots * c->kv_dim : 0},
+    };
+    for (auto &b : bufs) {
+        if (strcmp(b.name, which) != 0) continue;
+        if (n > b.n) return xf_errorf(XF_EINVAL, "cuda_backend_debug_read: %s holds %lld elements", which, (long long)b.n);
+        XF_CUDA_TRY(cudaStreamSynchronize(c->st), "debug read");
+        if (b.st == ST_F32) {
+            XF_CUDA_TRY(cudaMemcpy(out, b.p, (size_t)n * 4, cudaMemcpyDeviceToHost), "debug read");
+            return XF_OK;
+        }
+        uint16_t *tmp = (uint16_t *)malloc((size_t)n * 2 + 2);
+        if (!tmp) return xf_errorf(XF_ENOMEM, "debug read: out of memory");
+        cudaError_t e = cudaMemcpy(tmp, b.p, (size_t)n * 2, cudaMemcpyDeviceToHost);
+        for (int64_t i = 0; e == cudaSuccess && i < n; i++)
+            out[i] = b.st == ST_BF16 ? weights_bf16_to_f32(tmp[i]) : weights_f16_to_f32(tmp[i]);
+        free(tmp);
+        if (e != cudaSuccess) return cuda_status(e, "debug read");
+        return XF_OK;
+    }
+    return xf_errorf(XF_EINVAL, "cuda_backend_debug_read: unknown buffer '%s'", which);
+}

@@ -1,0 +1,451 @@
+/* The model runner: see model.h. */
+#include "reference_model/model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "reference_model/kv_cache.h"
+#include "reference_model/safetensors.h"
+#include "reference_model/weights.h"
+
+#ifdef XFPROF_HAVE_CUDA_BACKEND
+extern const backend_ops cuda_backend_ops; /* defined by the CUDA backend when it is built */
+#endif
+
+const backend_ops *backend_find(const char *name) {
+    if (!name || !strcasecmp(name, "cpu")) return &cpu_backend_ops;
+#ifdef XFPROF_HAVE_CUDA_BACKEND
+    if (!strncasecmp(name, "cuda", 4)) return &cuda_backend_ops;
+#endif
+    return NULL;
+}
+
+struct model {
+    model_config cfg;
+    model_options opt;
+    char kv_policy[32];
+    char backend_name[16];
+    model_weights *w;
+    kv_cache *kv;           /* pool mode only */
+    const backend_ops *be;
+    void *bctx;
+    model_mem mem;
+    int64_t max_tokens;     /* max_seqs * max_prompt */
+    int n_seqs;             /* live sequences, 0 before the first prefill */
+    int *kv_ids;            /* (max_seqs) KV manager ids, -1 when none */
+    int64_t *seq_len;       /* (max_seqs) tokens in KV */
+    int32_t *gen;           /* (max_seqs, max_seq_len) generated tokens */
+    int64_t *n_gen;         /* (max_seqs) */
+    float *logits;          /* (max_seqs, vocab) last step's logits */
+    int64_t decode_steps;
+    step_seq *sseq;         /* (max_seqs) */
+    int64_t *tok_off;       /* (max_seqs + 1) */
+    int32_t *tok;           /* (max_tokens) */
+    int32_t *sampled;       /* (max_seqs) */
+};
+
+void model_options_default(model_options *o) {
+    memset(o, 0, sizeof *o);
+    o->seed = 1;
+    o->wdtype = XF_FP32;
+    o->quant_group = XF_DEFAULT_QUANT_GROUP;
+    o->kvdtype = XF_FP32;
+    o->threads = 0;
+    o->kv_policy = "paged:16";
+    o->kv_alloc = KV_ALLOC_POOL;
+    o->backend = "cpu";
+    o->max_seqs = 1;
+    o->max_prompt = 128;
+    o->max_seq_len = 256;
+}
+
+static int mul_ok(int64_t a, int64_t b, int64_t *out) {
+    if (a < 0 || b < 0 || (a != 0 && b > INT64_MAX / a)) return 0;
+    *out = a * b;
+    return 1;
+}
+
+static int add_ok(int64_t a, int64_t b, int64_t *out) {
+    if (a < 0 || b < 0 || a > INT64_MAX - b) return 0;
+    *out = a + b;
+    return 1;
+}
+
+static xf_status check_options(const model_config *cfg, const model_options *o) {
+    xf_status st = config_validate(cfg);
+    if (st) return st;
+    if (o->wdtype != XF_FP32 && o->wdtype != XF_BF16 && o->wdtype != XF_FP16 && o->wdtype != XF_INT8)
+        return xf_errorf(XF_EINVAL, "weight dtype %s is not supported by the reference model: use fp32, bf16, fp16 or int8",
+                         dtype_name(o->wdtype));
+    if (o->kvdtype != XF_FP32 && o->kvdtype != XF_FP16 && o->kvdtype != XF_BF16)
+        return xf_errorf(XF_EINVAL, "KV dtype %s is not supported by the reference model: use fp32, fp16 or bf16",
+                         dtype_name(o->kvdtype));
+    if (o->quant_group < 0 || o->quant_group > 65536)
+        return xf_errorf(XF_EINVAL, "quant group %d out of range: use 1..65536 (0 = 128)", o->quant_group);
+    if (o->threads < 0 || o->threads > 4096) return xf_errorf(XF_EINVAL, "threads %d out of range: use 1..4096 (0 = all)", o->threads);
+    if (o->max_seqs < 1 || o->max_seqs > (1 << 20))
+        return xf_errorf(XF_EINVAL, "batch %lld out of range: use 1..1048576", (long long)o->max_seqs);
+    if (o->max_prompt < 1 || o->max_seq_len < o->max_prompt)
+        return xf_errorf(XF_EINVAL, "prompt length %lld and sequence length %lld: need 1 <= prompt <= prompt + generated",
+                         (long long)o->max_prompt, (long long)o->max_seq_len);
+    if (cfg->max_ctx > 0 && o->max_seq_len > cfg->max_ctx)
+        return xf_errorf(XF_EINVAL, "prompt + generated = %lld tokens exceeds %s's context of %lld tokens",
+                         (long long)o->max_seq_len, cfg->name, (long long)cfg->max_ctx);
+    if (o->max_seq_len > INT32_MAX) return xf_errorf(XF_EINVAL, "sequence length %lld is too long", (long long)o->max_seq_len);
+    if (o->kv_pool_bytes < 0) return xf_errorf(XF_EINVAL, "KV pool budget must not be negative");
+    if (o->kv_alloc != KV_ALLOC_POOL && o->kv_alloc != KV_ALLOC_SYSTEM)
+        return xf_errorf(XF_EINVAL, "unknown kv_alloc mode %d: use pool or system", (int)o->kv_alloc);
+    return XF_OK;
+}
+
+/* Slots one sequence of max_seq_len tokens takes under the policy. */
+static int64_t slots_per_seq(const kv_policy *p, int64_t len) {
+    if (p->kind == KV_POLICY_PAGED) return (len + p->block - 1) / p->block * p->block;
+    if (p->kind == KV_POLICY_POW2) {
+        int64_t v = 1;
+        while (v < len) v *= 2;
+        return v;
+    }
+    return len;
+}
+
+xf_status model_mem_of(const model_config *cfg, const model_options *o, model_mem *out) {
+    xf_status st = check_options(cfg, o);
+    if (st) return st;
+    memset(out, 0, sizeof *out);
+    int group = o->quant_group > 0 ? o->quant_group : XF_DEFAULT_QUANT_GROUP;
+    if ((st = weights_bytes(cfg, o->wdtype, group, &out->weights_bytes))) return st;
+    int64_t bps = kv_bytes_per_slot(cfg->n_layers, cfg->n_kv_heads, cfg->head_dim, o->kvdtype, 0);
+    if (bps <= 0) return xf_errorf(XF_EOVERFLOW, "KV bytes per token of %s overflow", cfg->name);
+    kv_policy pol;
+    if ((st = kv_policy_parse(o->kv_policy ? o->kv_policy : "paged:16", &pol))) return st;
+    int64_t slots;
+    if (o->kv_alloc == KV_ALLOC_SYSTEM) {
+        if (!mul_ok(o->max_seqs, o->max_seq_len, &slots) || !mul_ok(slots, bps, &out->kv_bytes))
+            return xf_errorf(XF_EOVERFLOW, "KV of %lld x %lld tokens overflows", (long long)o->max_seqs, (long long)o->max_seq_len);
+    } else if (o->kv_pool_bytes > 0) {
+        out->kv_bytes = o->kv_pool_bytes / bps * bps;
+    } else if (!mul_ok(o->max_seqs, slots_per_seq(&pol, o->max_seq_len), &slots) || !mul_ok(slots, bps, &out->kv_bytes)) {
+        return xf_errorf(XF_EOVERFLOW, "KV of %lld x %lld tokens overflows", (long long)o->max_seqs, (long long)o->max_seq_len);
+    }
+    /* Activations: what cpu_backend.c allocates (rows = max_seqs * max_prompt). */
+    int64_t T, per_tok, acts, q_dim = cfg->n_heads * cfg->head_dim, kv_dim = cfg->n_kv_heads * cfg->head_dim;
+    per_tok = 3 * cfg->d_model + (q_dim + 2 * kv_dim) + q_dim + 3 * cfg->d_ff + 2; /* floats + tok_seq */
+    int64_t tail = (cfg->d_model + cfg->vocab + 1) * o->max_seqs + o->max_seqs * o->max_seq_len * 2;
+    int threads = o->threads > 0 ? o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (threads < 1) threads = 1;
+    if (!mul_ok(o->max_seqs, o->max_prompt, &T) || !mul_ok(T, per_tok, &acts) || !add_ok(acts, tail, &acts) ||
+        !mul_ok(acts, 4, &acts) ||
+        (o->wdtype != XF_FP32 && T >= 16 && !add_ok(acts, (int64_t)threads * (4 << 20), &acts)))
+        return xf_errorf(XF_EOVERFLOW, "activations of %lld x %lld tokens overflow", (long long)o->max_seqs, (long long)o->max_prompt);
+    out->activations_bytes = acts;
+    if (!add_ok(out->weights_bytes, out->kv_bytes, &out->total_bytes) || !add_ok(out->total_bytes, acts, &out->total_bytes))
+        return xf_errorf(XF_EOVERFLOW, "the model's memory overflows 64 bits");
+    return XF_OK;
+}
+
+/* The folder's config.json must describe the same shapes as cfg. */
+static xf_status check_dir_config(const char *dir, const model_config *cfg) {
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s/config.json", dir) >= (int)sizeof path)
+        return xf_errorf(XF_EINVAL, "weights folder path is too long");
+    model_config f;
+    xf_status st = config_load_hf(path, &f);
+    if (st) return st;
+#define XF_SAME(field)                                                                                          \
+    if (f.field != cfg->field)                                                                                  \
+        return xf_errorf(XF_EINVAL, "%s: " #field " is %lld but the model asked for has %lld: use the folder's own config (--model %s)", \
+                         path, (long long)f.field, (long long)cfg->field, dir);
+    XF_SAME(n_layers) XF_SAME(d_model) XF_SAME(n_heads) XF_SAME(n_kv_heads) XF_SAME(head_dim) XF_SAME(d_ff)
+    XF_SAME(vocab) XF_SAME(tied_embeddings) XF_SAME(qkv_bias)
+#undef XF_SAME
+    return XF_OK;
+}
+
+static void fmt_bytes(char *buf, size_t n, int64_t b) {
+    snprintf(buf, n, "%.2f GiB (%lld bytes)", (double)b / (1024.0 * 1024.0 * 1024.0), (long long)b);
+}
+
+void model_free(model *m) {
+    if (!m) return;
+    if (m->be && m->bctx) m->be->free_ctx(m->bctx);
+    kv_cache_free(m->kv);
+    weights_free(m->w);
+    free(m->kv_ids);
+    free(m->seq_len);
+    free(m->gen);
+    free(m->n_gen);
+    free(m->logits);
+    free(m->sseq);
+    free(m->tok_off);
+    free(m->tok);
+    free(m->sampled);
+    free(m);
+}
+
+xf_status model_init(model **out, const model_config *cfg, const model_options *opts) {
+    if (!out || !cfg || !opts) return xf_errorf(XF_EINVAL, "model_init: NULL argument");
+    *out = NULL;
+    model_mem mem;
+    xf_status st = model_mem_of(cfg, opts, &mem);
+    if (st) return st;
+    const backend_ops *be = backend_find(opts->backend);
+    if (!be) {
+        if (opts->backend && !strncasecmp(opts->backend, "cuda", 4))
+            return xf_errorf(XF_EUNSUPPORTED, "backend %s: this build has no CUDA backend", opts->backend);
+        return xf_errorf(XF_EINVAL, "unknown backend '%s': use cpu or cuda", opts->backend);
+    }
+    /* Refuse before allocating anything large. */
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && psz > 0 && !strcmp(be->name, "cpu")) {
+        int64_t phys = (int64_t)pages * (int64_t)psz;
+        if (mem.total_bytes > phys) {
+            char a[64], b[64], c[64], d[64], e[64];
+            fmt_bytes(a, sizeof a, mem.total_bytes);
+            fmt_bytes(b, sizeof b, mem.weights_bytes);
+            fmt_bytes(c, sizeof c, mem.kv_bytes);
+            fmt_bytes(d, sizeof d, mem.activations_bytes);
+            fmt_bytes(e, sizeof e, phys);
+            return xf_errorf(XF_EOVERFLOW,
+                             "%s needs %s (weights %s at %s, KV %s, activations %s) but this machine has %s of memory: "
+                             "use a smaller model, batch or context, or bf16/int8 weights",
+                             cfg->name, a, b, dtype_name(opts->wdtype), c, d, e);
+        }
+    }
+    model *m = calloc(1, sizeof *m);
+    if (!m) return xf_errorf(XF_ENOMEM, "out of memory");
+    m->cfg = *cfg;
+    m->opt = *opts;
+    snprintf(m->kv_policy, sizeof m->kv_policy, "%s", opts->kv_policy ? opts->kv_policy : "paged:16");
+    snprintf(m->backend_name, sizeof m->backend_name, "%s", be->name);
+    m->opt.kv_policy = m->kv_policy;
+    m->opt.backend = m->backend_name;
+    m->opt.weights_dir = NULL; /* not kept: the caller's string */
+    m->mem = mem;
+    m->be = be;
+    const int64_t S = opts->max_seqs;
+    m->max_tokens = S * opts->max_prompt; /* checked in model_mem_of */
+    int group = opts->quant_group > 0 ? opts->quant_group : XF_DEFAULT_QUANT_GROUP;
+    m->kv_ids = malloc((size_t)S * sizeof *m->kv_ids);
+    m->seq_len = calloc((size_t)S, sizeof *m->seq_len);
+    m->gen = malloc((size_t)(S * opts->max_seq_len) * sizeof *m->gen);
+    m->n_gen = calloc((size_t)S, sizeof *m->n_gen);
+    m->logits = malloc((size_t)(S * cfg->vocab) * sizeof *m->logits);
+    m->sseq = calloc((size_t)S, sizeof *m->sseq);
+    m->tok_off = calloc((size_t)S + 1, sizeof *m->tok_off);
+    m->tok = malloc((size_t)m->max_tokens * sizeof *m->tok);
+    m->sampled = malloc((size_t)S * sizeof *m->sampled);
+    if (!m->kv_ids || !m->seq_len || !m->gen || !m->n_gen || !m->logits || !m->sseq || !m->tok_off || !m->tok || !m->sampled) {
+        model_free(m);
+        return xf_errorf(XF_ENOMEM, "out of memory");
+    }
+    for (int64_t s = 0; s < S; s++) m->kv_ids[s] = -1;
+    if (opts->weights_dir) {
+        st = check_dir_config(opts->weights_dir, cfg);
+        if (!st) st = st_load_weights(opts->weights_dir, cfg, opts->wdtype, group, &m->w);
+    } else {
+        st = weights_init_random(&m->w, cfg, opts->seed, opts->wdtype, group);
+    }
+    int64_t kv_slots = 0;
+    if (!st && opts->kv_alloc == KV_ALLOC_POOL) {
+        kv_cache_config kc;
+        memset(&kc, 0, sizeof kc);
+        kc.n_layers = cfg->n_layers;
+        kc.n_kv_heads = cfg->n_kv_heads;
+        kc.head_dim = cfg->head_dim;
+        kc.dtype = opts->kvdtype;
+        kc.budget_bytes = mem.kv_bytes;
+        kc.max_len = opts->max_seq_len;
+        st = kv_policy_parse(m->kv_policy, &kc.policy);
+        if (!st) st = kv_cache_init(&m->kv, &kc);
+        if (!st) kv_slots = kv_cache_n_slots(m->kv);
+    }
+    if (!st) {
+        backend_init_args a;
+        memset(&a, 0, sizeof a);
+        a.cfg = cfg;
+        a.weights = m->w;
+        a.kv = m->kv;
+        a.kvdtype = opts->kvdtype;
+        a.kv_alloc = opts->kv_alloc;
+        a.kv_slots = kv_slots;
+        a.max_seqs = S;
+        a.max_seq_len = opts->max_seq_len;
+        a.max_step_tokens = m->max_tokens;
+        a.threads = opts->threads;
+        a.device_index = opts->device_index;
+        st = be->init(&m->bctx, &a);
+    }
+    if (st) {
+        model_free(m);
+        return st;
+    }
+    *out = m;
+    return XF_OK;
+}
+
+void model_reset(model *m) {
+    if (!m) return;
+    for (int64_t s = 0; s < m->opt.max_seqs; s++) {
+        if (m->kv && m->kv_ids[s] >= 0) kv_cache_free_seq(m->kv, m->kv_ids[s]);
+        m->kv_ids[s] = -1;
+        if (m->bctx) m->be->seq_release(m->bctx, s);
+        m->seq_len[s] = 0;
+        m->n_gen[s] = 0;
+    }
+    m->n_seqs = 0;
+    m->decode_steps = 0;
+}
+
+/* One op inside its probe range. */
+static xf_status run_op(model *m, const step_batch *b, op_kind k, int layer, const probe_set *ps) {
+    probe_range r = {b->phase, layer, k, b->step};
+    probe_set_begin(ps, &r);
+    xf_status st = m->be->run_op(m->bctx, k, layer, b);
+    if (!st && m->opt.sync_each_op) st = m->be->sync(m->bctx);
+    probe_set_end(ps, &r);
+    return st;
+}
+
+/* Every op after kv_alloc, in cost_model order; then the results come back to the host. */
+static xf_status run_step(model *m, const step_batch *b, const probe_set *ps) {
+    xf_status st = run_op(m, b, OP_EMBEDDING, -1, ps);
+    for (int l = 0; !st && l < (int)m->cfg.n_layers; l++)
+        for (int k = OP_ATTN_NORM; !st && k <= OP_FFN_RESIDUAL; k++) st = run_op(m, b, (op_kind)k, l, ps);
+    if (!st) st = run_op(m, b, OP_FINAL_NORM, -1, ps);
+    if (!st) st = run_op(m, b, OP_LM_HEAD, -1, ps);
+    if (!st) st = run_op(m, b, OP_SAMPLING, -1, ps);
+    if (!st) st = m->be->sync(m->bctx);
+    if (!st) st = m->be->read_logits(m->bctx, m->logits, b->n_seqs);
+    if (!st) st = m->be->read_tokens(m->bctx, m->sampled, b->n_seqs);
+    return st;
+}
+
+xf_status model_prefill(model *m, int n_seqs, const int32_t *prompts, const int64_t *lens, const probe_set *ps) {
+    if (!m || !prompts || !lens) return xf_errorf(XF_EINVAL, "model_prefill: NULL argument");
+    if (n_seqs < 1 || n_seqs > m->opt.max_seqs)
+        return xf_errorf(XF_EINVAL, "prefill of %d sequences: the model was built for 1..%lld", n_seqs, (long long)m->opt.max_seqs);
+    int64_t total = 0;
+    for (int s = 0; s < n_seqs; s++) {
+        if (lens[s] < 1 || lens[s] > m->opt.max_prompt)
+            return xf_errorf(XF_EINVAL, "prompt %d has %lld tokens: the model was built for 1..%lld", s, (long long)lens[s],
+                             (long long)m->opt.max_prompt);
+        total += lens[s];
+    }
+    for (int64_t t = 0; t < total; t++)
+        if (prompts[t] < 0 || prompts[t] >= m->cfg.vocab)
+            return xf_errorf(XF_EINVAL, "prompt token %lld is %d, outside the vocabulary [0, %lld)", (long long)t, prompts[t],
+                             (long long)m->cfg.vocab);
+    model_reset(m);
+    m->tok_off[0] = 0;
+    for (int s = 0; s < n_seqs; s++) {
+        m->sseq[s].pos = 0;
+        m->sseq[s].n_new = lens[s];
+        m->tok_off[s + 1] = m->tok_off[s] + lens[s];
+    }
+    memcpy(m->tok, prompts, (size_t)total * sizeof *m->tok);
+    step_batch b = {XF_PREFILL, 0, n_seqs, m->sseq, total, m->tok_off, m->tok};
+
+    xf_status st = XF_OK;
+    probe_range r = {XF_PREFILL, -1, OP_KV_ALLOC, 0};
+    probe_set_begin(ps, &r);
+    for (int s = 0; st == XF_OK && s < n_seqs; s++) {
+        if (m->kv) {
+            st = kv_cache_add_seq(m->kv, lens[s], m->opt.max_seq_len, m->opt.max_seq_len, &m->kv_ids[s]);
+            if (st) xf_error_prefix(st, "KV for sequence %d (%lld prompt tokens): ", s, (long long)lens[s]);
+        }
+        m->sseq[s].kv_seq = m->kv_ids[s];
+    }
+    if (!st) st = m->be->run_op(m->bctx, OP_KV_ALLOC, -1, &b);
+    if (!st && m->opt.sync_each_op) st = m->be->sync(m->bctx);
+    probe_set_end(ps, &r);
+    m->n_seqs = n_seqs;
+    if (!st) st = run_step(m, &b, ps);
+    if (st) {
+        model_reset(m);
+        return st;
+    }
+    for (int s = 0; s < n_seqs; s++) {
+        m->seq_len[s] = lens[s];
+        m->gen[(int64_t)s * m->opt.max_seq_len] = m->sampled[s];
+        m->n_gen[s] = 1;
+    }
+    return XF_OK;
+}
+
+xf_status model_decode_step(model *m, const int32_t *forced, const probe_set *ps) {
+    if (!m) return xf_errorf(XF_EINVAL, "model_decode_step: NULL model");
+    if (m->n_seqs < 1) return xf_errorf(XF_EINVAL, "decode step before prefill: run model_prefill first");
+    const int n = m->n_seqs;
+    for (int s = 0; s < n; s++) {
+        if (m->seq_len[s] + 1 > m->opt.max_seq_len)
+            return xf_errorf(XF_EINVAL, "sequence %d already holds %lld tokens, the most it was built for (prompt + generated)",
+                             s, (long long)m->seq_len[s]);
+        int32_t t = forced ? forced[s] : m->gen[(int64_t)s * m->opt.max_seq_len + m->n_gen[s] - 1];
+        if (t < 0 || t >= m->cfg.vocab)
+            return xf_errorf(XF_EINVAL, "token %d for sequence %d is outside the vocabulary [0, %lld)", t, s, (long long)m->cfg.vocab);
+        m->tok[s] = t;
+        m->sseq[s].kv_seq = m->kv_ids[s];
+        m->sseq[s].pos = m->seq_len[s];
+        m->sseq[s].n_new = 1;
+        m->tok_off[s + 1] = s + 1;
+    }
+    m->tok_off[0] = 0;
+    const int64_t step = m->decode_steps + 1;
+    step_batch b = {XF_DECODE, step, n, m->sseq, n, m->tok_off, m->tok};
+    xf_status st = XF_OK;
+    probe_range r = {XF_DECODE, -1, OP_KV_ALLOC, step};
+    probe_set_begin(ps, &r);
+    for (int s = 0; st == XF_OK && m->kv && s < n; s++) {
+        st = kv_cache_append(m->kv, m->kv_ids[s], 1);
+        if (st) xf_error_prefix(st, "KV for sequence %d at %lld tokens: ", s, (long long)m->seq_len[s]);
+    }
+    if (!st) st = m->be->run_op(m->bctx, OP_KV_ALLOC, -1, &b);
+    if (!st && m->opt.sync_each_op) st = m->be->sync(m->bctx);
+    probe_set_end(ps, &r);
+    if (!st) st = run_step(m, &b, ps);
+    if (st) {
+        model_reset(m);
+        return st;
+    }
+    m->decode_steps = step;
+    for (int s = 0; s < n; s++) {
+        m->seq_len[s] += 1;
+        /* gen holds at most max_seq_len - prompt + 1 <= max_seq_len tokens */
+        m->gen[(int64_t)s * m->opt.max_seq_len + m->n_gen[s]] = m->sampled[s];
+        m->n_gen[s] += 1;
+    }
+    return XF_OK;
+}
+
+const float *model_logits(const model *m, int64_t *n_seqs, int64_t *vocab) {
+    if (n_seqs) *n_seqs = m ? m->n_seqs : 0;
+    if (vocab) *vocab = m ? m->cfg.vocab : 0;
+    return m ? m->logits : NULL;
+}
+
+const int32_t *model_tokens(const model *m, int seq, int64_t *n) {
+    if (n) *n = 0;
+    if (!m || seq < 0 || seq >= m->n_seqs) return NULL;
+    if (n) *n = m->n_gen[seq];
+    return m->gen + (int64_t)seq * m->opt.max_seq_len;
+}
+
+int64_t model_seq_len(const model *m, int seq) {
+    if (!m || seq < 0 || seq >= m->n_seqs) return -1;
+    return m->seq_len[seq];
+}
+
+int64_t model_decode_steps(const model *m) { return m ? m->decode_steps : 0; }
+const model_config *model_get_config(const model *m) { return m ? &m->cfg : NULL; }
+struct kv_cache *model_kv(model *m) { return m ? m->kv : NULL; }
+const struct model_weights *model_get_weights(const model *m) { return m ? m->w : NULL; }
+const char *model_backend_name(const model *m) { return m ? m->be->name : NULL; }
+
+void model_get_mem(const model *m, model_mem *out, int64_t *backend_bytes) {
+    if (out) *out = m->mem;
+    if (backend_bytes) *backend_bytes = m->be->mem_bytes(m->bctx);
+}

@@ -1,0 +1,407 @@
+/* safetensors reading and Hugging Face LLaMA-family folders: see safetensors.h. */
+#include "reference_model/safetensors.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/json_util.h"
+
+struct st_file {
+    char path[1024];
+    void *map;          /* the whole file, read-only */
+    size_t map_len;
+    int n;
+    st_tensor *t;       /* (n) */
+};
+
+void st_file_close(st_file *f) {
+    if (!f) return;
+    if (f->map && f->map != MAP_FAILED) munmap(f->map, f->map_len);
+    for (int i = 0; i < f->n; i++) free(f->t[i].name);
+    free(f->t);
+    free(f);
+}
+
+int st_file_count(const st_file *f) { return f ? f->n : 0; }
+const st_tensor *st_file_tensor(const st_file *f, int i) { return f && i >= 0 && i < f->n ? &f->t[i] : NULL; }
+
+const st_tensor *st_file_find(const st_file *f, const char *name) {
+    for (int i = 0; f && i < f->n; i++)
+        if (!strcmp(f->t[i].name, name)) return &f->t[i];
+    return NULL;
+}
+
+/* Element size of a safetensors dtype name; 0 when unknown. */
+static int st_elem_size(const char *d, st_dtype *kind) {
+    static const struct { const char *name; int size; st_dtype kind; } table[] = {
+        {"F32", 4, ST_F32},   {"F16", 2, ST_F16},    {"BF16", 2, ST_BF16},  {"F64", 8, ST_OTHER},
+        {"I64", 8, ST_OTHER}, {"I32", 4, ST_OTHER},  {"I16", 2, ST_OTHER},  {"I8", 1, ST_OTHER},
+        {"U8", 1, ST_OTHER},  {"U16", 2, ST_OTHER},  {"U32", 4, ST_OTHER},  {"U64", 8, ST_OTHER},
+        {"BOOL", 1, ST_OTHER}, {"F8_E4M3", 1, ST_OTHER}, {"F8_E5M2", 1, ST_OTHER},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (!strcmp(d, table[i].name)) {
+            *kind = table[i].kind;
+            return table[i].size;
+        }
+    return 0;
+}
+
+/* A non-negative integer JSON number below 2^53 (exact in a double). */
+static int json_uint(const cJSON *v, int64_t *out) {
+    if (!cJSON_IsNumber(v)) return 0;
+    double d = v->valuedouble;
+    if (!(d >= 0.0 && d <= 9007199254740992.0) || d != (double)(int64_t)d) return 0;
+    *out = (int64_t)d;
+    return 1;
+}
+
+static int cmp_begin(const void *a, const void *b) {
+    const st_tensor *x = *(const st_tensor *const *)a, *y = *(const st_tensor *const *)b;
+    const char *px = x->data, *py = y->data;
+    return px < py ? -1 : px > py;
+}
+
+static xf_status parse_header(st_file *f, const char *json, const char *data, int64_t data_len) {
+    cJSON *root = NULL;
+    xf_status st = json_parse(json, f->path, &root);
+    if (st) return xf_errorf(XF_EFORMAT, "%s: the safetensors header is not valid JSON (%s)", f->path, xf_error_msg());
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return xf_errorf(XF_EFORMAT, "%s: the safetensors header is not a JSON object", f->path);
+    }
+    int count = 0;
+    for (const cJSON *it = root->child; it; it = it->next) count++;
+    f->t = calloc((size_t)(count > 0 ? count : 1), sizeof *f->t);
+    if (!f->t) {
+        cJSON_Delete(root);
+        return xf_errorf(XF_ENOMEM, "out of memory");
+    }
+    for (const cJSON *it = root->child; it && !st; it = it->next) {
+        const char *name = it->string ? it->string : "";
+        if (!strcmp(name, "__metadata__")) continue;
+        if (!cJSON_IsObject(it)) {
+            st = xf_errorf(XF_EFORMAT, "%s: tensor '%s' is not a JSON object", f->path, name);
+            break;
+        }
+        for (int i = 0; i < f->n; i++)
+            if (!strcmp(f->t[i].name, name)) st = xf_errorf(XF_EFORMAT, "%s: tensor '%s' appears twice", f->path, name);
+        if (st) break;
+        st_tensor *t = &f->t[f->n];
+        if (!(t->name = strdup(name))) {
+            st = xf_errorf(XF_ENOMEM, "out of memory");
+            break;
+        }
+        f->n++;
+        const cJSON *dt = cJSON_GetObjectItemCaseSensitive(it, "dtype");
+        const cJSON *sh = cJSON_GetObjectItemCaseSensitive(it, "shape");
+        const cJSON *off = cJSON_GetObjectItemCaseSensitive(it, "data_offsets");
+        if (!cJSON_IsString(dt) || strlen(dt->valuestring) >= sizeof t->dtype_name) {
+            st = xf_errorf(XF_EFORMAT, "%s: tensor '%s' has no valid \"dtype\" string", f->path, name);
+            break;
+        }
+        snprintf(t->dtype_name, sizeof t->dtype_name, "%s", dt->valuestring);
+        int esz = st_elem_size(t->dtype_name, &t->dtype);
+        if (!esz) {
+            st = xf_errorf(XF_EFORMAT, "%s: tensor '%s' has unknown dtype '%s'", f->path, name, t->dtype_name);
+            break;
+        }
+        if (!cJSON_IsArray(sh) || cJSON_GetArraySize(sh) > ST_MAX_DIMS) {
+            st = xf_errorf(XF_EFORMAT, "%s: tensor '%s' needs a \"shape\" array of at most %d sizes", f->path, name, ST_MAX_DIMS);
+            break;
+        }
+        t->n_dims = cJSON_GetArraySize(sh);
+        t->n_elems = 1;
+        for (int d = 0; d < t->n_dims && !st; d++) {
+            int64_t v;
+            if (!json_uint(cJSON_GetArrayItem(sh, d), &v)) {
+                st = xf_errorf(XF_EFORMAT, "%s: tensor '%s' shape[%d] is not a non-negative integer", f->path, name, d);
+            } else {
+                t->shape[d] = v;
+                if (v != 0 && t->n_elems > INT64_MAX / 8 / v)
+                    st = xf_errorf(XF_EFORMAT, "%s: tensor '%s' shape overflows 64 bits", f->path, name);
+                else
+                    t->n_elems *= v;
+            }
+        }
+        if (st) break;
+        int64_t b0, b1;
+        if (!cJSON_IsArray(off) || cJSON_GetArraySize(off) != 2 || !json_uint(cJSON_GetArrayItem(off, 0), &b0) ||
+            !json_uint(cJSON_GetArrayItem(off, 1), &b1)) {
+            st = xf_errorf(XF_EFORMAT, "%s: tensor '%s' needs \"data_offsets\": [begin, end] of non-negative integers", f->path, name);
+            break;
+        }
+        if (b1 < b0 || b1 > data_len) {
+            st = xf_errorf(XF_EFORMAT, "%s: tensor '%s' data_offsets [%lld, %lld] lie outside the file's %lld data bytes",
+                           f->path, name, (long long)b0, (long long)b1, (long long)data_len);
+            break;
+        }
+        t->n_bytes = b1 - b0;
+        if (t->n_bytes != t->n_elems * esz) {
+            st = xf_errorf(XF_EFORMAT, "%s: tensor '%s' spans %lld bytes but its shape of %lld %s elements needs %lld",
+                           f->path, name, (long long)t->n_bytes, (long long)t->n_elems, t->dtype_name,
+                           (long long)(t->n_elems * esz));
+            break;
+        }
+        t->data = data + b0;
+    }
+    cJSON_Delete(root);
+    if (st) return st;
+    /* No two tensors may share bytes. */
+    st_tensor **order = malloc((size_t)(f->n > 0 ? f->n : 1) * sizeof *order);
+    if (!order) return xf_errorf(XF_ENOMEM, "out of memory");
+    int m = 0;
+    for (int i = 0; i < f->n; i++)
+        if (f->t[i].n_bytes > 0) order[m++] = &f->t[i];
+    qsort(order, (size_t)m, sizeof *order, cmp_begin);
+    for (int i = 1; i < m && !st; i++) {
+        const char *prev_end = (const char *)order[i - 1]->data + order[i - 1]->n_bytes;
+        if ((const char *)order[i]->data < prev_end)
+            st = xf_errorf(XF_EFORMAT, "%s: tensors '%s' and '%s' overlap in the file", f->path, order[i - 1]->name, order[i]->name);
+    }
+    free(order);
+    return st;
+}
+
+xf_status st_file_open(const char *path, st_file **out) {
+    if (!path || !out) return xf_errorf(XF_EINVAL, "st_file_open: NULL argument");
+    *out = NULL;
+    st_file *f = calloc(1, sizeof *f);
+    if (!f) return xf_errorf(XF_ENOMEM, "out of memory");
+    snprintf(f->path, sizeof f->path, "%s", path);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        xf_status st = xf_errorf(XF_EIO, "%s: cannot open: %s", path, strerror(errno));
+        st_file_close(f);
+        return st;
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        st_file_close(f);
+        return xf_errorf(XF_EIO, "%s: not a regular file", path);
+    }
+    if (sb.st_size < 8) {
+        close(fd);
+        st_file_close(f);
+        return xf_errorf(XF_EFORMAT, "%s: %lld bytes is too short for a safetensors file (8-byte header length first)", path,
+                         (long long)sb.st_size);
+    }
+    f->map_len = (size_t)sb.st_size;
+    f->map = mmap(NULL, f->map_len, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (f->map == MAP_FAILED) {
+        f->map = NULL;
+        xf_status st = xf_errorf(XF_EIO, "%s: mmap failed: %s", path, strerror(errno));
+        st_file_close(f);
+        return st;
+    }
+    const unsigned char *p = f->map;
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | p[i]; /* little-endian */
+    int64_t size = (int64_t)sb.st_size;
+    if (hlen > (uint64_t)(size - 8)) {
+        st_file_close(f);
+        return xf_errorf(XF_EFORMAT, "%s: header length %llu exceeds the file's %lld bytes: not a safetensors file or truncated",
+                         path, (unsigned long long)hlen, (long long)size);
+    }
+    if (hlen > ST_MAX_HEADER || hlen < 2) {
+        st_file_close(f);
+        return xf_errorf(XF_EFORMAT, "%s: header length %llu is out of range (2 .. %d)", path, (unsigned long long)hlen, ST_MAX_HEADER);
+    }
+    char *json = malloc((size_t)hlen + 1);
+    if (!json) {
+        st_file_close(f);
+        return xf_errorf(XF_ENOMEM, "out of memory");
+    }
+    memcpy(json, p + 8, (size_t)hlen);
+    json[hlen] = '\0';
+    xf_status st = parse_header(f, json, (const char *)p + 8 + hlen, size - 8 - (int64_t)hlen);
+    free(json);
+    if (st) {
+        st_file_close(f);
+        return st;
+    }
+    *out = f;
+    return XF_OK;
+}
+
+float st_tensor_get(const st_tensor *t, int64_t i) {
+    if (t->dtype == ST_F32) {
+        float v;
+        memcpy(&v, (const char *)t->data + i * 4, 4);
+        return v;
+    }
+    uint16_t h;
+    memcpy(&h, (const char *)t->data + i * 2, 2);
+    return t->dtype == ST_BF16 ? weights_bf16_to_f32(h) : weights_f16_to_f32(h);
+}
+
+/* ---- LLaMA-family folders ---- */
+
+typedef struct st_set {
+    int n;
+    st_file **files; /* (n) */
+} st_set;
+
+static void st_set_free(st_set *s) {
+    for (int i = 0; i < s->n; i++) st_file_close(s->files[i]);
+    free(s->files);
+    s->files = NULL;
+    s->n = 0;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static xf_status st_set_open(st_set *s, const char *dir) {
+    memset(s, 0, sizeof *s);
+    DIR *d = opendir(dir);
+    if (!d) return xf_errorf(XF_EIO, "%s: cannot open the weights folder: %s", dir, strerror(errno));
+    char **names = NULL;
+    int n = 0, cap = 0;
+    xf_status st = XF_OK;
+    struct dirent *e;
+    while ((e = readdir(d)) && !st) {
+        size_t len = strlen(e->d_name);
+        if (len <= 12 || strcmp(e->d_name + len - 12, ".safetensors")) continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 8;
+            char **nn = realloc(names, (size_t)cap * sizeof *names);
+            if (!nn) {
+                st = xf_errorf(XF_ENOMEM, "out of memory");
+                break;
+            }
+            names = nn;
+        }
+        if (!(names[n] = strdup(e->d_name))) st = xf_errorf(XF_ENOMEM, "out of memory");
+        else n++;
+    }
+    closedir(d);
+    if (!st && n == 0) st = xf_errorf(XF_EINVAL, "%s: no *.safetensors file in the weights folder", dir);
+    if (!st) {
+        qsort(names, (size_t)n, sizeof *names, cmp_str);
+        s->files = calloc((size_t)n, sizeof *s->files);
+        if (!s->files) st = xf_errorf(XF_ENOMEM, "out of memory");
+    }
+    for (int i = 0; !st && i < n; i++) {
+        char path[4096];
+        if (snprintf(path, sizeof path, "%s/%s", dir, names[i]) >= (int)sizeof path) {
+            st = xf_errorf(XF_EINVAL, "%s: path too long", dir);
+            break;
+        }
+        st = st_file_open(path, &s->files[i]);
+        if (!st) s->n++;
+    }
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+    if (st) st_set_free(s);
+    return st;
+}
+
+/* The tensor `name` across the folder's files, checked for dtype and shape (rows, cols); cols = 0
+ * for a vector. */
+static xf_status st_set_get(const st_set *s, const char *name, int64_t rows, int64_t cols, const st_tensor **out) {
+    const st_tensor *found = NULL;
+    for (int i = 0; i < s->n; i++) {
+        const st_tensor *t = st_file_find(s->files[i], name);
+        if (t && found) return xf_errorf(XF_EFORMAT, "tensor '%s' appears in more than one safetensors file", name);
+        if (t) found = t;
+    }
+    if (!found) return xf_errorf(XF_EINVAL, "tensor '%s' is missing from the weights folder", name);
+    if (found->dtype == ST_OTHER)
+        return xf_errorf(XF_EFORMAT, "tensor '%s' has dtype %s: the reference model reads F32, F16 and BF16", name, found->dtype_name);
+    int want_dims = cols ? 2 : 1;
+    if (found->n_dims != want_dims || found->shape[0] != rows || (cols && found->shape[1] != cols)) {
+        char got[128] = "";
+        size_t o = 0;
+        for (int d = 0; d < found->n_dims && o < sizeof got; d++)
+            o += (size_t)snprintf(got + o, sizeof got - o, d ? ", %lld" : "%lld", (long long)found->shape[d]);
+        if (cols)
+            return xf_errorf(XF_EFORMAT, "tensor '%s' has shape [%s] but the config needs [%lld, %lld]", name, got,
+                             (long long)rows, (long long)cols);
+        return xf_errorf(XF_EFORMAT, "tensor '%s' has shape [%s] but the config needs [%lld]", name, got, (long long)rows);
+    }
+    *out = found;
+    return XF_OK;
+}
+
+static xf_status load_mat(const st_set *s, const char *name, wmat *m, int64_t row0, int64_t rows) {
+    const st_tensor *t;
+    xf_status st = st_set_get(s, name, rows, m->cols, &t);
+    if (st) return st;
+    const int64_t cols = m->cols;
+    int failed = 0;
+#pragma omp parallel
+    {
+        float *buf = malloc((size_t)cols * sizeof(float));
+        if (!buf) {
+#pragma omp atomic write
+            failed = 1;
+        }
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < rows; r++) {
+            if (!buf) continue;
+            for (int64_t c = 0; c < cols; c++) buf[c] = st_tensor_get(t, r * cols + c);
+            weights_set_rows(m, row0 + r, 1, buf);
+        }
+        free(buf);
+    }
+    return failed ? xf_errorf(XF_ENOMEM, "out of memory converting '%s'", name) : XF_OK;
+}
+
+static xf_status load_vec(const st_set *s, const char *name, float *v, int64_t n) {
+    const st_tensor *t;
+    xf_status st = st_set_get(s, name, n, 0, &t);
+    if (st) return st;
+    for (int64_t i = 0; i < n; i++) v[i] = st_tensor_get(t, i);
+    return XF_OK;
+}
+
+xf_status st_load_weights(const char *dir, const model_config *c, xf_dtype dtype, int group, model_weights **out) {
+    if (!dir || !c || !out) return xf_errorf(XF_EINVAL, "st_load_weights: NULL argument");
+    *out = NULL;
+    st_set s;
+    xf_status st = st_set_open(&s, dir);
+    if (st) return st;
+    model_weights *w = NULL;
+    st = weights_alloc(&w, c, dtype, group);
+    const int64_t q_dim = c->n_heads * c->head_dim, kv_dim = c->n_kv_heads * c->head_dim, d = c->d_model;
+    char name[256];
+    if (!st) st = load_mat(&s, "model.embed_tokens.weight", &w->embed, 0, c->vocab);
+    if (!st && !c->tied_embeddings) st = load_mat(&s, "lm_head.weight", &w->lm_head, 0, c->vocab);
+    if (!st) st = load_vec(&s, "model.norm.weight", w->final_norm, d);
+    for (int64_t l = 0; !st && l < c->n_layers; l++) {
+        layer_weights *L = &w->layers[l];
+#define XF_NAME(fmt) (snprintf(name, sizeof name, "model.layers.%lld." fmt, (long long)l), name)
+        st = load_mat(&s, XF_NAME("self_attn.q_proj.weight"), &L->qkv, 0, q_dim);
+        if (!st) st = load_mat(&s, XF_NAME("self_attn.k_proj.weight"), &L->qkv, q_dim, kv_dim);
+        if (!st) st = load_mat(&s, XF_NAME("self_attn.v_proj.weight"), &L->qkv, q_dim + kv_dim, kv_dim);
+        if (!st) st = load_mat(&s, XF_NAME("self_attn.o_proj.weight"), &L->o, 0, d);
+        if (!st) st = load_mat(&s, XF_NAME("mlp.gate_proj.weight"), &L->gate_up, 0, c->d_ff);
+        if (!st) st = load_mat(&s, XF_NAME("mlp.up_proj.weight"), &L->gate_up, c->d_ff, c->d_ff);
+        if (!st) st = load_mat(&s, XF_NAME("mlp.down_proj.weight"), &L->down, 0, d);
+        if (!st) st = load_vec(&s, XF_NAME("input_layernorm.weight"), L->attn_norm, d);
+        if (!st) st = load_vec(&s, XF_NAME("post_attention_layernorm.weight"), L->ffn_norm, d);
+        if (!st && c->qkv_bias) {
+            st = load_vec(&s, XF_NAME("self_attn.q_proj.bias"), L->qkv_bias, q_dim);
+            if (!st) st = load_vec(&s, XF_NAME("self_attn.k_proj.bias"), L->qkv_bias + q_dim, kv_dim);
+            if (!st) st = load_vec(&s, XF_NAME("self_attn.v_proj.bias"), L->qkv_bias + q_dim + kv_dim, kv_dim);
+        }
+#undef XF_NAME
+    }
+    st_set_free(&s);
+    if (st) {
+        xf_error_prefix(st, "%s: ", dir);
+        weights_free(w);
+        return st;
+    }
+    *out = w;
+    return XF_OK;
+}

@@ -1,0 +1,62 @@
+/* Reading Hugging Face safetensors files and LLaMA-family weight folders.
+ *
+ * A .safetensors file is: an 8-byte little-endian header length N, N bytes of JSON
+ * {"name": {"dtype": "F32"|"F16"|"BF16"|..., "shape": [...], "data_offsets": [begin, end]}, ...,
+ * "__metadata__": {...}}, then the data; offsets are relative to the end of the header. Files are
+ * memory-mapped read-only; every offset and size is checked against the file size, tensors may
+ * not overlap, and a tensor's byte size must equal its shape times its element size. The file is
+ * untrusted input: any violation is XF_EFORMAT with the file and tensor named. */
+#ifndef XF_SAFETENSORS_H
+#define XF_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "reference_model/config.h"
+#include "reference_model/weights.h"
+
+#define ST_MAX_DIMS 8
+#define ST_MAX_HEADER (100 * 1024 * 1024) /* header JSON larger than this is refused */
+
+typedef enum st_dtype { ST_F32 = 0, ST_F16, ST_BF16, ST_OTHER } st_dtype;
+
+typedef struct st_tensor {
+    char *name;               /* owned by the file */
+    st_dtype dtype;
+    char dtype_name[16];      /* as written in the file ("F32", "I64", ...) */
+    int n_dims;
+    int64_t shape[ST_MAX_DIMS];
+    int64_t n_elems;
+    const void *data;         /* into the mapping */
+    int64_t n_bytes;
+} st_tensor;
+
+typedef struct st_file st_file;
+
+/* Maps and validates `path`. On success *out is the caller's: close with st_file_close. */
+xf_status st_file_open(const char *path, st_file **out);
+void st_file_close(st_file *f); /* NULL is a no-op */
+
+int st_file_count(const st_file *f);
+const st_tensor *st_file_tensor(const st_file *f, int i);
+const st_tensor *st_file_find(const st_file *f, const char *name); /* NULL when absent */
+
+/* Reads element i of a F32/F16/BF16 tensor as fp32. */
+float st_tensor_get(const st_tensor *t, int64_t i);
+
+/* Loads a LLaMA-family model folder: every *.safetensors file in `dir` (a weights index is not
+ * needed: tensors are looked up by name across the files). Names are Hugging Face's:
+ * model.embed_tokens.weight, model.layers.N.self_attn.{q,k,v,o}_proj.weight (+ q/k/v .bias when
+ * cfg->qkv_bias), model.layers.N.mlp.{gate,up,down}_proj.weight,
+ * model.layers.N.{input_layernorm,post_attention_layernorm}.weight, model.norm.weight, and
+ * lm_head.weight unless cfg->tied_embeddings. Every tensor's shape is checked against cfg; a
+ * missing, duplicated or mis-shaped tensor is an error naming it. Values are converted to
+ * `dtype` (fp32, bf16, int8 with `group`); the files are unmapped before returning.
+ * Q and K keep Hugging Face's rotate-half RoPE layout, which is the convention the backends use.
+ * On success *out is the caller's: free with weights_free. */
+xf_status st_load_weights(const char *dir, const model_config *cfg, xf_dtype dtype, int group,
+                          model_weights **out);
+
+#endif

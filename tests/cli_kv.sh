@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# xfprof kv from the outside: --size figures, a simulation per policy with its record, traces,
+# determinism, and bad input giving a clear message and exit status 2 (never a hang).
+# $1 = the xfprof binary.
+set -u
+XF=${1:?usage: cli_kv.sh path/to/xfprof}
+SRC="${XF_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
+D="$SRC/tests/data/kv"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+ok() { echo "ok: $*"; }
+
+# expect STATUS STDERR-PART args...: runs xfprof kv (60 s at most), checks the exit status and
+# that stderr holds the text.
+expect() {
+  local want=$1 part=$2; shift 2
+  timeout 60 "$XF" kv "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  if [ "$rc" -ne "$want" ]; then fail "xfprof kv $* exited $rc, expected $want; stderr: $(head -c 400 "$tmp/err")"; return; fi
+  if [ -n "$part" ] && ! grep -q -- "$part" "$tmp/err"; then fail "xfprof kv $*: stderr lacks '$part': $(head -c 400 "$tmp/err")"; return; fi
+  ok "kv $* -> $rc"
+}
+has() { # file, text
+  if grep -q -- "$2" "$1"; then ok "output has '$2'"; else fail "output lacks '$2': $(head -c 600 "$1")"; fi
+}
+
+expect 0 "" --help
+has "$tmp/out" "--policy"
+
+# --size: LLaMA-2-13B fp16 is 2 * 40 * 40 * 128 * 2 = 819200 B/token; 2048 tokens = 1677721600 B,
+# batch 8 = 13421772800 B.
+expect 0 "" --size --model llama-2-13b --context 2048 --batch 1,8
+has "$tmp/out" "819200 bytes per token"
+has "$tmp/out" "1677721600"
+has "$tmp/out" "13421772800"
+# LLaMA-3-8B (GQA, 8 KV heads) int8: 2 * 32 * 8 * (128 + 2) = 66560 B/token
+expect 0 "" --size --model llama-3-8b --kvdtype int8 --format json
+has "$tmp/out" '"bytes_per_token":	66560'
+
+# A simulation: every policy on the same requests, the record with its kv section.
+TINY=(--model tinyllama-1.1b --device a100-40gb --kv-budget 64MiB --requests 300 --rate 20)
+expect 0 "" "${TINY[@]}" --policy reserve,pow2,oracle,paged:16 -o "$tmp/rec.json"
+for p in reserve pow2 oracle paged:16; do has "$tmp/out" "$p "; done
+has "$tmp/out" "token%"
+has "$tmp/out" "TTFT p99"
+[ -s "$tmp/rec.json" ] && ok "record written" || fail "no record at -o"
+if command -v python3 >/dev/null; then
+  python3 - "$tmp/rec.json" <<'PY' && ok "record: figures recompute" || fail "record figures do not recompute"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["format"] == "xfprof-record" and r["kind"] == "kv", r["kind"]
+kv = r["kv"]
+assert kv["bytes_per_token"] == 22528, kv["bytes_per_token"]   # 2 * 22 * 4 * 64 * 2
+assert kv["budget_bytes"] == 64 * 2**20
+cats = ["token_states", "reserved", "internal", "external", "free"]
+pol = {p["policy"]: p for p in kv["policies"]}
+assert list(pol) == ["reserve", "pow2", "oracle", "paged:16"]
+for name, p in pol.items():
+    assert abs(sum(p[c] for c in cats) - 1) < 1e-9, name
+    assert p["n_slots"] == (64 * 2**20 // 22528) // max(p["block_tokens"], 1) * max(p["block_tokens"], 1), name
+    s = p["series"]
+    T = sum(s["dt_s"])
+    assert abs(T - p["duration_s"]) < 1e-6 * T, name
+    for c in cats:  # time averages from the series
+        avg = sum(a * b for a, b in zip(s[c], s["dt_s"])) / T
+        assert abs(avg - p[c]) < 1e-9, (name, c, avg, p[c])
+        assert abs(p["bytes"][c] - p[c] * p["pool_bytes"]) < 1e-6 * p["pool_bytes"]
+    assert abs(p["tokens_per_s"] - p["output_tokens"] / p["duration_s"]) < 1e-9 * p["tokens_per_s"]
+    assert p["n_completed"] == 300
+    t = sorted(p["requests"]["ttft_s"])
+    import math
+    assert t[math.ceil(0.99 * len(t)) - 1] == p["ttft_s"]["p99"], name
+# paging keeps more of the pool in token states than reserving the model's context
+assert pol["paged:16"]["token_states"] > pol["oracle"]["token_states"] > pol["reserve"]["token_states"]
+assert pol["reserve"]["internal"] > 0.3
+PY
+else
+  echo "skip: no python3 to recompute the record"
+fi
+
+# The same seed gives the same results; another seed other requests.
+expect 0 "" "${TINY[@]}" --policy paged:16 --format json -o "$tmp/a.json"
+expect 0 "" "${TINY[@]}" --policy paged:16 --format json -o "$tmp/b.json"
+strip() { sed 's/"created":"[^"]*"//; s/"trace_file":"[^"]*"//' "$1"; }
+if diff <(strip "$tmp/a.json") <(strip "$tmp/b.json") >/dev/null; then ok "deterministic"; else fail "two runs with one seed differ"; fi
+expect 0 "" "${TINY[@]}" --policy paged:16 --format json --seed 7 -o "$tmp/c.json"
+if diff <(strip "$tmp/a.json") <(strip "$tmp/c.json") >/dev/null; then fail "seed has no effect"; else ok "seed changes the requests"; fi
+expect 0 "" "${TINY[@]}" --policy oracle --format json
+has "$tmp/out" '"format":"xfprof-record"'
+has "$tmp/out" '"token_states":'
+
+# Traces, CSV and JSONL: the same requests, the same results.
+expect 0 "" --model tinyllama-1.1b --kv-budget 64MiB --trace-file "$D/trace.csv" --policy paged:16 --format json -o "$tmp/t1.json"
+expect 0 "" --model tinyllama-1.1b --kv-budget 64MiB --trace-file "$D/trace.jsonl" --policy paged:16 --format json -o "$tmp/t2.json"
+if diff <(strip "$tmp/t1.json") <(strip "$tmp/t2.json") >/dev/null; then ok "csv = jsonl"; else fail "csv and jsonl traces differ"; fi
+has "$tmp/t1.json" '"n_completed":10'
+
+# --preempt: recompute makes progress where wait deadlocks (4 blocks, 4 requests that each need 4).
+SMALL=(--model tinyllama-1.1b --kv-budget $((22528 * 64)) --requests 4 --prompt-dist fixed:16 --output-dist fixed:40 --policy paged:16)
+expect 0 "" "${SMALL[@]}" --preempt recompute
+expect 2 "deadlock" "${SMALL[@]}" --preempt wait
+
+# Bad input.
+expect 2 "positive" "${TINY[@]}" --rate 0
+expect 2 "positive" "${TINY[@]}" --rate -3
+expect 2 "not a number" "${TINY[@]}" --rate fast
+expect 2 "unknown KV policy 'buddy'" "${TINY[@]}" --policy reserve,buddy
+expect 2 "paged:" "${TINY[@]}" --policy paged:0
+expect 2 "unknown distribution" "${TINY[@]}" --prompt-dist zipf:1.2
+expect 2 "holds no token" --model tinyllama-1.1b --kv-budget 1KiB
+# 1 MiB = 46 tokens = 2 blocks of 16: the longer requests can never run
+expect 2 "never run" --model tinyllama-1.1b --kv-budget 1MiB --policy paged:16
+expect 2 "bad_trace.csv:4:" --model tinyllama-1.1b --kv-budget 64MiB --trace-file "$D/bad_trace.csv"
+expect 4 "No such file" --model tinyllama-1.1b --trace-file "$tmp/none.csv"
+expect 2 "does not go with" --trace-file "$D/trace.csv" --rate 2
+expect 2 "recompute or wait" "${TINY[@]}" --preempt drop
+expect 2 "go with --size" --context 128
+expect 2 "unknown option" --frobnicate
+expect 2 "table or json" --format xml
+expect 2 "" --model no-such-model
+
+if [ "$fails" -ne 0 ]; then echo "$fails failure(s)"; exit 1; fi
+echo "all kv CLI checks passed"

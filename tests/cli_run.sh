@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# xfprof run and xfprof machine from the command line. $1 = the xfprof binary.
+set -u
+XF=${1:?usage: cli_run.sh path/to/xfprof}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fail=0
+ok() { echo "ok   $*"; }
+bad() { echo "FAIL $*"; fail=1; }
+
+# A machine file written by hand, so the tests do not spend seconds measuring ceilings.
+export XFPROF_MACHINE_FILE="$TMP/machine.json"
+cat >"$XFPROF_MACHINE_FILE" <<'EOF'
+{"format":"xfprof-devices","version":1,"devices":[{"name":"cpu","description":"test CPU","kind":"cpu",
+ "memory_bytes":8e9,"bandwidth_Bps":1e10,"cache_bytes":1048576,"cache_bandwidth_Bps":5e10,
+ "peak_flops":{"fp32":1e11},"measured":true,"source":"measured by xfprof machine on test 2026-01-01, 2 threads"}]}
+EOF
+
+expect_rc() { # expected-rc description command...
+    local want=$1 what=$2
+    shift 2
+    "$@" >"$TMP/out" 2>"$TMP/err"
+    local rc=$?
+    if [ "$rc" -eq "$want" ]; then ok "$what (exit $rc)"; else bad "$what: exit $rc, wanted $want; stderr: $(head -c 400 "$TMP/err")"; fi
+}
+
+# 1. The default run works, prints the measured table and writes a valid record.
+expect_rc 0 "default run" "$XF" run -o "$TMP/rec.json"
+grep -q "time(med)" "$TMP/out" && ok "table has measured times" || bad "no measured column in: $(head -c 300 "$TMP/out")"
+grep -q "TTFT" "$TMP/out" && ok "summary has TTFT" || bad "no TTFT"
+grep -q "bandwidth ceiling: DRAM read" "$TMP/out" && ok "stories15m (58 MiB) vs a 1 MiB LLC is judged against DRAM" ||
+    bad "ceiling note missing: $(grep -i ceiling "$TMP/out")"
+[ -s "$TMP/rec.json" ] && ok "record written" || bad "no record file"
+grep -q '"format": *"xfprof-record"' "$TMP/rec.json" && ok "record format" || bad "record format missing"
+grep -q '"kind": *"run"' "$TMP/rec.json" && ok "record kind run" || bad "record kind"
+grep -q '"samples_s"' "$TMP/rec.json" && ok "raw samples kept" || bad "no samples_s in the record"
+grep -q '"unsupported"\|"supported"' "$TMP/rec.json" && ok "counters recorded" || bad "no counters in the record"
+expect_rc 0 "the record reads back (xfprof show)" "$XF" show "$TMP/rec.json"
+if command -v python3 >/dev/null; then
+    python3 - "$TMP/rec.json" <<'EOF' && ok "record content checks" || bad "record content checks"
+import json, sys
+r = json.load(open(sys.argv[1]))
+p = r["points"][0]
+ops = p["ops"]
+meas = [o for o in ops if o.get("measured")]
+assert meas, "no measured op"
+for o in meas:
+    s = sorted(o["samples_s"])
+    assert len(s) == 5, len(s)                      # --reps default 5
+    assert abs(o["time_s"] - s[2]) < 1e-12, (o["time_s"], s)   # time = median of 5
+assert any(o["op"] == "kv_alloc" for o in ops)
+assert all(v in ("unsupported",) or isinstance(v, (int, float)) for o in meas for v in o["counters"].values())
+assert len(p["tokens"]) == 1                        # batch 1
+EOF
+fi
+
+# 2. Ceilings: a model whose weights fit in the LLC is judged against the in-cache bandwidth.
+sed -i 's/"cache_bytes":1048576/"cache_bytes":1e9/' "$XFPROF_MACHINE_FILE"
+expect_rc 0 "run judged against the cache ceiling" "$XF" run --reps 1 --warmup 0 --prompt 8 --gen 2 --no-probes
+grep -q "bandwidth ceiling: in-cache" "$TMP/out" && ok "cache ceiling said" || bad "cache ceiling not said: $(grep -i ceiling "$TMP/out")"
+
+# 3. Bad flags exit 2.
+expect_rc 2 "unknown flag" "$XF" run --bogus
+expect_rc 2 "batch 0" "$XF" run --batch 0
+expect_rc 2 "wdtype fp8 (not run on the CPU)" "$XF" run --wdtype fp8
+expect_rc 2 "kv-alloc foo" "$XF" run --kv-alloc foo
+expect_rc 2 "reps 0" "$XF" run --reps 0
+expect_rc 2 "prompt id beyond the vocabulary" "$XF" run --prompt-ids 1,999999999
+expect_rc 2 "both --prompt and --prompt-ids" "$XF" run --prompt 4 --prompt-ids 1,2
+expect_rc 2 "unknown model" "$XF" run --model no-such-model
+expect_rc 2 "machine --threads 0" "$XF" machine --threads 0
+expect_rc 0 "machine --help" "$XF" machine --help
+expect_rc 0 "run --help" "$XF" run --help
+
+# 4. --device cuda without a CUDA backend or device: exit 3 and a plain message.
+expect_rc 3 "--device cuda" "$XF" run --device cuda
+grep -qi "cuda" "$TMP/err" && ok "message names CUDA: $(head -c 160 "$TMP/err")" || bad "no plain CUDA message"
+
+# 5. Too large a model is refused before allocating, with the sizes.
+start=$(date +%s)
+expect_rc 2 "llama-2-70b fp32 refused" "$XF" run --model llama-2-70b
+grep -q "GiB" "$TMP/err" && ok "refusal gives sizes: $(head -c 200 "$TMP/err")" || bad "refusal without sizes: $(cat "$TMP/err")"
+[ $(($(date +%s) - start)) -le 5 ] && ok "refused at once" || bad "refusal took more than 5 s"
+
+# 6. Given prompt ids run and land in the record's workload.
+expect_rc 0 "prompt ids" "$XF" run --prompt-ids 1,15043,29892 --gen 2 --reps 1 --format json
+grep -q '"prompt": *3' "$TMP/out" && ok "prompt length from the ids" || bad "prompt length not 3"
+
+exit $fail

@@ -1,0 +1,137 @@
+/* Ceilings: the bandwidth kernels move the bytes they claim, the measurement reports
+ * bytes / time of what it ran, the compute peaks run, and the machine file round-trips. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/device.h"
+#include "probes/ceilings.h"
+
+Test(ceilings, kernel_bytes_arithmetic) {
+    /* STREAM counting, 4-byte floats: read n, copy 2n, triad 3n elements. */
+    cr_assert_float_eq(ceilings_kernel_bytes(CEIL_READ, 1000), 4000.0, 1e-9);
+    cr_assert_float_eq(ceilings_kernel_bytes(CEIL_COPY, 1000), 8000.0, 1e-9);
+    cr_assert_float_eq(ceilings_kernel_bytes(CEIL_TRIAD, 1000), 12000.0, 1e-9);
+    cr_assert_eq(ceilings_kernel_arrays(CEIL_READ), 1);
+    cr_assert_eq(ceilings_kernel_arrays(CEIL_COPY), 2);
+    cr_assert_eq(ceilings_kernel_arrays(CEIL_TRIAD), 3);
+    cr_assert_str_eq(ceilings_kernel_name(CEIL_TRIAD), "triad");
+}
+
+/* The kernels touch every element they are given (n odd: the SIMD tails too), so the bytes
+ * claimed match the work done. */
+Test(ceilings, kernels_touch_every_element) {
+    const int64_t n = 1003;
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b), *c = malloc(n * sizeof *c);
+    cr_assert(a && b && c);
+    for (int64_t i = 0; i < n; i++) {
+        a[i] = 1.0f;
+        b[i] = (float)i;
+        c[i] = 1.0f;
+    }
+    /* read: the sum of 1003 ones is 1003. */
+    cr_assert_float_eq(ceilings_kernel_run(CEIL_READ, a, NULL, NULL, n), 1003.0, 1e-9);
+    /* copy: a = b. */
+    ceilings_kernel_run(CEIL_COPY, a, b, NULL, n);
+    for (int64_t i = 0; i < n; i++) cr_assert_eq(a[i], (float)i);
+    /* triad: a = b + 3 c = i + 3. */
+    ceilings_kernel_run(CEIL_TRIAD, a, b, c, n);
+    for (int64_t i = 0; i < n; i++) cr_assert_eq(a[i], (float)i + 3.0f);
+    /* read of 0..1002: n (n - 1) / 2 = 502,503. */
+    cr_assert_float_eq(ceilings_kernel_run(CEIL_READ, b, NULL, NULL, n), 502503.0, 1e-6);
+    free(a);
+    free(b);
+    free(c);
+}
+
+Test(ceilings, bandwidth_reports_bytes_over_time) {
+    ceilings_bw bw;
+    /* 4 MiB over the copy kernel's 2 arrays: n = 4 MiB / (2 * 4 B) = 524,288 floats per array. */
+    cr_assert_eq(ceilings_bandwidth(CEIL_COPY, 4.0 * 1024 * 1024, 1, 2, &bw), XF_OK);
+    cr_assert_eq(bw.n_elems, 524288);
+    cr_assert(bw.sweeps >= 1);
+    cr_assert_float_eq(bw.bytes_per_rep, 8.0 * 524288 * bw.sweeps, 1e-3);
+    cr_assert(bw.best_s > 0);
+    cr_assert_float_eq(bw.Bps, bw.bytes_per_rep / bw.best_s, bw.Bps * 1e-12);
+    cr_assert(bw.Bps > 1e8 && bw.Bps < 1e13, "copy bandwidth %g B/s is implausible", bw.Bps);
+    /* Two threads split the same arrays. */
+    cr_assert_eq(ceilings_bandwidth(CEIL_TRIAD, 3.0 * 1024 * 1024, 2, 1, &bw), XF_OK);
+    cr_assert_eq(bw.n_elems, 262144); /* 3 MiB / (3 * 4 B) */
+    cr_assert_float_eq(bw.bytes_per_rep, 12.0 * 262144 * bw.sweeps, 1e-3);
+    cr_assert_eq(ceilings_bandwidth(CEIL_READ, 100, 1, 1, &bw), XF_EINVAL);
+    cr_assert_eq(ceilings_bandwidth(CEIL_READ, 1e6, 0, 1, &bw), XF_EINVAL);
+    cr_assert_eq(ceilings_bandwidth(CEIL_READ, 1e6, 1, 0, &bw), XF_EINVAL);
+}
+
+Test(ceilings, compute_peaks_run) {
+    double f = 0;
+    char isa[16];
+    cr_assert_eq(ceilings_fp32_peak(1, 2, &f, isa, sizeof isa), XF_OK);
+    cr_assert_str_eq(isa, ceilings_isa());
+    cr_assert(f > 1e8 && f < 1e13, "fp32 peak %g FLOP/s is implausible", f);
+    double b = 0;
+    xf_status s = ceilings_bf16_peak(1, 2, &b);
+    if (s == XF_EUNSUPPORTED)
+        cr_assert_eq(b, 0);
+    else {
+        cr_assert_eq(s, XF_OK);
+        cr_assert(b > 1e8 && b < 1e14, "bf16 peak %g FLOP/s is implausible", b);
+    }
+}
+
+Test(ceilings, measure_small_and_machine_file_roundtrip) {
+    ceilings_opts o;
+    memset(&o, 0, sizeof o);
+    o.threads = 1;
+    o.reps = 1;
+    o.skip_dram = 1;
+    o.skip_compute = 1;
+    o.cache_ws_bytes = 1 << 20;
+    ceilings_result r;
+    cr_assert_eq(ceilings_measure(&o, &r), XF_OK);
+    cr_assert_eq(r.threads, 1);
+    cr_assert_float_eq(r.cache_ws_bytes, 1048576.0, 1e-9);
+    for (int k = 0; k < CEIL_KERNEL_COUNT; k++) cr_assert(r.cache[k].Bps > 0);
+    cr_assert_eq(r.dram[CEIL_READ].Bps, 0);
+    r.fp32_flops = 1.5e11; /* so the device carries a peak */
+    device_spec d;
+    ceilings_to_device(&r, &d);
+    cr_assert_str_eq(d.kind, "cpu");
+    cr_assert_eq(d.measured, 1);
+    cr_assert(strstr(d.source, "measured by xfprof machine on ") == d.source);
+    cr_assert(strstr(d.source, ", 1 threads") != NULL);
+    cr_assert_float_eq(d.cache_bandwidth_Bps, r.cache[CEIL_READ].Bps, 1e-6);
+    cr_assert_float_eq(d.peak_flops[XF_COMPUTE_FP32], 1.5e11, 1e-3);
+    d.bandwidth_Bps = 1.25e10; /* skip_dram left it 0, which a devices file refuses */
+
+    char dir[] = "/tmp/xfprof_ceil_XXXXXX";
+    cr_assert(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof path, "%s/sub/machine.json", dir); /* the folder is created */
+    setenv("XFPROF_MACHINE_FILE", path, 1);
+    char got[256];
+    cr_assert_eq(ceilings_machine_path(got, sizeof got), XF_OK);
+    cr_assert_str_eq(got, path);
+    cr_assert_eq(ceilings_save(&d, &r, got), XF_OK, "%s", xf_error_msg());
+    device_spec back;
+    cr_assert_eq(ceilings_load(got, &back), XF_OK, "%s", xf_error_msg());
+    cr_assert_str_eq(back.name, "cpu");
+    cr_assert_eq(back.measured, 1);
+    cr_assert_float_eq(back.bandwidth_Bps, 1.25e10, 1.0);
+    cr_assert_float_eq(back.peak_flops[XF_COMPUTE_FP32], 1.5e11, 1.0);
+    cr_assert_str_eq(back.source, d.source);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/sub", dir);
+    rmdir(path);
+    rmdir(dir);
+    unsetenv("XFPROF_MACHINE_FILE");
+    cr_assert_eq(ceilings_load("/nonexistent/xfprof/machine.json", &back), XF_EIO);
+}
+
+Test(ceilings, llc_size_from_sysfs) {
+    if (access("/sys/devices/system/cpu/cpu0/cache/index0/size", R_OK) != 0) cr_skip("no cache information in sysfs");
+    double llc = ceilings_llc_bytes();
+    cr_assert(llc >= 64 * 1024, "last-level cache %g bytes", llc);
+}

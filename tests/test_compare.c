@@ -1,0 +1,342 @@
+/* compare's verdicts on synthetic records built here, with the expected figures worked out. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyzers/compare.h"
+
+/* A record of one model/device with one point per batch in `batches`; each point has two ops:
+ * decode layer 0 gate_up and decode layer 0 attention; predicted unless `samples` > 0. */
+static void make_record(record *r, const char *model, const char *device, int batch, int samples) {
+    record_init(r, samples ? "run" : "predict");
+    snprintf(r->model.name, sizeof r->model.name, "%s", model);
+    r->model.n_layers = 1;
+    r->model.d_model = 64;
+    r->model.n_heads = 4;
+    r->model.n_kv_heads = 4;
+    r->model.head_dim = 16;
+    r->model.d_ff = 128;
+    r->model.vocab = 100;
+    snprintf(r->device.name, sizeof r->device.name, "%s", device);
+    record_point *p = record_add_point(r);
+    cr_assert_not_null(p);
+    p->wl.batch = batch;
+    p->wl.prompt = 16;
+    p->wl.gen = 4;
+    p->n_ops = 2;
+    p->ops = calloc(2, sizeof *p->ops);
+    op_kind kinds[2] = {OP_GATE_UP, OP_ATTENTION};
+    for (int i = 0; i < 2; i++) {
+        record_op *op = &p->ops[i];
+        op->cost.phase = XF_DECODE;
+        op->cost.layer = 0;
+        op->cost.kind = kinds[i];
+        op->cost.flops = 1000.0 * (i + 1);
+        op->cost.bytes = 500.0 * (i + 1);
+        op->time_s = 1e-3 * (i + 1);
+        if (samples) {
+            op->measured = 1;
+            op->n_samples = samples;
+            op->samples_s = calloc((size_t)samples, sizeof(double));
+            /* samples 10, 11, 12, ... ms times (i + 1): median of 5 is 12 ms */
+            for (int k = 0; k < samples; k++) op->samples_s[k] = 1e-3 * (10 + k) * (i + 1);
+        }
+    }
+    p->summary.ttft_s = 0.010;
+    p->summary.tpot_s = 0.003;
+    p->summary.tokens_per_s = 100;
+    if (samples) snprintf(p->run.backend, sizeof p->run.backend, "cpu");
+}
+
+static const compare_item *find(const compare_result *c, op_kind k, compare_metric m) {
+    for (int64_t i = 0; i < c->n_items; i++)
+        if (c->items[i].is_op && c->items[i].kind == k && c->items[i].metric == m) return &c->items[i];
+    return NULL;
+}
+
+static const compare_item *find_point(const compare_result *c, compare_metric m) {
+    for (int64_t i = 0; i < c->n_items; i++)
+        if (!c->items[i].is_op && c->items[i].metric == m) return &c->items[i];
+    return NULL;
+}
+
+Test(compare, identical_predictions_unchanged) {
+    record a, b;
+    make_record(&a, "m", "d", 1, 0);
+    make_record(&b, "m", "d", 1, 0);
+    compare_options o;
+    compare_options_default(&o);
+    o.metrics = (1u << CMP_TIME) | (1u << CMP_BYTES) | (1u << CMP_FLOPS) | (1u << CMP_TTFT);
+    compare_result c;
+    cr_assert_eq(compare_records(&a, &b, &o, &c), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(c.n_items, 2 * 3 + 1); /* 2 ops x (time, bytes, flops) + ttft */
+    cr_assert_eq(c.n_regressions, 0);
+    cr_assert_eq(c.n_improvements, 0);
+    for (int64_t i = 0; i < c.n_items; i++) {
+        cr_assert_eq(c.items[i].verdict, CMP_UNCHANGED);
+        cr_assert_eq(c.items[i].tested, 0);
+        cr_assert(isnan(c.items[i].p));
+        cr_assert_float_eq(c.items[i].ratio, 1.0, 0);
+    }
+    compare_result_free(&c);
+    record_free(&a);
+    record_free(&b);
+}
+
+Test(compare, predicted_op_slowed_is_a_regression_naming_it) {
+    record a, b;
+    make_record(&a, "m", "d", 1, 0);
+    make_record(&b, "m", "d", 1, 0);
+    b.points[0].ops[0].time_s *= 1.3; /* gate_up: 1 ms -> 1.3 ms */
+    compare_options o;
+    compare_options_default(&o);
+    compare_result c;
+    cr_assert_eq(compare_records(&a, &b, &o, &c), XF_OK);
+    cr_assert_eq(c.n_regressions, 1);
+    const compare_item *g = find(&c, OP_GATE_UP, CMP_TIME);
+    cr_assert_not_null(g);
+    cr_assert_eq(g->verdict, CMP_REGRESSION);
+    cr_assert_float_eq(g->ratio, 1.3, 1e-12);
+    cr_assert_float_eq(g->change, 0.3, 1e-12); /* 1.3 / 1 - 1 */
+    cr_assert_eq(find(&c, OP_ATTENTION, CMP_TIME)->verdict, CMP_UNCHANGED);
+    compare_result_free(&c);
+    record_free(&a);
+    record_free(&b);
+}
+
+Test(compare, deterministic_figures_are_exact) {
+    record a, b;
+    make_record(&a, "m", "d", 1, 0);
+    make_record(&b, "m", "d", 1, 0);
+    b.points[0].ops[1].cost.bytes = 1010;  /* attention bytes 1000 -> 1010: +1% */
+    b.points[0].ops[0].cost.flops = 900;   /* gate_up FLOPs 1000 -> 900: -10% */
+    compare_options o;
+    compare_options_default(&o);
+    o.metrics = (1u << CMP_BYTES) | (1u << CMP_FLOPS);
+    compare_result c;
+    cr_assert_eq(compare_records(&a, &b, &o, &c), XF_OK);
+    /* exact threshold 0: the 1% byte increase is a regression, the FLOP decrease an improvement */
+    cr_assert_eq(find(&c, OP_ATTENTION, CMP_BYTES)->verdict, CMP_REGRESSION);
+    cr_assert_float_eq(find(&c, OP_ATTENTION, CMP_BYTES)->change, 0.01, 1e-12);
+    cr_assert_eq(find(&c, OP_GATE_UP, CMP_FLOPS)->verdict, CMP_IMPROVEMENT);
+    cr_assert_eq(c.n_regressions, 1);
+    cr_assert_eq(c.n_improvements, 1);
+    compare_result_free(&c);
+    o.exact_threshold = 0.05; /* 1% is below 5%: unchanged; -10% still an improvement */
+    cr_assert_eq(compare_records(&a, &b, &o, &c), XF_OK);
+    cr_assert_eq(find(&c, OP_ATTENTION, CMP_BYTES)->verdict, CMP_UNCHANGED);
+    cr_assert_eq(find(&c, OP_GATE_UP, CMP_FLOPS)->verdict, CMP_IMPROVEMENT);
+    compare_result_free(&c);
+    record_free(&a);
+    record_free(&b);
+}
+
+static void scale_samples(record *r, int op, double f, double add) {
+    record_op *x = &r->points[0].ops[op];
+    for (int k = 0; k < x->n_samples; k++) x->samples_s[k] = x->samples_s[k] * f + add;
+}
+
+Test(compare, measured_samples_use_the_u_test) {
+    record a, b;
+    compare_options o;
+    compare_options_default(&o);
+    compare_result c;
+    make_record(&a, "m", "d", 1, 5);
+    make_record(&b, "m", "d", 1, 5);
+    /* gate_up: BASE 10..14 ms, NEW 15..21 ms (x1.5): all NEW above all BASE, U = 0,
+     * exact p = 2 / C(10,5) = 2/252 = 0.0079 < 0.05; medians 12 -> 18 ms: +50% > 5% -> regression */
+    scale_samples(&b, 0, 1.5, 0);
+    cr_assert_eq(compare_records(&a, &b, &o, &c), XF_OK, "%s", xf_error_msg());
+    const compare_item *g = find(&c, OP_GATE_UP, CMP_TIME);
+    cr_assert_eq(g->tested, 1);
+    cr_assert_float_eq(g->p, 2.0 / 252.0, 1e-12);
+    cr_assert_float_eq(g->base, 0.012, 1e-15);
+    cr_assert_float_eq(g->new_, 0.018, 1e-15);
+    cr_assert_float_eq(g->change, 0.5, 1e-12);
+    cr_assert_eq(g->verdict, CMP_REGRESSION);
+    /* attention: the same samples on both sides: every value tied in pairs -> p = 1, unchanged */
+    const compare_item *at = find(&c, OP_ATTENTION, CMP_TIME);
+    cr_assert_float_eq(at->p, 1.0, 1e-12);
+    cr_assert_eq(at->verdict, CMP_UNCHANGED);
+    cr_assert_eq(c.n_regressions, 1); /* metric time only: gate_up */
+    compare_result_free(&c);
+    record_free(&b);
+    /* x1.02: NEW 10.2, 11.22, 12.24, 13.26, 14.28 ms against 10..14 interleave:
+     * BASE ranks 1,3,5,7,9: R1 = 25, U1 = 25 - 15 = 10; exact p = 2 P(U <= 10) for (5,5)
+     * = 2 * 87/252 = 0.6905 (scipy 0.6904761904761905): not significant, unchanged */
+    make_record(&b, "m", "d", 1, 5);
+    scale_samples(&b, 0, 1.02, 0);
+    cr_assert_eq(compare_records(&a, &b, &o, &c), XF_OK);
+    g = find(&c, OP_GATE_UP, CMP_TIME);
+    cr_assert_float_eq(g->p, 174.0 / 252.0, 1e-12);
+    cr_assert_eq(g->verdict, CMP_UNCHANGED);
+    compare_result_free(&c);
+    record_free(&b);
+    /* every sample shifted by +4.5 ms: 14.5..18.5 against 10..14, separated: p = 2/252 < 0.05;
+     * medians 12 -> 16.5 ms: +37.5%, significant but below a 50% threshold -> unchanged */
+    make_record(&b, "m", "d", 1, 5);
+    scale_samples(&b, 0, 1.0, 4.5e-3);
+    o.threshold = 0.5;
+    cr_assert_eq(compare_records(&a, &b, &o, &c), XF_OK);
+    g = find(&c, OP_GATE_UP, CMP_TIME);
+    cr_assert(g->p < 0.05);
+    cr_assert_float_eq(g->change, 0.375, 1e-9);
+    cr_assert_eq(g->verdict, CMP_UNCHANGED);
+    compare_result_free(&c);
+    o.threshold = 0.05;
+    record_free(&b);
+    /* faster by 30%: an improvement, symmetric */
+    make_record(&b, "m", "d", 1, 5);
+    scale_samples(&b, 1, 0.7, 0);
+    cr_assert_eq(compare_records(&a, &b, &o, &c), XF_OK);
+    const compare_item *att = find(&c, OP_ATTENTION, CMP_TIME);
+    cr_assert_eq(att->verdict, CMP_IMPROVEMENT);
+    cr_assert_float_eq(att->change, -0.3, 1e-9);
+    cr_assert_eq(c.n_improvements, 1);
+    compare_result_free(&c);
+    record_free(&a);
+    record_free(&b);
+}
+
+Test(compare, few_samples_warn_and_cannot_be_significant) {
+    record a, b;
+    make_record(&a, "m", "d", 1, 3);
+    make_record(&b, "m", "d", 1, 3);
+    scale_samples(&b, 0, 2.0, 0); /* twice as slow, but 3 vs 3: min exact p = 2/20 = 0.1 > 0.05 */
+    compare_options o;
+    compare_options_default(&o);
+    compare_result c;
+    cr_assert_eq(compare_records(&a, &b, &o, &c), XF_OK);
+    const compare_item *g = find(&c, OP_GATE_UP, CMP_TIME);
+    cr_assert_float_eq(g->p, 0.1, 1e-12);
+    cr_assert_eq(g->few_samples, 1);
+    cr_assert_eq(g->verdict, CMP_UNCHANGED);
+    int warned = 0;
+    for (int i = 0; i < c.n_notes; i++) warned |= strstr(c.notes[i], "fewer than 5 samples") != NULL;
+    cr_assert(warned);
+    compare_result_free(&c);
+    record_free(&a);
+    record_free(&b);
+}
+
+Test(compare, point_metrics_from_repetitions) {
+    record a, b;
+    make_record(&a, "m", "d", 1, 5);
+    make_record(&b, "m", "d", 1, 5);
+    scale_samples(&b, 0, 1.5, 0);
+    compare_options o;
+    compare_options_default(&o);
+    o.metrics = (1u << CMP_TPOT) | (1u << CMP_TOKENS_PER_S);
+    compare_result c;
+    cr_assert_eq(compare_records(&a, &b, &o, &c), XF_OK);
+    /* decode step per repetition k: gate_up (10+k) ms + attention 2 (10+k) ms = 3 (10+k) ms:
+     * BASE 30,33,36,39,42 ms (median 36); NEW (1.5 + 2)(10+k) = 35,38.5,42,45.5,49 (median 42).
+     * sorted: 30a 33a 35b 36a 38.5b 39a 42a 42b 45.5b 49b: BASE ranks 1,2,4,6,7.5: R1 = 20.5,
+     * U1 = 5.5; a tie -> normal: var = 25/12 (11 - 6/90) = 22.7778, z = (7 - 0.5)/4.77261 = 1.36194,
+     * p = 0.17322 (scipy 0.1732171126447002): +16.7% but not significant -> unchanged */
+    const compare_item *t = find_point(&c, CMP_TPOT);
+    cr_assert_not_null(t);
+    cr_assert_eq(t->tested, 1);
+    cr_assert_float_eq(t->base, 0.036, 1e-12);
+    cr_assert_float_eq(t->new_, 0.042, 1e-12);
+    cr_assert_float_eq(t->p, 0.1732171126447002, 1e-9);
+    cr_assert_eq(t->verdict, CMP_UNCHANGED);
+    /* tokens/s has no prefill ops here: not derivable, medians of the summary and a note */
+    const compare_item *tp = find_point(&c, CMP_TOKENS_PER_S);
+    cr_assert_not_null(tp);
+    cr_assert_eq(tp->tested, 0);
+    cr_assert_eq(tp->verdict, CMP_UNCHANGED);
+    compare_result_free(&c);
+    record_free(&a);
+    record_free(&b);
+}
+
+Test(compare, tokens_per_s_higher_is_better) {
+    record a, b;
+    make_record(&a, "m", "d", 1, 0);
+    make_record(&b, "m", "d", 1, 0);
+    b.points[0].summary.tokens_per_s = 80; /* 100 -> 80: 20% fewer tokens/s: worse */
+    compare_options o;
+    compare_options_default(&o);
+    o.metrics = 1u << CMP_TOKENS_PER_S;
+    compare_result c;
+    cr_assert_eq(compare_records(&a, &b, &o, &c), XF_OK);
+    cr_assert_eq(c.n_items, 1);
+    cr_assert_float_eq(c.items[0].ratio, 0.8, 1e-12);
+    cr_assert_float_eq(c.items[0].change, 0.2, 1e-12);
+    cr_assert_eq(c.items[0].verdict, CMP_REGRESSION);
+    compare_result_free(&c);
+    record_free(&a);
+    record_free(&b);
+}
+
+Test(compare, refuses_other_models_devices_workloads_unless_forced) {
+    record a, b;
+    compare_options o;
+    compare_options_default(&o);
+    compare_result c;
+    make_record(&a, "m", "d", 1, 0);
+    make_record(&b, "other", "d", 1, 0);
+    cr_assert_eq(compare_records(&a, &b, &o, &c), XF_EINVAL);
+    cr_assert(strstr(xf_error_msg(), "different models"), "%s", xf_error_msg());
+    o.force = 1;
+    cr_assert_eq(compare_records(&a, &b, &o, &c), XF_OK);
+    cr_assert(c.n_notes >= 1);
+    compare_result_free(&c);
+    o.force = 0;
+    record_free(&b);
+    make_record(&b, "m", "d2", 1, 0);
+    cr_assert_eq(compare_records(&a, &b, &o, &c), XF_EINVAL);
+    cr_assert(strstr(xf_error_msg(), "different devices"), "%s", xf_error_msg());
+    record_free(&b);
+    make_record(&b, "m", "d", 8, 0); /* batch 8 vs batch 1 */
+    cr_assert_eq(compare_records(&a, &b, &o, &c), XF_EINVAL);
+    cr_assert(strstr(xf_error_msg(), "different workloads"), "%s", xf_error_msg());
+    o.force = 1; /* nothing matches at all: still refused */
+    cr_assert_eq(compare_records(&a, &b, &o, &c), XF_EINVAL);
+    o.force = 0;
+    record_free(&b);
+    /* an op missing on one side */
+    make_record(&b, "m", "d", 1, 0);
+    b.points[0].n_ops = 1;
+    cr_assert_eq(compare_records(&a, &b, &o, &c), XF_EINVAL);
+    cr_assert(strstr(xf_error_msg(), "decode layer 0 attention"), "%s", xf_error_msg());
+    record_free(&b);
+    /* measured against predicted */
+    make_record(&b, "m", "d", 1, 5);
+    b.points[0].run.backend[0] = '\0';
+    cr_assert_eq(compare_records(&a, &b, &o, &c), XF_EINVAL);
+    cr_assert(strstr(xf_error_msg(), "measured"), "%s", xf_error_msg());
+    record_free(&a);
+    record_free(&b);
+}
+
+Test(compare, measured_op_without_samples_is_refused_by_name) {
+    record a, b;
+    make_record(&a, "m", "d", 1, 5);
+    make_record(&b, "m", "d", 1, 5);
+    free(b.points[0].ops[1].samples_s);
+    b.points[0].ops[1].samples_s = NULL;
+    b.points[0].ops[1].n_samples = 0;
+    compare_options o;
+    compare_options_default(&o);
+    o.force = 1; /* not even with force */
+    compare_result c;
+    cr_assert_eq(compare_records(&a, &b, &o, &c), XF_EINVAL);
+    cr_assert(strstr(xf_error_msg(), "NEW record") && strstr(xf_error_msg(), "decode layer 0 attention"), "%s", xf_error_msg());
+    record_free(&a);
+    record_free(&b);
+}
+
+Test(compare, metric_lists) {
+    unsigned m;
+    cr_assert_eq(compare_metrics_parse("time,tokens_per_s,ttft,tpot,bytes,flops", &m), XF_OK);
+    cr_assert_eq(m, (1u << CMP_METRIC_COUNT) - 1);
+    cr_assert_eq(compare_metrics_parse("bytes", &m), XF_OK);
+    cr_assert_eq(m, 1u << CMP_BYTES);
+    cr_assert_eq(compare_metrics_parse("time,,bytes", &m), XF_EINVAL);
+    cr_assert_eq(compare_metrics_parse("latency", &m), XF_EINVAL);
+    cr_assert(strstr(xf_error_msg(), "latency"));
+}

@@ -1,0 +1,284 @@
+/* Each CPU kernel against straight loops (in double) or hand-computed values; every vectorized
+ * variant this CPU runs against the scalar fallback. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reference_model/cpu_kernels.h"
+#include "reference_model/weights.h"
+
+static float frand(uint32_t *s) {
+    *s = *s * 1664525u + 1013904223u;
+    return (float)((*s >> 8) & 0xffff) / 32768.0f - 1.0f; /* [-1, 1) */
+}
+
+/* A (rows, cols) matrix in dtype from random fp32 values; the caller frees data and scales. */
+static wmat make_wmat(xf_dtype dt, int64_t rows, int64_t cols, int group, uint32_t seed) {
+    wmat m;
+    memset(&m, 0, sizeof m);
+    m.dtype = dt;
+    m.rows = rows;
+    m.cols = cols;
+    m.owned = 1;
+    int64_t esz = dt == XF_FP32 ? 4 : dt == XF_INT8 ? 1 : 2;
+    m.data = malloc((size_t)(rows * cols * esz));
+    if (dt == XF_INT8) {
+        m.group = group;
+        m.n_groups = (cols + group - 1) / group;
+        m.scales = malloc((size_t)(rows * m.n_groups) * sizeof(float));
+    }
+    float *row = malloc((size_t)cols * sizeof(float));
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t c = 0; c < cols; c++) row[c] = frand(&seed) * 0.05f;
+        weights_set_rows(&m, r, 1, row);
+    }
+    free(row);
+    return m;
+}
+
+static void check_matmul(xf_dtype dt, int64_t rows, int64_t cols, int group) {
+    wmat W = make_wmat(dt, rows, cols, group, 17);
+    uint32_t s = 3;
+    const int64_t n_max = 5, r0 = 3, r1 = rows - 2, ldy = rows + 3;
+    float *x = malloc((size_t)(n_max * cols) * sizeof(float));
+    for (int64_t i = 0; i < n_max * cols; i++) x[i] = frand(&s);
+    float *y = malloc((size_t)(n_max * ldy) * sizeof(float)), *ys = malloc((size_t)(n_max * ldy) * sizeof(float));
+    for (int64_t n = 1; n <= n_max; n++) {
+        for (int isa = 0; isa < XK_ISA_COUNT; isa++) {
+            if (!xk_isa_supported((xk_isa)isa)) continue;
+            for (int64_t i = 0; i < n_max * ldy; i++) y[i] = -12345.0f; /* sentinel */
+            xk_matmul((xk_isa)isa, &W, x, n, y, ldy, r0, r1);
+            for (int64_t t = 0; t < n_max; t++) {
+                for (int64_t r = 0; r < ldy; r++) {
+                    float got = y[t * ldy + r];
+                    if (t >= n || r < r0 || r >= r1) {
+                        cr_assert_eq(got, -12345.0f, "%s n=%lld: wrote outside rows [%lld,%lld) at t=%lld r=%lld",
+                                     xk_isa_name((xk_isa)isa), (long long)n, (long long)r0, (long long)r1, (long long)t, (long long)r);
+                        continue;
+                    }
+                    double want = 0, mag = 0;
+                    for (int64_t c = 0; c < cols; c++) {
+                        double p = (double)weights_get(&W, r, c) * x[t * cols + c];
+                        want += p;
+                        mag += fabs(p);
+                    }
+                    /* float accumulation of `cols` terms: error << 1e-5 of the sum of |terms| */
+                    cr_assert(fabs(got - want) <= 1e-5 * mag + 1e-7, "%s %s n=%lld row %lld tok %lld: %.8g vs %.8g",
+                              xk_isa_name((xk_isa)isa), dtype_name(dt), (long long)n, (long long)r, (long long)t, got, want);
+                }
+            }
+        }
+        /* the vectorized variant against the scalar fallback */
+        xk_matmul(XK_ISA_SCALAR, &W, x, n, ys, ldy, r0, r1);
+        xk_matmul(xk_isa_best(), &W, x, n, y, ldy, r0, r1);
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t r = r0; r < r1; r++)
+                cr_assert(fabsf(y[t * ldy + r] - ys[t * ldy + r]) <= 1e-5f, "best vs scalar at %lld,%lld", (long long)t, (long long)r);
+    }
+    free(x);
+    free(y);
+    free(ys);
+    free(W.data);
+    free(W.scales);
+}
+
+Test(cpu_kernels, matmul_fp32) { check_matmul(XF_FP32, 37, 200, 0); }
+Test(cpu_kernels, matmul_bf16) { check_matmul(XF_BF16, 37, 200, 0); }
+Test(cpu_kernels, matmul_fp16) { check_matmul(XF_FP16, 37, 200, 0); }
+Test(cpu_kernels, matmul_int8_group128) { check_matmul(XF_INT8, 37, 200, 128); } /* groups of 128 and 72 */
+Test(cpu_kernels, matmul_int8_group32) { check_matmul(XF_INT8, 21, 96, 32); }
+Test(cpu_kernels, matmul_int8_odd_group) { check_matmul(XF_INT8, 9, 61, 24); } /* vector + scalar tail per group */
+Test(cpu_kernels, matmul_tiny) { check_matmul(XF_BF16, 6, 7, 0); }           /* narrower than one vector */
+
+Test(cpu_kernels, isa_names_and_best) {
+    cr_assert_str_eq(xk_isa_name(XK_ISA_SCALAR), "scalar");
+    cr_assert(xk_isa_supported(XK_ISA_SCALAR));
+    cr_assert(xk_isa_supported(xk_isa_best()));
+    cr_log_info("best ISA here: %s", xk_isa_name(xk_isa_best()));
+}
+
+Test(cpu_kernels, dequant_rows) {
+    wmat W = make_wmat(XF_INT8, 4, 40, 16, 5);
+    float d[2 * 40];
+    xk_dequant_rows(&W, 1, 3, d);
+    for (int r = 0; r < 2; r++)
+        for (int c = 0; c < 40; c++) cr_assert_eq(d[r * 40 + c], weights_get(&W, r + 1, c));
+    free(W.data);
+    free(W.scales);
+}
+
+Test(cpu_kernels, int8_quantization_hand_computed) {
+    /* one group of 4: max |w| = 1.27 -> scale 0.01; 0.5 -> 50, -0.333 -> -33, 1.27 -> 127 */
+    float row[4] = {0.5f, -1.27f, -0.333f, 1.27f};
+    int8_t q[4];
+    float sc;
+    wmat W = {XF_INT8, 1, 4, 4, 1, q, &sc, 0};
+    weights_set_rows(&W, 0, 1, row);
+    cr_assert_float_eq(sc, 0.01f, 1e-7);
+    cr_assert_eq(q[0], 50);
+    cr_assert_eq(q[1], -127);
+    cr_assert_eq(q[2], -33);
+    cr_assert_eq(q[3], 127);
+}
+
+Test(cpu_kernels, half_conversions) {
+    cr_assert_eq(weights_f32_to_f16(1.0f), 0x3c00);
+    cr_assert_eq(weights_f32_to_f16(-2.0f), 0xc000);
+    cr_assert_eq(weights_f32_to_f16(65504.0f), 0x7bff);       /* largest half */
+    cr_assert_eq(weights_f32_to_f16(65520.0f), 0x7c00);       /* rounds to infinity */
+    cr_assert_eq(weights_f32_to_f16(ldexpf(1.0f, -24)), 0x0001); /* smallest subnormal */
+    cr_assert_eq(weights_f32_to_f16(ldexpf(1.0f, -25)), 0x0000); /* tie to even: 0 */
+    cr_assert_eq(weights_f32_to_f16(1.0f + ldexpf(1.0f, -11)), 0x3c00); /* tie to even: 1.0 */
+    cr_assert_eq(weights_f32_to_f16(1.0f + 3 * ldexpf(1.0f, -11)), 0x3c02); /* tie to even: up */
+    cr_assert_eq(weights_f16_to_f32(0x3555), 0.333251953125f);  /* 1/3 in half */
+    cr_assert_eq(weights_f16_to_f32(0x0001), ldexpf(1.0f, -24));
+    cr_assert(isinf(weights_f16_to_f32(0xfc00)) && weights_f16_to_f32(0xfc00) < 0);
+    /* bf16: 1/3 = 0x3eaaaaab -> 0x3eab (rounded up); ties to even */
+    cr_assert_eq(weights_f32_to_bf16(1.0f / 3.0f), 0x3eab);
+    uint32_t u = 0x3f808000u, v = 0x3f818000u;
+    float fu, fv;
+    memcpy(&fu, &u, 4);
+    memcpy(&fv, &v, 4);
+    cr_assert_eq(weights_f32_to_bf16(fu), 0x3f80);
+    cr_assert_eq(weights_f32_to_bf16(fv), 0x3f82);
+    cr_assert_eq(weights_bf16_to_f32(0x4049), 3.140625f);
+    for (int i = -300; i <= 300; i++) { /* every value a half holds exactly round-trips */
+        float f = (float)i / 64.0f;
+        cr_assert_eq(weights_f16_to_f32(weights_f32_to_f16(f)), f);
+    }
+}
+
+Test(cpu_kernels, rmsnorm_hand_computed) {
+    /* x = [3, 4]: mean of squares 12.5, rms 3.5355339; w = [1, 2] -> [0.8485281, 2.2627417] */
+    float x[2] = {3, 4}, w[2] = {1, 2}, y[2];
+    xk_rmsnorm(y, x, w, 2, 1e-12f);
+    cr_assert_float_eq(y[0], 0.8485281f, 1e-6);
+    cr_assert_float_eq(y[1], 2.2627417f, 1e-6);
+}
+
+Test(cpu_kernels, rope_rotate_half_hand_computed) {
+    /* head_dim 4, pos 1, theta 1e4: angles 1 and 1e4^-0.5 = 0.01. Pairs (v0, v2) and (v1, v3):
+     * v0' = 1 cos 1 - 3 sin 1 = 0.5403023 - 2.5244130 = -1.9841107
+     * v2' = 3 cos 1 + 1 sin 1 = 1.6209069 + 0.8414710 = 2.4623779
+     * v1' = 2 cos .01 - 4 sin .01 = 1.9999000 - 0.0399993 = 1.9599007
+     * v3' = 4 cos .01 + 2 sin .01 = 3.9998000 + 0.0199997 = 4.0197997 */
+    float v[8] = {1, 2, 3, 4, 1, 2, 3, 4}, c[2], s[2];
+    xk_rope_table(c, s, 1, 4, 10000.0);
+    xk_rope(v, 2, 4, c, s);
+    const float want[4] = {-1.9841107f, 1.9599007f, 2.4623779f, 4.0197997f};
+    for (int h = 0; h < 2; h++)
+        for (int i = 0; i < 4; i++) cr_assert_float_eq(v[h * 4 + i], want[i], 2e-6, "head %d elem %d: %g", h, i, v[h * 4 + i]);
+    /* position 0 is the identity */
+    float z[4] = {1, 2, 3, 4};
+    xk_rope_table(c, s, 0, 4, 10000.0);
+    xk_rope(z, 1, 4, c, s);
+    cr_assert_eq(z[0], 1.0f);
+    cr_assert_eq(z[3], 4.0f);
+}
+
+Test(cpu_kernels, swiglu_add_argmax) {
+    /* silu(1) = 1 / (1 + e^-1) = 0.7310586; times 2 = 1.4621172; silu(0) * 5 = 0 */
+    float g[2] = {1, 0}, u[2] = {2, 5}, h[2];
+    xk_swiglu(h, g, u, 2);
+    cr_assert_float_eq(h[0], 1.4621172f, 1e-6);
+    cr_assert_eq(h[1], 0.0f);
+    float y[3] = {1, 2, 3}, x[3] = {0.5f, -2, 1};
+    xk_add(y, x, 3);
+    cr_assert_eq(y[0], 1.5f);
+    cr_assert_eq(y[1], 0.0f);
+    cr_assert_eq(y[2], 4.0f);
+    float v[5] = {1, 7, 3, 7, -1};
+    cr_assert_eq(xk_argmax(v, 5), 1, "first of the tied maxima");
+}
+
+static void check_attention(xf_dtype dt, int64_t n_ctx) {
+    const int64_t n_rep = 3, hd = 20, n_kv = 2, row = n_kv * hd, n_slots = 300;
+    const int64_t esz = dt == XF_FP32 ? 4 : 2, head = 1; /* KV head 1 of 2 */
+    uint32_t s = 9;
+    char *K = malloc((size_t)(n_slots * row * esz)), *V = malloc((size_t)(n_slots * row * esz));
+    float tmp[40];
+    for (int64_t i = 0; i < n_slots; i++) {
+        for (int j = 0; j < row; j++) tmp[j] = frand(&s) * 2.0f;
+        xk_store(K + i * row * esz, dt, tmp, row);
+        for (int j = 0; j < row; j++) tmp[j] = frand(&s);
+        xk_store(V + i * row * esz, dt, tmp, row);
+    }
+    int64_t *slots = malloc((size_t)n_ctx * sizeof(int64_t));
+    for (int64_t j = 0; j < n_ctx; j++) slots[j] = (j * 37 + 11) % n_slots; /* scattered, like blocks */
+    float q[3 * 20], out[3 * 20], scratch[3 * 66 + 40];
+    for (int i = 0; i < n_rep * hd; i++) q[i] = frand(&s);
+    const float scale = 1.0f / sqrtf((float)hd);
+    xk_attention(out, q, n_rep, hd, K, V, dt, row, head * hd, slots, n_ctx, scale, scratch);
+    double *sc = malloc((size_t)n_ctx * sizeof(double));
+    float kf[40], vf[40];
+    for (int64_t h = 0; h < n_rep; h++) {
+        double mx = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < n_ctx; j++) {
+            xk_load(kf, K + slots[j] * row * esz, dt, row);
+            double d = 0;
+            for (int i = 0; i < hd; i++) d += (double)q[h * hd + i] * kf[head * hd + i];
+            sc[j] = d * scale;
+            mx = fmax(mx, sc[j]);
+        }
+        for (int64_t j = 0; j < n_ctx; j++) sum += (sc[j] = exp(sc[j] - mx));
+        for (int i = 0; i < hd; i++) {
+            double o = 0;
+            for (int64_t j = 0; j < n_ctx; j++) {
+                xk_load(vf, V + slots[j] * row * esz, dt, row);
+                o += sc[j] * vf[head * hd + i];
+            }
+            o /= sum;
+            cr_assert(fabs(out[h * hd + i] - o) <= 2e-6, "%s ctx %lld head %lld elem %d: %.8g vs %.8g", dtype_name(dt),
+                      (long long)n_ctx, (long long)h, i, out[h * hd + i], o);
+        }
+    }
+    free(sc);
+    free(slots);
+    free(K);
+    free(V);
+}
+
+Test(cpu_kernels, attention_online_softmax) {
+    xf_dtype dts[3] = {XF_FP32, XF_FP16, XF_BF16};
+    for (int d = 0; d < 3; d++) {
+        check_attention(dts[d], 1);   /* one key: out = V */
+        check_attention(dts[d], 64);  /* exactly one block */
+        check_attention(dts[d], 150); /* three blocks, the last partial: rescaling exercised */
+    }
+}
+
+Test(cpu_kernels, kv_store_load_roundtrip) {
+    float src[3] = {1.5f, -0.25f, 3.0f}, back[3];
+    uint16_t h[3];
+    xk_store(h, XF_FP16, src, 3);
+    cr_assert_eq(h[0], 0x3e00); /* 1.5 = 0x3e00 in half */
+    xk_load(back, h, XF_FP16, 3);
+    cr_assert_arr_eq(back, src, sizeof src);
+    xk_store(h, XF_BF16, src, 3);
+    cr_assert_eq(h[0], 0x3fc0); /* 1.5 = 0x3fc00000 */
+    xk_load(back, h, XF_BF16, 3);
+    cr_assert_arr_eq(back, src, sizeof src);
+}
+
+Test(cpu_kernels, fp16_store_matches_scalar_rounding) {
+    /* xk_store may use F16C; it must store exactly what weights_f32_to_f16 (round to nearest
+     * even) stores, subnormals and ties included. */
+    enum { N = 4099 };
+    static float src[N];
+    static uint16_t got[N];
+    static float back[N];
+    uint32_t s = 77;
+    for (int i = 0; i < N; i++) {
+        float m = frand(&s);
+        src[i] = i % 3 == 0 ? m * 1e-6f : i % 3 == 1 ? m * 3.0f : m * 70000.0f; /* subnormal, normal, overflow */
+    }
+    src[0] = 1.0f + ldexpf(1.0f, -11); /* a tie */
+    xk_store(got, XF_FP16, src, N);
+    for (int i = 0; i < N; i++) cr_assert_eq(got[i], weights_f32_to_f16(src[i]), "element %d (%g)", i, src[i]);
+    xk_load(back, got, XF_FP16, N);
+    for (int i = 0; i < N; i++) {
+        float want = weights_f16_to_f32(got[i]);
+        cr_assert(back[i] == want || (isinf(back[i]) && isinf(want)), "element %d", i);
+    }
+}
