@@ -145,15 +145,17 @@ static void find_weights(const record *r, int pi, const decode_view *v, finding_
     if (tpot_of(&r->model, w, &r->device, &before) || !(before > 0)) return;
     char t1[24], t2[24], t3[24], b1[24];
     double gi = v->gemm_weight_bytes > 0 ? v->gemm_flops / (v->gemm_weight_bytes) : 0;
-    /* Lower weight precision: int8 from 16/32-bit weights, int4 from int8. */
+    /* Lower weight precision: int8 from 16/32-bit weights (bf16 named too from fp32, int4 from
+     * 16-bit), int4 from int8. */
     if (w->wdtype != XF_INT4) {
         workload q = *w;
         q.wdtype = w->wdtype == XF_INT8 ? XF_INT4 : XF_INT8;
-        double after, after4 = NAN;
+        double after, alt = NAN;
+        xf_dtype alt_t = w->wdtype == XF_FP32 ? XF_BF16 : XF_INT4;
         if (tpot_of(&r->model, &q, &r->device, &after) == XF_OK && after < before) {
-            workload q4 = *w;
-            q4.wdtype = XF_INT4;
-            if (q.wdtype == XF_INT8 && tpot_of(&r->model, &q4, &r->device, &after4) != XF_OK) after4 = NAN;
+            workload qa = *w;
+            qa.wdtype = alt_t;
+            if (q.wdtype == XF_INT8 && tpot_of(&r->model, &qa, &r->device, &alt) != XF_OK) alt = NAN;
             record_advice f;
             memset(&f, 0, sizeof f);
             snprintf(f.kind, sizeof f.kind, "weight_precision");
@@ -164,12 +166,12 @@ static void find_weights(const record *r, int pi, const decode_view *v, finding_
                      "they read %s of %s weights per step at %.2f FLOP/B",
                      pi + 1, (long long)w->batch, 100 * v->gemm_time / v->step, 100 * v->gemm_mem / v->gemm_time,
                      fmt_b(v->gemm_weight_bytes, b1, sizeof b1), dtype_name(w->wdtype), gi);
-            if (isfinite(after4))
-                snprintf(f.action, sizeof f.action, "quantize weights %s -> %s (weight-only, group scales): TPOT %s -> %s; int4: %s",
+            if (isfinite(alt))
+                snprintf(f.action, sizeof f.action, "quantize weights %s -> %s (weight-only, group scales): predicted TPOT %s -> %s; %s: %s",
                          dtype_name(w->wdtype), dtype_name(q.wdtype), fmt_t(before, t1, sizeof t1), fmt_t(after, t2, sizeof t2),
-                         fmt_t(after4, t3, sizeof t3));
+                         dtype_name(alt_t), fmt_t(alt, t3, sizeof t3));
             else
-                snprintf(f.action, sizeof f.action, "quantize weights %s -> %s (weight-only, group scales): TPOT %s -> %s",
+                snprintf(f.action, sizeof f.action, "quantize weights %s -> %s (weight-only, group scales): predicted TPOT %s -> %s",
                          dtype_name(w->wdtype), dtype_name(q.wdtype), fmt_t(before, t1, sizeof t1), fmt_t(after, t2, sizeof t2));
             snprintf(f.gain_metric, sizeof f.gain_metric, "tpot_s");
             f.before = before;
@@ -209,7 +211,7 @@ static void find_weights(const record *r, int pi, const decode_view *v, finding_
     else
         snprintf(f.evidence, sizeof f.evidence, "point %d: decode projections at batch %lld run at %.2f FLOP/B and stay below the ridge",
                  pi + 1, (long long)w->batch, gi);
-    snprintf(f.action, sizeof f.action, "run batch %lld%s (continuous batching): decode %.1f -> %.1f tokens/s, TPOT %s -> %s",
+    snprintf(f.action, sizeof f.action, "run batch %lld%s (continuous batching): predicted decode %.1f -> %.1f tokens/s, TPOT %s -> %s",
              (long long)target, mem_limited ? " (the most that fits memory)" : "", tps0, tps1, fmt_t(before, t1, sizeof t1),
              fmt_t(after, t2, sizeof t2));
     snprintf(f.gain_metric, sizeof f.gain_metric, "decode_tokens_per_s");
@@ -246,8 +248,9 @@ static void find_kv(const record *r, int pi, const decode_view *v, finding_list 
              "(%.0f%% of the step's bytes)%s",
              pi + 1, (long long)w->batch, (long long)p->summary.decode_context, 100 * v->attn_time / v->step,
              fmt_b(v->kv_read, b1, sizeof b1), dtype_name(w->kvdtype), v->bytes > 0 ? 100 * v->kv_read / v->bytes : 0, gqa);
-    snprintf(f.action, sizeof f.action, "KV cache %s -> fp8: TPOT %s -> %s, and twice the tokens per byte of KV memory",
-             dtype_name(w->kvdtype), fmt_t(before, t1, sizeof t1), fmt_t(after, t2, sizeof t2));
+    snprintf(f.action, sizeof f.action, "KV cache %s -> fp8: predicted TPOT %s -> %s, and %s the tokens per byte of KV memory",
+             dtype_name(w->kvdtype), fmt_t(before, t1, sizeof t1), fmt_t(after, t2, sizeof t2),
+             w->kvdtype == XF_FP32 ? "4x" : "2x");
     snprintf(f.gain_metric, sizeof f.gain_metric, "tpot_s");
     f.before = before;
     f.after = after;

@@ -5,6 +5,8 @@
  *   2. bf16 and int8 weights: decode tokens/s over fp32's (targets >= 1.8x and >= 3x).
  *   3. A 512-token fp32 prefill: its GEMMs' FLOP/s over the measured FP32 peak (target >= 0.60).
  *   4. Timer probe on vs off, same model, interleaved decode blocks (target <= 3% overhead).
+ * Times per decode step are best-of-N steps, as the ceilings are best-of-N repetitions (the
+ * medians are printed too); the probe overhead compares medians of interleaved blocks.
  *
  * Usage: bench_cpu [--threads N] [--steps N] [--model NAME] [--quick]
  * Exit status 0 when every target passes, 1 when one fails, 2 on an error. */
@@ -84,8 +86,9 @@ static xf_status open_model(bench_model *bm, const model_config *cfg, xf_dtype w
     return model_init(&bm->m, cfg, &o);
 }
 
-/* Median time per decode step over `steps` steps after an 8-token prefill. */
-static xf_status decode_time(bench_model *bm, int steps, const probe_set *ps, double *per_step) {
+/* Time per decode step over `steps` steps after an 8-token prefill: the median, and the best
+ * (best-of-N, as the ceilings are measured) in *best when not NULL. */
+static xf_status decode_time2(bench_model *bm, int steps, const probe_set *ps, double *per_step, double *best) {
     double *t = calloc((size_t)steps, sizeof *t);
     if (!t) return xf_errorf(XF_ENOMEM, "out of memory");
     int64_t len = 8;
@@ -96,9 +99,19 @@ static xf_status decode_time(bench_model *bm, int steps, const probe_set *ps, do
         s = model_decode_step(bm->m, NULL, ps);
         t[k] = timer_now_s() - t0;
     }
-    if (s == XF_OK) *per_step = median(t, steps);
+    if (s == XF_OK) {
+        *per_step = median(t, steps);
+        if (best) {
+            *best = t[0];
+            for (int k = 1; k < steps; k++) *best = t[k] < *best ? t[k] : *best;
+        }
+    }
     free(t);
     return s;
+}
+
+static xf_status decode_time(bench_model *bm, int steps, const probe_set *ps, double *per_step) {
+    return decode_time2(bm, steps, ps, per_step, NULL);
 }
 
 int main(int argc, char **argv) {
@@ -142,12 +155,12 @@ int main(int argc, char **argv) {
     printf("fp32 model ready in %.1f s\n", timer_now_s() - t0);
     double warm;
     if (decode_time(&fm, 2, NULL, &warm) != XF_OK) return die("fp32 warm-up");
-    double t_fp32;
-    if (decode_time(&fm, steps, NULL, &t_fp32) != XF_OK) return die("fp32 decode");
+    double t_fp32_med, t_fp32;
+    if (decode_time2(&fm, steps, NULL, &t_fp32_med, &t_fp32) != XF_OK) return die("fp32 decode");
     double wbytes = decode_weight_bytes(&cfg, XF_FP32, 8 + steps / 2);
     double attained = wbytes / t_fp32;
-    printf("fp32 decode: %.1f ms/token, %.1f MiB of weights per token -> %.2f GB/s\n", t_fp32 * 1e3, wbytes / 1048576,
-           attained / 1e9);
+    printf("fp32 decode: best %.1f ms/token (median %.1f), %.1f MiB of weights per token -> %.2f GB/s (median %.2f)\n",
+           t_fp32 * 1e3, t_fp32_med * 1e3, wbytes / 1048576, attained / 1e9, wbytes / t_fp32_med / 1e9);
 
     /* Prefill 512: GEMM ops timed by the timer probe. */
     timer_probe *tp;
@@ -207,10 +220,11 @@ int main(int argc, char **argv) {
     for (int k = 0; k < 2; k++) {
         bench_model bm;
         if (open_model(&bm, &cfg, other[k], threads, 16, 16 + steps + 4) != XF_OK) return die(dtype_name(other[k]));
-        double t;
-        if (decode_time(&bm, 2, NULL, &warm) != XF_OK || decode_time(&bm, steps, NULL, &t) != XF_OK) return die("decode");
-        printf("%s decode: %.1f ms/token (%.1f MiB of weights per token)\n", dtype_name(other[k]), t * 1e3,
-               decode_weight_bytes(&cfg, other[k], 8 + steps / 2) / 1048576);
+        double t, tm;
+        if (decode_time(&bm, 2, NULL, &warm) != XF_OK || decode_time2(&bm, steps, NULL, &tm, &t) != XF_OK) return die("decode");
+        double wb = decode_weight_bytes(&cfg, other[k], 8 + steps / 2);
+        printf("%s decode: best %.1f ms/token (median %.1f), %.1f MiB of weights per token -> %.2f GB/s\n", dtype_name(other[k]),
+               t * 1e3, tm * 1e3, wb / 1048576, wb / t / 1e9);
         if (k == 0) t_bf16 = t;
         else t_int8 = t;
         model_free(bm.m);

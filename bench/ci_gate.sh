@@ -55,6 +55,9 @@ done
 # The measured sweeps, when this build can measure.
 if [ "${XF_GATE_MEASURED:-1}" != 0 ] && "$XF" run --help >/dev/null 2>&1; then
   margs=(sweep --model stories15m --batch 1 --prompt 32 --gen 8 --threads 1 -r 7)
+  # The ceilings once, quickly, into the work folder (not the user's ~/.cache).
+  export XFPROF_MACHINE_FILE="$work/machine.json"
+  "$XF" machine --quick --threads 1 >/dev/null 2>"$work/machine.err" || { echo "ci_gate: xfprof machine failed: $(cat "$work/machine.err")"; exit 4; }
   for k in a b; do
     if ! "$XF" "${margs[@]}" -o "$work/measured-$k.json" 2>"$work/measured-$k.err"; then
       echo "ci_gate: the measured sweep failed: $(tail -n 3 "$work/measured-$k.err")"
@@ -65,8 +68,9 @@ if [ "${XF_GATE_MEASURED:-1}" != 0 ] && "$XF" run --help >/dev/null 2>&1; then
     cp "$work/measured-a.json" "$base/measured-stories15m.json"
     echo "ci_gate: baseline bench/baseline/measured-stories15m.json updated"
   else
-    # Same build twice on this machine: step times through the U test, a wide threshold.
-    "$XF" compare "$work/measured-a.json" "$work/measured-b.json" --metric ttft,tpot --threshold 50% \
+    # Same build twice on this machine: step times through the U test, a wide threshold (3x:
+    # other jobs on a shared 2-core machine, ctest -j2 included, move these times a lot).
+    "$XF" compare "$work/measured-a.json" "$work/measured-b.json" --metric ttft,tpot --threshold 200% \
       >"$work/compare-measured.txt" 2>&1
     rc=$?
     echo "ci_gate: measured run against run: $(tail -n 1 "$work/compare-measured.txt") (exit $rc)"

@@ -14,7 +14,27 @@
 # run time from LD_LIBRARY_PATH, which this script points at the toolkit.
 # Budget: under 8 minutes on an H200 (each step has its own timeout; a step that fails or times out
 # is reported and the script goes on).
+#
+#   bench/gpu_check.sh --pack BUILD_DIR CARRY_DIR
+#
+# prepares, on the CPU machine, a small folder to carry to the GPU machine: xfprof, the gpu test
+# binaries, data/, and libs/ with the shared libraries ldd lists (glibc's own excepted), stripped.
 set -u
+if [ "${1:-}" = "--pack" ]; then
+  SRC=${2:?usage: bench/gpu_check.sh --pack BUILD_DIR CARRY_DIR}
+  DST=${3:?usage: bench/gpu_check.sh --pack BUILD_DIR CARRY_DIR}
+  mkdir -p "$DST/libs"
+  bins=("$SRC/xfprof")
+  for t in "$SRC"/test_gpu_* "$SRC"/test_cuda_device; do [ -x "$t" ] && bins+=("$t"); done
+  cp "${bins[@]}" "$DST/"
+  cp -r "$SRC/data" "$DST/"
+  for b in "${bins[@]}"; do ldd "$b"; done | awk '/=>/ {print $3}' | sort -u |
+    grep -vE '/(libc|libm|libpthread|libdl|librt|libresolv)\.so|ld-linux|linux-vdso' |
+    while read -r lib; do [ -f "$lib" ] && cp -L "$lib" "$DST/libs/"; done
+  strip --strip-unneeded "$DST"/xfprof "$DST"/test_* "$DST"/libs/* 2>/dev/null
+  du -sh "$DST"
+  exit 0
+fi
 OUT=${1:?usage: bench/gpu_check.sh OUTDIR [BUILD_DIR]}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${2:-${XF_BUILD:-}}
@@ -46,7 +66,10 @@ XF="$BUILD/xfprof"
 say "xfprof: $XF"
 "$XF" --version >"$OUT/version.txt" 2>&1
 ldd "$XF" >"$OUT/ldd.txt" 2>&1
-command -v nvidia-smi >/dev/null && nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1
+if command -v nvidia-smi >/dev/null; then
+  nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1
+  nvidia-smi --query-gpu=name --format=csv,noheader >"$OUT/gpu_name.txt" 2>/dev/null
+fi
 export XFPROF_DATA_DIR=${XFPROF_DATA_DIR:-$BUILD/data}
 
 # ---- 2. gpu tests (each binary directly: a carried build need not have ctest's paths)
@@ -54,7 +77,7 @@ export XFPROF_DATA_DIR=${XFPROF_DATA_DIR:-$BUILD/data}
 for t in "$BUILD"/test_gpu_*; do
   [ -x "$t" ] || continue
   say "test $(basename "$t")"
-  timeout 150 "$t" --jobs 1 --verbose >>"$OUT/gpu_tests.txt" 2>&1
+  timeout 120 "$t" --jobs 1 --verbose >>"$OUT/gpu_tests.txt" 2>&1
   echo "== $(basename "$t") exit $?" >>"$OUT/gpu_tests.txt"
 done
 grep -E "^\[(PASS|FAIL|SKIP|ERR )|exit [0-9]" "$OUT/gpu_tests.txt" | tee -a "$LOG"
@@ -66,8 +89,12 @@ echo "exit $?" >>"$OUT/machine.txt"
 
 # ---- 4. llama-2-7b-shaped runs (random bf16 weights: no download)
 COMMON=(--model llama-2-7b --wdtype bf16 --kvdtype bf16 --prompt 512 --gen 16 --reps 3 --device cuda)
+BUDGET=${XF_GPU_CHECK_BUDGET_S:-450} # stop starting new runs past this, to finish under 8 minutes
 run() { # name timeout args...
   local name=$1 to=$2; shift 2
+  local left=$((BUDGET - ($(date +%s) - T0)))
+  if [ $left -le 20 ]; then say "run $name: SKIPPED (time budget of ${BUDGET}s spent)"; return; fi
+  [ "$to" -gt "$left" ] && to=$left
   say "run $name: $*"
   timeout "$to" "$XF" run "${COMMON[@]}" "$@" -o "$OUT/$name.json" >"$OUT/$name.txt" 2>&1
   local rc=$?
@@ -97,12 +124,24 @@ def load(name):
     except Exception as e:
         print(f"{name}: no record ({e})")
         return None
-spec = None
 try:
     m = json.load(open(os.path.join(out, "machine.json")))
     print("measured ceilings:", json.dumps(m)[:400])
 except Exception:
     pass
+# the spec sheet of this GPU (targets are against the datasheet, whatever the record was judged by)
+spec = {}
+try:
+    gname = open(os.path.join(out, "gpu_name.txt")).read().strip().splitlines()[0]
+    sid = ("h200" if "H200" in gname else "h100-pcie" if "H100" in gname and "PCIe" in gname else
+           "h100-sxm" if "H100" in gname else "a100-80gb" if "A100" in gname and "80GB" in gname else
+           "a100-40gb" if "A100" in gname else None)
+    for d in json.load(open(os.path.join(data, "devices.json")))["devices"]:
+        if d.get("name") == sid:
+            spec = d
+    print(f"GPU: {gname} -> spec sheet {sid}")
+except Exception as e:
+    print(f"no spec sheet match ({e}); ratios use the records' device")
 def points(r):
     return r.get("points", []) if r else []
 def step(pt, phase):
@@ -142,7 +181,7 @@ def b1(r):
     return None
 print("== targets (ratios from this run)")
 pa, pp, pg = b1(act), b1(plain), b1(graph)
-dev = (plain or act or {}).get("device", {}) if (plain or act) else {}
+dev = spec or ((plain or act or {}).get("device", {}) if (plain or act) else {})
 bw = dev.get("bandwidth_Bps", 0) or 0
 p16 = (dev.get("peak_flops", {}) or {}).get("tensor16", 0) or 0
 if pp and bw:

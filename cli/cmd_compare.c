@@ -118,6 +118,10 @@ static void render_table(sbuf *b, const record *x, const record *y, const char *
             shown++;
         }
     if (hidden) sbuf_printf(b, "... and %lld more changed items (--format json lists them all)\n", (long long)hidden);
+    int few = 0;
+    for (int64_t i = 0; i < c->n_items; i++) /* a listed row carries the star */
+        few |= c->items[i].few_samples && (all || c->items[i].verdict != CMP_UNCHANGED);
+    if (few) sbuf_printf(b, "(p*: fewer than %d samples on a side: the test has little power)\n", o->min_samples);
     if (shown == 0) sbuf_printf(b, "(no item changed)\n");
     int64_t unchanged = c->n_items - c->n_regressions - c->n_improvements;
     sbuf_printf(b, "\n%lld items compared over %d matched points: %lld regressions, %lld improvements, %lld unchanged\n",

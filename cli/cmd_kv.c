@@ -33,7 +33,7 @@ static const char *CMD = "kv";
 
 static void help(void) {
     printf("Usage: xfprof kv [options]\n"
-           "       xfprof kv --size [--model M] [--kvdtype T] [--context LIST] [--batch LIST]\n\n"
+           "       xfprof kv --size [--model M] [--kvdtype T] [--context LIST] [--batch LIST] [--device D | --kv-budget SIZE]\n\n"
            "Simulates a continuous-batching server over one KV pool per allocation policy, all on the same\n"
            "requests, and shows where the pool's memory goes (the vLLM paper's breakdown), time-averaged over the\n"
            "run: token states (written K/V), reserved (held for tokens still to come), internal fragmentation (held,\n"
@@ -61,7 +61,8 @@ static void help(void) {
            "  --preempt P        recompute (evict the newest sequence, recompute it later) or wait (default recompute)\n"
            "  --max-batch N      most sequences per step (default 0: no limit)\n"
            "  --series N         points kept in each time series (default 256)\n"
-           "  --size             only print KV bytes per token, per sequence at --context, and for --batch\n"
+           "  --size             only print KV bytes per token, per sequence at --context, and for --batch; with\n"
+           "                     --device or --kv-budget also the share of the budget and how many sequences fit\n"
            "  --context LIST     contexts for --size (default the model's context)\n"
            "  --batch LIST       batches for --size (default 1)\n"
            "  --format F         table or json (default table)\n"

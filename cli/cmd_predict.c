@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyzers/advice.h"
 #include "analyzers/predict.h"
 #include "args.h"
 #include "cli.h"
@@ -166,6 +167,10 @@ int cmd_predict(int argc, char **argv) {
     s = predict_record(&cfg, &dev, wls, (int)n, &rec);
     free(wls);
     if (s) {
+        record_free(&rec);
+        return cli_fail(CMD, s);
+    }
+    if ((s = advice_record(&rec))) {
         record_free(&rec);
         return cli_fail(CMD, s);
     }

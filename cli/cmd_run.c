@@ -97,6 +97,15 @@ static xf_status load_ceilings(int threads, device_spec *dev, int *from_file, ch
         if (dev->bandwidth_Bps <= 0 || dev->peak_flops[XF_COMPUTE_FP32] <= 0)
             return xf_errorf(XF_EINVAL, "%s: the machine file has no bandwidth or FP32 peak; run 'xfprof machine' again", path);
         *from_file = 1;
+        const char *t = strstr(dev->source, " threads");
+        if (t) { /* "..., N threads": warn when the ceilings were measured with another count */
+            const char *c = t;
+            while (c > dev->source && c[-1] >= '0' && c[-1] <= '9') c--;
+            int mt = atoi(c);
+            if (c < t && mt != threads)
+                fprintf(stderr, "xfprof run: note: the machine file was measured with %d threads, this run uses %d; "
+                                "run 'xfprof machine --threads %d' for matching ceilings\n", mt, threads, threads);
+        }
         return XF_OK;
     }
     fprintf(stderr,

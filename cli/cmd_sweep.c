@@ -190,14 +190,26 @@ static xf_status run_one(sweep_ctx *c, const sweep_param *p, record *out) {
     argv[n++] = "--format", argv[n++] = "json";
     argv[n++] = "-o", argv[n++] = tmp;
     argv[n] = NULL;
+    /* The child's messages go to a file, shown only when the point fails: a sweep's own
+     * progress stays readable. */
+    char errp[4096];
+    snprintf(errp, sizeof errp, "%s/xfprof-sweep-err-XXXXXX", c->tmpdir);
+    int efd = mkstemp(errp);
+    if (efd < 0) {
+        unlink(tmp);
+        return xf_errorf(XF_EIO, "cannot make a temporary file in %s: %s", c->tmpdir, strerror(errno));
+    }
     pid_t pid = fork();
     if (pid < 0) {
         unlink(tmp);
+        unlink(errp);
+        close(efd);
         return xf_errorf(XF_EIO, "cannot start 'xfprof run': %s", strerror(errno));
     }
     if (pid == 0) {
         int nul = open("/dev/null", O_WRONLY);
         if (nul >= 0) dup2(nul, STDOUT_FILENO);
+        dup2(efd, STDERR_FILENO);
         /* The parent decides when to stop: SIGTERM to the sweep lets this point finish. */
         signal(SIGTERM, SIG_DFL);
         execv(c->self, (char *const *)argv);
@@ -206,6 +218,18 @@ static xf_status run_one(sweep_ctx *c, const sweep_param *p, record *out) {
     int st;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
     }
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) { /* pass on what the runner said */
+        char buf[2048];
+        off_t end = lseek(efd, 0, SEEK_END);
+        lseek(efd, end > (off_t)sizeof buf - 1 ? end - (off_t)sizeof buf + 1 : 0, SEEK_SET);
+        ssize_t got = read(efd, buf, sizeof buf - 1);
+        if (got > 0) {
+            buf[got] = '\0';
+            fprintf(stderr, "%s", buf);
+        }
+    }
+    close(efd);
+    unlink(errp);
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
         unlink(tmp);
         if (WIFSIGNALED(st)) return xf_errorf(XF_EIO, "'xfprof run' for this point was killed by signal %d", WTERMSIG(st));
@@ -583,6 +607,12 @@ int cmd_sweep(int argc, char **argv) {
             fflush(stderr);
         }
         s = g.predict ? predict_one(&ctx, &ps[i], &recs[i]) : run_one(&ctx, &ps[i], &recs[i]);
+        if (s && g_stop) { /* Ctrl-C reached the runner too: this point is lost, the others are kept */
+            record_free(&recs[i]);
+            memset(&recs[i], 0, sizeof recs[i]);
+            s = XF_OK;
+            break;
+        }
         if (s) {
             if (tty) fprintf(stderr, "\r\033[K");
             xf_error_prefix(s, "point %lld (%s): ", (long long)i + 1, ps[i].key);

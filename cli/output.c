@@ -6,7 +6,9 @@
 
 #include "cli.h"
 #include "core/fileio.h"
+#include "reports/html.h"
 #include "reports/record_json.h"
+#include "reports/trace.h"
 
 const char cli_output_help[] =
     "  --format F        table (default), json (the record), csv (every op) or md (summary for a CI comment)\n"
@@ -50,5 +52,13 @@ int cli_output_write(const char *cmd, const record *r, const cli_output *o) {
     }
     if (s) return cli_fail(cmd, s);
     if (o->path && strcmp(o->path, "-") != 0) fprintf(stderr, "xfprof %s: wrote %s\n", cmd, o->path);
+    if (o->report) {
+        if ((s = report_html_write(r, 1, o->report, NULL))) return cli_fail(cmd, s);
+        fprintf(stderr, "xfprof %s: wrote the report %s\n", cmd, o->report);
+    }
+    if (o->trace) {
+        if ((s = report_trace_write(r, o->trace))) return cli_fail(cmd, s);
+        fprintf(stderr, "xfprof %s: wrote the trace %s (open it in Perfetto or chrome://tracing)\n", cmd, o->trace);
+    }
     return CLI_EXIT_OK;
 }

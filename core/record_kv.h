@@ -44,7 +44,8 @@ typedef struct record_kv_policy {
     double mean_batch;           /* time-averaged sequences per step (over busy time) */
     int64_t n_completed;
     int64_t preemptions;         /* sequences evicted (recompute) to let older ones grow */
-    int64_t alloc_failures;      /* the manager's "pool full" answers */
+    int64_t alloc_failures;      /* times the pool refused: the queue head's admission (once per step)
+                                    or a running sequence's growth */
     int64_t n_steps;
     double duration_s;           /* first arrival to last completion */
     double busy_s;               /* time with at least one step running */

@@ -518,3 +518,27 @@ extern "C" xf_status cupti_probe_named_values(cupti_probe *p, const char *name, 
         }
     return xf_errorf(XF_EINVAL, "CUPTI probe: no range named '%.80s' was profiled", name);
 }
+
+namespace {
+void nvtx_begin(void *ctx, const probe_range *r) {
+    (void)ctx;
+    char name[CUPTI_RANGE_NAME_MAX];
+    nvtxRangePushA(cupti_range_name(r, name, sizeof name));
+}
+
+void nvtx_end(void *ctx, const probe_range *r) {
+    (void)ctx;
+    (void)r;
+    nvtxRangePop();
+}
+} // namespace
+
+extern "C" probe cupti_nvtx_probe(void) {
+    probe pr;
+    pr.name = "nvtx";
+    pr.ctx = NULL;
+    pr.range_begin = nvtx_begin;
+    pr.range_end = nvtx_end;
+    pr.free = probe_free_noop;
+    return pr;
+}

@@ -59,6 +59,11 @@ xf_status cupti_probe_pass_end(cupti_probe *p, int *all_passes_done);
  * cupti_range_parse. Metrics a set did not return stay NaN. */
 xf_status cupti_probe_results(cupti_probe *p, int *n, probe_range **ranges, cupti_metric_values **values);
 
+/* A probe that only pushes NVTX ranges named like the CUPTI ranges, so that a user's Nsight Systems
+ * timeline shows xfprof's ops in runs without CUPTI. Stateless; no-ops in builds without CUDA
+ * (NVTX does nothing unless a tool injects itself). */
+probe cupti_nvtx_probe(void);
+
 /* Counters: a range of any name (e.g. "calibration/gemm" around the tensor-unit calibration GEMM)
  * while a pass is open, and its values afterwards (XF_EINVAL when no range has that name). */
 void cupti_probe_push_named(cupti_probe *p, const char *name);

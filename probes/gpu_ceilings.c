@@ -102,6 +102,9 @@ xf_status gpu_machine_measure(int ordinal, device_spec *out, gpu_attrs *attrs, g
     gpu_attrs a;
     gpu_theory t;
     gpu_measured m;
+    memset(&a, 0, sizeof a);
+    memset(&t, 0, sizeof t);
+    memset(&m, 0, sizeof m);
     xf_status s = gpu_attrs_query(ordinal, &a);
     if (s) return s;
     if ((s = gpu_ceilings_theory(&a, &t))) return s;

@@ -14,6 +14,7 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "reference_model/backend.h"
 #include "reference_model/cpu_kernels.h"
@@ -468,6 +469,35 @@ static void cpu_seq_release(void *ctx, int64_t seq) {
 }
 
 static int64_t cpu_mem_bytes(void *ctx) { return ((cpu_ctx *)ctx)->bytes; }
+
+/* ---- which BLAS kernels ---- */
+
+char *openblas_get_corename(void); /* OpenBLAS's own API (not in every cblas.h) */
+
+const char *cpu_backend_blas_core(void) {
+    const char *c = openblas_get_corename();
+    return c ? c : "unknown";
+}
+
+const char *cpu_backend_blas_advice(void) {
+    const char *core = cpu_backend_blas_core();
+    static const char *const avx512_ok[] = {"skylakex", "cooperlake", "sapphirerapids", NULL};
+    static const char *const avx2_ok[] = {"haswell", "zen", "skylakex", "cooperlake", "sapphirerapids", NULL};
+    const char *const *ok;
+    const char *want;
+    if (xk_isa_supported(XK_ISA_AVX512)) {
+        ok = avx512_ok;
+        want = "SkylakeX";
+    } else if (xk_isa_supported(XK_ISA_AVX2)) {
+        ok = avx2_ok;
+        want = "Haswell";
+    } else {
+        return NULL;
+    }
+    for (int i = 0; ok[i]; i++)
+        if (!strcasecmp(core, ok[i])) return NULL;
+    return want;
+}
 
 const backend_ops cpu_backend_ops = {
     .name = "cpu",

@@ -78,6 +78,7 @@ static void mm_scalar(const wmat *W, const float *x, int64_t n, float *y, int64_
     const int is_q = W->dtype == XF_INT8;                                                                   \
     const int64_t group = is_q ? W->group : cols, ng = is_q ? W->n_groups : 1;                              \
     const void *wd = W->data;                                                                               \
+    const int64_t esz = W->dtype == XF_FP32 ? 4 : W->dtype == XF_INT8 ? 1 : 2;                              \
     for (int64_t r = r0; r < r1; r += 4) {                                                                  \
         const int64_t rb = r1 - r < 4 ? r1 - r : 4;                                                         \
         int64_t row[4], ro[4];                                                                              \
@@ -85,6 +86,9 @@ static void mm_scalar(const wmat *W, const float *x, int64_t n, float *y, int64_
             row[i] = r + (i < rb ? i : 0);                                                                  \
             ro[i] = row[i] * cols;                                                                          \
         }                                                                                                   \
+        /* row base pointers: loads address [base + c * size] with no per-load arithmetic */              \
+        const char *wp0 = (const char *)wd + ro[0] * esz, *wp1 = (const char *)wd + ro[1] * esz;           \
+        const char *wp2 = (const char *)wd + ro[2] * esz, *wp3 = (const char *)wd + ro[3] * esz;           \
         for (int64_t t = 0; t < n; t += 2) {                                                                \
             const int64_t tb = n - t < 2 ? n - t : 2;                                                       \
             const float *xa = x + t * cols, *xb = x + (t + tb - 1) * cols;                                  \
@@ -98,16 +102,16 @@ static void mm_scalar(const wmat *W, const float *x, int64_t n, float *y, int64_
                 VT p4 = SETZERO(), p5 = SETZERO(), p6 = SETZERO(), p7 = SETZERO();                          \
                 for (int64_t c = c0; c < cv; c += VW) {                                                     \
                     const VT va = LOADU(xa + c), vb = LOADU(xb + c);                                        \
-                    VT w = LOADW(wd, ro[0] + c);                                                            \
+                    VT w = LOADW(wp0, c);                                                            \
                     p0 = FMADD(w, va, p0);                                                                  \
                     p1 = FMADD(w, vb, p1);                                                                  \
-                    w = LOADW(wd, ro[1] + c);                                                               \
+                    w = LOADW(wp1, c);                                                               \
                     p2 = FMADD(w, va, p2);                                                                  \
                     p3 = FMADD(w, vb, p3);                                                                  \
-                    w = LOADW(wd, ro[2] + c);                                                               \
+                    w = LOADW(wp2, c);                                                               \
                     p4 = FMADD(w, va, p4);                                                                  \
                     p5 = FMADD(w, vb, p5);                                                                  \
-                    w = LOADW(wd, ro[3] + c);                                                               \
+                    w = LOADW(wp3, c);                                                               \
                     p6 = FMADD(w, va, p6);                                                                  \
                     p7 = FMADD(w, vb, p7);                                                                  \
                 }                                                                                           \
@@ -145,6 +149,7 @@ static void mm_scalar(const wmat *W, const float *x, int64_t n, float *y, int64_
     const int is_q = W->dtype == XF_INT8;                                                                   \
     const int64_t group = is_q ? W->group : cols, ng = is_q ? W->n_groups : 1;                              \
     const void *wd = W->data;                                                                               \
+    const int64_t esz = W->dtype == XF_FP32 ? 4 : W->dtype == XF_INT8 ? 1 : 2;                              \
     for (int64_t r = r0; r < r1; r += 8) {                                                                  \
         const int64_t rb = r1 - r < 8 ? r1 - r : 8;                                                         \
         int64_t row[8], ro[8];                                                                              \
@@ -152,6 +157,10 @@ static void mm_scalar(const wmat *W, const float *x, int64_t n, float *y, int64_
             row[i] = r + (i < rb ? i : 0);                                                                  \
             ro[i] = row[i] * cols;                                                                          \
         }                                                                                                   \
+        const char *wp0 = (const char *)wd + ro[0] * esz, *wp1 = (const char *)wd + ro[1] * esz;           \
+        const char *wp2 = (const char *)wd + ro[2] * esz, *wp3 = (const char *)wd + ro[3] * esz;           \
+        const char *wp4 = (const char *)wd + ro[4] * esz, *wp5 = (const char *)wd + ro[5] * esz;           \
+        const char *wp6 = (const char *)wd + ro[6] * esz, *wp7 = (const char *)wd + ro[7] * esz;           \
         VT a0 = SETZERO(), a1 = SETZERO(), a2 = SETZERO(), a3 = SETZERO();                                  \
         VT a4 = SETZERO(), a5 = SETZERO(), a6 = SETZERO(), a7 = SETZERO();                                  \
         float tl[8] = {0, 0, 0, 0, 0, 0, 0, 0};                                                             \
@@ -162,14 +171,14 @@ static void mm_scalar(const wmat *W, const float *x, int64_t n, float *y, int64_
             VT p4 = SETZERO(), p5 = SETZERO(), p6 = SETZERO(), p7 = SETZERO();                              \
             for (int64_t c = c0; c < cv; c += VW) {                                                         \
                 const VT va = LOADU(x + c);                                                                 \
-                p0 = FMADD(LOADW(wd, ro[0] + c), va, p0);                                                   \
-                p1 = FMADD(LOADW(wd, ro[1] + c), va, p1);                                                   \
-                p2 = FMADD(LOADW(wd, ro[2] + c), va, p2);                                                   \
-                p3 = FMADD(LOADW(wd, ro[3] + c), va, p3);                                                   \
-                p4 = FMADD(LOADW(wd, ro[4] + c), va, p4);                                                   \
-                p5 = FMADD(LOADW(wd, ro[5] + c), va, p5);                                                   \
-                p6 = FMADD(LOADW(wd, ro[6] + c), va, p6);                                                   \
-                p7 = FMADD(LOADW(wd, ro[7] + c), va, p7);                                                   \
+                p0 = FMADD(LOADW(wp0, c), va, p0);                                                   \
+                p1 = FMADD(LOADW(wp1, c), va, p1);                                                   \
+                p2 = FMADD(LOADW(wp2, c), va, p2);                                                   \
+                p3 = FMADD(LOADW(wp3, c), va, p3);                                                   \
+                p4 = FMADD(LOADW(wp4, c), va, p4);                                                   \
+                p5 = FMADD(LOADW(wp5, c), va, p5);                                                   \
+                p6 = FMADD(LOADW(wp6, c), va, p6);                                                   \
+                p7 = FMADD(LOADW(wp7, c), va, p7);                                                   \
             }                                                                                               \
             float sc[8] = {1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f};                                 \
             if (is_q)                                                                                       \

@@ -749,6 +749,7 @@ xf_status cuda_run_op(void *ctx, op_kind k, int layer, const step_batch *b) {
 
 xf_status cuda_sync(void *ctx) {
     cuda_ctx *c = (cuda_ctx *)ctx;
+    if (c->capturing) return XF_OK; /* nothing runs while a graph is being captured */
     XF_CUDA_TRY(cudaStreamSynchronize(c->st), "stream synchronize");
     if (c->step_timing) {
         float ms = 0;

@@ -70,7 +70,9 @@ xf_status model_prefill(model *m, int n_seqs, const int32_t *prompts, const int6
                         const probe_set *ps);
 
 /* One decode step for every sequence: feeds each sequence's last generated token (or, when
- * `forced` is not NULL, forced[s], (n_seqs)) and samples the next. `ps` may be NULL. */
+ * `forced` is not NULL, forced[s], (n_seqs)) and samples the next. `ps` may be NULL.
+ * A step that fails after it started (KV full, allocation failure) drops every sequence
+ * (model_reset): the caller starts again with model_prefill. Argument errors change nothing. */
 xf_status model_decode_step(model *m, const int32_t *forced, const probe_set *ps);
 
 /* The last step's logits, (n_seqs, vocab) row-major: prefill's are the last prompt token's.

@@ -528,6 +528,7 @@ static xf_status run_loop(sim_state *S) {
             r->step_kind = 0;
             int gone = 0;
             int can = kv_cache_can_append(S->kv, r->seq, 1);
+            if (!can) out->alloc_failures++; /* a growth refused (then preempt or wait) */
             while (!can && cfg->preempt == SIM_PREEMPT_RECOMPUTE) {
                 int64_t v = S->run[--S->n_run];
                 rq *rv = &S->r[v];
@@ -564,7 +565,10 @@ static xf_status run_loop(sim_state *S) {
             const sim_request *q = &tr->req[i];
             rq *r = &S->r[i];
             int64_t plen = prefill_len(q, r->generated);
-            if (!kv_cache_can_add(S->kv, plen, final_len(q), cfg->max_len)) break;
+            if (!kv_cache_can_add(S->kv, plen, final_len(q), cfg->max_len)) {
+                out->alloc_failures++; /* the head of the queue is refused: once per step */
+                break;
+            }
             xf_status st = kv_cache_add_seq(S->kv, plen, final_len(q), cfg->max_len, &r->seq);
             if (st != XF_OK) return st;
             wq_pop_front(S);
@@ -675,9 +679,6 @@ xf_status sim_run(const sim_config *cfg, const sim_trace *trace, record_kv_polic
     if (st != XF_OK) goto done;
     series_finish(&S.ser);
 
-    kv_cache_stats ks;
-    kv_cache_stats_get(S.kv, 0, &ks);
-    out->alloc_failures = ks.alloc_failures;
     double T = S.t_total > 0 ? S.t_total : 1;
     for (int c = 0; c < KV_CAT_COUNT; c++) {
         out->share[c] = S.t_total > 0 ? S.acc_share[c] / T : (c == KV_CAT_FREE ? 1 : 0);

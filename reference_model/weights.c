@@ -254,7 +254,10 @@ void weights_set_rows(wmat *m, int64_t row0, int64_t n_rows, const float *src) {
             for (int64_t g = 0; g < m->n_groups; g++) {
                 int64_t c0 = g * m->group, c1 = c0 + m->group < cols ? c0 + m->group : cols;
                 float amax = 0.0f;
-                for (int64_t c = c0; c < c1; c++) amax = fmaxf(amax, fabsf(s[c]));
+                for (int64_t c = c0; c < c1; c++) {
+                    float a = fabsf(s[c]);
+                    amax = a > amax ? a : amax;
+                }
                 float scale = amax / 127.0f;
                 sc[g] = scale;
                 float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
@@ -263,6 +266,7 @@ void weights_set_rows(wmat *m, int64_t row0, int64_t n_rows, const float *src) {
                      * subtracting 1.5 * 2^23 leaves the rounded integer */
                     float q = (s[c] * inv + 12582912.0f) - 12582912.0f;
                     q = q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q;
+                    if (q != q) q = 0.0f; /* a NaN in a loaded file: never cast NaN to an integer */
                     d[c] = (int8_t)q;
                 }
             }

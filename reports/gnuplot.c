@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,8 +14,6 @@
 #include "core/fileio.h"
 #include "escape.h"
 #include "sbuf.h"
-
-extern char **environ;
 
 #define GNUPLOT_MAX_SVG (64u << 20) /* a chart larger than this is not a chart we drew */
 
@@ -148,9 +145,9 @@ xf_status gnuplot_write_data(gnuplot_session *g, const char *name, const char *t
     if (st != XF_OK) return st;
     sbuf b;
     sbuf_init(&b);
-    esc_gnuplot(&b, path);
+    esc_gnuplot(&b, name); /* relative: gnuplot runs in the session folder */
     st = sbuf_status(&b);
-    if (st == XF_OK && b.len >= lit_len) st = xf_errorf(XF_EINVAL, "temporary path too long");
+    if (st == XF_OK && b.len >= lit_len) st = xf_errorf(XF_EINVAL, "data file name too long");
     if (st == XF_OK) memcpy(lit, b.data, b.len + 1);
     sbuf_free(&b);
     return st;
@@ -162,18 +159,22 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Runs gnuplot on `script`, its output and errors into `log`; waits at most timeout_s. */
+/* Runs gnuplot on `script` (a name in the session folder) with the folder as its working
+ * directory, so scripts name their files by simple relative names whatever $TMPDIR holds; its
+ * output and errors go to `log`. fork + exec, not a shell; waits at most timeout_s. */
 static xf_status run_gnuplot(const gnuplot_session *g, const char *script, const char *log) {
-    posix_spawn_file_actions_t fa;
-    if (posix_spawn_file_actions_init(&fa) != 0) return xf_errorf(XF_ENOMEM, "out of memory");
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
     char *argv[] = {(char *)g->exe, (char *)script, NULL};
-    pid_t pid;
-    int rc = posix_spawn(&pid, g->exe, &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0) return xf_errorf(XF_EIO, "cannot start %.300s: %s", g->exe, strerror(rc));
+    pid_t pid = fork();
+    if (pid < 0) return xf_errorf(XF_EIO, "cannot start gnuplot: fork: %s", strerror(errno));
+    if (pid == 0) {
+        /* the child: only async-signal-safe calls until exec */
+        int in = open("/dev/null", O_RDONLY);
+        if (chdir(g->dir) != 0 || in < 0) _exit(126);
+        int out = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (out < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0) _exit(126);
+        execv(g->exe, argv);
+        _exit(127);
+    }
     double t0 = now_s();
     int status = 0;
     for (;;) {
@@ -243,23 +244,19 @@ xf_status gnuplot_render_svg(gnuplot_session *g, const char *name, int width, in
     *svg = NULL;
     if (width < 50 || width > 10000 || height < 50 || height > 10000)
         return xf_errorf(XF_EINVAL, "chart size %dx%d out of range", width, height);
-    char fname[96], script[4200], out[4200], log[4200];
-    snprintf(fname, sizeof fname, "%.64s.gp", name);
-    xf_status st = session_file(g, fname, script, sizeof script);
-    if (st == XF_OK) {
-        snprintf(fname, sizeof fname, "%.64s.svg", name);
-        st = session_file(g, fname, out, sizeof out);
-    }
-    if (st == XF_OK) {
-        snprintf(fname, sizeof fname, "%.64s.log", name);
-        st = session_file(g, fname, log, sizeof log);
-    }
+    char gp_name[96], svg_name[96], log_name[96], script[4200], out[4200], log[4200];
+    snprintf(gp_name, sizeof gp_name, "%.64s.gp", name);
+    snprintf(svg_name, sizeof svg_name, "%.64s.svg", name);
+    snprintf(log_name, sizeof log_name, "%.64s.log", name);
+    xf_status st = session_file(g, gp_name, script, sizeof script);
+    if (st == XF_OK) st = session_file(g, svg_name, out, sizeof out);
+    if (st == XF_OK) st = session_file(g, log_name, log, sizeof log);
     if (st != XF_OK) return st;
     sbuf s;
     sbuf_init(&s);
     sbuf_printf(&s, "set terminal svg size %d,%d noenhanced font 'sans,11' background '#ffffff'\nset output ", width,
                 height);
-    esc_gnuplot(&s, out);
+    esc_gnuplot(&s, svg_name); /* relative: gnuplot runs in the session folder */
     sbuf_puts(&s, "\nset encoding utf8\n");
     sbuf_puts(&s, body);
     sbuf_puts(&s, "\nunset output\n");
@@ -268,7 +265,7 @@ xf_status gnuplot_render_svg(gnuplot_session *g, const char *name, int width, in
     sbuf_free(&s);
     if (st != XF_OK) return st;
     unlink(out);
-    st = run_gnuplot(g, script, log);
+    st = run_gnuplot(g, gp_name, log);
     if (st != XF_OK) return xf_error_prefix(st, "chart %.64s: ", name);
     char *raw = NULL;
     size_t len = 0;

@@ -1,6 +1,7 @@
 /* The gnuplot driver: charts are drawn by gnuplot's SVG terminal, run as a child process
- * (posix_spawn, never a shell) on a script file and data files in a private temporary folder
- * (mkdtemp), with a timeout; the SVG is read back for inlining into the HTML report. */
+ * (fork + exec, never a shell) on a script file and data files in a private temporary folder
+ * (mkdtemp) that is its working directory, with a timeout; the SVG is read back for inlining into
+ * the HTML report. */
 #ifndef XF_GNUPLOT_H
 #define XF_GNUPLOT_H
 
@@ -29,8 +30,9 @@ xf_status gnuplot_session_init(gnuplot_session *g, double timeout_s);
 /* Removes the session's files and folder. NULL or a failed init is fine. */
 void gnuplot_session_free(gnuplot_session *g);
 
-/* Writes a data file `name` ([A-Za-z0-9_.-], no slash) in the session folder and puts its full
- * path, as an escaped gnuplot string literal ('...'), into `lit` (lit_len bytes) for scripts. */
+/* Writes a data file `name` ([A-Za-z0-9_.-], no slash) in the session folder and puts the name,
+ * as a gnuplot string literal ('...'), into `lit` (lit_len bytes) for scripts: gnuplot runs in
+ * the session folder, so scripts never carry the temporary path. */
 xf_status gnuplot_write_data(gnuplot_session *g, const char *name, const char *text, size_t len, char *lit, size_t lit_len);
 
 /* Renders one chart: writes `name`.gp holding the SVG terminal settings (width x height pixels,

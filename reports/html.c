@@ -791,6 +791,26 @@ static void render_roofline(html_ctx *c, const record *r, int ri, const record_p
     xmin /= 4;
     xmax *= 4;
     double ylo = fmin(ymin, xmin * B) / 3, yhi = P * 4;
+    /* Measured ceilings: the spec sheet of the same device, when xfprof has one, is drawn beside
+     * them so the gap between datasheet and reality shows. */
+    int have_spec = 0;
+    double spec_b = 0, spec_p = 0;
+    char spec_lab[200] = "";
+    if (r->ceilings_measured || d->measured) {
+        device_spec spec;
+        if (device_lookup(d->name, NULL, &spec) == XF_OK && !spec.measured && spec.bandwidth_Bps > 0 &&
+            device_peak(&spec, main_c) > 0) {
+            char sbw[48], spk[48];
+            spec_b = spec.bandwidth_Bps / unit;
+            spec_p = device_peak(&spec, main_c) / unit;
+            fmt_si(sbw, sizeof sbw, spec.bandwidth_Bps, "B/s");
+            fmt_si(spk, sizeof spk, device_peak(&spec, main_c), "FLOP/s");
+            snprintf(spec_lab, sizeof spec_lab, "spec roofline: %s peak %s, bandwidth %s", compute_name(main_c), spk, sbw);
+            if (spec_p * 4 > yhi) yhi = spec_p * 4;
+            have_spec = 1;
+        }
+        xf_error_clear();
+    }
     char lit[4400];
     char dname[64];
     snprintf(dname, sizeof dname, "r%d_roofline.dat", ri);
@@ -832,6 +852,11 @@ static void render_roofline(html_ctx *c, const record *r, int ri, const record_p
         sbuf_printf(&g, ", (x*B<%.9g?x*B:%.9g) with lines lw 1.5 dt 2 lc rgb '#777777' title ", pkk / unit, pkk / unit);
         esc_gnuplot(&g, lab);
     }
+    if (have_spec) {
+        sbuf_printf(&g, ", (x*%.9g<%.9g?x*%.9g:%.9g) with lines lw 1.5 dt 4 lc rgb '#b07aa1' title ", spec_b, spec_p, spec_b,
+                    spec_p);
+        esc_gnuplot(&g, spec_lab);
+    }
     if (d->cache_bandwidth_Bps > 0) {
         fmt_si(pk, sizeof pk, d->cache_bandwidth_Bps, "B/s");
         snprintf(lab, sizeof lab, "%s cache bandwidth %s", how, pk);
@@ -859,7 +884,8 @@ static void render_roofline(html_ctx *c, const record *r, int ri, const record_p
               "flat line by compute.");
     sbuf_free(&g);
     /* the points as a table too: the chart's legend names the classes, this names every op */
-    put(c, "<details><summary>The points of the chart</summary><table class=\"sortable\"><thead><tr><th>phase</th><th>op"
+    put(c, c->n_charts_ok ? "<details>" : "<details open>"); /* no chart drawn: the table is the chart */
+    put(c, "<summary>The points of the chart</summary><table class=\"sortable\"><thead><tr><th>phase</th><th>op"
            "</th><th>intensity (FLOP/B)</th><th>attained FLOP/s</th><th>class</th></tr></thead><tbody>\n");
     for (int ph = 0; ph < XF_PHASE_COUNT; ph++)
         for (int k = 0; k < OP_KIND_COUNT; k++) {

@@ -2,8 +2,11 @@
  * few lines of plain JavaScript to sort tables, nothing fetched) rendering one or more records.
  * Each section appears exactly when the record has its data; every section element carries
  * class "sec-<name>" (summary, pipeline, roofline, layers, optable, measured, kv, sweep, advice,
- * env) so tests and users can find it. Without gnuplot the report is still written, with the
- * tables and a visible note (element id "gnuplot-note") that charts need gnuplot. */
+ * env) and an id "r<record>-<name>". Without gnuplot the report is still written, with the
+ * tables and a visible note (element id "gnuplot-note") that charts need gnuplot. Numbers are
+ * shown to three significant figures (times in ns/µs/ms/s); each table cell carries the record's
+ * exact value in data-v. When a record's ceilings were measured and xfprof's devices.json has a
+ * spec sheet of the same name, the roofline draws both, each labelled. */
 #ifndef XF_HTML_H
 #define XF_HTML_H
 

@@ -94,13 +94,10 @@ static void op_event(sbuf *b, const record_op *op, int pid, double ts_us) {
     json_str(b, bound_name(op->bound));
     sbuf_puts(b, ",\"compute\":");
     json_str(b, compute_name(op->cost.compute));
-    sbuf_puts(b, ",\"time_s\":");
-    json_num(b, op->time_s);
-    sbuf_puts(b, ",\"predicted_time_s\":");
-    json_num(b, op->predicted_time_s);
-    sbuf_puts(b, ",\"share\":");
-    json_num(b, op->share);
+    /* the time itself is dur; a prediction beside a measurement is worth its bytes */
     if (op->measured) {
+        sbuf_puts(b, ",\"predicted_time_s\":");
+        json_num(b, op->predicted_time_s);
         sbuf_printf(b, ",\"samples\":%d,\"spread_s\":", op->n_samples);
         json_num(b, op->spread_s);
         sbuf_puts(b, ",\"util_compute\":");

@@ -39,6 +39,12 @@ has "$tmp/out" "13421772800"
 expect 0 "" --size --model llama-3-8b --kvdtype int8 --format json
 has "$tmp/out" '"bytes_per_token":	66560'
 
+# With a budget: 20 GiB / (819200 B * 100 tokens) = 262.1 -> 262 sequences of 100 tokens fit.
+expect 0 "" --size --model llama-2-13b --kv-budget 20GiB --context 100 --format json
+has "$tmp/out" '"max_seqs":	262'
+expect 0 "" --size --model llama-2-13b --device a100-40gb --context 2048
+has "$tmp/out" "max seqs"
+
 # A simulation: every policy on the same requests, the record with its kv section.
 TINY=(--model tinyllama-1.1b --device a100-40gb --kv-budget 64MiB --requests 300 --rate 20)
 expect 0 "" "${TINY[@]}" --policy reserve,pow2,oracle,paged:16 -o "$tmp/rec.json"

@@ -109,4 +109,28 @@ done
 [ -f "$tmp/multi-stories15m-h100-sxm.json" ] && [ -f "$tmp/multi-stories110m-h100-sxm.json" ] ||
   fail "multi-model sweep did not write one record per model: $(ls "$tmp")"
 
+# 9. Measured sweeps (through `xfprof run`), when this build has it: every op carries its samples;
+#    SIGTERM lets the point being measured finish and be written.
+if "$XF" run --help >/dev/null 2>&1; then
+  export XFPROF_MACHINE_FILE="$tmp/machine.json"
+  "$XF" machine --quick --threads 1 >/dev/null 2>&1 || fail "xfprof machine --quick failed"
+  margs=(sweep --model stories15m --batch 1,2 --prompt 16 --gen 4 --threads 1 -r 3)
+  "$XF" "${margs[@]}" --jsonl "$tmp/m.jsonl" -o "$tmp/m.json" 2>"$tmp/err" || fail "measured sweep exited $?: $(cat "$tmp/err")"
+  [ "$(lines "$tmp/m.jsonl")" -eq 2 ] || fail "measured sweep: $(lines "$tmp/m.jsonl") lines, expected 2"
+  [ "$(grep -o '"samples_s":\[[^]]*\]' "$tmp/m.json" | head -1 | tr -cd ',' | wc -c)" -eq 2 ] ||
+    fail "measured sweep: an op does not carry its 3 samples"
+  grep -q '"kind":"sweep"' "$tmp/m.json" && grep -q '"backend":"cpu"' "$tmp/m.json" || fail "measured sweep record lacks kind or run info"
+  "$XF" compare "$tmp/m.json" "$tmp/m.json" >/dev/null 2>&1 || fail "a measured sweep against itself is not 'no regression'"
+  "$XF" sweep --model stories15m --batch 1 --prompt 64 --gen 16 --threads 1 -r 5 --jsonl "$tmp/mt.jsonl" >/dev/null 2>"$tmp/mt.err" &
+  pid=$!
+  pids+=("$pid")
+  sleep 0.5
+  kill -TERM "$pid"
+  wait "$pid"
+  rc=$?
+  [ $rc -eq 143 ] || [ $rc -eq 0 ] || fail "measured SIGTERM: exit $rc: $(cat "$tmp/mt.err")"
+  [ "$(lines "$tmp/mt.jsonl")" -eq 1 ] || fail "measured SIGTERM: the point being measured was not finished and written"
+  unset XFPROF_MACHINE_FILE
+fi
+
 if [ $fails -eq 0 ]; then echo "cli_sweep: all checks passed"; else echo "cli_sweep: $fails failures"; exit 1; fi

@@ -2,6 +2,7 @@
  * bytes / time of what it ran, the compute peaks run, and the machine file round-trips. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>

@@ -575,3 +575,32 @@ Test(cpu_backend, rejects_bad_inputs) {
     o.backend = "tpu";
     cr_assert_eq(model_init(&m, &c, &o), XF_EINVAL);
 }
+
+Test(cpu_backend, system_alloc_grows_per_step_and_is_timed) {
+    /* kv_alloc system: every step reallocates each sequence's KV to its new length. Per token:
+     * K and V, 2 layers, kv_dim = 2 * 16 = 32 floats -> 2 * 2 * 32 * 4 = 512 bytes; with 2
+     * sequences a decode step adds 2 * 512 = 1024 bytes to the backend's memory. */
+    model_config c = small_cfg(4, 2, 16, 0, 0);
+    model *m = make_model(&c, XF_FP32, XF_FP32, 1, "paged:16", KV_ALLOC_SYSTEM, 2, 8, 12, 1);
+    rec_probe p;
+    memset(&p, 0, sizeof p);
+    probe_set ps = {1, {{"rec", &p, rec_begin, rec_end, rec_free}}};
+    int64_t lens[2] = {3, 8};
+    int32_t prompts[11];
+    make_prompts(prompts, 11, c.vocab, 1);
+    int64_t b0, b1, b2;
+    model_get_mem(m, NULL, &b0);
+    cr_assert_eq(model_prefill(m, 2, prompts, lens, &ps), XF_OK);
+    model_get_mem(m, NULL, &b1);
+    cr_assert_eq(b1 - b0, (3 + 8) * 512, "prefill holds 11 tokens of KV: %lld", (long long)(b1 - b0));
+    cr_assert_eq(model_decode_step(m, NULL, &ps), XF_OK);
+    model_get_mem(m, NULL, &b2);
+    cr_assert_eq(b2 - b1, 1024);
+    cr_assert_eq(p.r[0].kind, OP_KV_ALLOC);
+    cr_assert_eq(p.r[29].kind, OP_KV_ALLOC);
+    cr_assert_eq(p.r[29].phase, XF_DECODE);
+    model_reset(m); /* frees the sequences' buffers */
+    model_get_mem(m, NULL, &b2);
+    cr_assert_eq(b2, b0);
+    model_free(m);
+}

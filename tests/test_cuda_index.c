@@ -305,3 +305,162 @@ Test(cuda_index, argmax_first_maximum) {
     float one[1] = {-3};
     cr_assert_eq(block_argmax(one, 1, 32), 0);
 }
+
+/* ---- The kernels' loops emulated on the CPU, fed by the packed step metadata (cuda_meta.h) and
+ * the KV manager's real block tables, against the CPU backend's attention kernel (xk_attention). */
+#include "reference_model/cpu_kernels.h"
+#include "reference_model/cuda_meta.h"
+
+enum { E_L = 2, E_NH = 4, E_NKV = 2, E_HD = 8, E_KVD = E_NKV * E_HD, E_QD = E_NH * E_HD, E_W = E_QD + 2 * E_KVD };
+
+/* k_kv_append: every element of the step's new K and V, through the packed metadata. */
+static void emu_kv_append(const cuda_meta_view *v, int n_seqs, int64_t n, const float *qkv, int64_t layer) {
+    for (int64_t idx = 0; idx < 2 * n * E_KVD; idx++) {
+        int is_v = idx >= n * E_KVD;
+        int64_t e = is_v ? idx - n * E_KVD : idx, dst;
+        int s;
+        int64_t src = xf_kv_append_index(e, E_KVD, E_W, E_QD + (is_v ? E_KVD : 0), v->tok_off, n_seqs, v->seq_pos, v->tables,
+                                         v->table_off, v->tpe, layer, v->n_slots, &s, &dst);
+        ((float *)(is_v ? v->vbase[s] : v->kbase[s]))[dst] = qkv[src];
+    }
+}
+
+/* k_attention for every (row, head) block. */
+static void emu_attention(const cuda_meta_view *v, int n_seqs, int64_t n, const float *qkv, int64_t layer, float *out) {
+    for (int64_t bid = 0; bid < n * E_NH; bid++) {
+        xf_attn_task t = xf_attn_index(bid, E_NH, E_NKV, E_HD, E_W, v->tok_off, n_seqs, v->seq_pos);
+        attn_task_paged(&t, qkv, v->kbase[t.seq], v->vbase[t.seq], v->tables + v->table_off[t.seq], v->tpe[t.seq], layer,
+                        v->n_slots[t.seq], E_KVD, E_HD, out);
+    }
+}
+
+static void emulate_request(int system_mode) {
+    const int64_t max_len = 16;
+    kv_cache_config kc = {.n_layers = E_L, .n_kv_heads = E_NKV, .head_dim = E_HD, .dtype = XF_FP32,
+                          .budget_bytes = 40 * kv_bytes_per_slot(E_L, E_NKV, E_HD, XF_FP32, 0),
+                          .policy = {KV_POLICY_PAGED, 4}, .max_len = max_len};
+    kv_cache *kv = NULL;
+    cr_assert_eq(kv_cache_init(&kv, &kc), XF_OK, "%s", xf_error_msg());
+    const int64_t n_slots = kv_cache_n_slots(kv);
+    float *kpool = calloc((size_t)(E_L * n_slots * E_KVD), sizeof(float));
+    float *vpool = calloc((size_t)(E_L * n_slots * E_KVD), sizeof(float));
+    float *own_k[2], *own_v[2]; /* system mode: (E_L, max_len, kv_dim) per sequence */
+    int64_t caps[2] = {max_len, max_len};
+    for (int s = 0; s < 2; s++) {
+        own_k[s] = calloc((size_t)(E_L * max_len * E_KVD), sizeof(float));
+        own_v[s] = calloc((size_t)(E_L * max_len * E_KVD), sizeof(float));
+    }
+    int ids[2];
+    int64_t lens[2] = {5, 3};
+    cr_assert_eq(kv_cache_add_seq(kv, lens[0], max_len, max_len, &ids[0]), XF_OK);
+    cr_assert_eq(kv_cache_add_seq(kv, lens[1], max_len, max_len, &ids[1]), XF_OK);
+    cuda_meta_layout L = cuda_meta_layout_of(2, 8, 2 * (max_len + 1));
+    void *block = calloc(1, L.total);
+    cuda_meta_view v = cuda_meta_view_of(block, &L);
+    /* K/V history per sequence, contiguous, for the reference: (pos, kv_dim) of layer 1 */
+    static float hk[2][16][E_KVD], hv[2][16][E_KVD];
+    unsigned r = 99;
+    for (int stepi = 0; stepi < 5; stepi++) {
+        step_seq seqs[2];
+        int64_t tok_off[3] = {0, 0, 0};
+        int32_t tokens[8] = {0};
+        for (int s = 0; s < 2; s++) {
+            int64_t nn = stepi == 0 ? lens[s] : 1, pos = stepi == 0 ? 0 : lens[s] + stepi - 1;
+            if (stepi > 0) cr_assert_eq(kv_cache_append(kv, ids[s], 1), XF_OK);
+            seqs[s] = (step_seq){system_mode ? s : ids[s], pos, nn};
+            tok_off[s + 1] = tok_off[s] + nn;
+        }
+        step_batch b = {stepi ? XF_DECODE : XF_PREFILL, stepi, 2, seqs, tok_off[2], tok_off, tokens};
+        cr_assert_eq(cuda_meta_pack(&v, &b, kv, n_slots, system_mode ? caps : NULL, 2, 8, max_len, 2 * (max_len + 1), 10),
+                     XF_OK, "%s", xf_error_msg());
+        for (int s = 0; s < 2; s++) {
+            v.kbase[s] = system_mode ? (void *)own_k[s] : (void *)kpool;
+            v.vbase[s] = system_mode ? (void *)own_v[s] : (void *)vpool;
+        }
+        float qkv[8 * E_W], out[8 * E_QD];
+        for (int i = 0; i < 8 * E_W; i++) qkv[i] = (float)((r = r * 1103515245u + 12345u) >> 16 & 1023) / 512.0f - 1.0f;
+        emu_kv_append(&v, 2, b.n_tokens, qkv, 1);
+        emu_attention(&v, 2, b.n_tokens, qkv, 1, out);
+        /* reference: the CPU backend's attention over the contiguous history, slots 0..pos */
+        for (int s = 0; s < 2; s++)
+            for (int64_t i = 0; i < seqs[s].n_new; i++) {
+                int64_t row = tok_off[s] + i, pos = seqs[s].pos + i;
+                memcpy(hk[s][pos], qkv + row * E_W + E_QD, sizeof hk[s][pos]);
+                memcpy(hv[s][pos], qkv + row * E_W + E_QD + E_KVD, sizeof hv[s][pos]);
+            }
+        for (int s = 0; s < 2; s++)
+            for (int64_t i = 0; i < seqs[s].n_new; i++) {
+                int64_t row = tok_off[s] + i, pos = seqs[s].pos + i, slots[16];
+                for (int64_t j = 0; j <= pos; j++) slots[j] = j;
+                for (int g = 0; g < E_NKV; g++) {
+                    float ref[2 * E_HD], scratch[2 * 66 + 2 * E_HD];
+                    xk_attention(ref, qkv + row * E_W + g * 2 * E_HD, 2, E_HD, hk[s], hv[s], XF_FP32, E_KVD, g * E_HD, slots,
+                                 pos + 1, 1.0f / sqrtf((float)E_HD), scratch);
+                    for (int e = 0; e < 2 * E_HD; e++)
+                        cr_assert_float_eq(out[row * E_QD + g * 2 * E_HD + e], ref[e], 1e-5, "%s step %d seq %d pos %ld elem %d",
+                                           system_mode ? "system" : "pool", stepi, s, (long)pos, e);
+                }
+            }
+    }
+    /* the pool rows the kernels wrote are the ones the manager assigned */
+    if (!system_mode)
+        for (int s = 0; s < 2; s++)
+            for (int64_t p = 0; p < kv_cache_seq_len(kv, ids[s]); p++)
+                cr_assert_eq(kpool[xf_kv_offset(1, kv_cache_slot(kv, ids[s], p), 3, n_slots, E_KVD)], hk[s][p][3]);
+    free(block);
+    free(kpool);
+    free(vpool);
+    for (int s = 0; s < 2; s++) {
+        free(own_k[s]);
+        free(own_v[s]);
+    }
+    kv_cache_free(kv);
+}
+
+Test(cuda_index, emulated_kernels_match_cpu_attention_pool) {
+    emulate_request(0);
+}
+
+Test(cuda_index, emulated_kernels_match_cpu_attention_system) {
+    emulate_request(1);
+}
+
+Test(cuda_index, meta_pack_rejects_bad_steps) {
+    kv_cache_config kc = {.n_layers = 1, .n_kv_heads = 1, .head_dim = 4, .dtype = XF_FP16,
+                          .budget_bytes = 16 * kv_bytes_per_slot(1, 1, 4, XF_FP16, 0), .policy = {KV_POLICY_PAGED, 4},
+                          .max_len = 8};
+    kv_cache *kv = NULL;
+    cr_assert_eq(kv_cache_init(&kv, &kc), XF_OK);
+    int id;
+    cr_assert_eq(kv_cache_add_seq(kv, 3, 8, 8, &id), XF_OK);
+    cuda_meta_layout L = cuda_meta_layout_of(1, 4, 16);
+    /* arrays are 8-byte aligned and in order */
+    cr_assert_eq(L.seq_pos, 16u);
+    cr_assert_eq(L.tokens % 8, 0u);
+    cr_assert(L.tables >= L.tokens + 16);
+    cr_assert_eq(L.total % 256, 0u);
+    void *block = calloc(1, L.total);
+    cuda_meta_view v = cuda_meta_view_of(block, &L);
+    step_seq q = {id, 0, 3};
+    int64_t off[2] = {0, 3};
+    int32_t tok[3] = {1, 2, 3};
+    step_batch b = {XF_PREFILL, 0, 1, &q, 3, off, tok};
+    cr_assert_eq(cuda_meta_pack(&v, &b, kv, kv_cache_n_slots(kv), NULL, 1, 4, 8, 16, 10), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(v.tpe[0], 4);
+    cr_assert_eq(v.tok_off[1], 3);
+    q.n_new = 5; /* the manager holds 4 positions (one block), the step would need 5 */
+    off[1] = 5;
+    b.n_tokens = 5;
+    cr_assert_eq(cuda_meta_pack(&v, &b, kv, kv_cache_n_slots(kv), NULL, 1, 8, 8, 16, 10), XF_EINVAL);
+    q.n_new = 3;
+    off[1] = 3;
+    b.n_tokens = 3;
+    tok[2] = 10; /* outside a vocabulary of 10 */
+    cr_assert_eq(cuda_meta_pack(&v, &b, kv, kv_cache_n_slots(kv), NULL, 1, 4, 8, 16, 10), XF_EINVAL);
+    cr_assert_neq(strstr(xf_error_msg(), "vocabulary"), NULL, "%s", xf_error_msg());
+    tok[2] = 3;
+    int64_t cap = 2; /* system mode: the buffer holds 2 of the 3 positions */
+    cr_assert_eq(cuda_meta_pack(&v, &b, kv, 0, &cap, 1, 4, 8, 16, 10), XF_EINVAL);
+    free(block);
+    kv_cache_free(kv);
+}

@@ -219,3 +219,54 @@ Test(cupti_host, every_metric_exists_on_ga100_and_gh100) {
 Test(cupti_host, privileges_hint_names_the_setting) {
     cr_assert_neq(strstr(cupti_privileges_hint(), "NVreg_RestrictProfilingToAdminUsers=0"), NULL);
 }
+
+#include "probes/cupti_collect.h"
+
+Test(cupti_host, collected_counters_go_to_matching_ops) {
+    /* Results for prefill L0 qkv (step 0), decode L0 qkv at steps 1 and 2; a record point with a
+     * prefill qkv, a decode qkv and a decode attention op; decode step 2 is the one summarised. */
+    probe_range rr[3] = {{XF_PREFILL, 0, OP_QKV, 0}, {XF_DECODE, 0, OP_QKV, 1}, {XF_DECODE, 0, OP_QKV, 2}};
+    cupti_metric_values vv[3];
+    for (int i = 0; i < 3; i++) {
+        cupti_metric_values_clear(&vv[i]);
+        cupti_metric_values_set(&vv[i], "dram__bytes_read.sum", 1000.0 * (i + 1));
+        cupti_metric_values_set(&vv[i], "dram__bytes_write.sum", 10.0);
+    }
+    cupti_collect_result r = {3, rr, vv, 0, {1, 1}};
+    record_op ops[3];
+    memset(ops, 0, sizeof ops);
+    ops[0].cost.phase = XF_PREFILL; ops[0].cost.layer = 0; ops[0].cost.kind = OP_QKV;
+    ops[1].cost.phase = XF_DECODE;  ops[1].cost.layer = 0; ops[1].cost.kind = OP_QKV;
+    ops[2].cost.phase = XF_DECODE;  ops[2].cost.layer = 0; ops[2].cost.kind = OP_ATTENTION;
+    record_point pt;
+    memset(&pt, 0, sizeof pt);
+    pt.n_ops = 3;
+    pt.ops = ops;
+    cr_assert_eq(cupti_collect_apply(&r, 2, &pt), 2);
+    cr_assert_float_eq(ops[0].measured_bytes, 1010.0, 1e-9); /* prefill: 1000 + 10 */
+    cr_assert_float_eq(ops[1].measured_bytes, 3010.0, 1e-9); /* decode step 2: 3000 + 10 */
+    cr_assert_eq(ops[2].bytes_from_counters, 0);              /* no attention range: cost model bytes */
+    cr_assert_eq(ops[2].n_counters, 0);
+}
+
+Test(cupti_host, collect_without_device_is_unsupported) {
+    cupti_collect_args a = {0};
+    cupti_collect_result r;
+    cr_assert_eq(cupti_collect_counters(&a, &r), XF_EINVAL); /* no model */
+    cupti_collect_result_free(&r);
+    cupti_collect_result_free(NULL);
+}
+
+Test(cupti_host, nvtx_probe_is_callable_without_a_tool) {
+    /* NVTX with no tool injected (or a build without CUDA) does nothing; the probe must still be
+     * a complete table that the model runner can call. */
+    probe p = cupti_nvtx_probe();
+    cr_assert_str_eq(p.name, "nvtx");
+    cr_assert_not_null(p.range_begin);
+    cr_assert_not_null(p.range_end);
+    cr_assert_not_null(p.free);
+    probe_range r = {XF_DECODE, 2, OP_SWIGLU, 4};
+    p.range_begin(p.ctx, &r);
+    p.range_end(p.ctx, &r);
+    p.free(p.ctx);
+}

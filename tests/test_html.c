@@ -513,14 +513,18 @@ Test(gnuplot, a_failing_gnuplot_leaves_a_note_in_the_report) {
 
 Test(gnuplot, data_and_script_names_are_checked) {
     if (!has_gnuplot()) cr_skip_test("gnuplot not installed");
+    /* a hostile temporary folder (a quote and a newline) changes nothing: scripts name files
+     * relative to it */
+    char tmp[] = "/tmp/xfprof-q'\nXXXXXX";
+    cr_assert(mkdtemp(tmp));
+    setenv("TMPDIR", tmp, 1);
     gnuplot_session g;
     cr_assert_eq(gnuplot_session_init(&g, 10), XF_OK);
     char lit[256];
     cr_assert_eq(gnuplot_write_data(&g, "../escape.dat", "1 2\n", 4, lit, sizeof lit), XF_EINVAL);
     cr_assert_eq(gnuplot_write_data(&g, "ok.dat", "1 2\n2 4\n", 8, lit, sizeof lit), XF_OK);
-    /* the literal is the quoted full path inside the session folder */
-    cr_assert_eq(lit[0], '\'');
-    cr_assert(strstr(lit, g.dir));
+    /* the literal is the quoted bare name: gnuplot runs inside the session folder */
+    cr_assert_str_eq(lit, "'ok.dat'");
     char body[400];
     snprintf(body, sizeof body, "plot %s using 1:2 with lines title 'y=2x'\n", lit);
     char *svg = NULL;
@@ -530,6 +534,8 @@ Test(gnuplot, data_and_script_names_are_checked) {
     cr_assert(strstr(svg, "y=2x"));
     free(svg);
     gnuplot_session_free(&g);
+    unsetenv("TMPDIR");
+    cr_assert_eq(rmdir(tmp), 0, "the session folder inside was removed");
 }
 
 Test(html, advice_rates_are_not_times) {
@@ -542,6 +548,30 @@ Test(html, advice_rates_are_not_times) {
     r.advice[0].after = 26115.6;  /* -> 26.1 k */
     char *h = render(&r, 1, 0);
     cr_assert(strstr(h, "decode_tokens_per_s 252 tokens/s &rarr; 26.1 ktokens/s"));
+    free(h);
+    record_free(&r);
+}
+
+/* Measured ceilings are drawn with the device's spec sheet beside them, each labelled. */
+Test(html, measured_ceilings_beside_the_spec_sheet) {
+    if (!has_gnuplot()) cr_skip_test("gnuplot not installed");
+    record r;
+    make_record(&r, "tiny", 1);
+    snprintf(r.device.name, sizeof r.device.name, "h100-sxm");
+    r.device.measured = 1;
+    r.ceilings_measured = 1;
+    r.device.bandwidth_Bps = 3.0e12; /* "3.00 TB/s" measured against the 3.35 TB/s datasheet */
+    char *h = render(&r, 1, 1);
+    cr_assert(strstr(h, "measured roofline: tensor16 peak 100 TFLOP/s"), "measured label");
+    cr_assert(strstr(h, "measured bandwidth 3.00 TB/s"));
+    cr_assert(strstr(h, "spec roofline: tensor16 peak 989 TFLOP/s, bandwidth 3.35 TB/s"), "spec label");
+    free(h);
+    /* a spec-sheet record draws its one roofline, labelled spec */
+    r.device.measured = 0;
+    r.ceilings_measured = 0;
+    h = render(&r, 1, 1);
+    cr_assert(strstr(h, "spec roofline: tensor16 peak 100 TFLOP/s"));
+    cr_assert_null(strstr(h, "989 TFLOP/s"));
     free(h);
     record_free(&r);
 }

@@ -2,6 +2,7 @@
  * averaged) and the perf_event probe (supported and unsupported paths). */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 

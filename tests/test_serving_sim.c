@@ -73,6 +73,7 @@ Test(serving_sim, oracle_two_requests) {
     cr_expect_float_eq(p.mean_live, 2.0, EPS);
     cr_expect_float_eq(p.mean_batch, 2.0, EPS);
     cr_expect_eq(p.preemptions, 0);
+    cr_expect_eq(p.alloc_failures, 0);
     cr_expect_eq(p.n_requests_kept, 2);
     /* the series: 3 intervals of 1 s, averages recompute the totals */
     cr_assert_eq(p.n_series, 3);
@@ -129,6 +130,7 @@ Test(serving_sim, paged_preempts_newest_and_recomputes) {
     record_kv_policy p;
     cr_assert_eq(sim_run(&c, &t, &p), XF_OK, "%s", xf_error_msg());
     cr_expect_eq(p.preemptions, 1);
+    cr_expect_eq(p.alloc_failures, 1); /* A's growth at step 4 */
     cr_expect_eq(p.n_steps, 5);
     cr_expect_float_eq(p.duration_s, 5.0, EPS);
     cr_expect_float_eq(p.output_tokens, 8.0, EPS);
@@ -164,6 +166,7 @@ Test(serving_sim, external_fragmentation) {
     record_kv_policy p;
     cr_assert_eq(sim_run(&c, &t, &p), XF_OK, "%s", xf_error_msg());
     cr_expect_eq(p.n_steps, 4);
+    cr_expect_eq(p.alloc_failures, 3); /* C refused at steps 1, 2 and 3 */
     cr_expect_float_eq(p.share[KV_CAT_TOKEN], 24.0 / 48, EPS);
     cr_expect_float_eq(p.share[KV_CAT_RESERVED], 3.0 / 48, EPS);
     cr_expect_float_eq(p.share[KV_CAT_INTERNAL], 0.0, EPS);
