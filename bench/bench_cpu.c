@@ -1,7 +1,8 @@
 /* bench_cpu: the CPU performance targets of issue 4, measured in one run on this machine.
  *
  *   1. fp32 decode of tinyllama-1.1b with T threads: attained bandwidth (weight bytes read per
- *      decode step / time per step) over the read bandwidth measured now (target >= 0.85).
+ *      decode step / time per step) over the read bandwidth measured now, before and right after
+ *      the decode, the better of the two (target >= 0.85).
  *   2. bf16 and int8 weights: decode tokens/s over fp32's (targets >= 1.8x and >= 3x).
  *   3. A 512-token fp32 prefill: its GEMMs' FLOP/s over the measured FP32 peak (target >= 0.60).
  *   4. Timer probe on vs off, same model, interleaved decode blocks (target <= 3% overhead).
@@ -22,6 +23,8 @@
 #include "reference_model/model.h"
 
 static int fails = 0;
+
+char *openblas_get_config(void); /* OpenBLAS, linked by the CPU backend */
 
 static void verdict(const char *what, double value, double target, int higher_is_better, const char *unit) {
     int pass = higher_is_better ? value >= target : value <= target;
@@ -115,6 +118,15 @@ static xf_status decode_time(bench_model *bm, int steps, const probe_set *ps, do
 }
 
 int main(int argc, char **argv) {
+    /* OpenBLAS picks its kernels at load time: restart with OPENBLAS_CORETYPE when it fell back to
+     * generic ones on this CPU (see ceilings_blas_coretype_fix). */
+    const char *fix = ceilings_blas_coretype_fix();
+    if (fix && !getenv("XFPROF_BLAS_REEXEC")) {
+        setenv("OPENBLAS_CORETYPE", fix, 1);
+        setenv("XFPROF_BLAS_REEXEC", "1", 1);
+        execv("/proc/self/exe", argv);
+        unsetenv("OPENBLAS_CORETYPE");
+    }
     int threads = 2, steps = 8, quick = 0;
     const char *model_name = "tinyllama-1.1b";
     for (int i = 1; i < argc; i++) {
@@ -133,7 +145,8 @@ int main(int argc, char **argv) {
     }
     char cpu[128];
     ceilings_cpu_model(cpu, sizeof cpu);
-    printf("bench_cpu: %s, %ld online CPUs, %d threads, model %s\n", cpu, sysconf(_SC_NPROCESSORS_ONLN), threads, model_name);
+    printf("bench_cpu: %s, %ld online CPUs, %d threads, model %s, %s%s\n", cpu, sysconf(_SC_NPROCESSORS_ONLN), threads,
+           model_name, openblas_get_config(), getenv("XFPROF_BLAS_REEXEC") ? " (OPENBLAS_CORETYPE set by bench_cpu)" : "");
     model_config cfg;
     if (config_resolve(model_name, &cfg) != XF_OK) return die("model");
 
@@ -157,6 +170,13 @@ int main(int argc, char **argv) {
     if (decode_time(&fm, 2, NULL, &warm) != XF_OK) return die("fp32 warm-up");
     double t_fp32_med, t_fp32;
     if (decode_time2(&fm, steps, NULL, &t_fp32_med, &t_fp32) != XF_OK) return die("fp32 decode");
+    /* The read ceiling again, right after: a shared machine's neighbours move it by +-20% within
+     * minutes; the ceiling is the best this run saw, as every ceiling is a best-of. */
+    ceilings_bw rd2;
+    if (ceilings_bandwidth(CEIL_READ, ws, threads, quick ? 2 : 4, &rd2) != XF_OK) return die("read bandwidth");
+    printf("read bandwidth again after the fp32 decode: %.2f GB/s (ceiling used: %.2f GB/s)\n", rd2.Bps / 1e9,
+           (rd2.Bps > rd.Bps ? rd2.Bps : rd.Bps) / 1e9);
+    if (rd2.Bps > rd.Bps) rd = rd2;
     double wbytes = decode_weight_bytes(&cfg, XF_FP32, 8 + steps / 2);
     double attained = wbytes / t_fp32;
     printf("fp32 decode: best %.1f ms/token (median %.1f), %.1f MiB of weights per token -> %.2f GB/s (median %.2f)\n",
@@ -200,7 +220,7 @@ int main(int argc, char **argv) {
            gemm_s > 0 ? gemm_flops / gemm_s / 1e9 : 0);
 
     /* Probe overhead: interleaved blocks, probes off then on, medians of the per-step times. */
-    int blocks = quick ? 2 : 3;
+    int blocks = quick ? 2 : 4;
     double off[8], on[8];
     for (int b = 0; b < blocks; b++) {
         if (decode_time(&fm, steps, NULL, &off[b]) != XF_OK) return die("decode, probes off");

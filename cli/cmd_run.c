@@ -25,6 +25,31 @@
 static const char *CMD = "run";
 
 char *openblas_get_config(void);   /* OpenBLAS (linked by the CPU backend): its build string */
+
+/* Restarts this command with OPENBLAS_CORETYPE set when OpenBLAS fell back to generic kernels on
+ * this CPU (ceilings_blas_coretype_fix): the kernels are chosen when the library loads. Returns
+ * only when no restart is needed or exec failed. */
+static void blas_reexec(int argc, char **argv) {
+    const char *fix = ceilings_blas_coretype_fix();
+    if (getenv("XFPROF_BLAS_REEXEC")) {
+        if (!fix) fprintf(stderr, "xfprof run: OpenBLAS runs with OPENBLAS_CORETYPE=%s (it picked generic kernels on this CPU)\n",
+                          getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "?");
+        return;
+    }
+    if (!fix) return;
+    char **nargv = calloc((size_t)argc + 2, sizeof *nargv);
+    if (!nargv) return;
+    nargv[0] = "xfprof";
+    for (int i = 0; i < argc; i++) nargv[i + 1] = argv[i];
+    setenv("OPENBLAS_CORETYPE", fix, 1);
+    setenv("XFPROF_BLAS_REEXEC", "1", 1);
+    fflush(NULL);
+    execv("/proc/self/exe", nargv);
+    /* exec failed: go on with the slow kernels, and say so */
+    fprintf(stderr, "xfprof run: note: OpenBLAS picked generic kernels; set OPENBLAS_CORETYPE=%s for fast prefill GEMMs\n", fix);
+    unsetenv("OPENBLAS_CORETYPE");
+    free(nargv);
+}
 char *openblas_get_corename(void); /* and the kernel set it picked at run time */
 
 /* The embedded default: small enough to run in a few seconds on 2 cores. */
@@ -405,6 +430,7 @@ int cmd_run(int argc, char **argv) {
         if (s != XF_OK) return cli_usage_error(CMD, "%s", xf_error_msg());
     }
     if (optind < argc) return cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
+    if (!strcmp(device, "cpu")) blas_reexec(argc, argv);
 
     if (!strcmp(device, "cuda") && !backend_find("cuda"))
         return cli_fail(CMD, xf_errorf(XF_EUNSUPPORTED, "--device cuda: the CUDA backend is not available in this build "

@@ -28,11 +28,10 @@
 #include "output.h"
 #include "reports/record_json.h"
 #include "sweep_grid.h"
+#include "sweep_line.h"
 
 static const char *CMD = "sweep";
 
-#define LINE_FORMAT "xfprof-sweep-line"
-#define LINE_VERSION 1
 #define MAX_JSONL_BYTES ((size_t)4 << 30)
 
 static void help(void) {
@@ -248,56 +247,6 @@ static xf_status run_one(sweep_ctx *c, const sweep_param *p, record *out) {
 
 /* ---------- the JSONL ---------- */
 
-/* One line: {"format":"xfprof-sweep-line","version":1,"key":"...","record":{...}}\n.
- * *out freed by the caller; NULL on OOM. */
-static char *make_line(const char *key, const record *r, size_t *len) {
-    char *rec = record_to_json(r);
-    if (!rec) return NULL;
-    cJSON *k = cJSON_CreateString(key);
-    char *ks = k ? cJSON_PrintUnformatted(k) : NULL;
-    cJSON_Delete(k);
-    if (!ks) {
-        free(rec);
-        return NULL;
-    }
-    size_t n = strlen(rec) + strlen(ks) + 128;
-    char *line = malloc(n);
-    if (line) *len = (size_t)snprintf(line, n, "{\"format\":\"%s\",\"version\":%d,\"key\":%s,\"record\":%s}\n", LINE_FORMAT, LINE_VERSION, ks, rec);
-    free(rec);
-    free(ks);
-    return line;
-}
-
-/* Parses one line into key and record. */
-static xf_status parse_line(const char *text, size_t len, const char *ctx, char *key, size_t keylen, record *r) {
-    record_init(r, "");
-    cJSON *root = cJSON_ParseWithLength(text, len);
-    if (!root) return xf_errorf(XF_EPARSE, "%s: not valid JSON", ctx);
-    xf_status s = XF_OK;
-    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
-    int64_t ver;
-    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, LINE_FORMAT) != 0) {
-        s = xf_errorf(XF_EFORMAT, "%s: not an xfprof sweep line (\"format\" must be \"%s\")", ctx, LINE_FORMAT);
-    } else if ((s = json_get_int(root, "version", ctx, 1, 1 << 20, &ver)) == XF_OK && ver > LINE_VERSION) {
-        s = xf_errorf(XF_EFORMAT, "%s: sweep line version %lld is newer than this xfprof reads (%d)", ctx, (long long)ver, LINE_VERSION);
-    }
-    if (s == XF_OK) s = json_get_string(root, "key", ctx, key, keylen);
-    if (s == XF_OK) {
-        const cJSON *rj = cJSON_GetObjectItemCaseSensitive(root, "record");
-        char *rt = cJSON_IsObject(rj) ? cJSON_PrintUnformatted(rj) : NULL;
-        if (!cJSON_IsObject(rj)) s = xf_errorf(XF_EINVAL, "%s: missing object 'record'", ctx);
-        else if (!rt) s = xf_errorf(XF_ENOMEM, "out of memory");
-        else {
-            record_free(r);
-            s = record_from_json(rt, ctx, r);
-            if (s == XF_OK && r->n_points != 1) s = xf_errorf(XF_EINVAL, "%s: the record must hold exactly one point", ctx);
-        }
-        free(rt);
-    }
-    cJSON_Delete(root);
-    return s;
-}
-
 /* Writes the whole line and fsyncs. On failure the file is cut back to `good` bytes so that no
  * half line stays behind. XFPROF_TEST_SWEEP_SPLIT_MS (test only): writes the first half, syncs,
  * sleeps that long, then the rest -- so a test can kill the sweep in the middle of a line. */
@@ -360,7 +309,7 @@ static xf_status resume_load(int fd, const char *path, const sweep_param *ps, in
         char ctx[64 + 32];
         snprintf(ctx, sizeof ctx, "%.60s line %lld", path, (long long)lineno);
         record r;
-        s = parse_line(text + pos, ll, ctx, key, sizeof key, &r);
+        s = sweep_line_parse(text + pos, ll, ctx, key, sizeof key, &r);
         if (s) {
             record_free(&r);
             free(text);
@@ -620,7 +569,7 @@ int cmd_sweep(int argc, char **argv) {
         }
         if (fd >= 0) {
             size_t len;
-            char *line = make_line(ps[i].key, &recs[i], &len);
+            char *line = sweep_line_make(ps[i].key, &recs[i], &len);
             if (!line) {
                 s = xf_errorf(XF_ENOMEM, "out of memory writing a sweep line");
                 goto fail;

@@ -4,6 +4,8 @@
  * AVX512_BF16 (vdpbf16ps), each with the given number of threads (pthreads; every thread works
  * on its own first-touched slice), best of N repetitions.
  *
+ * Read runs 8 interleaved streams per thread (as a GEMV reads several weight rows at once: one
+ * stream per core leaves DRAM bandwidth unused on server cores); copy and triad are STREAM's.
  * Bytes counted as STREAM does: read = n elements read; copy = n read + n written; triad =
  * 2n read + n written (4-byte floats); write-allocate traffic is not counted.
  * `xfprof machine` saves the result as a devices file (data/devices.json's format) that `run`
@@ -97,6 +99,14 @@ xf_status ceilings_save(const device_spec *d, const ceilings_result *r, const ch
 
 /* Loads the first device of a machine file. XF_EIO when it does not exist. */
 xf_status ceilings_load(const char *path, device_spec *out);
+
+/* OpenBLAS (DYNAMIC_ARCH) picks its kernels by CPU model; on a CPU it does not know (e.g. a
+ * newer Xeon in a VM) it falls back to generic SSE3 "Prescott" kernels, 6x slower at SGEMM. The
+ * choice is made when the library loads, so only the environment of a new process can change it.
+ * Returns the OPENBLAS_CORETYPE this CPU warrants ("SkylakeX" with AVX-512, "Haswell" with
+ * AVX2+FMA) when OpenBLAS picked a weaker fallback and OPENBLAS_CORETYPE is unset; NULL
+ * otherwise. Static string. */
+const char *ceilings_blas_coretype_fix(void);
 
 /* The CPU model name from /proc/cpuinfo ("unknown CPU" otherwise). */
 void ceilings_cpu_model(char *buf, size_t len);

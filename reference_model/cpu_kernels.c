@@ -13,12 +13,23 @@
 
 /* ---- ISA selection ---- */
 
+#if XK_X86
+#include <cpuid.h>
+/* F16C (CPUID.1:ECX bit 29), asked of the CPU directly: clang's __builtin_cpu_supports does not
+ * know the name. */
+static int has_f16c(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    return (c >> 29) & 1u;
+}
+#endif
+
 int xk_isa_supported(xk_isa isa) {
     if (isa == XK_ISA_SCALAR) return 1;
 #if XK_X86
     __builtin_cpu_init();
     if (isa == XK_ISA_AVX2)
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
     if (isa == XK_ISA_AVX512)
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma");

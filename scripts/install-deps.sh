@@ -3,7 +3,11 @@
 # Installs only what is missing, so a second run is quick. The CUDA toolkit is not installed
 # here: the CUDA parts build when nvcc is found (e.g. /usr/local/cuda).
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config libcjson-dev libcriterion-dev libopenblas-dev gnuplot-nox)
+# Build: compiler, CMake, cJSON, OpenBLAS (prefill GEMMs). Tests: Criterion; gnuplot (report
+# charts); chromium and fonts (the report opened in a real browser); python3 (shell tests read
+# JSON); clang with its runtime (libFuzzer harnesses).
+pkgs=(build-essential cmake pkg-config libcjson-dev libopenblas-dev libcriterion-dev gnuplot-nox
+      chromium fonts-liberation fonts-dejavu-core python3 clang libclang-rt-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

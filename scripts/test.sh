@@ -10,6 +10,8 @@ echo "== build (-Wall -Wextra -Werror) and tests"
 cmake -S . -B build -DXFPROF_WERROR=ON
 cmake --build build -j"$jobs"
 (cd build && ctest --output-on-failure -j"$jobs")
+# Skipped tests say why (GPU tests on a machine without one, the browser test without chromium).
+(cd build && ctest -N -L gpu >/dev/null && ctest -L gpu -V 2>/dev/null | grep -E "\[SKIP\]|SKIP:" | sort -u | head -5) || true
 
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer build and tests"
 cmake -S . -B build-asan -DXFPROF_WERROR=ON -DXFPROF_SANITIZE=ON -DXFPROF_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug

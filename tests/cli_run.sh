@@ -31,8 +31,8 @@ grep -q "TTFT" "$TMP/out" && ok "summary has TTFT" || bad "no TTFT"
 grep -q "bandwidth ceiling: DRAM read" "$TMP/out" && ok "stories15m (58 MiB) vs a 1 MiB LLC is judged against DRAM" ||
     bad "ceiling note missing: $(grep -i ceiling "$TMP/out")"
 [ -s "$TMP/rec.json" ] && ok "record written" || bad "no record file"
-grep -q '"format": *"xfprof-record"' "$TMP/rec.json" && ok "record format" || bad "record format missing"
-grep -q '"kind": *"run"' "$TMP/rec.json" && ok "record kind run" || bad "record kind"
+grep -q '"format":[[:space:]]*"xfprof-record"' "$TMP/rec.json" && ok "record format" || bad "record format missing"
+grep -q '"kind":[[:space:]]*"run"' "$TMP/rec.json" && ok "record kind run" || bad "record kind"
 grep -q '"samples_s"' "$TMP/rec.json" && ok "raw samples kept" || bad "no samples_s in the record"
 grep -q '"unsupported"\|"supported"' "$TMP/rec.json" && ok "counters recorded" || bad "no counters in the record"
 expect_rc 0 "the record reads back (xfprof show)" "$XF" show "$TMP/rec.json"
@@ -84,6 +84,14 @@ grep -q "GiB" "$TMP/err" && ok "refusal gives sizes: $(head -c 200 "$TMP/err")" 
 
 # 6. Given prompt ids run and land in the record's workload.
 expect_rc 0 "prompt ids" "$XF" run --prompt-ids 1,15043,29892 --gen 2 --reps 1 --format json
-grep -q '"prompt": *3' "$TMP/out" && ok "prompt length from the ids" || bad "prompt length not 3"
+grep -q '"prompt":[[:space:]]*3' "$TMP/out" && ok "prompt length from the ids" || bad "prompt length not 3"
+
+# 7. xfprof machine measures and saves a devices file that run then reads.
+expect_rc 0 "machine --quick -o FILE --format json" "$XF" machine --quick --threads 1 -o "$TMP/m2.json" --format json
+grep -q '"format":[[:space:]]*"xfprof-devices"' "$TMP/m2.json" && ok "machine file format" || bad "machine file format"
+grep -q '"measured":[[:space:]]*true' "$TMP/m2.json" && ok "machine file says measured" || bad "machine file not measured"
+grep -q '"bandwidth_Bps"' "$TMP/out" && ok "json printed" || bad "json not printed"
+XFPROF_MACHINE_FILE="$TMP/m2.json" expect_rc 0 "run with the measured file" "$XF" run --reps 1 --warmup 0 --prompt 4 --gen 1 --threads 1
+grep -q "ceilings: measured by xfprof machine on" "$TMP/out" && ok "run names the measured ceilings" || bad "run does not name the ceilings"
 
 exit $fail

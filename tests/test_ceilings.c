@@ -136,3 +136,24 @@ Test(ceilings, llc_size_from_sysfs) {
     double llc = ceilings_llc_bytes();
     cr_assert(llc >= 64 * 1024, "last-level cache %g bytes", llc);
 }
+
+char *openblas_get_corename(void);
+
+/* OpenBLAS's fallback to generic kernels is caught, and an explicit OPENBLAS_CORETYPE is left alone. */
+Test(ceilings, blas_coretype_fix) {
+    const char *saved = getenv("OPENBLAS_CORETYPE");
+    char keep[64] = "";
+    if (saved) snprintf(keep, sizeof keep, "%s", saved);
+    setenv("OPENBLAS_CORETYPE", "Haswell", 1);
+    cr_assert_null(ceilings_blas_coretype_fix(), "a coretype the user set is never overridden");
+    unsetenv("OPENBLAS_CORETYPE");
+    const char *core = openblas_get_corename();
+    const char *fix = ceilings_blas_coretype_fix();
+    __builtin_cpu_init();
+    if (!strcmp(core, "Prescott") && __builtin_cpu_supports("avx512f"))
+        cr_assert_str_eq(fix, "SkylakeX"); /* the case this machine had: SSE3 kernels on an AVX-512 Xeon */
+    else if (!strcmp(core, "SkylakeX") || !strcmp(core, "Cooperlake") || !strcmp(core, "SapphireRapids") ||
+             !strcmp(core, "Haswell") || !strcmp(core, "Zen"))
+        cr_assert_null(fix, "OpenBLAS already uses %s kernels", core);
+    if (saved) setenv("OPENBLAS_CORETYPE", keep, 1);
+}
