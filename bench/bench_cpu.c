@@ -118,15 +118,7 @@ static xf_status decode_time(bench_model *bm, int steps, const probe_set *ps, do
 }
 
 int main(int argc, char **argv) {
-    /* OpenBLAS picks its kernels at load time: restart with OPENBLAS_CORETYPE when it fell back to
-     * generic ones on this CPU (see ceilings_blas_coretype_fix). */
-    const char *fix = ceilings_blas_coretype_fix();
-    if (fix && !getenv("XFPROF_BLAS_REEXEC")) {
-        setenv("OPENBLAS_CORETYPE", fix, 1);
-        setenv("XFPROF_BLAS_REEXEC", "1", 1);
-        execv("/proc/self/exe", argv);
-        unsetenv("OPENBLAS_CORETYPE");
-    }
+    ceilings_env_reexec(argc, argv); /* OpenBLAS kernels and OpenMP waiting, set before they load */
     int threads = 2, steps = 8, quick = 0;
     const char *model_name = "tinyllama-1.1b";
     for (int i = 1; i < argc; i++) {

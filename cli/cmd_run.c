@@ -26,30 +26,6 @@ static const char *CMD = "run";
 
 char *openblas_get_config(void);   /* OpenBLAS (linked by the CPU backend): its build string */
 
-/* Restarts this command with OPENBLAS_CORETYPE set when OpenBLAS fell back to generic kernels on
- * this CPU (ceilings_blas_coretype_fix): the kernels are chosen when the library loads. Returns
- * only when no restart is needed or exec failed. */
-static void blas_reexec(int argc, char **argv) {
-    const char *fix = ceilings_blas_coretype_fix();
-    if (getenv("XFPROF_BLAS_REEXEC")) {
-        if (!fix) fprintf(stderr, "xfprof run: OpenBLAS runs with OPENBLAS_CORETYPE=%s (it picked generic kernels on this CPU)\n",
-                          getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "?");
-        return;
-    }
-    if (!fix) return;
-    char **nargv = calloc((size_t)argc + 2, sizeof *nargv);
-    if (!nargv) return;
-    nargv[0] = "xfprof";
-    for (int i = 0; i < argc; i++) nargv[i + 1] = argv[i];
-    setenv("OPENBLAS_CORETYPE", fix, 1);
-    setenv("XFPROF_BLAS_REEXEC", "1", 1);
-    fflush(NULL);
-    execv("/proc/self/exe", nargv);
-    /* exec failed: go on with the slow kernels, and say so */
-    fprintf(stderr, "xfprof run: note: OpenBLAS picked generic kernels; set OPENBLAS_CORETYPE=%s for fast prefill GEMMs\n", fix);
-    unsetenv("OPENBLAS_CORETYPE");
-    free(nargv);
-}
 char *openblas_get_corename(void); /* and the kernel set it picked at run time */
 
 /* The embedded default: small enough to run in a few seconds on 2 cores. */
@@ -321,6 +297,7 @@ static void set_env(record *rec, int threads, const char *ceil_note, const run_c
     record_set_env(rec, "simd", ceilings_isa());
     snprintf(buf, sizeof buf, "%s (core %s)", openblas_get_config(), openblas_get_corename());
     record_set_env(rec, "blas", buf);
+    record_set_env(rec, "omp_wait_policy", getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "default");
     record_set_env(rec, "bandwidth_ceiling", ceil_note);
     if (c->timer) {
         snprintf(buf, sizeof buf, "%.1f ns per range, subtracted", timer_probe_overhead_s(c->timer) * 1e9);
@@ -430,7 +407,6 @@ int cmd_run(int argc, char **argv) {
         if (s != XF_OK) return cli_usage_error(CMD, "%s", xf_error_msg());
     }
     if (optind < argc) return cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
-    if (!strcmp(device, "cpu")) blas_reexec(argc, argv);
 
     if (!strcmp(device, "cuda") && !backend_find("cuda"))
         return cli_fail(CMD, xf_errorf(XF_EUNSUPPORTED, "--device cuda: the CUDA backend is not available in this build "
@@ -629,30 +605,9 @@ int cmd_run(int argc, char **argv) {
     double rss = peak_rss_bytes();
     set_env(&rec, (int)threads, ceil_note, &ctx, rss);
     record_stamp_time(&rec);
-    /* -o FILE saves the record; stdout gets the chosen rendering (nothing more for json to a file). */
-    if (out.path && strcmp(out.path, "-") != 0) {
-        if ((s = record_save(&rec, out.path))) {
-            rc = cli_fail(CMD, s);
-            goto out;
-        }
-        fprintf(stderr, "xfprof run: wrote the record to %s\n", out.path);
-    }
-    if (!(out.path && strcmp(out.path, "-") != 0 && out.format == RENDER_JSON)) {
-        cli_output o2 = out;
-        o2.path = NULL;
-        o2.report = NULL;
-        o2.trace = NULL;
-        rc = cli_output_write(CMD, &rec, &o2);
-    }
-    if (rc == CLI_EXIT_OK && out.format == RENDER_TABLE) print_notes(stdout, &rec, ceil_note, &ctx, rss);
-    if (rc == CLI_EXIT_OK && out.report) {
-        if ((s = report_html_write(&rec, 1, out.report, NULL))) rc = cli_fail(CMD, s);
-        else fprintf(stderr, "xfprof run: wrote the HTML report to %s\n", out.report);
-    }
-    if (rc == CLI_EXIT_OK && out.trace) {
-        if ((s = report_trace_write(&rec, out.trace))) rc = cli_fail(CMD, s);
-        else fprintf(stderr, "xfprof run: wrote the Chrome trace to %s\n", out.trace);
-    }
+    rc = cli_output_write(CMD, &rec, &out);
+    /* Under the table: how it was measured (ceilings used, counters, BLAS kernels). */
+    if (rc == CLI_EXIT_OK && out.format == RENDER_TABLE && !(out.path && !strcmp(out.path, "-"))) print_notes(stdout, &rec, ceil_note, &ctx, rss);
 out:
     model_free(ctx.m);
     timer_probe_free(ctx.timer);

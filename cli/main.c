@@ -1,8 +1,11 @@
 /* xfprof: where do the time and the memory of Transformer inference go, and why. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
+#include "probes/ceilings.h"
 
 static void print_help(FILE *f) {
     fprintf(f,
@@ -39,6 +42,8 @@ int main(int argc, char **argv) {
 #endif
         return CLI_EXIT_OK;
     }
+    /* The commands that time the CPU backend want its libraries set up for it. */
+    if (strcmp(argv[1], "run") == 0 || strcmp(argv[1], "machine") == 0) ceilings_env_reexec(argc, argv);
     for (int i = 0; i < cli_command_count; i++)
         if (strcmp(argv[1], cli_commands[i].name) == 0) return cli_commands[i].run(argc - 1, argv + 1);
     fprintf(stderr, "xfprof: unknown command '%s'; run 'xfprof help' for the list\n", argv[1]);

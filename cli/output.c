@@ -12,7 +12,8 @@
 
 const char cli_output_help[] =
     "  --format F        table (default), json (the record), csv (every op) or md (summary for a CI comment)\n"
-    "  -o, --output FILE write there instead of stdout (replaced atomically)\n"
+    "  -o, --output FILE save the record (JSON) there, replaced atomically; stdout still gets the\n"
+    "                    --format rendering (except json, which is then only in the file)\n"
     "  --per-layer       table: one row per op per layer instead of each op summed over the layers\n";
 
 int cli_output_option(const char *cmd, const char *opt, const char *arg, cli_output *o) {
@@ -41,17 +42,23 @@ int cli_output_option(const char *cmd, const char *opt, const char *arg, cli_out
 
 int cli_output_write(const char *cmd, const record *r, const cli_output *o) {
     xf_status s;
-    if (o->format == RENDER_JSON) {
-        s = record_save(r, o->path);
-    } else {
+    int to_file = o->path && strcmp(o->path, "-") != 0;
+    /* -o FILE saves the record; stdout gets the chosen rendering (nothing more for json to a
+     * file: the record is already there). */
+    if (to_file) {
+        if ((s = record_save(r, o->path))) return cli_fail(cmd, s);
+        fprintf(stderr, "xfprof %s: wrote the record to %s\n", cmd, o->path);
+    }
+    if (o->format == RENDER_JSON && !to_file) {
+        if ((s = record_save(r, NULL))) return cli_fail(cmd, s);
+    } else if (o->format != RENDER_JSON) {
         render_options ro = {o->per_layer};
         char *text = NULL;
         s = render_text(r, o->format, &ro, &text);
-        if (s == XF_OK) s = file_write_atomic(o->path, text, strlen(text));
+        if (s == XF_OK) s = file_write_atomic(NULL, text, strlen(text));
         free(text);
+        if (s) return cli_fail(cmd, s);
     }
-    if (s) return cli_fail(cmd, s);
-    if (o->path && strcmp(o->path, "-") != 0) fprintf(stderr, "xfprof %s: wrote %s\n", cmd, o->path);
     if (o->report) {
         if ((s = report_html_write(r, 1, o->report, NULL))) return cli_fail(cmd, s);
         fprintf(stderr, "xfprof %s: wrote the report %s\n", cmd, o->report);

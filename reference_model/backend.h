@@ -93,18 +93,6 @@ typedef struct backend_ops {
 /* The CPU backend's table (cpu_backend.c). */
 extern const backend_ops cpu_backend_ops;
 
-/* The OpenBLAS kernel set in use ("SkylakeX", "Haswell", "Prescott", ...): what the prefill GEMMs
- * run on. Static string. */
-const char *cpu_backend_blas_core(void);
-
-/* NULL when the BLAS kernels match the CPU; otherwise the OPENBLAS_CORETYPE value that would (e.g.
- * "SkylakeX"). OpenBLAS picks its kernels once, when it is loaded, from CPUID, and a release that
- * does not know the CPU model (OpenBLAS 0.3.21 on Sapphire Rapids) falls back to "Prescott", SSE3
- * kernels about 4.5x slower than the AVX-512 ones (measured: 24 vs 110 GFLOP/s on one core). The
- * variable must be in the environment before the process starts, so only the caller (cli/) can act:
- * warn, or re-exec with it set. Static string. */
-const char *cpu_backend_blas_advice(void);
-
 /* Finds a backend by name ("cpu"; "cuda" where built). NULL when unknown. model.c defines it; the
  * CUDA backend registers by defining `const backend_ops cuda_backend_ops` and compiling the library
  * with XFPROF_HAVE_CUDA_BACKEND defined (a line in CMakeLists.txt where its .cu sources are added). */

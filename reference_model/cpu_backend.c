@@ -474,31 +474,6 @@ static int64_t cpu_mem_bytes(void *ctx) { return ((cpu_ctx *)ctx)->bytes; }
 
 char *openblas_get_corename(void); /* OpenBLAS's own API (not in every cblas.h) */
 
-const char *cpu_backend_blas_core(void) {
-    const char *c = openblas_get_corename();
-    return c ? c : "unknown";
-}
-
-const char *cpu_backend_blas_advice(void) {
-    const char *core = cpu_backend_blas_core();
-    static const char *const avx512_ok[] = {"skylakex", "cooperlake", "sapphirerapids", NULL};
-    static const char *const avx2_ok[] = {"haswell", "zen", "skylakex", "cooperlake", "sapphirerapids", NULL};
-    const char *const *ok;
-    const char *want;
-    if (xk_isa_supported(XK_ISA_AVX512)) {
-        ok = avx512_ok;
-        want = "SkylakeX";
-    } else if (xk_isa_supported(XK_ISA_AVX2)) {
-        ok = avx2_ok;
-        want = "Haswell";
-    } else {
-        return NULL;
-    }
-    for (int i = 0; ok[i]; i++)
-        if (!strcasecmp(core, ok[i])) return NULL;
-    return want;
-}
-
 const backend_ops cpu_backend_ops = {
     .name = "cpu",
     .init = cpu_init,

@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include "analyzers/advice.h"
+#include "analyzers/roofline.h"
 #include "sbuf.h"
 
 xf_status render_format_parse(const char *s, render_format *out) {
@@ -105,11 +106,16 @@ xf_status render_rollup_point(const record_point *p, render_rollup **out, int64_
             r->bound = op->bound;
         }
     }
+    roofline_thresholds th;
+    roofline_thresholds_default(&th);
     for (int64_t j = 0; j < m; j++) {
         if (rows[j].time_s > 0) {
             rows[j].util_compute /= rows[j].time_s;
             rows[j].util_memory /= rows[j].time_s;
         }
+        /* A measured roll-up is classed on its combined utilizations (its total FLOPs and bytes
+         * over its total time), not on one instance: short layers alone can look latency-bound. */
+        if (rows[j].measured) rows[j].bound = roofline_class_measured(rows[j].util_compute, rows[j].util_memory, &th);
     }
     free(longest);
     *out = rows;
@@ -169,7 +175,7 @@ static xf_status table_ops(sbuf *b, const record_point *p, const render_options 
     }
     sbuf_printf(b, "%-8s %-14s %-7s %10s %10s %9s %-9s %10s", "phase", "op", "layers", "FLOPs", "bytes", "FLOP/B", "bound",
                 measured ? "time(med)" : "time");
-    if (measured) sbuf_printf(b, " %9s %10s %6s %6s %6s", "spread", "predicted", "meas/p", "u_comp", "u_mem");
+    if (measured) sbuf_printf(b, " %9s %9s %9s %10s %6s %6s %6s", "spread", "GFLOP/s", "GB/s", "predicted", "meas/p", "u_comp", "u_mem");
     sbuf_printf(b, " %6s\n", "share");
     for (int64_t i = 0; i < n; i++) {
         const render_rollup *r = &rows[i];
@@ -180,7 +186,8 @@ static xf_status table_ops(sbuf *b, const record_point *p, const render_options 
                     layers_label(r, lay, sizeof lay), render_si(r->flops, "", f, sizeof f), render_bytes(r->bytes, q, sizeof q),
                     inten, bound_name(r->bound), render_time(r->time_s, t, sizeof t));
         if (measured)
-            sbuf_printf(b, " %9s %10s %6.2f %5.1f%% %5.1f%%", render_time(r->spread_s, sp, sizeof sp),
+            sbuf_printf(b, " %9s %9.2f %9.2f %10s %6.2f %5.1f%% %5.1f%%", render_time(r->spread_s, sp, sizeof sp),
+                        r->time_s > 0 ? r->flops / r->time_s / 1e9 : 0, r->time_s > 0 ? r->bytes / r->time_s / 1e9 : 0,
                         render_time(r->predicted_time_s, pt, sizeof pt),
                         r->predicted_time_s > 0 ? r->time_s / r->predicted_time_s : 0, 100 * r->util_compute,
                         100 * r->util_memory);
