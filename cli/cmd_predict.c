@@ -12,6 +12,7 @@
 #include "core/device.h"
 #include "output.h"
 #include "reference_model/config.h"
+#include "sweep_grid.h"
 
 static const char *CMD = "predict";
 
@@ -38,33 +39,6 @@ static void help(void) {
            cli_output_help);
 }
 
-typedef struct dtype_list {
-    int n;
-    xf_dtype v[XF_DTYPE_COUNT * 4];
-} dtype_list;
-
-static int parse_dtypes(const char *flag, const char *s, dtype_list *out) {
-    char **items;
-    int n;
-    if (args_str_list(flag, s, &items, &n) != XF_OK) return cli_usage_error(CMD, "%s", xf_error_msg());
-    if (n > (int)(sizeof out->v / sizeof out->v[0])) {
-        args_str_list_free(items, n);
-        return cli_usage_error(CMD, "%s: too many values", flag);
-    }
-    out->n = 0;
-    for (int i = 0; i < n; i++) {
-        if (dtype_parse(items[i], &out->v[out->n]) != XF_OK) {
-            args_str_list_free(items, n);
-            return cli_usage_error(CMD, "%s: %s", flag, xf_error_msg());
-        }
-        out->n++;
-    }
-    args_str_list_free(items, n);
-    return 0;
-}
-
-static xf_dtype default_adtype(xf_dtype w) { return w == XF_FP32 ? XF_FP32 : w == XF_FP16 ? XF_FP16 : XF_BF16; }
-
 int cmd_predict(int argc, char **argv) {
     enum { O_MODEL = 1000, O_DEVICE, O_DEVFILE, O_BATCH, O_PROMPT, O_GEN, O_WD, O_AD, O_KV, O_GROUP, O_FORMAT, O_PERLAYER, O_REPORT, O_TRACE };
     static const struct option opts[] = {
@@ -77,104 +51,110 @@ int cmd_predict(int argc, char **argv) {
         {"per-layer", no_argument, 0, O_PERLAYER},  {"report", required_argument, 0, O_REPORT},
         {"trace", required_argument, 0, O_TRACE},   {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
-    const char *model = "stories15m", *device = NULL, *device_file = NULL;
-    const char *batch_s = "1", *prompt_s = "128", *gen_s = "128";
-    dtype_list wd = {1, {XF_BF16}}, ad = {0, {0}}, kv = {0, {0}};
-    int64_t group = 0;
+    /* The list flags and their combinations are the sweep's grid (cli/sweep_grid.c), in predict
+     * mode: one parser and one expansion for `predict` and `sweep --predict`. */
+    static const char *const list_flags[] = {
+        [O_MODEL - O_MODEL] = "--model", [O_DEVICE - O_MODEL] = "--device", [O_BATCH - O_MODEL] = "--batch",
+        [O_PROMPT - O_MODEL] = "--prompt", [O_GEN - O_MODEL] = "--gen", [O_WD - O_MODEL] = "--wdtype",
+        [O_AD - O_MODEL] = "--adtype", [O_KV - O_MODEL] = "--kvdtype"};
+    sweep_grid g;
+    sweep_grid_init(&g);
+    g.predict = 1;
     cli_output out = {RENDER_TABLE, NULL, 0, NULL, NULL};
-    int c, rc;
+    int c, rc = CLI_EXIT_USAGE, have_device = 0;
+    xf_status s;
+    sweep_param *ps = NULL;
+    workload *wls = NULL;
+    record rec;
+    record_init(&rec, "predict");
+    if (sweep_grid_set(&g, "--prompt", "128") || sweep_grid_set(&g, "--gen", "128")) {
+        rc = cli_fail(CMD, XF_ENOMEM);
+        goto done;
+    }
     optind = 0;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":ho:", opts, NULL)) != -1) {
         switch (c) {
-        case 'h': help(); return CLI_EXIT_OK;
-        case O_MODEL: model = optarg; break;
-        case O_DEVICE: device = optarg; break;
-        case O_DEVFILE: device_file = optarg; break;
-        case O_BATCH: batch_s = optarg; break;
-        case O_PROMPT: prompt_s = optarg; break;
-        case O_GEN: gen_s = optarg; break;
-        case O_WD: if ((rc = parse_dtypes("--wdtype", optarg, &wd))) return rc; break;
-        case O_AD: if ((rc = parse_dtypes("--adtype", optarg, &ad))) return rc; break;
-        case O_KV: if ((rc = parse_dtypes("--kvdtype", optarg, &kv))) return rc; break;
-        case O_GROUP:
-            if (args_int("--group", optarg, 1, 1 << 20, &group) != XF_OK) return cli_usage_error(CMD, "%s", xf_error_msg());
+        case 'h': help(); rc = CLI_EXIT_OK; goto done;
+        case O_MODEL: case O_DEVICE: case O_BATCH: case O_PROMPT: case O_GEN: case O_WD: case O_AD: case O_KV:
+            have_device |= c == O_DEVICE;
+            if (sweep_grid_set(&g, list_flags[c - O_MODEL], optarg) != XF_OK) {
+                rc = cli_usage_error(CMD, "%s", xf_error_msg());
+                goto done;
+            }
             break;
-        case O_FORMAT: if (cli_output_option(CMD, "format", optarg, &out) < 0) return CLI_EXIT_USAGE; break;
+        case O_DEVFILE:
+            free(g.device_file);
+            if (!(g.device_file = strdup(optarg))) {
+                rc = cli_fail(CMD, xf_errorf(XF_ENOMEM, "out of memory"));
+                goto done;
+            }
+            break;
+        case O_GROUP:
+            if (args_int("--group", optarg, 1, 1 << 20, &g.group) != XF_OK) {
+                rc = cli_usage_error(CMD, "%s", xf_error_msg());
+                goto done;
+            }
+            break;
+        case O_FORMAT: if (cli_output_option(CMD, "format", optarg, &out) < 0) goto done; break;
         case 'o': cli_output_option(CMD, "output", optarg, &out); break;
         case O_PERLAYER: cli_output_option(CMD, "per-layer", NULL, &out); break;
         case O_REPORT: cli_output_option(CMD, "report", optarg, &out); break;
         case O_TRACE: cli_output_option(CMD, "trace", optarg, &out); break;
-        case ':': return cli_usage_error(CMD, "option '%s' needs a value", argv[optind - 1]);
-        default: return cli_usage_error(CMD, "unknown option '%s'", argv[optind - 1]);
+        case ':': rc = cli_usage_error(CMD, "option '%s' needs a value", argv[optind - 1]); goto done;
+        default: rc = cli_usage_error(CMD, "unknown option '%s'", argv[optind - 1]); goto done;
         }
     }
-    if (optind < argc) return cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
-
-    model_config cfg;
-    xf_status s = config_resolve(model, &cfg);
-    if (s) return cli_fail(CMD, s);
+    if (optind < argc) {
+        rc = cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
+        goto done;
+    }
+    if (g.n_models > 1 || g.n_devices > 1) {
+        rc = cli_usage_error(CMD, "a record is one model on one device: give one --model and one --device (xfprof sweep "
+                                  "--predict takes lists of both)");
+        goto done;
+    }
+    /* A devices file of the user's own without --device: its first device. */
     device_spec dev;
-    if (!device && !device_file) device = "h100-sxm";
-    if ((s = device_lookup(device, device_file, &dev))) return cli_fail(CMD, s);
-
-    int64_t *batches = NULL, *prompts = NULL, *gens = NULL;
-    int nb = 0, np = 0, ng = 0;
-    if (args_int_list("--batch", batch_s, 1, 1 << 20, &batches, &nb) ||
-        args_int_list("--prompt", prompt_s, 1, 1 << 24, &prompts, &np) ||
-        args_int_list("--gen", gen_s, 0, 1 << 24, &gens, &ng)) {
-        free(batches);
-        free(prompts);
-        free(gens);
-        return cli_usage_error(CMD, "%s", xf_error_msg());
+    if (g.device_file && !have_device) {
+        if ((s = device_lookup(NULL, g.device_file, &dev)) || (s = sweep_grid_set(&g, "--device", dev.name))) {
+            rc = cli_fail(CMD, s);
+            goto done;
+        }
     }
-    int nad = ad.n ? ad.n : 1, nkv = kv.n ? kv.n : 1;
-    size_t total = (size_t)nb * np * ng * wd.n * nad * nkv;
-    workload *wls = total <= 100000 ? calloc(total, sizeof *wls) : NULL;
-    if (!wls) {
-        free(batches);
-        free(prompts);
-        free(gens);
-        return total > 100000 ? cli_usage_error(CMD, "%zu combinations is too many for one predict (at most 100000)", total)
-                              : cli_fail(CMD, xf_errorf(XF_ENOMEM, "out of memory"));
+    int64_t n = 0;
+    if ((s = sweep_grid_expand(&g, &ps, &n))) {
+        rc = cli_fail(CMD, s);
+        goto done;
     }
-    size_t n = 0;
+    model_config cfg;
+    if ((s = config_resolve(g.models[0], &cfg)) || (s = device_lookup(g.devices[0], g.device_file, &dev))) {
+        rc = cli_fail(CMD, s);
+        goto done;
+    }
+    if (!(wls = calloc((size_t)n, sizeof *wls))) {
+        rc = cli_fail(CMD, xf_errorf(XF_ENOMEM, "out of memory"));
+        goto done;
+    }
     int warned_ctx = 0;
-    for (int iw = 0; iw < wd.n; iw++)
-        for (int ia = 0; ia < nad; ia++)
-            for (int ik = 0; ik < nkv; ik++)
-                for (int ip = 0; ip < np; ip++)
-                    for (int ig = 0; ig < ng; ig++)
-                        for (int ib = 0; ib < nb; ib++) {
-                            workload *w = &wls[n++];
-                            w->batch = batches[ib];
-                            w->prompt = prompts[ip];
-                            w->gen = gens[ig];
-                            w->wdtype = wd.v[iw];
-                            w->adtype = ad.n ? ad.v[ia] : default_adtype(w->wdtype);
-                            w->kvdtype = kv.n ? kv.v[ik] : w->adtype;
-                            w->quant_group = (int)group;
-                            if (w->prompt + w->gen > cfg.max_ctx && !warned_ctx) {
-                                fprintf(stderr, "xfprof predict: note: prompt + gen = %lld exceeds %s's context of %lld tokens\n",
-                                        (long long)(w->prompt + w->gen), cfg.name, (long long)cfg.max_ctx);
-                                warned_ctx = 1;
-                            }
-                        }
-    free(batches);
-    free(prompts);
-    free(gens);
-    record rec;
-    s = predict_record(&cfg, &dev, wls, (int)n, &rec);
-    free(wls);
-    if (s) {
-        record_free(&rec);
-        return cli_fail(CMD, s);
+    for (int64_t i = 0; i < n; i++) {
+        wls[i] = ps[i].wl;
+        if (wls[i].prompt + wls[i].gen > cfg.max_ctx && !warned_ctx) {
+            fprintf(stderr, "xfprof predict: note: prompt + gen = %lld exceeds %s's context of %lld tokens\n",
+                    (long long)(wls[i].prompt + wls[i].gen), cfg.name, (long long)cfg.max_ctx);
+            warned_ctx = 1;
+        }
     }
-    if ((s = advice_record(&rec))) {
-        record_free(&rec);
-        return cli_fail(CMD, s);
+    record_free(&rec);
+    if ((s = predict_record(&cfg, &dev, wls, (int)n, &rec)) || (s = advice_record(&rec))) {
+        rc = cli_fail(CMD, s);
+        goto done;
     }
     rc = cli_output_write(CMD, &rec, &out);
+done:
     record_free(&rec);
+    free(wls);
+    free(ps);
+    sweep_grid_free(&g);
     return rc;
 }

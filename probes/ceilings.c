@@ -535,11 +535,9 @@ const char *ceilings_blas_coretype_fix(void) {
  *   (measured 10x slower at load 8); it costs a little on an idle machine.
  * A value the user set is never changed. Returns when no restart is needed or exec failed. */
 void ceilings_env_reexec(int argc, char **argv) {
-    if (getenv("XFPROF_REEXEC")) {
-        const char *core = getenv("OPENBLAS_CORETYPE");
-        if (core) fprintf(stderr, "xfprof: OpenBLAS runs with OPENBLAS_CORETYPE=%s\n", core);
-        return;
-    }
+    if (getenv("XFPROF_REEXEC")) return; /* already restarted: the record's env names the kernels */
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return;
     const char *fix = ceilings_blas_coretype_fix();
     int set_omp = getenv("OMP_WAIT_POLICY") == NULL;
     if (!fix && !set_omp) return;

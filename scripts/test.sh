@@ -18,4 +18,8 @@ cmake -S . -B build-asan -DXFPROF_WERROR=ON -DXFPROF_SANITIZE=ON -DXFPROF_CUDA=O
 cmake --build build-asan -j"$jobs"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --output-on-failure -j"$jobs")
+
+echo "== fuzzers: every parser's libFuzzer harness for a bounded time (any crash, leak or sanitizer report fails)"
+bash scripts/fuzz.sh "${XFPROF_FUZZ_SECONDS:-30}"
+
 echo "== all tests passed"
