@@ -14,6 +14,18 @@ xf_status predict_point(const model_config *cfg, const workload *w, const device
     st = workload_validate(w);
     if (st != XF_OK) return st;
 
+    /* Byte counts are 64-bit in records and in every reader: a workload whose memory would not
+     * fit one is refused before anything is allocated, with the sizes (the doubles are exact
+     * enough to say how far over it is). */
+    cost_memory need;
+    cost_memory_of(cfg, w, &need);
+    if (!(need.total_bytes < 0x1p63))
+        return xf_errorf(XF_EOVERFLOW,
+                         "predict: %s at batch %lld, prompt %lld, gen %lld needs %.4g bytes (weights %.4g, KV %.4g, "
+                         "activations %.4g): more than a 64-bit byte count holds (9.22e18); use a smaller batch, prompt or gen",
+                         cfg->name, (long long)w->batch, (long long)w->prompt, (long long)w->gen, need.total_bytes,
+                         need.weights_bytes, need.kv_bytes, need.activations_bytes);
+
     int64_t per_step = cost_step_op_count(cfg);
     int64_t n_steps = w->gen > 0 ? 2 : 1;
     if (per_step <= 0 || per_step > (int64_t)(SIZE_MAX / sizeof(record_op) / 2))

@@ -72,6 +72,22 @@ static void help(void) {
 
 /* ---- --size ---- */
 
+/* The default budget (kv_default_budget) left nothing: says why, with the sizes. */
+static xf_status no_kv_room(const model_config *cfg, const workload *w, const device_spec *d, int64_t max_len) {
+    workload one = *w;
+    one.batch = 1;
+    one.prompt = max_len > 0 ? max_len : 1;
+    one.gen = 0;
+    cost_memory m;
+    cost_memory_of(cfg, &one, &m); /* all zero when the prefill is beyond the workload limits */
+    char acts[128] = "";
+    if (m.activations_bytes > 0)
+        snprintf(acts, sizeof acts, " and the activations of one %lld-token prefill (%.4g bytes)", (long long)one.prompt,
+                 m.activations_bytes);
+    return xf_errorf(XF_EINVAL, "%s's weights (%.4g bytes at %s)%s leave no KV memory on %s (%.4g bytes); give --kv-budget or a smaller --wdtype",
+                     cfg->name, cost_weight_bytes(cfg, w), dtype_name(w->wdtype), acts, d->name, d->memory_bytes);
+}
+
 /* budget > 0 (a device or --kv-budget was given): also how much of it each size takes and how
  * many sequences of each context fit. */
 static int run_size(const model_config *cfg, xf_dtype kvd, const char *ctx_s, const char *batch_s, int json, const char *out_path,
@@ -297,8 +313,7 @@ int cmd_kv(int argc, char **argv) {
             sw.adtype = wd == XF_FP32 ? XF_FP32 : wd == XF_BF16 ? XF_BF16 : XF_FP16;
             sw.kvdtype = kvd;
             budget = kv_default_budget(&cfg, &sw, &sdev, max_len > 0 ? max_len : cfg.max_ctx);
-            if (!(budget >= 1))
-                return cli_fail(CMD, xf_errorf(XF_EINVAL, "%s's weights and activations do not leave KV memory on %s", cfg.name, sdev.name));
+            if (!(budget >= 1)) return cli_fail(CMD, no_kv_room(&cfg, &sw, &sdev, max_len > 0 ? max_len : cfg.max_ctx));
         }
         return run_size(&cfg, kvd, ctx_s, batch_s, json, out_path, budget);
     }
@@ -335,11 +350,7 @@ int cmd_kv(int argc, char **argv) {
     w.kvdtype = kvd;
     if (budget == 0) {
         budget = kv_default_budget(&cfg, &w, &dev, max_len);
-        if (!(budget >= 1))
-            return cli_fail(CMD, xf_errorf(XF_EINVAL,
-                                           "%s's weights and activations do not leave KV memory on %s (%.2f GB); give --kv-budget or a "
-                                           "smaller --wdtype",
-                                           cfg.name, dev.name, dev.memory_bytes / 1e9));
+        if (!(budget >= 1)) return cli_fail(CMD, no_kv_room(&cfg, &w, &dev, max_len));
     }
     int64_t bpt = kv_bytes_per_slot(cfg.n_layers, cfg.n_kv_heads, cfg.head_dim, kvd, 0);
     if (bpt <= 0) return cli_fail(CMD, xf_errorf(XF_EINVAL, "KV bytes per token overflow"));

@@ -1,5 +1,6 @@
 /* xfprof machine: measures this CPU's ceilings (bandwidth out of and inside the last-level cache,
- * FP32 and BF16 peaks) and saves them as the per-machine devices file that run and predict use. */
+ * FP32 and BF16 peaks) and saves them as the per-machine devices file that run and predict use;
+ * with --device cuda[:N], the GPU's (copy and read kernels, FP32 FMA kernel, cuBLAS BF16 GEMM). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,11 +8,15 @@
 
 #include "args.h"
 #include "cli.h"
+#include "cuda_cli.h"
 #include "probes/ceilings.h"
+#include "probes/gpu_ceilings.h"
+#include "reference_model/cuda_backend.h"
 
 static void usage(FILE *f) {
     fprintf(f,
-            "Usage: xfprof machine [--threads N] [-o FILE] [--format table|json] [--quick] [--no-save]\n\n"
+            "Usage: xfprof machine [--device cpu|cuda|cuda:N] [--threads N] [-o FILE] [--format table|json] [--quick]\n"
+            "                      [--no-save]\n\n"
             "Measures this machine's ceilings with N threads (default: all online CPUs):\n"
             "  read, copy and triad bandwidth over a working set of 4x the last-level cache (2x with\n"
             "  --quick) and inside it (a quarter of it), FP32 FMA peak, BF16 peak where the CPU has\n"
@@ -19,7 +24,13 @@ static void usage(FILE *f) {
             "Saves them to FILE (-o), else $XFPROF_MACHINE_FILE, else ~/.cache/xfprof/machine.json, in\n"
             "the devices-file format; 'xfprof run' and 'xfprof predict --device cpu' read it.\n"
             "  --format json   print the saved devices file instead of the table\n"
-            "  --no-save       measure and print only\n");
+            "  --no-save       measure and print only\n"
+            "  --device cuda[:N]  measure GPU N instead (default 0): a device-to-device copy kernel and a read\n"
+            "                  kernel (L2 flushed before each timing) for bandwidth, an FP32 FMA kernel, a cuBLAS\n"
+            "                  BF16 GEMM of 8192^3 for the tensor peak; median of 10. Saved (same devices-file\n"
+            "                  format) to FILE (-o), else $XFPROF_GPU_MACHINE_FILE, else the machine file's name\n"
+            "                  with -cuda (~/.cache/xfprof/machine-cuda.json), which 'xfprof run --device cuda'\n"
+            "                  reads. Without a CUDA device: exit status 3.\n");
 }
 
 static void print_table(const ceilings_result *r, const device_spec *d, const char *path) {
@@ -45,6 +56,59 @@ static void print_table(const ceilings_result *r, const device_spec *d, const ch
     printf("measured in %.1f s; %s%s\n", r->seconds, path ? "saved to " : "not saved", path ? path : "");
 }
 
+static void print_gpu_table(const gpu_attrs *a, const gpu_theory *t, const gpu_measured *m, const device_spec *sheet,
+                            const device_spec *d, const char *path) {
+    printf("GPU: %s, compute capability %d.%d, %d SMs, %.1f GiB, L2 %.1f MiB\n", a->name, a->cc_major, a->cc_minor, a->sm_count,
+           a->total_mem_bytes / 1073741824.0, a->l2_bytes / 1048576.0);
+    printf("%-30s %14s %14s %14s\n", "ceiling", "measured", "attributes", "spec sheet");
+    printf("%-30s %9.1f GB/s %14s %14s\n", "HBM copy (read + write)", m->copy_Bps / 1e9, "", "");
+    printf("%-30s %9.1f GB/s %9.1f GB/s ", "HBM read (L2 flushed)", m->read_Bps / 1e9, t->bandwidth_Bps / 1e9);
+    if (sheet) printf("%9.1f GB/s\n", sheet->bandwidth_Bps / 1e9);
+    else printf("%14s\n", "n/a");
+    printf("%-30s %6.1f TFLOP/s %6.1f TFLOP/s ", "BF16 tensor (cuBLAS GEMM)", m->tensor16_flops / 1e12, t->tensor16_flops / 1e12);
+    if (sheet) printf("%6.1f TFLOP/s\n", sheet->peak_flops[XF_COMPUTE_TENSOR16] / 1e12);
+    else printf("%14s\n", "n/a");
+    printf("%-30s %6.1f TFLOP/s %6.1f TFLOP/s ", "FP32 (FMA kernel)", m->fp32_flops / 1e12, t->fp32_flops / 1e12);
+    if (sheet) printf("%6.1f TFLOP/s\n", sheet->peak_flops[XF_COMPUTE_FP32] / 1e12);
+    else printf("%14s\n", "n/a");
+    printf("working set %.1f MiB, GEMM %lld^3, median of %d\n", m->bytes / 1048576.0, (long long)m->gemm_n, m->reps);
+    if (d->bandwidth_Bps > 0)
+        printf("ridge (BF16 tensor / bandwidth): %.1f FLOP/byte\n", d->peak_flops[XF_COMPUTE_TENSOR16] / d->bandwidth_Bps);
+    printf("%s%s\n", path ? "saved to " : "not saved", path ? path : "");
+}
+
+/* `xfprof machine --device cuda[:N]`. */
+static int machine_cuda(const char *cmd, int ordinal, const char *out, int save, const char *format) {
+    char path[4096];
+    xf_status s;
+    if (save) {
+        if (out) {
+            if ((size_t)snprintf(path, sizeof path, "%s", out) >= sizeof path) return cli_usage_error(cmd, "-o: path too long");
+        } else if ((s = cli_gpu_machine_path(path, sizeof path)) != XF_OK) {
+            return cli_fail(cmd, s);
+        }
+    }
+    cuda_device_info info;
+    if ((s = cuda_device_open(ordinal, &info)) != XF_OK)
+        return s == XF_EUNSUPPORTED ? cli_cuda_unsupported(cmd) : cli_fail(cmd, s);
+    fprintf(stderr, "xfprof machine: measuring cuda:%d (%s): copy, read, FMA and GEMM kernels (seconds)...\n", ordinal, info.name);
+    device_spec d, sheet;
+    gpu_attrs a;
+    gpu_theory t;
+    gpu_measured m;
+    if ((s = gpu_machine_measure(ordinal, &d, &a, &t, &m)) != XF_OK)
+        return s == XF_EUNSUPPORTED ? cli_cuda_unsupported(cmd) : cli_fail(cmd, s);
+    int have_sheet = gpu_spec_for(&a, &sheet) == XF_OK;
+    xf_error_clear();
+    if (save && (s = ceilings_save(&d, NULL, path)) != XF_OK) return cli_fail(cmd, s);
+    if (!strcmp(format, "json")) {
+        if ((s = ceilings_save(&d, NULL, "-")) != XF_OK) return cli_fail(cmd, s);
+    } else {
+        print_gpu_table(&a, &t, &m, have_sheet ? &sheet : NULL, &d, save ? path : NULL);
+    }
+    return CLI_EXIT_OK;
+}
+
 int cmd_machine(int argc, char **argv) {
     const char *cmd = "machine";
     ceilings_opts o;
@@ -52,7 +116,7 @@ int cmd_machine(int argc, char **argv) {
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     o.threads = ncpu > 0 ? (int)ncpu : 1;
     const char *out = NULL, *format = "table";
-    int save = 1;
+    int save = 1, cuda = 0, ordinal = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int has_val = i + 1 < argc;
@@ -73,6 +137,16 @@ int cmd_machine(int argc, char **argv) {
             format = argv[++i];
             if (strcmp(format, "table") && strcmp(format, "json"))
                 return cli_usage_error(cmd, "--format: '%s' is not table or json", format);
+        } else if (!strcmp(a, "--device")) {
+            if (!has_val) return cli_usage_error(cmd, "--device needs cpu, cuda or cuda:N");
+            const char *dv = argv[++i];
+            if (!strcmp(dv, "cpu")) {
+                cuda = 0;
+            } else if (cuda_device_parse(dv, &ordinal) == XF_OK) {
+                cuda = 1;
+            } else {
+                return cli_usage_error(cmd, "--device: '%s' is not cpu, cuda or cuda:N (N a GPU index)", dv);
+            }
         } else if (!strcmp(a, "--quick")) {
             o.quick = 1;
         } else if (!strcmp(a, "--no-save")) {
@@ -81,6 +155,7 @@ int cmd_machine(int argc, char **argv) {
             return cli_usage_error(cmd, "unknown option '%s'", a);
         }
     }
+    if (cuda) return machine_cuda(cmd, ordinal, out, save, format);
     char path[4096];
     if (save) {
         if (out) {

@@ -1,5 +1,6 @@
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "cli.h"
 
@@ -24,11 +25,18 @@ int cli_fail(const char *cmd, xf_status s) {
 }
 
 int cli_usage_error(const char *cmd, const char *fmt, ...) {
+    char msg[1536];
     va_list ap;
-    fprintf(stderr, "xfprof %s: ", cmd);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "\n(run 'xfprof %s --help' for the options)\n", cmd);
+    /* An argument parser that ran out of memory passes its message here like a bad value would:
+     * that is not the user's mistake, and exits 4 like every other out-of-memory failure. */
+    const char *last = xf_error_msg();
+    if (xf_error_status() == XF_ENOMEM && last[0] && strstr(msg, last)) {
+        fprintf(stderr, "xfprof %s: %s\n", cmd, msg);
+        return CLI_EXIT_FAILURE;
+    }
+    fprintf(stderr, "xfprof %s: %s\n(run 'xfprof %s --help' for the options)\n", cmd, msg, cmd);
     return CLI_EXIT_USAGE;
 }

@@ -35,8 +35,9 @@ char *sweep_line_make(const char *key, const record *r, size_t *len) {
 /* Parses one line into key and record. */
 xf_status sweep_line_parse(const char *text, size_t len, const char *ctx, char *key, size_t keylen, record *r) {
     record_init(r, "");
-    cJSON *root = cJSON_ParseWithLength(text, len);
-    if (!root) return xf_errorf(XF_EPARSE, "%s: not valid JSON", ctx);
+    cJSON *root = NULL;
+    xf_status ps = json_parse_len(text, len, ctx, &root); /* out of memory is not a bad line */
+    if (ps != XF_OK) return ps;
     xf_status s = XF_OK;
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
     int64_t ver;

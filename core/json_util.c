@@ -2,7 +2,24 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* cJSON reports an allocation failure while parsing exactly as a syntax error (NULL and an error
+ * position). Its allocations go through this hook, which notes a failure, so json_parse can say
+ * "out of memory" instead of blaming a valid file. Installed once before main (single-threaded). */
+static _Thread_local int g_json_alloc_failed;
+
+static void *json_hook_malloc(size_t n) {
+    void *p = malloc(n);
+    if (!p) g_json_alloc_failed = 1;
+    return p;
+}
+
+__attribute__((constructor)) static void json_hooks_install(void) {
+    cJSON_Hooks hooks = {.malloc_fn = json_hook_malloc, .free_fn = free};
+    cJSON_InitHooks(&hooks);
+}
 
 /* 1 when the text ends inside a string or with objects/arrays still open: the mark of a file
  * cut short (an interrupted write, a full disk), worth saying plainly. */
@@ -23,9 +40,10 @@ static int json_looks_truncated(const char *text) {
 xf_status json_parse(const char *text, const char *ctx, cJSON **out) {
     *out = NULL;
     const char *end = NULL;
+    g_json_alloc_failed = 0;
     cJSON *j = cJSON_ParseWithOpts(text, &end, 1);
     if (!j) {
-        if (!end) return xf_errorf(XF_ENOMEM, "%s: out of memory parsing JSON", ctx);
+        if (!end || g_json_alloc_failed) return xf_errorf(XF_ENOMEM, "%s: out of memory parsing JSON", ctx);
         size_t off = (size_t)(end - text);
         size_t len = strlen(text);
         int line = 1;
@@ -37,6 +55,14 @@ xf_status json_parse(const char *text, const char *ctx, cJSON **out) {
     }
     *out = j;
     return XF_OK;
+}
+
+xf_status json_parse_len(const char *text, size_t len, const char *ctx, cJSON **out) {
+    g_json_alloc_failed = 0;
+    *out = cJSON_ParseWithLength(text, len);
+    if (*out) return XF_OK;
+    if (g_json_alloc_failed) return xf_errorf(XF_ENOMEM, "%s: out of memory parsing JSON", ctx);
+    return xf_errorf(XF_EPARSE, "%s: not valid JSON", ctx);
 }
 
 static const cJSON *field(const cJSON *obj, const char *key) {

@@ -13,6 +13,11 @@
 /* Parses text; XF_EPARSE with the position of the error (and "truncated" when it ends early). */
 xf_status json_parse(const char *text, const char *ctx, cJSON **out);
 
+/* cJSON_ParseWithLength that tells a failed allocation (XF_ENOMEM, "ctx: out of memory parsing
+ * JSON") from bad text (XF_EPARSE "ctx: not valid JSON"), for callers that word their own error.
+ * *out is freed by the caller with cJSON_Delete. */
+xf_status json_parse_len(const char *text, size_t len, const char *ctx, cJSON **out);
+
 /* Required fields: XF_EINVAL "ctx: missing field 'x'" / "field 'x' must be a number". */
 xf_status json_get_number(const cJSON *obj, const char *key, const char *ctx, double *out);
 xf_status json_get_int(const cJSON *obj, const char *key, const char *ctx, int64_t lo, int64_t hi, int64_t *out);

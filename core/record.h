@@ -26,7 +26,7 @@ const char *bound_name(xf_bound b); /* "memory", "compute", "latency", "balanced
 xf_status bound_parse(const char *s, xf_bound *out);
 
 /* A hardware counter read over an op's range (perf_event on the CPU, CUPTI on the GPU). */
-#define RECORD_MAX_COUNTERS 8
+#define RECORD_MAX_COUNTERS 12
 typedef struct record_counter {
     char name[48];  /* "cycles", "instructions", "dram__bytes_read.sum", ... */
     int supported;  /* 0: this machine does not offer it (written as "unsupported") */
@@ -116,7 +116,7 @@ typedef struct record_advice {
 
 struct record_kv; /* the KV section, see record_kv.h */
 
-#define RECORD_MAX_ENV 24
+#define RECORD_MAX_ENV 48
 typedef struct record_env {
     char key[32];
     char value[224];

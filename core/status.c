@@ -5,6 +5,7 @@
 #include <string.h>
 
 static _Thread_local char g_msg[1024];
+static _Thread_local xf_status g_status; /* the status the message goes with */
 
 const char *xf_status_str(xf_status s) {
     switch (s) {
@@ -25,6 +26,7 @@ xf_status xf_errorf(xf_status s, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(g_msg, sizeof g_msg, fmt, ap);
     va_end(ap);
+    g_status = s;
     return s;
 }
 
@@ -41,9 +43,15 @@ xf_status xf_error_prefix(xf_status s, const char *fmt, ...) {
     size_t ol = strnlen(old, room);
     memcpy(g_msg + hl, old, ol);
     g_msg[hl + ol] = '\0';
+    g_status = s;
     return s;
 }
 
 const char *xf_error_msg(void) { return g_msg; }
 
-void xf_error_clear(void) { g_msg[0] = '\0'; }
+xf_status xf_error_status(void) { return g_msg[0] ? g_status : XF_OK; }
+
+void xf_error_clear(void) {
+    g_msg[0] = '\0';
+    g_status = XF_OK;
+}

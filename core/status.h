@@ -28,6 +28,10 @@ xf_status xf_error_prefix(xf_status s, const char *fmt, ...) __attribute__((form
 /* This thread's last message, "" when none. Owned by the library (thread-local buffer). */
 const char *xf_error_msg(void);
 
+/* The status passed with this thread's last message (XF_OK when none): lets cli/ tell an
+ * out-of-memory failure apart from bad input when only the message was passed on. */
+xf_status xf_error_status(void);
+
 void xf_error_clear(void);
 
 #endif

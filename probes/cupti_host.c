@@ -241,7 +241,7 @@ void cupti_op_counts_of(const cupti_metric_values *m, double flops_per_unit, cup
 }
 
 void cupti_fill_record_op(const cupti_metric_values *m, double flops_per_unit, record_op *op) {
-    int n = 0;
+    int n = op->n_counters; /* appended after what the op already holds (the kernel time) */
     for (int i = 0; i < CUPTI_M_COUNT && n < RECORD_MAX_COUNTERS; i++, n++) {
         record_counter *c = &op->counters[n];
         memset(c, 0, sizeof *c);

@@ -123,7 +123,7 @@ typedef struct cupti_op_counts {
 /* flops_per_unit <= 0 means "not calibrated": the tensor FLOPs are then unknown (have_flops 0). */
 void cupti_op_counts_of(const cupti_metric_values *m, double flops_per_unit, cupti_op_counts *out);
 
-/* Writes the eight metrics into op->counters (supported = 0 for missing ones, written as
+/* Appends the eight metrics to op->counters (supported = 0 for missing ones, written as
  * "unsupported"), and, when DRAM bytes are present, op->measured_bytes and
  * op->bytes_from_counters = 1. Time samples are not touched: times come from runs without
  * counter collection. */

@@ -84,12 +84,9 @@ static void *cpu_alloc(cpu_ctx *c, int64_t n, int64_t esz, xf_status *st) {
 }
 
 static void cpu_seq_free_kv(cpu_ctx *c, cpu_seq *s) {
-    if (s->k) {
-        for (int64_t l = 0; l < c->cfg.n_layers; l++) {
-            free(s->k[l]);
-            free(s->v[l]);
-            s->k[l] = s->v[l] = NULL;
-        }
+    for (int64_t l = 0; l < c->cfg.n_layers; l++) { /* k or v may be missing after a failed cpu_init */
+        if (s->k) free(s->k[l]), s->k[l] = NULL;
+        if (s->v) free(s->v[l]), s->v[l] = NULL;
     }
     if (s->cap > 0) c->bytes -= 2 * c->cfg.n_layers * s->cap * c->kv_dim * c->kv_esz;
     s->cap = 0;
@@ -107,11 +104,10 @@ static void cpu_free(void *ctx) {
         }
         free(c->seqs);
     }
-    if (c->kpool) {
-        for (int64_t l = 0; l < c->cfg.n_layers; l++) {
-            free(c->kpool[l]);
-            free(c->vpool[l]);
-        }
+    /* either pool may be missing when cpu_init ran out of memory between the two callocs */
+    for (int64_t l = 0; l < c->cfg.n_layers; l++) {
+        if (c->kpool) free(c->kpool[l]);
+        if (c->vpool) free(c->vpool[l]);
     }
     free(c->kpool);
     free(c->vpool);

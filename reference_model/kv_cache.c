@@ -321,8 +321,8 @@ xf_status kv_cache_init(kv_cache **out, const kv_cache_config *cfg) {
         kv->used = calloc(nb, sizeof *kv->used);
         kv->free_stack = malloc(nb * sizeof *kv->free_stack);
         if (!kv->ref || !kv->used || !kv->free_stack) {
-            kv_cache_free(kv);
-            return xf_errorf(XF_ENOMEM, "out of memory for %lld KV blocks", (long long)kv->n_blocks);
+            kv_cache_free(kv); /* the count comes from nb: kv is gone */
+            return xf_errorf(XF_ENOMEM, "out of memory for %lld KV blocks", (long long)nb);
         }
         /* Pops give blocks 0, 1, 2, ... on a fresh pool. */
         for (int64_t i = 0; i < kv->n_blocks; i++) kv->free_stack[i] = (int32_t)(kv->n_blocks - 1 - i);

@@ -445,6 +445,11 @@ struct kv_cache *model_kv(model *m) { return m ? m->kv : NULL; }
 const struct model_weights *model_get_weights(const model *m) { return m ? m->w : NULL; }
 const char *model_backend_name(const model *m) { return m ? m->be->name : NULL; }
 
+void *model_backend_ctx(model *m) { return m ? m->bctx : NULL; }
+void model_set_sync_each_op(model *m, int on) {
+    if (m) m->opt.sync_each_op = on != 0;
+}
+
 void model_get_mem(const model *m, model_mem *out, int64_t *backend_bytes) {
     if (out) *out = m->mem;
     if (backend_bytes) *backend_bytes = m->be->mem_bytes(m->bctx);

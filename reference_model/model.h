@@ -93,6 +93,12 @@ const model_config *model_get_config(const model *m);
 struct kv_cache *model_kv(model *m);                     /* the KV manager, for KV metrics */
 const struct model_weights *model_get_weights(const model *m);
 const char *model_backend_name(const model *m);
+/* The backend's context, for backend-specific calls (the CUDA backend's cuda_backend_set_graph and
+ * cuda_backend_last_step_ms). Owned by the model, valid until model_free; NULL for a NULL model. */
+void *model_backend_ctx(model *m);
+/* Turns the per-op backend sync (model_options.sync_each_op) on or off for the following steps:
+ * off to time whole steps of an asynchronous backend without a sync between ops. */
+void model_set_sync_each_op(model *m, int on);
 /* The memory figures model_init checked (and the backend's real allocation in backend_bytes). */
 void model_get_mem(const model *m, model_mem *out, int64_t *backend_bytes);
 

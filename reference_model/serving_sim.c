@@ -11,6 +11,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/fileio.h"
+#include "core/json_util.h"
 
 /* ---- random numbers ---- */
 
@@ -210,7 +211,8 @@ static xf_status check_req(const char *src, int64_t line, double arr, int64_t p,
 }
 
 static xf_status parse_jsonl_line(const char *src, int64_t line, char *text, int64_t max_len, sim_request *r) {
-    cJSON *j = cJSON_Parse(text);
+    cJSON *j = NULL;
+    if (json_parse_len(text, strlen(text), src, &j) == XF_ENOMEM) return XF_ENOMEM; /* not the line's fault */
     if (!j) return xf_errorf(XF_EPARSE, "%s:%lld: not a JSON object", src, (long long)line);
     xf_status st = XF_OK;
     const char *keys[3] = {"arrival", "prompt", "output"};

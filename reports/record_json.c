@@ -20,6 +20,15 @@
 
 /* Each add returns 0 on OOM; `ok &=` chains keep the writer flat. */
 static int add_str(cJSON *o, const char *k, const char *v) { return cJSON_AddStringToObject(o, k, v ? v : "") != NULL; }
+
+/* Adds `item` (may be NULL: 0) under key k. cJSON copies the key, which can fail for lack of memory
+ * and then leaves the item unowned: it is deleted here, so a failed add never leaks. */
+static int add_item(cJSON *o, const char *k, cJSON *item) {
+    if (!item) return 0;
+    if (cJSON_AddItemToObject(o, k, item)) return 1;
+    cJSON_Delete(item);
+    return 0;
+}
 static int add_bool(cJSON *o, const char *k, int v) { return cJSON_AddBoolToObject(o, k, v ? 1 : 0) != NULL; }
 
 static cJSON *model_to_json(const record *r) {
@@ -56,8 +65,16 @@ static cJSON *device_to_json(const device_spec *d) {
         ok &= json_add_number(ridge, compute_name((xf_compute)c), device_ridge(d, (xf_compute)c));
     }
     if (!ok) goto fail;
-    cJSON_AddItemToObject(o, "peak_flops", peaks);
-    cJSON_AddItemToObject(o, "ridge", ridge); /* derived: written for readers, ignored on load */
+    /* add_item deletes an item it could not add */
+    if (!add_item(o, "peak_flops", peaks)) {
+        cJSON_Delete(ridge);
+        cJSON_Delete(o);
+        return NULL;
+    }
+    if (!add_item(o, "ridge", ridge)) { /* derived: written for readers, ignored on load */
+        cJSON_Delete(o);
+        return NULL;
+    }
     return o;
 fail:
     cJSON_Delete(o);
@@ -83,7 +100,7 @@ static cJSON *op_to_json(const record_op *op) {
     if (ok && op->bytes_from_counters) ok &= json_add_number(o, "measured_bytes", op->measured_bytes);
     if (ok && op->measured) {
         cJSON *s = cJSON_CreateDoubleArray(op->samples_s, op->n_samples);
-        ok &= s != NULL && cJSON_AddItemToObject(o, "samples_s", s);
+        ok &= add_item(o, "samples_s", s);
         ok &= json_add_number(o, "spread_s", op->spread_s) & json_add_number(o, "util_compute", op->util_compute) &
               json_add_number(o, "util_memory", op->util_memory);
     }
@@ -197,9 +214,9 @@ char *record_to_json(const record *r) {
     ok &= env != NULL;
     for (int i = 0; ok && i < r->n_env; i++) ok &= add_str(env, r->env[i].key, r->env[i].value);
     cJSON *m = ok ? model_to_json(r) : NULL;
-    ok &= m != NULL && cJSON_AddItemToObject(root, "model", m);
+    ok &= add_item(root, "model", m);
     cJSON *d = ok ? device_to_json(&r->device) : NULL;
-    ok &= d != NULL && cJSON_AddItemToObject(root, "device", d);
+    ok &= add_item(root, "device", d);
     cJSON *pts = ok ? cJSON_AddArrayToObject(root, "points") : NULL;
     ok &= pts != NULL;
     for (int i = 0; ok && i < r->n_points; i++) {
@@ -208,7 +225,7 @@ char *record_to_json(const record *r) {
     }
     if (ok && r->kv) {
         cJSON *kv = record_kv_to_json(r->kv);
-        ok &= kv != NULL && cJSON_AddItemToObject(root, "kv", kv);
+        ok &= add_item(root, "kv", kv);
     }
     if (ok && r->n_advice > 0) ok &= advice_to_json(root, r);
     char *text = ok ? cJSON_PrintUnformatted(root) : NULL; /* compact: sweeps hold many ops */
@@ -245,7 +262,9 @@ static xf_status read_model(const cJSON *j, record *r) {
     (void)v;
     m->tied_embeddings = tied;
     m->qkv_bias = bias;
-    if (params < 0 || params > 9e15) return xf_errorf(XF_EINVAL, "%s: field 'params' out of range", ctx);
+    /* The largest config xfprof accepts has about 2.3e17 parameters (predict writes such records):
+     * the bound is what an int64 holds. */
+    if (!(params >= 0 && params < 0x1p63)) return xf_errorf(XF_EINVAL, "%s: field 'params' out of range", ctx);
     r->model_params = (int64_t)params;
     if (m->n_heads % m->n_kv_heads != 0)
         return xf_errorf(XF_EINVAL, "%s: n_heads (%lld) is not a multiple of n_kv_heads (%lld)", ctx, (long long)m->n_heads,

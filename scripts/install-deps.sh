@@ -5,9 +5,9 @@
 set -euo pipefail
 # Build: compiler, CMake, cJSON, OpenBLAS (prefill GEMMs). Tests: Criterion; gnuplot (report
 # charts); chromium and fonts (the report opened in a real browser); python3 (shell tests read
-# JSON); clang with its runtime (libFuzzer harnesses).
+# JSON); clang with its runtime (libFuzzer harnesses); valgrind (the memcheck pass).
 pkgs=(build-essential cmake pkg-config libcjson-dev libopenblas-dev libcriterion-dev gnuplot-nox
-      chromium fonts-liberation fonts-dejavu-core python3 clang libclang-rt-dev)
+      chromium fonts-liberation fonts-dejavu-core python3 clang libclang-rt-dev valgrind)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

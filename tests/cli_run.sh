@@ -72,9 +72,16 @@ expect_rc 2 "machine --threads 0" "$XF" machine --threads 0
 expect_rc 0 "machine --help" "$XF" machine --help
 expect_rc 0 "run --help" "$XF" run --help
 
-# 4. --device cuda without a CUDA backend or device: exit 3 and a plain message.
-expect_rc 3 "--device cuda" "$XF" run --device cuda
-grep -qi "cuda" "$TMP/err" && ok "message names CUDA: $(head -c 160 "$TMP/err")" || bad "no plain CUDA message"
+# 4. --device cuda without a CUDA backend or device: exit 3 and the plain message (where a driver
+# is present this is not the no-device case: tests/cli_cuda_nogpu.sh covers both).
+if [ ! -e /dev/nvidiactl ] && [ ! -e /proc/driver/nvidia/version ]; then
+    expect_rc 3 "--device cuda" "$XF" run --device cuda
+    grep -q "^xfprof run: no CUDA device present: ." "$TMP/err" && ok "plain message: $(head -c 160 "$TMP/err")" ||
+        bad "not the plain 'no CUDA device present' message: $(cat "$TMP/err")"
+    expect_rc 3 "--device cuda:1 --cuda-graph --cupti counters" "$XF" run --device cuda:1 --cuda-graph --cupti counters
+fi
+expect_rc 2 "--cupti on the CPU" "$XF" run --cupti activity
+expect_rc 2 "--device cuda:x" "$XF" run --device cuda:x
 
 # 5. Too large a model is refused before allocating, with the sizes.
 start=$(date +%s)
