@@ -22,10 +22,14 @@ const char *xf_status_str(xf_status s) {
 }
 
 xf_status xf_errorf(xf_status s, const char *fmt, ...) {
+    /* Formatted aside first: callers may pass xf_error_msg() itself as an argument ("%s: %s"),
+     * and vsnprintf must not read the buffer it writes (valgrind: overlapping copy). */
+    char buf[sizeof g_msg];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(g_msg, sizeof g_msg, fmt, ap);
+    vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
+    memcpy(g_msg, buf, strlen(buf) + 1);
     g_status = s;
     return s;
 }

@@ -72,6 +72,7 @@ static int cmp_begin(const void *a, const void *b) {
 static xf_status parse_header(st_file *f, const char *json, const char *data, int64_t data_len) {
     cJSON *root = NULL;
     xf_status st = json_parse(json, f->path, &root);
+    if (st == XF_ENOMEM) return st; /* not the file's fault */
     if (st) return xf_errorf(XF_EFORMAT, "%s: the safetensors header is not valid JSON (%s)", f->path, xf_error_msg());
     if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);

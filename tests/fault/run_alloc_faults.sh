@@ -104,7 +104,7 @@ check predict "" -- predict --model stories15m
 check predict-json "p.json:json" -- predict --model stories15m --format json -o @OUT@/p.json
 check kv "" -- kv --model stories15m --requests 20
 check kv-json "k.json:json" -- kv --model stories15m --requests 20 --format json -o @OUT@/k.json
-check kv-trace "" -- kv --model stories15m --trace-file "$here/../data/kv/trace.jsonl" --policy reserve,paged:16
+check kv-trace "" -- kv --model stories15m --max-len 4096 --trace-file "$here/../data/kv/trace.jsonl" --policy reserve,paged:16
 check show "" -- show "$work/ref.json"
 check show-kv "" -- show "$work/kvref.json"
 check report "r.html:html" -- report "$work/ref.json" -o @OUT@/r.html
