@@ -14,6 +14,7 @@
 #include "analyzers/roofline.h"
 #include "args.h"
 #include "cli.h"
+#include "signals.h"
 #include "core/device.h"
 #include "cuda_cli.h"
 #include "output.h"
@@ -899,9 +900,11 @@ int cmd_run(int argc, char **argv) {
     rec.model_params = config_param_count(&cfg);
     rec.device = ctx.dev;
     rec.ceilings_measured = cuda ? from_file : 1; /* CPU: the machine file or a quick measurement */
-    for (int ib = 0; ib < nb; ib++)
-        for (int ip = 0; ip < np; ip++)
-            for (int ig = 0; ig < ng; ig++) {
+    /* Ctrl-C / SIGTERM: the point being measured finishes, every completed point is written. */
+    cli_signals_install();
+    for (int ib = 0; ib < nb && !cli_signal_pending(); ib++)
+        for (int ip = 0; ip < np && !cli_signal_pending(); ip++)
+            for (int ig = 0; ig < ng && !cli_signal_pending(); ig++) {
                 workload w;
                 memset(&w, 0, sizeof w);
                 w.batch = batches[ib];
@@ -939,6 +942,10 @@ int cmd_run(int argc, char **argv) {
                 if (rec.n_points == 1) rec.kv_bytes_per_token = p->memory.kv_bytes_per_token;
                 p->memory.capacity_bytes = machine.memory_bytes;
             }
+    int stopped_by = cli_signal_pending();
+    if (stopped_by)
+        fprintf(stderr, "xfprof run: interrupted by %s: writing the %d completed point(s) of %d\n", cli_signal_name(stopped_by),
+                rec.n_points, nb * np * ng);
     if (ctx.timer && timer_probe_dropped(ctx.timer) > 0)
         fprintf(stderr, "xfprof run: warning: %lld probe ranges were unbalanced or out of range and dropped\n",
                 (long long)timer_probe_dropped(ctx.timer));
@@ -954,6 +961,7 @@ int cmd_run(int argc, char **argv) {
     rc = cli_output_write(CMD, &rec, &out);
     /* Under the table: how it was measured (ceilings used, counters, BLAS kernels). */
     if (rc == CLI_EXIT_OK && out.format == RENDER_TABLE && !(out.path && !strcmp(out.path, "-"))) print_notes(stdout, &rec, ceil_note, &ctx, rss);
+    if (rc == CLI_EXIT_OK && stopped_by) rc = 128 + stopped_by;
 out:
     model_free(ctx.m);
     cupti_probe_free(ctx.cupti);

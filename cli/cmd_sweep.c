@@ -28,6 +28,7 @@
 #include "output.h"
 #include "reports/record_json.h"
 #include "sweep_grid.h"
+#include "signals.h"
 #include "sweep_line.h"
 
 static const char *CMD = "sweep";
@@ -67,22 +68,6 @@ static void help(void) {
            "Example: xfprof sweep --predict --model llama-2-7b --device h100-sxm --batch 1..64 --prompt 128..2048*4 \\\n"
            "           --jsonl sweep.jsonl -o sweep.json && xfprof report sweep.json -o sweep.html\n",
            cli_output_help);
-}
-
-/* ---------- signals: finish the current line, then stop ---------- */
-
-static volatile sig_atomic_t g_stop = 0;
-
-static void on_signal(int sig) { g_stop = sig; }
-
-static void install_signals(void) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
 }
 
 static double now_s(void) {
@@ -217,7 +202,10 @@ static xf_status run_one(sweep_ctx *c, const sweep_param *p, record *out) {
     int st;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
     }
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) { /* pass on what the runner said */
+    /* A runner that got Ctrl-C with the sweep finishes its point, saves it and exits 128 + signal:
+     * that point is complete and kept. */
+    int ok = WIFEXITED(st) && (WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 128 + SIGINT || WEXITSTATUS(st) == 128 + SIGTERM);
+    if (!ok) { /* pass on what the runner said */
         char buf[2048];
         off_t end = lseek(efd, 0, SEEK_END);
         lseek(efd, end > (off_t)sizeof buf - 1 ? end - (off_t)sizeof buf + 1 : 0, SEEK_SET);
@@ -229,7 +217,7 @@ static xf_status run_one(sweep_ctx *c, const sweep_param *p, record *out) {
     }
     close(efd);
     unlink(errp);
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+    if (!ok) {
         unlink(tmp);
         if (WIFSIGNALED(st)) return xf_errorf(XF_EIO, "'xfprof run' for this point was killed by signal %d", WTERMSIG(st));
         if (WEXITSTATUS(st) == 127) return xf_errorf(XF_EUNSUPPORTED, "could not execute %s run", c->self);
@@ -538,11 +526,11 @@ int cmd_sweep(int argc, char **argv) {
             goto fail;
         }
     }
-    install_signals();
+    cli_signals_install();
     int tty = isatty(STDERR_FILENO);
     double t0 = now_s();
     int64_t todo = n - n_resumed, finished = 0;
-    for (int64_t i = 0; i < n && !g_stop; i++) {
+    for (int64_t i = 0; i < n && !cli_signal_pending(); i++) {
         if (done[i]) continue;
         if (tty) {
             double el = now_s() - t0;
@@ -556,7 +544,7 @@ int cmd_sweep(int argc, char **argv) {
             fflush(stderr);
         }
         s = g.predict ? predict_one(&ctx, &ps[i], &recs[i]) : run_one(&ctx, &ps[i], &recs[i]);
-        if (s && g_stop) { /* Ctrl-C reached the runner too: this point is lost, the others are kept */
+        if (s && cli_signal_pending()) { /* Ctrl-C reached the runner too: this point is lost, the others are kept */
             record_free(&recs[i]);
             memset(&recs[i], 0, sizeof recs[i]);
             s = XF_OK;
@@ -583,11 +571,11 @@ int cmd_sweep(int argc, char **argv) {
     }
     if (tty) fprintf(stderr, "\r\033[K");
     for (int64_t i = 0; i < n; i++) n_done += done[i];
-    if (g_stop) {
-        fprintf(stderr, "xfprof %s: interrupted by %s after %lld of %lld points%s%s%s\n", CMD, g_stop == SIGINT ? "SIGINT" : "SIGTERM",
+    if (cli_signal_pending()) {
+        fprintf(stderr, "xfprof %s: interrupted by %s after %lld of %lld points%s%s%s\n", CMD, cli_signal_name(cli_signal_pending()),
                 (long long)n_done, (long long)n, jsonl ? "; they are in " : " (no --jsonl: nothing kept)", jsonl ? jsonl : "",
                 jsonl ? ": rerun with --resume to finish" : "");
-        rc = 128 + g_stop;
+        rc = 128 + cli_signal_pending();
         goto cleanup;
     }
     /* One record per (model, device), with the advice of what it found. */
