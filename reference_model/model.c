@@ -125,11 +125,15 @@ xf_status model_mem_of(const model_config *cfg, const model_options *o, model_me
     int64_t slots;
     if (o->kv_alloc == KV_ALLOC_SYSTEM) {
         if (!mul_ok(o->max_seqs, o->max_seq_len, &slots) || !mul_ok(slots, bps, &out->kv_bytes))
-            return xf_errorf(XF_EOVERFLOW, "KV of %lld x %lld tokens overflows", (long long)o->max_seqs, (long long)o->max_seq_len);
+            return xf_errorf(XF_EOVERFLOW, "KV of %lld sequences x %lld tokens x %lld bytes per token = %.3g bytes overflows 64 bits: "
+                             "give a smaller --batch, --prompt or --gen", (long long)o->max_seqs, (long long)o->max_seq_len,
+                             (long long)bps, (double)o->max_seqs * (double)o->max_seq_len * (double)bps);
     } else if (o->kv_pool_bytes > 0) {
         out->kv_bytes = o->kv_pool_bytes / bps * bps;
     } else if (!mul_ok(o->max_seqs, slots_per_seq(&pol, o->max_seq_len), &slots) || !mul_ok(slots, bps, &out->kv_bytes)) {
-        return xf_errorf(XF_EOVERFLOW, "KV of %lld x %lld tokens overflows", (long long)o->max_seqs, (long long)o->max_seq_len);
+        return xf_errorf(XF_EOVERFLOW, "KV of %lld sequences x %lld tokens x %lld bytes per token = %.3g bytes overflows 64 bits: "
+                         "give a smaller --batch, --prompt or --gen", (long long)o->max_seqs, (long long)o->max_seq_len,
+                         (long long)bps, (double)o->max_seqs * (double)o->max_seq_len * (double)bps);
     }
     /* Activations: what cpu_backend.c allocates (rows = max_seqs * max_prompt). */
     int64_t T, per_tok, acts, q_dim = cfg->n_heads * cfg->head_dim, kv_dim = cfg->n_kv_heads * cfg->head_dim;
@@ -140,10 +144,12 @@ xf_status model_mem_of(const model_config *cfg, const model_options *o, model_me
     if (!mul_ok(o->max_seqs, o->max_prompt, &T) || !mul_ok(T, per_tok, &acts) || !add_ok(acts, tail, &acts) ||
         !mul_ok(acts, 4, &acts) ||
         (o->wdtype != XF_FP32 && T >= 16 && !add_ok(acts, (int64_t)threads * (4 << 20), &acts)))
-        return xf_errorf(XF_EOVERFLOW, "activations of %lld x %lld tokens overflow", (long long)o->max_seqs, (long long)o->max_prompt);
+        return xf_errorf(XF_EOVERFLOW, "activations of %lld sequences x %lld prompt tokens overflow 64-bit byte counts: give a "
+                         "smaller --batch or --prompt", (long long)o->max_seqs, (long long)o->max_prompt);
     out->activations_bytes = acts;
     if (!add_ok(out->weights_bytes, out->kv_bytes, &out->total_bytes) || !add_ok(out->total_bytes, acts, &out->total_bytes))
-        return xf_errorf(XF_EOVERFLOW, "the model's memory overflows 64 bits");
+        return xf_errorf(XF_EOVERFLOW, "the model's memory (weights %.3g + KV %.3g + activations %.3g bytes) overflows 64 bits",
+                         (double)out->weights_bytes, (double)out->kv_bytes, (double)acts);
     return XF_OK;
 }
 
