@@ -5,9 +5,12 @@
  *      the decode, the better of the two (target >= 0.85).
  *   2. bf16 and int8 weights: decode tokens/s over fp32's (targets >= 1.8x and >= 3x).
  *   3. A 512-token fp32 prefill: its GEMMs' FLOP/s over the measured FP32 peak (target >= 0.60).
- *   4. Timer probe on vs off, same model, interleaved decode blocks (target <= 3% overhead).
- * Times per decode step are best-of-N steps, as the ceilings are best-of-N repetitions (the
- * medians are printed too); the probe overhead compares medians of interleaved blocks.
+ *   4. Timer probe on vs off, same model, alternate decode steps (target <= 3% overhead).
+ * The three weight dtypes are loaded together and their decode steps interleaved (fp32, bf16, int8,
+ * fp32, ...), so a neighbour's memory traffic on a shared machine slows all three alike. Times per
+ * decode step are best-of-N steps, as the ceilings are best-of-N repetitions (the medians are
+ * printed too); the prefill GEMMs take each op's best of 3 prefills; the probe overhead compares
+ * the medians of alternate steps.
  *
  * Usage: bench_cpu [--threads N] [--steps N] [--model NAME] [--quick]
  * Exit status 0 when every target passes, 1 when one fails, 2 on an error. */
@@ -89,34 +92,6 @@ static xf_status open_model(bench_model *bm, const model_config *cfg, xf_dtype w
     return model_init(&bm->m, cfg, &o);
 }
 
-/* Time per decode step over `steps` steps after an 8-token prefill: the median, and the best
- * (best-of-N, as the ceilings are measured) in *best when not NULL. */
-static xf_status decode_time2(bench_model *bm, int steps, const probe_set *ps, double *per_step, double *best) {
-    double *t = calloc((size_t)steps, sizeof *t);
-    if (!t) return xf_errorf(XF_ENOMEM, "out of memory");
-    int64_t len = 8;
-    model_reset(bm->m);
-    xf_status s = model_prefill(bm->m, 1, bm->prompt, &len, ps);
-    for (int k = 0; s == XF_OK && k < steps; k++) {
-        double t0 = timer_now_s();
-        s = model_decode_step(bm->m, NULL, ps);
-        t[k] = timer_now_s() - t0;
-    }
-    if (s == XF_OK) {
-        *per_step = median(t, steps);
-        if (best) {
-            *best = t[0];
-            for (int k = 1; k < steps; k++) *best = t[k] < *best ? t[k] : *best;
-        }
-    }
-    free(t);
-    return s;
-}
-
-static xf_status decode_time(bench_model *bm, int steps, const probe_set *ps, double *per_step) {
-    return decode_time2(bm, steps, ps, per_step, NULL);
-}
-
 int main(int argc, char **argv) {
     ceilings_env_reexec(argc, argv); /* OpenBLAS kernels and OpenMP waiting, set before they load */
     int threads = 2, steps = 8, quick = 0;
@@ -153,26 +128,57 @@ int main(int argc, char **argv) {
     printf("ceilings: read %.2f GB/s over %.0f MiB (LLC %.0f MiB); FP32 peak %.1f GFLOP/s (%s)\n", rd.Bps / 1e9, ws / 1048576,
            llc / 1048576, peak / 1e9, isa);
 
-    /* fp32: decode bandwidth, the 512-token prefill GEMMs, probe overhead. */
-    bench_model fm;
-    double t0 = timer_now_s();
-    if (open_model(&fm, &cfg, XF_FP32, threads, 512, 520) != XF_OK) return die("fp32 model");
-    printf("fp32 model ready in %.1f s\n", timer_now_s() - t0);
-    double warm;
-    if (decode_time(&fm, 2, NULL, &warm) != XF_OK) return die("fp32 warm-up");
-    double t_fp32_med, t_fp32;
-    if (decode_time2(&fm, steps, NULL, &t_fp32_med, &t_fp32) != XF_OK) return die("fp32 decode");
+    /* Decode of the three weight dtypes, interleaved step by step. */
+    const xf_dtype dts[3] = {XF_FP32, XF_BF16, XF_INT8};
+    bench_model bms[3];
+    double *dt_s[3];
+    for (int k = 0; k < 3; k++) {
+        double t0 = timer_now_s();
+        /* fp32 also runs the 512-token prefill below */
+        if (open_model(&bms[k], &cfg, dts[k], threads, k == 0 ? 512 : 16, k == 0 ? 520 : 16 + steps + 4) != XF_OK)
+            return die(dtype_name(dts[k]));
+        printf("%s model ready in %.1f s\n", dtype_name(dts[k]), timer_now_s() - t0);
+        dt_s[k] = calloc((size_t)steps, sizeof(double));
+        if (!dt_s[k]) return die("out of memory");
+        int64_t len = 8;
+        model_reset(bms[k].m);
+        if (model_prefill(bms[k].m, 1, bms[k].prompt, &len, NULL) != XF_OK) return die("prefill");
+        for (int w = 0; w < 2; w++) /* warm-up steps */
+            if (model_decode_step(bms[k].m, NULL, NULL) != XF_OK) return die("decode warm-up");
+    }
+    for (int i = 0; i < steps; i++)
+        for (int k = 0; k < 3; k++) {
+            double t0 = timer_now_s();
+            if (model_decode_step(bms[k].m, NULL, NULL) != XF_OK) return die("decode");
+            dt_s[k][i] = timer_now_s() - t0;
+        }
+    double t_best[3], t_med[3];
+    for (int k = 0; k < 3; k++) {
+        t_best[k] = dt_s[k][0];
+        for (int i = 1; i < steps; i++) t_best[k] = dt_s[k][i] < t_best[k] ? dt_s[k][i] : t_best[k];
+        t_med[k] = median(dt_s[k], steps);
+        free(dt_s[k]);
+    }
     /* The read ceiling again, right after: a shared machine's neighbours move it by +-20% within
      * minutes; the ceiling is the best this run saw, as every ceiling is a best-of. */
     ceilings_bw rd2;
     if (ceilings_bandwidth(CEIL_READ, ws, threads, quick ? 2 : 4, &rd2) != XF_OK) return die("read bandwidth");
-    printf("read bandwidth again after the fp32 decode: %.2f GB/s (ceiling used: %.2f GB/s)\n", rd2.Bps / 1e9,
+    printf("read bandwidth again after the decode: %.2f GB/s (ceiling used: %.2f GB/s)\n", rd2.Bps / 1e9,
            (rd2.Bps > rd.Bps ? rd2.Bps : rd.Bps) / 1e9);
     if (rd2.Bps > rd.Bps) rd = rd2;
-    double wbytes = decode_weight_bytes(&cfg, XF_FP32, 8 + steps / 2);
-    double attained = wbytes / t_fp32;
-    printf("fp32 decode: best %.1f ms/token (median %.1f), %.1f MiB of weights per token -> %.2f GB/s (median %.2f)\n",
-           t_fp32 * 1e3, t_fp32_med * 1e3, wbytes / 1048576, attained / 1e9, wbytes / t_fp32_med / 1e9);
+    /* context during the timed steps: 8 prompt + 2 warm-up + about steps / 2 */
+    const int64_t ctx = 10 + steps / 2;
+    for (int k = 0; k < 3; k++) {
+        double wb = decode_weight_bytes(&cfg, dts[k], ctx);
+        printf("%s decode: best %.1f ms/token (median %.1f), %.1f MiB of weights per token -> %.2f GB/s (median %.2f)\n",
+               dtype_name(dts[k]), t_best[k] * 1e3, t_med[k] * 1e3, wb / 1048576, wb / t_best[k] / 1e9,
+               wb / t_med[k] / 1e9);
+    }
+    printf("medians: bf16 %.2fx, int8 %.2fx the fp32 tokens/s\n", t_med[0] / t_med[1], t_med[0] / t_med[2]);
+    for (int k = 1; k < 3; k++) model_free(bms[k].m);
+    bench_model fm = bms[0];
+    const double t_fp32 = t_best[0], t_bf16 = t_best[1], t_int8 = t_best[2];
+    const double attained = decode_weight_bytes(&cfg, XF_FP32, ctx) / t_fp32;
 
     /* Prefill 512: GEMM ops timed by the timer probe. */
     timer_probe *tp;
@@ -181,13 +187,18 @@ int main(int argc, char **argv) {
     int64_t len = 64;
     model_reset(fm.m);
     if (model_prefill(fm.m, 1, fm.prompt, &len, NULL) != XF_OK) return die("prefill warm-up");
-    len = 512;
-    model_reset(fm.m);
-    timer_probe_rep_begin(tp);
-    t0 = timer_now_s();
-    if (model_prefill(fm.m, 1, fm.prompt, &len, &ps) != XF_OK) return die("prefill 512");
-    double t_prefill = timer_now_s() - t0;
-    if (timer_probe_rep_end(tp) != XF_OK) return die("timer");
+    const int prefill_reps = quick ? 1 : 3;
+    double t_prefill = 0;
+    for (int rep = 0; rep < prefill_reps; rep++) {
+        len = 512;
+        model_reset(fm.m);
+        timer_probe_rep_begin(tp);
+        double t0 = timer_now_s();
+        if (model_prefill(fm.m, 1, fm.prompt, &len, &ps) != XF_OK) return die("prefill 512");
+        double t = timer_now_s() - t0;
+        t_prefill = rep == 0 || t < t_prefill ? t : t_prefill;
+        if (timer_probe_rep_end(tp) != XF_OK) return die("timer");
+    }
     workload w;
     workload_default(&w);
     w.batch = 1;
@@ -203,44 +214,39 @@ int main(int argc, char **argv) {
     for (int64_t i = 0; i < nops; i++) {
         if (!op_kind_is_gemm(ops[i].kind)) continue;
         const double *smp;
-        if (timer_probe_samples(tp, XF_PREFILL, ops[i].layer, ops[i].kind, &smp) < 1) continue;
+        int ns = timer_probe_samples(tp, XF_PREFILL, ops[i].layer, ops[i].kind, &smp);
+        if (ns < 1) continue;
+        double b = smp[0]; /* each op's best of the prefills, as the peak is a best-of */
+        for (int k = 1; k < ns; k++) b = smp[k] < b ? smp[k] : b;
         gemm_flops += ops[i].flops;
-        gemm_s += smp[0];
+        gemm_s += b;
     }
     free(ops);
-    printf("fp32 prefill 512: %.2f s total; GEMMs %.1f GFLOP in %.2f s -> %.1f GFLOP/s\n", t_prefill, gemm_flops / 1e9, gemm_s,
+    printf("fp32 prefill 512 (best of %d): %.2f s total; GEMMs %.1f GFLOP in %.2f s -> %.1f GFLOP/s\n", prefill_reps, t_prefill, gemm_flops / 1e9, gemm_s,
            gemm_s > 0 ? gemm_flops / gemm_s / 1e9 : 0);
 
-    /* Probe overhead: interleaved blocks, probes off then on, medians of the per-step times. */
-    int blocks = quick ? 2 : 4;
-    double off[8], on[8];
-    for (int b = 0; b < blocks; b++) {
-        if (decode_time(&fm, steps, NULL, &off[b]) != XF_OK) return die("decode, probes off");
-        timer_probe_clear(tp);
-        timer_probe_rep_begin(tp);
-        if (decode_time(&fm, steps, &ps, &on[b]) != XF_OK) return die("decode, probes on");
+    /* Probe overhead: decode steps alternate probes off / on (the context grows by one a step, the
+     * same for both), medians of each half. */
+    const int pairs = quick ? 4 : 2 * steps;
+    double *off = calloc((size_t)pairs, sizeof *off), *on = calloc((size_t)pairs, sizeof *on);
+    if (!off || !on) return die("out of memory");
+    len = 8;
+    model_reset(fm.m);
+    if (model_prefill(fm.m, 1, fm.prompt, &len, NULL) != XF_OK) return die("prefill");
+    timer_probe_clear(tp);
+    timer_probe_rep_begin(tp);
+    for (int i = 0; i < 2 * pairs; i++) {
+        double t0 = timer_now_s();
+        if (model_decode_step(fm.m, NULL, i % 2 ? &ps : NULL) != XF_OK) return die("decode, probes on / off");
+        (i % 2 ? on : off)[i / 2] = timer_now_s() - t0;
     }
-    double t_off = median(off, blocks), t_on = median(on, blocks);
+    double t_off = median(off, pairs), t_on = median(on, pairs);
+    free(off);
+    free(on);
     printf("decode with the timer probe: %.2f ms/token off, %.2f ms/token on (%.1f ns per range, %lld ranges per step)\n",
            t_off * 1e3, t_on * 1e3, timer_probe_overhead_s(tp) * 1e9, (long long)(nops + 1));
     timer_probe_free(tp);
     model_free(fm.m);
-
-    /* bf16 and int8 decode tokens/s. */
-    double t_bf16 = 0, t_int8 = 0;
-    xf_dtype other[2] = {XF_BF16, XF_INT8};
-    for (int k = 0; k < 2; k++) {
-        bench_model bm;
-        if (open_model(&bm, &cfg, other[k], threads, 16, 16 + steps + 4) != XF_OK) return die(dtype_name(other[k]));
-        double t, tm;
-        if (decode_time(&bm, 2, NULL, &warm) != XF_OK || decode_time2(&bm, steps, NULL, &tm, &t) != XF_OK) return die("decode");
-        double wb = decode_weight_bytes(&cfg, other[k], 8 + steps / 2);
-        printf("%s decode: best %.1f ms/token (median %.1f), %.1f MiB of weights per token -> %.2f GB/s\n", dtype_name(other[k]),
-               t * 1e3, tm * 1e3, wb / 1048576, wb / t / 1e9);
-        if (k == 0) t_bf16 = t;
-        else t_int8 = t;
-        model_free(bm.m);
-    }
 
     printf("\nresults (%s, %d threads):\n", model_name, threads);
     verdict("fp32 decode bandwidth / measured read bandwidth", attained / rd.Bps, 0.85, 1, "");

@@ -25,6 +25,7 @@
 #include "probes/perf_event.h"
 #include "probes/timer.h"
 #include "reference_model/config.h"
+#include "reference_model/cpu_kernels.h"
 #include "reference_model/cuda_backend.h"
 #include "reference_model/model.h"
 #include "reports/html.h"
@@ -57,7 +58,8 @@ static void help(void) {
            "  --prompt LIST     prompt tokens per sequence (default %s)\n"
            "  --gen LIST        decode steps per sequence (default %s)\n"
            "  --prompt-ids IDS  the prompt as token ids (1,15043,29892), the same for every sequence\n"
-           "  --wdtype T        weights: fp32 (default; bf16 on cuda), bf16 or int8 (weight-only, per-group scales)\n"
+           "  --wdtype T        weights: fp32 (default; bf16 on cuda), bf16 or int8 (weight-only, per-group scales;\n"
+           "                    their input is rounded to a 16-bit grid per group: record env int8_inputs)\n"
            "  --kvdtype T       KV cache: fp32 (default), fp16 or bf16\n"
            "  --group N         elements per int8 scale (default 128)\n"
            "  --threads N       CPU threads (default: all online CPUs)\n"
@@ -530,6 +532,15 @@ static void set_env(record *rec, int threads, const char *ceil_note, const run_c
         return;
     }
     record_set_env(rec, "simd", ceilings_isa());
+    for (int i = 0; i < rec->n_points; i++)
+        if (rec->points[i].wl.wdtype == XF_INT8) {
+            snprintf(buf, sizeof buf, "int8 projections take their input on a 16-bit grid per group of %d (step max|x|/32767); "
+                     "one-token decode multiplies int16 by int8 (%s)",
+                     rec->points[i].wl.quant_group > 0 ? rec->points[i].wl.quant_group : XF_DEFAULT_QUANT_GROUP,
+                     xk_i8a16_name(xk_isa_best()));
+            record_set_env(rec, "int8_inputs", buf);
+            break;
+        }
     snprintf(buf, sizeof buf, "%s (core %s)", openblas_get_config(), openblas_get_corename());
     record_set_env(rec, "blas", buf);
     record_set_env(rec, "omp_wait_policy", getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "default");

@@ -154,7 +154,7 @@ static xf_status run_one(sweep_ctx *c, const sweep_param *p, record *out) {
     snprintf(th, sizeof th, "%d", p->threads);
     snprintf(reps, sizeof reps, "%d", g->reps);
     snprintf(wu, sizeof wu, "%d", g->warmup);
-    snprintf(grp, sizeof grp, "%d", p->wl.quant_group ? p->wl.quant_group : 128);
+    snprintf(grp, sizeof grp, "%d", p->wl.quant_group > 0 ? p->wl.quant_group : XF_DEFAULT_QUANT_GROUP);
     const char *argv[40];
     int n = 0;
     argv[n++] = c->self;

@@ -3,7 +3,8 @@
  *
  * Projections: with fewer than CPU_GEMM_MIN_TOKENS rows (decode) the own matmul kernel reads the
  * weights in their stored dtype (bf16 / int8 read at 2 / ~1 bytes per weight: what makes quantized
- * decode faster). With more rows (prefill) each thread takes a contiguous range of output rows and
+ * decode faster; int8 inputs go on the 16-bit grid of cpu_kernels.h, and one token runs the
+ * int16 x int8 kernel). With more rows (prefill) each thread takes a contiguous range of output rows and
  * calls single-threaded cblas_sgemm on it; bf16 / int8 weights are first dequantized into a
  * per-thread fp32 tile of a few MB (the dequantization costs O(rows * cols) against the GEMM's
  * O(tokens * rows * cols), so it is amortized over the prompt). OpenBLAS is set to one thread:
@@ -62,6 +63,8 @@ typedef struct cpu_ctx {
     float *att_scratch;    /* (threads, att_scratch_n) */
     int64_t att_scratch_n;
     float *tiles;          /* (threads, CPU_TILE_FLOATS) dequantization tiles; NULL for fp32 */
+    int16_t *aq;           /* int8 weights: (max_cols) one token's input on the 16-bit grid */
+    float *as;             /* int8 weights: (max_cols) its per-group scales (at most one per column) */
     int64_t bytes;         /* everything allocated above, KV included */
 } cpu_ctx;
 
@@ -124,6 +127,8 @@ static void cpu_free(void *ctx) {
     free(c->sampled);
     free(c->att_scratch);
     free(c->tiles);
+    free(c->aq);
+    free(c->as);
     free(c);
 }
 
@@ -195,6 +200,12 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
     c->sampled = cpu_alloc(c, c->max_seqs, sizeof(int32_t), &st);
     c->att_scratch_n = (c->n_rep * 66 + 2 * cfg->head_dim + 15) & ~(int64_t)15;
     c->att_scratch = cpu_alloc(c, c->threads * c->att_scratch_n, 4, &st);
+    if (c->w->dtype == XF_INT8) {
+        int64_t max_cols = cfg->d_model > cfg->d_ff ? cfg->d_model : cfg->d_ff;
+        max_cols = max_cols > c->q_dim ? max_cols : c->q_dim;
+        c->aq = cpu_alloc(c, max_cols, sizeof(int16_t), &st);
+        c->as = cpu_alloc(c, max_cols, sizeof(float), &st);
+    }
     if (c->w->dtype != XF_FP32 && T >= CPU_GEMM_MIN_TOKENS) c->tiles = cpu_alloc(c, (int64_t)c->threads * CPU_TILE_FLOATS, 4, &st);
     if (st) {
         cpu_free(c);
@@ -206,9 +217,22 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
 
 /* ---- projections ---- */
 
-/* y (n, W->rows) = x (n, W->cols) . W^T. */
-static void cpu_linear(cpu_ctx *c, const wmat *W, const float *x, int64_t n, float *y) {
+/* y (n, W->rows) = x (n, W->cols) . W^T. With int8 weights x is first put on the 16-bit grid of
+ * cpu_kernels.h, in place for more than one token (every input buffer feeds one projection only). */
+static void cpu_linear(cpu_ctx *c, const wmat *W, float *x, int64_t n, float *y) {
     const int64_t rows = W->rows, cols = W->cols;
+    if (W->dtype == XF_INT8 && n == 1) {
+        xk_act16_quantize(x, cols, W->group, c->aq, c->as);
+        const int64_t chunks = (rows + CPU_MM_CHUNK - 1) / CPU_MM_CHUNK;
+        const xk_isa isa = c->isa;
+#pragma omp parallel for num_threads(c->threads) schedule(static)
+        for (int64_t ch = 0; ch < chunks; ch++) {
+            int64_t r0 = ch * CPU_MM_CHUNK, r1 = r0 + CPU_MM_CHUNK < rows ? r0 + CPU_MM_CHUNK : rows;
+            xk_matvec_i8a16(isa, W, c->aq, c->as, y, r0, r1);
+        }
+        return;
+    }
+    if (W->dtype == XF_INT8) xk_act16_round(x, n, cols, W->group);
     if (n < CPU_GEMM_MIN_TOKENS) {
         const int64_t chunks = (rows + CPU_MM_CHUNK - 1) / CPU_MM_CHUNK;
         const xk_isa isa = c->isa;

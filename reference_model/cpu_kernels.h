@@ -25,6 +25,28 @@ int xk_isa_supported(xk_isa isa);
 void xk_matmul(xk_isa isa, const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0,
                int64_t r1);
 
+/* int8 weights take their input on a 16-bit grid: per group of `group` elements (the weights'
+ * quantization group), s = max|x| / 32767 and q = round(x / s), so x is kept to 2^-16 of the group's
+ * largest element (finer than the fp16 activations of GPU weight-only kernels) and the products are
+ * exact in int32. Decode at one token multiplies q by the int8 weights directly (VNNI vpdpwssd or
+ * pmaddwd: a third of the instructions of converting each weight to fp32, which made int8 decode
+ * compute-bound); more tokens use x rounded to the same grid in fp32, so every int8 projection
+ * computes the same values whatever the batch or phase. A non-finite group gives s = NaN (the
+ * result is NaN, as in fp32). */
+#define XK_ACT16_MAX 32767.0f
+
+/* q (cols) and s (ceil(cols / group)) of x (cols). */
+void xk_act16_quantize(const float *x, int64_t cols, int64_t group, int16_t *q, float *s);
+/* Each of the n rows of x (n, cols) replaced by its grid value s * q, in place. */
+void xk_act16_round(float *x, int64_t n, int64_t cols, int64_t group);
+/* y[r] = sum_g W->scales[r][g] * s[g] * sum_{c in g} W[r][c] * q[c] for rows r in [r0, r1); W int8
+ * with W->group the grid's group. */
+void xk_matvec_i8a16(xk_isa isa, const wmat *W, const int16_t *q, const float *s, float *y, int64_t r0, int64_t r1);
+/* The variant xk_matvec_i8a16 runs for isa here: "avx512 vnni vpdpwssd", "avx512 pmaddwd", "avx2 pmaddwd" or "scalar". */
+const char *xk_i8a16_name(xk_isa isa);
+/* Tests: 1 makes the AVX-512 variant use pmaddwd even where VNNI exists (so both are checked). */
+void xk_i8a16_avoid_vnni(int avoid);
+
 /* Rows [r0, r1) of W as fp32 into dst (r1 - r0, W->cols): the tile the BLAS GEMM reads. */
 void xk_dequant_rows(const wmat *W, int64_t r0, int64_t r1, float *dst);
 

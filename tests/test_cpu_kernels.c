@@ -1,6 +1,7 @@
 /* Each CPU kernel against straight loops (in double) or hand-computed values; every vectorized
  * variant this CPU runs against the scalar fallback. */
 #include <criterion/criterion.h>
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,6 +91,79 @@ Test(cpu_kernels, matmul_int8_group128) { check_matmul(XF_INT8, 37, 200, 128); }
 Test(cpu_kernels, matmul_int8_group32) { check_matmul(XF_INT8, 21, 96, 32); }
 Test(cpu_kernels, matmul_int8_odd_group) { check_matmul(XF_INT8, 9, 61, 24); } /* vector + scalar tail per group */
 Test(cpu_kernels, matmul_tiny) { check_matmul(XF_BF16, 6, 7, 0); }           /* narrower than one vector */
+
+/* int8 weights times the 16-bit grid: every variant against straight loops in double on the grid
+ * values (each product exact), and against the float kernel fed the same grid values. */
+static void check_i8a16(int64_t rows, int64_t cols, int group) {
+    wmat W = make_wmat(XF_INT8, rows, cols, group, 29);
+    uint32_t sd = 11;
+    float *x = malloc((size_t)cols * sizeof(float)), *xr = malloc((size_t)cols * sizeof(float));
+    int16_t *q = malloc((size_t)cols * sizeof(int16_t));
+    float *s = malloc((size_t)W.n_groups * sizeof(float));
+    for (int64_t c = 0; c < cols; c++) x[c] = frand(&sd) * (c % 7 == 0 ? 4.0f : 1.0f);
+    xk_act16_quantize(x, cols, group, q, s);
+    memcpy(xr, x, (size_t)cols * sizeof(float));
+    xk_act16_round(xr, 1, cols, group);
+    for (int64_t c = 0; c < cols; c++) {
+        const int64_t g = c / group;
+        cr_assert_eq(xr[c], (float)q[c] * s[g], "round and quantize disagree at %lld", (long long)c);
+        /* half a step, plus the float rounding of x / s at a tie */
+        cr_assert(fabsf(xr[c] - x[c]) <= 0.5f * s[g] + 4.0f * fabsf(x[c]) * FLT_EPSILON, "grid error at %lld: %.9g vs %.9g (step %g, q %d)", (long long)c, xr[c],
+                  x[c], s[g], q[c]);
+    }
+    float *y = malloc((size_t)rows * sizeof(float)), *yf = malloc((size_t)rows * sizeof(float));
+    xk_matmul(XK_ISA_SCALAR, &W, xr, 1, yf, rows, 0, rows);
+    for (int v = 0; v < XK_ISA_COUNT + 1; v++) { /* every ISA, then AVX-512 without VNNI */
+        const xk_isa isa = v < XK_ISA_COUNT ? (xk_isa)v : XK_ISA_AVX512;
+        if (!xk_isa_supported(isa)) continue;
+        xk_i8a16_avoid_vnni(v == XK_ISA_COUNT);
+        cr_log_info("int8 grid kernel: %s", xk_i8a16_name(isa));
+        for (int64_t r = 0; r < rows; r++) y[r] = -12345.0f;
+        xk_matvec_i8a16(isa, &W, q, s, y, 1, rows - 1);
+        xk_i8a16_avoid_vnni(0);
+        cr_assert_eq(y[0], -12345.0f, "%s wrote row 0", xk_i8a16_name(isa));
+        cr_assert_eq(y[rows - 1], -12345.0f, "%s wrote the last row", xk_i8a16_name(isa));
+        for (int64_t r = 1; r < rows - 1; r++) {
+            double want = 0, mag = 0;
+            for (int64_t c = 0; c < cols; c++) {
+                double p = (double)weights_get(&W, r, c) * xr[c];
+                want += p;
+                mag += fabs(p);
+            }
+            cr_assert(fabs(y[r] - want) <= 1e-6 * mag + 1e-9, "%s row %lld: %.9g vs %.9g", xk_i8a16_name(isa),
+                      (long long)r, y[r], want);
+            cr_assert(fabs(y[r] - yf[r]) <= 2e-6 * mag + 1e-9, "%s row %lld vs the float kernel: %.9g vs %.9g",
+                      xk_i8a16_name(isa), (long long)r, y[r], yf[r]);
+        }
+    }
+    free(x), free(xr), free(q), free(s), free(y), free(yf), free(W.data), free(W.scales);
+}
+
+Test(cpu_kernels, int8_grid_group128) { check_i8a16(37, 2048 + 128 + 72, 128); } /* last group 72: vector + tail */
+Test(cpu_kernels, int8_grid_group32) { check_i8a16(21, 96, 32); }
+Test(cpu_kernels, int8_grid_odd_group) { check_i8a16(9, 61, 24); }   /* no full vector in a group */
+Test(cpu_kernels, int8_grid_big_group) { check_i8a16(5, 1300, 1300); } /* one group over several int32 spans */
+
+Test(cpu_kernels, act16_grid_hand_computed_and_non_finite) {
+    /* max |x| = 2 -> step 2 / 32767; 1.0 -> 16383.5 -> 16384 (ties to even), -2 -> -32767, 0 -> 0 */
+    float x[4] = {1.0f, -2.0f, 0.0f, 0.5f}, s[2];
+    int16_t q[4];
+    xk_act16_quantize(x, 4, 4, q, s);
+    cr_assert_float_eq(s[0], 2.0f / 32767.0f, 1e-12);
+    cr_assert_eq(q[0], 16384);
+    cr_assert_eq(q[1], -32767);
+    cr_assert_eq(q[2], 0);
+    cr_assert_eq(q[3], 8192); /* 8191.75 */
+    float z[3] = {0.0f, 0.0f, 0.0f};
+    xk_act16_quantize(z, 3, 4, q, s);
+    cr_assert(s[0] == 0.0f && q[0] == 0 && q[2] == 0, "an all-zero group maps to zero");
+    float bad[4] = {1.0f, INFINITY, 2.0f, 3.0f};
+    xk_act16_quantize(bad, 4, 2, q, s);
+    cr_assert(isnan(s[0]), "a group with inf gets a NaN scale, so the result is NaN as in fp32");
+    cr_assert_float_eq(s[1], 3.0f / 32767.0f, 1e-12);
+    xk_act16_round(bad, 1, 4, 2);
+    cr_assert(isnan(bad[0]) && isnan(bad[1]) && bad[3] == 3.0f);
+}
 
 Test(cpu_kernels, isa_names_and_best) {
     cr_assert_str_eq(xk_isa_name(XK_ISA_SCALAR), "scalar");
