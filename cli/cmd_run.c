@@ -543,7 +543,10 @@ static void set_env(record *rec, int threads, const char *ceil_note, const run_c
         }
     snprintf(buf, sizeof buf, "%s (core %s)", openblas_get_config(), openblas_get_corename());
     record_set_env(rec, "blas", buf);
-    record_set_env(rec, "omp_wait_policy", getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "default");
+    snprintf(buf, sizeof buf, "OMP_WAIT_POLICY=%.60s, GOMP_SPINCOUNT=%.60s",
+             getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "(unset)",
+             getenv("GOMP_SPINCOUNT") ? getenv("GOMP_SPINCOUNT") : "(unset)");
+    record_set_env(rec, "omp_wait_policy", buf);
     record_set_env(rec, "bandwidth_ceiling", ceil_note);
     if (c->timer) {
         snprintf(buf, sizeof buf, "%.1f ns per range, subtracted", timer_probe_overhead_s(c->timer) * 1e9);

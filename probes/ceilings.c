@@ -530,29 +530,32 @@ const char *ceilings_blas_coretype_fix(void) {
  * read only when they load:
  * - OPENBLAS_CORETYPE, when OpenBLAS fell back to generic kernels on this CPU
  *   (ceilings_blas_coretype_fix): 4-6x slower prefill GEMMs otherwise;
- * - OMP_WAIT_POLICY=passive: idle OpenMP threads sleep at barriers instead of spinning, which on a
- *   shared or busy machine keeps a 2-thread decode from stalling a whole time slice per op
- *   (measured 10x slower at load 8); it costs a little on an idle machine.
+ * - GOMP_SPINCOUNT=XF_OMP_SPINCOUNT when neither it nor OMP_WAIT_POLICY is set: idle OpenMP threads
+ *   spin about 10 us at a barrier, then sleep. libgomp's default spin (300000) on a shared or busy
+ *   machine stalls a 2-thread decode a whole time slice per op (measured 10x slower at load 8);
+ *   sleeping at once (OMP_WAIT_POLICY=passive) makes every op pay a futex wake-up, which on this
+ *   VM cost stories15m's decode 20% (TPOT 1.68 ms passive vs 1.44 ms with 200 spins, idle
+ *   machine), while under load 200 spins measured like passive (2.88 vs 2.71 ms).
  * A value the user set is never changed. Returns when no restart is needed or exec failed. */
 void ceilings_env_reexec(int argc, char **argv) {
     if (getenv("XFPROF_REEXEC")) return; /* already restarted: the record's env names the kernels */
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return;
     const char *fix = ceilings_blas_coretype_fix();
-    int set_omp = getenv("OMP_WAIT_POLICY") == NULL;
+    int set_omp = getenv("OMP_WAIT_POLICY") == NULL && getenv("GOMP_SPINCOUNT") == NULL;
     if (!fix && !set_omp) return;
     char **nargv = calloc((size_t)argc + 1, sizeof *nargv);
     if (!nargv) return;
     for (int i = 0; i < argc; i++) nargv[i] = argv[i];
     if (fix) setenv("OPENBLAS_CORETYPE", fix, 1);
-    if (set_omp) setenv("OMP_WAIT_POLICY", "passive", 1);
+    if (set_omp) setenv("GOMP_SPINCOUNT", XF_OMP_SPINCOUNT, 1);
     setenv("XFPROF_REEXEC", "1", 1);
     fflush(NULL);
     execv("/proc/self/exe", nargv);
     /* exec failed: go on as loaded, and say what would help */
     if (fix) fprintf(stderr, "xfprof: note: OpenBLAS picked generic kernels; set OPENBLAS_CORETYPE=%s for fast prefill GEMMs\n", fix);
     if (fix) unsetenv("OPENBLAS_CORETYPE");
-    if (set_omp) unsetenv("OMP_WAIT_POLICY");
+    if (set_omp) unsetenv("GOMP_SPINCOUNT");
     unsetenv("XFPROF_REEXEC");
     free(nargv);
 }

@@ -108,10 +108,16 @@ xf_status ceilings_load(const char *path, device_spec *out);
  * otherwise. Static string. */
 const char *ceilings_blas_coretype_fix(void);
 
+/* The bounded spin idle OpenMP threads do before sleeping (libgomp's GOMP_SPINCOUNT), set by
+ * ceilings_env_reexec: enough to bridge the gap between back-to-back ops, too short to hog a
+ * shared CPU (ceilings.c says what was measured). */
+#define XF_OMP_SPINCOUNT "200"
+
 /* Process-level, for main() only: restarts the program once (execv of /proc/self/exe with argv,
  * argv[0] first) with OPENBLAS_CORETYPE set when ceilings_blas_coretype_fix says so and with
- * OMP_WAIT_POLICY=passive when unset, both read by the libraries when they load. Values the user
- * set are kept. Returns when no restart is needed (or it failed, said on stderr). */
+ * GOMP_SPINCOUNT=XF_OMP_SPINCOUNT when neither it nor OMP_WAIT_POLICY is set, both read by the
+ * libraries when they load. Values the user set are kept. Returns when no restart is needed (or it
+ * failed, said on stderr). */
 void ceilings_env_reexec(int argc, char **argv);
 
 /* The CPU model name from /proc/cpuinfo ("unknown CPU" otherwise). */

@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include "analyzers/advice.h"
+#include "core/units.h"
 #include "analyzers/roofline.h"
 #include "sbuf.h"
 
@@ -21,49 +22,6 @@ xf_status render_format_parse(const char *s, render_format *out) {
             return XF_OK;
         }
     return xf_errorf(XF_EINVAL, "unknown format '%.32s': use table, json, csv or md", s ? s : "");
-}
-
-const char *render_si(double v, const char *unit, char *buf, size_t len) {
-    static const char *pre[] = {"", "k", "M", "G", "T", "P", "E"};
-    int i = 0;
-    double a = fabs(v);
-    while (a >= 999.5 && i < 6) {
-        a /= 1000.0;
-        v /= 1000.0;
-        i++;
-    }
-    if (v == 0) snprintf(buf, len, "0 %s", unit);
-    else if (a >= 99.95) snprintf(buf, len, "%.0f %s%s", v, pre[i], unit);
-    else if (a >= 9.995) snprintf(buf, len, "%.1f %s%s", v, pre[i], unit);
-    else snprintf(buf, len, "%.2f %s%s", v, pre[i], unit);
-    return buf;
-}
-
-/* Binary units for sizes: memory is sold and allocated in powers of two (an "80 GB" H100 has
- * 80 GiB). Rates (GB/s, FLOP/s) stay decimal, as datasheets give them. */
-const char *render_bytes(double bytes, char *buf, size_t len) {
-    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-    int i = 0;
-    double a = bytes;
-    while ((a >= 1023.5 || a <= -1023.5) && i < 6) {
-        a /= 1024.0;
-        i++;
-    }
-    if (i == 0) snprintf(buf, len, "%.0f B", a);
-    else if (a >= 99.95 || a <= -99.95) snprintf(buf, len, "%.0f %s", a, units[i]);
-    else if (a >= 9.995 || a <= -9.995) snprintf(buf, len, "%.1f %s", a, units[i]);
-    else snprintf(buf, len, "%.2f %s", a, units[i]);
-    return buf;
-}
-
-const char *render_time(double s, char *buf, size_t len) {
-    if (!isfinite(s)) snprintf(buf, len, "-");
-    else if (s == 0) snprintf(buf, len, "0 s");
-    else if (s < 1e-6) snprintf(buf, len, "%.1f ns", s * 1e9);
-    else if (s < 1e-3) snprintf(buf, len, "%.2f us", s * 1e6);
-    else if (s < 1) snprintf(buf, len, "%.2f ms", s * 1e3);
-    else snprintf(buf, len, "%.3f s", s);
-    return buf;
 }
 
 xf_status render_rollup_point(const record_point *p, render_rollup **out, int64_t *n) {
@@ -183,12 +141,12 @@ static xf_status table_ops(sbuf *b, const record_point *p, const render_options 
         double I = r->bytes > 0 ? r->flops / r->bytes : 0;
         snprintf(inten, sizeof inten, "%.2f", I);
         sbuf_printf(b, "%-8s %-14s %-7s %10s %10s %9s %-9s %10s", phase_name(r->phase), op_kind_name(r->kind),
-                    layers_label(r, lay, sizeof lay), render_si(r->flops, "", f, sizeof f), render_bytes(r->bytes, q, sizeof q),
-                    inten, bound_name(r->bound), render_time(r->time_s, t, sizeof t));
+                    layers_label(r, lay, sizeof lay), units_si(r->flops, "", f, sizeof f), units_bytes(r->bytes, q, sizeof q),
+                    inten, bound_name(r->bound), units_time(r->time_s, t, sizeof t));
         if (measured)
-            sbuf_printf(b, " %9s %9.2f %9.2f %10s %6.2f %5.1f%% %5.1f%%", render_time(r->spread_s, sp, sizeof sp),
+            sbuf_printf(b, " %9s %9.2f %9.2f %10s %6.2f %5.1f%% %5.1f%%", units_time(r->spread_s, sp, sizeof sp),
                         r->time_s > 0 ? r->flops / r->time_s / 1e9 : 0, r->time_s > 0 ? r->bytes / r->time_s / 1e9 : 0,
-                        render_time(r->predicted_time_s, pt, sizeof pt),
+                        units_time(r->predicted_time_s, pt, sizeof pt),
                         r->predicted_time_s > 0 ? r->time_s / r->predicted_time_s : 0, 100 * r->util_compute,
                         100 * r->util_memory);
         sbuf_printf(b, " %5.1f%%\n", 100 * r->share);
@@ -213,21 +171,21 @@ static void table_summary(sbuf *b, const record *r, const record_point *p) {
             }
         if (!any) continue;
         sbuf_printf(b, "%-8s %10s %12s %12s%s\n", phase_name((xf_phase)ph),
-                    render_time(ph == XF_PREFILL ? s->prefill_time_s : s->decode_time_s, a, sizeof a),
-                    render_si(fl, "", c, sizeof c), render_bytes(by, d, sizeof d),
+                    units_time(ph == XF_PREFILL ? s->prefill_time_s : s->decode_time_s, a, sizeof a),
+                    units_si(fl, "", c, sizeof c), units_bytes(by, d, sizeof d),
                     ph == XF_DECODE ? " (one step at the mean decode context)" : "");
     }
     sbuf_printf(b, "\nTTFT %s | TPOT %s at context %lld | %.1f tokens/s end to end (prefill %.0f tok/s, decode %.1f tok/s)\n",
-                render_time(s->ttft_s, a, sizeof a), render_time(s->tpot_s, c, sizeof c), (long long)s->decode_context,
+                units_time(s->ttft_s, a, sizeof a), units_time(s->tpot_s, c, sizeof c), (long long)s->decode_context,
                 s->tokens_per_s, s->prefill_tokens_per_s, s->decode_tokens_per_s);
     sbuf_printf(b, "time by class over the request: memory %.1f%%, compute %.1f%%, latency %.1f%%, balanced %.1f%%\n",
                 100 * s->share_bound[XF_BOUND_MEMORY], 100 * s->share_bound[XF_BOUND_COMPUTE],
                 100 * s->share_bound[XF_BOUND_LATENCY], 100 * s->share_bound[XF_BOUND_BALANCED]);
-    sbuf_printf(b, "memory: weights %s + KV %s + activations %s = %s", render_bytes(m->weights_bytes, a, sizeof a),
-                render_bytes(m->kv_bytes, c, sizeof c), render_bytes(m->activations_bytes, d, sizeof d),
-                render_bytes(m->total_bytes, e, sizeof e));
+    sbuf_printf(b, "memory: weights %s + KV %s + activations %s = %s", units_bytes(m->weights_bytes, a, sizeof a),
+                units_bytes(m->kv_bytes, c, sizeof c), units_bytes(m->activations_bytes, d, sizeof d),
+                units_bytes(m->total_bytes, e, sizeof e));
     if (m->capacity_bytes > 0) {
-        sbuf_printf(b, " of %s (%.1f%%)%s", render_bytes(m->capacity_bytes, f, sizeof f), 100 * m->total_bytes / m->capacity_bytes,
+        sbuf_printf(b, " of %s (%.1f%%)%s", units_bytes(m->capacity_bytes, f, sizeof f), 100 * m->total_bytes / m->capacity_bytes,
                     m->total_bytes > m->capacity_bytes ? " -- DOES NOT FIT" : "");
         sbuf_printf(b, " | largest batch that fits: %lld", (long long)s->max_batch);
     }
@@ -321,9 +279,9 @@ static xf_status render_md(sbuf *b, const record *r) {
         const record_point *p = &r->points[i];
         sbuf_printf(b, "| %lld | %lld | %lld | %s | %s | %s | %s | %.1f | %.0f%% | %s | %s |\n", (long long)p->wl.batch,
                     (long long)p->wl.prompt, (long long)p->wl.gen, dtype_name(p->wl.wdtype), dtype_name(p->wl.kvdtype),
-                    render_time(p->summary.ttft_s, a, sizeof a), render_time(p->summary.tpot_s, c, sizeof c),
+                    units_time(p->summary.ttft_s, a, sizeof a), units_time(p->summary.tpot_s, c, sizeof c),
                     p->summary.tokens_per_s, 100 * p->summary.share_bound[XF_BOUND_MEMORY],
-                    render_bytes(p->memory.total_bytes, d, sizeof d),
+                    units_bytes(p->memory.total_bytes, d, sizeof d),
                     p->memory.capacity_bytes <= 0 ? "?" : p->memory.total_bytes <= p->memory.capacity_bytes ? "yes" : "**no**");
     }
     for (int i = 0; i < r->n_points; i++) {
@@ -339,8 +297,8 @@ static xf_status render_md(sbuf *b, const record *r) {
             const render_rollup *x = &rows[k];
             char f[24], q[24], t[24];
             sbuf_printf(b, "| %s | %s | %s | %s | %.2f | %s | %s | %.1f%% |\n", phase_name(x->phase), op_kind_name(x->kind),
-                        render_si(x->flops, "", f, sizeof f), render_bytes(x->bytes, q, sizeof q),
-                        x->bytes > 0 ? x->flops / x->bytes : 0, bound_name(x->bound), render_time(x->time_s, t, sizeof t),
+                        units_si(x->flops, "", f, sizeof f), units_bytes(x->bytes, q, sizeof q),
+                        x->bytes > 0 ? x->flops / x->bytes : 0, bound_name(x->bound), units_time(x->time_s, t, sizeof t),
                         100 * x->share);
         }
         sbuf_puts(b, "\n</details>\n");

@@ -4,6 +4,7 @@
 #define XF_RENDER_TEXT_H
 
 #include "core/record.h"
+#include "core/units.h"
 
 typedef enum render_format { RENDER_TABLE = 0, RENDER_CSV, RENDER_MD, RENDER_JSON } render_format;
 
@@ -18,11 +19,11 @@ typedef struct render_options {
  * is returned in *out, freed by the caller with free(). */
 xf_status render_text(const record *r, render_format fmt, const render_options *opt, char **out);
 
-/* Human units used by every text renderer: "6.74 G", "13.5 GB", "1.25 ms". buf gets at most
- * len bytes; returns buf. */
-const char *render_si(double v, const char *unit, char *buf, size_t len);
-const char *render_bytes(double bytes, char *buf, size_t len);
-const char *render_time(double seconds, char *buf, size_t len);
+/* Human units: the one rule lives in core/units.h (sizes binary: "13.5 GiB"; rates and counts
+ * decimal: "6.74 G", "2.04 TB/s"; times "1.25 ms"). These names stay for existing callers. */
+static inline const char *render_si(double v, const char *unit, char *buf, size_t len) { return units_si(v, unit, buf, len); }
+static inline const char *render_bytes(double bytes, char *buf, size_t len) { return units_bytes(bytes, buf, len); }
+static inline const char *render_time(double seconds, char *buf, size_t len) { return units_time(seconds, buf, len); }
 
 /* One row of an op table rolled up over layers: ops of the same (phase, kind) summed. */
 typedef struct render_rollup {
