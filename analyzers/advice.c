@@ -8,6 +8,7 @@
 #include "analyzers/predict.h"
 #include "analyzers/roofline.h"
 #include "core/record_kv.h"
+#include "core/units.h"
 #include "reference_model/cost_model.h"
 
 /* Predicted decode step time of workload w at its mean decode context. */
@@ -80,22 +81,6 @@ static void offer(finding_list *l, const record_advice *f) {
     if (l->n < l->max) l->a[l->n++] = *f;
 }
 
-static const char *fmt_t(double s, char *buf, size_t len) {
-    if (s >= 1) snprintf(buf, len, "%.3g s", s);
-    else if (s >= 1e-3) snprintf(buf, len, "%.3g ms", s * 1e3);
-    else if (s >= 1e-6) snprintf(buf, len, "%.3g us", s * 1e6);
-    else snprintf(buf, len, "%.3g ns", s * 1e9);
-    return buf;
-}
-
-static const char *fmt_b(double b, char *buf, size_t len) {
-    if (b >= 1073741824.0) snprintf(buf, len, "%.3g GiB", b / 1073741824.0);
-    else if (b >= 1048576.0) snprintf(buf, len, "%.3g MiB", b / 1048576.0);
-    else if (b >= 1024.0) snprintf(buf, len, "%.3g KiB", b / 1024.0);
-    else snprintf(buf, len, "%.0f B", b);
-    return buf;
-}
-
 /* Decode-step figures of a point, from its ops (measured or predicted times alike). */
 typedef struct decode_view {
     double step;        /* sum of decode op times */
@@ -165,14 +150,14 @@ static void find_weights(const record *r, int pi, const decode_view *v, finding_
                      "point %d (batch %lld): projections take %.0f%% of the decode step, %.0f%% of that memory-bound; "
                      "they read %s of %s weights per step at %.2f FLOP/B",
                      pi + 1, (long long)w->batch, 100 * v->gemm_time / v->step, 100 * v->gemm_mem / v->gemm_time,
-                     fmt_b(v->gemm_weight_bytes, b1, sizeof b1), dtype_name(w->wdtype), gi);
+                     units_bytes(v->gemm_weight_bytes, b1, sizeof b1), dtype_name(w->wdtype), gi);
             if (isfinite(alt))
                 snprintf(f.action, sizeof f.action, "quantize weights %s -> %s (weight-only, group scales): predicted TPOT %s -> %s; %s: %s",
-                         dtype_name(w->wdtype), dtype_name(q.wdtype), fmt_t(before, t1, sizeof t1), fmt_t(after, t2, sizeof t2),
-                         dtype_name(alt_t), fmt_t(alt, t3, sizeof t3));
+                         dtype_name(w->wdtype), dtype_name(q.wdtype), units_time(before, t1, sizeof t1), units_time(after, t2, sizeof t2),
+                         dtype_name(alt_t), units_time(alt, t3, sizeof t3));
             else
                 snprintf(f.action, sizeof f.action, "quantize weights %s -> %s (weight-only, group scales): predicted TPOT %s -> %s",
-                         dtype_name(w->wdtype), dtype_name(q.wdtype), fmt_t(before, t1, sizeof t1), fmt_t(after, t2, sizeof t2));
+                         dtype_name(w->wdtype), dtype_name(q.wdtype), units_time(before, t1, sizeof t1), units_time(after, t2, sizeof t2));
             snprintf(f.gain_metric, sizeof f.gain_metric, "tpot_s");
             f.before = before;
             f.after = after;
@@ -212,8 +197,8 @@ static void find_weights(const record *r, int pi, const decode_view *v, finding_
         snprintf(f.evidence, sizeof f.evidence, "point %d: decode projections at batch %lld run at %.2f FLOP/B and stay below the ridge",
                  pi + 1, (long long)w->batch, gi);
     snprintf(f.action, sizeof f.action, "run batch %lld%s (continuous batching): predicted decode %.1f -> %.1f tokens/s, TPOT %s -> %s",
-             (long long)target, mem_limited ? " (the most that fits memory)" : "", tps0, tps1, fmt_t(before, t1, sizeof t1),
-             fmt_t(after, t2, sizeof t2));
+             (long long)target, mem_limited ? " (the most that fits memory)" : "", tps0, tps1, units_time(before, t1, sizeof t1),
+             units_time(after, t2, sizeof t2));
     snprintf(f.gain_metric, sizeof f.gain_metric, "decode_tokens_per_s");
     f.before = tps0;
     f.after = tps1;
@@ -247,9 +232,9 @@ static void find_kv(const record *r, int pi, const decode_view *v, finding_list 
              "point %d (batch %lld, context %lld): attention takes %.0f%% of the decode step and reads %s of %s KV "
              "(%.0f%% of the step's bytes)%s",
              pi + 1, (long long)w->batch, (long long)p->summary.decode_context, 100 * v->attn_time / v->step,
-             fmt_b(v->kv_read, b1, sizeof b1), dtype_name(w->kvdtype), v->bytes > 0 ? 100 * v->kv_read / v->bytes : 0, gqa);
+             units_bytes(v->kv_read, b1, sizeof b1), dtype_name(w->kvdtype), v->bytes > 0 ? 100 * v->kv_read / v->bytes : 0, gqa);
     snprintf(f.action, sizeof f.action, "KV cache %s -> fp8: predicted TPOT %s -> %s, and %s the tokens per byte of KV memory",
-             dtype_name(w->kvdtype), fmt_t(before, t1, sizeof t1), fmt_t(after, t2, sizeof t2),
+             dtype_name(w->kvdtype), units_time(before, t1, sizeof t1), units_time(after, t2, sizeof t2),
              w->kvdtype == XF_FP32 ? "4x" : "2x");
     snprintf(f.gain_metric, sizeof f.gain_metric, "tpot_s");
     f.before = before;
@@ -272,11 +257,11 @@ static void find_fusion(const record *r, int pi, const decode_view *v, finding_l
         snprintf(f.title, sizeof f.title, "latency-bound ops: fuse them, launch fewer kernels");
         snprintf(f.evidence, sizeof f.evidence,
                  "point %d: %d decode ops are latency-bound (neither compute nor memory near its ceiling): %s of the %s step",
-                 pi + 1, v->n_lat, fmt_t(v->lat_time, t1, sizeof t1), fmt_t(v->step, t2, sizeof t2));
+                 pi + 1, v->n_lat, units_time(v->lat_time, t1, sizeof t1), units_time(v->step, t2, sizeof t2));
         snprintf(f.action, sizeof f.action,
                  "fuse element-wise ops into their neighbours (norm+projection, SwiGLU into gate_up), replay the step as a "
                  "CUDA Graph on GPUs: at their roofline time the step would take %s",
-                 fmt_t(after, t3, sizeof t3));
+                 units_time(after, t3, sizeof t3));
         f.before = v->step;
         f.after = after;
     } else if (strcmp(r->device.kind, "gpu") == 0 && v->n_tiny > 0 &&
@@ -287,12 +272,12 @@ static void find_fusion(const record *r, int pi, const decode_view *v, finding_l
         snprintf(f.evidence, sizeof f.evidence,
                  "point %d: %d of the %d decode ops are predicted under %.0f us; at ~%.0f us per kernel launch (assumed) the "
                  "launches alone take %s against a predicted step of %s",
-                 pi + 1, v->n_tiny, v->n_ops, ADVICE_LAUNCH_S * 1e6, ADVICE_LAUNCH_S * 1e6, fmt_t(launches, t1, sizeof t1),
-                 fmt_t(v->step, t2, sizeof t2));
+                 pi + 1, v->n_tiny, v->n_ops, ADVICE_LAUNCH_S * 1e6, ADVICE_LAUNCH_S * 1e6, units_time(launches, t1, sizeof t1),
+                 units_time(v->step, t2, sizeof t2));
         snprintf(f.action, sizeof f.action,
                  "capture the decode step in a CUDA Graph and fuse element-wise ops: the step moves from about %s (with "
                  "launches) toward its roofline %s",
-                 fmt_t(v->step + launches, t3, sizeof t3), fmt_t(v->step, t2, sizeof t2));
+                 units_time(v->step + launches, t3, sizeof t3), units_time(v->step, t2, sizeof t2));
         f.before = v->step + launches;
         f.after = v->step;
     } else {

@@ -1,10 +1,12 @@
 #include "kv.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "analyzers/roofline.h"
+#include "core/units.h"
 #include "reference_model/cost_model.h"
 
 #define N_SUMS 4 /* seqs, rows, pairs, kv_tokens */
@@ -229,13 +231,56 @@ double sim_cost_max_error(sim_cost *c, int n, int64_t max_batch, int64_t max_len
     return worst;
 }
 
-double kv_default_budget(const model_config *cfg, const workload *w, const device_spec *d, int64_t max_len) {
-    if (!cfg || !w || !d) return 0;
+xf_status kv_budget_default(const model_config *cfg, const workload *w, const device_spec *d, int64_t max_len, double *out) {
+    if (!out) return xf_errorf(XF_EINVAL, "kv_budget_default: no output");
+    *out = 0;
+    if (!cfg || !w || !d) return xf_errorf(XF_EINVAL, "kv_budget_default: missing model, workload or device");
+    xf_status s = config_validate(cfg);
+    if (s) return xf_error_prefix(s, "%s: ", cfg->name);
+    double mem = d->memory_bytes, weights = cost_weight_bytes(cfg, w);
+    if (!(isfinite(mem) && mem > 0))
+        return xf_errorf(XF_EINVAL, "%s: the device's memory size is unknown; give --kv-budget", d->name);
+    if (!(isfinite(weights) && weights > 0))
+        return xf_errorf(XF_EINVAL, "%s: the cost model gave no weight bytes at %s; give --kv-budget", cfg->name, dtype_name(w->wdtype));
     workload one = *w;
     one.batch = 1;
     one.prompt = max_len > 0 ? max_len : 1;
     one.gen = 0;
-    cost_memory m;
-    cost_memory_of(cfg, &one, &m);
-    return d->memory_bytes - cost_weight_bytes(cfg, w) - m.activations_bytes;
+    /* cost_memory_of gives all zeros outside the workload limits: the budget would then count no
+     * activations at all for the longest contexts. Only weights that already fill the device
+     * settle it without them. */
+    char why[256] = "";
+    double acts = 0;
+    if ((s = workload_validate(&one)) != XF_OK) {
+        snprintf(why, sizeof why, "%s", xf_error_msg());
+    } else {
+        cost_memory m;
+        cost_memory_of(cfg, &one, &m);
+        acts = m.activations_bytes;
+        if (!(isfinite(acts) && acts > 0)) {
+            snprintf(why, sizeof why, "the cost model gave no activation bytes");
+            acts = 0;
+        }
+    }
+    double budget = mem - weights - acts;
+    if (!(budget >= 1)) {
+        char bw[32], ba[32], bm[32], part[160] = "", sum[48] = "";
+        if (acts > 0) {
+            snprintf(part, sizeof part, " and the activations of one %lld-token prefill (%.4g bytes)", (long long)one.prompt, acts);
+            snprintf(sum, sizeof sum, " + %s", units_bytes(acts, ba, sizeof ba));
+        }
+        return xf_errorf(XF_EINVAL, "%s's weights (%.4g bytes at %s)%s leave no KV memory on %s (%.4g bytes): %s%s vs %s; give --kv-budget or a smaller --wdtype",
+                         cfg->name, weights, dtype_name(w->wdtype), part, d->name, mem, units_bytes(weights, bw, sizeof bw), sum,
+                         units_bytes(mem, bm, sizeof bm));
+    }
+    if (why[0])
+        return xf_errorf(XF_EINVAL, "the activations of one %lld-token prefill cannot be counted for the default KV budget (%s); give --max-len or --kv-budget",
+                         (long long)one.prompt, why);
+    *out = budget;
+    return XF_OK;
+}
+
+double kv_default_budget(const model_config *cfg, const workload *w, const device_spec *d, int64_t max_len) {
+    double b = 0;
+    return kv_budget_default(cfg, w, d, max_len, &b) == XF_OK ? b : 0;
 }

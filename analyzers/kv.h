@@ -38,7 +38,14 @@ double sim_cost_step_time_exact(sim_cost *c, const sim_step *s);
 double sim_cost_max_error(sim_cost *c, int n, int64_t max_batch, int64_t max_len, uint64_t seed);
 
 /* The default KV budget: device memory - weights (cost_weight_bytes) - the activations of one
- * prefill of max_len tokens (cost_memory_of, batch 1). <= 0 when the model does not fit. */
+ * prefill of max_len tokens (cost_memory_of, batch 1), in *out (bytes, >= 1). Refuses, with a
+ * message naming the sizes (exact bytes and binary units), when the model or that prefill is
+ * outside the cost model's range (its activations could not be counted: the budget would
+ * silently leave them out), when the device's memory is unknown, or when weights and activations
+ * leave less than one byte; *out is then 0. */
+xf_status kv_budget_default(const model_config *cfg, const workload *w, const device_spec *d, int64_t max_len, double *out);
+
+/* kv_budget_default's budget, or 0 when it refuses (the message is set). */
 double kv_default_budget(const model_config *cfg, const workload *w, const device_spec *d, int64_t max_len);
 
 #endif

@@ -17,6 +17,7 @@
 #include "core/fileio.h"
 #include "core/record.h"
 #include "core/record_kv.h"
+#include "core/units.h"
 #include "reference_model/config.h"
 #include "reference_model/cost_model.h"
 #include "reference_model/kv_cache.h"
@@ -72,20 +73,13 @@ static void help(void) {
 
 /* ---- --size ---- */
 
-/* The default budget (kv_default_budget) left nothing: says why, with the sizes. */
-static xf_status no_kv_room(const model_config *cfg, const workload *w, const device_spec *d, int64_t max_len) {
-    workload one = *w;
-    one.batch = 1;
-    one.prompt = max_len > 0 ? max_len : 1;
-    one.gen = 0;
-    cost_memory m;
-    cost_memory_of(cfg, &one, &m); /* all zero when the prefill is beyond the workload limits */
-    char acts[128] = "";
-    if (m.activations_bytes > 0)
-        snprintf(acts, sizeof acts, " and the activations of one %lld-token prefill (%.4g bytes)", (long long)one.prompt,
-                 m.activations_bytes);
-    return xf_errorf(XF_EINVAL, "%s's weights (%.4g bytes at %s)%s leave no KV memory on %s (%.4g bytes); give --kv-budget or a smaller --wdtype",
-                     cfg->name, cost_weight_bytes(cfg, w), dtype_name(w->wdtype), acts, d->name, d->memory_bytes);
+/* A byte count for the --size table: the exact integer while it has at most 19 digits (below
+ * 2^63, every such double prints exactly), else binary units: a 2^80-byte KV is "1.00 YiB", not
+ * a 25-digit number. Never converted to an integer type. */
+static const char *size_bytes(double b, char *buf, size_t len) {
+    if (isfinite(b) && fabs(b) < 9.2e18) snprintf(buf, len, "%.0f", b);
+    else units_bytes(b, buf, len);
+    return buf;
 }
 
 /* budget > 0 (a device or --kv-budget was given): also how much of it each size takes and how
@@ -106,15 +100,21 @@ static int run_size(const model_config *cfg, xf_dtype kvd, const char *ctx_s, co
     if (!json) {
         printf("%s, KV %s: %.0f bytes per token (2 x %lld layers x %lld KV heads x %lld head_dim x %s)\n\n", cfg->name, dtype_name(kvd), bpt,
                (long long)cfg->n_layers, (long long)cfg->n_kv_heads, (long long)cfg->head_dim, dtype_name(kvd));
-        if (budget > 0) printf("KV budget %.0f bytes (%.3f GiB)\n\n", budget, budget / 1073741824.0);
-        printf("%10s %8s %20s %12s", "context", "batch", "bytes", "GiB");
+        char bb[32], bu[32];
+        if (budget > 0) printf("KV budget %s bytes (%s)\n\n", size_bytes(budget, bb, sizeof bb), units_bytes(budget, bu, sizeof bu));
+        printf("%10s %8s %20s %10s", "context", "batch", "bytes", "size");
         if (budget > 0) printf(" %10s %10s", "budget%", "max seqs");
         printf("\n");
         for (int i = 0; i < nc; i++)
             for (int j = 0; j < nb; j++) {
                 double b = bpt * (double)ctxs[i] * (double)bats[j];
-                printf("%10lld %8lld %20.0f %12.3f", (long long)ctxs[i], (long long)bats[j], b, b / 1073741824.0);
-                if (budget > 0) printf(" %10.1f %10.0f", 100 * b / budget, floor(budget / (bpt * (double)ctxs[i])));
+                printf("%10lld %8lld %20s %10s", (long long)ctxs[i], (long long)bats[j], size_bytes(b, bb, sizeof bb),
+                       units_bytes(b, bu, sizeof bu));
+                if (budget > 0) {
+                    double pct = 100 * b / budget;
+                    printf(pct < 1e7 ? " %10.1f" : " %10.3g", pct);
+                    printf(" %10.0f", floor(budget / (bpt * (double)ctxs[i])));
+                }
                 printf("\n");
             }
     }
@@ -157,13 +157,6 @@ static int run_size(const model_config *cfg, xf_dtype kvd, const char *ctx_s, co
 
 /* ---- the simulation ---- */
 
-static const char *human_bytes(double b, char *buf, size_t len) {
-    if (b >= 1e9) snprintf(buf, len, "%.2f GB", b / 1e9);
-    else if (b >= 1e6) snprintf(buf, len, "%.2f MB", b / 1e6);
-    else snprintf(buf, len, "%.0f B", b);
-    return buf;
-}
-
 static double trace_mean(const sim_trace *t, int output) {
     double s = 0;
     for (int64_t i = 0; i < t->n; i++) s += (double)(output ? t->req[i].output : t->req[i].prompt);
@@ -174,7 +167,7 @@ static void print_table(const record *rec, const sim_trace *tr) {
     const record_kv *kv = rec->kv;
     char b1[32], b2[32];
     printf("xfprof kv: %s on %s, KV %s %lld B/token, pool budget %s\n", rec->model.name, rec->device.name, kv->kvdtype,
-           (long long)kv->bytes_per_token, human_bytes(kv->budget_bytes, b1, sizeof b1));
+           (long long)kv->bytes_per_token, units_bytes(kv->budget_bytes, b1, sizeof b1));
     if (!strcmp(kv->arrivals, "trace"))
         printf("%lld requests from %s", (long long)kv->n_requests, kv->trace_file);
     else if (!strcmp(kv->arrivals, "burst"))
@@ -190,7 +183,7 @@ static void print_table(const record *rec, const sim_trace *tr) {
            "live max", "live mean", "batch mean", "preemptions");
     for (int i = 0; i < kv->n_policies; i++) {
         const record_kv_policy *p = &kv->policies[i];
-        printf("%-10s %10s %8.1f %9.1f %9.1f %9.1f %7.1f %9lld %9.1f %10.1f %11lld\n", p->policy, human_bytes(p->pool_bytes, b2, sizeof b2),
+        printf("%-10s %10s %8.1f %9.1f %9.1f %9.1f %7.1f %9lld %9.1f %10.1f %11lld\n", p->policy, units_bytes(p->pool_bytes, b2, sizeof b2),
                100 * p->share[KV_CAT_TOKEN], 100 * p->share[KV_CAT_RESERVED], 100 * p->share[KV_CAT_INTERNAL], 100 * p->share[KV_CAT_EXTERNAL],
                100 * p->share[KV_CAT_FREE], (long long)p->max_live, p->mean_live, p->mean_batch, (long long)p->preemptions);
     }
@@ -312,8 +305,7 @@ int cmd_kv(int argc, char **argv) {
             sw.wdtype = wd;
             sw.adtype = wd == XF_FP32 ? XF_FP32 : wd == XF_BF16 ? XF_BF16 : XF_FP16;
             sw.kvdtype = kvd;
-            budget = kv_default_budget(&cfg, &sw, &sdev, max_len > 0 ? max_len : cfg.max_ctx);
-            if (!(budget >= 1)) return cli_fail(CMD, no_kv_room(&cfg, &sw, &sdev, max_len > 0 ? max_len : cfg.max_ctx));
+            if ((s = kv_budget_default(&cfg, &sw, &sdev, max_len > 0 ? max_len : cfg.max_ctx, &budget))) return cli_fail(CMD, s);
         }
         return run_size(&cfg, kvd, ctx_s, batch_s, json, out_path, budget);
     }
@@ -349,8 +341,7 @@ int cmd_kv(int argc, char **argv) {
     w.adtype = wd == XF_FP32 ? XF_FP32 : wd == XF_BF16 ? XF_BF16 : XF_FP16;
     w.kvdtype = kvd;
     if (budget == 0) {
-        budget = kv_default_budget(&cfg, &w, &dev, max_len);
-        if (!(budget >= 1)) return cli_fail(CMD, no_kv_room(&cfg, &w, &dev, max_len));
+        if ((s = kv_budget_default(&cfg, &w, &dev, max_len, &budget))) return cli_fail(CMD, s);
     }
     int64_t bpt = kv_bytes_per_slot(cfg.n_layers, cfg.n_kv_heads, cfg.head_dim, kvd, 0);
     if (bpt <= 0) return cli_fail(CMD, xf_errorf(XF_EINVAL, "KV bytes per token overflow"));

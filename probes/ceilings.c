@@ -347,7 +347,7 @@ xf_status ceilings_bandwidth(ceilings_kernel k, double ws_bytes, int threads, in
     memset(out, 0, sizeof *out);
     if ((int)k < 0 || k >= CEIL_KERNEL_COUNT) return xf_errorf(XF_EINVAL, "ceilings: unknown kernel %d", (int)k);
     if (!(ws_bytes >= 4096 && ws_bytes <= 1e12))
-        return xf_errorf(XF_EINVAL, "ceilings: working set %.0f bytes out of range (4 KiB to 1 TB)", ws_bytes);
+        return xf_errorf(XF_EINVAL, "ceilings: working set %.0f bytes out of range (4 KiB to 1e12 bytes)", ws_bytes);
     if (reps < 1 || reps > 1000) return xf_errorf(XF_EINVAL, "ceilings: reps %d out of range (1 to 1000)", reps);
     int na = ceilings_kernel_arrays(k);
     int64_t n = (int64_t)(ws_bytes / (4.0 * na)) & ~(int64_t)63;

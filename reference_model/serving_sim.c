@@ -11,6 +11,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/fileio.h"
+#include "core/units.h"
 #include "core/json_util.h"
 
 /* ---- random numbers ---- */
@@ -493,11 +494,13 @@ static xf_status check_fits(const sim_state *S) {
         if (peak < need) peak = need;
         if (peak > n_slots) {
             double bps = (double)kv_cache_bytes_per_slot(kv);
+            char need_s[32], pool_s[32];
             return xf_errorf(XF_EINVAL,
-                             "request %lld (prompt %lld, output %lld) needs %lld KV slots (%.3g GB) but the pool holds %lld (%.3g GB): "
+                             "request %lld (prompt %lld, output %lld) needs %lld KV slots (%s) but the pool holds %lld (%s): "
                              "it can never run; give a larger --kv-budget, a smaller --max-len or shorter requests",
-                             (long long)q->id, (long long)q->prompt, (long long)q->output, (long long)peak, (double)peak * bps / 1e9,
-                             (long long)n_slots, (double)n_slots * bps / 1e9);
+                             (long long)q->id, (long long)q->prompt, (long long)q->output, (long long)peak,
+                             units_bytes((double)peak * bps, need_s, sizeof need_s), (long long)n_slots,
+                             units_bytes((double)n_slots * bps, pool_s, sizeof pool_s));
         }
     }
     return XF_OK;

@@ -7,69 +7,16 @@
 
 #include "core/fileio.h"
 #include "core/record_kv.h"
+#include "core/units.h"
 #include "escape.h"
 #include "gnuplot.h"
 #include "sbuf.h"
 
 /* ------------------------------------------------------------------------------------------
- * Numbers. Display: three significant figures with an SI prefix; the exact record value goes in
+ * Numbers. Display: core/units.h (sizes in binary units, rates and counts with decimal prefixes,
+ * three significant figures); the exact record value goes in
  * each table cell's data-v attribute (shortest text that reads back to the same double), which
  * is also what the sort uses. */
-
-static void fmt_3(char *buf, size_t n, double v) {
-    double a = fabs(v);
-    if (a < 10)
-        snprintf(buf, n, "%.2f", v);
-    else if (a < 100)
-        snprintf(buf, n, "%.1f", v);
-    else
-        snprintf(buf, n, "%.0f", v);
-}
-
-static void fmt_si(char *buf, size_t n, double v, const char *unit) {
-    static const char *pre[] = {"", "k", "M", "G", "T", "P", "E"};
-    if (!isfinite(v)) {
-        snprintf(buf, n, "n/a");
-        return;
-    }
-    if (v == 0) {
-        snprintf(buf, n, "0 %s", unit);
-        return;
-    }
-    if (fabs(v) < 1) {
-        snprintf(buf, n, "%.3g %s", v, unit);
-        return;
-    }
-    int i = 0;
-    while (fabs(v) >= 999.5 && i < 6) {
-        v /= 1000;
-        i++;
-    }
-    char num[32];
-    fmt_3(num, sizeof num, v);
-    snprintf(buf, n, "%s %s%s", num, pre[i], unit);
-}
-
-static void fmt_time(char *buf, size_t n, double s) {
-    char num[32];
-    if (!isfinite(s)) {
-        snprintf(buf, n, "n/a");
-    } else if (s == 0) {
-        snprintf(buf, n, "0 s");
-    } else if (fabs(s) >= 0.9995) {
-        fmt_3(num, sizeof num, s);
-        snprintf(buf, n, "%s s", num);
-    } else if (fabs(s) >= 0.9995e-3) {
-        fmt_3(num, sizeof num, s * 1e3);
-        snprintf(buf, n, "%s ms", num);
-    } else if (fabs(s) >= 0.9995e-6) {
-        fmt_3(num, sizeof num, s * 1e6);
-        snprintf(buf, n, "%s \xc2\xb5s", num);
-    } else {
-        fmt_3(num, sizeof num, s * 1e9);
-        snprintf(buf, n, "%s ns", num);
-    }
-}
 
 static void fmt_pct(char *buf, size_t n, double f) {
     if (!isfinite(f))
@@ -217,12 +164,17 @@ static void td_num(html_ctx *c, double v, const char *shown) {
 }
 static void td_si(html_ctx *c, double v, const char *unit) {
     char s[48];
-    fmt_si(s, sizeof s, v, unit);
+    units_si(v, unit, s, sizeof s);
+    td_num(c, v, s);
+}
+static void td_bytes(html_ctx *c, double v) {
+    char s[48];
+    units_bytes(v, s, sizeof s);
     td_num(c, v, s);
 }
 static void td_time(html_ctx *c, double v) {
     char s[48];
-    fmt_time(s, sizeof s, v);
+    units_time(v, s, sizeof s);
     td_num(c, v, s);
 }
 static void td_pct(html_ctx *c, double v) {
@@ -317,14 +269,14 @@ static void verdict(html_ctx *c, const record *r, const record_point *p) {
     double dshare;
     point_dominant(p, &dph, &dk, &dcls, &dshare);
     char bw[48], pk[48], shp[32], shc[32], shd[32];
-    fmt_si(bw, sizeof bw, r->device.bandwidth_Bps, "B/s");
+    units_si(r->device.bandwidth_Bps, "B/s", bw, sizeof bw);
     fmt_pct(shc, sizeof shc, s->share_bound[top]);
     fmt_pct(shd, sizeof shd, dshare);
     const char *phase = dec >= pre ? "Decode" : "Prefill";
     fmt_pct(shp, sizeof shp, safe_div(dec >= pre ? dec : pre, req));
     double main_peak = device_peak(&r->device, XF_COMPUTE_TENSOR16);
     if (p->wl.adtype == XF_FP32) main_peak = device_peak(&r->device, XF_COMPUTE_FP32);
-    fmt_si(pk, sizeof pk, main_peak, "FLOP/s");
+    units_si(main_peak, "FLOP/s", pk, sizeof pk);
     put(c, "<p class=\"verdict\"><b>Verdict:</b> ");
     if (req <= 0) {
         put(c, "the record has no op times, so there is nothing to judge.</p>\n");
@@ -365,8 +317,8 @@ static void kv_verdict(html_ctx *c, const record_kv *kv) {
     fmt_pct(bb, sizeof bb, waste[0]);
     fmt_pct(cc, sizeof cc, w->share[KV_CAT_TOKEN]);
     fmt_pct(dd, sizeof dd, waste[1]);
-    fmt_si(e, sizeof e, b->tokens_per_s, "tokens/s");
-    fmt_si(f, sizeof f, w->tokens_per_s, "tokens/s");
+    units_si(b->tokens_per_s, "tokens/s", e, sizeof e);
+    units_si(w->tokens_per_s, "tokens/s", f, sizeof f);
     put(c, "<p class=\"verdict\"><b>Verdict:</b> ");
     esc(c, b->policy);
     sbuf_printf(c->b, " keeps the most of the KV pool in token states (%s, with %s reserved or fragmented) and serves %s", a, bb, e);
@@ -390,7 +342,7 @@ static void memory_bar(html_ctx *c, const record_memory *m) {
     char s[48], t[48];
     for (int i = 0; i < 3; i++) {
         if (parts[i] <= 0) continue;
-        fmt_si(s, sizeof s, parts[i], "B");
+        units_bytes(parts[i], s, sizeof s);
         sbuf_printf(c->b, "<span style=\"width:%.3f%%;background:%s\" title=\"%s %s\"></span>", 100 * parts[i] / scale,
                     colors[i], names[i], s);
     }
@@ -399,14 +351,14 @@ static void memory_bar(html_ctx *c, const record_memory *m) {
                     100 * (cap - used) / scale);
     put(c, "</div>\n<p class=\"legend\">");
     for (int i = 0; i < 3; i++) {
-        fmt_si(s, sizeof s, parts[i], "B");
+        units_bytes(parts[i], s, sizeof s);
         fmt_pct(t, sizeof t, safe_div(parts[i], cap));
         sbuf_printf(c->b, "<span class=\"sw\" style=\"background:%s\"></span>%s %s (%s) &nbsp; ", colors[i], names[i],
                     s, cap > 0 ? t : "capacity unknown");
     }
     if (cap > 0) {
-        fmt_si(s, sizeof s, cap - used, "B");
-        fmt_si(t, sizeof t, cap, "B");
+        units_bytes(cap - used, s, sizeof s);
+        units_bytes(cap, t, sizeof t);
         if (cap >= used)
             sbuf_printf(c->b, "<span class=\"sw\" style=\"background:#e6e6e6\"></span>free %s of %s", s, t);
         else
@@ -443,7 +395,7 @@ static void render_summary(html_ctx *c, const record *r, int ri, const record_po
     put(c, "<table class=\"kv\"><caption>Model</caption>\n");
     kv_row(c, "name", r->model.name);
     kv_row(c, "architecture", r->model.arch);
-    fmt_si(w, sizeof w, (double)r->model_params, "");
+    units_si((double)r->model_params, "", w, sizeof w);
     snprintf(v, sizeof v, "%lld (%s)", (long long)r->model_params, w);
     kv_row(c, "parameters", v);
     snprintf(v, sizeof v, "%lld layers, d_model %lld, d_ff %lld, vocab %lld", (long long)r->model.n_layers,
@@ -453,7 +405,7 @@ static void render_summary(html_ctx *c, const record *r, int ri, const record_po
              (long long)r->model.n_kv_heads, (long long)r->model.head_dim,
              r->model.n_kv_heads < r->model.n_heads ? " (GQA)" : "");
     kv_row(c, "attention", v);
-    fmt_si(a, sizeof a, r->kv_bytes_per_token, "B");
+    units_bytes(r->kv_bytes_per_token, a, sizeof a);
     snprintf(v, sizeof v, "%.0f B (%s)", r->kv_bytes_per_token, a);
     kv_row(c, "KV bytes per token", v);
     put(c, "</table>\n");
@@ -461,19 +413,19 @@ static void render_summary(html_ctx *c, const record *r, int ri, const record_po
     put(c, "<table class=\"kv\"><caption>Device</caption>\n");
     kv_row(c, "name", r->device.name);
     if (r->device.description[0]) kv_row(c, "description", r->device.description);
-    fmt_si(v, sizeof v, r->device.memory_bytes, "B");
+    units_bytes(r->device.memory_bytes, v, sizeof v);
     kv_row(c, "memory", v);
-    fmt_si(v, sizeof v, r->device.bandwidth_Bps, "B/s");
+    units_si(r->device.bandwidth_Bps, "B/s", v, sizeof v);
     kv_row(c, "bandwidth", v);
     if (r->device.cache_bandwidth_Bps > 0) {
-        fmt_si(a, sizeof a, r->device.cache_bandwidth_Bps, "B/s");
-        fmt_si(b2, sizeof b2, r->device.cache_bytes, "B");
+        units_si(r->device.cache_bandwidth_Bps, "B/s", a, sizeof a);
+        units_bytes(r->device.cache_bytes, b2, sizeof b2);
         snprintf(v, sizeof v, "%s inside %s of last-level cache", a, b2);
         kv_row(c, "cache bandwidth", v);
     }
     for (int k = 0; k < XF_COMPUTE_COUNT; k++) {
         if (r->device.peak_flops[k] <= 0) continue;
-        fmt_si(a, sizeof a, r->device.peak_flops[k], "FLOP/s");
+        units_si(r->device.peak_flops[k], "FLOP/s", a, sizeof a);
         snprintf(b2, sizeof b2, "peak %s", compute_name((xf_compute)k));
         kv_row(c, b2, a);
     }
@@ -513,15 +465,15 @@ static void render_summary(html_ctx *c, const record *r, int ri, const record_po
         /* results */
         const record_summary *s = &p->summary;
         put(c, "<table class=\"kv results\"><caption>Results</caption>\n");
-        fmt_time(v, sizeof v, s->ttft_s);
+        units_time(s->ttft_s, v, sizeof v);
         sbuf_printf(c->b, "<tr><th>TTFT</th><td class=\"big\" id=\"r%d-ttft\">%s</td></tr>\n", ri, v);
-        fmt_time(v, sizeof v, s->tpot_s);
+        units_time(s->tpot_s, v, sizeof v);
         sbuf_printf(c->b, "<tr><th>TPOT</th><td class=\"big\" id=\"r%d-tpot\">%s</td></tr>\n", ri, v);
-        fmt_si(v, sizeof v, s->tokens_per_s, "tokens/s");
+        units_si(s->tokens_per_s, "tokens/s", v, sizeof v);
         sbuf_printf(c->b, "<tr><th>throughput</th><td class=\"big\" id=\"r%d-tps\">%s</td></tr>\n", ri, v);
-        fmt_si(v, sizeof v, s->prefill_tokens_per_s, "tokens/s");
+        units_si(s->prefill_tokens_per_s, "tokens/s", v, sizeof v);
         kv_row(c, "prefill rate", v);
-        fmt_si(v, sizeof v, s->decode_tokens_per_s, "tokens/s");
+        units_si(s->decode_tokens_per_s, "tokens/s", v, sizeof v);
         kv_row(c, "decode rate", v);
         if (s->max_batch > 0) {
             snprintf(v, sizeof v, "%lld sequences", (long long)s->max_batch);
@@ -566,7 +518,7 @@ static void pipeline_row(html_ctx *c, const record *r, const record_point *p, in
         total += x->time;
     }
     char t[64], sh[32];
-    fmt_time(t, sizeof t, total);
+    units_time(total, t, sizeof t);
     sbuf_printf(c->b, "<div class=\"pipe\"><div class=\"pipe-phase\">%s step<br><b>%s</b></div>\n", phase_name((xf_phase)ph), t);
     if (ph == XF_PREFILL)
         sbuf_printf(c->b, "<div class=\"stage io\">input<br>%lld &times; %lld tokens</div><div class=\"arrow\">&rarr;</div>\n",
@@ -582,7 +534,7 @@ static void pipeline_row(html_ctx *c, const record *r, const record_point *p, in
         xf_bound cls = agg_class(&st[s]);
         double share = safe_div(st[s].time, total);
         fmt_pct(sh, sizeof sh, share);
-        fmt_time(t, sizeof t, st[s].time);
+        units_time(st[s].time, t, sizeof t);
         sbuf_printf(c->b,
                     "<div class=\"stage\" style=\"border-color:%s\" title=\"%s-bound\"><div class=\"sname\">%s</div>"
                     "<div class=\"sshare\">%s</div><div class=\"stime\">%s &middot; %s-bound</div>"
@@ -637,15 +589,15 @@ static void render_pipeline(html_ctx *c, const record *r, int ri, const record_p
     {
         int hot = s->share_bound[XF_BOUND_MEMORY] >= 0.5;
         fmt_pct(a, sizeof a, s->share_bound[XF_BOUND_MEMORY]);
-        fmt_si(b2, sizeof b2, r->device.bandwidth_Bps, "B/s");
+        units_si(r->device.bandwidth_Bps, "B/s", b2, sizeof b2);
         double q = 0;
         for (int64_t i = 0; i < p->n_ops; i++)
             if (p->ops[i].cost.phase == XF_DECODE) q += p->ops[i].cost.bytes;
         sbuf_printf(c->b, "<div class=\"callout%s\" id=\"r%d-bottleneck-bandwidth\"><b>Bandwidth</b>: %s of the request time is "
                     "in memory-bound ops.", hot ? " hot" : "", ri, a);
         if (q > 0) {
-            fmt_si(d, sizeof d, q, "B");
-            fmt_time(e, sizeof e, safe_div(q, r->device.bandwidth_Bps));
+            units_bytes(q, d, sizeof d);
+            units_time(safe_div(q, r->device.bandwidth_Bps), e, sizeof e);
             sbuf_printf(c->b, " Each decode step moves %s (weights, activations and KV); at %s that alone takes %s.", d, b2, e);
         }
         put(c, "</div>\n");
@@ -677,7 +629,7 @@ static void render_pipeline(html_ctx *c, const record *r, int ri, const record_p
         for (int k = 0; k < OP_KIND_COUNT; k++) dec += ag[XF_DECODE][k].time;
         double att = safe_div(ag[XF_DECODE][OP_ATTENTION].time, dec);
         int hot = safe_div(p->memory.kv_bytes, cap) >= 0.2 || att >= 0.2;
-        fmt_si(a, sizeof a, p->memory.kv_bytes, "B");
+        units_bytes(p->memory.kv_bytes, a, sizeof a);
         fmt_pct(b2, sizeof b2, safe_div(p->memory.kv_bytes, cap));
         sbuf_printf(c->b, "<div class=\"callout%s\" id=\"r%d-bottleneck-kv\"><b>KV memory</b>: the KV cache of %lld &times; %lld "
                     "tokens takes %s", hot ? " hot" : "", ri, (long long)p->wl.batch, (long long)(p->wl.prompt + p->wl.gen), a);
@@ -803,8 +755,8 @@ static void render_roofline(html_ctx *c, const record *r, int ri, const record_p
             char sbw[48], spk[48];
             spec_b = spec.bandwidth_Bps / unit;
             spec_p = device_peak(&spec, main_c) / unit;
-            fmt_si(sbw, sizeof sbw, spec.bandwidth_Bps, "B/s");
-            fmt_si(spk, sizeof spk, device_peak(&spec, main_c), "FLOP/s");
+            units_si(spec.bandwidth_Bps, "B/s", sbw, sizeof sbw);
+            units_si(device_peak(&spec, main_c), "FLOP/s", spk, sizeof spk);
             snprintf(spec_lab, sizeof spec_lab, "spec roofline: %s peak %s, bandwidth %s", compute_name(main_c), spk, sbw);
             if (spec_p * 4 > yhi) yhi = spec_p * 4;
             have_spec = 1;
@@ -824,7 +776,7 @@ static void render_roofline(html_ctx *c, const record *r, int ri, const record_p
     sbuf g;
     sbuf_init(&g);
     char bw[48], pk[48], lab[160];
-    fmt_si(bw, sizeof bw, d->bandwidth_Bps, "B/s");
+    units_si(d->bandwidth_Bps, "B/s", bw, sizeof bw);
     sbuf_printf(&g, "set logscale xy 10\nset xrange [%.6g:%.6g]\nset yrange [%.6g:%.6g]\nset samples 400\n", xmin, xmax, ylo, yhi);
     sbuf_printf(&g, "set xlabel 'arithmetic intensity (FLOP/byte)'\nset ylabel 'attained %s'\n", uname);
     sbuf_puts(&g, "set format x '%g'\nset format y '%g'\nset grid xtics ytics lc rgb '#e5e5e5'\n"
@@ -841,13 +793,13 @@ static void render_roofline(html_ctx *c, const record *r, int ri, const record_p
     esc_gnuplot(&g, lab);
     sbuf_printf(&g, " at %.9g,%.9g left tc rgb '#333333'\n", xmin * 1.3, xmin * 1.3 * B * 2.2);
     sbuf_puts(&g, "plot roof(x) with lines lw 2.5 lc rgb '#333333' title ");
-    fmt_si(pk, sizeof pk, main_p, "FLOP/s");
+    units_si(main_p, "FLOP/s", pk, sizeof pk);
     snprintf(lab, sizeof lab, "%s roofline: %s peak %s", how, compute_name(main_c), pk);
     esc_gnuplot(&g, lab);
     for (int k = 0; k < XF_COMPUTE_COUNT; k++) {
         double pkk = device_peak(d, (xf_compute)k);
         if (!used[k] || (xf_compute)k == main_c || pkk <= 0 || pkk == main_p) continue;
-        fmt_si(pk, sizeof pk, pkk, "FLOP/s");
+        units_si(pkk, "FLOP/s", pk, sizeof pk);
         snprintf(lab, sizeof lab, "%s %s peak %s", how, compute_name((xf_compute)k), pk);
         sbuf_printf(&g, ", (x*B<%.9g?x*B:%.9g) with lines lw 1.5 dt 2 lc rgb '#777777' title ", pkk / unit, pkk / unit);
         esc_gnuplot(&g, lab);
@@ -858,7 +810,7 @@ static void render_roofline(html_ctx *c, const record *r, int ri, const record_p
         esc_gnuplot(&g, spec_lab);
     }
     if (d->cache_bandwidth_Bps > 0) {
-        fmt_si(pk, sizeof pk, d->cache_bandwidth_Bps, "B/s");
+        units_si(d->cache_bandwidth_Bps, "B/s", pk, sizeof pk);
         snprintf(lab, sizeof lab, "%s cache bandwidth %s", how, pk);
         sbuf_printf(&g, ", (x*%.9g<P?x*%.9g:P) with lines lw 1.5 dt 3 lc rgb '#2a9d8f' title ", d->cache_bandwidth_Bps / unit,
                     d->cache_bandwidth_Bps / unit);
@@ -911,8 +863,8 @@ static void render_layers(html_ctx *c, const record *r, int ri, const record_poi
     /* phase split of the request */
     double pre = p->summary.ttft_s, dec = (double)p->wl.gen * p->summary.tpot_s, req = pre + dec;
     char a[48], b2[48], s1[32], s2[32];
-    fmt_time(a, sizeof a, pre);
-    fmt_time(b2, sizeof b2, dec);
+    units_time(pre, a, sizeof a);
+    units_time(dec, b2, sizeof b2);
     fmt_pct(s1, sizeof s1, safe_div(pre, req));
     fmt_pct(s2, sizeof s2, safe_div(dec, req));
     put(c, "<h4>Phase split of one request</h4>\n<div class=\"bar\">");
@@ -1023,12 +975,12 @@ static void render_optable(html_ctx *c, int ri, const record_point *p) {
         td_str(c, op_kind_name(op->cost.kind));
         td_str(c, compute_name(op->cost.compute));
         td_si(c, op->cost.flops, "");
-        td_si(c, op->cost.bytes, "B");
-        td_si(c, op->cost.weight_bytes, "B");
-        td_si(c, op->cost.act_in_bytes, "B");
-        td_si(c, op->cost.act_out_bytes, "B");
-        td_si(c, op->cost.kv_read_bytes, "B");
-        td_si(c, op->cost.kv_write_bytes, "B");
+        td_bytes(c, op->cost.bytes);
+        td_bytes(c, op->cost.weight_bytes);
+        td_bytes(c, op->cost.act_in_bytes);
+        td_bytes(c, op->cost.act_out_bytes);
+        td_bytes(c, op->cost.kv_read_bytes);
+        td_bytes(c, op->cost.kv_write_bytes);
         td_si(c, op->intensity, "");
         td_class(c, op->bound);
         td_time(c, op->time_s);
@@ -1040,7 +992,7 @@ static void render_optable(html_ctx *c, int ri, const record_point *p) {
             td_pct(c, op->util_compute);
             td_pct(c, op->util_memory);
             if (op->bytes_from_counters)
-                td_si(c, op->measured_bytes, "B");
+                td_bytes(c, op->measured_bytes);
             else
                 put(c, "<td data-v=\"\">&ndash;</td>");
         }
@@ -1186,18 +1138,18 @@ static void render_kv(html_ctx *c, const record *r, int ri) {
         put(c, "</div>\n<p class=\"legend\">");
         for (int i = 0; i < 3; i++) {
             if (parts[i] <= 0 && i != 1) continue;
-            fmt_si(a, sizeof a, parts[i], "B");
+            units_bytes(parts[i], a, sizeof a);
             sbuf_printf(c->b, "<span class=\"sw\" style=\"background:%s\"></span>%s %s &nbsp; ", pc[i], pn[i], a);
         }
         if (cap > 0) {
-            fmt_si(a, sizeof a, cap > used ? cap - used : 0, "B");
-            fmt_si(b2, sizeof b2, cap, "B");
+            units_bytes(cap > used ? cap - used : 0, a, sizeof a);
+            units_bytes(cap, b2, sizeof b2);
             sbuf_printf(c->b, "<span class=\"sw\" style=\"background:#e6e6e6\"></span>%s %s of %s",
                         parts[0] > 0 ? "free" : "the rest (weights, activations, free)", a, b2);
         }
         put(c, "</p>\n");
     }
-    fmt_si(a, sizeof a, (double)kv->bytes_per_token, "B");
+    units_bytes((double)kv->bytes_per_token, a, sizeof a);
     put(c, "<p>KV dtype ");
     esc(c, kv->kvdtype);
     sbuf_printf(c->b, ": %s per token; longest request %lld tokens; %lld requests, arrivals ", a, (long long)kv->max_len,
@@ -1258,7 +1210,7 @@ static void render_kv(html_ctx *c, const record *r, int ri) {
         put(c, "<tr>");
         td_str(c, pp->policy);
         for (int k = 0; k < KV_CAT_COUNT; k++) td_pct(c, pp->share[k]);
-        td_si(c, pp->pool_bytes, "B");
+        td_bytes(c, pp->pool_bytes);
         td_int(c, pp->max_live);
         td_si(c, pp->mean_live, "");
         td_si(c, pp->mean_batch, "");
@@ -1524,7 +1476,7 @@ static void render_sweep(html_ctx *c, const record *r, int ri) {
         td_si(c, p->summary.tokens_per_s, "");
         td_pct(c, p->summary.share_bound[XF_BOUND_MEMORY]);
         td_pct(c, p->summary.share_bound[XF_BOUND_COMPUTE]);
-        td_si(c, p->memory.total_bytes, "B");
+        td_bytes(c, p->memory.total_bytes);
         if (p->n_ops > 0) {
             int dph, dk;
             xf_bound cls;
@@ -1552,15 +1504,15 @@ out:
 static void fmt_metric(char *buf, size_t n, const char *metric, double v) {
     size_t len = strlen(metric);
     if (strstr(metric, "tokens_per_s"))
-        fmt_si(buf, n, v, "tokens/s");
+        units_si(v, "tokens/s", buf, n);
     else if (strstr(metric, "per_s"))
-        fmt_si(buf, n, v, "/s");
+        units_si(v, "/s", buf, n);
     else if (len >= 2 && strcmp(metric + len - 2, "_s") == 0)
-        fmt_time(buf, n, v);
+        units_time(v, buf, n);
     else if (strstr(metric, "bytes"))
-        fmt_si(buf, n, v, "B");
+        units_bytes(v, buf, n);
     else
-        fmt_si(buf, n, v, "");
+        units_si(v, "", buf, n);
 }
 
 static void render_advice(html_ctx *c, const record *r, int ri) {

@@ -44,6 +44,44 @@ expect 0 "" --size --model llama-2-13b --kv-budget 20GiB --context 100 --format 
 has "$tmp/out" '"max_seqs":	262'
 expect 0 "" --size --model llama-2-13b --device a100-40gb --context 2048
 has "$tmp/out" "max seqs"
+# Sizes in binary units (core/units.h): 13421772800 B / 2^30 = 12.5 GiB; the A100-40GB's default
+# budget 16494319616 B / 2^30 = 15.36 -> "15.4 GiB".
+expect 0 "" --size --model llama-2-13b --context 2048 --batch 8
+has "$tmp/out" "13421772800   12.5 GiB"
+expect 0 "" --size --model llama-2-13b --device a100-40gb --context 2048
+has "$tmp/out" "KV budget 16494319616 bytes (15.4 GiB)"
+if grep -q " GB\b" "$tmp/out"; then fail "a decimal GB in --size output"; else ok "no decimal GB in --size"; fi
+
+# An absurd config (4096 layers x 16384 KV heads x 64 head_dim: 2^34 B per fp16 token) at 2^30
+# tokens x batch 2^24: 2^34 * 2^30 * 2^24 = 2^88 B = 256 YiB. Printed with units, not as a
+# 27-digit integer; the share of a 1 GiB budget is 100 * 2^88 / 2^30 = 2.88e19 %.
+cat >"$tmp/max.json" <<'EOF2'
+{"model_type":"llama","hidden_size":1048576,"intermediate_size":16777216,"num_hidden_layers":4096,
+ "num_attention_heads":16384,"num_key_value_heads":16384,"vocab_size":16777216,
+ "max_position_embeddings":134217728}
+EOF2
+expect 0 "" --size --model "$tmp/max.json" --context 1073741824 --batch 1,16777216 --kv-budget 1GiB
+has "$tmp/out" "17179869184 bytes per token"
+has "$tmp/out" "1073741824        1             16.0 EiB   16.0 EiB   1.72e+12" # 2^34 * 2^30 = 2^64 B: past 2^63; 100 * 2^34 %
+has "$tmp/out" "256 YiB    256 YiB   2.88e+19"
+if grep -Eq "[0-9]{20}" "$tmp/out"; then fail "a 20-digit byte count: $(grep -E '[0-9]{20}' "$tmp/out")"; else ok "no 20-digit numbers"; fi
+expect 0 "" --size --model "$tmp/max.json" --context 1073741824 --batch 16777216 --format json
+has "$tmp/out" '"bytes":	3.09485009821345e+26' # 2^88
+
+# The default budget needs the activations of one max-len prefill; a context past the cost
+# model's 2^24 tokens cannot be counted: refused (it used to leave them out), unless --max-len or
+# --kv-budget settles it. TinyLlama's shapes with a 2^25-token context:
+cat >"$tmp/long.json" <<'EOF2'
+{"model_type":"llama","hidden_size":2048,"intermediate_size":5632,"num_hidden_layers":22,"num_attention_heads":32,
+ "num_key_value_heads":4,"vocab_size":32000,"max_position_embeddings":33554432}
+EOF2
+expect 2 "33554432-token prefill cannot be counted for the default KV budget" --model "$tmp/long.json" --device h200 --requests 3
+expect 2 "cannot be counted" --size --model "$tmp/long.json" --device h200 --context 1000
+expect 0 "" --model "$tmp/long.json" --device h200 --requests 3 --max-len 100000
+has "$tmp/out" "pool budget 1"
+expect 0 "" --size --model "$tmp/long.json" --kv-budget 1GiB --context 1000
+# weights that fill the device are refused with both sizes in bytes and binary units
+expect 2 "416 PiB vs 40.0 GiB" --model "$tmp/max.json" --requests 3
 
 # A simulation: every policy on the same requests, the record with its kv section.
 TINY=(--model tinyllama-1.1b --device a100-40gb --kv-budget 64MiB --requests 300 --rate 20)
@@ -51,6 +89,7 @@ expect 0 "" "${TINY[@]}" --policy reserve,pow2,oracle,paged:16 -o "$tmp/rec.json
 for p in reserve pow2 oracle paged:16; do has "$tmp/out" "$p "; done
 has "$tmp/out" "token%"
 has "$tmp/out" "TTFT p99"
+has "$tmp/out" "pool budget 64.0 MiB" # 64 * 2^20 B
 [ -s "$tmp/rec.json" ] && ok "record written" || fail "no record at -o"
 if command -v python3 >/dev/null; then
   python3 - "$tmp/rec.json" <<'PY' && ok "record: figures recompute" || fail "record figures do not recompute"

@@ -364,8 +364,11 @@ Test(html, kv_section_when_the_record_has_one) {
     /* token states 0.963 -> "96.3%"; reserved 0.30 -> "30.0%" */
     cr_assert(strstr(h, "<td data-v=\"0.963\">96.3%</td>"));
     cr_assert(strstr(h, "<td data-v=\"0.3\">30.0%</td>"));
-    /* the budget: 8e9 B -> "8.00 GB" */
-    cr_assert(strstr(h, "KV budget 8.00 GB"));
+    /* the budget: 8e9 B is a size, binary units: 8e9 / 2^30 = 7.4506 -> "7.45 GiB" */
+    cr_assert(strstr(h, "KV budget 7.45 GiB"));
+    /* the pool column too: exact bytes in data-v, the same binary text shown */
+    cr_assert(strstr(h, "<td data-v=\"8000000000\">7.45 GiB</td>"));
+    cr_assert_null(strstr(h, " GB<")); /* no decimal size anywhere in the section's cells */
     free(h);
     record_free(&r);
 }
