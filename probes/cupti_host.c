@@ -298,3 +298,31 @@ const char *cupti_privileges_hint(void) {
            "NVreg_RestrictProfilingToAdminUsers=0 (e.g. 'options nvidia NVreg_RestrictProfilingToAdminUsers=0' "
            "in /etc/modprobe.d/nvidia-profiling.conf, then reboot), or run as root / with CAP_SYS_ADMIN";
 }
+
+xf_status cupti_result_status(int r, int *privileges) {
+    if (privileges) *privileges = (r == 35 || r == 40); /* INSUFFICIENT_PRIVILEGES, VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES */
+    switch (r) {
+    case 0: /* SUCCESS */
+        return XF_OK;
+    case 11: /* API_NOT_IMPLEMENTED */
+    case 14: /* NOT_COMPATIBLE: "the activity kind cannot be enabled" (cupti_activity.h), e.g. another tool attached */
+    case 15: /* NOT_INITIALIZED */
+    case 26: /* HARDWARE_BUSY: the counters are in use by another profiling session */
+    case 27: /* NOT_SUPPORTED */
+    case 33: /* VIRTUALIZED_DEVICE_NOT_SUPPORTED */
+    case 35: /* INSUFFICIENT_PRIVILEGES */
+    case 36: /* OLD_PROFILER_API_INITIALIZED */
+    case 38: /* LEGACY_PROFILER_NOT_SUPPORTED */
+    case 39: /* MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED */
+    case 40: /* VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES */
+    case 41: /* CONFIDENTIAL_COMPUTING_NOT_SUPPORTED */
+    case 42: /* CMP_DEVICE_NOT_SUPPORTED */
+    case 43: /* MIG_DEVICE_NOT_SUPPORTED */
+    case 44: /* SLI_DEVICE_NOT_SUPPORTED */
+    case 45: /* WSL_DEVICE_NOT_SUPPORTED */
+    case 46: /* INVALID_CHIP_NAME: a chip this CUPTI does not know */
+        return XF_EUNSUPPORTED;
+    default:
+        return XF_EIO;
+    }
+}

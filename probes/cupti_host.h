@@ -138,4 +138,13 @@ int cupti_metric_in_list(const char *list_text, const char *metric);
 /* The message shown when the Range Profiler reports CUPTI_ERROR_INSUFFICIENT_PRIVILEGES. */
 const char *cupti_privileges_hint(void);
 
+/* How a CUptiResult (its numeric value as in CUDA 13's cupti_result.h; cupti_probe.cpp checks the
+ * values with static_asserts) maps onto xf_status: XF_OK for CUPTI_SUCCESS; XF_EUNSUPPORTED when
+ * CUPTI cannot profile in this setup (no permission, not supported on this device / chip / driver,
+ * virtualized / MIG / confidential-computing GPU, another profiler or CUPTI client attached, the
+ * counters busy): the caller degrades (counters off, activity from the host clock); XF_EIO for the
+ * rest (a bug, or a broken installation). *privileges (may be NULL) is set to 1 when the cause is
+ * missing profiling permission (show cupti_privileges_hint), else 0. */
+xf_status cupti_result_status(int cupti_result, int *privileges);
+
 #endif

@@ -84,12 +84,25 @@ void load_cupti_once() {
 #undef X
 }
 
+/* cupti_result_status (cupti_host.c) classifies by number: the numbers must be cupti_result.h's. */
+static_assert(CUPTI_SUCCESS == 0 && CUPTI_ERROR_API_NOT_IMPLEMENTED == 11 && CUPTI_ERROR_NOT_COMPATIBLE == 14 &&
+                  CUPTI_ERROR_NOT_INITIALIZED == 15 && CUPTI_ERROR_HARDWARE_BUSY == 26 && CUPTI_ERROR_NOT_SUPPORTED == 27 &&
+                  CUPTI_ERROR_VIRTUALIZED_DEVICE_NOT_SUPPORTED == 33 && CUPTI_ERROR_INSUFFICIENT_PRIVILEGES == 35 &&
+                  CUPTI_ERROR_OLD_PROFILER_API_INITIALIZED == 36 && CUPTI_ERROR_LEGACY_PROFILER_NOT_SUPPORTED == 38 &&
+                  CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED == 39 &&
+                  CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES == 40 &&
+                  CUPTI_ERROR_CONFIDENTIAL_COMPUTING_NOT_SUPPORTED == 41 && CUPTI_ERROR_CMP_DEVICE_NOT_SUPPORTED == 42 &&
+                  CUPTI_ERROR_MIG_DEVICE_NOT_SUPPORTED == 43 && CUPTI_ERROR_SLI_DEVICE_NOT_SUPPORTED == 44 &&
+                  CUPTI_ERROR_WSL_DEVICE_NOT_SUPPORTED == 45 && CUPTI_ERROR_INVALID_CHIP_NAME == 46,
+              "cupti_result.h renumbered CUptiResult: update cupti_result_status in probes/cupti_host.c");
+
 xf_status cupti_fail(CUptiResult r, const char *what) {
     const char *s = "?";
     if (g_api.cuptiGetResultString) g_api.cuptiGetResultString(r, &s);
-    if (r == CUPTI_ERROR_INSUFFICIENT_PRIVILEGES) return xf_errorf(XF_EUNSUPPORTED, "%s: %s", what, cupti_privileges_hint());
-    if (r == CUPTI_ERROR_NOT_SUPPORTED || r == CUPTI_ERROR_NOT_INITIALIZED)
-        return xf_errorf(XF_EUNSUPPORTED, "CUPTI %s: %s", what, s);
+    int priv = 0;
+    xf_status st = cupti_result_status((int)r, &priv);
+    if (priv) return xf_errorf(XF_EUNSUPPORTED, "CUPTI %s: %s (%s)", what, cupti_privileges_hint(), s);
+    if (st == XF_EUNSUPPORTED) return xf_errorf(XF_EUNSUPPORTED, "CUPTI %s: not available here: %s (%d)", what, s, (int)r);
     return xf_errorf(XF_EIO, "CUPTI %s: %s (%d)", what, s, (int)r);
 }
 
@@ -100,6 +113,17 @@ xf_status cupti_fail(CUptiResult r, const char *what) {
     } while (0)
 
 /* ---- activity buffers (CUPTI calls these from its own thread) ---- */
+
+/* The kinds the activity mode enables. RUNTIME and DRIVER are not read (buffer_completed skips
+ * them) but are needed: cupti_activity.h, cuptiActivityPushExternalCorrelationId: "When a CUPTI
+ * activity API record is created while within an external API region and
+ * CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION is enabled, the activity API record will be preceded by
+ * a CUpti_ActivityExternalCorrelation record" -- no API records, no external correlation records,
+ * and every kernel would be unattributed. Both API kinds, because a kernel's correlationId is "the
+ * correlation ID in the driver or runtime API activity record that launched the kernel"
+ * (CUpti_ActivityKernel10): ours launch through the runtime, cuBLAS's may not. */
+const CUpti_ActivityKind k_activity_kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+                                               CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER};
 
 pthread_mutex_t g_act_mu = PTHREAD_MUTEX_INITIALIZER;
 std::vector<cupti_kernel_rec> g_kernels;
@@ -232,6 +256,24 @@ xf_status set_configure(cupti_probe *p, metric_set *m) {
     return XF_OK;
 }
 
+/* A fresh range profiler object for the next metric set. cupti_range_profiler.h has no UnsetConfig
+ * and does not say SetConfig may be called again on an object whose config was decoded; the
+ * documented session is Enable (create the object) -> SetConfig -> Start/Stop passes -> DecodeData
+ * -> Disable ("destroy the range profiler object"), so each set gets its own session. */
+xf_status rp_renew(cupti_probe *p) {
+    if (p->rp) {
+        auto dp = mk<CUpti_RangeProfiler_Disable_Params>(CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE);
+        dp.pRangeProfilerObject = p->rp;
+        p->rp = NULL;
+        CU_TRY(g_api.cuptiRangeProfilerDisable(&dp), "range profiler disable");
+    }
+    auto en = mk<CUpti_RangeProfiler_Enable_Params>(CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE);
+    en.ctx = p->ctx;
+    CU_TRY(g_api.cuptiRangeProfilerEnable(&en), "range profiler enable");
+    p->rp = en.pRangeProfilerObject;
+    return XF_OK;
+}
+
 /* Decodes a finished set and merges its values into the result table. */
 xf_status set_collect(cupti_probe *p, metric_set *m) {
     auto dd = mk<CUpti_RangeProfiler_DecodeData_Params>(CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE);
@@ -334,9 +376,10 @@ extern "C" xf_status cupti_probe_init(cupti_probe **out, int ordinal, cupti_mode
         const char *mb = getenv("XFPROF_CUPTI_BUFFER_MB");
         if (mb && atoi(mb) > 0 && atoi(mb) <= 1024) g_buf_bytes = (size_t)atoi(mb) << 20;
         CUptiResult r = g_api.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
-        if (r == CUPTI_SUCCESS) r = g_api.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
-        if (r == CUPTI_SUCCESS) r = g_api.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
+        for (CUpti_ActivityKind k : k_activity_kinds)
+            if (r == CUPTI_SUCCESS) r = g_api.cuptiActivityEnable(k);
         if (r != CUPTI_SUCCESS) {
+            for (CUpti_ActivityKind k : k_activity_kinds) g_api.cuptiActivityDisable(k);
             delete p;
             return cupti_fail(r, "activity enable");
         }
@@ -346,6 +389,7 @@ extern "C" xf_status cupti_probe_init(cupti_probe **out, int ordinal, cupti_mode
     /* counters */
     auto pi = mk<CUpti_Profiler_Initialize_Params>(CUpti_Profiler_Initialize_Params_STRUCT_SIZE);
     CUptiResult r = g_api.cuptiProfilerInitialize(&pi);
+    const int pi_ok = r == CUPTI_SUCCESS;
     auto cn = mk<CUpti_Device_GetChipName_Params>(CUpti_Device_GetChipName_Params_STRUCT_SIZE);
     cn.deviceIndex = (size_t)ordinal;
     if (r == CUPTI_SUCCESS) r = g_api.cuptiDeviceGetChipName(&cn);
@@ -362,8 +406,13 @@ extern "C" xf_status cupti_probe_init(cupti_probe **out, int ordinal, cupti_mode
     en.ctx = p->ctx;
     if (r == CUPTI_SUCCESS) r = g_api.cuptiRangeProfilerEnable(&en);
     if (r != CUPTI_SUCCESS) {
+        s = cupti_fail(r, "range profiler");
+        if (pi_ok) { /* each successful cuptiProfilerInitialize is paired with a DeInitialize */
+            auto pd = mk<CUpti_Profiler_DeInitialize_Params>(CUpti_Profiler_DeInitialize_Params_STRUCT_SIZE);
+            g_api.cuptiProfilerDeInitialize(&pd);
+        }
         delete p;
-        return cupti_fail(r, "range profiler");
+        return s;
     }
     p->rp = en.pRangeProfilerObject;
     for (int i = 0; i < CUPTI_PASS0_METRICS; i++) p->sets[0].names.push_back(cupti_metric_names[i]);
@@ -375,9 +424,9 @@ extern "C" xf_status cupti_probe_init(cupti_probe **out, int ordinal, cupti_mode
 extern "C" void cupti_probe_free(cupti_probe *p) {
     if (!p) return;
     if (p->mode == CUPTI_MODE_ACTIVITY) {
-        g_api.cuptiActivityFlushAll(1);
-        g_api.cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
-        g_api.cuptiActivityDisable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
+        cudaDeviceSynchronize(); /* FlushAll issues no synchronization itself (cupti_activity.h) */
+        g_api.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+        for (CUpti_ActivityKind k : k_activity_kinds) g_api.cuptiActivityDisable(k);
         pthread_mutex_lock(&g_act_mu);
         g_kernels.clear();
         g_extcorr.clear();
@@ -415,7 +464,10 @@ extern "C" xf_status cupti_probe_flush(cupti_probe *p, cupti_attribution *out) {
     memset(out, 0, sizeof *out);
     if (!p || p->mode != CUPTI_MODE_ACTIVITY) return xf_errorf(XF_EINVAL, "CUPTI probe: flush needs activity mode");
     cudaDeviceSynchronize();
-    CU_TRY(g_api.cuptiActivityFlushAll(1), "activity flush");
+    /* The synchronize first: FlushAll "doesn't issue any CUDA synchronization calls implicitly"
+     * (cupti_activity.h). Forced: every buffer is delivered, also one still holding an incomplete
+     * record (none expected after the synchronize; cupti_attribute counts any as bad_records). */
+    CU_TRY(g_api.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "activity flush");
     pthread_mutex_lock(&g_act_mu);
     std::vector<cupti_kernel_rec> k;
     std::vector<cupti_extcorr_rec> e;
@@ -438,7 +490,8 @@ extern "C" xf_status cupti_probe_pass_begin(cupti_probe *p, int set) {
     if (p->cur_set != set) {
         if (p->cur_set >= 0 && !p->sets[p->cur_set].done)
             return xf_errorf(XF_EINVAL, "CUPTI probe: metric set %d has passes left", p->cur_set);
-        xf_status s = set_configure(p, m);
+        xf_status s = p->cur_set >= 0 ? rp_renew(p) : XF_OK;
+        if (!s) s = set_configure(p, m);
         if (s) return s;
         p->cur_set = set;
     }

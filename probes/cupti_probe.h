@@ -4,12 +4,14 @@
  * Two uses, never mixed in one run (times come from runs without counter collection):
  *  - activity: per-kernel start/end/name (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, records
  *    CUpti_ActivityKernel10) attributed to op ranges through external correlation ids pushed at
- *    range_begin; dropped records are checked at flush.
+ *    range_begin (the RUNTIME and DRIVER kinds are enabled as well: CUPTI emits the external
+ *    correlation records only in front of API records); dropped records are checked at flush.
  *  - counters: the Range Profiler with user ranges and user replay, one range per op (named by
  *    cupti_range_name). The caller re-runs the same work from the same state until
  *    cupti_probe_pass_end says every pass was submitted:
  *        for (set = 0; set < CUPTI_METRIC_SETS; set++) {
  *            cupti_probe_pass_begin(p, set);         // first call of a set configures it
+ *                                                    // (in a range profiler object of its own)
  *            do { reset model; run prefill + decode steps with the probe; }
  *            while (cupti_probe_pass_end(p, &done) == XF_OK && !done);
  *        }
@@ -33,9 +35,9 @@ typedef enum cupti_mode { CUPTI_MODE_ACTIVITY = 0, CUPTI_MODE_COUNTERS = 1 } cup
 typedef struct cupti_probe cupti_probe;
 
 /* Opens CUPTI on device `ordinal`. XF_EUNSUPPORTED when the build has no CUDA, there is no device,
- * or libcupti cannot be loaded; in counters mode also when profiling is not permitted
- * (CUPTI_ERROR_INSUFFICIENT_PRIVILEGES: the message is cupti_privileges_hint(), and the caller
- * falls back to activity mode). max_ranges: most op ranges in one pass (0: 4096).
+ * or libcupti cannot be loaded, and for every CUPTI answer cupti_result_status() classes as "not
+ * available here" (no profiling permission: the message is cupti_privileges_hint(), and the caller
+ * falls back to activity mode; not supported on this device, driver or virtualization). max_ranges: most op ranges in one pass (0: 4096).
  * *out is the caller's: cupti_probe_free. */
 xf_status cupti_probe_init(cupti_probe **out, int ordinal, cupti_mode mode, int max_ranges);
 void cupti_probe_free(cupti_probe *p); /* NULL is fine */

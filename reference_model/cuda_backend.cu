@@ -435,10 +435,20 @@ xf_status cuda_init(void **out, const backend_init_args *a) {
             s = blas_status(c, bs, "create");
             goto fail;
         }
-        blas->set_stream(c->h, c->st);
-        /* A fixed workspace so that GEMMs can be captured into a CUDA graph. */
+        /* Stream first: cublasSetStream "unconditionally resets the cuBLAS library workspace back to
+         * the default workspace pool" (cuBLAS docs, cublasSetStream), which would undo the next call. */
+        if ((bs = blas->set_stream(c->h, c->st)) != CUBLAS_STATUS_SUCCESS) {
+            s = blas_status(c, bs, "set stream");
+            goto fail;
+        }
+        /* A fixed workspace so that GEMMs can be captured into a CUDA graph without cuBLAS
+         * allocating (cuBLAS docs, CUDA Graphs support); 32 MiB is the size the docs recommend for
+         * Hopper, cudaMalloc's alignment meets the 256-byte minimum. */
         TRY(dalloc(c, &c->blas_ws, 32 << 20, "cuBLAS workspace"));
-        blas->set_workspace(c->h, c->blas_ws, 32 << 20);
+        if ((bs = blas->set_workspace(c->h, c->blas_ws, 32 << 20)) != CUBLAS_STATUS_SUCCESS) {
+            s = blas_status(c, bs, "set workspace");
+            goto fail;
+        }
         const model_weights *w = a->weights;
         TRY(upload_w(c, &c->embed, &w->embed, "embedding"));
         if (cfg->tied_embeddings && w->lm_head.data == w->embed.data) c->lm_head = c->embed;

@@ -35,9 +35,14 @@ extern "C" xf_status cuda_device_open(int ordinal, cuda_device_info *info) {
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {
         /* cudart_static reports a missing libcuda as "insufficient driver"; any failure here means
-         * there is no usable device. */
-        xf_status s = xf_errorf(XF_EUNSUPPORTED, "no CUDA device present: %s (%s)", cudaGetErrorString(e),
-                                cudaGetErrorName(e));
+         * there is no usable device. cudaDriverGetVersion: "If no driver is installed, then 0 is
+         * returned as the driver version" (cuda_runtime_api.h): say so rather than "insufficient". */
+        int dv = -1;
+        cudaDriverGetVersion(&dv);
+        xf_status s = dv == 0 ? xf_errorf(XF_EUNSUPPORTED, "no CUDA device present: no NVIDIA driver found (libcuda.so.1 "
+                                                           "could not be loaded; %s)", cudaGetErrorName(e))
+                              : xf_errorf(XF_EUNSUPPORTED, "no CUDA device present: %s (%s)", cudaGetErrorString(e),
+                                          cudaGetErrorName(e));
         cudaGetLastError();
         return s;
     }

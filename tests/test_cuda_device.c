@@ -2,6 +2,7 @@
  * opening a device is XF_EUNSUPPORTED with a message saying no CUDA device is present, in a CUDA
  * build (cudart_static finds no libcuda) and in a build without CUDA (the stub) alike. */
 #include <criterion/criterion.h>
+#include <dlfcn.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -20,6 +21,16 @@ Test(cuda_device, no_gpu_is_unsupported) {
     }
     cr_assert_eq(s, XF_EUNSUPPORTED, "status %d: %s", s, xf_error_msg());
     cr_assert_neq(strstr(xf_error_msg(), "no CUDA device"), NULL, "%s", xf_error_msg());
+#ifdef XFPROF_HAVE_CUDA
+    /* no libcuda at all: cudaDriverGetVersion reports 0, and the message says there is no driver
+     * (cudart_static's own text, "driver version is insufficient", would send the user looking
+     * for a newer driver) */
+    void *libcuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (!libcuda)
+        cr_assert_neq(strstr(xf_error_msg(), "no NVIDIA driver found"), NULL, "%s", xf_error_msg());
+    else
+        dlclose(libcuda);
+#endif
     /* a second open answers the same (no state left behind by the first failure) */
     cr_assert_eq(cuda_device_open(3, NULL), XF_EUNSUPPORTED);
 }

@@ -270,3 +270,25 @@ Test(cupti_host, nvtx_probe_is_callable_without_a_tool) {
     p.range_end(p.ctx, &r);
     p.free(p.ctx);
 }
+
+/* CUptiResult values as cupti_result.h (CUDA 13) numbers them; cupti_probe.cpp static_asserts them. */
+Test(cupti_host, cupti_results_classified) {
+    int priv = -1;
+    cr_assert_eq(cupti_result_status(0, &priv), XF_OK); /* CUPTI_SUCCESS */
+    cr_assert_eq(priv, 0);
+    cr_assert_eq(cupti_result_status(35, &priv), XF_EUNSUPPORTED); /* INSUFFICIENT_PRIVILEGES */
+    cr_assert_eq(priv, 1);
+    cr_assert_eq(cupti_result_status(40, &priv), XF_EUNSUPPORTED); /* VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES */
+    cr_assert_eq(priv, 1);
+    /* not available in this setup: degrade, no permission hint */
+    const int unsupported[] = {11, 14, 15, 26, 27, 33, 36, 38, 39, 41, 42, 43, 44, 45, 46};
+    for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++) {
+        priv = -1;
+        cr_assert_eq(cupti_result_status(unsupported[i], &priv), XF_EUNSUPPORTED, "code %d", unsupported[i]);
+        cr_assert_eq(priv, 0, "code %d", unsupported[i]);
+    }
+    /* misuse or a broken install: an error, not a silent downgrade */
+    const int errors[] = {1, 3, 7, 8, 17, 999};
+    for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
+        cr_assert_eq(cupti_result_status(errors[i], NULL), XF_EIO, "code %d", errors[i]);
+}
