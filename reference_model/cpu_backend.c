@@ -9,7 +9,14 @@
  * per-thread fp32 tile of a few MB (the dequantization costs O(rows * cols) against the GEMM's
  * O(tokens * rows * cols), so it is amortized over the prompt). OpenBLAS is set to one thread:
  * all parallelism is OpenMP's, so BLAS threads never compete with OpenMP threads for the cores,
- * and every output row is computed by one thread in a fixed order whatever the thread count. */
+ * and every output row is computed by one thread in a fixed order whatever the thread count.
+ *
+ * Attention (cpu_attention.c): decode queries run the per-query kernel, reading K and V in place
+ * through the slot table. A sequence with CPU_ATT_MIN_TOKENS or more new tokens (prefill) runs the
+ * blocked causal kernel: work items (sequence, KV head, query block); each thread gathers a KV
+ * head's K and V once into its own fp32 tiles (sized at init for max_seq_len), then score tiles and
+ * P.V go through single-threaded cblas_sgemm. The blocking depends on the shapes only, so results
+ * do not depend on the thread count either. */
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
@@ -18,6 +25,7 @@
 #include <strings.h>
 
 #include "reference_model/backend.h"
+#include "reference_model/cpu_attention.h"
 #include "reference_model/cpu_kernels.h"
 #include "reference_model/kv_cache.h"
 #include "reference_model/weights.h"
@@ -25,6 +33,8 @@
 #define CPU_GEMM_MIN_TOKENS 16     /* rows from which projections go to the BLAS GEMM */
 #define CPU_TILE_FLOATS (1 << 20)  /* per-thread fp32 dequantization tile: 4 MiB */
 #define CPU_MM_CHUNK 16            /* output rows per OpenMP work item in the own matmul */
+#define CPU_ATT_MIN_TOKENS 16     /* sequences with this many new tokens take the blocked (prefill)
+                                      attention; fewer (decode) the per-query kernel */
 #define CPU_PAR_MIN 16384          /* element-wise ops on fewer elements run on one thread: a fork and
                                       barrier cost more than the work */
 
@@ -62,6 +72,11 @@ typedef struct cpu_ctx {
     int32_t *sampled;      /* (max_seqs) */
     float *att_scratch;    /* (threads, att_scratch_n) */
     int64_t att_scratch_n;
+    float *att_tiles;      /* (threads, att_tiles_n) prefill attention: a KV head's K and V as fp32
+                              tiles (2, max_seq_len, head_dim) + the block scratch; NULL when
+                              max_tokens < CPU_ATT_MIN_TOKENS */
+    int64_t att_tiles_n;
+    int64_t *att_items;    /* (max_seqs + 1) blocked attention items before each sequence */
     float *tiles;          /* (threads, CPU_TILE_FLOATS) dequantization tiles; NULL for fp32 */
     int16_t *aq;           /* int8 weights: (max_cols) one token's input on the 16-bit grid */
     float *as;             /* int8 weights: (max_cols) its per-group scales (at most one per column) */
@@ -126,6 +141,8 @@ static void cpu_free(void *ctx) {
     free(c->logits);
     free(c->sampled);
     free(c->att_scratch);
+    free(c->att_tiles);
+    free(c->att_items);
     free(c->tiles);
     free(c->aq);
     free(c->as);
@@ -200,6 +217,16 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
     c->sampled = cpu_alloc(c, c->max_seqs, sizeof(int32_t), &st);
     c->att_scratch_n = (c->n_rep * 66 + 2 * cfg->head_dim + 15) & ~(int64_t)15;
     c->att_scratch = cpu_alloc(c, c->threads * c->att_scratch_n, 4, &st);
+    c->att_items = cpu_alloc(c, c->max_seqs + 1, sizeof(int64_t), &st);
+    if (!st && T >= CPU_ATT_MIN_TOKENS) {
+        /* counted by model_mem_of too (reference_model/model.c) */
+        c->att_tiles_n = xk_attn_prefill_floats(c->max_seq_len, c->n_rep, cfg->head_dim);
+        if (c->att_tiles_n < 0 || c->att_tiles_n > INT64_MAX / c->threads)
+            st = xf_errorf(XF_EOVERFLOW, "cpu backend: attention tiles of %d threads x %lld positions x head_dim %lld overflow: "
+                           "give a smaller --prompt + --gen or fewer --threads", c->threads, (long long)c->max_seq_len,
+                           (long long)cfg->head_dim);
+        c->att_tiles = cpu_alloc(c, (int64_t)c->threads * c->att_tiles_n, 4, &st);
+    }
     if (c->w->dtype == XF_INT8) {
         int64_t max_cols = cfg->d_model > cfg->d_ff ? cfg->d_model : cfg->d_ff;
         max_cols = max_cols > c->q_dim ? max_cols : c->q_dim;
@@ -410,17 +437,56 @@ static xf_status cpu_run_op(void *ctx, op_kind k, int layer, const step_batch *b
         return XF_OK;
     }
     case OP_ATTENTION: {
-        const int64_t nkv = cfg->n_kv_heads, items = n * nkv;
+        const int64_t nkv = cfg->n_kv_heads, nrep = c->n_rep, qpb = xk_attn_block_queries(nrep);
         const float scale = (float)(1.0 / sqrt((double)hd));
+        /* Sequences with CPU_ATT_MIN_TOKENS or more new tokens: items (sequence, KV head, query
+         * block), the blocks of a head last to first so the largest come first; att_items[s] =
+         * items before sequence s. The others: one item per (token, KV head), keys read in place. */
+        int64_t *io = c->att_items;
+        io[0] = 0;
+        for (int s = 0; s < b->n_seqs; s++) {
+            const int64_t nn = b->tok_off[s + 1] - b->tok_off[s];
+            io[s + 1] = io[s] + (c->att_tiles && nn >= CPU_ATT_MIN_TOKENS ? (nn + qpb - 1) / qpb * nkv : 0);
+        }
+        const int64_t bitems = io[b->n_seqs], titems = n * nkv;
 #pragma omp parallel num_threads(nth)
         {
-            float *scr = c->att_scratch + (int64_t)omp_get_thread_num() * c->att_scratch_n;
+            const int id = omp_get_thread_num();
+            float *scr = c->att_scratch + (int64_t)id * c->att_scratch_n;
+            /* this thread's tiles hold positions [0, have_n) of KV head have_g of sequence have_s:
+             * each thread gathers a (sequence, head) once, largest block first */
+            float *kt = c->att_tiles ? c->att_tiles + (int64_t)id * c->att_tiles_n : NULL;
+            float *vt = kt ? kt + ((c->max_seq_len * hd + 15) & ~(int64_t)15) : NULL;
+            float *bscr = vt ? vt + ((c->max_seq_len * hd + 15) & ~(int64_t)15) : NULL;
+            int64_t have_s = -1, have_g = -1, have_n = 0;
+#pragma omp for schedule(dynamic, 1) nowait
+            for (int64_t it = 0; it < bitems; it++) {
+                int64_t s = 0;
+                while (io[s + 1] <= it) s++;
+                const int64_t nn = b->tok_off[s + 1] - b->tok_off[s], nqb = (nn + qpb - 1) / qpb, loc = it - io[s];
+                const int64_t g = loc / nqb, qb = nqb - 1 - loc % nqb;
+                const int64_t q0 = qb * qpb, nq = nn - q0 < qpb ? nn - q0 : qpb, pos0 = b->seqs[s].pos + q0;
+                if (have_s != s || have_g != g) {
+                    have_s = s;
+                    have_g = g;
+                    have_n = 0;
+                }
+                if (pos0 + nq > have_n) {
+                    xk_attn_gather(kt, vt, kv_k_base(c, layer, s), kv_v_base(c, layer, s), c->kvdt, c->kv_dim, g * hd,
+                                   c->seqs[s].slots, have_n, pos0 + nq, hd);
+                    have_n = pos0 + nq;
+                }
+                const int64_t t0 = b->tok_off[s] + q0, qoff = g * nrep * hd;
+                xk_attention_causal(c->isa, c->att + t0 * c->q_dim + qoff, c->q_dim, c->qkv + t0 * c->qkv_dim + qoff,
+                                    c->qkv_dim, nq, nrep, hd, pos0, kt, vt, scale, bscr);
+            }
 #pragma omp for schedule(dynamic, 1)
-            for (int64_t it = 0; it < items; it++) {
+            for (int64_t it = 0; it < titems; it++) {
                 const int64_t t = it / nkv, g = it % nkv;
                 const int64_t s = c->tok_seq[t], pos = b->seqs[s].pos + (t - b->tok_off[s]);
-                const int64_t qoff = g * c->n_rep * hd; /* query heads g*n_rep .. (g+1)*n_rep-1 */
-                xk_attention(c->att + t * c->q_dim + qoff, c->qkv + t * c->qkv_dim + qoff, c->n_rep, hd,
+                if (io[s + 1] > io[s]) continue; /* done by the blocked items above */
+                const int64_t qoff = g * nrep * hd; /* query heads g*n_rep .. (g+1)*n_rep-1 */
+                xk_attention(c->att + t * c->q_dim + qoff, c->qkv + t * c->qkv_dim + qoff, nrep, hd,
                              kv_k_base(c, layer, s), kv_v_base(c, layer, s), c->kvdt, c->kv_dim, g * hd,
                              c->seqs[s].slots, pos + 1, scale, scr);
             }

@@ -66,15 +66,6 @@ void xk_rope(float *v, int64_t n_heads, int64_t head_dim, const float *cos_t, co
 void xk_store(void *dst, xf_dtype dtype, const float *src, int64_t n);
 void xk_load(float *dst, const void *src, xf_dtype dtype, int64_t n);
 
-/* Attention of n_rep query heads sharing one KV head (GQA group) over n_ctx cached positions:
- * out[h] = sum_j softmax_j(scale * q[h] . K[j]) V[j], with K[j] and V[j] the head_dim elements at
- * element offset head_off of rows slots[j] of k_base / v_base (rows of row_elems elements, in
- * dtype). Online softmax over blocks of 64 keys (running max and sum, one rescale per block).
- * q, out: (n_rep, head_dim). scratch: at least n_rep * 66 + 2 * head_dim floats. */
-void xk_attention(float *out, const float *q, int64_t n_rep, int64_t head_dim, const void *k_base,
-                  const void *v_base, xf_dtype dtype, int64_t row_elems, int64_t head_off, const int64_t *slots,
-                  int64_t n_ctx, float scale, float *scratch);
-
 /* h[i] = silu(g[i]) * u[i], silu(g) = g / (1 + exp(-g)). */
 void xk_swiglu(float *h, const float *g, const float *u, int64_t n);
 

@@ -7,6 +7,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "reference_model/cpu_attention.h"
 #include "reference_model/kv_cache.h"
 #include "reference_model/safetensors.h"
 #include "reference_model/weights.h"
@@ -146,6 +147,14 @@ xf_status model_mem_of(const model_config *cfg, const model_options *o, model_me
         (o->wdtype != XF_FP32 && T >= 16 && !add_ok(acts, (int64_t)threads * (4 << 20), &acts)))
         return xf_errorf(XF_EOVERFLOW, "activations of %lld sequences x %lld prompt tokens overflow 64-bit byte counts: give a "
                          "smaller --batch or --prompt", (long long)o->max_seqs, (long long)o->max_prompt);
+    /* The CPU backend's prefill attention tiles: per thread, a KV head's K and V over max_seq_len in
+     * fp32 plus the block scratch (cpu_backend.c allocates them when a step holds >= 16 tokens). */
+    if (T >= 16) {
+        int64_t att = xk_attn_prefill_floats(o->max_seq_len, cfg->n_heads / cfg->n_kv_heads, cfg->head_dim);
+        if (att < 0 || !mul_ok(att, 4 * (int64_t)threads, &att) || !add_ok(acts, att, &acts))
+            return xf_errorf(XF_EOVERFLOW, "attention tiles of %d threads x %lld positions overflow 64-bit byte counts: give a "
+                             "smaller --prompt + --gen or fewer --threads", threads, (long long)o->max_seq_len);
+    }
     out->activations_bytes = acts;
     if (!add_ok(out->weights_bytes, out->kv_bytes, &out->total_bytes) || !add_ok(out->total_bytes, acts, &out->total_bytes))
         return xf_errorf(XF_EOVERFLOW, "the model's memory (weights %.3g + KV %.3g + activations %.3g bytes) overflows 64 bits",

@@ -266,62 +266,6 @@ Test(cpu_kernels, swiglu_add_argmax) {
     cr_assert_eq(xk_argmax(v, 5), 1, "first of the tied maxima");
 }
 
-static void check_attention(xf_dtype dt, int64_t n_ctx) {
-    const int64_t n_rep = 3, hd = 20, n_kv = 2, row = n_kv * hd, n_slots = 300;
-    const int64_t esz = dt == XF_FP32 ? 4 : 2, head = 1; /* KV head 1 of 2 */
-    uint32_t s = 9;
-    char *K = malloc((size_t)(n_slots * row * esz)), *V = malloc((size_t)(n_slots * row * esz));
-    float tmp[40];
-    for (int64_t i = 0; i < n_slots; i++) {
-        for (int j = 0; j < row; j++) tmp[j] = frand(&s) * 2.0f;
-        xk_store(K + i * row * esz, dt, tmp, row);
-        for (int j = 0; j < row; j++) tmp[j] = frand(&s);
-        xk_store(V + i * row * esz, dt, tmp, row);
-    }
-    int64_t *slots = malloc((size_t)n_ctx * sizeof(int64_t));
-    for (int64_t j = 0; j < n_ctx; j++) slots[j] = (j * 37 + 11) % n_slots; /* scattered, like blocks */
-    float q[3 * 20], out[3 * 20], scratch[3 * 66 + 40];
-    for (int i = 0; i < n_rep * hd; i++) q[i] = frand(&s);
-    const float scale = 1.0f / sqrtf((float)hd);
-    xk_attention(out, q, n_rep, hd, K, V, dt, row, head * hd, slots, n_ctx, scale, scratch);
-    double *sc = malloc((size_t)n_ctx * sizeof(double));
-    float kf[40], vf[40];
-    for (int64_t h = 0; h < n_rep; h++) {
-        double mx = -INFINITY, sum = 0;
-        for (int64_t j = 0; j < n_ctx; j++) {
-            xk_load(kf, K + slots[j] * row * esz, dt, row);
-            double d = 0;
-            for (int i = 0; i < hd; i++) d += (double)q[h * hd + i] * kf[head * hd + i];
-            sc[j] = d * scale;
-            mx = fmax(mx, sc[j]);
-        }
-        for (int64_t j = 0; j < n_ctx; j++) sum += (sc[j] = exp(sc[j] - mx));
-        for (int i = 0; i < hd; i++) {
-            double o = 0;
-            for (int64_t j = 0; j < n_ctx; j++) {
-                xk_load(vf, V + slots[j] * row * esz, dt, row);
-                o += sc[j] * vf[head * hd + i];
-            }
-            o /= sum;
-            cr_assert(fabs(out[h * hd + i] - o) <= 2e-6, "%s ctx %lld head %lld elem %d: %.8g vs %.8g", dtype_name(dt),
-                      (long long)n_ctx, (long long)h, i, out[h * hd + i], o);
-        }
-    }
-    free(sc);
-    free(slots);
-    free(K);
-    free(V);
-}
-
-Test(cpu_kernels, attention_online_softmax) {
-    xf_dtype dts[3] = {XF_FP32, XF_FP16, XF_BF16};
-    for (int d = 0; d < 3; d++) {
-        check_attention(dts[d], 1);   /* one key: out = V */
-        check_attention(dts[d], 64);  /* exactly one block */
-        check_attention(dts[d], 150); /* three blocks, the last partial: rescaling exercised */
-    }
-}
-
 Test(cpu_kernels, kv_store_load_roundtrip) {
     float src[3] = {1.5f, -0.25f, 3.0f}, back[3];
     uint16_t h[3];

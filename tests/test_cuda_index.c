@@ -308,6 +308,7 @@ Test(cuda_index, argmax_first_maximum) {
 
 /* ---- The kernels' loops emulated on the CPU, fed by the packed step metadata (cuda_meta.h) and
  * the KV manager's real block tables, against the CPU backend's attention kernel (xk_attention). */
+#include "reference_model/cpu_attention.h" /* xk_attention */
 #include "reference_model/cpu_kernels.h"
 #include "reference_model/cuda_meta.h"
 

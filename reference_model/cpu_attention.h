@@ -1,0 +1,62 @@
+/* The CPU backend's attention kernels (part of the cpu_kernels family, hence the xk_ prefix):
+ * the per-query kernel used for decode (one query per sequence), and a blocked causal kernel for
+ * prefill that works on contiguous fp32 tiles of a KV head's K and V, computing
+ * (query block x key block) score tiles with single-threaded cblas_sgemm, an online softmax per row
+ * (running max and sum, the causal mask only on the blocks that cross the diagonal), and the P.V
+ * product with cblas_sgemm again. None allocates or spawns threads: the backend splits the work
+ * over (sequence, KV head, query block) items and gives each thread its own scratch. */
+#ifndef XF_CPU_ATTENTION_H
+#define XF_CPU_ATTENTION_H
+
+#include <stdint.h>
+
+#include "core/dtype.h"
+#include "reference_model/cpu_kernels.h"
+
+/* Attention of n_rep query heads sharing one KV head (GQA group) over n_ctx cached positions:
+ * out[h] = sum_j softmax_j(scale * q[h] . K[j]) V[j], with K[j] and V[j] the head_dim elements at
+ * element offset head_off of rows slots[j] of k_base / v_base (rows of row_elems elements, in
+ * dtype). Online softmax over blocks of 64 keys (running max and sum, one rescale per block).
+ * q, out: (n_rep, head_dim). scratch: at least n_rep * 66 + 2 * head_dim floats. */
+void xk_attention(float *out, const float *q, int64_t n_rep, int64_t head_dim, const void *k_base,
+                  const void *v_base, xf_dtype dtype, int64_t row_elems, int64_t head_off, const int64_t *slots,
+                  int64_t n_ctx, float scale, float *scratch);
+
+/* ---- blocked causal attention (prefill) ---- */
+
+#define XK_ATT_ROWS 256     /* query rows (queries x n_rep heads) per block: the score tile's height */
+#define XK_ATT_KEYS 64      /* keys per block: the score tile's width */
+
+/* Queries per block for a GQA group of n_rep heads: max(1, XK_ATT_ROWS / n_rep). Depends on n_rep
+ * only, so the blocking (hence every result) is the same whatever the thread count. */
+int64_t xk_attn_block_queries(int64_t n_rep);
+
+/* Floats of scratch xk_attention_causal needs for n_rep and head_dim (Q, O, scores, row state). */
+int64_t xk_attn_block_scratch(int64_t n_rep, int64_t head_dim);
+
+/* Floats per thread for prefill attention over contexts of up to max_ctx positions: the K tile at
+ * 0, the V tile at R and the block scratch at 2 R, R = max_ctx * head_dim rounded up to a multiple
+ * of 16 floats (so each part stays 64-byte aligned). -1 when that could overflow int64. */
+int64_t xk_attn_prefill_floats(int64_t max_ctx, int64_t n_rep, int64_t head_dim);
+
+/* Gathers positions [from, to) of one KV head into contiguous fp32 tiles: kt[j] and vt[j]
+ * (each head_dim floats, kt/vt (to, head_dim)) = the head_dim elements at element offset head_off
+ * of rows slots[j] of k_base / v_base (rows of row_elems elements in dtype: fp32, fp16 or bf16),
+ * converted exactly (every fp16 / bf16 value is a float). */
+void xk_attn_gather(float *kt, float *vt, const void *k_base, const void *v_base, xf_dtype dtype,
+                    int64_t row_elems, int64_t head_off, const int64_t *slots, int64_t from, int64_t to,
+                    int64_t head_dim);
+
+/* Causal attention of n_q consecutive queries at positions pos0 .. pos0 + n_q - 1 of one sequence,
+ * n_rep heads each, on one KV head: query i attends to keys 0 .. pos0 + i of kt / vt
+ * (pos0 + n_q, head_dim) (from xk_attn_gather). q: n_q rows of n_rep * head_dim floats, row i at
+ * q + i * ldq; out likewise with ldo. Scores (scale * q) . k and softmax in float with a running
+ * max per row, exp by a polynomial within ~2 ulp of expf (equal to xk_attention's within float
+ * rounding: the query rows are scaled first, the sums run in another order). n_q <= xk_attn_block_queries(n_rep);
+ * scratch: xk_attn_block_scratch(n_rep, head_dim) floats, 64-byte aligned. isa picks the variant
+ * of the softmax loops (the GEMMs are OpenBLAS's, single-threaded under OpenMP). */
+void xk_attention_causal(xk_isa isa, float *out, int64_t ldo, const float *q, int64_t ldq, int64_t n_q,
+                         int64_t n_rep, int64_t head_dim, int64_t pos0, const float *kt, const float *vt,
+                         float scale, float *scratch);
+
+#endif
