@@ -248,25 +248,17 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
  * cpu_kernels.h, in place for more than one token (every input buffer feeds one projection only). */
 static void cpu_linear(cpu_ctx *c, const wmat *W, float *x, int64_t n, float *y) {
     const int64_t rows = W->rows, cols = W->cols;
-    if (W->dtype == XF_INT8 && n == 1) {
-        xk_act16_quantize(x, cols, W->group, c->aq, c->as);
-        const int64_t chunks = (rows + CPU_MM_CHUNK - 1) / CPU_MM_CHUNK;
-        const xk_isa isa = c->isa;
-#pragma omp parallel for num_threads(c->threads) schedule(static)
-        for (int64_t ch = 0; ch < chunks; ch++) {
-            int64_t r0 = ch * CPU_MM_CHUNK, r1 = r0 + CPU_MM_CHUNK < rows ? r0 + CPU_MM_CHUNK : rows;
-            xk_matvec_i8a16(isa, W, c->aq, c->as, y, r0, r1);
-        }
-        return;
-    }
-    if (W->dtype == XF_INT8) xk_act16_round(x, n, cols, W->group);
+    const int q16 = W->dtype == XF_INT8 && n == 1; /* one token: the int16 x int8 kernel */
+    if (q16) xk_act16_quantize(x, cols, W->group, c->aq, c->as);
+    else if (W->dtype == XF_INT8) xk_act16_round(x, n, cols, W->group);
     if (n < CPU_GEMM_MIN_TOKENS) {
         const int64_t chunks = (rows + CPU_MM_CHUNK - 1) / CPU_MM_CHUNK;
         const xk_isa isa = c->isa;
 #pragma omp parallel for num_threads(c->threads) schedule(static)
         for (int64_t ch = 0; ch < chunks; ch++) {
             int64_t r0 = ch * CPU_MM_CHUNK, r1 = r0 + CPU_MM_CHUNK < rows ? r0 + CPU_MM_CHUNK : rows;
-            xk_matmul(isa, W, x, n, y, rows, r0, r1);
+            if (q16) xk_matvec_i8a16(isa, W, c->aq, c->as, y, r0, r1);
+            else xk_matmul(isa, W, x, n, y, rows, r0, r1);
         }
         return;
     }
