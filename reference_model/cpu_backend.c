@@ -498,7 +498,8 @@ static xf_status cpu_run_op(void *ctx, op_kind k, int layer, const step_batch *b
         return XF_OK;
     case OP_SWIGLU: {
         const int64_t ff = cfg->d_ff;
-#pragma omp parallel for num_threads(nth) schedule(static) if (n * ff >= CPU_PAR_MIN / 8)
+        /* per token; one token (decode) runs on the calling thread: a fork costs more than it */
+#pragma omp parallel for num_threads(nth) schedule(static) if (n > 1 && n * ff >= CPU_PAR_MIN / 8)
         for (int64_t t = 0; t < n; t++) xk_swiglu(c->hff + t * ff, c->gu + t * 2 * ff, c->gu + t * 2 * ff + ff, ff);
         return XF_OK;
     }

@@ -4,12 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define XK_X86 1
-#else
-#define XK_X86 0
-#endif
+#include "reference_model/cpu_simd.h"
 
 /* ---- ISA selection ---- */
 
@@ -230,8 +225,6 @@ static void mm_scalar(const wmat *W, const float *x, int64_t n, float *y, int64_
     }
 
 #if XK_X86
-#define TGT_AVX2 __attribute__((target("avx2,fma,f16c")))
-#define TGT_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,fma")))
 
 /* AVX2: 8 lanes. */
 static inline TGT_AVX2 float hsum8(__m256 v) {
@@ -676,8 +669,66 @@ void xk_load(float *dst, const void *src, xf_dtype dtype, int64_t n) {
     }
 }
 
+/* SwiGLU without overflow and with exp only of -|g| <= 0 (the vector exp of cpu_simd.h):
+ * sigmoid(g) = 1 / (1 + e) for g >= 0 and e / (1 + e) for g < 0, with e = exp(-|g|). The scalar
+ * form serves the portable path and the vector tails; the three give the same value to a few ulp. */
+static inline float silu_mul(float g, float u) {
+    const float e = exp_le0(-fabsf(g));
+    return g * ((g >= 0.0f ? 1.0f : e) / (1.0f + e)) * u;
+}
+
+#if XK_X86
+static TGT_AVX2 void swiglu_avx2(float *h, const float *g, const float *u, int64_t n) {
+    const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 gv = _mm256_loadu_ps(g + i);
+        const __m256 e = exp8_le0(_mm256_or_ps(gv, sign)); /* -|g| */
+        const __m256 num = _mm256_blendv_ps(e, one, _mm256_cmp_ps(gv, zero, _CMP_GE_OQ));
+        const __m256 sig = _mm256_div_ps(num, _mm256_add_ps(one, e));
+        _mm256_storeu_ps(h + i, _mm256_mul_ps(_mm256_mul_ps(gv, sig), _mm256_loadu_ps(u + i)));
+    }
+    for (; i < n; i++) h[i] = silu_mul(g[i], u[i]);
+}
+static TGT_AVX512 void swiglu_avx512(float *h, const float *g, const float *u, int64_t n) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 gv = _mm512_loadu_ps(g + i);
+        const __m512 e = exp16_le0(_mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(gv), _mm512_set1_epi32(INT32_MIN))));
+        const __mmask16 pos = _mm512_cmp_ps_mask(gv, _mm512_setzero_ps(), _CMP_GE_OQ);
+        const __m512 sig = _mm512_div_ps(_mm512_mask_blend_ps(pos, e, one), _mm512_add_ps(one, e));
+        _mm512_storeu_ps(h + i, _mm512_mul_ps(_mm512_mul_ps(gv, sig), _mm512_loadu_ps(u + i)));
+    }
+    for (; i < n; i++) h[i] = silu_mul(g[i], u[i]);
+}
+#endif
+
+void xk_swiglu_isa(xk_isa isa, float *h, const float *g, const float *u, int64_t n) {
+#if XK_X86
+    if (isa == XK_ISA_AVX512) {
+        swiglu_avx512(h, g, u, n);
+        return;
+    }
+    if (isa == XK_ISA_AVX2) {
+        swiglu_avx2(h, g, u, n);
+        return;
+    }
+#else
+    (void)isa;
+#endif
+    for (int64_t i = 0; i < n; i++) h[i] = silu_mul(g[i], u[i]);
+}
+
 void xk_swiglu(float *h, const float *g, const float *u, int64_t n) {
-    for (int64_t i = 0; i < n; i++) h[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    static int cached = -1; /* xk_isa_best, decided once (relaxed: every thread finds the same) */
+    int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (v < 0) {
+        v = (int)xk_isa_best();
+        __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+    }
+    xk_swiglu_isa((xk_isa)v, h, g, u, n);
 }
 
 void xk_add(float *y, const float *x, int64_t n) {

@@ -66,7 +66,10 @@ void xk_rope(float *v, int64_t n_heads, int64_t head_dim, const float *cos_t, co
 void xk_store(void *dst, xf_dtype dtype, const float *src, int64_t n);
 void xk_load(float *dst, const void *src, xf_dtype dtype, int64_t n);
 
-/* h[i] = silu(g[i]) * u[i], silu(g) = g / (1 + exp(-g)). */
+/* h[i] = silu(g[i]) * u[i], silu(g) = g / (1 + exp(-g)), with the variant for isa (the exp of
+ * cpu_simd.h: within a few ulp of expf; |g| > 87 saturates the sigmoid's tail at exp(-87)). */
+void xk_swiglu_isa(xk_isa isa, float *h, const float *g, const float *u, int64_t n);
+/* The same with the best variant this CPU runs. */
 void xk_swiglu(float *h, const float *g, const float *u, int64_t n);
 
 /* y[i] += x[i]. */

@@ -251,6 +251,32 @@ Test(cpu_kernels, rope_rotate_half_hand_computed) {
     cr_assert_eq(z[3], 4.0f);
 }
 
+/* Every SwiGLU variant against silu(g) * u in double over g in [-100, 100] (both tails of the
+ * sigmoid, exact zeros, vector bodies and scalar tails), and NaN in, NaN out. */
+Test(cpu_kernels, swiglu_variants_against_double) {
+    enum { N = 203 }; /* 12 AVX-512 vectors + 11 tail elements */
+    float g[N], u[N], h[N];
+    uint32_t sd = 5;
+    for (int i = 0; i < N; i++) {
+        g[i] = i < 20 ? (float)(i - 10) * 10.0f : frand(&sd) * 12.0f; /* -100 .. 90, then [-12, 12) */
+        u[i] = frand(&sd) + 1.5f;
+    }
+    g[7] = 0.0f;
+    g[N - 1] = NAN;
+    for (int isa = 0; isa < XK_ISA_COUNT; isa++) {
+        if (!xk_isa_supported((xk_isa)isa)) continue;
+        xk_swiglu_isa((xk_isa)isa, h, g, u, N);
+        for (int i = 0; i < N - 1; i++) {
+            const double want = (double)g[i] / (1.0 + exp(-(double)g[i])) * u[i];
+            /* a few ulp of the exp and the divide; below g = -87 the tail saturates at
+             * g * exp(-87) * u: |error| < 100 * 1.7e-38 * 2.5 */
+            cr_assert(fabs(h[i] - want) <= 1e-6 * fabs(want) + 1e-35, "%s g=%g: %.9g vs %.9g", xk_isa_name((xk_isa)isa),
+                      g[i], h[i], want);
+        }
+        cr_assert(isnan(h[N - 1]), "%s: NaN in gives NaN out", xk_isa_name((xk_isa)isa));
+    }
+}
+
 Test(cpu_kernels, swiglu_add_argmax) {
     /* silu(1) = 1 / (1 + e^-1) = 0.7310586; times 2 = 1.4621172; silu(0) * 5 = 0 */
     float g[2] = {1, 0}, u[2] = {2, 5}, h[2];
