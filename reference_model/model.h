@@ -12,7 +12,7 @@
 
 #include "core/dtype.h"
 #include "core/status.h"
-#include "probes/probe.h"
+#include "core/probe.h"
 #include "reference_model/backend.h"
 #include "reference_model/config.h"
 

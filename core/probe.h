@@ -5,8 +5,8 @@
 #define XF_PROBE_H
 
 #include "core/status.h"
-#include "reference_model/cost_model.h"
-#include "reference_model/workload.h"
+#include "core/op.h"
+#include "core/workload.h"
 
 /* Which op range: one op of one layer in one step. */
 typedef struct probe_range {
