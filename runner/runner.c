@@ -443,12 +443,14 @@ xf_status runner_run(const run_plan *pl, record *rec, run_notes *notes_out) {
         snprintf(notes->ceilings, sizeof notes->ceilings, "HBM %.2f GB/s (%s; weights %.1f MiB at %s, L2 %.1f MiB)",
                  machine.bandwidth_Bps / 1e9, from_file ? "measured" : machine.name, mm.weights_bytes / 1048576.0,
                  dtype_name(dev_wd), machine.cache_bytes / 1048576.0);
-        fprintf(stderr, "xfprof run: cuda:%d %s; ceilings from %s; bandwidth ceiling: %s\n", pl->ordinal, ctx.gpu.name, mpath,
+        if (!pl->quiet)
+            fprintf(stderr, "xfprof run: cuda:%d %s; ceilings from %s; bandwidth ceiling: %s\n", pl->ordinal, ctx.gpu.name, mpath,
                 notes->ceilings);
     } else {
         if ((s = load_ceilings(pl->threads, &machine, &from_file, mpath, sizeof mpath))) return s;
         choose_bandwidth(&machine, (double)mm.weights_bytes, &ctx.dev, notes->ceilings, sizeof notes->ceilings);
-        fprintf(stderr, "xfprof run: ceilings %s; bandwidth ceiling: %s\n", from_file ? mpath : "measured now (quick)",
+        if (!pl->quiet)
+            fprintf(stderr, "xfprof run: ceilings %s; bandwidth ceiling: %s\n", from_file ? mpath : "measured now (quick)",
                 notes->ceilings);
     }
     /* Probes, then the model (the perf counters must exist before the OpenMP pool). */
@@ -487,7 +489,8 @@ xf_status runner_run(const run_plan *pl, record *rec, run_notes *notes_out) {
                 snprintf(p->run.kv_policy, sizeof p->run.kv_policy, "%s", policy);
                 snprintf(p->run.kv_alloc, sizeof p->run.kv_alloc, "%s", pl->kv_alloc == KV_ALLOC_SYSTEM ? "system" : "pool");
                 p->run.timer_overhead_s = timer_probe_overhead_s(ctx.timer);
-                fprintf(stderr, "xfprof run: %s batch %lld prompt %lld gen %lld, %s weights, %d threads, %d+%d reps...\n",
+                if (!pl->quiet)
+                    fprintf(stderr, "xfprof run: %s batch %lld prompt %lld gen %lld, %s weights, %d threads, %d+%d reps...\n",
                         cfg->name, (long long)w.batch, (long long)w.prompt, (long long)w.gen, dtype_name(pl->wdtype), pl->threads,
                         pl->warmup, pl->reps);
                 ctx.point_index = rec->n_points - 1;

@@ -56,6 +56,7 @@ typedef struct run_plan {
     int perf;                    /* 1: open the perf_event counters (CPU) */
     runner_cupti cupti;          /* cuda only */
     int cuda_graph;              /* cuda only: the decode step with and without a CUDA graph */
+    int quiet;                   /* 1: no progress lines on stderr (warnings still) */
     int (*stop)(void);           /* polled between points: nonzero stops the run (Ctrl-C); NULL: never */
 } run_plan;
 
