@@ -27,7 +27,7 @@ static const char *CMD = "run";
 
 static void help(void) {
     printf("Usage: xfprof run [options]\n\n"
-           "Runs the reference LLaMA-style decoder for real (prefill, then gen decode steps), times every op of\n"
+           "Runs the reference LLaMA-style decoder for real (prefill, then gen - 1 decode steps), times every op of\n"
            "every layer, and sets each against this machine's measured ceilings: measured time (median and\n"
            "spread over the repetitions), FLOPs, bytes, intensity, utilization of each ceiling, the measured\n"
            "class, the predicted time and measured/predicted; then TTFT, TPOT, tokens/s and peak memory.\n"
@@ -39,7 +39,8 @@ static void help(void) {
            "                    default: random weights from --seed at the config's shapes\n"
            "  --batch LIST      sequences run together (default %s)\n"
            "  --prompt LIST     prompt tokens per sequence (default %s)\n"
-           "  --gen LIST        decode steps per sequence (default %s)\n"
+           "  --gen LIST        tokens generated per sequence (default %s): the prefill samples the first (TTFT\n"
+           "                    covers it), gen - 1 decode steps the rest, as max_new_tokens and llama-bench -n\n"
            "  --prompt-ids IDS  the prompt as token ids (1,15043,29892), the same for every sequence\n"
            "  --wdtype T        weights: fp32 (default; bf16 on cuda), bf16 or int8 (weight-only, per-group scales;\n"
            "                    their input is rounded to a 16-bit grid per group: record env int8_inputs)\n"

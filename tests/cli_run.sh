@@ -51,8 +51,24 @@ for o in meas:
 assert any(o["op"] == "kv_alloc" for o in ops)
 assert all(v in ("unsupported",) or isinstance(v, (int, float)) for o in meas for v in o["counters"].values())
 assert len(p["tokens"]) == 1                        # batch 1
+# --gen counts the generated tokens (the prefill samples the first): 32 by default, not 33
+assert p["workload"]["gen"] == 32 and len(p["tokens"][0]) == 32, (p["workload"]["gen"], len(p["tokens"][0]))
 EOF
 fi
+# --gen 1: one token, from the prefill, so no decode step ran; --gen 0: none (prompt processing only).
+for g in 1 0; do
+    expect_rc 0 "run --gen $g" "$XF" run --reps 1 --warmup 0 --prompt 8 --gen $g --format json
+    if command -v python3 >/dev/null; then
+        python3 - "$TMP/out" $g <<'EOF' && ok "--gen $g: $g token(s), no decode step" || bad "--gen $g: tokens or decode steps wrong"
+import json, sys
+p = json.load(open(sys.argv[1]))["points"][0]
+g = int(sys.argv[2])
+assert len(p.get("tokens", [[]])[0]) == g, p.get("tokens")
+assert not any(o.get("measured") for o in p["ops"] if o["phase"] == "decode")
+assert p["summary"]["tpot_s"] == 0 and p["summary"]["ttft_s"] > 0
+EOF
+    fi
+done
 
 # 2. Ceilings: a model whose weights fit in the LLC is judged against the in-cache bandwidth.
 sed -i 's/"cache_bytes":1048576/"cache_bytes":1e9/' "$XFPROF_MACHINE_FILE"
