@@ -70,6 +70,40 @@ EOF
     fi
 done
 
+# --weights DIR alone: the folder's config.json is the model (no --model needed).
+if command -v python3 >/dev/null; then
+    mkdir -p "$TMP/tiny-weights"
+    python3 - "$TMP/tiny-weights" <<'EOF'
+import json, struct, sys, random
+d = sys.argv[1]
+L, D, H, KV, HD, FF, V = 1, 16, 2, 1, 8, 32, 64
+json.dump({"model_type": "llama", "hidden_size": D, "num_hidden_layers": L, "num_attention_heads": H,
+           "num_key_value_heads": KV, "head_dim": HD, "intermediate_size": FF, "vocab_size": V,
+           "max_position_embeddings": 64, "rope_theta": 10000.0, "rms_norm_eps": 1e-5,
+           "tie_word_embeddings": False, "hidden_act": "silu"}, open(d + "/config.json", "w"))
+t = {"model.embed_tokens.weight": (V, D), "lm_head.weight": (V, D), "model.norm.weight": (D,)}
+for l in range(L):
+    p = "model.layers.%d." % l
+    t.update({p + "self_attn.q_proj.weight": (H * HD, D), p + "self_attn.k_proj.weight": (KV * HD, D),
+              p + "self_attn.v_proj.weight": (KV * HD, D), p + "self_attn.o_proj.weight": (D, H * HD),
+              p + "mlp.gate_proj.weight": (FF, D), p + "mlp.up_proj.weight": (FF, D), p + "mlp.down_proj.weight": (D, FF),
+              p + "input_layernorm.weight": (D,), p + "post_attention_layernorm.weight": (D,)})
+random.seed(1)
+hdr, data = {}, b""
+for name, shape in t.items():
+    n = 1
+    for x in shape: n *= x
+    vals = [1.0] * n if len(shape) == 1 else [random.uniform(-0.1, 0.1) for _ in range(n)]
+    hdr[name] = {"dtype": "F32", "shape": list(shape), "data_offsets": [len(data), len(data) + 4 * n]}
+    data += struct.pack("<%df" % n, *vals)
+h = json.dumps(hdr).encode()
+open(d + "/model.safetensors", "wb").write(struct.pack("<Q", len(h)) + h + data)
+EOF
+    expect_rc 0 "run --weights DIR alone" "$XF" run --weights "$TMP/tiny-weights" --reps 1 --warmup 0 --prompt 4 --gen 2 --threads 1 --format json
+    grep -q '"name":[[:space:]]*"tiny-weights"' "$TMP/out" && ok "--weights alone: the folder's config is the model" ||
+        bad "--weights alone did not take the folder's config: $(head -c 300 "$TMP/out")"
+fi
+
 # 2. Ceilings: a model whose weights fit in the LLC is judged against the in-cache bandwidth.
 sed -i 's/"cache_bytes":1048576/"cache_bytes":1e9/' "$XFPROF_MACHINE_FILE"
 expect_rc 0 "run judged against the cache ceiling" "$XF" run --reps 1 --warmup 0 --prompt 8 --gen 2 --no-probes
