@@ -113,6 +113,36 @@ static xf_status add_kv_alloc_ops(record_point *p, int with_decode) {
     return XF_OK;
 }
 
+/* plan->on_step: one more repetition, untimed and without probes, each step's logits and ids. */
+static xf_status replay_steps(run_ctx *c, const record_point *p, const int32_t *prompts, const int64_t *lens) {
+    const workload *w = &p->wl;
+    int32_t *ids = malloc((size_t)w->batch * sizeof *ids);
+    if (!ids) return xf_errorf(XF_ENOMEM, "out of memory");
+    model_reset(c->m);
+    xf_status s = model_prefill(c->m, (int)w->batch, prompts, lens, NULL);
+    for (int64_t k = 0; !s && k < w->gen; k++) {
+        if (k > 0 && (s = model_decode_step(c->m, NULL, NULL))) break;
+        run_step_view v;
+        memset(&v, 0, sizeof v);
+        v.point = c->point_index;
+        v.step = k;
+        v.logits = model_logits(c->m, &v.n_seqs, &v.vocab);
+        for (int64_t b = 0; b < w->batch; b++) {
+            int64_t n = 0;
+            const int32_t *t = model_tokens(c->m, (int)b, &n);
+            ids[b] = t && n > 0 ? t[n - 1] : -1;
+        }
+        v.tokens = ids;
+        if (k == 0) {
+            v.prompt = prompts;
+            v.prompt_len = w->prompt;
+        }
+        s = c->plan->on_step(c->plan->on_step_ctx, &v);
+    }
+    free(ids);
+    return s;
+}
+
 /* Runs one point: warm-up, reps; fills the measured ops, summary and tokens. */
 static xf_status run_point(run_ctx *c, record_point *p) {
     const run_plan *pl = c->plan;
@@ -174,6 +204,7 @@ static xf_status run_point(run_ctx *c, record_point *p) {
         p->n_tokens_per_seq = per;
     }
     probe_set_point_end(ps); /* CUPTI activity off before the replays and the graph timings */
+    if (pl->on_step && w->gen > 0 && (s = replay_steps(c, p, prompts, lens)) != XF_OK) goto done;
     if (pl->cuda && c->cupti_sel == RUNNER_CUPTI_COUNTERS && !c->counters_off) runner_collect_counters(c, p, prompts, lens);
     /* Measured ops: every probe's samples (innermost first), then the class. */
     roofline_thresholds th;

@@ -104,6 +104,29 @@ EOF
         bad "--weights alone did not take the folder's config: $(head -c 300 "$TMP/out")"
 fi
 
+# --save-tokens / --save-logits: the ids of every step equal the record's, each logit row's argmax is
+# the token sampled from it, the prompt is there once; nothing is written when the flags disagree.
+expect_rc 0 "run --save-tokens --save-logits" "$XF" run --reps 1 --warmup 0 --batch 2 --prompt 4 --gen 3 --threads 1 \
+    --save-tokens "$TMP/toks.jsonl" --save-logits -o "$TMP/toks.json"
+if command -v python3 >/dev/null; then
+    python3 - "$TMP/toks.jsonl" "$TMP/toks.json" <<'EOF' && ok "saved tokens and logits match the record" || bad "saved tokens or logits wrong"
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+rec = json.load(open(sys.argv[2]))
+h, steps = lines[0], lines[1:]
+assert h["format"] == "xfprof-tokens" and h["version"] == 1 and h["logits"] is True
+assert [s["step"] for s in steps] == [0, 1, 2]                  # --gen 3: three tokens, three steps
+assert len(steps[0]["prompt"]) == 2 and len(steps[0]["prompt"][0]) == 4 and "prompt" not in steps[1]
+toks = rec["points"][0]["tokens"]                                 # (seqs, gen)
+for k, s in enumerate(steps):
+    assert s["tokens"] == [toks[b][k] for b in range(2)], (k, s["tokens"])
+    for b in range(2):
+        row = s["logits"][b]
+        assert len(row) == h["vocab"] and max(range(len(row)), key=row.__getitem__) == s["tokens"][b]
+EOF
+fi
+expect_rc 2 "--save-logits needs --save-tokens" "$XF" run --save-logits
+
 # 2. Ceilings: a model whose weights fit in the LLC is judged against the in-cache bandwidth.
 sed -i 's/"cache_bytes":1048576/"cache_bytes":1e9/' "$XFPROF_MACHINE_FILE"
 expect_rc 0 "run judged against the cache ceiling" "$XF" run --reps 1 --warmup 0 --prompt 8 --gen 2 --no-probes
