@@ -237,7 +237,7 @@ typedef struct run_ctx {
     int counters_off;      /* counters refused once (no permission): not tried again */
     int64_t cupti_unattributed, cupti_bad, cupti_drop_warnings, kernel_ops;
     char cupti_note[224];  /* what CUPTI did, for env and the notes */
-    char counters_note[224];
+    char counters_note[320];
     char graph_lines[1024];/* one line per point: the decode step with and without the graph */
     record *rec;
     int point_index;
@@ -344,9 +344,11 @@ static void collect_counters(run_ctx *c, record_point *p, const int32_t *prompts
     }
     int applied = cupti_collect_apply(&cr, n_dec, p);
     snprintf(c->counters_note, sizeof c->counters_note,
-             "Range Profiler, user replay (%d + %d passes), decode step %d of the replay; %d ops got counters; tensor unit "
-             "%s; times from the uncounted runs",
-             cr.passes[0], cr.passes[1], n_dec, applied, cr.flops_per_unit > 0 ? "calibrated" : "not calibrated (no tensor FLOPs)");
+             "Range Profiler, user replay (%s: %d passes, %d scheduled%s), decode step %d of the replay; %d ops got counters; "
+             "tensor unit %s; times from the uncounted runs",
+             cr.n_sets == 1 ? "one config" : "split into 2 sets", cr.passes[0] + cr.passes[1],
+             cr.passes_scheduled[0] + cr.passes_scheduled[1], cr.n_sets == 1 ? "" : " (fallback)", n_dec, applied,
+             cr.flops_per_unit > 0 ? "calibrated" : "not calibrated (no tensor FLOPs)");
     cupti_collect_result_free(&cr);
 }
 
