@@ -108,3 +108,36 @@ char *cuda_check_summary_line(const cuda_check_summary *s, double tol, char *buf
                  s->first_failure_cpu_top);
     return buf;
 }
+
+int cuda_check_replay(const int32_t *tr, const int32_t *tf, int64_t n_seqs, int64_t n_tok, const float *lr, const float *lf,
+                      int64_t vocab, double tol, char *msg, size_t len) {
+    if (!tr || !tf || !lr || !lf || n_seqs < 1 || n_tok < 1 || vocab < 2 || !msg || len == 0) {
+        xf_errorf(XF_EINVAL, "replay check: bad arguments");
+        return -1;
+    }
+    for (int64_t s = 0; s < n_seqs; s++)
+        for (int64_t k = 0; k < n_tok; k++)
+            if (tr[s * n_tok + k] != tf[s * n_tok + k]) {
+                snprintf(msg, len,
+                         "graph replay DIFFERS from op by op: sequence %" PRId64 " token %" PRId64 " is %d, op by op %d: the "
+                         "graph timing is not of the same work",
+                         s, k, (int)tr[s * n_tok + k], (int)tf[s * n_tok + k]);
+                return 0;
+            }
+    double worst = 0;
+    for (int64_t s = 0; s < n_seqs; s++) {
+        cuda_check_step st;
+        if (cuda_check_logits(lr + s * vocab, lf + s * vocab, vocab, tol, &st) != XF_OK) {
+            snprintf(msg, len, "graph replay check: %s", xf_error_msg());
+            return -1;
+        }
+        if (st.max_err > worst) worst = st.max_err;
+    }
+    if (worst > tol) {
+        snprintf(msg, len, "graph replay DIFFERS from op by op: last logits max error %.3g (tol %.3g), tokens equal", worst, tol);
+        return 0;
+    }
+    snprintf(msg, len, "graph replay equal to op by op: %" PRId64 " x %" PRId64 " tokens, last logits max error %.3g", n_seqs, n_tok,
+             worst);
+    return 1;
+}

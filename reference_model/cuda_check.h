@@ -64,4 +64,12 @@ void cuda_check_summary_add(cuda_check_summary *s, const cuda_check_step *st);
  * or "... FAILED at step 3: error 0.2, argmax gpu 17 cpu 4". Returns buf. */
 char *cuda_check_summary_line(const cuda_check_summary *s, double tol, char *buf, size_t len);
 
+/* A replay against the run it replays (CUDA graph against op by op): the same kernels on the same
+ * inputs, so tokens must be equal and the last step's logits within tol. tokens (n_seqs, n_tok),
+ * logits (n_seqs, vocab). Returns 1 when they agree, else 0; either way `msg` gets one line
+ * ("graph replay equal to op by op: 2 x 16 tokens, last logits max error 0" or where it differs).
+ * XF_EINVAL (returned as -1) for bad sizes or a NaN logit. */
+int cuda_check_replay(const int32_t *tok_replay, const int32_t *tok_ref, int64_t n_seqs, int64_t n_tok, const float *lg_replay,
+                      const float *lg_ref, int64_t vocab, double tol, char *msg, size_t len);
+
 #endif

@@ -138,3 +138,21 @@ Test(cuda_check, bad_input_rejected) {
     c[3] = INFINITY;
     cr_assert_eq(cuda_check_logits(g, c, V, 0.05, &st), XF_EINVAL);
 }
+
+Test(cuda_check, replay_against_op_by_op) {
+    int32_t a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {1, 2, 3, 4, 5, 6};
+    float la[2 * V], lb[2 * V];
+    rows(la, lb, 3, 2.0, 0, 0);
+    rows(la + V, lb + V, 4, 2.0, 0, 0);
+    char msg[256];
+    cr_assert_eq(cuda_check_replay(a, b, 2, 3, la, lb, V, 1e-5, msg, sizeof msg), 1, "%s", msg);
+    cr_assert_neq(strstr(msg, "equal"), NULL, "%s", msg);
+    a[4] = 9; /* sequence 1, token 1 */
+    cr_assert_eq(cuda_check_replay(a, b, 2, 3, la, lb, V, 1e-5, msg, sizeof msg), 0);
+    cr_assert_neq(strstr(msg, "sequence 1 token 1 is 9, op by op 5"), NULL, "%s", msg);
+    a[4] = 5;
+    la[V + 10] += 1.0f; /* logits off */
+    cr_assert_eq(cuda_check_replay(a, b, 2, 3, la, lb, V, 1e-5, msg, sizeof msg), 0);
+    cr_assert_neq(strstr(msg, "last logits"), NULL, "%s", msg);
+    cr_assert_eq(cuda_check_replay(a, b, 0, 3, la, lb, V, 1e-5, msg, sizeof msg), -1);
+}
