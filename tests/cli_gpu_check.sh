@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# bench/gpu_check.sh on a machine without a GPU: --pack, then --dry-run (libraries found or
+# reported, packing, the device tool's limits, the time plan, exit 0); a full OUT is refused; a bad
+# budget is a usage error; the summary's ncu cross-check on recorded inputs (tests/data/gpu).
+set -u
+XF=${1:?usage: cli_gpu_check.sh XFPROF}
+SRC=${XF_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
+BUILD=$(dirname "$XF")
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/xf-gpu-check-test.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+fails=0
+ok() { echo "ok: $*"; }
+bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# --pack: one tarball under the carry limit
+if bash "$SRC/bench/gpu_check.sh" --pack "$BUILD" "$TMP/carry" >"$TMP/pack.txt" 2>&1; then
+  [ -f "$TMP/carry/xfprof-gpu.tar.gz" ] && [ "$(find "$TMP/carry" -type f | wc -l)" -eq 1 ] &&
+    ok "pack: $(tail -n 1 "$TMP/pack.txt")" || bad "pack left $(find "$TMP/carry" -type f | wc -l) files"
+  tar tzf "$TMP/carry/xfprof-gpu.tar.gz" | grep -qx "xfprof-gpu/xfprof" && tar tzf "$TMP/carry/xfprof-gpu.tar.gz" | grep -q "^xfprof-gpu/data/devices.json" &&
+    ok "pack holds xfprof and data/" || bad "pack layout: $(tar tzf "$TMP/carry/xfprof-gpu.tar.gz" | head -n 5 | tr '\n' ' ')"
+else
+  bad "pack failed: $(cat "$TMP/pack.txt")"
+fi
+
+# --dry-run with the carry
+if bash "$SRC/bench/gpu_check.sh" --dry-run "$TMP/out" "$TMP/carry" >"$TMP/dry.txt" 2>&1; then
+  ok "dry run exits 0"
+else
+  bad "dry run exited $?: $(tail -n 5 "$TMP/dry.txt")"
+fi
+files=$(cd "$TMP/out" 2>/dev/null && ls | tr '\n' ' ')
+[ "$files" = "gpu_check.log results.tar.gz summary.txt " ] && ok "OUT: $files" || bad "OUT holds: $files"
+grep -q "within the device tool's limits" "$TMP/dry.txt" && ok "limits checked" || bad "no limit check in: $(tail -n 3 "$TMP/dry.txt")"
+grep -q "time plan (s, in order; budget 300 s" "$TMP/dry.txt" && ok "time plan printed" || bad "no time plan"
+grep -q "carried working tree: .* of 64 MiB" "$TMP/dry.txt" && ok "carry size checked" || bad "no carry check"
+for lib in libcublas.so.13 libcupti.so.13; do
+  grep -qE "$lib: (/.* \((wheel|toolkit|ldconfig)\)|NOT FOUND .*)" "$TMP/dry.txt" && ok "$lib found or reported" || bad "$lib not reported"
+done
+# the tarball: one folder gpu_check/, nothing deeper than the tool returns once unpacked there
+members=$(tar tzf "$TMP/out/results.tar.gz" 2>/dev/null)
+echo "$members" | grep -qvx "gpu_check/.*" && bad "a member outside gpu_check/: $members"
+for m in gpu_check/steps.txt gpu_check/summary.txt gpu_check/gpu_check.log gpu_check/env.txt; do
+  echo "$members" | grep -qx "$m" && ok "tarball has $m" || bad "tarball lacks $m: $(echo $members)"
+done
+for s in env tests ceilings decode_b1 activity counters ncu peer; do
+  grep -qE "^$s +(done|dry-run|skipped)" "$TMP/out/summary.txt" && ok "summary names step $s" || bad "summary lacks step $s"
+done
+
+# an OUT already holding files: over the tool's 8 -> refused
+mkdir -p "$TMP/full"
+for i in 1 2 3 4 5 6; do echo x >"$TMP/full/extra$i.txt"; done
+if bash "$SRC/bench/gpu_check.sh" --dry-run "$TMP/full" >"$TMP/full.txt" 2>&1; then
+  bad "9 files in OUT accepted"
+else
+  grep -q "OUT holds 9 files: the tool returns at most 8" "$TMP/full.txt" && ok "9 files refused" || bad "no file-count message: $(tail -n 3 "$TMP/full.txt")"
+fi
+
+# a bad budget: usage error
+XF_GPU_CHECK_BUDGET_S=soon bash "$SRC/bench/gpu_check.sh" --dry-run "$TMP/o2" >"$TMP/b.txt" 2>&1
+[ $? -eq 2 ] && grep -q "XF_GPU_CHECK_BUDGET_S must be a number" "$TMP/b.txt" && ok "bad budget: exit 2" || bad "bad budget: $(cat "$TMP/b.txt")"
+
+# the summary's ncu cross-check on recorded inputs
+if command -v python3 >/dev/null; then
+  mkdir -p "$TMP/w"
+  cp "$SRC/tests/data/gpu/ncu_decode_b1.csv" "$TMP/w/ncu.csv"
+  cp "$SRC/tests/data/gpu/counters_decode_b1.json" "$TMP/w/counters.json"
+  python3 "$SRC/bench/gpu/summary.py" "$TMP/w" "$SRC/data" >"$TMP/sum.txt" 2>&1
+  # ncu: decode layers 0, 1; medians (upper of two): qkv 30.6 us, 100.75 MB; xfprof 31.5 us, 100.1 MB
+  grep -qE "^qkv +31\.5 us +30\.6 us +1\.029 +100\.1 MB +100\.8 MB +0\.994$" "$TMP/sum.txt" && ok "qkv beside ncu" || bad "qkv row: $(grep '^qkv' "$TMP/sum.txt")"
+  grep -qE "^attention +12\.6 us +12\.24 us +1\.029 +8\.53 MB +8\.43 MB +1\.012$" "$TMP/sum.txt" && ok "attention beside ncu" || bad "attention row: $(grep '^attention' "$TMP/sum.txt")"
+  grep -qE "^attn_norm +2\.1 us +2\.04 us +1\.029 +0\.0246 MB +0\.0246 MB +1\.000$" "$TMP/sum.txt" && ok "attn_norm beside ncu" || bad "attn_norm row: $(grep '^attn_norm' "$TMP/sum.txt")"
+  grep -q "decode layers recognised: 2" "$TMP/sum.txt" && ok "2 decode layers recognised (prefill and lm_head left out)" || bad "$(grep 'ncu:' "$TMP/sum.txt")"
+else
+  echo "skip: no python3 for the summary"
+fi
+
+[ $fails -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
+echo "all passed"
