@@ -326,6 +326,10 @@ else
   export BUILD
   run_step tests bash -c "gpu_tests $(cap tests)"
   grep -E "^\[(PASS|FAIL|SKIP|ERR )|^== " "$W/tests.txt" >>"$LOG"
+  tcount() { grep -c "^\[$1" "$W/tests.txt" 2>/dev/null; }
+  sed -i "\$s/\$/ pass $(tcount PASS), fail $(tcount FAIL), skipped $(tcount SKIP), crashed $(tcount 'ERR ')/" "$W/steps.txt"
+  say "tests: $(tail -n 1 "$W/steps.txt")"
+  pack
 fi
 
 run_step ceilings "$XF" machine --device cuda -o "$W/machine.json"

@@ -59,6 +59,20 @@ fi
 XF_GPU_CHECK_BUDGET_S=soon bash "$SRC/bench/gpu_check.sh" --dry-run "$TMP/o2" >"$TMP/b.txt" 2>&1
 [ $? -eq 2 ] && grep -q "XF_GPU_CHECK_BUDGET_S must be a number" "$TMP/b.txt" && ok "bad budget: exit 2" || bad "bad budget: $(cat "$TMP/b.txt")"
 
+# a run stopped by the overall timeout still returns what it has: a build whose xfprof hangs,
+# a 16 s budget (6 s for the steps): the counters probe is killed, the parent packs
+mkdir -p "$TMP/hang"
+printf '#!/bin/sh\nsleep 60\n' >"$TMP/hang/xfprof"
+chmod +x "$TMP/hang/xfprof"
+t0=$(date +%s)
+XF_GPU_CHECK_BUDGET_S=16 bash "$SRC/bench/gpu_check.sh" "$TMP/killed" "$TMP/hang" >"$TMP/killed.txt" 2>&1
+krc=$?
+dt=$(($(date +%s) - t0))
+[ "$dt" -le 20 ] && ok "stopped run took ${dt} s of its 16 s budget" || bad "stopped run took ${dt} s (budget 16)"
+[ $krc -eq 0 ] && ok "stopped run exits 0 (what finished is returned)" || bad "stopped run exited $krc"
+[ -s "$TMP/killed/results.tar.gz" ] && [ -s "$TMP/killed/summary.txt" ] && ok "stopped run: results and summary packed" || bad "stopped run left: $(ls "$TMP/killed")"
+grep -q "stopped at the budget" "$TMP/killed/gpu_check.log" && ok "stopped run: the log says so" || bad "stopped run: log: $(tail -n 3 "$TMP/killed/gpu_check.log")"
+
 # the summary's ncu cross-check on recorded inputs
 if command -v python3 >/dev/null; then
   mkdir -p "$TMP/w"

@@ -97,7 +97,7 @@ def main():
         save()
         print(res["error"])
         return 0 if dry else 1
-    folder = os.path.join(work, "tiny-llama")
+    folder = os.path.join(os.path.dirname(os.path.abspath(work)), "tiny-llama")  # beside WORKDIR: not packed (~40 MB)
     if dry:
         res["dry_run"] = "would write the tiny model, run xfprof (cuda, cpu) and transformers on it, profile it, time llama-2-7b b1"
         save()
