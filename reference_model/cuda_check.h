@@ -14,8 +14,8 @@
 #include <stdint.h>
 
 #include "core/status.h"
-#include "reference_model/cost_model.h"
-#include "reference_model/workload.h"
+#include "core/op.h"
+#include "core/workload.h"
 
 /* 1 when the environment value turns the debug mode on ("1", "on", "yes", "true"), else 0
  * (NULL, "", "0", "off", anything else). */
