@@ -75,6 +75,22 @@ def xf_tokens(xf, folder, device, out):
     return json.load(open(out))["points"][0]["tokens"][0]
 
 
+def greedy_steps(torch, m, ids, n):
+    """Prefill `ids` with the KV cache, then n greedy decode steps; returns each step's host wall
+    time (torch.cuda.synchronize before and after the step)."""
+    times = []
+    o = m(ids, use_cache=True)
+    pkv, nxt = o.past_key_values, o.logits[:, -1:].argmax(-1)
+    for _ in range(n):
+        torch.cuda.synchronize()
+        a = time.perf_counter()
+        o = m(nxt, past_key_values=pkv, use_cache=True)
+        pkv, nxt = o.past_key_values, o.logits[:, -1:].argmax(-1)
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - a)
+    return times
+
+
 def first_diff(a, b):
     for i, (x, y) in enumerate(zip(a, b)):
         if x != y:
@@ -121,12 +137,7 @@ def main():
         # the importer fixture: prefill + 2 decode steps under torch.profiler
         from torch.profiler import ProfilerActivity, profile
         with torch.no_grad(), profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            o = m(ids, use_cache=True)
-            pkv, nxt = o.past_key_values, o.logits[:, -1:].argmax(-1)
-            for _ in range(2):
-                o = m(nxt, past_key_values=pkv, use_cache=True)
-                pkv, nxt = o.past_key_values, o.logits[:, -1:].argmax(-1)
-            torch.cuda.synchronize()
+            greedy_steps(torch, m, ids, 2)
         prof.export_chrome_trace(os.path.join(work, "torch_trace_tiny.json"))
         res["fixture_torch_trace"] = "torch_trace_tiny.json"
         del m
@@ -146,17 +157,8 @@ def main():
             m = LlamaForCausalLM(cfg).eval()
         torch.set_default_dtype(torch.float32)
         ids = torch.randint(0, cfg.vocab_size, (1, 512), device="cuda")
-        times = []
         with torch.no_grad():
-            o = m(ids, use_cache=True)
-            pkv, nxt = o.past_key_values, o.logits[:, -1:].argmax(-1)
-            for _ in range(24):
-                torch.cuda.synchronize()
-                a = time.perf_counter()
-                o = m(nxt, past_key_values=pkv, use_cache=True)
-                pkv, nxt = o.past_key_values, o.logits[:, -1:].argmax(-1)
-                torch.cuda.synchronize()
-                times.append(time.perf_counter() - a)
+            times = greedy_steps(torch, m, ids, 24)
         st = sorted(times[4:])
         res["llama2_7b_b1"] = {"decode_step_s_median": st[len(st) // 2], "decode_step_s_min": st[0], "steps": len(st),
                                "context": 512, "attention": "sdpa", "dtype": "bf16", "weights": "random (torch seed 0)",

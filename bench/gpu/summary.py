@@ -202,7 +202,8 @@ def main():
     if act:
         print(f"activity env.cupti: {(act.get('env') or {}).get('cupti', '-')}")
     # ---- CUPTI counters beside ncu, decode batch 1, same shapes (llama-2-7b, 2 layers)
-    print("== xfprof CUPTI Range Profiler beside ncu (decode, batch 1; medians over layers; +-10% expected)")
+    print("== xfprof CUPTI Range Profiler beside ncu (decode, batch 1; medians over layers; +-10% expected for qkv and "
+          "attention; ncu flushes the caches before each kernel, so a small kernel's DRAM bytes (attn_norm) read higher there)")
     if cnt:
         print(f"counters env: {(cnt.get('env') or {}).get('cupti_counters', '-')}")
     launches = []
