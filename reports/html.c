@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyzers/rollup.h"
 #include "core/fileio.h"
 #include "core/record_kv.h"
 #include "core/units.h"
@@ -64,46 +65,11 @@ static const char *kind_color(int k) {
 }
 
 /* ------------------------------------------------------------------------------------------
- * Roll-ups of a point: per (phase, op kind) sums, and per pipeline stage. */
+ * Roll-ups of a point (analyzers/rollup.h), and the pipeline stages they sum into. */
 
-typedef struct agg {
-    double flops, bytes, time, pred;
-    double class_time[XF_BOUND_COUNT];
-    int n, measured;
-} agg;
-
-static int valid_phase(int ph) { return ph >= 0 && ph < XF_PHASE_COUNT; }
+typedef rollup_agg agg;
 static int valid_kind(int k) { return k >= 0 && k < OP_KIND_COUNT; }
 static double op_t(const record_op *op) { return (isfinite(op->time_s) && op->time_s > 0) ? op->time_s : 0.0; }
-
-static void point_aggregate(const record_point *p, agg out[XF_PHASE_COUNT][OP_KIND_COUNT]) {
-    memset(out, 0, sizeof(agg) * XF_PHASE_COUNT * OP_KIND_COUNT);
-    for (int64_t i = 0; i < p->n_ops; i++) {
-        const record_op *op = &p->ops[i];
-        if (!valid_phase(op->cost.phase) || !valid_kind(op->cost.kind)) continue;
-        agg *a = &out[op->cost.phase][op->cost.kind];
-        a->flops += op->cost.flops;
-        a->bytes += (op->bytes_from_counters && op->measured_bytes > 0) ? op->measured_bytes : op->cost.bytes;
-        a->time += op_t(op);
-        a->pred += isfinite(op->predicted_time_s) ? op->predicted_time_s : 0;
-        if (op->bound >= 0 && op->bound < XF_BOUND_COUNT) a->class_time[op->bound] += op_t(op);
-        a->n++;
-        a->measured |= op->measured;
-    }
-}
-
-static xf_bound agg_class(const agg *a) {
-    int best = 0;
-    for (int b = 1; b < XF_BOUND_COUNT; b++)
-        if (a->class_time[b] > a->class_time[best]) best = b;
-    return (xf_bound)best;
-}
-
-/* Weight of a phase's step in a whole request: one prefill step, gen decode steps. */
-static double phase_weight(const record_point *p, int ph) {
-    return ph == XF_PREFILL ? 1.0 : (double)(p->wl.gen > 0 ? p->wl.gen : 0);
-}
-
 static int point_has_phase(const record_point *p, int ph) {
     for (int64_t i = 0; i < p->n_ops; i++)
         if (p->ops[i].cost.phase == (xf_phase)ph) return 1;
@@ -112,23 +78,12 @@ static int point_has_phase(const record_point *p, int ph) {
 
 /* The op (phase, kind) holding the most request time. */
 static void point_dominant(const record_point *p, int *phase, int *kind, xf_bound *cls, double *share) {
-    agg a[XF_PHASE_COUNT][OP_KIND_COUNT];
-    point_aggregate(p, a);
-    double best = -1, total = 0;
-    *phase = 0;
-    *kind = 0;
-    for (int ph = 0; ph < XF_PHASE_COUNT; ph++)
-        for (int k = 0; k < OP_KIND_COUNT; k++) {
-            double t = a[ph][k].time * phase_weight(p, ph);
-            total += t;
-            if (t > best) {
-                best = t;
-                *phase = ph;
-                *kind = k;
-            }
-        }
-    *cls = agg_class(&a[*phase][*kind]);
-    if (share) *share = safe_div(best, total);
+    rollup_verdict v;
+    rollup_verdict_of(p, &v);
+    *phase = (int)v.dom_phase;
+    *kind = (int)v.dom_kind;
+    *cls = v.dom_class;
+    if (share) *share = v.dom_share;
 }
 
 enum { ST_EMBED, ST_ATTN, ST_FFN, ST_HEAD, ST_COUNT };
@@ -259,21 +214,16 @@ static int chart_data(html_ctx *c, const char *name, const sbuf *data, char *lit
  * Summary. */
 
 static void verdict(html_ctx *c, const record *r, const record_point *p) {
-    const record_summary *s = &p->summary;
-    double pre = s->ttft_s, dec = (double)p->wl.gen * s->tpot_s, req = pre + dec;
-    int top = 0;
-    for (int b = 1; b < XF_BOUND_COUNT; b++)
-        if (s->share_bound[b] > s->share_bound[top]) top = b;
-    int dph, dk;
-    xf_bound dcls;
-    double dshare;
-    point_dominant(p, &dph, &dk, &dcls, &dshare);
+    rollup_verdict v;
+    rollup_verdict_of(p, &v);
+    double req = v.request_s;
+    int top = (int)v.top_class;
     char bw[48], pk[48], shp[32], shc[32], shd[32];
     units_si(r->device.bandwidth_Bps, "B/s", bw, sizeof bw);
-    fmt_pct(shc, sizeof shc, s->share_bound[top]);
-    fmt_pct(shd, sizeof shd, dshare);
-    const char *phase = dec >= pre ? "Decode" : "Prefill";
-    fmt_pct(shp, sizeof shp, safe_div(dec >= pre ? dec : pre, req));
+    fmt_pct(shc, sizeof shc, v.top_class_share);
+    fmt_pct(shd, sizeof shd, v.dom_share);
+    const char *phase = v.top_phase == XF_DECODE ? "Decode" : "Prefill";
+    fmt_pct(shp, sizeof shp, v.top_phase_share);
     double main_peak = device_peak(&r->device, XF_COMPUTE_TENSOR16);
     if (p->wl.adtype == XF_FP32) main_peak = device_peak(&r->device, XF_COMPUTE_FP32);
     units_si(main_peak, "FLOP/s", pk, sizeof pk);
@@ -293,7 +243,7 @@ static void verdict(html_ctx *c, const record *r, const record_point *p) {
     else
         put(c, ": compute and memory are both near their ceilings");
     sbuf_printf(c->b, "; the largest single cost is %s in %s (%s of the request, %s-bound).</p>\n",
-                op_kind_name((op_kind)dk), phase_name((xf_phase)dph), shd, bound_name(dcls));
+                op_kind_name(v.dom_kind), phase_name(v.dom_phase), shd, bound_name(v.dom_class));
 }
 
 /* The KV record's one sentence: which policy keeps the most of the pool in token states and
@@ -504,18 +454,13 @@ static void render_summary(html_ctx *c, const record *r, int ri, const record_po
 
 static void pipeline_row(html_ctx *c, const record *r, const record_point *p, int ph) {
     agg a[XF_PHASE_COUNT][OP_KIND_COUNT];
-    point_aggregate(p, a);
+    rollup_by_kind(p, a);
     agg st[ST_COUNT];
     memset(st, 0, sizeof st);
     double total = 0;
     for (int k = 0; k < OP_KIND_COUNT; k++) {
-        agg *s = &st[stage_of(k)];
-        const agg *x = &a[ph][k];
-        s->time += x->time;
-        s->flops += x->flops;
-        s->bytes += x->bytes;
-        for (int b = 0; b < XF_BOUND_COUNT; b++) s->class_time[b] += x->class_time[b];
-        total += x->time;
+        rollup_agg_merge(&st[stage_of(k)], &a[ph][k]);
+        total += a[ph][k].time_s;
     }
     char t[64], sh[32];
     units_time(total, t, sizeof t);
@@ -531,10 +476,10 @@ static void pipeline_row(html_ctx *c, const record *r, const record_point *p, in
         if (s == ST_ATTN)
             sbuf_printf(c->b, "<div class=\"layers\"><div class=\"layers-label\">%lld &times; layer</div>\n",
                         (long long)r->model.n_layers);
-        xf_bound cls = agg_class(&st[s]);
-        double share = safe_div(st[s].time, total);
+        xf_bound cls = rollup_class(&st[s]);
+        double share = safe_div(st[s].time_s, total);
         fmt_pct(sh, sizeof sh, share);
-        units_time(st[s].time, t, sizeof t);
+        units_time(st[s].time_s, t, sizeof t);
         sbuf_printf(c->b,
                     "<div class=\"stage\" style=\"border-color:%s\" title=\"%s-bound\"><div class=\"sname\">%s</div>"
                     "<div class=\"sshare\">%s</div><div class=\"stime\">%s &middot; %s-bound</div>"
@@ -544,10 +489,10 @@ static void pipeline_row(html_ctx *c, const record *r, const record_point *p, in
         put(c, "<div class=\"sops\">");
         for (int k = 0; k < OP_KIND_COUNT; k++) {
             if (stage_of(k) != s || a[ph][k].n == 0) continue;
-            double os = safe_div(a[ph][k].time, total);
+            double os = safe_div(a[ph][k].time_s, total);
             if (os < 0.01) continue;
             fmt_pct(sh, sizeof sh, os);
-            xf_bound oc = agg_class(&a[ph][k]);
+            xf_bound oc = rollup_class(&a[ph][k]);
             sbuf_printf(c->b, "<span style=\"color:%s\">%s %s</span> ", class_color(oc), op_kind_name((op_kind)k), sh);
         }
         put(c, "</div></div>\n");
@@ -624,10 +569,10 @@ static void render_pipeline(html_ctx *c, const record *r, int ri, const record_p
     if (p->memory.kv_bytes > 0) {
         double cap = p->memory.capacity_bytes;
         agg ag[XF_PHASE_COUNT][OP_KIND_COUNT];
-        point_aggregate(p, ag);
+        rollup_by_kind(p, ag);
         double dec = 0;
-        for (int k = 0; k < OP_KIND_COUNT; k++) dec += ag[XF_DECODE][k].time;
-        double att = safe_div(ag[XF_DECODE][OP_ATTENTION].time, dec);
+        for (int k = 0; k < OP_KIND_COUNT; k++) dec += ag[XF_DECODE][k].time_s;
+        double att = safe_div(ag[XF_DECODE][OP_ATTENTION].time_s, dec);
         int hot = safe_div(p->memory.kv_bytes, cap) >= 0.2 || att >= 0.2;
         units_bytes(p->memory.kv_bytes, a, sizeof a);
         fmt_pct(b2, sizeof b2, safe_div(p->memory.kv_bytes, cap));
@@ -652,7 +597,7 @@ static void render_pipeline(html_ctx *c, const record *r, int ri, const record_p
 static void render_roofline(html_ctx *c, const record *r, int ri, const record_point *p) {
     section_open(c, ri, "roofline", "Roofline");
     agg a[XF_PHASE_COUNT][OP_KIND_COUNT];
-    point_aggregate(p, a);
+    rollup_by_kind(p, a);
     const device_spec *d = &r->device;
     /* Units of the y axis. */
     double maxpeak = 0;
@@ -669,7 +614,7 @@ static void render_roofline(html_ctx *c, const record *r, int ri, const record_p
     double xmin = INFINITY, xmax = 0, ymin = INFINITY;
     double phase_total[XF_PHASE_COUNT] = {0, 0};
     for (int ph = 0; ph < XF_PHASE_COUNT; ph++)
-        for (int k = 0; k < OP_KIND_COUNT; k++) phase_total[ph] += a[ph][k].time;
+        for (int k = 0; k < OP_KIND_COUNT; k++) phase_total[ph] += a[ph][k].time_s;
     /* Point labels: only ops with at least 1% of their step are named (the table below names
      * all), and ops that land on the same spot share one label "qkv+o_proj+..." */
     char names[XF_PHASE_COUNT][OP_KIND_COUNT][160];
@@ -677,14 +622,14 @@ static void render_roofline(html_ctx *c, const record *r, int ri, const record_p
     for (int ph = 0; ph < XF_PHASE_COUNT; ph++)
         for (int k = 0; k < OP_KIND_COUNT; k++) {
             const agg *x = &a[ph][k];
-            if (x->n == 0 || x->flops <= 0 || x->bytes <= 0 || x->time <= 0) continue;
-            if (safe_div(x->time, phase_total[ph]) < 0.01) continue;
-            double lx = log10(x->flops / x->bytes), ly = log10(x->flops / x->time);
+            if (x->n == 0 || x->flops <= 0 || x->bytes <= 0 || x->time_s <= 0) continue;
+            if (safe_div(x->time_s, phase_total[ph]) < 0.01) continue;
+            double lx = log10(x->flops / x->bytes), ly = log10(x->flops / x->time_s);
             int head = -1;
             for (int j = 0; j < k && head < 0; j++) {
                 const agg *y = &a[ph][j];
                 if (!names[ph][j][0]) continue;
-                if (fabs(log10(y->flops / y->bytes) - lx) < 0.08 && fabs(log10(y->flops / y->time) - ly) < 0.08) head = j;
+                if (fabs(log10(y->flops / y->bytes) - lx) < 0.08 && fabs(log10(y->flops / y->time_s) - ly) < 0.08) head = j;
             }
             if (head >= 0) {
                 size_t used_len = strlen(names[ph][head]);
@@ -703,8 +648,8 @@ static void render_roofline(html_ctx *c, const record *r, int ri, const record_p
             int any = 0;
             for (int k = 0; k < OP_KIND_COUNT; k++) {
                 const agg *x = &a[ph][k];
-                if (x->n == 0 || x->flops <= 0 || x->bytes <= 0 || x->time <= 0 || agg_class(x) != (xf_bound)b) continue;
-                double I = x->flops / x->bytes, y = x->flops / x->time / unit;
+                if (x->n == 0 || x->flops <= 0 || x->bytes <= 0 || x->time_s <= 0 || rollup_class(x) != (xf_bound)b) continue;
+                double I = x->flops / x->bytes, y = x->flops / x->time_s / unit;
                 sbuf_printf(&data, "%.9g %.9g ", I, y);
                 if (names[ph][k][0])
                     esc_gnuplot_datum(&data, names[ph][k]);
@@ -842,13 +787,13 @@ static void render_roofline(html_ctx *c, const record *r, int ri, const record_p
     for (int ph = 0; ph < XF_PHASE_COUNT; ph++)
         for (int k = 0; k < OP_KIND_COUNT; k++) {
             const agg *x = &a[ph][k];
-            if (x->n == 0 || x->flops <= 0 || x->bytes <= 0 || x->time <= 0) continue;
+            if (x->n == 0 || x->flops <= 0 || x->bytes <= 0 || x->time_s <= 0) continue;
             put(c, "<tr>");
             td_str(c, phase_name((xf_phase)ph));
             td_str(c, op_kind_name((op_kind)k));
             td_si(c, x->flops / x->bytes, "");
-            td_si(c, x->flops / x->time, "FLOP/s");
-            td_class(c, agg_class(x));
+            td_si(c, x->flops / x->time_s, "FLOP/s");
+            td_class(c, rollup_class(x));
             put(c, "</tr>\n");
         }
     put(c, "</tbody></table></details>\n");
@@ -861,7 +806,7 @@ static void render_roofline(html_ctx *c, const record *r, int ri, const record_p
 static void render_layers(html_ctx *c, const record *r, int ri, const record_point *p) {
     section_open(c, ri, "layers", "Time by layer and phase");
     /* phase split of the request */
-    double pre = p->summary.ttft_s, dec = (double)p->wl.gen * p->summary.tpot_s, req = pre + dec;
+    double pre = p->summary.ttft_s, dec = (double)workload_decode_steps(&p->wl) * p->summary.tpot_s, req = pre + dec;
     char a[48], b2[48], s1[32], s2[32];
     units_time(pre, a, sizeof a);
     units_time(dec, b2, sizeof b2);
@@ -1008,7 +953,7 @@ static void render_optable(html_ctx *c, int ri, const record_point *p) {
 static void render_measured(html_ctx *c, int ri, const record_point *p) {
     section_open(c, ri, "measured", "Measured against predicted");
     agg a[XF_PHASE_COUNT][OP_KIND_COUNT];
-    point_aggregate(p, a);
+    rollup_by_kind(p, a);
     sbuf data;
     sbuf_init(&data);
     int rows = 0;
@@ -1026,17 +971,17 @@ static void render_measured(html_ctx *c, int ri, const record_point *p) {
             put(c, "<tr>");
             td_str(c, phase_name((xf_phase)ph));
             td_str(c, op_kind_name((op_kind)k));
-            td_time(c, x->time);
-            td_time(c, x->pred);
+            td_time(c, x->time_s);
+            td_time(c, x->predicted_time_s);
             char s[32];
-            double ratio = safe_div(x->time, x->pred);
+            double ratio = safe_div(x->time_s, x->predicted_time_s);
             snprintf(s, sizeof s, "%.2f\xc3\x97", ratio);
-            td_num(c, ratio, x->pred > 0 ? s : "n/a");
-            td_class(c, agg_class(x));
+            td_num(c, ratio, x->predicted_time_s > 0 ? s : "n/a");
+            td_class(c, rollup_class(x));
             put(c, "</tr>\n");
             sbuf_printf(&data, "%s:", ph == XF_PREFILL ? "P" : "D");
             esc_gnuplot_datum(&data, op_kind_name((op_kind)k));
-            sbuf_printf(&data, " %.9g %.9g\n", x->time * 1e3, x->pred * 1e3);
+            sbuf_printf(&data, " %.9g %.9g\n", x->time_s * 1e3, x->predicted_time_s * 1e3);
             rows++;
         }
     put(c, "</tbody></table>\n");
