@@ -84,6 +84,31 @@ if command -v python3 >/dev/null; then
   grep -qE "^attention +12\.6 us +12\.24 us +1\.029 +8\.53 MB +8\.43 MB +1\.012$" "$TMP/sum.txt" && ok "attention beside ncu" || bad "attention row: $(grep '^attention' "$TMP/sum.txt")"
   grep -qE "^attn_norm +2\.1 us +2\.04 us +1\.029 +0\.0246 MB +0\.0246 MB +1\.000$" "$TMP/sum.txt" && ok "attn_norm beside ncu" || bad "attn_norm row: $(grep '^attn_norm' "$TMP/sum.txt")"
   grep -q "decode layers recognised: 2" "$TMP/sum.txt" && ok "2 decode layers recognised (prefill and lm_head left out)" || bad "$(grep 'ncu:' "$TMP/sum.txt")"
+  # the targets from a real record (a CPU run stands in for decode_b1; the spec sheet of an H200)
+  mkdir -p "$TMP/w3"
+  echo "NVIDIA H200" >"$TMP/w3/gpu_name.txt"
+  if "$XF" run --model stories15m --prompt 16 --gen 4 --reps 1 --threads 1 -o "$TMP/w3/cpu.json" >/dev/null 2>&1; then
+    # times scaled down 2000 x, so that the ratio lands near GPU figures and its 3 decimals mean something
+    python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+for o in r["points"][0]["ops"]:
+    o["time_s"] /= 2000
+json.dump(r, open(sys.argv[2], "w"))' "$TMP/w3/cpu.json" "$TMP/w3/decode_b1.json"
+    python3 "$SRC/bench/gpu/summary.py" "$TMP/w3" "$SRC/data" >"$TMP/sum3.txt" 2>&1
+    want=$(python3 - "$TMP/w3/decode_b1.json" "$SRC/data/devices.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+bw = [d for d in json.load(open(sys.argv[2]))["devices"] if d["name"] == "h200"][0]["bandwidth_Bps"]
+ops = [o for o in r["points"][0]["ops"] if o["phase"] == "decode"]
+print(f"{sum(o['bytes'] for o in ops) / sum(o['time_s'] for o in ops) / bw:.3f}")
+PY
+)
+    grep -q "spec sheet h200" "$TMP/sum3.txt" && grep -q "decode b1 op by op (per-op sync) / spec HBM = $want " "$TMP/sum3.txt" &&
+      ok "summary: decode b1 ratio $want from a real record" || bad "summary targets: want $want: $(grep -i 'spec' "$TMP/sum3.txt" | head -n 3)"
+  else
+    bad "the CPU run for the summary's record failed"
+  fi
 else
   echo "skip: no python3 for the summary"
 fi
