@@ -119,6 +119,9 @@ cap() { # the step's limit, or what is left of the budget when that is less
 
 ORIG_LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
 py() { LD_LIBRARY_PATH="$ORIG_LD_LIBRARY_PATH" python3 "$@"; } # python with the machine's own libraries
+# the machine's own programs (nvidia-smi, ncu: C++, newer than the carried Debian 12 libstdc++) run
+# with its own library path; only xfprof and the test binaries get the carried libs/
+sys_run() { LD_LIBRARY_PATH="$ORIG_LD_LIBRARY_PATH" "$@"; }
 
 # ---- packing: results.tar.gz (everything), summary.txt, gpu_check.log; then the limits
 pack() {
@@ -253,11 +256,11 @@ export LD_LIBRARY_PATH
   echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
   [ -n "$XF" ] && "$XF" --version 2>&1
   [ -n "$XF" ] && ldd "$XF" 2>&1
-  command -v nvidia-smi >/dev/null && nvidia-smi 2>&1
-  command -v ncu >/dev/null && ncu --version 2>&1 | tail -n 1
+  command -v nvidia-smi >/dev/null && sys_run nvidia-smi 2>&1
+  command -v ncu >/dev/null && sys_run ncu --version 2>&1 | tail -n 1
   py -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1 | tail -n 1
 } >"$W/env.txt" 2>&1
-command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name --format=csv,noheader >"$W/gpu_name.txt" 2>/dev/null
+command -v nvidia-smi >/dev/null && sys_run nvidia-smi --query-gpu=name --format=csv,noheader >"$W/gpu_name.txt" 2>/dev/null
 GVISOR=0
 if [ "$(uname -r)" = "4.4.0" ] || dmesg 2>/dev/null | grep -qi gvisor; then GVISOR=1; fi
 COUNTERS=1
@@ -344,10 +347,14 @@ SMALL=(--model "$ROOT/bench/gpu/llama-2-7b-2layers/config.json" --wdtype bf16 --
 if [ $COUNTERS = 1 ]; then
   run_step counters "$XF" run "${SMALL[@]}" --cupti counters -o "$W/counters.json"
   if command -v ncu >/dev/null || [ $DRY = 1 ]; then
-    run_step ncu ncu --csv --clock-control none --target-processes all --launch-count 200 \
+    # ncu runs with the machine's libraries; xfprof, its child, through a wrapper that has ours
+    XFW="$(dirname "$W")/xfprof-wrapped"
+    printf '#!/bin/sh\nLD_LIBRARY_PATH="%s" exec "%s" "$@"\n' "$LD_LIBRARY_PATH" "${XF:-xfprof}" >"$XFW"
+    chmod +x "$XFW"
+    run_step ncu env LD_LIBRARY_PATH="$ORIG_LD_LIBRARY_PATH" ncu --csv --clock-control none --target-processes all --launch-count 200 \
       --kernel-name "regex:rmsnorm|attention|gemm|gemv|nvjet|xmma|cutlass" \
       --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__grid_size \
-      --log-file "$W/ncu.csv" "$XF" run "${SMALL[@]}" --cupti off -o "$W/ncu_run.json"
+      --log-file "$W/ncu.csv" "$XFW" run "${SMALL[@]}" --cupti off -o "$W/ncu_run.json"
   else
     note_step ncu skipped 0 "ncu not on PATH"
   fi
