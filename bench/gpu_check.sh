@@ -170,6 +170,10 @@ if [ "$XF_GPU_CHECK_CHILD" = final ]; then
   crc=$?
   say "$msg"
   if [ $DRY = 1 ]; then
+    if [ -s "$W/dry_errors.txt" ]; then
+      say "dry run: commands that would fail on the GPU machine: $(tr '\n' ' ' <"$W/dry_errors.txt")"
+      crc=1
+    fi
     tree=$(cd "$ROOT" && git ls-files -z 2>/dev/null | xargs -0 stat -c %s 2>/dev/null | awk '{s += $1} END {print s + 0}')
     carry=0
     [ -n "$BUILD" ] && [ -f "$BUILD/xfprof-gpu.tar.gz" ] && carry=$(stat -c %s "$BUILD/xfprof-gpu.tar.gz")
@@ -288,8 +292,16 @@ run_step() { # name cmd... : runs under the step's cap, notes status; the output
   local name=$1 to rc t1; shift
   to=$(cap "$name")
   if [ $DRY = 1 ]; then
-    local c="$*"; c=${c//$W\//}; [ -n "$BUILD" ] && c=${c//$BUILD\//}; c=${c//$ROOT\//}
-    note_step "$name" dry-run 0 "not run (dry run): ${c:0:160}"; return 0
+    local c="$*" v=""; c=${c//$W\//}; [ -n "$BUILD" ] && c=${c//$BUILD\//}; c=${c//$ROOT\//}
+    # without a GPU an xfprof command must stop at "no CUDA device" (exit 3), after its flags were
+    # parsed: a usage error (exit 2) would cost a rerun on the GPU machine
+    if [ -n "$XF" ] && [ "$1" = "$XF" ] && [ ! -e /dev/nvidiactl ]; then
+      timeout -k 2 20 "$@" >"$W/$name.dry.txt" 2>&1
+      local rc=$?
+      if [ $rc -eq 3 ]; then v="flags parse (exit 3: no device here); "
+      else v="EXIT $rc, not 3: $(head -n 1 "$W/$name.dry.txt" | cut -c1-160); "; echo "$name: $v" >>"$W/dry_errors.txt"; fi
+    fi
+    note_step "$name" dry-run 0 "not run (dry run): $v${c:0:160}"; return 0
   fi
   if [ "$to" -le 5 ]; then say "$name: SKIPPED (budget spent)"; note_step "$name" skipped 0 "budget spent"; return 0; fi
   say "$name (limit ${to}s): $*"

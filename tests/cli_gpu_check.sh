@@ -42,6 +42,11 @@ echo "$members" | grep -qvx "gpu_check/.*" && bad "a member outside gpu_check/: 
 for m in gpu_check/steps.txt gpu_check/summary.txt gpu_check/gpu_check.log gpu_check/env.txt; do
   echo "$members" | grep -qx "$m" && ok "tarball has $m" || bad "tarball lacks $m: $(echo $members)"
 done
+if [ ! -e /dev/nvidiactl ]; then
+  for s in ceilings decode_b1 activity counters; do
+    grep -qE "^$s +dry-run .*flags parse \(exit 3" "$TMP/out/summary.txt" && ok "$s: its xfprof flags parse" || bad "$s: $(grep "^$s" "$TMP/out/summary.txt")"
+  done
+fi
 for s in env tests ceilings decode_b1 activity counters ncu peer; do
   grep -qE "^$s +(done|dry-run|skipped)" "$TMP/out/summary.txt" && ok "summary names step $s" || bad "summary lacks step $s"
 done
