@@ -15,7 +15,8 @@
    check's decode_b1 record; summary.py sets them side by side.
 CUDA graphs in PyTorch (torch.compile mode reduce-overhead) are not run: compiling takes minutes.
 --dry-run writes the tiny model's folder only when torch is importable, and says what it would run.
-Writes peer.json even when a part fails (with the error), so the summary can say what happened.
+Writes peer.json even when a part fails (with the error), so the summary can say what happened;
+exits 1 then, naming the parts that failed on its last line.
 """
 import json
 import os
@@ -120,30 +121,40 @@ def main():
         print(res["dry_run"])
         return 0
     t0 = time.time()
-    try:
-        write_tiny(torch, folder)
-        from transformers import LlamaForCausalLM
-        tx_cuda = xf_tokens(xf, folder, "cuda", os.path.join(work, "peer_tiny_cuda.json"))
-        tx_cpu = xf_tokens(xf, folder, "cpu", os.path.join(work, "peer_tiny_cpu.json"))
-        m = LlamaForCausalLM.from_pretrained(folder, torch_dtype=torch.bfloat16, attn_implementation="eager").cuda().eval()
-        ids = torch.tensor([PROMPT], device="cuda")
-        with torch.no_grad():
-            g = m.generate(ids, max_new_tokens=GEN, do_sample=False, min_new_tokens=GEN, pad_token_id=0)
-        tt = g[0, len(PROMPT):].tolist()
-        n = min(len(tt), len(tx_cuda))
-        res["tiny"] = {"torch_tokens": tt, "xfprof_cuda_tokens": tx_cuda, "xfprof_cpu_tokens": tx_cpu,
-                       "first_diff_torch_vs_xfprof_cuda": first_diff(tt[:n], tx_cuda[:n]),
-                       "first_diff_xfprof_cuda_vs_cpu": first_diff(tx_cuda, tx_cpu)}
-        # the importer fixture: prefill + 2 decode steps under torch.profiler
-        from torch.profiler import ProfilerActivity, profile
-        with torch.no_grad(), profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            greedy_steps(torch, m, ids, 2)
-        prof.export_chrome_trace(os.path.join(work, "torch_trace_tiny.json"))
-        res["fixture_torch_trace"] = "torch_trace_tiny.json"
-        del m
-    except Exception as e:
-        res["tiny_error"] = f"{type(e).__name__}: {e}"
-        traceback.print_exc()
+    errs = []
+    def attempt(what, fn):  # one part; its failure is kept and the others still run
+        try:
+            return fn()
+        except Exception as e:
+            errs.append(f"{what}: {type(e).__name__}: {e}")
+            traceback.print_exc()
+            return None
+    attempt("writing the tiny model", lambda: write_tiny(torch, folder))
+    if not errs:
+        tx_cuda = attempt("xfprof cuda", lambda: xf_tokens(xf, folder, "cuda", os.path.join(work, "peer_tiny_cuda.json")))
+        tx_cpu = attempt("xfprof cpu", lambda: xf_tokens(xf, folder, "cpu", os.path.join(work, "peer_tiny_cpu.json")))
+        def torch_part():
+            from torch.profiler import ProfilerActivity, profile
+            from transformers import LlamaForCausalLM
+            m = LlamaForCausalLM.from_pretrained(folder, torch_dtype=torch.bfloat16, attn_implementation="eager").cuda().eval()
+            ids = torch.tensor([PROMPT], device="cuda")
+            with torch.no_grad():
+                g = m.generate(ids, max_new_tokens=GEN, do_sample=False, min_new_tokens=GEN, pad_token_id=0)
+            # the importer fixture: prefill + 2 decode steps under torch.profiler
+            with torch.no_grad(), profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                greedy_steps(torch, m, ids, 2)
+            prof.export_chrome_trace(os.path.join(work, "torch_trace_tiny.json"))
+            res["fixture_torch_trace"] = "torch_trace_tiny.json"
+            return g[0, len(PROMPT):].tolist()
+        tt = attempt("transformers", torch_part)
+        t = res["tiny"] = {"torch_tokens": tt, "xfprof_cuda_tokens": tx_cuda, "xfprof_cpu_tokens": tx_cpu}
+        if tt and tx_cuda:
+            n = min(len(tt), len(tx_cuda))
+            t["first_diff_torch_vs_xfprof_cuda"] = first_diff(tt[:n], tx_cuda[:n])
+        if tx_cuda and tx_cpu:
+            t["first_diff_xfprof_cuda_vs_cpu"] = first_diff(tx_cuda, tx_cpu)
+    if errs:
+        res["tiny_error"] = "; ".join(errs)
     res["tiny_s"] = round(time.time() - t0, 1)
     save()
     t1 = time.time()
@@ -170,6 +181,10 @@ def main():
     res["llama2_7b_s"] = round(time.time() - t1, 1)
     save()
     print(json.dumps({k: v for k, v in res.items() if k != "prompt_ids"})[:600])
+    errs = [f"{k}: {res[k]}"[:200] for k in ("tiny_error", "llama2_7b_error") if k in res]
+    if errs:
+        print("peer: " + "; ".join(errs))  # the last line: gpu_check's note for the step
+        return 1
     return 0
 
 
