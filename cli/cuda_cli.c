@@ -14,9 +14,11 @@ int cli_cuda_unsupported(const char *cmd) {
     static const char *const prefixes[] = {"no CUDA device present: ", "no CUDA device: "};
     for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
         if (!strncmp(msg, prefixes[i], strlen(prefixes[i]))) {
-            msg += strlen(prefixes[i]);
-            break;
+            fprintf(stderr, "xfprof %s: no CUDA device present: %s\n", cmd, msg + strlen(prefixes[i]));
+            return CLI_EXIT_UNSUPPORTED;
         }
-    fprintf(stderr, "xfprof %s: no CUDA device present: %s\n", cmd, msg);
+    /* A device may well be there: a library it needs is missing or of the wrong version (cuBLAS,
+     * CUPTI). Saying "no CUDA device" would send the user looking for the wrong thing. */
+    fprintf(stderr, "xfprof %s: CUDA device not usable: %s\n", cmd, msg);
     return CLI_EXIT_UNSUPPORTED;
 }

@@ -7,8 +7,10 @@
 
 #include "core/status.h"
 
-/* Prints "xfprof <cmd>: no CUDA device present: <reason>" (the reason from the last error, with a
- * leading "no CUDA device[ present]: " not repeated) and returns CLI_EXIT_UNSUPPORTED. */
+/* Prints "xfprof <cmd>: no CUDA device present: <reason>" when the last error says there is no
+ * device (its leading "no CUDA device[ present]: " not repeated), else "xfprof <cmd>: CUDA device
+ * not usable: <reason>" (a missing or wrong-version cuBLAS / CUPTI, named in the reason); returns
+ * CLI_EXIT_UNSUPPORTED. */
 int cli_cuda_unsupported(const char *cmd);
 
 #endif

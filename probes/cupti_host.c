@@ -326,3 +326,110 @@ xf_status cupti_result_status(int r, int *privileges) {
         return XF_EIO;
     }
 }
+
+void cupti_set_plan_single(cupti_set_plan *p) {
+    memset(p, 0, sizeof *p);
+    p->n_sets = 1;
+    p->first[0] = 0;
+    p->count[0] = CUPTI_M_COUNT;
+}
+
+void cupti_set_plan_split(cupti_set_plan *p) {
+    memset(p, 0, sizeof *p);
+    p->n_sets = 2;
+    p->first[0] = 0;
+    p->count[0] = CUPTI_PASS0_METRICS;
+    p->first[1] = CUPTI_PASS0_METRICS;
+    p->count[1] = CUPTI_M_COUNT - CUPTI_PASS0_METRICS;
+    p->fallback = 1;
+}
+
+xf_status cupti_set_plan_choose(xf_status single_status, int64_t passes, int64_t max_passes, cupti_set_plan *out) {
+    cupti_set_plan_single(out);
+    if (single_status == XF_EUNSUPPORTED) return XF_EUNSUPPORTED;
+    if (single_status == XF_OK && passes < 1)
+        return xf_errorf(XF_EIO, "CUPTI: the profiler host reports %" PRId64 " passes for the metric config", passes);
+    if (single_status == XF_OK && passes <= max_passes) return XF_OK;
+    cupti_set_plan_split(out);
+    return XF_OK;
+}
+
+void cupti_range_table_init(cupti_range_table *t) {
+    memset(t, 0, sizeof *t);
+}
+
+void cupti_range_table_free(cupti_range_table *t) {
+    if (!t) return;
+    free(t->names);
+    free(t->values);
+    memset(t, 0, sizeof *t);
+}
+
+static int64_t table_index(const cupti_range_table *t, const char *name) {
+    for (int64_t i = 0; i < t->n; i++)
+        if (!strcmp(t->names[i], name)) return i;
+    return -1;
+}
+
+xf_status cupti_range_table_merge(cupti_range_table *t, const char *name, const char *const *metric_names, const double *values,
+                                  int n_metrics) {
+    if (!name || !name[0]) return xf_errorf(XF_EPARSE, "CUPTI counter data: a range has no name");
+    if (strlen(name) >= CUPTI_RANGE_NAME_MAX)
+        return xf_errorf(XF_EPARSE, "CUPTI counter data: range name '%.80s' is longer than %d characters", name,
+                         CUPTI_RANGE_NAME_MAX - 1);
+    for (int k = 0; k < n_metrics; k++) {
+        int known = 0;
+        for (int i = 0; i < CUPTI_M_COUNT && !known; i++) known = !strcmp(metric_names[k], cupti_metric_names[i]);
+        if (!known) return xf_errorf(XF_EINVAL, "CUPTI metric '%.80s' is not one xfprof asked for", metric_names[k]);
+    }
+    int64_t j = table_index(t, name);
+    if (j < 0) {
+        if (t->n == t->cap) {
+            int64_t nc = t->cap ? 2 * t->cap : 64;
+            char(*nn)[CUPTI_RANGE_NAME_MAX] = realloc(t->names, (size_t)nc * sizeof *nn);
+            if (!nn) return xf_errorf(XF_ENOMEM, "CUPTI results: out of memory for %" PRId64 " ranges", nc);
+            t->names = nn;
+            cupti_metric_values *nv = realloc(t->values, (size_t)nc * sizeof *nv);
+            if (!nv) return xf_errorf(XF_ENOMEM, "CUPTI results: out of memory for %" PRId64 " ranges", nc);
+            t->values = nv;
+            t->cap = nc;
+        }
+        j = t->n++;
+        snprintf(t->names[j], CUPTI_RANGE_NAME_MAX, "%s", name);
+        cupti_metric_values_clear(&t->values[j]);
+    }
+    for (int k = 0; k < n_metrics; k++)
+        if (isfinite(values[k]) && values[k] >= 0) cupti_metric_values_set(&t->values[j], metric_names[k], values[k]);
+    return XF_OK;
+}
+
+const cupti_metric_values *cupti_range_table_find(const cupti_range_table *t, const char *name) {
+    int64_t j = name ? table_index(t, name) : -1;
+    return j < 0 ? NULL : &t->values[j];
+}
+
+xf_status cupti_range_table_parsed(const cupti_range_table *t, int *n, probe_range **ranges, cupti_metric_values **values) {
+    *n = 0;
+    *ranges = NULL;
+    *values = NULL;
+    if (t->n == 0) return XF_OK;
+    probe_range *r = malloc((size_t)t->n * sizeof *r);
+    cupti_metric_values *v = malloc((size_t)t->n * sizeof *v);
+    if (!r || !v) {
+        free(r);
+        free(v);
+        return xf_errorf(XF_ENOMEM, "CUPTI results: out of memory");
+    }
+    int k = 0;
+    for (int64_t i = 0; i < t->n; i++) {
+        if (cupti_range_parse(t->names[i], &r[k]) != XF_OK) {
+            xf_error_clear(); /* a range not named by xfprof (e.g. the calibration GEMM): skipped */
+            continue;
+        }
+        v[k++] = t->values[i];
+    }
+    *n = k;
+    *ranges = r;
+    *values = v;
+    return XF_OK;
+}

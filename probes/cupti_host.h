@@ -135,6 +135,53 @@ void cupti_fill_record_op(const cupti_metric_values *m, double flops_per_unit, r
  * and the rollups. Returns 1 when `metric` (with its rollup) is available on that chip. */
 int cupti_metric_in_list(const char *list_text, const char *metric);
 
+/* ---- How the metrics are grouped into replay sessions. All metrics go into one config and the
+ * profiler host schedules the passes (cuptiProfilerHostGetNumOfPasses); only when that config is
+ * refused do the metrics go into two sets, each its own session (the split fallback, which needs
+ * the range profiler object disabled and enabled again between the sets). */
+#define CUPTI_MAX_SETS 2
+typedef struct cupti_set_plan {
+    int n_sets;                  /* 1, or 2 in the fallback */
+    int first[CUPTI_MAX_SETS];   /* index in cupti_metric_names of each set's first metric */
+    int count[CUPTI_MAX_SETS];   /* metrics in the set */
+    int fallback;                /* 1: the split was used because the single config was refused */
+} cupti_set_plan;
+
+void cupti_set_plan_single(cupti_set_plan *p); /* one set of all CUPTI_M_COUNT metrics */
+void cupti_set_plan_split(cupti_set_plan *p);  /* set 0: the first CUPTI_PASS0_METRICS, set 1: the rest */
+
+/* The plan after trying the single config: single_status is what configuring all metrics in one
+ * config answered, passes what cuptiProfilerHostGetNumOfPasses said for it. XF_OK with the single
+ * plan when the config was built and 1 <= passes <= max_passes; XF_OK with the split plan
+ * (fallback = 1) when the config was refused (XF_EIO, XF_EINVAL) or needs more than max_passes;
+ * XF_EUNSUPPORTED passed through (no permission: no counters at all, no retry); XF_EIO when a
+ * built config reports fewer than 1 pass. */
+xf_status cupti_set_plan_choose(xf_status single_status, int64_t passes, int64_t max_passes, cupti_set_plan *out);
+
+/* ---- Per-range results merged over the metric sets, keyed by the range name the counter data
+ * gives back (cuptiRangeProfilerCounterDataGetRangeInfo; CUPTI owns that string). */
+typedef struct cupti_range_table {
+    int64_t n, cap;
+    char (*names)[CUPTI_RANGE_NAME_MAX]; /* (n) */
+    cupti_metric_values *values;         /* (n) */
+} cupti_range_table;
+
+void cupti_range_table_init(cupti_range_table *t);
+void cupti_range_table_free(cupti_range_table *t); /* NULL is fine */
+
+/* Merges one range of one set: metric_names[i] (of cupti_metric_names) gets values[i]; a NaN or
+ * negative value stays missing. XF_EPARSE for a NULL, empty or too long name; XF_EINVAL for a
+ * metric xfprof did not ask for; XF_ENOMEM. */
+xf_status cupti_range_table_merge(cupti_range_table *t, const char *name, const char *const *metric_names, const double *values,
+                                  int n_metrics);
+
+/* The values of the range named `name`, or NULL. Owned by the table. */
+const cupti_metric_values *cupti_range_table_find(const cupti_range_table *t, const char *name);
+
+/* The ranges whose names cupti_range_parse reads (others, e.g. "calibration", are skipped), as
+ * two (n) arrays the caller frees with free(). XF_ENOMEM. */
+xf_status cupti_range_table_parsed(const cupti_range_table *t, int *n, probe_range **ranges, cupti_metric_values **values);
+
 /* The message shown when the Range Profiler reports CUPTI_ERROR_INSUFFICIENT_PRIVILEGES. */
 const char *cupti_privileges_hint(void);
 

@@ -20,6 +20,7 @@
 
 extern "C" {
 #include "probes/cupti_host.h"
+#include "reference_model/cuda_check.h"
 #include "probes/cupti_probe.h"
 }
 #include "reference_model/cuda_backend.h"
@@ -41,12 +42,12 @@ template <class T> T mk(size_t size) {
     X(cuptiProfilerInitialize) X(cuptiProfilerDeInitialize) X(cuptiDeviceGetChipName)                         \
     X(cuptiProfilerGetCounterAvailability) X(cuptiProfilerHostInitialize) X(cuptiProfilerHostDeinitialize)    \
     X(cuptiProfilerHostConfigAddMetrics) X(cuptiProfilerHostGetConfigImageSize)                               \
-    X(cuptiProfilerHostGetConfigImage) X(cuptiProfilerHostGetNumOfPasses) X(cuptiProfilerHostGetRangeName)    \
+    X(cuptiProfilerHostGetConfigImage) X(cuptiProfilerHostGetNumOfPasses) X(cuptiGetVersion)    \
     X(cuptiProfilerHostEvaluateToGpuValues) X(cuptiRangeProfilerEnable) X(cuptiRangeProfilerDisable)          \
     X(cuptiRangeProfilerGetCounterDataSize) X(cuptiRangeProfilerCounterDataImageInitialize)                   \
     X(cuptiRangeProfilerSetConfig) X(cuptiRangeProfilerStart) X(cuptiRangeProfilerStop)                       \
     X(cuptiRangeProfilerPushRange) X(cuptiRangeProfilerPopRange) X(cuptiRangeProfilerDecodeData)              \
-    X(cuptiRangeProfilerGetCounterDataInfo)
+    X(cuptiRangeProfilerGetCounterDataInfo) X(cuptiRangeProfilerCounterDataGetRangeInfo)
 
 struct cupti_api {
     void *lib;
@@ -70,7 +71,9 @@ void load_cupti_once() {
     if (!g_api.lib) {
         g_api_status = XF_EUNSUPPORTED;
         snprintf(g_api_msg, sizeof g_api_msg,
-                 "CUPTI not found (%s): set LD_LIBRARY_PATH to the CUDA toolkit's lib64 (or extras/CUPTI/lib64)", err);
+                 "CUPTI not found: libcupti.so.13 could not be loaded (%s): put the folder of CUDA 13's libcupti (the "
+                 "toolkit's extras/CUPTI/lib64 or lib64, or python's nvidia-cuda-cupti wheel) on LD_LIBRARY_PATH",
+                 err);
         return;
     }
 #define X(f)                                                                                                 \
@@ -82,6 +85,18 @@ void load_cupti_once() {
     }
     XF_CUPTI_FUNCS(X)
 #undef X
+    /* libcupti.so (the fallback name) may be another CUDA's CUPTI: CUDA 12's has most of these
+     * symbols too, with other struct layouts. */
+    uint32_t v = 0;
+    char path[512] = "(unknown file)";
+    Dl_info di;
+    if (dladdr((void *)g_api.cuptiGetVersion, &di) && di.dli_fname) snprintf(path, sizeof path, "%s", di.dli_fname);
+    if (g_api.cuptiGetVersion(&v) != CUPTI_SUCCESS) v = 0;
+    if (cuda_check_lib_version("CUPTI", path, cuda_check_cupti_major(v), cuda_check_cupti_major(CUPTI_API_VERSION)) != XF_OK) {
+        g_api_status = XF_EUNSUPPORTED;
+        snprintf(g_api_msg, sizeof g_api_msg, "%s", xf_error_msg());
+        xf_error_clear();
+    }
 }
 
 /* cupti_result_status (cupti_host.c) classifies by number: the numbers must be cupti_result.h's. */
@@ -169,8 +184,12 @@ struct metric_set {
     std::vector<const char *> names;
     CUpti_Profiler_Host_Object *host = nullptr;
     std::vector<uint8_t> config, counter_data;
+    size_t passes = 0; /* what the profiler host scheduled for this config */
     int configured = 0, done = 0;
 };
+
+/* The most passes one config may take before the split is tried instead. */
+const int64_t k_max_passes = 64;
 
 } // namespace
 
@@ -182,13 +201,16 @@ struct cupti_probe {
     std::string chip;
     std::vector<uint8_t> avail;
     CUpti_RangeProfiler_Object *rp;
-    metric_set sets[CUPTI_METRIC_SETS];
+    cupti_set_plan plan;
+    metric_set sets[CUPTI_MAX_SETS];
     int cur_set; /* -1 when no pass is open */
     int in_pass;
     int depth;
-    /* results, keyed by range name */
-    std::vector<std::string> rnames;
-    std::vector<cupti_metric_values> rvals;
+    cupti_range_table results; /* keyed by range name, merged over the sets */
+    /* the first failure inside a range callback (they return nothing): reported by the next
+     * pass_end or flush */
+    xf_status cb_status;
+    char cb_msg[256];
 };
 
 namespace {
@@ -204,7 +226,8 @@ xf_status current_ctx(CUcontext *out) {
     return XF_OK;
 }
 
-xf_status set_configure(cupti_probe *p, metric_set *m) {
+/* The host side of a set: its config image and the passes the profiler host schedules for it. */
+xf_status set_build(cupti_probe *p, metric_set *m) {
     auto hi = mk<CUpti_Profiler_Host_Initialize_Params>(CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE);
     hi.profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER;
     hi.pChipName = p->chip.c_str();
@@ -225,6 +248,49 @@ xf_status set_configure(cupti_probe *p, metric_set *m) {
     ci.configImageSize = m->config.size();
     ci.pConfigImage = m->config.data();
     CU_TRY(g_api.cuptiProfilerHostGetConfigImage(&ci), "config image");
+    auto np = mk<CUpti_Profiler_Host_GetNumOfPasses_Params>(CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE);
+    np.configImageSize = m->config.size();
+    np.pConfigImage = m->config.data();
+    CU_TRY(g_api.cuptiProfilerHostGetNumOfPasses(&np), "number of passes");
+    m->passes = np.numOfPasses;
+    return XF_OK;
+}
+
+void set_release(metric_set *m) {
+    if (m->host) {
+        auto hd = mk<CUpti_Profiler_Host_Deinitialize_Params>(CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE);
+        hd.pHostObject = m->host;
+        g_api.cuptiProfilerHostDeinitialize(&hd); /* teardown: nothing to do with a failure */
+        m->host = nullptr;
+    }
+    m->config.clear();
+}
+
+/* All metrics in one config; the split (two sessions) only when that config is refused. */
+xf_status sets_plan(cupti_probe *p) {
+    metric_set *all = &p->sets[0];
+    for (int i = 0; i < CUPTI_M_COUNT; i++) all->names.push_back(cupti_metric_names[i]);
+    xf_status st = set_build(p, all);
+    char why[256] = "";
+    if (st) snprintf(why, sizeof why, "%s", xf_error_msg());
+    xf_status s = cupti_set_plan_choose(st, st ? 0 : (int64_t)all->passes, k_max_passes, &p->plan);
+    if (s) return st == XF_EUNSUPPORTED ? xf_errorf(st, "%s", why) : s;
+    xf_error_clear();
+    if (!p->plan.fallback) return XF_OK;
+    fprintf(stderr, "xfprof: CUPTI: the single metric config was refused (%s); measuring the metrics in %d sets instead\n",
+            st ? why : "too many passes", p->plan.n_sets);
+    set_release(all);
+    all->names.clear();
+    for (int k = 0; k < p->plan.n_sets; k++) {
+        metric_set *m = &p->sets[k];
+        for (int i = 0; i < p->plan.count[k]; i++) m->names.push_back(cupti_metric_names[p->plan.first[k] + i]);
+        if ((s = set_build(p, m))) return s;
+    }
+    return XF_OK;
+}
+
+/* The target side: counter data image and SetConfig on the range profiler object. */
+xf_status set_apply(cupti_probe *p, metric_set *m) {
     auto ds = mk<CUpti_RangeProfiler_GetCounterDataSize_Params>(CUpti_RangeProfiler_GetCounterDataSize_Params_STRUCT_SIZE);
     ds.pRangeProfilerObject = p->rp;
     ds.pMetricNames = m->names.data();
@@ -256,10 +322,35 @@ xf_status set_configure(cupti_probe *p, metric_set *m) {
     return XF_OK;
 }
 
-/* A fresh range profiler object for the next metric set. cupti_range_profiler.h has no UnsetConfig
- * and does not say SetConfig may be called again on an object whose config was decoded; the
- * documented session is Enable (create the object) -> SetConfig -> Start/Stop passes -> DecodeData
- * -> Disable ("destroy the range profiler object"), so each set gets its own session. */
+/* The first failure of a range callback, kept for the next pass_end / flush. */
+void cb_fail(cupti_probe *p, CUptiResult r, const char *what, const char *range) {
+    if (p->cb_status) return;
+    char w[160];
+    snprintf(w, sizeof w, "%s in range %s", what, range ? range : "?");
+    p->cb_status = cupti_fail(r, w);
+    snprintf(p->cb_msg, sizeof p->cb_msg, "%s", xf_error_msg());
+    xf_error_clear();
+}
+
+xf_status cb_take(cupti_probe *p) {
+    if (!p->cb_status) return XF_OK;
+    xf_status s = xf_errorf(p->cb_status, "%s", p->cb_msg);
+    p->cb_status = XF_OK;
+    return s;
+}
+
+xf_status sync_device(const char *what) {
+    cudaError_t e = cudaDeviceSynchronize();
+    if (e == cudaSuccess) return XF_OK;
+    return xf_errorf(XF_EIO, "%s: cudaDeviceSynchronize: %s (%s): an op of the profiled work faulted; rerun with "
+                             "XFPROF_CUDA_SYNC_DEBUG=1 to name it",
+                     what, cudaGetErrorName(e), cudaGetErrorString(e));
+}
+
+/* The split fallback only: a fresh range profiler object for the next metric set.
+ * cupti_range_profiler.h has no UnsetConfig and does not say SetConfig may be called again on an
+ * object whose config was decoded; the documented session is Enable (create the object) ->
+ * SetConfig -> Start/Stop passes -> DecodeData -> Disable, so each set gets its own session. */
 xf_status rp_renew(cupti_probe *p) {
     if (p->rp) {
         auto dp = mk<CUpti_RangeProfiler_Disable_Params>(CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE);
@@ -288,14 +379,16 @@ xf_status set_collect(cupti_probe *p, metric_set *m) {
     CU_TRY(g_api.cuptiRangeProfilerGetCounterDataInfo(&info), "counter data info");
     std::vector<double> vals(m->names.size());
     for (size_t i = 0; i < info.numTotalRanges; i++) {
-        auto rn = mk<CUpti_Profiler_Host_GetRangeName_Params>(CUpti_Profiler_Host_GetRangeName_Params_STRUCT_SIZE);
-        rn.pCounterDataImage = m->counter_data.data();
-        rn.counterDataImageSize = m->counter_data.size();
-        rn.rangeIndex = i;
-        rn.delimiter = "/";
-        CU_TRY(g_api.cuptiProfilerHostGetRangeName(&rn), "range name");
-        std::string name = rn.pRangeName ? rn.pRangeName : "";
-        free((void *)rn.pRangeName); /* CUPTI allocates it; the caller frees */
+        /* as NVIDIA's range profiling helper does: the name comes with the counter data and
+         * belongs to CUPTI (nothing to free; cuptiProfilerHostGetRangeName's string would be ours
+         * to free with an allocator the header does not name) */
+        auto ri = mk<CUpti_RangeProfiler_CounterData_GetRangeInfo_Params>(CUpti_RangeProfiler_CounterData_GetRangeInfo_Params_STRUCT_SIZE);
+        ri.pCounterDataImage = m->counter_data.data();
+        ri.counterDataImageSize = m->counter_data.size();
+        ri.rangeIndex = i;
+        ri.rangeDelimiter = "/";
+        CU_TRY(g_api.cuptiRangeProfilerCounterDataGetRangeInfo(&ri), "range info");
+        std::string name = ri.rangeName ? ri.rangeName : "";
         auto ev = mk<CUpti_Profiler_Host_EvaluateToGpuValues_Params>(CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE);
         ev.pHostObject = m->host;
         ev.pCounterDataImage = m->counter_data.data();
@@ -305,16 +398,8 @@ xf_status set_collect(cupti_probe *p, metric_set *m) {
         ev.numMetrics = m->names.size();
         ev.pMetricValues = vals.data();
         CU_TRY(g_api.cuptiProfilerHostEvaluateToGpuValues(&ev), "evaluate");
-        size_t j = 0;
-        while (j < p->rnames.size() && p->rnames[j] != name) j++;
-        if (j == p->rnames.size()) {
-            p->rnames.push_back(name);
-            cupti_metric_values mv;
-            cupti_metric_values_clear(&mv);
-            p->rvals.push_back(mv);
-        }
-        for (size_t k = 0; k < m->names.size(); k++)
-            if (cupti_metric_values_set(&p->rvals[j], m->names[k], vals[k]) != XF_OK) xf_error_clear(); /* NaN/neg: missing */
+        xf_status s = cupti_range_table_merge(&p->results, name.c_str(), m->names.data(), vals.data(), (int)m->names.size());
+        if (s) return s;
     }
     return XF_OK;
 }
@@ -325,25 +410,31 @@ void range_begin(void *ctx, const probe_range *r) {
     cupti_range_name(r, name, sizeof name);
     nvtxRangePushA(name);
     if (p->mode == CUPTI_MODE_ACTIVITY) {
-        g_api.cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, cupti_extid_encode(r));
+        CUptiResult e = g_api.cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, cupti_extid_encode(r));
+        if (e != CUPTI_SUCCESS) cb_fail(p, e, "push external correlation id", name);
     } else if (p->in_pass) {
         auto pr = mk<CUpti_RangeProfiler_PushRange_Params>(CUpti_RangeProfiler_PushRange_Params_STRUCT_SIZE);
         pr.pRangeProfilerObject = p->rp;
         pr.pRangeName = name;
-        g_api.cuptiRangeProfilerPushRange(&pr);
+        CUptiResult e = g_api.cuptiRangeProfilerPushRange(&pr);
+        if (e != CUPTI_SUCCESS) cb_fail(p, e, "push range", name);
     }
 }
 
 void range_end(void *ctx, const probe_range *r) {
-    (void)r;
     cupti_probe *p = (cupti_probe *)ctx;
+    char name[CUPTI_RANGE_NAME_MAX];
     if (p->mode == CUPTI_MODE_ACTIVITY) {
         uint64_t last = 0;
-        g_api.cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
+        CUptiResult e = g_api.cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
+        if (e != CUPTI_SUCCESS) cb_fail(p, e, "pop external correlation id", cupti_range_name(r, name, sizeof name));
+        else if (last != cupti_extid_encode(r) && !p->cb_status)
+            cb_fail(p, CUPTI_ERROR_UNKNOWN, "external correlation ids out of order", cupti_range_name(r, name, sizeof name));
     } else if (p->in_pass) {
         auto pp = mk<CUpti_RangeProfiler_PopRange_Params>(CUpti_RangeProfiler_PopRange_Params_STRUCT_SIZE);
         pp.pRangeProfilerObject = p->rp;
-        g_api.cuptiRangeProfilerPopRange(&pp);
+        CUptiResult e = g_api.cuptiRangeProfilerPopRange(&pp);
+        if (e != CUPTI_SUCCESS) cb_fail(p, e, "pop range", cupti_range_name(r, name, sizeof name));
     }
     nvtxRangePop();
 }
@@ -361,13 +452,16 @@ extern "C" xf_status cupti_probe_init(cupti_probe **out, int ordinal, cupti_mode
     pthread_once(&g_api_once, load_cupti_once);
     if (g_api_status) return xf_errorf(g_api_status, "%s", g_api_msg);
     if (max_ranges <= 0) max_ranges = 4096;
-    cudaFree(0); /* creates the primary context */
+    cudaError_t ce = cudaFree(0); /* creates the primary context */
+    if (ce != cudaSuccess)
+        return xf_errorf(XF_EIO, "CUPTI probe: creating the CUDA context: %s (%s)", cudaGetErrorName(ce), cudaGetErrorString(ce));
     cupti_probe *p = new (std::nothrow) cupti_probe();
     if (!p) return xf_errorf(XF_ENOMEM, "CUPTI probe: out of memory");
     p->ordinal = ordinal;
     p->mode = mode;
     p->max_ranges = max_ranges;
     p->cur_set = -1;
+    cupti_range_table_init(&p->results);
     if ((s = current_ctx(&p->ctx))) {
         delete p;
         return s;
@@ -415,16 +509,19 @@ extern "C" xf_status cupti_probe_init(cupti_probe **out, int ordinal, cupti_mode
         return s;
     }
     p->rp = en.pRangeProfilerObject;
-    for (int i = 0; i < CUPTI_PASS0_METRICS; i++) p->sets[0].names.push_back(cupti_metric_names[i]);
-    for (int i = CUPTI_PASS0_METRICS; i < CUPTI_M_COUNT; i++) p->sets[1].names.push_back(cupti_metric_names[i]);
+    if ((s = sets_plan(p))) {
+        cupti_probe_free(p);
+        return s;
+    }
     *out = p;
     return XF_OK;
 }
 
 extern "C" void cupti_probe_free(cupti_probe *p) {
     if (!p) return;
+    /* teardown: failures here change nothing the caller can act on (the results were taken) */
     if (p->mode == CUPTI_MODE_ACTIVITY) {
-        cudaDeviceSynchronize(); /* FlushAll issues no synchronization itself (cupti_activity.h) */
+        if (sync_device("CUPTI probe free") != XF_OK) xf_error_clear(); /* FlushAll does not synchronise */
         g_api.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
         for (CUpti_ActivityKind k : k_activity_kinds) g_api.cuptiActivityDisable(k);
         pthread_mutex_lock(&g_act_mu);
@@ -433,12 +530,7 @@ extern "C" void cupti_probe_free(cupti_probe *p) {
         g_dropped = 0;
         pthread_mutex_unlock(&g_act_mu);
     } else {
-        for (auto &m : p->sets)
-            if (m.host) {
-                auto hd = mk<CUpti_Profiler_Host_Deinitialize_Params>(CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE);
-                hd.pHostObject = m.host;
-                g_api.cuptiProfilerHostDeinitialize(&hd);
-            }
+        for (auto &m : p->sets) set_release(&m);
         if (p->rp) {
             auto dp = mk<CUpti_RangeProfiler_Disable_Params>(CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE);
             dp.pRangeProfilerObject = p->rp;
@@ -447,6 +539,7 @@ extern "C" void cupti_probe_free(cupti_probe *p) {
         auto pd = mk<CUpti_Profiler_DeInitialize_Params>(CUpti_Profiler_DeInitialize_Params_STRUCT_SIZE);
         g_api.cuptiProfilerDeInitialize(&pd);
     }
+    cupti_range_table_free(&p->results);
     delete p;
 }
 
@@ -463,7 +556,8 @@ extern "C" probe cupti_probe_as_probe(cupti_probe *p) {
 extern "C" xf_status cupti_probe_flush(cupti_probe *p, cupti_attribution *out) {
     memset(out, 0, sizeof *out);
     if (!p || p->mode != CUPTI_MODE_ACTIVITY) return xf_errorf(XF_EINVAL, "CUPTI probe: flush needs activity mode");
-    cudaDeviceSynchronize();
+    xf_status ss = sync_device("CUPTI activity flush");
+    if (ss) return ss;
     /* The synchronize first: FlushAll "doesn't issue any CUDA synchronization calls implicitly"
      * (cupti_activity.h). Forced: every buffer is delivered, also one still holding an incomplete
      * record (none expected after the synchronize; cupti_attribute counts any as bad_records). */
@@ -478,20 +572,30 @@ extern "C" xf_status cupti_probe_flush(cupti_probe *p, cupti_attribution *out) {
     pthread_mutex_unlock(&g_act_mu);
     xf_status s = cupti_attribute(k.data(), (int64_t)k.size(), e.data(), (int64_t)e.size(), out);
     if (s) return s;
+    if ((s = cb_take(p))) return s;
     return cupti_check_dropped(dropped, g_buf_bytes);
+}
+
+extern "C" int cupti_probe_n_sets(const cupti_probe *p) {
+    return p && p->mode == CUPTI_MODE_COUNTERS ? p->plan.n_sets : 0;
+}
+
+extern "C" int cupti_probe_set_passes(const cupti_probe *p, int set) {
+    return p && set >= 0 && set < p->plan.n_sets ? (int)p->sets[set].passes : 0;
 }
 
 extern "C" xf_status cupti_probe_pass_begin(cupti_probe *p, int set) {
     if (!p || p->mode != CUPTI_MODE_COUNTERS) return xf_errorf(XF_EINVAL, "CUPTI probe: passes need counters mode");
-    if (set < 0 || set >= CUPTI_METRIC_SETS) return xf_errorf(XF_EINVAL, "CUPTI probe: metric set %d out of range", set);
+    if (set < 0 || set >= p->plan.n_sets)
+        return xf_errorf(XF_EINVAL, "CUPTI probe: metric set %d out of range (this probe has %d)", set, p->plan.n_sets);
     if (p->in_pass) return xf_errorf(XF_EINVAL, "CUPTI probe: a pass is already open");
     metric_set *m = &p->sets[set];
     if (m->done) return xf_errorf(XF_EINVAL, "CUPTI probe: metric set %d already collected", set);
     if (p->cur_set != set) {
         if (p->cur_set >= 0 && !p->sets[p->cur_set].done)
             return xf_errorf(XF_EINVAL, "CUPTI probe: metric set %d has passes left", p->cur_set);
-        xf_status s = p->cur_set >= 0 ? rp_renew(p) : XF_OK;
-        if (!s) s = set_configure(p, m);
+        xf_status s = p->cur_set >= 0 ? rp_renew(p) : XF_OK; /* only in the split fallback */
+        if (!s) s = set_apply(p, m);
         if (s) return s;
         p->cur_set = set;
     }
@@ -505,15 +609,17 @@ extern "C" xf_status cupti_probe_pass_begin(cupti_probe *p, int set) {
 extern "C" xf_status cupti_probe_pass_end(cupti_probe *p, int *all_done) {
     *all_done = 0;
     if (!p || !p->in_pass) return xf_errorf(XF_EINVAL, "CUPTI probe: no pass open");
-    cudaDeviceSynchronize();
+    xf_status s = sync_device("CUPTI pass end");
     auto sp = mk<CUpti_RangeProfiler_Stop_Params>(CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE);
     sp.pRangeProfilerObject = p->rp;
     p->in_pass = 0;
-    CU_TRY(g_api.cuptiRangeProfilerStop(&sp), "stop");
+    CUptiResult r = g_api.cuptiRangeProfilerStop(&sp); /* stopped even after a fault, so the probe can be freed */
+    if (s) return s;
+    if ((s = cb_take(p))) return s;
+    if (r != CUPTI_SUCCESS) return cupti_fail(r, "stop");
     if (!sp.isAllPassSubmitted) return XF_OK;
     metric_set *m = &p->sets[p->cur_set];
-    xf_status s = set_collect(p, m);
-    if (s) return s;
+    if ((s = set_collect(p, m))) return s;
     m->done = 1;
     *all_done = 1;
     return XF_OK;
@@ -524,27 +630,7 @@ extern "C" xf_status cupti_probe_results(cupti_probe *p, int *n, probe_range **r
     *ranges = NULL;
     *values = NULL;
     if (!p) return xf_errorf(XF_EINVAL, "CUPTI probe: NULL");
-    size_t cnt = p->rnames.size();
-    if (cnt == 0) return XF_OK;
-    probe_range *r = (probe_range *)malloc(cnt * sizeof *r);
-    cupti_metric_values *v = (cupti_metric_values *)malloc(cnt * sizeof *v);
-    if (!r || !v) {
-        free(r);
-        free(v);
-        return xf_errorf(XF_ENOMEM, "CUPTI probe: out of memory");
-    }
-    int k = 0;
-    for (size_t i = 0; i < cnt; i++) {
-        if (cupti_range_parse(p->rnames[i].c_str(), &r[k]) != XF_OK) {
-            xf_error_clear(); /* a range not named by xfprof (e.g. the calibration GEMM): skipped */
-            continue;
-        }
-        v[k++] = p->rvals[i];
-    }
-    *n = k;
-    *ranges = r;
-    *values = v;
-    return XF_OK;
+    return cupti_range_table_parsed(&p->results, n, ranges, values);
 }
 
 extern "C" void cupti_probe_push_named(cupti_probe *p, const char *name) {
@@ -552,24 +638,24 @@ extern "C" void cupti_probe_push_named(cupti_probe *p, const char *name) {
     auto pr = mk<CUpti_RangeProfiler_PushRange_Params>(CUpti_RangeProfiler_PushRange_Params_STRUCT_SIZE);
     pr.pRangeProfilerObject = p->rp;
     pr.pRangeName = name;
-    g_api.cuptiRangeProfilerPushRange(&pr);
+    CUptiResult e = g_api.cuptiRangeProfilerPushRange(&pr);
+    if (e != CUPTI_SUCCESS) cb_fail(p, e, "push range", name);
 }
 
 extern "C" void cupti_probe_pop_named(cupti_probe *p) {
     if (!p || p->mode != CUPTI_MODE_COUNTERS || !p->in_pass) return;
     auto pp = mk<CUpti_RangeProfiler_PopRange_Params>(CUpti_RangeProfiler_PopRange_Params_STRUCT_SIZE);
     pp.pRangeProfilerObject = p->rp;
-    g_api.cuptiRangeProfilerPopRange(&pp);
+    CUptiResult e = g_api.cuptiRangeProfilerPopRange(&pp);
+    if (e != CUPTI_SUCCESS) cb_fail(p, e, "pop range", "(named)");
 }
 
 extern "C" xf_status cupti_probe_named_values(cupti_probe *p, const char *name, cupti_metric_values *out) {
     if (!p || !name) return xf_errorf(XF_EINVAL, "CUPTI probe: NULL");
-    for (size_t i = 0; i < p->rnames.size(); i++)
-        if (p->rnames[i] == name) {
-            *out = p->rvals[i];
-            return XF_OK;
-        }
-    return xf_errorf(XF_EINVAL, "CUPTI probe: no range named '%.80s' was profiled", name);
+    const cupti_metric_values *v = cupti_range_table_find(&p->results, name);
+    if (!v) return xf_errorf(XF_EINVAL, "CUPTI probe: no range named '%.80s' was profiled", name);
+    *out = *v;
+    return XF_OK;
 }
 
 namespace {

@@ -7,15 +7,19 @@
  *    range_begin (the RUNTIME and DRIVER kinds are enabled as well: CUPTI emits the external
  *    correlation records only in front of API records); dropped records are checked at flush.
  *  - counters: the Range Profiler with user ranges and user replay, one range per op (named by
- *    cupti_range_name). The caller re-runs the same work from the same state until
- *    cupti_probe_pass_end says every pass was submitted:
- *        for (set = 0; set < CUPTI_METRIC_SETS; set++) {
- *            cupti_probe_pass_begin(p, set);         // first call of a set configures it
- *                                                    // (in a range profiler object of its own)
- *            do { reset model; run prefill + decode steps with the probe; }
+ *    cupti_range_name). All metrics go into one config and the profiler host schedules its passes
+ *    (cuptiProfilerHostGetNumOfPasses); only when that config is refused are they split into two
+ *    sets, each its own session (cupti_set_plan). The caller re-runs the same work from the same
+ *    state until cupti_probe_pass_end says every pass of the set was submitted:
+ *        for (set = 0; set < cupti_probe_n_sets(p); set++) {
+ *            do { cupti_probe_pass_begin(p, set);    // first call of a set configures it
+ *                 reset model; run prefill + decode steps with the probe; }
  *            while (cupti_probe_pass_end(p, &done) == XF_OK && !done);
  *        }
- *    then cupti_probe_results(). Set 0: time, DRAM read/write, L2, tensor; set 1: FP32 SASS ops.
+ *    then cupti_probe_results(). Range names are read back from the counter data
+ *    (cuptiRangeProfilerCounterDataGetRangeInfo: CUPTI's string, nothing freed). A failed CUPTI
+ *    call inside a range callback (which returns nothing) is kept and returned by the next
+ *    pass_end or flush.
  * Every range also pushes an NVTX range of the same name, so Nsight Systems shows xfprof's ops. */
 #ifndef XF_CUPTI_PROBE_H
 #define XF_CUPTI_PROBE_H
@@ -30,7 +34,7 @@ extern "C" {
 
 typedef enum cupti_mode { CUPTI_MODE_ACTIVITY = 0, CUPTI_MODE_COUNTERS = 1 } cupti_mode;
 
-#define CUPTI_METRIC_SETS 2
+#define CUPTI_METRIC_SETS CUPTI_MAX_SETS /* most sets a probe may use; cupti_probe_n_sets says how many it does */
 
 typedef struct cupti_probe cupti_probe;
 
@@ -52,7 +56,10 @@ probe cupti_probe_as_probe(cupti_probe *p);
  * filled then. *out is the caller's: cupti_attribution_free. */
 xf_status cupti_probe_flush(cupti_probe *p, cupti_attribution *out);
 
-/* Counters: see the header comment. */
+/* Counters: see the header comment. n_sets: 1 (one config), 2 (the split fallback), 0 for a NULL
+ * or activity probe; set_passes: the passes the profiler host scheduled for that set. */
+int cupti_probe_n_sets(const cupti_probe *p);
+int cupti_probe_set_passes(const cupti_probe *p, int set);
 xf_status cupti_probe_pass_begin(cupti_probe *p, int metric_set);
 xf_status cupti_probe_pass_end(cupti_probe *p, int *all_passes_done);
 

@@ -173,7 +173,10 @@ extern "C" xf_status gpu_ceilings_measure(int ordinal, int64_t bytes, int64_t ge
                 s = xf_errorf(XF_EIO, "cuBLAS create: %s", blas->status_string(bs));
                 goto done;
             }
-            blas->set_stream(h, st);
+            if ((bs = blas->set_stream(h, st)) != CUBLAS_STATUS_SUCCESS) {
+                s = xf_errorf(XF_EIO, "cuBLAS set stream: %s", blas->status_string(bs));
+                goto done;
+            }
             cublasStatus_t gst = CUBLAS_STATUS_SUCCESS;
             TIME("GEMM", t, gst = blas->gemm_ex(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, A, CUDA_R_16BF, n, B, CUDA_R_16BF, n,
                                                 &zero, C, CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
@@ -200,52 +203,101 @@ done:
     return s;
 }
 
-extern "C" xf_status gpu_ceilings_run_copy(int ordinal, int64_t bytes) {
-    xf_status s = cuda_device_open(ordinal, NULL);
-    if (s) return s;
-    if (bytes < 16 || bytes % 16) return xf_errorf(XF_EINVAL, "copy kernel: bytes must be a positive multiple of 16");
-    void *a = NULL, *b = NULL;
-    XF_CUDA_TRY(cudaMalloc(&a, (size_t)bytes), "copy buffers");
-    /* no initialisation: a memset would add `bytes` of DRAM writes to the range */
-    cudaError_t e = cudaMalloc(&b, (size_t)bytes);
-    if (e == cudaSuccess) e = cudaDeviceSynchronize();
-    if (e == cudaSuccess) {
-        k_copy<<<256, 256>>>((float4 *)b, (const float4 *)a, bytes / 16);
-        e = cudaGetLastError();
-    }
-    if (e == cudaSuccess) e = cudaDeviceSynchronize();
-    cudaFree(a);
-    if (b) cudaFree(b);
-    return e == cudaSuccess ? XF_OK : cuda_status(e, "copy kernel");
+struct gpu_ceilings_job {
+    int is_gemm;
+    int64_t bytes, m, n, k;
+    void *a, *b, *c; /* copy: a -> b; GEMM: A (m, k), B (k, n) bf16, C (m, n) fp32 */
+    const cuda_blas_api *blas;
+    cublasHandle_t h;
+};
+
+extern "C" void gpu_ceilings_job_free(gpu_ceilings_job *j) {
+    if (!j) return;
+    cudaDeviceSynchronize();
+    if (j->h) j->blas->destroy(j->h);
+    void *ps[] = {j->a, j->b, j->c};
+    for (void *p : ps)
+        if (p) cudaFree(p);
+    free(j);
 }
 
-extern "C" xf_status gpu_ceilings_run_gemm(int ordinal, int64_t m, int64_t n, int64_t k) {
+static xf_status job_new(gpu_ceilings_job **out, int ordinal) {
+    *out = NULL;
     xf_status s = cuda_device_open(ordinal, NULL);
     if (s) return s;
-    const cuda_blas_api *blas;
-    if ((s = cuda_blas_load(&blas))) return s;
-    if (m < 1 || n < 1 || k < 1 || m > 65536 || n > 65536 || k > 65536) return xf_errorf(XF_EINVAL, "GEMM shape out of range");
-    void *A = NULL, *B = NULL, *C = NULL;
-    cublasHandle_t h = NULL;
-    const float one = 1.f, zero = 0.f;
-    cudaError_t e = cudaMalloc(&A, (size_t)(m * k) * 2);
-    if (e == cudaSuccess) e = cudaMalloc(&B, (size_t)(k * n) * 2);
-    if (e == cudaSuccess) e = cudaMalloc(&C, (size_t)(m * n) * 4);
-    if (e == cudaSuccess) e = cudaMemset(A, 0x3c, (size_t)(m * k) * 2);
-    if (e == cudaSuccess) e = cudaMemset(B, 0x3c, (size_t)(k * n) * 2);
-    if (e == cudaSuccess) e = cudaDeviceSynchronize();
-    s = e == cudaSuccess ? XF_OK : cuda_status(e, "GEMM buffers");
-    if (!s) {
-        cublasStatus_t bs = blas->create(&h);
-        if (bs == CUBLAS_STATUS_SUCCESS)
-            bs = blas->gemm_ex(h, CUBLAS_OP_N, CUBLAS_OP_N, (int)m, (int)n, (int)k, &one, A, CUDA_R_16BF, (int)m, B, CUDA_R_16BF,
-                               (int)k, &zero, C, CUDA_R_32F, (int)m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-        if (bs != CUBLAS_STATUS_SUCCESS) s = xf_errorf(XF_EIO, "cuBLAS GEMM: %s", blas->status_string(bs));
-        if (!s && (e = cudaDeviceSynchronize()) != cudaSuccess) s = cuda_status(e, "GEMM");
-        if (h) blas->destroy(h);
+    *out = (gpu_ceilings_job *)calloc(1, sizeof **out);
+    return *out ? XF_OK : xf_errorf(XF_ENOMEM, "GPU job: out of memory");
+}
+
+extern "C" xf_status gpu_ceilings_job_copy_init(gpu_ceilings_job **out, int ordinal, int64_t bytes) {
+    *out = NULL;
+    if (bytes < 16 || bytes % 16) {
+        return xf_errorf(XF_EINVAL, "copy kernel: bytes must be a positive multiple of 16");
     }
-    if (A) cudaFree(A);
-    if (B) cudaFree(B);
-    if (C) cudaFree(C);
-    return s;
+    gpu_ceilings_job *j;
+    xf_status s = job_new(&j, ordinal);
+    if (s) return s;
+    j->bytes = bytes;
+    cudaError_t e = cudaMalloc(&j->a, (size_t)bytes);
+    if (e == cudaSuccess) e = cudaMalloc(&j->b, (size_t)bytes);
+    /* initialised here, outside any measured range (a memset writes `bytes` of DRAM) */
+    if (e == cudaSuccess) e = cudaMemset(j->a, 0, (size_t)bytes);
+    if (e == cudaSuccess) e = cudaMemset(j->b, 0, (size_t)bytes);
+    if (e == cudaSuccess) e = cudaDeviceSynchronize();
+    if (e != cudaSuccess) {
+        gpu_ceilings_job_free(j);
+        return cuda_status(e, "copy buffers");
+    }
+    *out = j;
+    return XF_OK;
+}
+
+extern "C" xf_status gpu_ceilings_job_gemm_init(gpu_ceilings_job **out, int ordinal, int64_t m, int64_t n, int64_t k) {
+    *out = NULL;
+    if (m < 1 || n < 1 || k < 1 || m > 65536 || n > 65536 || k > 65536) return xf_errorf(XF_EINVAL, "GEMM shape out of range");
+    const cuda_blas_api *blas;
+    xf_status s = cuda_blas_load(&blas);
+    if (s) return s;
+    gpu_ceilings_job *j;
+    if ((s = job_new(&j, ordinal))) return s;
+    j->is_gemm = 1;
+    j->m = m;
+    j->n = n;
+    j->k = k;
+    j->blas = blas;
+    cudaError_t e = cudaMalloc(&j->a, (size_t)(m * k) * 2);
+    if (e == cudaSuccess) e = cudaMalloc(&j->b, (size_t)(k * n) * 2);
+    if (e == cudaSuccess) e = cudaMalloc(&j->c, (size_t)(m * n) * 4);
+    if (e == cudaSuccess) e = cudaMemset(j->a, 0x3c, (size_t)(m * k) * 2); /* bf16 0x3c3c ~ 0.0115 */
+    if (e == cudaSuccess) e = cudaMemset(j->b, 0x3c, (size_t)(k * n) * 2);
+    if (e == cudaSuccess) e = cudaDeviceSynchronize();
+    if (e != cudaSuccess) {
+        gpu_ceilings_job_free(j);
+        return cuda_status(e, "GEMM buffers");
+    }
+    cublasStatus_t bs = blas->create(&j->h);
+    if (bs != CUBLAS_STATUS_SUCCESS) {
+        j->h = NULL;
+        gpu_ceilings_job_free(j);
+        return xf_errorf(XF_EIO, "cuBLAS create: %s", blas->status_string(bs));
+    }
+    *out = j;
+    return XF_OK;
+}
+
+extern "C" xf_status gpu_ceilings_job_run(gpu_ceilings_job *j) {
+    if (!j) return xf_errorf(XF_EINVAL, "GPU job: NULL");
+    if (!j->is_gemm) {
+        k_copy<<<256, 256>>>((float4 *)j->b, (const float4 *)j->a, j->bytes / 16);
+        cudaError_t e = cudaGetLastError();
+        if (e == cudaSuccess) e = cudaDeviceSynchronize();
+        return e == cudaSuccess ? XF_OK : cuda_status(e, "copy kernel");
+    }
+    const float one = 1.f, zero = 0.f;
+    cublasStatus_t bs = j->blas->gemm_ex(j->h, CUBLAS_OP_N, CUBLAS_OP_N, (int)j->m, (int)j->n, (int)j->k, &one, j->a, CUDA_R_16BF,
+                                         (int)j->m, j->b, CUDA_R_16BF, (int)j->k, &zero, j->c, CUDA_R_32F, (int)j->m,
+                                         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (bs != CUBLAS_STATUS_SUCCESS) return xf_errorf(XF_EIO, "cuBLAS GEMM: %s", j->blas->status_string(bs));
+    cudaError_t e = cudaDeviceSynchronize();
+    return e == cudaSuccess ? XF_OK : cuda_status(e, "GEMM");
 }

@@ -78,10 +78,16 @@ xf_status gpu_ceilings_measure(int ordinal, int64_t bytes, int64_t gemm_n, int r
  * with device_spec_to_json). attrs/theory/measured may be NULL. XF_EUNSUPPORTED without a device. */
 xf_status gpu_machine_measure(int ordinal, device_spec *out, gpu_attrs *attrs, gpu_theory *theory, gpu_measured *measured);
 
-/* Known kernels for the probe tests: one copy of `bytes` (read `bytes`, write `bytes`) and one
- * BF16 GEMM m x n x k (2·m·n·k FLOPs) on device `ordinal`, synchronised; whatever probe is active
- * (CUPTI activity or a counter pass) sees them. */
-xf_status gpu_ceilings_run_copy(int ordinal, int64_t bytes);
-xf_status gpu_ceilings_run_gemm(int ordinal, int64_t m, int64_t n, int64_t k);
+/* Known kernels for the probe checks: a copy of `bytes` (reads `bytes`, writes `bytes`) and a BF16
+ * GEMM m x n x k (2·m·n·k FLOPs) on device `ordinal`. The job's buffers (and the GEMM's cuBLAS
+ * handle) are allocated and initialised by _init, synchronised, so that nothing but the kernel
+ * runs inside the range a probe measures: gpu_ceilings_job_run launches it and synchronises;
+ * whatever probe is active (CUPTI activity or a counter pass) sees only that kernel.
+ * *out is the caller's: gpu_ceilings_job_free (NULL is fine). XF_EUNSUPPORTED without a device. */
+typedef struct gpu_ceilings_job gpu_ceilings_job;
+xf_status gpu_ceilings_job_copy_init(gpu_ceilings_job **out, int ordinal, int64_t bytes);
+xf_status gpu_ceilings_job_gemm_init(gpu_ceilings_job **out, int ordinal, int64_t m, int64_t n, int64_t k);
+xf_status gpu_ceilings_job_run(gpu_ceilings_job *j);
+void gpu_ceilings_job_free(gpu_ceilings_job *j);
 
 #endif

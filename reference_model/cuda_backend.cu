@@ -27,6 +27,7 @@
 
 #include "reference_model/cuda_index.h"
 extern "C" {
+#include "reference_model/cuda_check.h"
 #include "reference_model/cuda_meta.h"
 #include "reference_model/kv_cache.h"
 #include "reference_model/weights.h"
@@ -287,6 +288,7 @@ struct cuda_ctx {
     cudaEvent_t ev0, ev1;
     float last_ms; /* embedding .. sampling of the last step, cudaEvents */
     int step_timing;
+    int debug_sync; /* XFPROF_CUDA_SYNC_DEBUG=1: synchronise after every op, name the op of a fault */
 };
 
 xf_status blas_status(cuda_ctx *c, cublasStatus_t s, const char *what) {
@@ -403,6 +405,7 @@ xf_status cuda_init(void **out, const backend_init_args *a) {
     c->mode = a->kv_alloc;
     c->kst = a->kvdtype == XF_FP32 ? ST_F32 : a->kvdtype == XF_BF16 ? ST_BF16 : ST_F16;
     c->kesz = a->kvdtype == XF_FP32 ? 4 : 2;
+    c->debug_sync = cuda_check_debug_env(getenv("XFPROF_CUDA_SYNC_DEBUG"));
     const char *wenv = getenv("XFPROF_CUDA_WEIGHTS");
     c->wst = wenv && !strcmp(wenv, "fp16") ? ST_F16 : ST_BF16;
     c->wesz = 2;
@@ -508,7 +511,8 @@ xf_status cuda_init(void **out, const backend_init_args *a) {
         /* attention's shared memory: q + reduction + scores of up to max_seq_len keys */
         c->attn_smem_max = (size_t)(c->hd + NT + c->max_seq_len) * 4;
         int optin = 0;
-        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, c->ordinal);
+        CTRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, c->ordinal),
+             "shared memory per block (cudaDeviceGetAttribute)");
         if (c->attn_smem_max > (size_t)optin) {
             s = xf_errorf(XF_EUNSUPPORTED, "cuda backend: attention keeps %lld scores in shared memory, more than the %d bytes "
                                            "this GPU offers a block: use max_seq_len <= %lld",
@@ -533,25 +537,34 @@ xf_status grow_seq(cuda_ctx *c, seq_state *q, int64_t keep, int64_t need) {
     const size_t row = (size_t)c->kv_dim * c->kesz;
     const int64_t L = c->cfg.n_layers;
     void *nk = NULL, *nv = NULL;
-    XF_CUDA_TRY(cudaMalloc(&nk, (size_t)(L * need) * row), "KV grow (cudaMalloc)");
-    cudaError_t e = cudaMalloc(&nv, (size_t)(L * need) * row);
-    if (e != cudaSuccess) {
-        cudaFree(nk);
-        return cuda_status(e, "KV grow (cudaMalloc)");
-    }
-    if (keep > 0) {
+    cudaError_t e = cudaMalloc(&nk, (size_t)(L * need) * row);
+    if (e == cudaSuccess) e = cudaMalloc(&nv, (size_t)(L * need) * row);
+    const char *what = "KV grow (cudaMalloc)";
+    if (e == cudaSuccess && keep > 0) {
         /* layer l's rows move from l * cap to l * need: one 2D copy per array */
-        XF_CUDA_TRY(cudaMemcpy2DAsync(nk, (size_t)need * row, q->k, (size_t)q->cap * row, (size_t)keep * row, (size_t)L,
-                                      cudaMemcpyDeviceToDevice, c->st), "KV grow (copy)");
-        XF_CUDA_TRY(cudaMemcpy2DAsync(nv, (size_t)need * row, q->v, (size_t)q->cap * row, (size_t)keep * row, (size_t)L,
-                                      cudaMemcpyDeviceToDevice, c->st), "KV grow (copy)");
+        what = "KV grow (copy)";
+        e = cudaMemcpy2DAsync(nk, (size_t)need * row, q->k, (size_t)q->cap * row, (size_t)keep * row, (size_t)L,
+                              cudaMemcpyDeviceToDevice, c->st);
+        if (e == cudaSuccess)
+            e = cudaMemcpy2DAsync(nv, (size_t)need * row, q->v, (size_t)q->cap * row, (size_t)keep * row, (size_t)L,
+                                  cudaMemcpyDeviceToDevice, c->st);
     }
-    if (q->k) XF_CUDA_TRY(cudaFree(q->k), "KV grow (cudaFree)"); /* cudaFree synchronises: part of the cost */
-    if (q->v) XF_CUDA_TRY(cudaFree(q->v), "KV grow (cudaFree)");
+    if (e != cudaSuccess) {
+        /* the new arrays are ours until they replace the old ones: free them on every failure
+         * (the stream is synchronised first, a copy may still be reading into them) */
+        cudaStreamSynchronize(c->st);
+        cudaFree(nk);
+        cudaFree(nv);
+        return cuda_status(e, what);
+    }
+    /* cudaFree synchronises: part of the cost. The new arrays hold the KV from here on. */
+    void *ok = q->k, *ov = q->v;
     c->bytes += 2 * L * (need - q->cap) * (int64_t)row;
     q->k = nk;
     q->v = nv;
     q->cap = need;
+    if (ok) XF_CUDA_TRY(cudaFree(ok), "KV grow (cudaFree)");
+    if (ov) XF_CUDA_TRY(cudaFree(ov), "KV grow (cudaFree)");
     return XF_OK;
 }
 
@@ -699,6 +712,21 @@ xf_status run_op_impl(cuda_ctx *c, op_kind k, int layer, const step_batch *b) {
     }
 }
 
+/* run_op_impl, and in the debug mode (XFPROF_CUDA_SYNC_DEBUG=1) a synchronisation right after it,
+ * so that an asynchronous fault (an illegal address in a kernel) is reported at the op that caused
+ * it rather than at the next synchronising call. Nothing is synchronised while a graph is captured
+ * (the ops only record then). */
+xf_status run_op_checked(cuda_ctx *c, op_kind k, int layer, const step_batch *b) {
+    xf_status s = run_op_impl(c, k, layer, b);
+    if (s || !c->debug_sync || c->capturing) return s;
+    cudaError_t e = cudaStreamSynchronize(c->st);
+    if (e == cudaSuccess) return XF_OK;
+    char op[96], what[192];
+    cuda_check_op_label(op, sizeof op, b->phase, layer, k, b->step);
+    snprintf(what, sizeof what, "fault in %s (XFPROF_CUDA_SYNC_DEBUG: synchronised after every op)", op);
+    return cuda_status(e, what);
+}
+
 /* CUDA graphs: in decode, the first step of a batch shape is captured from embedding to sampling
  * and launched at sampling; later steps of the same shape only run kv_alloc (host work and the
  * metadata copy) and launch the graph at sampling. */
@@ -711,7 +739,7 @@ xf_status cuda_run_op(void *ctx, op_kind k, int layer, const step_batch *b) {
     const int use_graph = c->graph_on && b->phase == XF_DECODE && c->mode == KV_ALLOC_POOL;
     if (!use_graph || k == OP_KV_ALLOC) {
         if (k == OP_EMBEDDING) XF_CUDA_TRY(cudaEventRecord(c->ev0, c->st), "event");
-        xf_status s = run_op_impl(c, k, layer, b);
+        xf_status s = run_op_checked(c, k, layer, b);
         if (!s && k == OP_SAMPLING) {
             XF_CUDA_TRY(cudaEventRecord(c->ev1, c->st), "event");
             c->step_timing = 1;
@@ -735,7 +763,7 @@ xf_status cuda_run_op(void *ctx, op_kind k, int layer, const step_batch *b) {
         XF_CUDA_TRY(cudaStreamBeginCapture(c->st, cudaStreamCaptureModeThreadLocal), "graph capture");
         c->capturing = 1;
     }
-    xf_status s = run_op_impl(c, k, layer, b);
+    xf_status s = run_op_checked(c, k, layer, b);
     if (c->capturing && (s || k == OP_SAMPLING)) {
         cudaGraph_t g = NULL;
         cudaError_t e = cudaStreamEndCapture(c->st, &g);
@@ -760,7 +788,9 @@ xf_status cuda_run_op(void *ctx, op_kind k, int layer, const step_batch *b) {
 xf_status cuda_sync(void *ctx) {
     cuda_ctx *c = (cuda_ctx *)ctx;
     if (c->capturing) return XF_OK; /* nothing runs while a graph is being captured */
-    XF_CUDA_TRY(cudaStreamSynchronize(c->st), "stream synchronize");
+    XF_CUDA_TRY(cudaStreamSynchronize(c->st),
+                c->debug_sync ? "stream synchronize"
+                              : "stream synchronize (a fault in an earlier op; XFPROF_CUDA_SYNC_DEBUG=1 names the op)");
     if (c->step_timing) {
         float ms = 0;
         if (cudaEventElapsedTime(&ms, c->ev0, c->ev1) == cudaSuccess) c->last_ms = ms;

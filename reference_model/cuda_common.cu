@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+extern "C" {
+#include "reference_model/cuda_check.h"
+}
 #include "reference_model/cuda_backend.h"
 #include "reference_model/cuda_common.cuh"
 
@@ -76,7 +79,16 @@ static xf_status g_blas_status = XF_OK;
 static char g_blas_msg[512];
 static pthread_once_t g_blas_once = PTHREAD_ONCE_INIT;
 
+/* The file a loaded library came from (dladdr on one of its symbols), for messages. */
+static void lib_path_of(void *sym, char *buf, size_t len) {
+    Dl_info di;
+    memset(&di, 0, sizeof di);
+    snprintf(buf, len, "%s", sym && dladdr(sym, &di) && di.dli_fname ? di.dli_fname : "(unknown file)");
+}
+
 static void blas_load_once(void) {
+    /* libcublas.so is a fallback for installs without the versioned name: it may be another major
+     * version, so the version is checked below (cublasGetProperty needs no handle). */
     const char *names[] = {"libcublas.so.13", "libcublas.so", NULL};
     void *lib = NULL;
     const char *err = "";
@@ -87,7 +99,8 @@ static void blas_load_once(void) {
     if (!lib) {
         g_blas_status = XF_EUNSUPPORTED;
         snprintf(g_blas_msg, sizeof g_blas_msg,
-                 "cuBLAS not found (%s): install the CUDA toolkit's libcublas or set LD_LIBRARY_PATH to its lib64",
+                 "cuBLAS not found: libcublas.so.13 could not be loaded (%s): install CUDA 13's cuBLAS (the toolkit, or "
+                 "python's nvidia-cublas wheel) and put its lib folder on LD_LIBRARY_PATH",
                  err ? err : "dlopen failed");
         return;
     }
@@ -102,15 +115,28 @@ static void blas_load_once(void) {
         {"cublasSetWorkspace_v2", (void **)&g_blas.set_workspace},
         {"cublasGemmEx", (void **)&g_blas.gemm_ex},
         {"cublasGetStatusString", (void **)&g_blas.status_string},
+        {"cublasGetProperty", (void **)&g_blas.get_property},
     };
+    char path[512];
     for (auto &s : syms) {
         *s.slot = dlsym(lib, s.name);
         if (!*s.slot) {
             g_blas_status = XF_EUNSUPPORTED;
-            snprintf(g_blas_msg, sizeof g_blas_msg, "cuBLAS: symbol %s missing from the library found", s.name);
+            lib_path_of(dlsym(lib, "cublasCreate_v2"), path, sizeof path);
+            snprintf(g_blas_msg, sizeof g_blas_msg, "cuBLAS: symbol %s missing from %.400s (CUDA 13's cuBLAS needed)", s.name, path);
             dlclose(lib);
             return;
         }
+    }
+    lib_path_of((void *)g_blas.create, path, sizeof path);
+    int major = -1;
+    if (g_blas.get_property(MAJOR_VERSION, &major) != CUBLAS_STATUS_SUCCESS) major = -1;
+    if (cuda_check_lib_version("cuBLAS", path, major, CUBLAS_VER_MAJOR) != XF_OK) {
+        g_blas_status = XF_EUNSUPPORTED;
+        snprintf(g_blas_msg, sizeof g_blas_msg, "%s", xf_error_msg());
+        xf_error_clear();
+        dlclose(lib);
+        return;
     }
     g_blas.lib = lib;
 }

@@ -11,7 +11,7 @@ extern "C" {
 #include "core/status.h"
 }
 
-/* The cuBLAS entry points xfprof uses, resolved from libcublas.so.13 (or .so). */
+/* The cuBLAS entry points xfprof uses, resolved from libcublas.so.13 (or .so, whose version is checked). */
 struct cuda_blas_api {
     void *lib;
     decltype(&cublasCreate_v2) create;
@@ -24,6 +24,7 @@ struct cuda_blas_api {
                               const void *, cudaDataType, int, const void *, cudaDataType, int, const void *, void *,
                               cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
     decltype(&cublasGetStatusString) status_string;
+    decltype(&cublasGetProperty) get_property; /* the loaded library's major version is checked against 13 */
 };
 
 /* Loads cuBLAS once (thread-safe). XF_EUNSUPPORTED naming the library and dlerror() when it is not

@@ -9,13 +9,15 @@
 
 #define MAX_PASSES 64
 
-static xf_status one_pass(const cupti_collect_args *a, cupti_probe *p, int set) {
+/* One pass: the request from a reset model, and in the first set the calibration GEMM, whose
+ * buffers and cuBLAS handle were made before the passes (only its kernel runs in the range). */
+static xf_status one_pass(const cupti_collect_args *a, cupti_probe *p, int set, gpu_ceilings_job *cal) {
     probe_set ps = {1, {cupti_probe_as_probe(p)}};
     xf_status s = model_prefill(a->m, a->n_seqs, a->prompts, a->lens, &ps);
     for (int k = 0; !s && k < a->n_decode; k++) s = model_decode_step(a->m, NULL, &ps);
     if (!s && set == 0) {
         cupti_probe_push_named(p, "calibration");
-        s = gpu_ceilings_run_gemm(a->ordinal, 4096, 4096, 4096);
+        s = gpu_ceilings_job_run(cal);
         cupti_probe_pop_named(p);
     }
     return s;
@@ -31,10 +33,17 @@ xf_status cupti_collect_counters(const cupti_collect_args *a, cupti_collect_resu
     int64_t ranges = per_step * (1 + a->n_decode) + 1;
     if (ranges > 100000) return xf_errorf(XF_EINVAL, "CUPTI counters: %lld op ranges per pass is too many; use fewer decode steps",
                                           (long long)ranges);
-    cupti_probe *p = NULL;
-    xf_status s = cupti_probe_init(&p, a->ordinal, CUPTI_MODE_COUNTERS, (int)ranges);
+    gpu_ceilings_job *cal = NULL;
+    xf_status s = gpu_ceilings_job_gemm_init(&cal, a->ordinal, 4096, 4096, 4096);
     if (s) return s;
-    for (int set = 0; !s && set < CUPTI_METRIC_SETS; set++) {
+    cupti_probe *p = NULL;
+    if ((s = cupti_probe_init(&p, a->ordinal, CUPTI_MODE_COUNTERS, (int)ranges))) {
+        gpu_ceilings_job_free(cal);
+        return s;
+    }
+    out->n_sets = cupti_probe_n_sets(p);
+    for (int set = 0; !s && set < out->n_sets; set++) {
+        out->passes_scheduled[set] = cupti_probe_set_passes(p, set);
         int done = 0;
         for (int pass = 0; !s && !done; pass++) {
             if (pass == MAX_PASSES) {
@@ -43,7 +52,7 @@ xf_status cupti_collect_counters(const cupti_collect_args *a, cupti_collect_resu
             }
             s = cupti_probe_pass_begin(p, set);
             if (!s) {
-                xf_status w = one_pass(a, p, set);
+                xf_status w = one_pass(a, p, set, cal);
                 int d = 0;
                 s = cupti_probe_pass_end(p, &d);
                 if (!s) s = w;
@@ -54,13 +63,14 @@ xf_status cupti_collect_counters(const cupti_collect_args *a, cupti_collect_resu
     }
     if (!s) s = cupti_probe_results(p, &out->n, &out->ranges, &out->values);
     if (!s) {
-        cupti_metric_values cal;
-        if (cupti_probe_named_values(p, "calibration", &cal) == XF_OK &&
-            cupti_tensor_calibrate(cal.v[CUPTI_M_TENSOR], 4096, 4096, 4096, &out->flops_per_unit) != XF_OK)
+        cupti_metric_values cv;
+        if (cupti_probe_named_values(p, "calibration", &cv) == XF_OK &&
+            cupti_tensor_calibrate(cv.v[CUPTI_M_TENSOR], 4096, 4096, 4096, &out->flops_per_unit) != XF_OK)
             out->flops_per_unit = 0;
         xf_error_clear();
     }
     cupti_probe_free(p);
+    gpu_ceilings_job_free(cal);
     if (s) cupti_collect_result_free(out);
     return s;
 }

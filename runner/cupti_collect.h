@@ -28,7 +28,9 @@ typedef struct cupti_collect_result {
     probe_range *ranges;          /* (n) owned */
     cupti_metric_values *values;  /* (n) owned */
     double flops_per_unit;        /* tensor metric calibration; 0 when it failed (then no tensor FLOPs) */
-    int passes[CUPTI_METRIC_SETS];/* passes each metric set needed */
+    int n_sets;                   /* 1: all metrics in one config; 2: the split fallback */
+    int passes[CUPTI_METRIC_SETS];/* passes each metric set took */
+    int passes_scheduled[CUPTI_METRIC_SETS]; /* passes the profiler host scheduled for it */
 } cupti_collect_result;
 
 /* Runs the passes. XF_EUNSUPPORTED (cupti_privileges_hint() in the message when counters are not

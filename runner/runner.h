@@ -85,7 +85,7 @@ typedef struct run_notes {
     char ceilings[224];     /* the bandwidth ceiling chosen and why */
     char perf[224];         /* which counters are open, or why not */
     char cupti[224];        /* what CUPTI did */
-    char counters[224];     /* the Range Profiler's pass, "" when not tried */
+    char counters[320];     /* the Range Profiler's pass, "" when not tried */
     char graph[1024];       /* one line per point: the decode step with and without the graph */
     char gpu[160];          /* "cuda:N name", "" on the CPU */
     int probes;             /* 1 when the per-op timer ran */

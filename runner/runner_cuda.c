@@ -10,6 +10,7 @@
 #include "probes/cupti_probe.h"
 #include "probes/gpu_ceilings.h"
 #include "probes/kernel_times.h"
+#include "reference_model/cuda_check.h"
 #include "runner/cupti_collect.h"
 #include "runner/runner_int.h"
 
@@ -171,11 +172,15 @@ xf_status runner_graph_compare(run_ctx *c, record_point *p, const int32_t *promp
     double *host[2], *ev[2];
     double med_host[2], med_ev[2], iqr;
     xf_status s = XF_OK;
+    /* the last repetition's tokens and last logits of each way, compared after (cuda_check_replay) */
+    const int64_t ntk = n_dec + 1, V = c->plan->cfg.vocab; /* tokens per sequence: prefill's and each step's */
+    int32_t *tok[2] = {calloc((size_t)(w->batch * ntk), sizeof(int32_t)), calloc((size_t)(w->batch * ntk), sizeof(int32_t))};
+    float *lgt[2] = {calloc((size_t)(w->batch * V), sizeof(float)), calloc((size_t)(w->batch * V), sizeof(float))};
     host[0] = calloc((size_t)c->plan->reps, sizeof(double));
     host[1] = calloc((size_t)c->plan->reps, sizeof(double));
     ev[0] = calloc((size_t)c->plan->reps, sizeof(double));
     ev[1] = calloc((size_t)c->plan->reps, sizeof(double));
-    if (!host[0] || !host[1] || !ev[0] || !ev[1]) {
+    if (!host[0] || !host[1] || !ev[0] || !ev[1] || !tok[0] || !tok[1] || !lgt[0] || !lgt[1]) {
         s = xf_errorf(XF_ENOMEM, "out of memory for the graph timings");
         goto done;
     }
@@ -194,6 +199,14 @@ xf_status runner_graph_compare(run_ctx *c, record_point *p, const int32_t *promp
             if (s || r < 0) continue;
             host[g][r] = (t2 - t1) / (double)n_dec;
             ev[g][r] = evsum / (double)n_dec;
+            for (int64_t b = 0; b < w->batch; b++) {
+                int64_t n = 0;
+                const int32_t *t = model_tokens(c->m, (int)b, &n);
+                if (t) memcpy(tok[g] + b * ntk, t, (size_t)(n < ntk ? n : ntk) * sizeof *t);
+            }
+            int64_t ns = 0, nv = 0;
+            const float *lg = model_logits(c->m, &ns, &nv);
+            if (lg && ns == w->batch && nv == V) memcpy(lgt[g], lg, (size_t)(ns * nv) * sizeof *lg);
         }
         timer_stats(host[g], c->plan->reps, &med_host[g], &iqr);
         timer_stats(ev[g], c->plan->reps, &med_ev[g], &iqr);
@@ -202,6 +215,14 @@ xf_status runner_graph_compare(run_ctx *c, record_point *p, const int32_t *promp
     model_set_sync_each_op(c->m, 1);
     if (s) goto done;
     char key[32], val[224];
+    {
+        char msg[224];
+        int ok = cuda_check_replay(tok[1], tok[0], w->batch, ntk, lgt[1], lgt[0], V, 1e-4, msg, sizeof msg);
+        snprintf(key, sizeof key, "cuda_graph_check_p%d", c->point_index);
+        record_set_env(c->rec, key, msg);
+        if (ok != 1) fprintf(stderr, "xfprof run: WARNING: %s\n", msg);
+        xf_error_clear();
+    }
     snprintf(key, sizeof key, "cuda_graph_p%d", c->point_index);
     snprintf(val, sizeof val,
              "batch %lld: decode step without graph %.6e s, with graph %.6e s (host wall per step, no per-op sync, "
@@ -219,6 +240,8 @@ done:
     for (int g = 0; g < 2; g++) {
         free(host[g]);
         free(ev[g]);
+        free(tok[g]);
+        free(lgt[g]);
     }
     return s;
 }
@@ -245,9 +268,11 @@ void runner_collect_counters(run_ctx *c, record_point *p, const int32_t *prompts
     }
     int applied = cupti_collect_apply(&cr, n_dec, p);
     snprintf(c->notes->counters, sizeof c->notes->counters,
-             "Range Profiler, user replay (%d + %d passes), decode step %d of the replay; %d ops got counters; tensor unit "
-             "%s; times from the uncounted runs",
-             cr.passes[0], cr.passes[1], n_dec, applied, cr.flops_per_unit > 0 ? "calibrated" : "not calibrated (no tensor FLOPs)");
+             "Range Profiler, user replay (%s: %d passes, %d scheduled%s), decode step %d of the replay; %d ops got counters; "
+             "tensor unit %s; times from the uncounted runs",
+             cr.n_sets == 1 ? "one config" : "split into 2 sets", cr.passes[0] + cr.passes[1],
+             cr.passes_scheduled[0] + cr.passes_scheduled[1], cr.n_sets == 1 ? "" : " (fallback)", n_dec, applied,
+             cr.flops_per_unit > 0 ? "calibrated" : "not calibrated (no tensor FLOPs)");
     cupti_collect_result_free(&cr);
 }
 

@@ -136,10 +136,11 @@ Test(cuda_cli, unsupported_message_is_plain, .init = cr_redirect_stderr) {
     cr_assert_eq(cli_cuda_unsupported("run"), CLI_EXIT_UNSUPPORTED);
     xf_errorf(XF_EUNSUPPORTED, "no CUDA device present: the driver reports 0 devices");
     cr_assert_eq(cli_cuda_unsupported("machine"), CLI_EXIT_UNSUPPORTED);
-    xf_errorf(XF_EUNSUPPORTED, "libcupti.so.13 not found");
-    cr_assert_eq(cli_cuda_unsupported("run"), CLI_EXIT_UNSUPPORTED);
+    xf_errorf(XF_EUNSUPPORTED, "cuBLAS not found: libcublas.so.13 could not be loaded");
+    cr_assert_eq(cli_cuda_unsupported("machine"), CLI_EXIT_UNSUPPORTED);
     fflush(stderr);
+    /* a missing library is named as such, not as a missing device */
     cr_assert_stderr_eq_str("xfprof run: no CUDA device present: this xfprof was built without CUDA\n"
                             "xfprof machine: no CUDA device present: the driver reports 0 devices\n"
-                            "xfprof run: no CUDA device present: libcupti.so.13 not found\n");
+                            "xfprof machine: CUDA device not usable: cuBLAS not found: libcublas.so.13 could not be loaded\n");
 }

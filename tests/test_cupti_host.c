@@ -232,7 +232,7 @@ Test(cupti_host, collected_counters_go_to_matching_ops) {
         cupti_metric_values_set(&vv[i], "dram__bytes_read.sum", 1000.0 * (i + 1));
         cupti_metric_values_set(&vv[i], "dram__bytes_write.sum", 10.0);
     }
-    cupti_collect_result r = {3, rr, vv, 0, {1, 1}};
+    cupti_collect_result r = {.n = 3, .ranges = rr, .values = vv, .n_sets = 1, .passes = {1, 0}};
     record_op ops[3];
     memset(ops, 0, sizeof ops);
     ops[0].cost.phase = XF_PREFILL; ops[0].cost.layer = 0; ops[0].cost.kind = OP_QKV;
@@ -291,4 +291,116 @@ Test(cupti_host, cupti_results_classified) {
     const int errors[] = {1, 3, 7, 8, 17, 999};
     for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
         cr_assert_eq(cupti_result_status(errors[i], NULL), XF_EIO, "code %d", errors[i]);
+}
+
+/* ---- the metric plan: one config, the split only when it is refused */
+
+Test(cupti_host, one_config_holds_every_metric) {
+    cupti_set_plan p;
+    /* recorded answer: the profiler host scheduled 3 passes for the single config */
+    cr_assert_eq(cupti_set_plan_choose(XF_OK, 3, 64, &p), XF_OK);
+    cr_assert_eq(p.n_sets, 1);
+    cr_assert_eq(p.fallback, 0);
+    cr_assert_eq(p.first[0], 0);
+    cr_assert_eq(p.count[0], CUPTI_M_COUNT);
+}
+
+Test(cupti_host, refused_config_falls_back_to_the_split) {
+    cupti_set_plan p;
+    cr_assert_eq(cupti_set_plan_choose(XF_EIO, 0, 64, &p), XF_OK);
+    cr_assert_eq(p.n_sets, 2);
+    cr_assert_eq(p.fallback, 1);
+    cr_assert_eq(p.first[0] + p.count[0], p.first[1], "the sets are contiguous");
+    cr_assert_eq(p.count[0] + p.count[1], CUPTI_M_COUNT, "every metric in exactly one set");
+    cr_assert_eq(p.count[0], CUPTI_PASS0_METRICS);
+    /* more passes than allowed: also the split */
+    cr_assert_eq(cupti_set_plan_choose(XF_OK, 65, 64, &p), XF_OK);
+    cr_assert_eq(p.n_sets, 2);
+    /* no permission: no counters at all, no fallback */
+    cr_assert_eq(cupti_set_plan_choose(XF_EUNSUPPORTED, 0, 64, &p), XF_EUNSUPPORTED);
+    /* a built config with 0 passes is a broken answer */
+    cr_assert_eq(cupti_set_plan_choose(XF_OK, 0, 64, &p), XF_EIO);
+    cr_assert_neq(strstr(xf_error_msg(), "0 passes"), NULL, "%s", xf_error_msg());
+}
+
+/* ---- per-range results: what cuptiRangeProfilerCounterDataGetRangeInfo and
+ * EvaluateToGpuValues return, replayed: the single config, and the split's two sets whose ranges
+ * come back in another order. */
+
+Test(cupti_host, range_table_single_config) {
+    const char *const *names = cupti_metric_names;
+    double v0[CUPTI_M_COUNT] = {1500, 4e6, 1e5, 9e6, 2048, 10, 20, 30};
+    double v1[CUPTI_M_COUNT] = {900, 2e6, NAN, 3e6, -1, 0, 0, 0}; /* NaN and negative: missing */
+    cupti_range_table t;
+    cupti_range_table_init(&t);
+    cr_assert_eq(cupti_range_table_merge(&t, "decode/L0/qkv/s1", names, v0, CUPTI_M_COUNT), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(cupti_range_table_merge(&t, "calibration", names, v1, CUPTI_M_COUNT), XF_OK);
+    cr_assert_eq(t.n, 2);
+    const cupti_metric_values *q = cupti_range_table_find(&t, "decode/L0/qkv/s1");
+    cr_assert_not_null(q);
+    for (int i = 0; i < CUPTI_M_COUNT; i++) cr_assert_float_eq(q->v[i], v0[i], 0, "metric %d", i);
+    const cupti_metric_values *c = cupti_range_table_find(&t, "calibration");
+    cr_assert(isnan(c->v[CUPTI_M_DRAM_WRITE]) && isnan(c->v[CUPTI_M_TENSOR]), "missing stays NaN");
+    cr_assert_float_eq(c->v[CUPTI_M_FADD], 0, 0);
+    cr_assert_null(cupti_range_table_find(&t, "decode/L0/qkv/s2"));
+    int n;
+    probe_range *r;
+    cupti_metric_values *v;
+    cr_assert_eq(cupti_range_table_parsed(&t, &n, &r, &v), XF_OK);
+    cr_assert_eq(n, 1, "calibration is not an op range");
+    cr_assert(r[0].phase == XF_DECODE && r[0].layer == 0 && r[0].kind == OP_QKV && r[0].step == 1);
+    cr_assert_float_eq(v[0].v[CUPTI_M_DRAM_READ], 4e6, 0);
+    free(r);
+    free(v);
+    cupti_range_table_free(&t);
+    cupti_range_table_free(NULL);
+}
+
+Test(cupti_host, range_table_merges_the_split_sets) {
+    cupti_set_plan p;
+    cupti_set_plan_split(&p);
+    const char *ranges[] = {"prefill/L0/attention/s0", "prefill/G/lm_head/s0", "decode/L1/down/s3"};
+    cupti_range_table t;
+    cupti_range_table_init(&t);
+    /* set 0 in order, set 1 in reverse order: merged by name */
+    for (int k = 0; k < p.n_sets; k++)
+        for (int j = 0; j < 3; j++) {
+            int r = k ? 2 - j : j;
+            double vals[CUPTI_M_COUNT];
+            for (int i = 0; i < p.count[k]; i++) vals[i] = 100.0 * r + p.first[k] + i;
+            cr_assert_eq(cupti_range_table_merge(&t, ranges[r], cupti_metric_names + p.first[k], vals, p.count[k]), XF_OK, "%s",
+                         xf_error_msg());
+        }
+    cr_assert_eq(t.n, 3);
+    for (int r = 0; r < 3; r++) {
+        const cupti_metric_values *q = cupti_range_table_find(&t, ranges[r]);
+        cr_assert_not_null(q);
+        for (int i = 0; i < CUPTI_M_COUNT; i++) cr_assert_float_eq(q->v[i], 100.0 * r + i, 0, "range %d metric %d", r, i);
+    }
+    cupti_range_table_free(&t);
+}
+
+Test(cupti_host, range_table_rejects_bad_input) {
+    cupti_range_table t;
+    cupti_range_table_init(&t);
+    double v = 1;
+    const char *bad_metric[] = {"sm__cycles_elapsed.avg"};
+    cr_assert_eq(cupti_range_table_merge(&t, NULL, cupti_metric_names, &v, 1), XF_EPARSE);
+    cr_assert_eq(cupti_range_table_merge(&t, "", cupti_metric_names, &v, 1), XF_EPARSE);
+    char longname[CUPTI_RANGE_NAME_MAX + 8];
+    memset(longname, 'x', sizeof longname - 1);
+    longname[sizeof longname - 1] = 0;
+    cr_assert_eq(cupti_range_table_merge(&t, longname, cupti_metric_names, &v, 1), XF_EPARSE);
+    cr_assert_eq(cupti_range_table_merge(&t, "prefill/L0/qkv/s0", bad_metric, &v, 1), XF_EINVAL);
+    cr_assert_eq(t.n, 0, "nothing added on an error");
+    cr_assert_neq(strstr(xf_error_msg(), "sm__cycles_elapsed"), NULL, "%s", xf_error_msg());
+    /* many ranges: the table grows */
+    for (int i = 0; i < 300; i++) {
+        char nm[CUPTI_RANGE_NAME_MAX];
+        snprintf(nm, sizeof nm, "decode/L%d/qkv/s1", i);
+        cr_assert_eq(cupti_range_table_merge(&t, nm, cupti_metric_names, &v, 1), XF_OK);
+    }
+    cr_assert_geq(t.n, 300);
+    cr_assert_float_eq(cupti_range_table_find(&t, "decode/L299/qkv/s1")->v[0], 1, 0);
+    cupti_range_table_free(&t);
 }

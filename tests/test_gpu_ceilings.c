@@ -108,7 +108,12 @@ Test(gpu_ceilings, no_device_is_unsupported) {
         cr_assert_eq(gpu_ceilings_measure(0, 0, 0, 0, &m), XF_EUNSUPPORTED);
         device_spec d;
         cr_assert_eq(gpu_machine_measure(0, &d, NULL, NULL, NULL), XF_EUNSUPPORTED);
-        cr_assert_eq(gpu_ceilings_run_copy(0, 1 << 20), XF_EUNSUPPORTED);
+        gpu_ceilings_job *j = (gpu_ceilings_job *)&a; /* must be overwritten with NULL */
+        cr_assert_eq(gpu_ceilings_job_copy_init(&j, 0, 1 << 20), XF_EUNSUPPORTED);
+        cr_assert_null(j);
+        cr_assert_eq(gpu_ceilings_job_gemm_init(&j, 0, 64, 64, 64), XF_EUNSUPPORTED);
+        cr_assert_null(j);
+        gpu_ceilings_job_free(NULL);
     } else {
         cr_assert(s == XF_OK || s == XF_EUNSUPPORTED);
     }

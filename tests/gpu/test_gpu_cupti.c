@@ -16,9 +16,12 @@ Test(gpu_cupti, activity_attributes_kernels) {
     cr_assert_eq(s, XF_OK, "%s", xf_error_msg());
     probe pr = cupti_probe_as_probe(p);
     probe_range r = {XF_DECODE, 3, OP_ATTENTION, 2};
+    gpu_ceilings_job *copy = NULL;
+    cr_assert_eq(gpu_ceilings_job_copy_init(&copy, 0, 64 << 20), XF_OK, "%s", xf_error_msg());
     pr.range_begin(pr.ctx, &r);
-    cr_assert_eq(gpu_ceilings_run_copy(0, 64 << 20), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(gpu_ceilings_job_run(copy), XF_OK, "%s", xf_error_msg());
     pr.range_end(pr.ctx, &r);
+    gpu_ceilings_job_free(copy);
     cupti_attribution a;
     cr_assert_eq(cupti_probe_flush(p, &a), XF_OK, "%s", xf_error_msg());
     const cupti_range_time *t = cupti_attribution_find(&a, &r);
@@ -41,22 +44,32 @@ Test(gpu_cupti, copy_dram_bytes_and_gemm_flops) {
     GPU_REQUIRE_DEVICE();
     cupti_probe *p = counters_or_skip();
     const int64_t N = 512LL << 20;
+    /* buffers allocated and initialised outside the ranges: only the kernels run inside */
+    gpu_ceilings_job *copy_job = NULL, *cal_gemm = NULL, *gemm_job = NULL;
+    cr_assert_eq(gpu_ceilings_job_copy_init(&copy_job, 0, N), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(gpu_ceilings_job_gemm_init(&cal_gemm, 0, 4096, 4096, 4096), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(gpu_ceilings_job_gemm_init(&gemm_job, 0, 2048, 4096, 1024), XF_OK, "%s", xf_error_msg());
     int done = 0;
-    cr_assert_eq(cupti_probe_pass_begin(p, 0), XF_OK, "%s", xf_error_msg());
-    for (int pass = 0; !done; pass++) {
-        if (pass) cr_assert_eq(cupti_probe_pass_begin(p, 0), XF_OK, "%s", xf_error_msg());
-        cupti_probe_push_named(p, "copy");
-        cr_assert_eq(gpu_ceilings_run_copy(0, N), XF_OK, "%s", xf_error_msg());
-        cupti_probe_pop_named(p);
-        cupti_probe_push_named(p, "calibration");
-        cr_assert_eq(gpu_ceilings_run_gemm(0, 4096, 4096, 4096), XF_OK, "%s", xf_error_msg());
-        cupti_probe_pop_named(p);
-        cupti_probe_push_named(p, "gemm");
-        cr_assert_eq(gpu_ceilings_run_gemm(0, 2048, 4096, 1024), XF_OK, "%s", xf_error_msg());
-        cupti_probe_pop_named(p);
-        cr_assert_eq(cupti_probe_pass_end(p, &done), XF_OK, "%s", xf_error_msg());
-        cr_assert_lt(pass, 64, "more than 64 passes");
+    for (int set = 0; set < cupti_probe_n_sets(p); set++) {
+        done = 0;
+        for (int pass = 0; !done; pass++) {
+            cr_assert_eq(cupti_probe_pass_begin(p, set), XF_OK, "%s", xf_error_msg());
+            cupti_probe_push_named(p, "copy");
+            cr_assert_eq(gpu_ceilings_job_run(copy_job), XF_OK, "%s", xf_error_msg());
+            cupti_probe_pop_named(p);
+            cupti_probe_push_named(p, "calibration");
+            cr_assert_eq(gpu_ceilings_job_run(cal_gemm), XF_OK, "%s", xf_error_msg());
+            cupti_probe_pop_named(p);
+            cupti_probe_push_named(p, "gemm");
+            cr_assert_eq(gpu_ceilings_job_run(gemm_job), XF_OK, "%s", xf_error_msg());
+            cupti_probe_pop_named(p);
+            cr_assert_eq(cupti_probe_pass_end(p, &done), XF_OK, "%s", xf_error_msg());
+            cr_assert_lt(pass, 64, "more than 64 passes");
+        }
     }
+    gpu_ceilings_job_free(copy_job);
+    gpu_ceilings_job_free(cal_gemm);
+    gpu_ceilings_job_free(gemm_job);
     cupti_metric_values copy, cal, gemm;
     cr_assert_eq(cupti_probe_named_values(p, "copy", &copy), XF_OK, "%s", xf_error_msg());
     cr_assert_eq(cupti_probe_named_values(p, "calibration", &cal), XF_OK, "%s", xf_error_msg());
