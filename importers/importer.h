@@ -1,0 +1,46 @@
+/* Importers: other engines' traces -> xfprof records (kind "import"). They fill the ops' time,
+ * FLOPs and compulsory bytes, the model and workload the trace shows; the caller (cli/) sets the
+ * device and classifies (analyzers/roofline). Depend on core/ only; know nothing of reports.
+ * Every input is untrusted: errors are XF_EINVAL / XF_EPARSE / XF_EFORMAT with a message that says
+ * what was wrong and what to do; *out is then empty. docs/import.md describes the rules. */
+#ifndef XF_IMPORTER_H
+#define XF_IMPORTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/record.h"
+
+/* The largest file an importer reads unless told otherwise (--max-size). */
+#define IMPORT_DEFAULT_MAX_BYTES ((int64_t)1 << 30)
+
+typedef struct import_options {
+    int64_t max_bytes; /* files larger than this are refused before reading; 0 = the default */
+} import_options;
+
+/* What the import accounted for, beside the record (also written into the record's env). */
+typedef struct import_stats {
+    char time_level[96];     /* which events own the time: "cpu_op (outermost)" or "kernel" */
+    double window_s;         /* first event start to last event end (the traced window) */
+    double busy_s;           /* time of the events that own time: sum over the record's ops */
+    double idle_s;           /* window minus busy (host time outside any op: Python, sync, idle) */
+    double unattributed_s;   /* kernels joined to no cpu_op (kept as ops "other", source "unattributed") */
+    double matrix_flops;     /* FLOPs of the matrix ops (mm, addmm, bmm, ...) over the whole trace */
+    int64_t n_events;        /* trace events read */
+    int64_t n_ops;           /* cpu_op events */
+    int64_t n_kernels;       /* GPU kernel events */
+    int64_t n_unknown;       /* outermost ops with no formula (class unknown) */
+    double unknown_s;        /* their time */
+    int64_t n_steps[2];      /* prefill and decode steps found */
+    int have_modules;        /* 1: module names (with_modules=True) gave layers and op kinds */
+} import_stats;
+
+/* A torch.profiler Chrome trace (prof.export_chrome_trace) read streaming from `path`.
+ * record_shapes=True is required (refused with that advice otherwise). On success *out is a
+ * record of kind "import" (free with record_free) and *st (may be NULL) is filled. */
+xf_status import_torch_trace_file(const char *path, const import_options *o, record *out, import_stats *st);
+
+/* The same from memory (tests, fuzzing); `source` names the input in messages. */
+xf_status import_torch_trace_buffer(const char *buf, size_t len, const char *source, record *out, import_stats *st);
+
+#endif
