@@ -513,7 +513,7 @@ xf_status torch_build_record(const tt_trace *t, record *out, import_stats *st) {
         const tt_ev *e = &ev[ops[j]];
         if (e->ts < win_lo) win_lo = e->ts;
         if (e->end > win_hi) win_hi = e->end;
-        if (!gpu && top[ops[j]] == ops[j]) own_time[ops[j]] = e->end - e->ts;
+        if (!gpu && top[ops[j]] == ops[j]) own_time[ops[j]] = e->dur;
     }
     int64_t n_unattr = 0;
     double *unattr_step = NULL;
@@ -536,7 +536,7 @@ xf_status torch_build_record(const tt_trace *t, record *out, import_stats *st) {
         /* outermost ops by (tid, ts) for a runtime call without an External id */
         for (int64_t j = 0; j < n_kers; j++) {
             const tt_ev *k = &ev[kers[j]];
-            double d = k->end - k->ts;
+            double d = k->dur;
             int32_t op = k->ext >= 0 ? pair_find(ext_pairs, ne, k->ext) : -1;
             if (op < 0 && k->corr >= 0) {
                 int32_t r = pair_find(rt_pairs, nr, k->corr);
@@ -676,9 +676,14 @@ xf_status torch_build_record(const tt_trace *t, record *out, import_stats *st) {
     }
     /* Model and workload as the trace shows them (1 where it does not). */
     model_config *mc = &out->model;
-    const char *base = strrchr(t->source, '/');
-    base = base ? base + 1 : t->source;
-    snprintf(mc->name, sizeof mc->name, "%.*s", (int)(strlen(base) > 5 && strcmp(base + strlen(base) - 5, ".json") == 0 ? strlen(base) - 5 : strlen(base)), base);
+    /* The name: the outermost module's class ("LlamaForCausalLM"), so that two traces of one model
+     * compare; "imported" without modules. */
+    snprintf(mc->name, sizeof mc->name, "imported");
+    for (int64_t j = 0; j < n_mods; j++)
+        if (mi[j].parent < 0) {
+            snprintf(mc->name, sizeof mc->name, "%.*s", mi[j].len < 63 ? mi[j].len : 63, mi[j].cls);
+            break;
+        }
     snprintf(mc->arch, sizeof mc->arch, "import");
     mc->n_layers = max_layer + 1 > 0 ? max_layer + 1 : 1;
     mc->d_model = d_model > 0 ? d_model : 1;

@@ -11,7 +11,8 @@ enum { EV_OP = 0, EV_MODULE, EV_KERNEL, EV_RUNTIME };
 
 /* One kept event. Times in microseconds, as the trace has them. */
 typedef struct tt_ev {
-    double ts, end;
+    double ts, end;       /* relative to the first event kept (absolute ts lose the last digits in a double) */
+    double dur;           /* as the trace gives it: durations are summed from this, never end - ts */
     int64_t tid;
     int64_t ext;          /* "External id", -1 none */
     int64_t corr;         /* "correlation", -1 none */

@@ -50,6 +50,7 @@ typedef struct parser {
     char cat[32];
     char ph[4];
     double ts, dur;
+    double base_ts;       /* ts of the first event kept */
     int has_ts, has_dur;
     int64_t tid, ext, corr;
     int has_shape_field;  /* "Input Dims" seen */
@@ -195,8 +196,10 @@ static int ev_finish(parser *p) {
     }
     tt_ev *e = &p->ev[p->n_ev];
     memset(e, 0, sizeof *e);
-    e->ts = p->ts;
-    e->end = p->ts + p->dur;
+    if (p->n_ev == 0) p->base_ts = p->ts;
+    e->ts = p->ts - p->base_ts;
+    e->end = e->ts + p->dur;
+    e->dur = p->dur;
     e->tid = p->tid;
     e->ext = p->ext;
     e->corr = p->corr;

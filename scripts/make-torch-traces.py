@@ -18,8 +18,8 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 MODELS = {
     # name: (layers, hidden, heads, kv_heads, ffn, vocab, prompt, new tokens)
-    "tiny": (2, 64, 4, 2, 172, 256, 8, 3),
-    "small": (4, 128, 8, 4, 344, 512, 16, 4),
+    "tiny": (2, 64, 4, 2, 172, 256, 8, 8),
+    "small": (4, 128, 8, 4, 344, 512, 16, 6),
 }
 
 
