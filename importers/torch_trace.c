@@ -379,6 +379,9 @@ static int on_string(void *ctx, const unsigned char *s, size_t len) {
     return 1;
 }
 
+/* An id from a JSON number; -1 for what no int64 holds (NaN, huge). */
+static int64_t to_id(double v) { return (v >= -9e18 && v <= 9e18) ? (int64_t)v : -1; }
+
 static int on_number(void *ctx, const char *s, size_t len) {
     parser *p = ctx;
     char buf[64];
@@ -403,11 +406,11 @@ static int on_number(void *ctx, const char *s, size_t len) {
             p->dur = v;
             p->has_dur = 1;
         } else if (strcmp(k, "tid") == 0) {
-            p->tid = (int64_t)v;
+            p->tid = to_id(v);
         }
     } else if (d == 1) {
-        if (strcmp(k, "External id") == 0) p->ext = (int64_t)v;
-        else if (strcmp(k, "correlation") == 0) p->corr = (int64_t)v;
+        if (strcmp(k, "External id") == 0) p->ext = to_id(v);
+        else if (strcmp(k, "correlation") == 0) p->corr = to_id(v);
     } else if (p->in_dims && p->cur_in >= 0) {
         torch_input *t = &p->args.in[p->cur_in];
         int64_t dim = (v >= 0 && v < 9e15) ? (int64_t)v : -1;
