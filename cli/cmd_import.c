@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "analyzers/roofline.h"
@@ -20,9 +21,10 @@
 static const char *CMD = "import";
 
 static void help(void) {
-    printf("Usage: xfprof import TRACE.json [options]\n\n"
+    printf("Usage: xfprof import TRACE.json|KERNELS.csv [options]\n\n"
            "Reads a torch.profiler Chrome trace (prof.export_chrome_trace, profiled with record_shapes=True;\n"
-           "with_modules=True and with_stack=True give layers and op kinds) and writes an ordinary record\n"
+           "with_stack=True gives the module names, hence layers and op kinds), or an Nsight Compute CSV\n"
+           "(ncu --csv --page raw with the metrics docs/import.md names; a .csv file), and writes an ordinary record\n"
            "(kind \"import\"): every op's measured time, the FLOPs and compulsory bytes its input shapes give,\n"
            "its utilization of the device's ceilings and its class by the speed-of-light rule; ops without a\n"
            "formula are kept with their time and class \"unknown\". show, report and compare read the record\n"
@@ -31,6 +33,8 @@ static void help(void) {
            "  --device-file F   a devices file of your own (format of data/devices.json, or xfprof machine's)\n"
            "                    (neither: the machine file of 'xfprof machine', i.e. this machine's CPU)\n"
            "  --max-size SIZE   refuse traces larger than this (default 1GiB; e.g. 4GiB)\n"
+           "  --kernel-map F    Nsight Compute CSV: kernel-name patterns -> ops of your own, tried before\n"
+           "                    data/kernel_ops.json (same format)\n"
            "%s"
            "  --report FILE     also write the HTML report\n"
            "  --trace FILE      also write a Chrome trace of the record's ops\n\n"
@@ -64,10 +68,11 @@ static int pick_device(const char *name, const char *file, device_spec *dev, int
 }
 
 int cmd_import(int argc, char **argv) {
-    enum { O_DEVICE = 1000, O_DEVFILE, O_MAXSIZE, O_FORMAT, O_PERLAYER, O_REPORT, O_TRACE };
+    enum { O_DEVICE = 1000, O_DEVFILE, O_MAXSIZE, O_FORMAT, O_PERLAYER, O_REPORT, O_TRACE, O_KMAP };
     static const struct option opts[] = {{"device", required_argument, 0, O_DEVICE},
                                          {"device-file", required_argument, 0, O_DEVFILE},
                                          {"max-size", required_argument, 0, O_MAXSIZE},
+                                         {"kernel-map", required_argument, 0, O_KMAP},
                                          {"format", required_argument, 0, O_FORMAT},
                                          {"output", required_argument, 0, 'o'},
                                          {"per-layer", no_argument, 0, O_PERLAYER},
@@ -76,7 +81,7 @@ int cmd_import(int argc, char **argv) {
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     cli_output out = {RENDER_TABLE, NULL, 0, NULL, NULL};
-    const char *device = NULL, *device_file = NULL;
+    const char *device = NULL, *device_file = NULL, *kernel_map = NULL;
     import_options io = {0};
     int c;
     optind = 0;
@@ -86,6 +91,7 @@ int cmd_import(int argc, char **argv) {
         case 'h': help(); return CLI_EXIT_OK;
         case O_DEVICE: device = optarg; break;
         case O_DEVFILE: device_file = optarg; break;
+        case O_KMAP: kernel_map = optarg; break;
         case O_MAXSIZE: {
             double b;
             xf_status s = args_size("--max-size", optarg, &b);
@@ -112,7 +118,19 @@ int cmd_import(int argc, char **argv) {
     if ((rc = pick_device(device, device_file, &dev, &measured)) != CLI_EXIT_OK) return rc;
     record r;
     import_stats st;
-    xf_status s = import_torch_trace_file(path, &io, &r, &st);
+    size_t pl = strlen(path);
+    int ncu = pl > 4 && strcasecmp(path + pl - 4, ".csv") == 0;
+    xf_status s;
+    if (ncu) {
+        import_kernel_map km = {0};
+        s = import_kernel_map_load(kernel_map, &km);
+        if (!s) s = import_ncu_csv_file(path, &io, &km, &r, &st);
+        import_kernel_map_free(&km);
+    } else if (kernel_map) {
+        return cli_usage_error(CMD, "--kernel-map applies to Nsight Compute CSV files (.csv) only");
+    } else {
+        s = import_torch_trace_file(path, &io, &r, &st);
+    }
     if (s) {
         record_free(&r);
         return cli_fail(CMD, s);
@@ -133,12 +151,16 @@ int cmd_import(int argc, char **argv) {
     roofline_summarize_point(p);
     record_stamp_time(&r);
     record_set_env(&r, "import_source", path);
-    record_set_env(&r, "import_format", "torch.profiler chrome trace");
+    record_set_env(&r, "import_format", ncu ? "nsight compute csv (ncu --csv --page raw)" : "torch.profiler chrome trace");
     record_set_env(&r, "import_time_level", st.time_level);
-    record_set_env(&r, "import_counting", "FLOPs and bytes on the leaf ops of each outermost op (an op above an op "
-                                          "without a formula when it has one): counted once");
-    record_set_env(&r, "import_layers", st.have_modules ? "module names (with_modules=True)"
-                                                        : "none: no module names in the trace (profile with with_modules=True)");
+    record_set_env(&r, "import_counting",
+                   ncu ? "per kernel launch: FLOPs from the SASS FP instruction counts (FMA 2) and tensor-pipe ops, bytes "
+                         "from DRAM read + write counters"
+                       : "FLOPs and bytes on the leaf ops of each outermost op (an op above an op without a formula when "
+                         "it has one): counted once");
+    record_set_env(&r, "import_layers", ncu ? "none: Nsight Compute rows carry no layer (all layer -1, phase decode)"
+                   : st.have_modules ? "module names (with_stack=True)"
+                                     : "none: no module names in the trace (profile with with_stack=True)");
     env_num(&r, "import_window_s", st.window_s);
     env_num(&r, "import_busy_s", st.busy_s);
     env_num(&r, "import_idle_s", st.idle_s);

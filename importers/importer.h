@@ -32,7 +32,7 @@ typedef struct import_stats {
     int64_t n_unknown;       /* outermost ops with no formula (class unknown) */
     double unknown_s;        /* their time */
     int64_t n_steps[2];      /* prefill and decode steps found */
-    int have_modules;        /* 1: module names (with_modules=True) gave layers and op kinds */
+    int have_modules;        /* 1: module names (with_stack=True) gave layers and op kinds */
 } import_stats;
 
 /* A torch.profiler Chrome trace (prof.export_chrome_trace) read streaming from `path`.
@@ -42,5 +42,33 @@ xf_status import_torch_trace_file(const char *path, const import_options *o, rec
 
 /* The same from memory (tests, fuzzing); `source` names the input in messages. */
 xf_status import_torch_trace_buffer(const char *buf, size_t len, const char *source, record *out, import_stats *st);
+
+/* Kernel names -> op kinds (data/kernel_ops.json, format "xfprof-kernel-map"): shell glob
+ * patterns tried in order, first match wins. */
+typedef struct import_kernel_map {
+    int n;
+    char (*pattern)[128]; /* (n) */
+    op_kind *kind;        /* (n) */
+} import_kernel_map;
+
+/* Parses a map; `source` names it in messages. Appends to *m (zeroed the first time). */
+xf_status import_kernel_map_parse(const char *json_text, const char *source, import_kernel_map *m);
+
+/* The user's file (may be NULL) first, then data/kernel_ops.json from device_data_dir(). */
+xf_status import_kernel_map_load(const char *user_file, import_kernel_map *m);
+
+/* OP_OTHER when no pattern matches. */
+op_kind import_kernel_map_find(const import_kernel_map *m, const char *kernel);
+
+void import_kernel_map_free(import_kernel_map *m); /* NULL and empty maps are fine */
+
+/* An Nsight Compute CSV (ncu --csv --page raw --metrics ..., the columns docs/import.md names):
+ * one op per kernel name, its launches the samples; time from gpu__time_duration.sum, bytes from
+ * dram__bytes_read.sum + dram__bytes_write.sum (bytes_source counters), FLOPs from the SASS FP
+ * instruction counts (an FMA counts 2) and the tensor-pipe op counts. Missing columns are named. */
+xf_status import_ncu_csv_buffer(const char *buf, size_t len, const char *source, const import_kernel_map *m, record *out,
+                                import_stats *st);
+xf_status import_ncu_csv_file(const char *path, const import_options *o, const import_kernel_map *m, record *out,
+                              import_stats *st);
 
 #endif

@@ -98,7 +98,7 @@ grep -q "REGRESSION" "$tmp/slow.log" || fail "compare against the slower trace: 
 # Bad input: exit 2, the reason, no output file.
 bad() { # name, expected text, file
   rm -f "$tmp/out.json"
-  "$XF" import "$3" --device h100-sxm -o "$tmp/out.json" >/dev/null 2>"$tmp/err"
+  "$XF" import $3 --device h100-sxm -o "$tmp/out.json" >/dev/null 2>"$tmp/err"
   rc=$?
   [ $rc -eq 2 ] || fail "$1: exit $rc, expected 2 ($(cat "$tmp/err"))"
   grep -q -- "$2" "$tmp/err" || fail "$1: message lacks '$2': $(cat "$tmp/err")"
@@ -127,6 +127,27 @@ bad "2 GiB file" "max-size" "$tmp/big.json"
 rm -f "$tmp/big.json"
 bad "not JSON" "not valid JSON" "$root/README.md"
 "$XF" import >/dev/null 2>&1; [ $? -eq 2 ] || fail "no file: exit not 2"
+
+# Nsight Compute CSV (fixtures written from NVIDIA's documented --page raw format, not from a GPU
+# run): each kernel classified by the speed-of-light rule against the H100's ceilings.
+ncu="$root/tests/data/ncu"
+"$XF" import "$ncu/llama-decode-h100.csv" --device h100-sxm -o "$tmp/ncu.rec.json" --format csv >"$tmp/ncu.csv" 2>"$tmp/err" ||
+  fail "ncu import: $(cat "$tmp/err")"
+python3 - "$tmp/ncu.rec.json" <<'EOF2' || fail "ncu classes"
+import json, sys
+p = json.load(open(sys.argv[1]))["points"][0]
+cls = {o["source"][:20]: (o["op"], o["bound"], o["bytes_source"]) for o in p["ops"]}
+assert cls["sm90_xmma_gemm_bf16b"] == ("other", "compute", "counters"), cls   # u_c 81%
+assert cls["void flash_fwd_split"] == ("attention", "memory", "counters"), cls  # u_m 90%
+assert cls["void vllm::rms_norm_"] == ("attn_norm", "latency", "counters"), cls # both < 60%
+assert cls["void vllm::act_and_m"] == ("swiglu", "memory", "counters"), cls     # 66% vs 0%: gap
+EOF2
+"$XF" report "$tmp/ncu.rec.json" -o "$tmp/ncu.html" >/dev/null 2>"$tmp/err" || fail "ncu report: $(cat "$tmp/err")"
+bad "ncu missing columns" "missing columns: dram__bytes_write.sum" "$ncu/missing-columns.csv"
+head -c 700 "$ncu/llama-decode-h100.csv" >"$tmp/cut.csv"
+bad "ncu truncated CSV" "" "$tmp/cut.csv"
+echo '{"format":"xfprof-kernel-map","version":1,"map":[{"pattern":"*","op":"nonsense"}]}' >"$tmp/map.json"
+bad "bad kernel map" "unknown op 'nonsense'" "$ncu/llama-decode-h100.csv --kernel-map $tmp/map.json"
 
 [ $fails -eq 0 ] && echo "cli_import: all passed"
 exit $((fails > 0))

@@ -251,3 +251,98 @@ Test(import, kernels_joined_to_their_ops) {
     cr_assert_float_eq(lost, 1e-6, 1e-12);
     record_free(&r);
 }
+
+/* ---------- Nsight Compute CSV ---------- */
+
+static void load_map(import_kernel_map *m, const char *user) {
+    memset(m, 0, sizeof *m);
+    cr_assert_eq(import_kernel_map_load(user, m), XF_OK, "%s", xf_error_msg());
+}
+
+static const record_op *find_src(const record_point *p, const char *prefix) {
+    for (int64_t i = 0; i < p->n_ops; i++)
+        if (strncmp(p->ops[i].source, prefix, strlen(prefix)) == 0) return &p->ops[i];
+    return NULL;
+}
+
+Test(import_ncu, documented_format_with_units_row) {
+    import_kernel_map m;
+    load_map(&m, NULL);
+    record r;
+    import_stats st;
+    cr_assert_eq(import_ncu_csv_file(XF_SOURCE_DIR "/tests/data/ncu/llama-decode-h100.csv", NULL, &m, &r, &st), XF_OK, "%s",
+                 xf_error_msg());
+    const record_point *p = &r.points[0];
+    cr_assert_eq(p->n_ops, 4); /* the GEMM's two launches are one op */
+    const record_op *g = find_src(p, "sm90_xmma_gemm");
+    cr_assert_not_null(g);
+    cr_assert_eq(g->n_samples, 2);
+    cr_assert_float_eq(g->samples_s[0], 100e-6, 1e-15);
+    cr_assert_float_eq(g->samples_s[1], 110e-6, 1e-15);
+    /* per launch: tensor ops + fadd + fmul + 2 ffma */
+    cr_assert_float_eq(g->cost.flops, 84065e6 + 1e6 + 0.5e6 + 2 * 2e6, 1);
+    cr_assert_float_eq(g->measured_bytes, 30e6, 1e-3);
+    cr_assert(g->bytes_from_counters);
+    cr_assert_eq(g->cost.compute, XF_COMPUTE_TENSOR16);
+    cr_assert_eq(g->cost.kind, OP_OTHER);
+    cr_assert_eq(find_src(p, "void flash_fwd")->cost.kind, OP_ATTENTION);
+    cr_assert_eq(find_src(p, "void vllm::rms_norm")->cost.kind, OP_ATTN_NORM);
+    cr_assert_eq(find_src(p, "void vllm::act_and_mul")->cost.kind, OP_SWIGLU);
+    cr_assert_float_eq(st.busy_s, 275e-6, 1e-12);
+    record_free(&r);
+    import_kernel_map_free(&m);
+}
+
+Test(import_ncu, base_units_without_units_row_and_user_map_first) {
+    char path[] = "/tmp/xf_kmapXXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    const char *j = "{\"format\":\"xfprof-kernel-map\",\"version\":1,\"map\":[{\"pattern\":\"triad*\",\"op\":\"ffn_residual\"}]}";
+    cr_assert_eq(write(fd, j, strlen(j)), (ssize_t)strlen(j));
+    close(fd);
+    import_kernel_map m;
+    load_map(&m, path);
+    unlink(path);
+    cr_assert_eq(import_kernel_map_find(&m, "triad_kernel(float*)"), OP_FFN_RESIDUAL);
+    cr_assert_eq(import_kernel_map_find(&m, "void flash_fwd_kernel"), OP_ATTENTION); /* the shipped map after it */
+    cr_assert_eq(import_kernel_map_find(&m, "nothing_known"), OP_OTHER);
+    record r;
+    cr_assert_eq(import_ncu_csv_file(XF_SOURCE_DIR "/tests/data/ncu/no-units.csv", NULL, &m, &r, NULL), XF_OK, "%s", xf_error_msg());
+    const record_op *o = &r.points[0].ops[0];
+    cr_assert_float_eq(o->samples_s[0], 5e-6, 1e-15); /* ns */
+    cr_assert_float_eq(o->measured_bytes, 12e6, 1e-6);
+    cr_assert_float_eq(o->cost.flops, 2e6, 1e-6);
+    cr_assert_eq(o->cost.kind, OP_FFN_RESIDUAL);
+    record_free(&r);
+    import_kernel_map_free(&m);
+}
+
+Test(import_ncu, refusals_name_what_is_wrong) {
+    import_kernel_map m = {0};
+    record r;
+    cr_assert_eq(import_ncu_csv_file(XF_SOURCE_DIR "/tests/data/ncu/missing-columns.csv", NULL, &m, &r, NULL), XF_EINVAL);
+    cr_assert(strstr(xf_error_msg(), "dram__bytes_write.sum"), "%s", xf_error_msg());
+    cr_assert(strstr(xf_error_msg(), "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum"), "%s", xf_error_msg());
+    /* exactly the four absent ones, in the order the importer needs them */
+    cr_assert(strstr(xf_error_msg(), "missing columns: dram__bytes_write.sum, smsp__sass_thread_inst_executed_op_fadd_pred_on.sum, "
+                                     "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum, "
+                                     "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum. "),
+              "%s", xf_error_msg());
+    const char *hdr = "\"Kernel Name\",\"gpu__time_duration.sum\",\"dram__bytes_read.sum\",\"dram__bytes_write.sum\","
+                      "\"smsp__sass_thread_inst_executed_op_fadd_pred_on.sum\",\"smsp__sass_thread_inst_executed_op_fmul_pred_on.sum\","
+                      "\"smsp__sass_thread_inst_executed_op_ffma_pred_on.sum\"\n";
+    char buf[2048];
+    snprintf(buf, sizeof buf, "%s\"k\",\"-5\",\"1\",\"1\",\"0\",\"0\",\"0\"\n", hdr);
+    cr_assert_eq(import_ncu_csv_buffer(buf, strlen(buf), "neg.csv", &m, &r, NULL), XF_EINVAL);
+    cr_assert(strstr(xf_error_msg(), "not a non-negative number"), "%s", xf_error_msg());
+    snprintf(buf, sizeof buf, "%s\"k\",\"5\",\"1\"\n", hdr);
+    cr_assert_eq(import_ncu_csv_buffer(buf, strlen(buf), "short.csv", &m, &r, NULL), XF_EINVAL);
+    snprintf(buf, sizeof buf, "%s\"k,\"5\n", hdr);
+    cr_assert_neq(import_ncu_csv_buffer(buf, strlen(buf), "open.csv", &m, &r, NULL), XF_OK);
+    snprintf(buf, sizeof buf, "%s\"\",\"furlong\",\"\",\"\",\"\",\"\",\"\"\n\"k\",\"1\",\"1\",\"1\",\"0\",\"0\",\"0\"\n", hdr);
+    cr_assert_eq(import_ncu_csv_buffer(buf, strlen(buf), "unit.csv", &m, &r, NULL), XF_EINVAL);
+    cr_assert(strstr(xf_error_msg(), "furlong"), "%s", xf_error_msg());
+    cr_assert_eq(import_ncu_csv_buffer(hdr, strlen(hdr), "empty.csv", &m, &r, NULL), XF_EINVAL);
+    cr_assert_eq(r.n_points, 0);
+    record_free(&r);
+}
