@@ -8,6 +8,7 @@
 #include "analyzers/advice.h"
 #include "analyzers/predict.h"
 #include "args.h"
+#include "core/limits.h"
 #include "cli.h"
 #include "core/device.h"
 #include "output.h"
@@ -67,7 +68,7 @@ int cmd_predict(int argc, char **argv) {
     workload *wls = NULL;
     record rec;
     record_init(&rec, "predict");
-    if (sweep_grid_set(&g, "--prompt", "128") || sweep_grid_set(&g, "--gen", "128")) {
+    if (sweep_grid_set(&g, "--prompt", limits_find("--prompt")->def) || sweep_grid_set(&g, "--gen", limits_find("--gen")->def)) {
         rc = cli_fail(CMD, XF_ENOMEM);
         goto done;
     }
@@ -91,7 +92,7 @@ int cmd_predict(int argc, char **argv) {
             }
             break;
         case O_GROUP:
-            if (args_int("--group", optarg, 1, 1 << 20, &g.group) != XF_OK) {
+            if (args_flag_int("--group", optarg, &g.group) != XF_OK) {
                 rc = cli_usage_error(CMD, "%s", xf_error_msg());
                 goto done;
             }

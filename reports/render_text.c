@@ -1,5 +1,7 @@
 #include "render_text.h"
 
+#include "reports/kv_text.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -217,6 +219,10 @@ static xf_status render_table(sbuf *b, const record *r, const render_options *op
         xf_status s = table_ops(b, &r->points[i], opt);
         if (s) return s;
         table_summary(b, r, &r->points[i]);
+    }
+    if (r->kv) { /* a kv record: the policies' table, as `xfprof kv` printed it */
+        if (r->n_points) sbuf_puts(b, "\n");
+        render_kv_table(b, r);
     }
     table_advice(b, r);
     return XF_OK;
