@@ -504,6 +504,9 @@ xf_status torch_build_record(const tt_trace *t, record *out, import_stats *st) {
         int own_known = e->cls != TORCH_OP_UNKNOWN && e->cls != TORCH_OP_FREE;
         int children_miss = c.unknown || c.flops < own.flops || (c.flops == 0 && c.bytes == 0 && c.list_elems == 0);
         sub[i] = (own_known && children_miss) ? own : c;
+        /* An op without a formula whose children do no work (allocation only, as aten::arange's):
+         * its work is not known. */
+        if (e->cls == TORCH_OP_UNKNOWN && c.flops == 0 && c.bytes == 0 && c.list_elems == 0) sub[i].unknown = 1;
     }
 
     /* Time owners: the outermost ops, or the kernels when the trace has any. */

@@ -972,7 +972,13 @@ static void render_optable(html_ctx *c, int ri, const record_point *p) {
             td_int(c, op->cost.layer);
         else
             put(c, "<td data-v=\"-1\">&ndash;</td>");
-        td_str(c, op_kind_name(op->cost.kind));
+        if (op->source[0]) { /* imported: the traced ops or kernel it sums */
+            char nm[160];
+            snprintf(nm, sizeof nm, "%s: %s", op_kind_name(op->cost.kind), op->source);
+            td_str(c, nm);
+        } else {
+            td_str(c, op_kind_name(op->cost.kind));
+        }
         td_str(c, compute_name(op->cost.compute));
         td_si(c, op->cost.flops, "");
         td_bytes(c, op->cost.bytes);

@@ -78,6 +78,14 @@ rec="$tmp/llama-tiny-fp32.rec.json"
 grep -q "<svg" "$tmp/r.html" || fail "report: no chart"
 grep -q "gate_up" "$tmp/r.html" || fail "report: no op table"
 grep -q "latency" "$tmp/r.html" || fail "report: no measured class"
+# ops without a formula (aten::arange: its child only allocates) are listed, class unknown, time kept
+grep -q "other: aten::arange" "$tmp/r.html" || fail "report: the unknown op aten::arange is not listed"
+python3 - "$rec" <<'EOF2' || fail "unknown ops: not kept with their time and class"
+import json, sys
+ops = json.load(open(sys.argv[1]))["points"][0]["ops"]
+u = [o for o in ops if o["source"] == "aten::arange"]
+assert u and all(o["bound"] == "unknown" and o["time_s"] > 0 and o["share"] > 0 for o in u), u
+EOF2
 
 # compare: the same trace against itself passes; against a 1.5x slower copy exits 1.
 "$XF" compare "$rec" "$rec" >"$tmp/same.log" 2>&1 || fail "compare of a record with itself: exit $?"
