@@ -159,8 +159,10 @@ int cmd_import(int argc, char **argv) {
                        : "FLOPs and bytes on the leaf ops of each outermost op (an op above an op without a formula when "
                          "it has one): counted once");
     record_set_env(&r, "import_layers", ncu ? "none: Nsight Compute rows carry no layer (all layer -1, phase decode)"
-                   : st.have_modules ? "module names (with_stack=True)"
-                                     : "none: no module names in the trace (profile with with_stack=True)");
+                   : st.have_modules  ? "module names (with_stack=True)"
+                   : st.pattern_layers ? "the repeating pattern of each step (no module names: profile with with_stack=True "
+                                         "for op kinds)"
+                                       : "none: no module names in the trace (profile with with_stack=True)");
     env_num(&r, "import_window_s", st.window_s);
     env_num(&r, "import_busy_s", st.busy_s);
     env_num(&r, "import_idle_s", st.idle_s);

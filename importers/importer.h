@@ -33,6 +33,7 @@ typedef struct import_stats {
     double unknown_s;        /* their time */
     int64_t n_steps[2];      /* prefill and decode steps found */
     int have_modules;        /* 1: module names (with_stack=True) gave layers and op kinds */
+    int pattern_layers;      /* 1: no module names; layers came from the repeating pattern of the steps */
 } import_stats;
 
 /* A torch.profiler Chrome trace (prof.export_chrome_trace) read streaming from `path`.

@@ -241,6 +241,7 @@ static int op_kind_of(const tt_trace *t, const tt_ev *e, mod_info *m, int32_t in
         if (!in && strcmp(name, "aten::embedding") == 0) return OP_EMBEDDING;
         return OP_OTHER;
     }
+    if (strcmp(name, "aten::embedding") == 0) return OP_EMBEDDING; /* a trace without modules */
     static const char *const sampling[] = {"aten::argmax", "aten::topk", "aten::multinomial", "aten::sort",
                                            "aten::softmax", "aten::_softmax", NULL};
     for (int i = 0; sampling[i]; i++)
@@ -257,6 +258,43 @@ typedef struct subtree {
     int tensor;  /* holds matrix or attention work */
     int dtype;   /* of the tensor work, else of the op */
 } subtree;
+
+/* Layers of one step without module names: the attention ops at a constant spacing P are one
+ * per layer; a layer starts `a` ops before its attention, a the longest run before the first
+ * attention that also precedes the second; ops at the same offset with the same name as in the
+ * first layer belong to the layer. Kinds inside a layer: the matrix ops before the attention are
+ * qkv, the first after it o_proj, the last of the layer down, the others gate_up; the attention
+ * op attention; the rest other (named). Returns 1 when the step had a pattern. */
+static int pattern_assign(const tt_trace *t, const tt_ev *ev, const subtree *sub, const int32_t *seq, int64_t m,
+                          int32_t *pos, int32_t *pat_layer, int32_t *pat_kind) {
+    int64_t L = 0;
+    for (int64_t q = 0; q < m; q++)
+        if (ev[seq[q]].cls == TORCH_OP_ATTENTION) pos[L++] = (int32_t)q;
+    if (L < 2) return 0;
+    int64_t P = pos[1] - pos[0];
+    for (int64_t l = 1; l < L; l++)
+        if (pos[l] - pos[l - 1] != P) return 0;
+    int64_t a = 0;
+    while (a < P - 1 && pos[0] - a - 1 >= 0 &&
+           strcmp(ev_name(t, &ev[seq[pos[0] - a - 1]]), ev_name(t, &ev[seq[pos[1] - a - 1]])) == 0)
+        a++;
+    for (int64_t l = 0; l < L; l++) {
+        int64_t start = pos[l] - a, end = start + P < m ? start + P : m, last_mat = -1, n_after = 0;
+        for (int64_t q = start; q < end; q++) {
+            int32_t i = seq[q];
+            if (strcmp(ev_name(t, &ev[i]), ev_name(t, &ev[seq[pos[0] - a + (q - start)]])) != 0) break; /* the pattern ends */
+            pat_layer[i] = (int32_t)l;
+            pat_kind[i] = OP_OTHER;
+            if (ev[i].cls == TORCH_OP_ATTENTION) pat_kind[i] = OP_ATTENTION;
+            else if (sub[i].matrix_flops > 0) {
+                pat_kind[i] = q < pos[l] ? OP_QKV : n_after++ == 0 ? OP_O_PROJ : OP_GATE_UP;
+                if (q > pos[l]) last_mat = i;
+            }
+        }
+        if (last_mat >= 0 && n_after > 2) pat_kind[last_mat] = OP_DOWN;
+    }
+    return 1;
+}
 
 static double median_i64(int64_t *v, int64_t n) {
     if (n <= 0) return 0;
@@ -286,6 +324,7 @@ xf_status torch_build_record(const tt_trace *t, record *out, import_stats *st) {
     double *own_time = NULL, *step_start = NULL;
     int64_t *step_q = NULL, *step_kv = NULL, *step_b = NULL, *step_phase_idx = NULL, *dec_ctx = NULL;
     int *step_phase = NULL;
+    int32_t *pat_layer = NULL, *pat_kind = NULL, *seq = NULL, *pos = NULL;
     builder b = {t, 0, 0, NULL, NULL, 0, {0, 0}};
     int64_t n_ops = 0, n_mods = 0, n_kers = 0, n_rts = 0, n_steps = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -585,6 +624,29 @@ xf_status torch_build_record(const tt_trace *t, record *out, import_stats *st) {
     if (act_dtype < 0) act_dtype = XF_FP32;
     double act_bytes = dtype_bytes((xf_dtype)act_dtype, 1.0, 1, 0);
 
+    /* Without module names: layers from the repeating pattern of each step (below). */
+    int pattern_layers = 0;
+    if (!have_modules) {
+        pat_layer = malloc((size_t)(n + 1) * sizeof *pat_layer);
+        pat_kind = malloc((size_t)(n + 1) * sizeof *pat_kind);
+        seq = malloc((size_t)(n_ops + 1) * sizeof *seq);
+        pos = malloc((size_t)(n_ops + 1) * sizeof *pos);
+        if (!pat_layer || !pat_kind || !seq || !pos) {
+            s = xf_errorf(XF_ENOMEM, "%s: out of memory", t->source);
+            free(unattr_step);
+            goto done;
+        }
+        for (int64_t i = 0; i < n; i++) pat_layer[i] = pat_kind[i] = -1;
+        int64_t m = 0;
+        for (int64_t k = 0, j0 = 0; k < n_steps; k++) {
+            /* the outermost ops of step k, in order (steps are contiguous in time) */
+            m = 0;
+            for (; j0 < n_ops && step_of[ops[j0]] <= k; j0++)
+                if (top[ops[j0]] == ops[j0] && step_of[ops[j0]] == k) seq[m++] = ops[j0];
+            pattern_layers |= pattern_assign(t, ev, sub, seq, m, pos, pat_layer, pat_kind);
+        }
+    }
+
     /* Groups. */
     int64_t n_unknown = 0;
     double unknown_s = 0, matrix_flops = 0;
@@ -603,6 +665,10 @@ xf_status torch_build_record(const tt_trace *t, record *out, import_stats *st) {
         int in_step = e->module >= 0;
         int layer;
         int kind = op_kind_of(t, e, mi, e->module, in_step, &layer);
+        if (pat_layer && pat_layer[i] >= 0) {
+            layer = pat_layer[i];
+            kind = pat_kind[i];
+        }
         if (kind == OP_EMBEDDING && e->dim_a) {
             vocab = e->dim_a;
             d_model = e->dim_b;
@@ -723,6 +789,7 @@ xf_status torch_build_record(const tt_trace *t, record *out, import_stats *st) {
     st->n_steps[0] = b.n_phase_steps[0];
     st->n_steps[1] = b.n_phase_steps[1];
     st->have_modules = have_modules;
+    st->pattern_layers = pattern_layers;
     snprintf(st->time_level, sizeof st->time_level, "%s",
              gpu ? "kernel (GPU kernels, joined to the cpu_op that launched them)" : "cpu_op (outermost op of each thread)");
     (void)n_unattr;
@@ -733,5 +800,6 @@ done:
     free(ops), free(mods), free(kers), free(rts), free(mi), free(mstack), free(ostack), free(top), free(first_child);
     free(next_sib), free(sub), free(own_time), free(step_of), free(ext_pairs), free(rt_pairs), free(step_start);
     free(step_q), free(step_kv), free(step_b), free(step_phase), free(step_phase_idx), free(dec_ctx);
+    free(pat_layer), free(pat_kind), free(seq), free(pos);
     return s;
 }

@@ -87,6 +87,28 @@ u = [o for o in ops if o["source"] == "aten::arange"]
 assert u and all(o["bound"] == "unknown" and o["time_s"] > 0 and o["share"] > 0 for o in u), u
 EOF2
 
+# Without module names (python_function events removed): layers from the repeating pattern of each
+# step; every layer's GEMM and attention FLOPs equal those the module names gave.
+python3 - "$tmp/llama-tiny-fp32.json" "$tmp/nomod.json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["traceEvents"] = [e for e in d["traceEvents"] if e.get("cat") != "python_function"]
+json.dump(d, open(sys.argv[2], "w"))
+EOF
+"$XF" import "$tmp/nomod.json" --device h100-sxm -o "$tmp/nomod.rec.json" >/dev/null 2>"$tmp/err" || fail "no modules: $(cat "$tmp/err")"
+python3 - "$rec" "$tmp/nomod.rec.json" <<'EOF' || fail "layers from the repeating pattern differ from the module names"
+import json, sys
+def agg(path):
+    r = {}
+    for o in json.load(open(path))["points"][0]["ops"]:
+        if o["op"] in ("qkv", "o_proj", "gate_up", "down", "attention", "embedding"):
+            k = (o["phase"], o["layer"], o["op"]); r[k] = r.get(k, 0) + o["flops"]
+    return r
+a, b = agg(sys.argv[1]), agg(sys.argv[2])
+assert a == b, sorted(set(a.items()) ^ set(b.items()))
+assert json.load(open(sys.argv[2]))["env"]["import_layers"].startswith("the repeating pattern"), "env"
+EOF
+
 # compare: the same trace against itself passes; against a 1.5x slower copy exits 1.
 "$XF" compare "$rec" "$rec" >"$tmp/same.log" 2>&1 || fail "compare of a record with itself: exit $?"
 python3 - "$tmp/llama-tiny-fp32.json" "$tmp/slow.json" <<'EOF'
