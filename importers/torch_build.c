@@ -516,6 +516,11 @@ xf_status torch_build_record(const tt_trace *t, record *out, import_stats *st) {
             step_phase[k] = ph;
             step_phase_idx[k] = b.n_phase_steps[ph]++;
         }
+        if (b.n_phase_steps[XF_PREFILL] > 1000000 || b.n_phase_steps[XF_DECODE] > 1000000) {
+            s = xf_errorf(XF_EINVAL, "%s: more than a million steps of one phase (a record holds at most a million samples "
+                                     "per op): profile fewer steps", t->source);
+            goto done;
+        }
     }
 
     /* Subtrees, leaves first (children come after their parent in ops[]). */

@@ -78,6 +78,10 @@ rec="$tmp/llama-tiny-fp32.rec.json"
 grep -q "<svg" "$tmp/r.html" || fail "report: no chart"
 grep -q "gate_up" "$tmp/r.html" || fail "report: no op table"
 grep -q "latency" "$tmp/r.html" || fail "report: no measured class"
+"$XF" import "$tmp/llama-tiny-fp32.json" --device h100-sxm --trace "$tmp/t.json" --format md >"$tmp/md" 2>/dev/null ||
+  fail "import --trace --format md"
+python3 -c "import json,sys; assert json.load(open(sys.argv[1]))['traceEvents']" "$tmp/t.json" || fail "import --trace: no Chrome trace"
+grep -q "| prefill | qkv" "$tmp/md" || fail "import --format md: no op rows"
 # ops without a formula (aten::arange: its child only allocates) are listed, class unknown, time kept
 grep -q "other: aten::arange" "$tmp/r.html" || fail "report: the unknown op aten::arange is not listed"
 python3 - "$rec" <<'EOF2' || fail "unknown ops: not kept with their time and class"
