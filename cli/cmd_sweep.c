@@ -45,7 +45,7 @@ static void help(void) {
            "  --device-file F    a devices file of your own (--predict)\n"
            "  --batch LIST       sequences per step (default 1)\n"
            "  --prompt LIST      prompt tokens per sequence (default 128)\n"
-           "  --gen LIST         tokens generated per sequence (default 128)\n"
+           "  --gen LIST         tokens generated per sequence (default 128; the first by the prefill)\n"
            "  --wdtype LIST      weight dtypes (default bf16 predicted, fp32 measured)\n"
            "  --adtype LIST      activation dtypes (--predict only; default from the weights)\n"
            "  --kvdtype LIST     KV cache dtypes (default: activation dtype predicted, fp32 measured)\n"

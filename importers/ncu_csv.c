@@ -434,7 +434,7 @@ xf_status import_ncu_csv_buffer(const char *buf, size_t len, const char *source,
     out->model.n_layers = out->model.d_model = out->model.n_heads = out->model.n_kv_heads = out->model.head_dim = 1;
     out->model.d_ff = out->model.vocab = out->model.max_ctx = 1;
     pt->wl.batch = pt->wl.prompt = 1;
-    pt->wl.gen = 1;
+    pt->wl.gen = 2; /* one decode step (the kernels), as gen counts tokens: the prefill samples the first */
     pt->wl.wdtype = pt->wl.adtype = pt->wl.kvdtype = XF_BF16;
     st->window_s = st->busy_s; /* ncu serializes and replays kernels: there is no timeline */
     st->n_events = st->n_kernels;

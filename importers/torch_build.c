@@ -776,7 +776,8 @@ xf_status torch_build_record(const tt_trace *t, record *out, import_stats *st) {
     mc->max_ctx = maxkv;
     p->wl.batch = batch;
     p->wl.prompt = prompt;
-    p->wl.gen = b.n_phase_steps[XF_DECODE];
+    /* gen counts the generated tokens (workload_decode_steps): the prefill samples the first */
+    p->wl.gen = b.n_phase_steps[XF_DECODE] + (b.n_phase_steps[XF_PREFILL] > 0 ? 1 : 0);
     p->wl.wdtype = p->wl.adtype = p->wl.kvdtype = (xf_dtype)act_dtype;
     p->summary.decode_context = (int64_t)median_i64(dec_ctx, n_dec);
     out->kv_bytes_per_token = 0;

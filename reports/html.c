@@ -99,9 +99,9 @@ static xf_bound agg_class(const agg *a) {
     return (xf_bound)best;
 }
 
-/* Weight of a phase's step in a whole request: one prefill step, gen decode steps. */
+/* Weight of a phase's step in a whole request: one prefill step, gen - 1 decode steps. */
 static double phase_weight(const record_point *p, int ph) {
-    return ph == XF_PREFILL ? 1.0 : (double)(p->wl.gen > 0 ? p->wl.gen : 0);
+    return ph == XF_PREFILL ? 1.0 : (double)workload_decode_steps(&p->wl);
 }
 
 static int point_has_phase(const record_point *p, int ph) {
@@ -260,7 +260,7 @@ static int chart_data(html_ctx *c, const char *name, const sbuf *data, char *lit
 
 static void verdict(html_ctx *c, const record *r, const record_point *p) {
     const record_summary *s = &p->summary;
-    double pre = s->ttft_s, dec = (double)p->wl.gen * s->tpot_s, req = pre + dec;
+    double pre = s->ttft_s, dec = (double)workload_decode_steps(&p->wl) * s->tpot_s, req = pre + dec;
     int top = 0;
     for (int b = 1; b < XF_BOUND_COUNT; b++)
         if (s->share_bound[b] > s->share_bound[top]) top = b;
@@ -861,7 +861,7 @@ static void render_roofline(html_ctx *c, const record *r, int ri, const record_p
 static void render_layers(html_ctx *c, const record *r, int ri, const record_point *p) {
     section_open(c, ri, "layers", "Time by layer and phase");
     /* phase split of the request */
-    double pre = p->summary.ttft_s, dec = (double)p->wl.gen * p->summary.tpot_s, req = pre + dec;
+    double pre = p->summary.ttft_s, dec = (double)workload_decode_steps(&p->wl) * p->summary.tpot_s, req = pre + dec;
     char a[48], b2[48], s1[32], s2[32];
     units_time(pre, a, sizeof a);
     units_time(dec, b2, sizeof b2);

@@ -58,7 +58,7 @@ m = rec["model"]
 assert (m["n_layers"], m["d_model"], m["n_heads"], m["n_kv_heads"], m["d_ff"], m["vocab"]) == \
     (meta["layers"], meta["hidden"], meta["heads"], meta["kv_heads"], meta["ffn"], meta["vocab"]), m
 w = p["workload"]
-assert (w["batch"], w["prompt"], w["gen"]) == (1, meta["prompt"], meta["gen"] - 1), w
+assert (w["batch"], w["prompt"], w["gen"]) == (1, meta["prompt"], meta["gen"]), w  # gen: tokens generated
 assert w["adtype"] == meta["dtype"], w
 # every layer has its GEMMs, attention and norms in both phases
 for ph in ("prefill", "decode"):
