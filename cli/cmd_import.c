@@ -21,10 +21,11 @@
 static const char *CMD = "import";
 
 static void help(void) {
-    printf("Usage: xfprof import TRACE.json|KERNELS.csv [options]\n\n"
+    printf("Usage: xfprof import TRACE.json|KERNELS.csv|REPORT.sqlite [options]\n\n"
            "Reads a torch.profiler Chrome trace (prof.export_chrome_trace, profiled with record_shapes=True;\n"
            "with_stack=True gives the module names, hence layers and op kinds), or an Nsight Compute CSV\n"
-           "(ncu --csv --page raw with the metrics docs/import.md names; a .csv file), and writes an ordinary record\n"
+           "(ncu --csv --page raw with the metrics docs/import.md names; a .csv file), or an Nsight Systems SQLite\n"
+           "export (nsys export --type sqlite: kernels, NVTX ranges as ops, time only), and writes an ordinary record\n"
            "(kind \"import\"): every op's measured time, the FLOPs and compulsory bytes its input shapes give,\n"
            "its utilization of the device's ceilings and its class by the speed-of-light rule; ops without a\n"
            "formula are kept with their time and class \"unknown\". show, report and compare read the record\n"
@@ -33,7 +34,7 @@ static void help(void) {
            "  --device-file F   a devices file of your own (format of data/devices.json, or xfprof machine's)\n"
            "                    (neither: the machine file of 'xfprof machine', i.e. this machine's CPU)\n"
            "  --max-size SIZE   refuse traces larger than this (default 1GiB; e.g. 4GiB)\n"
-           "  --kernel-map F    Nsight Compute CSV: kernel-name patterns -> ops of your own, tried before\n"
+           "  --kernel-map F    Nsight CSV/SQLite: kernel (or NVTX range) name patterns -> ops of your own, tried before\n"
            "                    data/kernel_ops.json (same format)\n"
            "%s"
            "  --report FILE     also write the HTML report\n"
@@ -46,6 +47,16 @@ static void env_num(record *r, const char *key, double v) {
     char buf[64];
     snprintf(buf, sizeof buf, "%.9g", v);
     record_set_env(r, key, buf);
+}
+
+/* An SQLite file (Nsight Systems export): its 16-byte header. */
+static int is_sqlite(const char *path) {
+    char h[16] = {0};
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    size_t n = fread(h, 1, sizeof h, f);
+    fclose(f);
+    return n == sizeof h && memcmp(h, "SQLite format 3", 16) == 0;
 }
 
 /* The device: --device / --device-file, else the machine file. */
@@ -120,14 +131,20 @@ int cmd_import(int argc, char **argv) {
     import_stats st;
     size_t pl = strlen(path);
     int ncu = pl > 4 && strcasecmp(path + pl - 4, ".csv") == 0;
+    int nsys = is_sqlite(path);
     xf_status s;
-    if (ncu) {
+    if (nsys) {
+        import_kernel_map km = {0};
+        s = import_kernel_map_load(kernel_map, &km);
+        if (!s) s = import_nsys_sqlite_file(path, &km, &r, &st);
+        import_kernel_map_free(&km);
+    } else if (ncu) {
         import_kernel_map km = {0};
         s = import_kernel_map_load(kernel_map, &km);
         if (!s) s = import_ncu_csv_file(path, &io, &km, &r, &st);
         import_kernel_map_free(&km);
     } else if (kernel_map) {
-        return cli_usage_error(CMD, "--kernel-map applies to Nsight Compute CSV files (.csv) only");
+        return cli_usage_error(CMD, "--kernel-map applies to Nsight Compute CSV and Nsight Systems SQLite files only");
     } else {
         s = import_torch_trace_file(path, &io, &r, &st);
     }
@@ -151,14 +168,18 @@ int cmd_import(int argc, char **argv) {
     roofline_summarize_point(p);
     record_stamp_time(&r);
     record_set_env(&r, "import_source", path);
-    record_set_env(&r, "import_format", ncu ? "nsight compute csv (ncu --csv --page raw)" : "torch.profiler chrome trace");
+    record_set_env(&r, "import_format", nsys  ? "nsight systems sqlite (nsys export --type sqlite)"
+                                        : ncu ? "nsight compute csv (ncu --csv --page raw)"
+                                              : "torch.profiler chrome trace");
     record_set_env(&r, "import_time_level", st.time_level);
     record_set_env(&r, "import_counting",
-                   ncu ? "per kernel launch: FLOPs from the SASS FP instruction counts (FMA 2) and tensor-pipe ops, bytes "
+                   nsys ? "none: an Nsight Systems export has no FLOPs or bytes (every op's class is unknown)"
+                   : ncu ? "per kernel launch: FLOPs from the SASS FP instruction counts (FMA 2) and tensor-pipe ops, bytes "
                          "from DRAM read + write counters"
                        : "FLOPs and bytes on the leaf ops of each outermost op (an op above an op without a formula when "
                          "it has one): counted once");
-    record_set_env(&r, "import_layers", ncu ? "none: Nsight Compute rows carry no layer (all layer -1, phase decode)"
+    record_set_env(&r, "import_layers", nsys ? "none: NVTX ranges are the ops (layer -1, phase decode)"
+                   : ncu ? "none: Nsight Compute rows carry no layer (all layer -1, phase decode)"
                    : st.have_modules  ? "module names (with_stack=True)"
                    : st.pattern_layers ? "the repeating pattern of each step (no module names: profile with with_stack=True "
                                          "for op kinds)"

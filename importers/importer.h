@@ -72,4 +72,11 @@ xf_status import_ncu_csv_buffer(const char *buf, size_t len, const char *source,
 xf_status import_ncu_csv_file(const char *path, const import_options *o, const import_kernel_map *m, record *out,
                               import_stats *st);
 
+/* An Nsight Systems SQLite export (nsys export --type sqlite): the kernel activity table
+ * (CUPTI_ACTIVITY_KIND_KERNEL, names through StringIds), joined by correlationId to the runtime
+ * call (CUPTI_ACTIVITY_KIND_RUNTIME) that launched it; the innermost NVTX push/pop or start/end
+ * range (NVTX_EVENTS) around that call on its thread is the op, each range instance a sample, else
+ * the kernel's name. An export has no FLOPs or bytes: every op's class is unknown. */
+xf_status import_nsys_sqlite_file(const char *path, const import_kernel_map *m, record *out, import_stats *st);
+
 #endif

@@ -183,5 +183,19 @@ bad "ncu truncated CSV" "" "$tmp/cut.csv"
 echo '{"format":"xfprof-kernel-map","version":1,"map":[{"pattern":"*","op":"nonsense"}]}' >"$tmp/map.json"
 bad "bad kernel map" "unknown op 'nonsense'" "$ncu/llama-decode-h100.csv --kernel-map $tmp/map.json"
 
+# Nsight Systems SQLite (a database built from tests/data/nsys/decode.sql, written from the
+# documented schema): NVTX ranges become ops, every class unknown (an export has no FLOPs or bytes).
+python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[2]); c.executescript(open(sys.argv[1]).read()); c.commit()" \
+  "$root/tests/data/nsys/decode.sql" "$tmp/nsys.sqlite" || fail "cannot build the nsys fixture"
+"$XF" import "$tmp/nsys.sqlite" --device h100-sxm -o "$tmp/nsys.rec.json" --report "$tmp/nsys.html" >/dev/null 2>"$tmp/err" ||
+  fail "nsys import: $(cat "$tmp/err")"
+python3 - "$tmp/nsys.rec.json" <<'EOF2' || fail "nsys ops"
+import json, sys
+ops = {o["source"]: o for o in json.load(open(sys.argv[1]))["points"][0]["ops"]}
+assert ops["layer0.attention"]["op"] == "attention" and ops["layer0.attention"]["samples_s"] == [14e-6, 12e-6], ops
+assert all(o["bound"] == "unknown" for o in ops.values()), ops
+EOF2
+grep -q "other: layer0.mlp" "$tmp/nsys.html" || fail "nsys report: the NVTX range is not listed"
+
 [ $fails -eq 0 ] && echo "cli_import: all passed"
 exit $((fails > 0))

@@ -346,3 +346,81 @@ Test(import_ncu, refusals_name_what_is_wrong) {
     cr_assert_eq(r.n_points, 0);
     record_free(&r);
 }
+
+/* ---------- Nsight Systems SQLite ---------- */
+
+#include <sqlite3.h>
+
+/* Builds a database from tests/data/nsys/<sql> (plus `extra` SQL) in a temporary file. */
+static void make_db(char *path, const char *sql_file, const char *extra) {
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    char full[512];
+    snprintf(full, sizeof full, "%s/tests/data/nsys/%s", XF_SOURCE_DIR, sql_file);
+    FILE *f = fopen(full, "rb");
+    cr_assert_not_null(f);
+    static char sql[1 << 16];
+    size_t n = fread(sql, 1, sizeof sql - 1, f);
+    fclose(f);
+    sql[n] = 0;
+    sqlite3 *db;
+    cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+    cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(db));
+    if (extra) cr_assert_eq(sqlite3_exec(db, extra, NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(db));
+    sqlite3_close(db);
+}
+
+Test(import_nsys, kernels_to_the_innermost_nvtx_range) {
+    char path[] = "/tmp/xf_nsysXXXXXX";
+    make_db(path, "decode.sql", NULL);
+    import_kernel_map m;
+    load_map(&m, NULL);
+    record r;
+    import_stats st;
+    cr_assert_eq(import_nsys_sqlite_file(path, &m, &r, &st), XF_OK, "%s", xf_error_msg());
+    unlink(path);
+    const record_point *p = &r.points[0];
+    cr_assert_eq(p->n_ops, 4);
+    const record_op *att = find_src(p, "layer0.attention"), *mlp = find_src(p, "layer0.mlp");
+    const record_op *step = find_src(p, "decode_step"), *ms = find_src(p, "memset_kernel");
+    cr_assert(att && mlp && step && ms);
+    cr_assert_eq(att->cost.kind, OP_ATTENTION); /* the shipped map's *attention* */
+    cr_assert_eq(att->n_samples, 2);           /* one per range instance: rms_norm + flash, then flash */
+    cr_assert_float_eq(att->samples_s[0], 14e-6, 1e-15);
+    cr_assert_float_eq(att->samples_s[1], 12e-6, 1e-15);
+    cr_assert_eq(mlp->n_samples, 2); /* the name through StringIds (textId) */
+    cr_assert_float_eq(mlp->samples_s[1], 22e-6, 1e-15);
+    cr_assert_eq(step->n_samples, 1); /* the GEMM launched in the step outside both layers */
+    cr_assert_float_eq(step->samples_s[0], 5e-6, 1e-15);
+    cr_assert_float_eq(ms->samples_s[0], 1e-6, 1e-15); /* outside every range: by kernel name */
+    cr_assert_eq(att->bound, XF_BOUND_UNKNOWN);
+    cr_assert_float_eq(st.busy_s, 74e-6, 1e-15);
+    cr_assert_float_eq(st.window_s, 393e-6, 1e-15);
+    record_free(&r);
+    import_kernel_map_free(&m);
+}
+
+Test(import_nsys, refusals) {
+    import_kernel_map m = {0};
+    record r;
+    char path[] = "/tmp/xf_nsysXXXXXX";
+    make_db(path, "decode.sql", "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = start - 5 WHERE correlationId = 13;");
+    cr_assert_eq(import_nsys_sqlite_file(path, &m, &r, NULL), XF_EINVAL);
+    cr_assert(strstr(xf_error_msg(), "negative duration"), "%s", xf_error_msg());
+    unlink(path);
+    char p2[] = "/tmp/xf_nsysXXXXXX";
+    make_db(p2, "decode.sql", "DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL;");
+    cr_assert_eq(import_nsys_sqlite_file(p2, &m, &r, NULL), XF_EINVAL);
+    cr_assert(strstr(xf_error_msg(), "--trace cuda"), "%s", xf_error_msg());
+    unlink(p2);
+    char p3[] = "/tmp/xf_nsysXXXXXX";
+    make_db(p3, "decode.sql", "ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL RENAME COLUMN correlationId TO corr;");
+    cr_assert_eq(import_nsys_sqlite_file(p3, &m, &r, NULL), XF_EINVAL);
+    cr_assert(strstr(xf_error_msg(), "correlationId"), "%s", xf_error_msg());
+    unlink(p3);
+    cr_assert_eq(import_nsys_sqlite_file(XF_SOURCE_DIR "/README.md", &m, &r, NULL), XF_EINVAL);
+    cr_assert(strstr(xf_error_msg(), "not an SQLite database"), "%s", xf_error_msg());
+    cr_assert_eq(r.n_points, 0);
+    record_free(&r);
+}
