@@ -48,6 +48,17 @@ static int cmp_launch(const void *a, const void *b) {
     return x->corr < y->corr ? -1 : x->corr > y->corr;
 }
 
+/* Room for one more element in *arr (n used of *cap): 0, or -1 on OOM or past MAX_ROWS. */
+static int grow(void **arr, int64_t n, int64_t *cap, size_t elem) {
+    if (n < *cap) return 0;
+    int64_t c = *cap ? *cap * 2 : 1024;
+    void *x = c <= MAX_ROWS ? realloc(*arr, (size_t)c * elem) : NULL;
+    if (!x) return -1;
+    *arr = x;
+    *cap = c;
+    return 0;
+}
+
 static int table_exists(sqlite3 *db, const char *name) {
     sqlite3_stmt *st;
     int found = 0;
@@ -140,14 +151,9 @@ xf_status import_nsys_sqlite_file(const char *path, const import_kernel_map *m, 
         cap = 0;
         int rc;
         while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
-            if (n_ln == cap) {
-                cap = cap ? cap * 2 : 1024;
-                ns_launch *x = cap <= MAX_ROWS ? realloc(ln, (size_t)cap * sizeof *x) : NULL;
-                if (!x) {
-                    s = xf_errorf(XF_ENOMEM, "%s: out of memory (or more than %lld runtime calls)", path, (long long)MAX_ROWS);
-                    goto done;
-                }
-                ln = x;
+            if (grow((void **)&ln, n_ln, &cap, sizeof *ln)) {
+                s = xf_errorf(XF_ENOMEM, "%s: out of memory (or more than %lld runtime calls)", path, (long long)MAX_ROWS);
+                goto done;
             }
             ln[n_ln++] = (ns_launch){sqlite3_column_int64(q, 0), sqlite3_column_int64(q, 1), sqlite3_column_int64(q, 2)};
         }
@@ -173,14 +179,9 @@ xf_status import_nsys_sqlite_file(const char *path, const import_kernel_map *m, 
         cap = 0;
         int rc;
         while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
-            if (n_rg == cap) {
-                cap = cap ? cap * 2 : 1024;
-                ns_range *x = cap <= MAX_ROWS ? realloc(rg, (size_t)cap * sizeof *x) : NULL;
-                if (!x) {
-                    s = xf_errorf(XF_ENOMEM, "%s: out of memory (or more than %lld NVTX ranges)", path, (long long)MAX_ROWS);
-                    goto done;
-                }
-                rg = x;
+            if (grow((void **)&rg, n_rg, &cap, sizeof *rg)) {
+                s = xf_errorf(XF_ENOMEM, "%s: out of memory (or more than %lld NVTX ranges)", path, (long long)MAX_ROWS);
+                goto done;
             }
             const unsigned char *txt = sqlite3_column_text(q, 3);
             int64_t a = sqlite3_column_int64(q, 0), b = sqlite3_column_int64(q, 1);
