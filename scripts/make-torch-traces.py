@@ -6,10 +6,14 @@ downloaded) run `generate` on the CPU: one prefill and a few decode steps, in fp
 under torch.profiler with record_shapes=True, with_modules=True and with_stack=True; each trace
 is written with prof.export_chrome_trace. CI does not need torch: the traces are committed.
 
-usage: python3 scripts/make-torch-traces.py [OUTDIR] [--steps-repeat N]
+usage: python3 scripts/make-torch-traces.py [OUTDIR]
+Writes OUTDIR/llama-{tiny,small}-{fp32,bf16}.json.gz and a .json.meta beside each (the model's
+shape, for the tests). The repository keeps tiny-fp32, tiny-bf16 and small-bf16.
 """
+import gzip
 import json
 import os
+import shutil
 import sys
 
 import torch
@@ -39,13 +43,16 @@ def make(name, dtype, outdir):
     tag = {torch.float32: "fp32", torch.bfloat16: "bf16"}[dtype]
     path = os.path.join(outdir, f"llama-{name}-{tag}.json")
     prof.export_chrome_trace(path)
+    with open(path, "rb") as raw, gzip.open(path + ".gz", "wb", compresslevel=9) as gz:
+        shutil.copyfileobj(raw, gz)
+    os.remove(path)
     # The trace's own description, for the tests: which model made it.
     meta = {"model": name, "dtype": tag, "layers": layers, "hidden": hidden, "heads": heads,
             "kv_heads": kv_heads, "ffn": ffn, "vocab": vocab, "prompt": prompt, "gen": gen,
             "torch": torch.__version__}
     with open(path + ".meta", "w") as f:
         json.dump(meta, f, indent=1)
-    print(path, os.path.getsize(path))
+    print(path + ".gz", os.path.getsize(path + ".gz"))
 
 
 def main():
