@@ -33,7 +33,7 @@ static void help(void) {
            "  --device D        the device the trace ran on (xfprof devices), for its ceilings\n"
            "  --device-file F   a devices file of your own (format of data/devices.json, or xfprof machine's)\n"
            "                    (neither: the machine file of 'xfprof machine', i.e. this machine's CPU)\n"
-           "  --max-size SIZE   refuse traces larger than this (default 1GiB; e.g. 4GiB)\n"
+           "  --max-size SIZE   refuse torch traces and CSV files larger than this (default 1GiB; e.g. 4GiB)\n"
            "  --kernel-map F    Nsight CSV/SQLite: kernel (or NVTX range) name patterns -> ops of your own, tried before\n"
            "                    data/kernel_ops.json (same format)\n"
            "%s"
