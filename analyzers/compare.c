@@ -125,15 +125,17 @@ static xf_status check_samples(const record_point *p, int idx, const char *side)
     return XF_OK;
 }
 
+/* Imported ops of kind "other" are told apart by their source (the traced op's name). */
+static int same_op(const record_op *a, const record_op *want) {
+    const cost_op *c = &a->cost;
+    return c->phase == want->cost.phase && c->layer == want->cost.layer && c->kind == want->cost.kind &&
+           (c->kind != OP_OTHER || strcmp(a->source, want->source) == 0);
+}
+
 static int64_t find_op(const record_point *p, const record_op *want, int64_t hint, const unsigned char *used) {
-    if (hint >= 0 && hint < p->n_ops && !used[hint]) {
-        const cost_op *c = &p->ops[hint].cost;
-        if (c->phase == want->cost.phase && c->layer == want->cost.layer && c->kind == want->cost.kind) return hint;
-    }
-    for (int64_t i = 0; i < p->n_ops; i++) {
-        const cost_op *c = &p->ops[i].cost;
-        if (!used[i] && c->phase == want->cost.phase && c->layer == want->cost.layer && c->kind == want->cost.kind) return i;
-    }
+    if (hint >= 0 && hint < p->n_ops && !used[hint] && same_op(&p->ops[hint], want)) return hint;
+    for (int64_t i = 0; i < p->n_ops; i++)
+        if (!used[i] && same_op(&p->ops[i], want)) return i;
     return -1;
 }
 

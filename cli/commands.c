@@ -11,6 +11,7 @@ int cmd_run(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_sweep(int argc, char **argv);
 int cmd_report(int argc, char **argv);
+int cmd_import(int argc, char **argv);
 
 const cli_command cli_commands[] = {
     {"predict", "cost model against a device's roofline: FLOPs, bytes, bound, TTFT, TPOT, memory", cmd_predict},
@@ -22,6 +23,7 @@ const cli_command cli_commands[] = {
     {"run", "run the reference model op by op under the probes: measured vs predicted, TTFT, TPOT, tokens/s", cmd_run},
     {"machine", "measure this CPU's bandwidth and FLOP/s ceilings and save them for run and predict", cmd_machine},
     {"compare", "compare two records op by op (U test on samples, exact on predictions): the CI regression gate", cmd_compare},
+    {"import", "another engine's trace (torch.profiler) as a record: measured time, FLOPs, bytes, class of every op", cmd_import},
     {"sweep", "every combination of the list flags, predicted or measured, checkpointed to JSONL (--resume)", cmd_sweep},
 };
 const int cli_command_count = (int)(sizeof cli_commands / sizeof cli_commands[0]);

@@ -6,7 +6,7 @@
 static const char *const k_op_names[OP_KIND_COUNT] = {
     "embedding", "attn_norm", "qkv",          "rope",     "kv_append", "attention",
     "o_proj",    "attn_residual", "ffn_norm", "gate_up",  "swiglu",    "down",
-    "ffn_residual", "final_norm", "lm_head",  "sampling", "kv_alloc",
+    "ffn_residual", "final_norm", "lm_head",  "sampling", "kv_alloc", "other",
 };
 
 const char *op_kind_name(op_kind k) { return (k >= 0 && k < OP_KIND_COUNT) ? k_op_names[k] : "?"; }
@@ -21,7 +21,7 @@ xf_status op_kind_parse(const char *s, op_kind *out) {
     return xf_errorf(XF_EINVAL,
                      "unknown op '%.48s': expected one of embedding, attn_norm, qkv, rope, kv_append, attention, "
                      "o_proj, attn_residual, ffn_norm, gate_up, swiglu, down, ffn_residual, final_norm, lm_head, "
-                     "sampling, kv_alloc",
+                     "sampling, kv_alloc, other",
                      s ? s : "");
 }
 

@@ -27,6 +27,7 @@ typedef enum op_kind {
     OP_LM_HEAD,       /* layer -1: logits; prefill computes them for the last token only */
     OP_SAMPLING,      /* layer -1: greedy argmax over the vocabulary */
     OP_KV_ALLOC,      /* measured only: time spent growing KV memory with the system allocator */
+    OP_OTHER,         /* imported only: an op of another engine's trace that maps to none of the above */
     OP_KIND_COUNT
 } op_kind;
 

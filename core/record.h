@@ -19,10 +19,11 @@ typedef enum xf_bound {
     XF_BOUND_COMPUTE,
     XF_BOUND_LATENCY,
     XF_BOUND_BALANCED,
+    XF_BOUND_UNKNOWN, /* imported ops whose FLOPs and bytes the importer cannot compute */
     XF_BOUND_COUNT
 } xf_bound;
 
-const char *bound_name(xf_bound b); /* "memory", "compute", "latency", "balanced" */
+const char *bound_name(xf_bound b); /* "memory", "compute", "latency", "balanced", "unknown" */
 xf_status bound_parse(const char *s, xf_bound *out);
 
 /* A hardware counter read over an op's range (perf_event on the CPU, CUPTI on the GPU). */
@@ -52,6 +53,7 @@ typedef struct record_op {
     double measured_bytes;   /* counter bytes when bytes_from_counters, else 0 */
     int n_counters;
     record_counter counters[RECORD_MAX_COUNTERS]; /* hardware counters for this op's range */
+    char source[96];         /* imported ops: the traced ops or kernels it sums ("aten::linear"); "" otherwise */
 } record_op;
 
 typedef struct record_summary {
@@ -128,7 +130,7 @@ void record_set_env(struct record *r, const char *key, const char *value);
 
 typedef struct record {
     int version;            /* RECORD_VERSION when written by this build */
-    char kind[16];          /* "predict", "run", "kv", "sweep" */
+    char kind[16];          /* "predict", "run", "kv", "sweep", "import" */
     char created[32];       /* ISO 8601 UTC */
     char tool_version[32];
     model_config model;

@@ -131,7 +131,13 @@ void html_optable(html_ctx *c, int ri, const record_point *p) {
             html_td_int(c, op->cost.layer);
         else
             html_put(c, "<td data-v=\"-1\">&ndash;</td>");
-        html_td_str(c, op_kind_name(op->cost.kind));
+        if (op->source[0]) { /* imported: the traced ops or kernel it sums */
+            char nm[160];
+            snprintf(nm, sizeof nm, "%s: %s", op_kind_name(op->cost.kind), op->source);
+            html_td_str(c, nm);
+        } else {
+            html_td_str(c, op_kind_name(op->cost.kind));
+        }
         html_td_str(c, compute_name(op->cost.compute));
         html_td_si(c, op->cost.flops, "");
         html_td_bytes(c, op->cost.bytes);

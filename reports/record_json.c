@@ -98,6 +98,7 @@ static cJSON *op_to_json(const record_op *op) {
              add_bool(o, "measured", op->measured) &
              add_str(o, "bytes_source", op->bytes_from_counters ? "counters" : "model");
     if (ok && op->bytes_from_counters) ok &= json_add_number(o, "measured_bytes", op->measured_bytes);
+    if (ok && op->source[0]) ok &= add_str(o, "source", op->source);
     if (ok && op->measured) {
         cJSON *s = cJSON_CreateDoubleArray(op->samples_s, op->n_samples);
         ok &= add_item(o, "samples_s", s);
@@ -344,6 +345,9 @@ static xf_status read_op(const cJSON *j, const char *ctx, int64_t n_layers, reco
         (s = read_nonneg(j, "share", ctx, &op->share)) || (s = json_get_bool(j, "measured", ctx, &op->measured)))
         return s;
     if (op->bytes_from_counters && (s = read_nonneg(j, "measured_bytes", ctx, &op->measured_bytes))) return s;
+    if (cJSON_GetObjectItemCaseSensitive(j, "source") &&
+        (s = json_get_string(j, "source", ctx, op->source, sizeof op->source)))
+        return s;
     if (op->measured) {
         const cJSON *arr = cJSON_GetObjectItemCaseSensitive(j, "samples_s");
         if (!cJSON_IsArray(arr)) return xf_errorf(XF_EINVAL, "%s: a measured op needs the array 'samples_s'", ctx);
@@ -465,8 +469,10 @@ static xf_status read_point(const cJSON *j, const char *ctx, const record *r, re
     sm->max_batch = (int64_t)maxb;
     const cJSON *sb = cJSON_GetObjectItemCaseSensitive(sj, "share_bound");
     if (!cJSON_IsObject(sb)) return xf_errorf(XF_EINVAL, "%s: missing object 'share_bound'", sub);
-    for (int b = 0; b < XF_BOUND_COUNT; b++)
+    for (int b = 0; b < XF_BOUND_COUNT; b++) {
+        if (b == XF_BOUND_UNKNOWN && !cJSON_GetObjectItemCaseSensitive(sb, "unknown")) continue; /* imports only */
         if ((s = read_nonneg(sb, bound_name((xf_bound)b), sub, &sm->share_bound[b]))) return s;
+    }
     const cJSON *mj = cJSON_GetObjectItemCaseSensitive(j, "memory");
     snprintf(sub, sizeof sub, "%s.memory", ctx);
     if (!cJSON_IsObject(mj)) return xf_errorf(XF_EINVAL, "%s: missing object 'memory'", ctx);

@@ -14,7 +14,7 @@ set -uo pipefail
 build=$(realpath "$1")
 command -v valgrind >/dev/null || { echo "SKIP: valgrind is not installed"; exit 77; }
 src=$(cd "$(dirname "$0")/../.." && pwd)
-suites=${XF_VALGRIND_SUITES:-"dtype config device record safetensors kv_cache serving_sim compare trace sweep predict roofline stats advice cpu_kernels"}
+suites=${XF_VALGRIND_SUITES:-"dtype config device record safetensors kv_cache serving_sim compare trace sweep predict roofline stats advice cpu_kernels import"}
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 export XFPROF_DATA_DIR=$build/data
