@@ -213,10 +213,15 @@ xf_status cost_step_of_sums(const model_config *cfg, const workload *w, const co
         op_set(&ops[i++], ph, layer, OP_QKV, gemm, qkv_flops, qkv_w, abytes(w, N, d), abytes(w, N, qkv_out), 0, 0);
 
         /* RoPE rotates Q and K in place: read and write N x (q_dim + kv_dim). cos/sin are
-         * computed on the fly or from a table small enough to stay in cache: not counted. */
+         * computed on the fly or from a table small enough to stay in cache: not counted. Scaled RoPE
+         * (linear, llama3, yarn) changes the frequencies only: the same FLOPs and bytes. */
         double rope_in = abytes(w, N * h, hd) + abytes(w, N * kvh, hd);
-        op_set(&ops[i++], ph, layer, OP_ROPE, ew, FLOPS_ROPE * N * (double)(q_dim + kv_dim), 0, rope_in, rope_in, 0,
-               0);
+        double rope_flops = FLOPS_ROPE * N * (double)(q_dim + kv_dim), rope_w = 0;
+        if (cfg->qk_norm) { /* qwen3: RMSNorm of every Q and K head (head_dim weights each) first, in the same pass */
+            rope_flops += FLOPS_NORM * N * (double)(q_dim + kv_dim);
+            rope_w = dtype_bytes(small, 2.0 * (double)hd, 0, 0);
+        }
+        op_set(&ops[i++], ph, layer, OP_ROPE, ew, rope_flops, rope_w, rope_in, rope_in, 0, 0);
 
         /* KV append: read the new K and V rows, write them into the cache at kvdtype. */
         op_set(&ops[i++], ph, layer, OP_KV_APPEND, ew, 0.0, 0, 2.0 * abytes(w, N * kvh, hd), 0, 0,
@@ -232,8 +237,9 @@ xf_status cost_step_of_sums(const model_config *cfg, const workload *w, const co
         op_set(&ops[i++], ph, layer, OP_ATTENTION, gemm, att_flops, 0, q_bytes, q_bytes,
                kvbytes(cfg, w, 2.0 * KVT * kvh), 0);
 
-        op_set(&ops[i++], ph, layer, OP_O_PROJ, gemm, 2.0 * N * (double)q_dim * (double)d,
-               wbytes(w, (double)q_dim * (double)d, q_dim), abytes(w, N, q_dim), abytes(w, N, d), 0, 0);
+        double o_bias_fl = cfg->o_bias ? N * (double)d : 0, o_bias_w = cfg->o_bias ? dtype_bytes(small, (double)d, 0, 0) : 0;
+        op_set(&ops[i++], ph, layer, OP_O_PROJ, gemm, 2.0 * N * (double)q_dim * (double)d + o_bias_fl,
+               wbytes(w, (double)q_dim * (double)d, q_dim) + o_bias_w, abytes(w, N, q_dim), abytes(w, N, d), 0, 0);
 
         op_set(&ops[i++], ph, layer, OP_ATTN_RESIDUAL, ew, N * (double)d, 0, 2.0 * abytes(w, N, d), abytes(w, N, d),
                0, 0);
@@ -241,14 +247,17 @@ xf_status cost_step_of_sums(const model_config *cfg, const workload *w, const co
         op_set(&ops[i++], ph, layer, OP_FFN_NORM, ew, FLOPS_NORM * N * (double)d, norm_w, abytes(w, N, d),
                abytes(w, N, d), 0, 0);
 
-        op_set(&ops[i++], ph, layer, OP_GATE_UP, gemm, 2.0 * N * (double)d * 2.0 * (double)f,
-               wbytes(w, 2.0 * (double)d * (double)f, d), abytes(w, N, d), 2.0 * abytes(w, N, f), 0, 0);
+        /* mlp_bias (llama): 2 * d_ff biases on gate/up, d_model on down, one add per output */
+        const double gu_b = cfg->mlp_bias ? 2.0 * (double)f : 0, dn_b = cfg->mlp_bias ? (double)d : 0;
+        op_set(&ops[i++], ph, layer, OP_GATE_UP, gemm, 2.0 * N * (double)d * 2.0 * (double)f + N * gu_b,
+               wbytes(w, 2.0 * (double)d * (double)f, d) + dtype_bytes(small, gu_b, 0, 0), abytes(w, N, d),
+               2.0 * abytes(w, N, f), 0, 0);
 
         op_set(&ops[i++], ph, layer, OP_SWIGLU, ew, FLOPS_SWIGLU * N * (double)f, 0, 2.0 * abytes(w, N, f),
                abytes(w, N, f), 0, 0);
 
-        op_set(&ops[i++], ph, layer, OP_DOWN, gemm, 2.0 * N * (double)f * (double)d,
-               wbytes(w, (double)f * (double)d, f), abytes(w, N, f), abytes(w, N, d), 0, 0);
+        op_set(&ops[i++], ph, layer, OP_DOWN, gemm, 2.0 * N * (double)f * (double)d + N * dn_b,
+               wbytes(w, (double)f * (double)d, f) + dtype_bytes(small, dn_b, 0, 0), abytes(w, N, f), abytes(w, N, d), 0, 0);
 
         op_set(&ops[i++], ph, layer, OP_FFN_RESIDUAL, ew, N * (double)d, 0, 2.0 * abytes(w, N, d), abytes(w, N, d),
                0, 0);
@@ -284,6 +293,9 @@ double cost_weight_bytes(const model_config *cfg, const workload *w) {
                        wbytes(w, 2.0 * (double)d * (double)f, d) + wbytes(w, (double)f * (double)d, f) +
                        dtype_bytes(small, 2.0 * (double)d, 0, 0); /* attn_norm and ffn_norm */
     if (cfg->qkv_bias) per_layer += dtype_bytes(small, (double)qkv_out, 0, 0);
+    if (cfg->o_bias) per_layer += dtype_bytes(small, (double)d, 0, 0);
+    if (cfg->qk_norm) per_layer += dtype_bytes(small, 2.0 * (double)hd, 0, 0);
+    if (cfg->mlp_bias) per_layer += dtype_bytes(small, 2.0 * (double)f + (double)d, 0, 0);
     double emb = wbytes(w, (double)V * (double)d, d);
     double total = emb + (double)cfg->n_layers * per_layer + dtype_bytes(small, (double)d, 0, 0); /* final norm */
     if (!cfg->tied_embeddings) total += emb;                                                      /* lm_head */
