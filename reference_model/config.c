@@ -117,18 +117,6 @@ static xf_status rope_validate(const rope_scaling *r, int64_t max_ctx, const cha
     return XF_OK;
 }
 
-static const char *const k_rope_names[ROPE_KIND_COUNT] = {"default", "linear", "dynamic", "llama3", "yarn"};
-
-const char *config_rope_kind_name(rope_kind k) {
-    return ((int)k >= 0 && k < ROPE_KIND_COUNT) ? k_rope_names[k] : "?";
-}
-
-int config_rope_kind_parse(const char *s) {
-    for (int k = 0; s && k < ROPE_KIND_COUNT; k++)
-        if (strcmp(s, k_rope_names[k]) == 0) return k;
-    return -1;
-}
-
 /* transformers' yarn helpers (modeling_rope_utils._compute_yarn_parameters). */
 static double yarn_correction_dim(double rotations, double dim, double base, double ctx) {
     return dim * log(ctx / (rotations * 2.0 * CFG_PI)) / (2.0 * log(base));
@@ -373,7 +361,7 @@ static xf_status parse_rope(const cJSON *root, const char *ctx, model_config *cf
     char type[32] = "default";
     if ((s = json_opt_string(obj, "rope_type", rctx, type, sizeof type, &present)) != XF_OK) return s;
     if (!present && (s = json_opt_string(obj, "type", rctx, type, sizeof type, &present)) != XF_OK) return s;
-    int kind = config_rope_kind_parse(type);
+    int kind = rope_kind_parse(type);
     if (kind < 0)
         return xf_errorf(XF_EINVAL, "%s: field 'rope_type' is '%.32s'; xfprof implements default, linear, dynamic, "
                          "llama3 and yarn RoPE", rctx, type);

@@ -1,57 +1,12 @@
-/* The shape of a LLaMA-style decoder: built-in presets and Hugging Face config.json files. */
+/* Model configs: built-in presets and Hugging Face config.json files (the struct is core/model_config.h). */
 #ifndef XF_CONFIG_H
 #define XF_CONFIG_H
 
 #include <stdint.h>
 
+#include "core/model_config.h"
 #include "core/status.h"
 
-/* RoPE variants, as transformers computes their inverse frequencies (modeling_rope_utils.py). */
-typedef enum rope_kind {
-    ROPE_DEFAULT = 0, /* inv_freq[i] = theta^(-2i / head_dim) */
-    ROPE_LINEAR,      /* default / factor (position interpolation) */
-    ROPE_DYNAMIC,     /* NTK-aware: theta grows once a sequence exceeds max_ctx; xfprof never runs past
-                         max_ctx, so within it this is the default RoPE (transformers 5 behaviour) */
-    ROPE_LLAMA3,      /* Llama 3.1: low frequencies / factor, high kept, a smooth ramp between */
-    ROPE_YARN,        /* YaRN: per-dimension ramp between interpolation and extrapolation, and
-                         cos/sin scaled by attention_factor (DeepSeek's mscale / mscale_all_dim) */
-    ROPE_KIND_COUNT
-} rope_kind;
-
-typedef struct rope_scaling {
-    rope_kind kind;
-    double factor;           /* linear, dynamic, llama3, yarn; 1 for default */
-    double low_freq_factor;  /* llama3 */
-    double high_freq_factor; /* llama3 */
-    int64_t original_ctx;    /* llama3, yarn: original_max_position_embeddings */
-    double beta_fast;        /* yarn (32 when absent) */
-    double beta_slow;        /* yarn (1 when absent) */
-    double attention_factor; /* yarn: cos/sin scale, from the config or computed from factor and mscale */
-    int truncate;            /* yarn: floor/ceil the correction range (transformers' default 1) */
-} rope_scaling;
-
-typedef struct model_config {
-    char name[64];       /* preset name or the path's last components */
-    char arch[16];       /* "llama", "mistral", "qwen2" or "qwen3" */
-    int64_t n_layers;
-    int64_t d_model;     /* hidden size */
-    int64_t n_heads;     /* query heads */
-    int64_t n_kv_heads;  /* key/value heads (== n_heads for MHA, fewer for GQA) */
-    int64_t head_dim;    /* not always d_model / n_heads */
-    int64_t d_ff;        /* SwiGLU intermediate size */
-    int64_t vocab;
-    int64_t max_ctx;     /* max_position_embeddings */
-    double rope_theta;
-    double norm_eps;
-    int tied_embeddings; /* lm_head shares the embedding matrix */
-    int qkv_bias;        /* qwen2; llama/qwen3 attention_bias: bias on the Q, K and V projections */
-    /* Fields below were added for newer architectures; zero means the Llama-2 behaviour, so
-     * positional initializers of the older presets stay valid. */
-    int o_bias;          /* llama/qwen3 attention_bias: bias on the output projection too (d_model) */
-    int mlp_bias;        /* llama mlp_bias: biases on gate, up (d_ff each) and down (d_model) */
-    int qk_norm;         /* qwen3: RMSNorm over head_dim on every Q and K head before RoPE */
-    rope_scaling rope;   /* kind ROPE_DEFAULT (all zero) for plain RoPE */
-} model_config;
 
 /* Fills *cfg with preset `name` (case-insensitive). XF_EINVAL, naming the presets, if unknown. */
 xf_status config_preset(const char *name, model_config *cfg);
@@ -84,11 +39,6 @@ int64_t config_param_count(const model_config *cfg);
  * multiplied by (*attn_factor: 1 except for yarn), as transformers computes them. XF_EINVAL on an
  * invalid config. */
 xf_status config_rope_freqs(const model_config *cfg, double *inv_freq, double *attn_factor);
-
-/* "default", "linear", "dynamic", "llama3", "yarn" (the transformers rope_type names). */
-const char *config_rope_kind_name(rope_kind k);
-/* The kind named `s`; -1 when unknown. */
-int config_rope_kind_parse(const char *s);
 
 /* The first feature of cfg beyond the Llama-2 decoder (biases other than qkv, q/k norm, scaled
  * RoPE) as the config field that turns it on, for backends that do not run it yet; NULL when none.

@@ -46,7 +46,7 @@ static cJSON *model_to_json(const record *r) {
     /* newer architectures (optional on reading: older records lack them) */
     ok = ok && add_bool(o, "o_bias", m->o_bias) && add_bool(o, "mlp_bias", m->mlp_bias) && add_bool(o, "qk_norm", m->qk_norm);
     cJSON *rs = ok ? cJSON_AddObjectToObject(o, "rope_scaling") : NULL;
-    ok = rs && add_str(rs, "type", config_rope_kind_name(m->rope.kind)) && json_add_number(rs, "factor", m->rope.factor) &&
+    ok = rs && add_str(rs, "type", rope_kind_name(m->rope.kind)) && json_add_number(rs, "factor", m->rope.factor) &&
          json_add_number(rs, "low_freq_factor", m->rope.low_freq_factor) &&
          json_add_number(rs, "high_freq_factor", m->rope.high_freq_factor) &&
          json_add_number(rs, "original_max_position_embeddings", (double)m->rope.original_ctx) &&
@@ -281,7 +281,7 @@ static xf_status read_model(const cJSON *j, record *r) {
         snprintf(rctx, sizeof rctx, "%s.rope_scaling", ctx);
         if (!cJSON_IsObject(rs)) return xf_errorf(XF_EINVAL, "%s: must be an object", rctx);
         if ((s = json_get_string(rs, "type", rctx, type, sizeof type))) return s;
-        int kind = config_rope_kind_parse(type);
+        int kind = rope_kind_parse(type);
         if (kind < 0) return xf_errorf(XF_EINVAL, "%s: unknown type '%s'", rctx, type);
         m->rope.kind = (rope_kind)kind;
         int64_t orig = 0;
