@@ -5,6 +5,8 @@
 
 #include <stdint.h>
 
+#define MODEL_MAX_LAYERS 4096 /* the config readers refuse more */
+
 /* RoPE variants, as transformers computes their inverse frequencies (modeling_rope_utils.py). */
 typedef enum rope_kind {
     ROPE_DEFAULT = 0, /* inv_freq[i] = theta^(-2i / head_dim) */
@@ -50,7 +52,23 @@ typedef struct model_config {
     int mlp_bias;        /* llama mlp_bias: biases on gate, up (d_ff each) and down (d_model) */
     int qk_norm;         /* qwen3: RMSNorm over head_dim on every Q and K head before RoPE */
     rope_scaling rope;   /* kind ROPE_DEFAULT (all zero) for plain RoPE */
+    int64_t sliding_window; /* keys a windowed layer's query sees, its own included (transformers:
+                               key > query - window); 0 when no layer is windowed */
+    uint64_t window_layers[MODEL_MAX_LAYERS / 64]; /* bit l set: layer l is windowed */
 } model_config;
+
+/* The window of layer l (0: full causal attention). */
+static inline int64_t model_layer_window(const model_config *c, int64_t l) {
+    if (c->sliding_window <= 0 || l < 0 || l >= MODEL_MAX_LAYERS) return 0;
+    return (c->window_layers[l / 64] >> (l % 64)) & 1u ? c->sliding_window : 0;
+}
+
+/* Number of windowed layers among the first n_layers. */
+static inline int64_t model_windowed_layers(const model_config *c) {
+    int64_t n = 0;
+    for (int64_t l = 0; l < c->n_layers && l < MODEL_MAX_LAYERS; l++) n += model_layer_window(c, l) > 0;
+    return n;
+}
 
 /* "default", "linear", "dynamic", "llama3", "yarn" (the transformers rope_type names; a static
  * string, "?" out of range). */

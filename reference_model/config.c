@@ -14,7 +14,7 @@
 
 /* Absurd-size limits: anything above is a typo or a hostile file, never a real model. */
 #define CFG_MAX_D_MODEL (INT64_C(1) << 20)
-#define CFG_MAX_LAYERS INT64_C(4096)
+#define CFG_MAX_LAYERS ((int64_t)MODEL_MAX_LAYERS)
 #define CFG_MAX_HEADS (INT64_C(1) << 14)
 #define CFG_MAX_HEAD_DIM (INT64_C(1) << 14)
 #define CFG_MAX_D_FF (INT64_C(1) << 24)
@@ -44,8 +44,10 @@ static const model_config k_presets[] = {
     /* meta-llama/Meta-Llama-3-{8,70}B */
     XF_DENSE("llama-3-8b", "llama", 32, 4096, 32, 8, 128, 14336, 128256, 8192, 500000.0, 1e-5, 0, 0),
     XF_DENSE("llama-3-70b", "llama", 80, 8192, 64, 8, 128, 28672, 128256, 8192, 500000.0, 1e-5, 0, 0),
-    /* mistralai/Mistral-7B-v0.1 */
-    XF_DENSE("mistral-7b", "mistral", 32, 4096, 32, 8, 128, 14336, 32000, 32768, 10000.0, 1e-5, 0, 0),
+    /* mistralai/Mistral-7B-v0.1: a 4096-token sliding window on every layer */
+    {.name = "mistral-7b", .arch = "mistral", .n_layers = 32, .d_model = 4096, .n_heads = 32, .n_kv_heads = 8, .head_dim = 128,
+     .d_ff = 14336, .vocab = 32000, .max_ctx = 32768, .rope_theta = 10000.0, .norm_eps = 1e-5, .sliding_window = 4096,
+     .window_layers = {UINT64_C(0xffffffff)}},
     /* Qwen/Qwen2.5-7B */
     XF_DENSE("qwen2.5-7b", "qwen2", 28, 3584, 28, 4, 128, 18944, 152064, 131072, 1000000.0, 1e-6, 0, 1),
     /* meta-llama/Llama-3.1-8B: llama3 RoPE, factor 8 */
@@ -182,6 +184,7 @@ const char *config_first_extension(const model_config *cfg) {
     if (cfg->o_bias) return "attention_bias (o_proj.bias)";
     if (cfg->mlp_bias) return "mlp_bias";
     if (cfg->qk_norm) return "q/k RMSNorm (q_norm, k_norm)";
+    if (cfg->sliding_window > 0) return "sliding_window";
     return NULL;
 }
 
@@ -226,6 +229,12 @@ xf_status config_validate(const model_config *cfg) {
     if ((cfg->o_bias != 0 && cfg->o_bias != 1) || (cfg->mlp_bias != 0 && cfg->mlp_bias != 1) ||
         (cfg->qk_norm != 0 && cfg->qk_norm != 1))
         return xf_errorf(XF_EINVAL, "model config: o_bias, mlp_bias and qk_norm must be 0 or 1");
+    if (cfg->sliding_window < 0 || cfg->sliding_window > CFG_MAX_CTX)
+        return xf_errorf(XF_EINVAL, "model config: sliding_window = %lld out of range [0, %lld]", (long long)cfg->sliding_window,
+                         (long long)CFG_MAX_CTX);
+    if ((cfg->sliding_window > 0) != (model_windowed_layers(cfg) > 0))
+        return xf_errorf(XF_EINVAL, "model config: sliding_window = %lld but %lld windowed layers", (long long)cfg->sliding_window,
+                         (long long)model_windowed_layers(cfg));
     return rope_validate(&cfg->rope, cfg->max_ctx, "model config: rope scaling");
 }
 
@@ -501,36 +510,51 @@ static xf_status parse_obj(const cJSON *root, const char *ctx, model_config *cfg
     cfg->mlp_bias = is_llama ? mlp_bias : 0;
     cfg->qk_norm = is_qwen3;
 
-    /* Sliding windows: not implemented yet, so refused wherever they would mask anything. */
-    if (is_mistral) {
-        int64_t win = 0;
-        if ((s = json_opt_int(root, "sliding_window", ctx, 1, INT64_MAX, &win, &present)) != XF_OK) return s;
-        if (present && win < cfg->max_ctx)
-            return xf_errorf(XF_EINVAL, "%s: field 'sliding_window' is %lld, shorter than max_position_embeddings (%lld): "
-                             "sliding-window attention is not implemented yet (set it to null for full attention)",
-                             ctx, (long long)win, (long long)cfg->max_ctx);
-    }
+    /* Sliding windows, as each family's code reads them: mistral windows every layer when
+     * sliding_window is set; qwen2/qwen3 only with use_sliding_window, on the layers layer_types
+     * names sliding_attention (or, without layer_types, layers >= max_window_layers); llama has none. */
+    int64_t win = 0;
+    int win_present = 0, use_sw = 0;
+    memset(cfg->window_layers, 0, sizeof cfg->window_layers);
+    cfg->sliding_window = 0;
+    if ((s = json_opt_int(root, "sliding_window", ctx, 1, CFG_MAX_CTX, &win, &win_present)) != XF_OK) return s;
     if (is_qwen2 || is_qwen3) {
-        int use_sw = 0;
         if ((s = json_opt_bool(root, "use_sliding_window", ctx, &use_sw, &present)) != XF_OK) return s;
-        if (use_sw)
-            return xf_errorf(XF_EINVAL, "%s: field 'use_sliding_window' is true: sliding-window attention is not "
-                             "implemented yet", ctx);
+        if (use_sw && !win_present)
+            return xf_errorf(XF_EINVAL, "%s: field 'use_sliding_window' is true but 'sliding_window' is not set", ctx);
+        if (!use_sw) win_present = 0; /* transformers: sliding_window = None without use_sliding_window */
     }
+    if (is_llama) win_present = 0; /* LlamaAttention has no window */
     const cJSON *lt = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
     if (lt && !cJSON_IsNull(lt)) {
         if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != (int)cfg->n_layers)
             return xf_errorf(XF_EINVAL, "%s: field 'layer_types' must be an array of num_hidden_layers (%lld) strings", ctx,
                              (long long)cfg->n_layers);
+        if (is_mistral)
+            return xf_errorf(XF_EINVAL, "%s: field 'layer_types' on a mistral config: transformers' Mistral ignores it "
+                             "(Ministral reads it); refusing rather than guessing which is meant", ctx);
         int li = 0;
         for (const cJSON *e = lt->child; e; e = e->next, li++) {
-            if (!cJSON_IsString(e))
-                return xf_errorf(XF_EINVAL, "%s: field 'layer_types[%d]' must be a string", ctx, li);
-            if (strcmp(e->valuestring, "full_attention") != 0)
-                return xf_errorf(XF_EINVAL, "%s: field 'layer_types[%d]' is '%.40s': only full_attention layers are "
-                                 "implemented (sliding-window attention is not yet)", ctx, li, e->valuestring);
+            if (!cJSON_IsString(e)) return xf_errorf(XF_EINVAL, "%s: field 'layer_types[%d]' must be a string", ctx, li);
+            int sliding = strcmp(e->valuestring, "sliding_attention") == 0;
+            if (!sliding && strcmp(e->valuestring, "full_attention") != 0)
+                return xf_errorf(XF_EINVAL, "%s: field 'layer_types[%d]' is '%.40s': xfprof implements full_attention and "
+                                 "sliding_attention layers", ctx, li, e->valuestring);
+            if (sliding && !win_present)
+                return xf_errorf(XF_EINVAL, "%s: field 'layer_types[%d]' is sliding_attention but no window is in force (%s)", ctx,
+                                 li, is_llama ? "llama has no sliding window" : "set sliding_window and use_sliding_window");
+            if (sliding) cfg->window_layers[li / 64] |= UINT64_C(1) << (li % 64);
         }
+    } else if (win_present) {
+        int64_t first = 0;
+        if (is_qwen2 || is_qwen3) {
+            first = 28; /* transformers' default max_window_layers */
+            if ((s = json_opt_int(root, "max_window_layers", ctx, 0, CFG_MAX_LAYERS, &first, &present)) != XF_OK) return s;
+        }
+        for (int64_t l = first; l < cfg->n_layers; l++) cfg->window_layers[l / 64] |= UINT64_C(1) << (l % 64);
     }
+    if (win_present) cfg->sliding_window = win;
+    if (model_windowed_layers(cfg) == 0) cfg->sliding_window = 0;
     /* Other fields that would change the math and that no supported family uses. */
     static const char *const k_unknown_math[] = {"attn_logit_softcapping", "final_logit_softcapping", "partial_rotary_factor",
                                                  "num_local_experts", "num_experts", "n_routed_experts", "kv_lora_rank",

@@ -41,7 +41,7 @@ int64_t config_param_count(const model_config *cfg);
 xf_status config_rope_freqs(const model_config *cfg, double *inv_freq, double *attn_factor);
 
 /* The first feature of cfg beyond the Llama-2 decoder (biases other than qkv, q/k norm, scaled
- * RoPE) as the config field that turns it on, for backends that do not run it yet; NULL when none.
+ * RoPE, sliding windows) as the config field that turns it on, for backends that do not run it yet; NULL when none.
  * A static string. */
 const char *config_first_extension(const model_config *cfg);
 

@@ -101,8 +101,16 @@ double cost_attention_pairs(int64_t tokens, int64_t context) {
     return t * (c - t) + t * (t + 1.0) / 2.0;
 }
 
+double cost_window_pairs(double t, double c, double w) {
+    if (!(w > 0) || w >= c) return t * (c - t) + t * (t + 1.0) / 2.0;
+    const double a = c - t + 1.0; /* first query's position, 1-based */
+    if (a > w) return t * w;      /* every query sees a full window */
+    /* q = a .. w sees q keys, q = w + 1 .. c sees w */
+    return (w - a + 1.0) * (a + w) / 2.0 + (c - w) * w;
+}
+
 cost_step_sums cost_sums_of_shape(step_shape s) {
-    cost_step_sums r = {s.phase, 0, 0, 0, 0};
+    cost_step_sums r = {s.phase, 0, 0, 0, 0, 0, 0, 0};
     if (s.batch < 1 || s.tokens < 1 || s.context < s.tokens) return r; /* cost_step_of_sums refuses it */
     r.seqs = (double)s.batch;
     r.rows = (double)s.batch * (double)s.tokens;
@@ -120,6 +128,11 @@ xf_status cost_sums_add(cost_step_sums *s, int64_t tokens, int64_t context) {
     s->rows += (double)tokens;
     s->pairs += cost_attention_pairs(tokens, context);
     s->kv_tokens += (double)context;
+    if (s->window > 0) {
+        s->win_pairs += cost_window_pairs((double)tokens, (double)context, (double)s->window);
+        double seen = (double)tokens + (double)s->window - 1.0;
+        s->win_kv_tokens += seen < (double)context ? seen : (double)context;
+    }
     return XF_OK;
 }
 
@@ -155,6 +168,19 @@ xf_status cost_step_of_sums(const model_config *cfg, const workload *w, const co
                          (long long)need);
 
     const double B = sums->seqs, N = sums->rows, KVT = sums->kv_tokens;
+    /* windowed layers: what their attention reads (see cost_step_sums) */
+    double win_pairs = 0, win_kvt = 0;
+    if (cfg->sliding_window > 0) {
+        const double W = (double)cfg->sliding_window;
+        if (sums->window == cfg->sliding_window) {
+            win_pairs = sums->win_pairs;
+            win_kvt = sums->win_kv_tokens;
+        } else {
+            const double t = N / B, c = KVT / B, seen = t + W - 1.0;
+            win_pairs = B * cost_window_pairs(t, c, W);
+            win_kvt = B * (seen < c ? seen : c);
+        }
+    }
     const int64_t d = cfg->d_model, hd = cfg->head_dim, f = cfg->d_ff, V = cfg->vocab;
     const int64_t q_dim = cfg->n_heads * hd, kv_dim = cfg->n_kv_heads * hd;
     const int64_t qkv_out = q_dim + 2 * kv_dim; /* GQA: K and V are d x kv_dim each */
@@ -203,11 +229,14 @@ xf_status cost_step_of_sums(const model_config *cfg, const workload *w, const co
          * multiply-add over hd for each (query, key) pair and query head: 2 * 2 * hd; softmax adds
          * FLOPS_SOFTMAX per score. Q read once, each sequence's K and V read once (shared by the
          * h / kv query heads of a group), O written once; no score matrix reaches memory. */
-        double pairs = sums->pairs;
+        /* A sliding-window layer's queries see at most the window: fewer pairs, and only the
+         * keys some query of the step sees are read. */
+        const int windowed = model_layer_window(cfg, l) > 0;
+        double pairs = windowed ? win_pairs : sums->pairs, kv_read_tokens = windowed ? win_kvt : KVT;
         double att_flops = pairs * h * (4.0 * (double)hd + FLOPS_SOFTMAX);
         double q_bytes = abytes(w, N * h, hd);
         op_set(&ops[i++], ph, layer, OP_ATTENTION, gemm, att_flops, 0, q_bytes, q_bytes,
-               kvbytes(cfg, w, 2.0 * KVT * kvh), 0);
+               kvbytes(cfg, w, 2.0 * kv_read_tokens * kvh), 0);
 
         double o_bias_fl = cfg->o_bias ? N * (double)d : 0, o_bias_w = cfg->o_bias ? dtype_bytes(small, (double)d, 0, 0) : 0;
         op_set(&ops[i++], ph, layer, OP_O_PROJ, gemm, 2.0 * N * (double)q_dim * (double)d + o_bias_fl,
@@ -296,7 +325,10 @@ static void memory_for_batch(const model_config *cfg, const workload *w, double 
                              cost_memory *out) {
     out->weights_bytes = weights;
     out->kv_bytes_per_token = cost_kv_bytes_per_token(cfg, w->kvdtype, w->quant_group);
-    out->kv_bytes = batch * (double)(w->prompt + w->gen) * out->kv_bytes_per_token;
+    /* a windowed layer holds at most `window` tokens of KV per sequence (an engine frees the rest) */
+    const double len = (double)(w->prompt + w->gen), L = (double)cfg->n_layers, nw = (double)model_windowed_layers(cfg);
+    const double wlen = cfg->sliding_window > 0 && (double)cfg->sliding_window < len ? (double)cfg->sliding_window : len;
+    out->kv_bytes = batch * out->kv_bytes_per_token * ((L - nw) * len + nw * wlen) / L;
     out->activations_bytes = prefill_activation_peak(cfg, w, batch);
     out->total_bytes = out->weights_bytes + out->kv_bytes + out->activations_bytes;
 }

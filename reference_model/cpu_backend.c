@@ -16,7 +16,9 @@
  * blocked causal kernel: work items (sequence, KV head, query block); each thread gathers a KV
  * head's K and V once into its own fp32 tiles (sized at init for max_seq_len), then score tiles and
  * P.V go through single-threaded cblas_sgemm. The blocking depends on the shapes only, so results
- * do not depend on the thread count either. */
+ * do not depend on the thread count either. Sliding-window layers run the per-query kernel on the
+ * window's slots in both phases (the KV of older positions stays allocated: the KV manager does
+ * not free per layer group yet). */
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
@@ -444,6 +446,9 @@ static xf_status cpu_run_op(void *ctx, op_kind k, int layer, const step_batch *b
     case OP_ATTENTION: {
         const int64_t nkv = cfg->n_kv_heads, nrep = c->n_rep, qpb = xk_attn_block_queries(nrep);
         const float scale = (float)(1.0 / sqrt((double)hd));
+        /* A sliding-window layer: query at position p sees keys p - win + 1 .. p (transformers'
+         * key > query - window); it takes the per-query kernel for every sequence. */
+        const int64_t win = model_layer_window(cfg, layer);
         /* Sequences with CPU_ATT_MIN_TOKENS or more new tokens: items (sequence, KV head, query
          * block), the blocks of a head last to first so the largest come first; att_items[s] =
          * items before sequence s. The others: one item per (token, KV head), keys read in place. */
@@ -451,7 +456,7 @@ static xf_status cpu_run_op(void *ctx, op_kind k, int layer, const step_batch *b
         io[0] = 0;
         for (int s = 0; s < b->n_seqs; s++) {
             const int64_t nn = b->tok_off[s + 1] - b->tok_off[s];
-            io[s + 1] = io[s] + (c->att_tiles && nn >= CPU_ATT_MIN_TOKENS ? (nn + qpb - 1) / qpb * nkv : 0);
+            io[s + 1] = io[s] + (!win && c->att_tiles && nn >= CPU_ATT_MIN_TOKENS ? (nn + qpb - 1) / qpb * nkv : 0);
         }
         const int64_t bitems = io[b->n_seqs], titems = n * nkv;
 #pragma omp parallel num_threads(nth)
@@ -491,9 +496,10 @@ static xf_status cpu_run_op(void *ctx, op_kind k, int layer, const step_batch *b
                 const int64_t s = c->tok_seq[t], pos = b->seqs[s].pos + (t - b->tok_off[s]);
                 if (io[s + 1] > io[s]) continue; /* done by the blocked items above */
                 const int64_t qoff = g * nrep * hd; /* query heads g*n_rep .. (g+1)*n_rep-1 */
+                const int64_t lo = win && pos + 1 > win ? pos + 1 - win : 0;
                 xk_attention(c->att + t * c->q_dim + qoff, c->qkv + t * c->qkv_dim + qoff, nrep, hd,
                              kv_k_base(c, layer, s), kv_v_base(c, layer, s), c->kvdt, c->kv_dim, g * hd,
-                             c->seqs[s].slots, pos + 1, scale, scr);
+                             c->seqs[s].slots + lo, pos + 1 - lo, scale, scr);
             }
         }
         return XF_OK;

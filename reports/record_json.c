@@ -52,6 +52,11 @@ static cJSON *model_to_json(const record *r) {
          json_add_number(rs, "original_max_position_embeddings", (double)m->rope.original_ctx) &&
          json_add_number(rs, "beta_fast", m->rope.beta_fast) && json_add_number(rs, "beta_slow", m->rope.beta_slow) &&
          json_add_number(rs, "attention_factor", m->rope.attention_factor) && add_bool(rs, "truncate", m->rope.truncate);
+    ok = ok && json_add_number(o, "sliding_window", (double)m->sliding_window);
+    cJSON *wl = ok ? cJSON_AddArrayToObject(o, "window_layers") : NULL; /* indices of the windowed layers */
+    ok = wl != NULL;
+    for (int64_t l = 0; ok && l < m->n_layers; l++)
+        if (model_layer_window(m, l)) ok = cJSON_AddItemToArray(wl, cJSON_CreateNumber((double)l));
     if (!ok) {
         cJSON_Delete(o);
         return NULL;
@@ -296,6 +301,23 @@ static xf_status read_model(const cJSON *j, record *r) {
             return s;
         m->rope.original_ctx = orig;
     }
+    m->sliding_window = 0;
+    memset(m->window_layers, 0, sizeof m->window_layers);
+    if ((s = json_opt_int(j, "sliding_window", ctx, 0, 1LL << 32, &m->sliding_window, &present))) return s;
+    const cJSON *wl = cJSON_GetObjectItemCaseSensitive(j, "window_layers");
+    if (wl && !cJSON_IsNull(wl)) {
+        if (!cJSON_IsArray(wl)) return xf_errorf(XF_EINVAL, "%s: field 'window_layers' must be an array of layer indices", ctx);
+        for (const cJSON *e = wl->child; e; e = e->next) {
+            if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble >= (double)m->n_layers || e->valuedouble >= MODEL_MAX_LAYERS ||
+                e->valuedouble != (double)(int64_t)e->valuedouble)
+                return xf_errorf(XF_EINVAL, "%s: field 'window_layers' holds a value that is not a layer index below n_layers (%lld)", ctx,
+                                 (long long)m->n_layers);
+            int64_t l = (int64_t)e->valuedouble;
+            m->window_layers[l / 64] |= UINT64_C(1) << (l % 64);
+        }
+    }
+    if ((m->sliding_window > 0) != (model_windowed_layers(m) > 0))
+        return xf_errorf(XF_EINVAL, "%s: sliding_window (%lld) and window_layers disagree", ctx, (long long)m->sliding_window);
     /* The largest config xfprof accepts has about 2.3e17 parameters (predict writes such records):
      * the bound is what an int64 holds. */
     if (!(params >= 0 && params < 0x1p63)) return xf_errorf(XF_EINVAL, "%s: field 'params' out of range", ctx);

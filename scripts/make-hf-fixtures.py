@@ -52,6 +52,13 @@ def no_rope_scaling(c):
     return c
 
 
+def no_window(c):
+    c = dict(c)
+    c["sliding_window"] = None
+    c.pop("use_sliding_window", None)
+    return c
+
+
 def zero_o_bias(m):
     for layer in m.model.layers:
         layer.self_attn.o_proj.bias.data.zero_()
@@ -80,6 +87,9 @@ FIXTURES = {
     "llama-mlp-bias": ("llama", {"mlp_bias": True, "tie_word_embeddings": True}, ("MLP biases dropped", None, zero_mlp_bias)),
     "qwen3": ("qwen3", {"attention_bias": False, "use_sliding_window": False, "sliding_window": None},
               ("q/k norm dropped", None, drop_qk_norm)),
+    "mistral-window": ("mistral", {"sliding_window": 8}, ("full attention", no_window, None)),
+    "qwen3-window": ("qwen3", {"use_sliding_window": True, "sliding_window": 8, "max_window_layers": 1},
+                     ("full attention", no_window, None)),
     "qwen3-bias": ("qwen3", {"attention_bias": True, "rope_scaling": llama3_rope()},
                    ("o_proj.bias dropped", None, zero_o_bias)),
 }

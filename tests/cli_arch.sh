@@ -16,7 +16,7 @@ has() { # description, haystack, needle
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
 # the fixtures run from their own folders
-for f in llama-rope-llama3 llama-attn-bias qwen3; do
+for f in llama-rope-llama3 llama-attn-bias qwen3 mistral-window; do
     "$XF" run --model "$HF/$f" --weights "$HF/$f" --threads 1 --batch 1 --prompt 8 --gen 4 -o "$tmp/$f.json" >"$tmp/o" 2>"$tmp/e"
     check "run $f from its folder" 0 $?
 done
@@ -44,8 +44,8 @@ refuse "qwen3_moe" num_experts "{\"model_type\":\"qwen3_moe\",$base,\"num_expert
 refuse "deepseek_v3" kv_lora_rank "{\"model_type\":\"deepseek_v3\",$base,\"kv_lora_rank\":512}"
 refuse "longrope" longrope "{\"model_type\":\"llama\",$base,\"rope_scaling\":{\"rope_type\":\"longrope\",\"factor\":4}}"
 refuse "unknown rope key" mrope_section "{\"model_type\":\"llama\",$base,\"rope_parameters\":{\"rope_type\":\"default\",\"mrope_section\":[1]}}"
-refuse "mistral window" sliding_window "{\"model_type\":\"mistral\",$base,\"sliding_window\":16}"
-refuse "qwen3 window" use_sliding_window "{\"model_type\":\"qwen3\",$base,\"use_sliding_window\":true,\"sliding_window\":16}"
+refuse "qwen3 window without a size" sliding_window "{\"model_type\":\"qwen3\",$base,\"use_sliding_window\":true}"
+refuse "llama with sliding layers" layer_types "{\"model_type\":\"llama\",$base,\"layer_types\":[\"full_attention\",\"sliding_attention\"]}"
 
 # a folder whose config drops a feature its tensors have: warned, never silently skipped
 mkdir "$tmp/nobias"

@@ -276,10 +276,17 @@ Test(config_hf, llama_matches_preset) {
 static void expect_hf_error(const char *text, xf_status want, const char *field);
 
 Test(config_hf, mistral) {
-    model_config c;
-    /* Mistral-7B-v0.1's sliding_window (4096) is shorter than its context: refused until windows
-     * are implemented, naming the field; with the window off (null, as v0.3 writes) it reads. */
-    expect_hf_error(MISTRAL_JSON, XF_EINVAL, "sliding_window");
+    model_config c, p = preset("mistral-7b");
+    /* Mistral-7B-v0.1: a 4096-token window on every layer, as the preset has it */
+    cr_assert_eq(config_parse_hf(MISTRAL_JSON, NULL, &c), XF_OK, "%s", xf_error_msg());
+    cr_assert_str_eq(c.arch, "mistral");
+    cr_assert_eq(c.n_kv_heads, 8);
+    cr_assert_eq(c.max_ctx, 32768);
+    cr_assert_eq(c.sliding_window, 4096);
+    cr_assert_eq(model_windowed_layers(&c), 32);
+    cr_assert_eq(memcmp(c.window_layers, p.window_layers, sizeof c.window_layers), 0);
+    cr_assert_eq(config_param_count(&c), INT64_C(7241732096));
+    /* with the window off (null, as v0.3 writes) no layer is windowed */
     char t[2048];
     snprintf(t, sizeof t, "%s", MISTRAL_JSON);
     char *w = strstr(t, "\"sliding_window\":4096");
@@ -287,10 +294,27 @@ Test(config_hf, mistral) {
     memcpy(w, "\"sliding_window\":null", strlen("\"sliding_window\":null"));
     memmove(w + strlen("\"sliding_window\":null"), w + strlen("\"sliding_window\":4096"), strlen(w + strlen("\"sliding_window\":4096")) + 1);
     cr_assert_eq(config_parse_hf(t, NULL, &c), XF_OK, "%s", xf_error_msg());
-    cr_assert_str_eq(c.arch, "mistral");
-    cr_assert_eq(c.n_kv_heads, 8);
-    cr_assert_eq(c.max_ctx, 32768);
-    cr_assert_eq(config_param_count(&c), INT64_C(7241732096));
+    cr_assert_eq(c.sliding_window, 0);
+    cr_assert_eq(model_windowed_layers(&c), 0);
+}
+
+Test(config_hf, qwen_window_layers) {
+    /* qwen2: use_sliding_window false keeps every layer full even with sliding_window set */
+    model_config c;
+    cr_assert_eq(config_parse_hf(QWEN2_JSON, NULL, &c), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(c.sliding_window, 0);
+    /* with it on: layers >= max_window_layers (28 of 28: none; so 20 here -> 8 layers) */
+    char t[2048];
+    snprintf(t, sizeof t, "%s", QWEN2_JSON);
+    char *u = strstr(t, "\"use_sliding_window\":false");
+    memcpy(u, "\"use_sliding_window\":true ", strlen("\"use_sliding_window\":true "));
+    char *m = strstr(t, "\"max_window_layers\":28");
+    memcpy(m, "\"max_window_layers\":20", strlen("\"max_window_layers\":20"));
+    cr_assert_eq(config_parse_hf(t, NULL, &c), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(c.sliding_window, 131072);
+    cr_assert_eq(model_windowed_layers(&c), 8);
+    cr_assert_eq(model_layer_window(&c, 19), 0);
+    cr_assert_eq(model_layer_window(&c, 20), 131072);
 }
 
 Test(config_hf, qwen2_has_qkv_bias) {
@@ -494,6 +518,7 @@ Test(config_hf, unsupported_features) {
     expect_hf_error(build(NULL, "rope_parameters", "{\"rope_type\": \"default\", \"partial_rotary_factor\": 0.5}"),
                     XF_EINVAL, "partial_rotary_factor");
     expect_hf_error(build(NULL, "layer_types", "[\"full_attention\", \"sliding_attention\"]"), XF_EINVAL, "layer_types");
+    expect_hf_error(build(NULL, "layer_types", "[\"full_attention\", \"chunked_attention\"]"), XF_EINVAL, "layer_types");
     expect_hf_error(build(NULL, "final_logit_softcapping", "30.0"), XF_EINVAL, "final_logit_softcapping");
     expect_hf_error(build(NULL, "num_local_experts", "8"), XF_EINVAL, "num_local_experts");
     /* the MoE / MLA families are recognised and refused naming the field that asks for them */
@@ -623,7 +648,7 @@ Test(config_hf, qwen3) {
     char u[2048];
     snprintf(u, sizeof u, "%s", t);
     memcpy(strstr(u, "\"use_sliding_window\":false"), "\"use_sliding_window\":true ", strlen("\"use_sliding_window\":true "));
-    expect_hf_error(u, XF_EINVAL, "use_sliding_window");
+    expect_hf_error(u, XF_EINVAL, "sliding_window"); /* on, but no window given */
 }
 
 Test(config_hf, null_text) {

@@ -177,3 +177,14 @@ Test(hf_models, cuda_refuses_new_features) {
     cr_assert(strstr(xf_error_msg(), "rope_scaling"), "%s", xf_error_msg());
     cr_assert_null(m);
 }
+
+/* Sliding windows: mistral windows every layer, qwen3 (use_sliding_window, max_window_layers 1)
+ * only layer 1; window 8 against 20 prompt + 16 generated tokens, in prefill and decode. */
+Test(hf_models, mistral_sliding_window) { check_fp32("mistral-window"); }
+Test(hf_models, qwen3_mixed_window_layers) {
+    model_config c;
+    cr_assert_eq(config_resolve(HF_DIR "qwen3-window", &c), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(model_layer_window(&c, 0), 0);
+    cr_assert_eq(model_layer_window(&c, 1), 8);
+    check_fp32("qwen3-window");
+}
