@@ -63,10 +63,11 @@ static inline int64_t model_layer_window(const model_config *c, int64_t l) {
     return (c->window_layers[l / 64] >> (l % 64)) & 1u ? c->sliding_window : 0;
 }
 
-/* Number of windowed layers among the first n_layers. */
+/* Number of layers marked windowed in window_layers among the first n_layers (whatever
+ * sliding_window says: validators compare the two). */
 static inline int64_t model_windowed_layers(const model_config *c) {
     int64_t n = 0;
-    for (int64_t l = 0; l < c->n_layers && l < MODEL_MAX_LAYERS; l++) n += model_layer_window(c, l) > 0;
+    for (int64_t l = 0; l < c->n_layers && l < MODEL_MAX_LAYERS; l++) n += (c->window_layers[l / 64] >> (l % 64)) & 1u;
     return n;
 }
 
