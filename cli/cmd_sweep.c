@@ -45,7 +45,7 @@ static void help(void) {
            "  --device-file F    a devices file of your own (--predict)\n"
            "  --batch LIST       sequences per step (default 1)\n"
            "  --prompt LIST      prompt tokens per sequence (default 128)\n"
-           "  --gen LIST         tokens generated per sequence (default 32)\n"
+           "  --gen LIST         tokens generated per sequence (default 128; the first by the prefill)\n"
            "  --wdtype LIST      weight dtypes (default bf16 predicted, fp32 measured)\n"
            "  --adtype LIST      activation dtypes (--predict only; default from the weights)\n"
            "  --kvdtype LIST     KV cache dtypes (default: activation dtype predicted, fp32 measured)\n"
@@ -53,7 +53,8 @@ static void help(void) {
            "  --kv-policy LIST   measured: KV manager policies, e.g. reserve,paged:16 (default paged:16)\n"
            "  --threads LIST     measured: CPU threads (default 0 = all)\n"
            "  -r, --reps N       measured repetitions per point after the warm-up (default 5)\n"
-           "  --no-warmup        measured: no warm-up repetition\n"
+           "  --warmup N         measured: warm-up repetitions per point, discarded (default 1); --no-warmup is\n"
+           "                     the old spelling of --warmup 0, still accepted\n"
            "  --jsonl FILE       append each finished point to FILE at once (one JSON object per line)\n"
            "  --resume           skip the points already in --jsonl FILE (a truncated last line is dropped)\n"
            "%s"
@@ -114,7 +115,7 @@ static xf_status run_one(sweep_ctx *c, const sweep_param *p, record *out) {
     pl.kvdtype = p->wl.kvdtype;
     pl.quant_group = p->wl.quant_group > 0 ? p->wl.quant_group : XF_DEFAULT_QUANT_GROUP;
     if (p->threads > 0) pl.threads = p->threads;
-    if ((s = args_kv_policy("--kv-policy", g->policies[p->policy], &pl.kv_policy))) return s;
+    pl.kv_policy = g->policy[p->policy]; /* parsed once, by the grid */
     pl.reps = g->reps;
     pl.warmup = g->warmup;
     pl.quiet = 1; /* the sweep's own progress line stays readable */
@@ -128,7 +129,7 @@ static xf_status run_one(sweep_ctx *c, const sweep_param *p, record *out) {
 
 int cmd_sweep(int argc, char **argv) {
     enum { O_PREDICT = 1000, O_MODEL, O_DEVICE, O_DEVFILE, O_BATCH, O_PROMPT, O_GEN, O_WD, O_AD, O_KV, O_GROUP, O_POLICY,
-           O_THREADS, O_NOWARM, O_JSONL, O_RESUME, O_FORMAT, O_PERLAYER, O_REPORT, O_TRACE };
+           O_THREADS, O_NOWARM, O_WARMUP, O_JSONL, O_RESUME, O_FORMAT, O_PERLAYER, O_REPORT, O_TRACE };
     static const struct option opts[] = {
         {"predict", no_argument, 0, O_PREDICT},     {"model", required_argument, 0, O_MODEL},
         {"device", required_argument, 0, O_DEVICE}, {"device-file", required_argument, 0, O_DEVFILE},
@@ -137,7 +138,7 @@ int cmd_sweep(int argc, char **argv) {
         {"adtype", required_argument, 0, O_AD},     {"kvdtype", required_argument, 0, O_KV},
         {"group", required_argument, 0, O_GROUP},   {"kv-policy", required_argument, 0, O_POLICY},
         {"threads", required_argument, 0, O_THREADS}, {"reps", required_argument, 0, 'r'},
-        {"no-warmup", no_argument, 0, O_NOWARM},    {"jsonl", required_argument, 0, O_JSONL},
+        {"no-warmup", no_argument, 0, O_NOWARM},    {"warmup", required_argument, 0, O_WARMUP},    {"jsonl", required_argument, 0, O_JSONL},
         {"resume", no_argument, 0, O_RESUME},       {"format", required_argument, 0, O_FORMAT},
         {"output", required_argument, 0, 'o'},      {"per-layer", no_argument, 0, O_PERLAYER},
         {"report", required_argument, 0, O_REPORT}, {"trace", required_argument, 0, O_TRACE},
@@ -171,14 +172,18 @@ int cmd_sweep(int argc, char **argv) {
             g.device_file = strdup(optarg);
             break;
         case O_GROUP:
-            if (args_int("--group", optarg, 1, 1 << 20, &v)) goto usage;
+            if (args_flag_int("--group", optarg, &v)) goto usage;
             g.group = v;
             break;
         case 'r':
-            if (args_int("--reps", optarg, 1, 100000, &v)) goto usage;
+            if (args_flag_int("--reps", optarg, &v)) goto usage;
             g.reps = (int)v;
             break;
         case O_NOWARM: g.warmup = 0; break;
+        case O_WARMUP:
+            if (args_flag_int("--warmup", optarg, &v)) goto usage;
+            g.warmup = (int)v;
+            break;
         case O_JSONL: jsonl = optarg; break;
         case O_RESUME: resume = 1; break;
         case O_FORMAT:

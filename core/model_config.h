@@ -33,7 +33,7 @@ typedef struct rope_scaling {
 
 typedef struct model_config {
     char name[64];       /* preset name or the path's last components */
-    char arch[16];       /* "llama", "mistral", "qwen2" or "qwen3" */
+    char arch[16];       /* "llama", "mistral", "qwen2", "qwen3", "mixtral" or "qwen3_moe" */
     int64_t n_layers;
     int64_t d_model;     /* hidden size */
     int64_t n_heads;     /* query heads */
