@@ -608,18 +608,8 @@ static xf_status parse_obj(const cJSON *root, const char *ctx, model_config *cfg
             if ((s = json_opt_int(root, "decoder_sparse_step", ctx, 1, CFG_MAX_LAYERS, &step, &present)) != XF_OK) return s;
             for (int64_t l = 0; l < cfg->n_layers; l++)
                 if ((l + 1) % step != 0) cfg->dense_layers[l / 64] |= UINT64_C(1) << (l % 64);
-            const cJSON *mo = cJSON_GetObjectItemCaseSensitive(root, "mlp_only_layers");
-            if (mo && !cJSON_IsNull(mo)) {
-                if (!cJSON_IsArray(mo)) return xf_errorf(XF_EINVAL, "%s: field 'mlp_only_layers' must be an array of layer indices", ctx);
-                for (const cJSON *e = mo->child; e; e = e->next) {
-                    if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble >= (double)cfg->n_layers ||
-                        e->valuedouble != (double)(int64_t)e->valuedouble)
-                        return xf_errorf(XF_EINVAL, "%s: field 'mlp_only_layers' holds a value that is not a layer index below "
-                                         "num_hidden_layers (%lld)", ctx, (long long)cfg->n_layers);
-                    int64_t l = (int64_t)e->valuedouble;
-                    cfg->dense_layers[l / 64] |= UINT64_C(1) << (l % 64);
-                }
-            }
+            if ((s = json_opt_index_bits(root, "mlp_only_layers", ctx, cfg->n_layers, cfg->dense_layers, MODEL_MAX_LAYERS / 64)) != XF_OK)
+                return s;
             if (model_moe_layers(cfg) == 0)
                 return xf_errorf(XF_EINVAL, "%s: qwen3_moe config with no MoE layer (decoder_sparse_step / mlp_only_layers): "
                                  "give it as model_type qwen3", ctx);
