@@ -80,6 +80,10 @@ static int add_ok(int64_t a, int64_t b, int64_t *out) {
 static xf_status check_options(const model_config *cfg, const model_options *o) {
     xf_status st = config_validate(cfg);
     if (st) return st;
+    if (cfg->n_experts > 0)
+        return xf_errorf(XF_EINVAL, "%s has mixture-of-experts layers (%lld experts, top-%lld): the reference model does not run "
+                         "them yet; 'xfprof predict' and 'xfprof kv' model them", cfg->name, (long long)cfg->n_experts,
+                         (long long)cfg->experts_per_tok);
     if (o->wdtype != XF_FP32 && o->wdtype != XF_BF16 && o->wdtype != XF_FP16 && o->wdtype != XF_INT8)
         return xf_errorf(XF_EINVAL, "weight dtype %s is not supported by the reference model: use fp32, bf16, fp16 or int8",
                          dtype_name(o->wdtype));
@@ -180,7 +184,8 @@ static xf_status check_dir_config(const char *dir, const model_config *cfg) {
         return xf_errorf(XF_EINVAL, "%s: " #field " is %lld but the model asked for has %lld: use the folder's own config (--model %s)", \
                          path, (long long)f.field, (long long)cfg->field, dir);
     XF_SAME(n_layers) XF_SAME(d_model) XF_SAME(n_heads) XF_SAME(n_kv_heads) XF_SAME(head_dim) XF_SAME(d_ff)
-    XF_SAME(vocab) XF_SAME(tied_embeddings) XF_SAME(qkv_bias)
+    XF_SAME(vocab) XF_SAME(tied_embeddings) XF_SAME(qkv_bias) XF_SAME(o_bias) XF_SAME(mlp_bias) XF_SAME(qk_norm)
+    XF_SAME(rope.kind) XF_SAME(sliding_window)
 #undef XF_SAME
     return XF_OK;
 }

@@ -43,6 +43,26 @@ static cJSON *model_to_json(const record *r) {
              json_add_number(o, "norm_eps", m->norm_eps) & add_bool(o, "tied_embeddings", m->tied_embeddings) &
              add_bool(o, "qkv_bias", m->qkv_bias) & json_add_number(o, "params", (double)r->model_params) &
              json_add_number(o, "kv_bytes_per_token", r->kv_bytes_per_token);
+    /* newer architectures (optional on reading: older records lack them) */
+    ok = ok && add_bool(o, "o_bias", m->o_bias) && add_bool(o, "mlp_bias", m->mlp_bias) && add_bool(o, "qk_norm", m->qk_norm);
+    cJSON *rs = ok ? cJSON_AddObjectToObject(o, "rope_scaling") : NULL;
+    ok = rs && add_str(rs, "type", rope_kind_name(m->rope.kind)) && json_add_number(rs, "factor", m->rope.factor) &&
+         json_add_number(rs, "low_freq_factor", m->rope.low_freq_factor) &&
+         json_add_number(rs, "high_freq_factor", m->rope.high_freq_factor) &&
+         json_add_number(rs, "original_max_position_embeddings", (double)m->rope.original_ctx) &&
+         json_add_number(rs, "beta_fast", m->rope.beta_fast) && json_add_number(rs, "beta_slow", m->rope.beta_slow) &&
+         json_add_number(rs, "attention_factor", m->rope.attention_factor) && add_bool(rs, "truncate", m->rope.truncate);
+    ok = ok && json_add_number(o, "sliding_window", (double)m->sliding_window);
+    cJSON *wl = ok ? cJSON_AddArrayToObject(o, "window_layers") : NULL; /* indices of the windowed layers */
+    ok = wl != NULL;
+    for (int64_t l = 0; ok && l < m->n_layers; l++)
+        if (model_layer_window(m, l)) ok = cJSON_AddItemToArray(wl, cJSON_CreateNumber((double)l));
+    ok = ok && json_add_number(o, "n_experts", (double)m->n_experts) && json_add_number(o, "experts_per_tok", (double)m->experts_per_tok) &&
+         json_add_number(o, "d_ff_expert", (double)m->d_ff_expert) && add_bool(o, "norm_topk_prob", m->norm_topk_prob);
+    cJSON *dl = ok ? cJSON_AddArrayToObject(o, "dense_layers") : NULL; /* MoE models: layers with the dense FFN */
+    ok = dl != NULL;
+    for (int64_t l = 0; ok && m->n_experts > 0 && l < m->n_layers; l++)
+        if (!model_layer_is_moe(m, l)) ok = cJSON_AddItemToArray(dl, cJSON_CreateNumber((double)l));
     if (!ok) {
         cJSON_Delete(o);
         return NULL;
@@ -263,6 +283,49 @@ static xf_status read_model(const cJSON *j, record *r) {
     (void)v;
     m->tied_embeddings = tied;
     m->qkv_bias = bias;
+    int present = 0;
+    if ((s = json_opt_bool(j, "o_bias", ctx, &m->o_bias, &present)) || (s = json_opt_bool(j, "mlp_bias", ctx, &m->mlp_bias, &present)) ||
+        (s = json_opt_bool(j, "qk_norm", ctx, &m->qk_norm, &present)))
+        return s;
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(j, "rope_scaling");
+    if (rs && !cJSON_IsNull(rs)) {
+        char rctx[160], type[16];
+        snprintf(rctx, sizeof rctx, "%s.rope_scaling", ctx);
+        if (!cJSON_IsObject(rs)) return xf_errorf(XF_EINVAL, "%s: must be an object", rctx);
+        if ((s = json_get_string(rs, "type", rctx, type, sizeof type))) return s;
+        int kind = rope_kind_parse(type);
+        if (kind < 0) return xf_errorf(XF_EINVAL, "%s: unknown type '%s'", rctx, type);
+        m->rope.kind = (rope_kind)kind;
+        int64_t orig = 0;
+        if ((s = json_get_number(rs, "factor", rctx, &m->rope.factor)) ||
+            (s = json_get_number(rs, "low_freq_factor", rctx, &m->rope.low_freq_factor)) ||
+            (s = json_get_number(rs, "high_freq_factor", rctx, &m->rope.high_freq_factor)) ||
+            (s = json_get_int(rs, "original_max_position_embeddings", rctx, 0, 1LL << 32, &orig)) ||
+            (s = json_get_number(rs, "beta_fast", rctx, &m->rope.beta_fast)) ||
+            (s = json_get_number(rs, "beta_slow", rctx, &m->rope.beta_slow)) ||
+            (s = json_get_number(rs, "attention_factor", rctx, &m->rope.attention_factor)) ||
+            (s = json_get_bool(rs, "truncate", rctx, &m->rope.truncate)))
+            return s;
+        m->rope.original_ctx = orig;
+    }
+    m->sliding_window = 0;
+    memset(m->window_layers, 0, sizeof m->window_layers);
+    if ((s = json_opt_int(j, "sliding_window", ctx, 0, 1LL << 32, &m->sliding_window, &present))) return s;
+    if ((s = json_opt_index_bits(j, "window_layers", ctx, m->n_layers, m->window_layers, MODEL_MAX_LAYERS / 64))) return s;
+    m->n_experts = m->experts_per_tok = m->d_ff_expert = 0;
+    m->norm_topk_prob = 0;
+    memset(m->dense_layers, 0, sizeof m->dense_layers);
+    if ((s = json_opt_int(j, "n_experts", ctx, 0, 65536, &m->n_experts, &present)) ||
+        (s = json_opt_int(j, "experts_per_tok", ctx, 0, 65536, &m->experts_per_tok, &present)) ||
+        (s = json_opt_int(j, "d_ff_expert", ctx, 0, 1 << 24, &m->d_ff_expert, &present)) ||
+        (s = json_opt_bool(j, "norm_topk_prob", ctx, &m->norm_topk_prob, &present)))
+        return s;
+    if ((s = json_opt_index_bits(j, "dense_layers", ctx, m->n_layers, m->dense_layers, MODEL_MAX_LAYERS / 64))) return s;
+    if (m->n_experts > 0 && (m->experts_per_tok < 1 || m->experts_per_tok > m->n_experts || m->d_ff_expert < 1))
+        return xf_errorf(XF_EINVAL, "%s: n_experts %lld needs 1 <= experts_per_tok (%lld) <= n_experts and d_ff_expert >= 1", ctx,
+                         (long long)m->n_experts, (long long)m->experts_per_tok);
+    if ((m->sliding_window > 0) != (model_windowed_layers(m) > 0))
+        return xf_errorf(XF_EINVAL, "%s: sliding_window (%lld) and window_layers disagree", ctx, (long long)m->sliding_window);
     /* The largest config xfprof accepts has about 2.3e17 parameters (predict writes such records):
      * the bound is what an int64 holds. */
     if (!(params >= 0 && params < 0x1p63)) return xf_errorf(XF_EINVAL, "%s: field 'params' out of range", ctx);
