@@ -15,6 +15,7 @@
 #include "args.h"
 #include "cli.h"
 #include "signals.h"
+#include "core/cleanup.h"
 #include "core/device.h"
 #include "cuda_cli.h"
 #include "output.h"
@@ -241,6 +242,7 @@ typedef struct run_ctx {
     char graph_lines[1024];/* one line per point: the decode step with and without the graph */
     record *rec;
     int point_index;
+    int reps_done;         /* repetitions the last run_point kept: reps, or fewer when stopped (Ctrl-C) */
 } run_ctx;
 
 /* Activity: flushes the kernels of one repetition into kt (kept repetitions: r >= 0; the others
@@ -381,7 +383,9 @@ static xf_status run_point(run_ctx *c, record_point *p) {
     const probe_set *ps = c->ps.n ? &c->ps : NULL;
     if (c->timer) timer_probe_clear(c->timer);
     if (c->perf) perf_probe_clear(c->perf);
+    c->reps_done = 0;
     for (int r = -c->warmup; r < c->reps; r++) {
+        if (r < 0 && stop_requested()) break; /* Ctrl-C in the warm-up: nothing to finish */
         model_reset(c->m);
         if (c->timer) timer_probe_rep_begin(c->timer);
         if (c->perf) perf_probe_rep_begin(c->perf);
@@ -397,7 +401,14 @@ static xf_status run_point(run_ctx *c, record_point *p) {
         dec_s[r] = w->gen > 0 ? (t2 - t1) / (double)w->gen : 0;
         if (c->timer && (s = timer_probe_rep_end(c->timer)) != XF_OK) goto done;
         if (c->perf && (s = perf_probe_rep_end(c->perf)) != XF_OK) goto done;
+        c->reps_done = r + 1;
+        if (stop_requested()) break; /* Ctrl-C: this repetition is complete, the rest are not run */
     }
+    if (c->reps_done == 0) { /* stopped in the warm-up: nothing of this point was measured */
+        s = XF_OK;
+        goto done;
+    }
+    int reps = c->reps_done;
     /* Tokens of the last repetition (greedy: every repetition gives the same), before the counter
      * replay and the graph timings run the model again. */
     int64_t per = -1;
@@ -426,7 +437,7 @@ static xf_status run_point(run_ctx *c, record_point *p) {
         c->cupti = NULL;
         c->ps.items[c->cupti_slot] = cupti_nvtx_probe();
     }
-    if (c->cuda && c->cupti_sel == CUPTI_SEL_COUNTERS && !c->counters_off) collect_counters(c, p, prompts, lens);
+    if (c->cuda && c->cupti_sel == CUPTI_SEL_COUNTERS && !c->counters_off && !stop_requested()) collect_counters(c, p, prompts, lens);
     /* Measured ops. */
     roofline_thresholds th;
     roofline_thresholds_default(&th);
@@ -452,8 +463,9 @@ static xf_status run_point(run_ctx *c, record_point *p) {
     roofline_summarize_point(p);
     /* TTFT and TPOT are the whole steps' wall times (ops plus the gaps between them). */
     record_summary *sm = &p->summary;
-    sm->ttft_s = median_of(pre_s, c->reps);
-    sm->tpot_s = w->gen > 0 ? median_of(dec_s, c->reps) : 0;
+    sm->ttft_s = median_of(pre_s, reps);
+    sm->tpot_s = w->gen > 0 ? median_of(dec_s, reps) : 0;
+    p->run.reps = reps;
     double request = sm->ttft_s + (double)w->gen * sm->tpot_s;
     sm->tokens_per_s = request > 0 ? (double)(w->batch * w->gen) / request : 0;
     sm->prefill_tokens_per_s = sm->ttft_s > 0 ? (double)(w->batch * w->prompt) / sm->ttft_s : 0;
@@ -462,7 +474,7 @@ static xf_status run_point(run_ctx *c, record_point *p) {
         sm->prefill_time_s = sm->ttft_s;
         sm->decode_time_s = sm->tpot_s;
     }
-    if (c->cuda && c->graph && w->gen > 0 && (s = graph_compare(c, p, prompts, lens)) != XF_OK) goto done;
+    if (c->cuda && c->graph && w->gen > 0 && !stop_requested() && (s = graph_compare(c, p, prompts, lens)) != XF_OK) goto done;
     s = XF_OK;
 done:
     free(prompts);
@@ -473,6 +485,26 @@ done:
     c->cupti_bad += kt.bad_records;
     cli_kernel_times_free(&kt);
     return s;
+}
+
+/* Ctrl-C: the record says it is partial, and what it holds. Called when a point was cut short
+ * (reps_done < reps) or when points were left unrun; `planned` is the number of points asked. */
+static void mark_partial(record *rec, const run_ctx *c, int planned) {
+    const char *sig = cli_signal_name(stop_requested());
+    int i = c->point_index + 1, after = planned - i;
+    rec->partial = 1;
+    if (c->reps_done > 0 && c->reps_done < c->reps)
+        snprintf(rec->partial_reason, sizeof rec->partial_reason,
+                 "interrupted by %s during point %d of %d: it is kept with %d of %d repetitions (its run.reps); %d point(s) "
+                 "before it complete, %d not run",
+                 sig, i, planned, c->reps_done, c->reps, i - 1, after);
+    else if (c->reps_done == 0)
+        snprintf(rec->partial_reason, sizeof rec->partial_reason,
+                 "interrupted by %s in the warm-up of point %d of %d, which is left out: %d point(s) complete, %d not run", sig, i,
+                 planned, i - 1, after);
+    else
+        snprintf(rec->partial_reason, sizeof rec->partial_reason, "interrupted by %s after point %d of %d: %d point(s) not run",
+                 sig, rec->n_points, planned, planned - rec->n_points);
 }
 
 /* "open: cycles; unsupported: imc_read_bytes, imc_write_bytes (why, for the first of them)". */
@@ -953,13 +985,22 @@ int cmd_run(int argc, char **argv) {
                     rc = cli_fail(CMD, s);
                     goto out;
                 }
+                if (ctx.reps_done < ctx.reps) { /* stopped by Ctrl-C in this point */
+                    mark_partial(&rec, &ctx, nb * np * ng);
+                    if (ctx.reps_done == 0) {
+                        record_pop_point(&rec);
+                        break;
+                    }
+                }
                 if (rec.n_points == 1) rec.kv_bytes_per_token = p->memory.kv_bytes_per_token;
                 p->memory.capacity_bytes = machine.memory_bytes;
             }
     int stopped_by = cli_signal_pending();
-    if (stopped_by)
-        fprintf(stderr, "xfprof run: interrupted by %s: writing the %d completed point(s) of %d\n", cli_signal_name(stopped_by),
-                rec.n_points, nb * np * ng);
+    if (stopped_by) {
+        if (!rec.partial) mark_partial(&rec, &ctx, nb * np * ng);
+        fprintf(stderr, "xfprof run: interrupted by %s: writing what is complete, marked partial: %s\n", cli_signal_name(stopped_by),
+                rec.partial_reason);
+    }
     if (ctx.timer && timer_probe_dropped(ctx.timer) > 0)
         fprintf(stderr, "xfprof run: warning: %lld probe ranges were unbalanced or out of range and dropped\n",
                 (long long)timer_probe_dropped(ctx.timer));

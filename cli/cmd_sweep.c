@@ -23,6 +23,7 @@
 #include "analyzers/predict.h"
 #include "args.h"
 #include "cli.h"
+#include "core/cleanup.h"
 #include "core/fileio.h"
 #include "core/json_util.h"
 #include "output.h"
@@ -147,6 +148,7 @@ static xf_status run_one(sweep_ctx *c, const sweep_param *p, record *out) {
     int fd = mkstemp(tmp);
     if (fd < 0) return xf_errorf(XF_EIO, "cannot make a temporary file in %s: %s", c->tmpdir, strerror(errno));
     close(fd);
+    if (cleanup_add(tmp, 0) != XF_OK) xf_error_clear(); /* a second Ctrl-C removes it too */
     char b[24], pr[24], gn[24], th[24], reps[16], wu[16], grp[16];
     snprintf(b, sizeof b, "%lld", (long long)p->wl.batch);
     snprintf(pr, sizeof pr, "%lld", (long long)p->wl.prompt);
@@ -179,14 +181,18 @@ static xf_status run_one(sweep_ctx *c, const sweep_param *p, record *out) {
     char errp[4096];
     snprintf(errp, sizeof errp, "%s/xfprof-sweep-err-XXXXXX", c->tmpdir);
     int efd = mkstemp(errp);
+    if (efd >= 0 && cleanup_add(errp, 0) != XF_OK) xf_error_clear();
     if (efd < 0) {
         unlink(tmp);
+        cleanup_forget(tmp);
         return xf_errorf(XF_EIO, "cannot make a temporary file in %s: %s", c->tmpdir, strerror(errno));
     }
     pid_t pid = fork();
     if (pid < 0) {
         unlink(tmp);
         unlink(errp);
+        cleanup_forget(tmp);
+        cleanup_forget(errp);
         close(efd);
         return xf_errorf(XF_EIO, "cannot start 'xfprof run': %s", strerror(errno));
     }
@@ -199,9 +205,11 @@ static xf_status run_one(sweep_ctx *c, const sweep_param *p, record *out) {
         execv(c->self, (char *const *)argv);
         _exit(127);
     }
+    cleanup_set_child(pid, SIGHUP); /* a second Ctrl-C stops the runner at once too */
     int st;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
     }
+    cleanup_set_child(0, 0);
     /* A runner that got Ctrl-C with the sweep finishes its point, saves it and exits 128 + signal:
      * that point is complete and kept. */
     int ok = WIFEXITED(st) && (WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 128 + SIGINT || WEXITSTATUS(st) == 128 + SIGTERM);
@@ -217,8 +225,10 @@ static xf_status run_one(sweep_ctx *c, const sweep_param *p, record *out) {
     }
     close(efd);
     unlink(errp);
+    cleanup_forget(errp);
     if (!ok) {
         unlink(tmp);
+        cleanup_forget(tmp);
         if (WIFSIGNALED(st)) return xf_errorf(XF_EIO, "'xfprof run' for this point was killed by signal %d", WTERMSIG(st));
         if (WEXITSTATUS(st) == 127) return xf_errorf(XF_EUNSUPPORTED, "could not execute %s run", c->self);
         return xf_errorf(WEXITSTATUS(st) == CLI_EXIT_USAGE ? XF_EINVAL : XF_EIO,
@@ -227,6 +237,7 @@ static xf_status run_one(sweep_ctx *c, const sweep_param *p, record *out) {
     record_free(out);
     xf_status s = record_load(tmp, out);
     unlink(tmp);
+    cleanup_forget(tmp);
     if (s) return s;
     if (out->n_points != 1) return xf_errorf(XF_EINVAL, "'xfprof run' wrote %d points for one combination", out->n_points);
     snprintf(out->kind, sizeof out->kind, "sweep");

@@ -1,11 +1,14 @@
 #include "fileio.h"
 
+#include "cleanup.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 xf_status file_read_all(const char *path, size_t max_bytes, char **out, size_t *len) {
@@ -71,6 +74,20 @@ static xf_status write_fd_all(int fd, const char *p, size_t len, const char *wha
     return XF_OK;
 }
 
+/* write_fd_all, with the test-only pause XFPROF_TEST_WRITE_PAUSE_MS=N: half the bytes, a sleep of
+ * N ms, the rest, so a test can signal xfprof while a temporary file exists (tests/cli_signals.sh). */
+static xf_status write_pausing(int fd, const char *p, size_t len, const char *what) {
+    const char *env = getenv("XFPROF_TEST_WRITE_PAUSE_MS");
+    long ms = env ? strtol(env, NULL, 10) : 0;
+    if (ms <= 0 || ms > 600000) return write_fd_all(fd, p, len, what);
+    xf_status s = write_fd_all(fd, p, len / 2, what);
+    if (s) return s;
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+    return write_fd_all(fd, p + len / 2, len - len / 2, what);
+}
+
 xf_status file_write_atomic(const char *path, const void *data, size_t len) {
     if (!path || strcmp(path, "-") == 0) {
         xf_status s = write_fd_all(STDOUT_FILENO, data, len, "standard output");
@@ -97,7 +114,10 @@ xf_status file_write_atomic(const char *path, const void *data, size_t len) {
         free(tmp);
         return s;
     }
-    xf_status s = write_fd_all(fd, data, len, path);
+    /* A signal while the temporary exists removes it (cli/signals.c); not registered (the table is
+     * full): the ordinary paths below still remove it. */
+    if (cleanup_add(tmp, 0) != XF_OK) xf_error_clear();
+    xf_status s = write_pausing(fd, data, len, path);
     if (s == XF_OK && fsync(fd) != 0 && errno != EINVAL && errno != EROFS)
         s = xf_errorf(XF_EIO, "cannot write %s: %s", path, strerror(errno));
     /* mkstemp makes 0600; files people keep get the usual 0644 less the umask. */
@@ -109,6 +129,7 @@ xf_status file_write_atomic(const char *path, const void *data, size_t len) {
     if (close(fd) != 0 && s == XF_OK) s = xf_errorf(XF_EIO, "cannot write %s: %s", path, strerror(errno));
     if (s == XF_OK && rename(tmp, path) != 0) s = xf_errorf(XF_EIO, "cannot write %s: %s", path, strerror(errno));
     if (s != XF_OK) unlink(tmp);
+    cleanup_forget(tmp);
     free(tmp);
     return s;
 }

@@ -45,6 +45,12 @@ static void point_free(record_point *p) {
     free(p->tokens);
 }
 
+void record_pop_point(record *r) {
+    if (!r || r->n_points == 0) return;
+    point_free(&r->points[--r->n_points]);
+    memset(&r->points[r->n_points], 0, sizeof r->points[0]);
+}
+
 void record_free(record *r) {
     if (!r) return;
     for (int i = 0; i < r->n_points; i++) point_free(&r->points[i]);

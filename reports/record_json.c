@@ -209,7 +209,9 @@ char *record_to_json(const record *r) {
     if (!root) return NULL;
     int ok = add_str(root, "format", RECORD_FORMAT) & json_add_number(root, "version", RECORD_VERSION) &
              add_str(root, "kind", r->kind) & add_str(root, "created", r->created) &
-             add_str(root, "tool_version", r->tool_version) & add_bool(root, "ceilings_measured", r->ceilings_measured);
+             add_str(root, "tool_version", r->tool_version) & add_bool(root, "ceilings_measured", r->ceilings_measured) &
+             add_bool(root, "partial", r->partial);
+    if (ok && r->partial) ok &= add_str(root, "partial_reason", r->partial_reason);
     cJSON *env = ok ? cJSON_AddObjectToObject(root, "env") : NULL;
     ok &= env != NULL;
     for (int i = 0; ok && i < r->n_env; i++) ok &= add_str(env, r->env[i].key, r->env[i].value);
@@ -559,6 +561,11 @@ static xf_status read_record(const cJSON *root, record *r) {
         (s = json_get_string(root, "tool_version", "record", r->tool_version, sizeof r->tool_version)) ||
         (s = json_get_bool(root, "ceilings_measured", "record", &r->ceilings_measured)))
         return s;
+    int present = 0;
+    if ((s = json_opt_bool(root, "partial", "record", &r->partial, &present)) ||
+        (s = json_opt_string(root, "partial_reason", "record", r->partial_reason, sizeof r->partial_reason, &present)))
+        return s;
+    if (present && !r->partial) return xf_errorf(XF_EINVAL, "record: 'partial_reason' given but 'partial' is not true");
     const cJSON *env = cJSON_GetObjectItemCaseSensitive(root, "env");
     if (env) {
         if (!cJSON_IsObject(env)) return xf_errorf(XF_EINVAL, "record: 'env' must be an object");
