@@ -17,6 +17,7 @@
 #include "signals.h"
 #include "core/cleanup.h"
 #include "core/device.h"
+#include "core/sysmem.h"
 #include "cuda_cli.h"
 #include "output.h"
 #include "probes/ceilings.h"
@@ -798,8 +799,11 @@ int cmd_run(int argc, char **argv) {
         rc = cli_fail(CMD, s);
         goto out;
     }
-    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-    double phys = pages > 0 && psz > 0 ? (double)pages * (double)psz : 0;
+    /* Against the memory available now (MemAvailable, a container's limit), not the total: the
+     * rest belongs to other processes, and a run past it swaps or is killed. */
+    double total_ram = (double)sysmem_total_bytes();
+    double phys = (double)sysmem_available_bytes();
+    if (phys <= 0) phys = total_ram;
     /* On the GPU: weights (bf16 there), KV and activations against the GPU's memory; the host
      * still holds the weights at --wdtype until they are uploaded. */
     xf_dtype dev_wd = XF_BF16;
@@ -827,17 +831,19 @@ int cmd_run(int argc, char **argv) {
         if (phys > 0 && (double)mm.weights_bytes > phys) {
             rc = cli_fail(CMD, xf_errorf(XF_EOVERFLOW,
                                          "%s's weights take %.2f GiB at %s on the host before the upload but this machine has "
-                                         "%.2f GiB: nothing was allocated; use --wdtype bf16",
-                                         cfg.name, mm.weights_bytes / 1073741824.0, dtype_name(wd), phys / 1073741824.0));
+                                         "%.2f GiB available (of %.2f GiB): nothing was allocated; use --wdtype bf16",
+                                         cfg.name, mm.weights_bytes / 1073741824.0, dtype_name(wd), phys / 1073741824.0,
+                                         total_ram / 1073741824.0));
             goto out;
         }
     } else if (phys > 0 && (double)mm.total_bytes > phys) {
         rc = cli_fail(CMD, xf_errorf(XF_EOVERFLOW,
                                      "%s needs %.2f GiB (weights %.2f GiB at %s, KV %.2f GiB, activations %.2f GiB) but this "
-                                     "machine has %.2f GiB: nothing was allocated; try a smaller model, --wdtype int8, or a "
-                                     "smaller --batch/--prompt/--gen",
+                                     "machine has %.2f GiB available now (of %.2f GiB): nothing was allocated; try a smaller "
+                                     "model, --wdtype int8, or a smaller --batch/--prompt/--gen",
                                      cfg.name, mm.total_bytes / 1073741824.0, mm.weights_bytes / 1073741824.0, dtype_name(wd),
-                                     mm.kv_bytes / 1073741824.0, mm.activations_bytes / 1073741824.0, phys / 1073741824.0));
+                                     mm.kv_bytes / 1073741824.0, mm.activations_bytes / 1073741824.0, phys / 1073741824.0,
+                                     total_ram / 1073741824.0));
         goto out;
     }
 

@@ -133,3 +133,17 @@ xf_status file_write_atomic(const char *path, const void *data, size_t len) {
     free(tmp);
     return s;
 }
+
+xf_status file_check_parent(const char *path) {
+    if (!path || !strcmp(path, "-")) return XF_OK;
+    char dir[4096];
+    if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir) return xf_errorf(XF_EINVAL, "path too long: %.64s...", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash) return XF_OK; /* the current folder */
+    if (slash == dir) slash[1] = '\0';
+    else *slash = '\0';
+    struct stat st;
+    if (stat(dir, &st) != 0) return xf_errorf(XF_EIO, "cannot write %s: folder %s does not exist (%s)", path, dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode)) return xf_errorf(XF_EIO, "cannot write %s: %s is not a folder", path, dir);
+    return XF_OK;
+}

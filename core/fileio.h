@@ -15,4 +15,8 @@ xf_status file_read_all(const char *path, size_t max_bytes, char **out, size_t *
  * path NULL or "-" writes to stdout. On failure any earlier file at `path` is left intact. */
 xf_status file_write_atomic(const char *path, const void *data, size_t len);
 
+/* XF_EIO "cannot write PATH: folder DIR does not exist" (or is not a folder) when path's folder is
+ * missing: for a command that would otherwise work minutes before failing to write. "-" is fine. */
+xf_status file_check_parent(const char *path);
+
 #endif

@@ -37,6 +37,22 @@ static int json_looks_truncated(const char *text) {
     return in_str || depth > 0;
 }
 
+/* The deepest nesting of objects and arrays in the first n bytes (strings skipped). */
+static int json_max_depth(const char *text, size_t n) {
+    int depth = 0, max = 0, in_str = 0, esc = 0;
+    for (size_t i = 0; i < n && text[i]; i++) {
+        char c = text[i];
+        if (in_str) {
+            if (esc) esc = 0;
+            else if (c == '\\') esc = 1;
+            else if (c == '"') in_str = 0;
+        } else if (c == '"') in_str = 1;
+        else if (c == '{' || c == '[') max = ++depth > max ? depth : max;
+        else if (c == '}' || c == ']') depth--;
+    }
+    return max;
+}
+
 xf_status json_parse(const char *text, const char *ctx, cJSON **out) {
     *out = NULL;
     const char *end = NULL;
@@ -49,6 +65,9 @@ xf_status json_parse(const char *text, const char *ctx, cJSON **out) {
         int line = 1;
         for (size_t i = 0; i < off && i < len; i++)
             if (text[i] == '\n') line++;
+        if (json_max_depth(text, off + 1) > CJSON_NESTING_LIMIT)
+            return xf_errorf(XF_EPARSE, "%s: JSON nested too deeply (more than %d levels of objects and arrays at byte %zu)", ctx,
+                             CJSON_NESTING_LIMIT, off);
         if (off >= len || json_looks_truncated(text))
             return xf_errorf(XF_EPARSE, "%s: JSON is truncated (ends at byte %zu before the document is complete)", ctx, len);
         return xf_errorf(XF_EPARSE, "%s: invalid JSON at line %d (byte %zu)", ctx, line, off);
@@ -62,6 +81,8 @@ xf_status json_parse_len(const char *text, size_t len, const char *ctx, cJSON **
     *out = cJSON_ParseWithLength(text, len);
     if (*out) return XF_OK;
     if (g_json_alloc_failed) return xf_errorf(XF_ENOMEM, "%s: out of memory parsing JSON", ctx);
+    if (json_max_depth(text, len) > CJSON_NESTING_LIMIT)
+        return xf_errorf(XF_EPARSE, "%s: not valid JSON (nested more than %d levels deep)", ctx, CJSON_NESTING_LIMIT);
     return xf_errorf(XF_EPARSE, "%s: not valid JSON", ctx);
 }
 
@@ -148,8 +169,21 @@ xf_status json_get_bool(const cJSON *obj, const char *key, const char *ctx, int 
     return XF_OK;
 }
 
+cJSON *json_exact_number(double v) {
+    if (!isfinite(v)) return cJSON_CreateNull();
+    /* cJSON prints 15 significant digits whenever they read back within an epsilon, which loses
+     * the last bits (a record written, read and written again then differs): the shortest of
+     * %.15g, %.16g, %.17g that reads back as the same double. */
+    char buf[40];
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v) break;
+    }
+    return cJSON_CreateRaw(buf);
+}
+
 int json_add_number(cJSON *obj, const char *key, double v) {
-    cJSON *n = isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull();
+    cJSON *n = json_exact_number(v);
     if (!n) return 0;
     if (!cJSON_AddItemToObject(obj, key, n)) {
         cJSON_Delete(n);

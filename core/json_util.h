@@ -30,7 +30,11 @@ xf_status json_opt_int(const cJSON *obj, const char *key, const char *ctx, int64
 xf_status json_opt_string(const cJSON *obj, const char *key, const char *ctx, char *buf, size_t len, int *present);
 xf_status json_opt_bool(const cJSON *obj, const char *key, const char *ctx, int *out, int *present);
 
-/* Adds a number; non-finite values become null (JSON has no NaN). Returns 0 on OOM. */
+/* A number item printed exactly (it reads back as the same double); non-finite values become
+ * null (JSON has no NaN). NULL on OOM; the caller owns it (cJSON_Delete or add it). */
+cJSON *json_exact_number(double v);
+
+/* Adds json_exact_number(v) under key. Returns 0 on OOM. */
 int json_add_number(cJSON *obj, const char *key, double v);
 
 #endif

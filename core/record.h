@@ -147,6 +147,10 @@ typedef struct record {
     record_advice advice[RECORD_MAX_ADVICE]; /* (n_advice) ranked, best first; written as "advice" */
 } record;
 
+/* The kinds a record can be, for messages; record_kind_known() says whether a kind is one. */
+#define RECORD_KINDS "predict, run, kv, sweep or import"
+int record_kind_known(const char *kind);
+
 /* Zeroes *r and sets version and tool version. */
 void record_init(record *r, const char *kind);
 

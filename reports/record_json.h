@@ -8,7 +8,11 @@
 
 #include "core/record.h"
 
-/* Serializes the record; caller frees the returned text with free(). NULL on OOM. */
+/* Serializes the record into *out (caller frees with free()). XF_ENOMEM, or XF_EINVAL naming the
+ * field when a figure is not finite (the schema has a number there: nothing is written then). */
+xf_status record_json_text(const record *r, char **out);
+
+/* record_json_text without the status: NULL on any failure (the message is in xf_error_msg()). */
 char *record_to_json(const record *r);
 
 /* Parses a record text into *r (record_init'ed by this call; free with record_free, also on
