@@ -122,4 +122,20 @@ EOF
 XFPROF_TEST_MEM_AVAILABLE=10000000 expect_rc 2 "run refuses a model larger than the memory available" "$XF" run --reps 1 --warmup 0 --prompt 4 --gen 1 --threads 1
 has "$TMP/err" "available now" "the message says available, with the total"
 
+# ---- item 4: kv --requests within what the machine can do, progress on a terminal ----
+start=$(date +%s)
+expect_rc 2 "kv --requests 100000000 is refused" "$XF" kv --model stories15m --requests 100000000
+[ $(($(date +%s) - start)) -lt 10 ] && ok "refused at once" || bad "took $(($(date +%s) - start)) s to refuse"
+has "$TMP/err" "at most 10000000 here" "the message gives the limit"
+has "$TMP/err" "bytes while it is simulated" "the message says what each request holds"
+XFPROF_TEST_MEM_AVAILABLE=100000000 expect_rc 2 "kv --requests 1000000 with 95 MiB available is refused" "$XF" kv --model stories15m --requests 1000000
+has "$TMP/err" "at most 568181 here" "the limit follows the memory available"
+if command -v script >/dev/null; then
+    script -qc "'$XF' kv --model stories15m --requests 100000 --policy paged:16" /dev/null >"$TMP/tty.out" 2>&1
+    tr '\r' '\n' <"$TMP/tty.out" | grep -q "requests done | elapsed .* | ETA" && ok "kv: a progress line with ETA on a terminal" ||
+        bad "kv: no progress line on a terminal: $(head -c 200 "$TMP/tty.out")"
+fi
+"$XF" kv --model stories15m --requests 60000 --policy paged:16 >/dev/null 2>"$TMP/notty.err"
+grep -q "ETA" "$TMP/notty.err" && bad "kv: progress line written to a file" || ok "kv: no progress line when stderr is not a terminal"
+
 exit $fail
