@@ -31,6 +31,7 @@
 #include "sweep_grid.h"
 #include "signals.h"
 #include "sweep_line.h"
+#include "sweep_store.h"
 
 static const char *CMD = "sweep";
 
@@ -284,8 +285,8 @@ static xf_status append_line(int fd, const char *path, const char *line, size_t 
 
 /* Reads the JSONL for --resume: every complete line must be valid (else XF_EINVAL naming it); a
  * last line without its newline is an interrupted write, dropped (the file is cut back to the end
- * of the last complete line). Points whose key is in the grid are moved into recs[] (done[i]=1). */
-static xf_status resume_load(int fd, const char *path, const sweep_param *ps, int64_t n, record *recs, unsigned char *done,
+ * of the last complete line). Points whose key is in the grid go into the store (done[i]=1). */
+static xf_status resume_load(int fd, const char *path, const sweep_param *ps, int64_t n, sweep_store *store, unsigned char *done,
                              int64_t *n_resumed, off_t *good) {
     *n_resumed = 0;
     *good = 0;
@@ -323,7 +324,11 @@ static xf_status resume_load(int fd, const char *path, const sweep_param *ps, in
             dups++;
             record_free(&r);
         } else {
-            recs[i] = r;
+            if ((s = sweep_store_put(store, ps, i, &r)) != XF_OK) {
+                record_free(&r);
+                free(text);
+                return s;
+            }
             done[i] = 1;
             (*n_resumed)++;
         }
@@ -351,34 +356,6 @@ static void sanitize(const char *s, char *out, size_t len) {
                        ? *c
                        : '_';
     out[j] = '\0';
-}
-
-/* Moves the points of group (model, device) from recs into one record, in grid order. */
-static xf_status assemble(const sweep_param *ps, int64_t n, record *recs, const unsigned char *done, int model, int dev,
-                          record *out) {
-    record_init(out, "sweep");
-    int first = 1;
-    for (int64_t i = 0; i < n; i++) {
-        if (!done[i] || ps[i].model != model || ps[i].device != dev) continue;
-        record *src = &recs[i];
-        if (first) {
-            out->model = src->model;
-            out->model_params = src->model_params;
-            out->kv_bytes_per_token = src->kv_bytes_per_token;
-            out->device = src->device;
-            out->ceilings_measured = src->ceilings_measured;
-            out->n_env = src->n_env;
-            memcpy(out->env, src->env, sizeof out->env);
-            snprintf(out->created, sizeof out->created, "%s", src->created);
-            first = 0;
-        }
-        record_point *p = record_add_point(out);
-        if (!p) return xf_errorf(XF_ENOMEM, "out of memory assembling the sweep record");
-        *p = src->points[0];
-        memset(&src->points[0], 0, sizeof src->points[0]); /* ownership moved */
-    }
-    record_stamp_time(out);
-    return XF_OK;
 }
 
 static const char *group_path(const char *path, const char *model, const char *dev, char *buf, size_t len) {
@@ -489,14 +466,18 @@ int cmd_sweep(int argc, char **argv) {
         return cli_fail(CMD, s);
     }
     sweep_ctx ctx = {&g, NULL, NULL, "/proc/self/exe", NULL};
-    record *recs = calloc((size_t)n, sizeof *recs);
+    sweep_store store;
+    memset(&store, 0, sizeof store);
+    store.spool = -1;
+    record cur; /* the point being run */
+    record_init(&cur, "sweep");
     unsigned char *done = calloc((size_t)n, 1);
     ctx.cfgs = calloc((size_t)g.n_models, sizeof *ctx.cfgs);
     ctx.devs = calloc((size_t)g.n_devices, sizeof *ctx.devs);
     int fd = -1;
     off_t good = 0;
     int64_t n_resumed = 0, n_done = 0;
-    if (!recs || !done || !ctx.cfgs || !ctx.devs) {
+    if (!done || !ctx.cfgs || !ctx.devs) {
         s = xf_errorf(XF_ENOMEM, "out of memory for %lld points", (long long)n);
         goto fail;
     }
@@ -505,6 +486,10 @@ int cmd_sweep(int argc, char **argv) {
     for (int i = 0; g.predict && i < g.n_devices; i++)
         if ((s = device_lookup(g.devices[i], g.device_file, &ctx.devs[i]))) goto fail;
     ctx.tmpdir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    /* JSON out: points stream through the store's spool and memory stays flat; a text rendering,
+     * --report or --trace need every op in memory. */
+    int full = out.format != RENDER_JSON || out.report || out.trace;
+    if ((s = sweep_store_init(&store, ps, n, g.n_devices, full, ctx.tmpdir, out.path))) goto fail;
     if (!g.predict) {
         /* The measured path is `xfprof run`: say so plainly when this build has none. */
         int have_run = 0;
@@ -530,7 +515,7 @@ int cmd_sweep(int argc, char **argv) {
             goto fail;
         }
         if (resume) {
-            if ((s = resume_load(fd, jsonl, ps, n, recs, done, &n_resumed, &good))) goto fail;
+            if ((s = resume_load(fd, jsonl, ps, n, &store, done, &n_resumed, &good))) goto fail;
             fprintf(stderr, "xfprof %s: resuming: %lld of %lld points already in %s\n", CMD, (long long)n_resumed, (long long)n, jsonl);
         } else if (st.st_size > 0) {
             s = xf_errorf(XF_EINVAL, "%s already holds points: add --resume to continue that sweep, or remove the file", jsonl);
@@ -554,10 +539,9 @@ int cmd_sweep(int argc, char **argv) {
                     (long long)n, e1, e2);
             fflush(stderr);
         }
-        s = g.predict ? predict_one(&ctx, &ps[i], &recs[i]) : run_one(&ctx, &ps[i], &recs[i]);
+        record_free(&cur);
+        s = g.predict ? predict_one(&ctx, &ps[i], &cur) : run_one(&ctx, &ps[i], &cur);
         if (s && cli_signal_pending()) { /* Ctrl-C reached the runner too: this point is lost, the others are kept */
-            record_free(&recs[i]);
-            memset(&recs[i], 0, sizeof recs[i]);
             s = XF_OK;
             break;
         }
@@ -568,7 +552,7 @@ int cmd_sweep(int argc, char **argv) {
         }
         if (fd >= 0) {
             size_t len;
-            char *line = sweep_line_make(ps[i].key, &recs[i], &len);
+            char *line = sweep_line_make(ps[i].key, &cur, &len);
             if (!line) {
                 s = xf_errorf(XF_ENOMEM, "out of memory writing a sweep line");
                 goto fail;
@@ -577,6 +561,7 @@ int cmd_sweep(int argc, char **argv) {
             free(line);
             if (s) goto fail;
         }
+        if ((s = sweep_store_put(&store, ps, i, &cur))) goto fail;
         done[i] = 1;
         finished++;
     }
@@ -593,20 +578,26 @@ int cmd_sweep(int argc, char **argv) {
     for (int im = 0; im < g.n_models && rc == CLI_EXIT_OK; im++)
         for (int id = 0; id < g.n_devices && rc == CLI_EXIT_OK; id++) {
             record rec;
-            if ((s = assemble(ps, n, recs, done, im, id, &rec))) {
+            int64_t *idx = NULL;
+            if ((s = sweep_store_assemble(&store, ps, done, im, id, &rec, &idx)) ||
+                (rec.n_points > 0 && (s = advice_record(&rec)))) {
                 record_free(&rec);
-                goto fail;
-            }
-            if (rec.n_points > 0 && (s = advice_record(&rec))) {
-                record_free(&rec);
+                free(idx);
                 goto fail;
             }
             cli_output o = out;
             char path[4096];
             if (out.path && strcmp(out.path, "-") != 0 && g.n_models * g.n_devices > 1)
                 o.path = group_path(out.path, g.models[im], g.devices[id], path, sizeof path);
-            rc = cli_output_write(CMD, &rec, &o);
+            if (full) {
+                rc = cli_output_write(CMD, &rec, &o);
+            } else if ((s = sweep_store_save(&store, &rec, idx, o.path)) != XF_OK) {
+                rc = cli_fail(CMD, s);
+            } else if (o.path && strcmp(o.path, "-") != 0) {
+                fprintf(stderr, "xfprof %s: wrote the record to %s\n", CMD, o.path);
+            }
             record_free(&rec);
+            free(idx);
         }
     goto cleanup;
 usage:
@@ -617,8 +608,8 @@ fail:
     rc = cli_fail(CMD, s);
 cleanup:
     if (fd >= 0) close(fd);
-    for (int64_t i = 0; recs && i < n; i++) record_free(&recs[i]);
-    free(recs);
+    record_free(&cur);
+    sweep_store_free(&store);
     free(done);
     free(ctx.cfgs);
     free(ctx.devs);

@@ -712,3 +712,49 @@ xf_status record_save(const record *r, const char *path) {
     free(text);
     return s;
 }
+
+xf_status record_point_json_text(const record_point *p, char **out) {
+    *out = NULL;
+    cJSON *o = point_to_json(p);
+    if (!o) return xf_errorf(XF_ENOMEM, "out of memory writing a point");
+    char where[512];
+    if (find_null(o, "point", where, sizeof where)) {
+        cJSON_Delete(o);
+        return xf_errorf(XF_EINVAL, "%s is not a finite number (infinite or NaN, computed from the inputs); nothing was written", where);
+    }
+    *out = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return *out ? XF_OK : xf_errorf(XF_ENOMEM, "out of memory writing a point");
+}
+
+xf_status record_save_stream(const record *r, int64_t n_points, record_point_text_fn point_text, void *ctx, const char *path) {
+    record head = *r; /* shallow: the header alone, its points written from point_text */
+    head.n_points = 0;
+    head.points = NULL;
+    char *text = NULL;
+    xf_status s = record_json_text(&head, &text);
+    if (s) return s;
+    /* "points":[] is the top-level key: every string's quotes are escaped, so it cannot appear
+     * inside a value. */
+    char *at = strstr(text, "\"points\":[]");
+    if (!at) {
+        free(text);
+        return xf_errorf(XF_EINVAL, "record writer: no points array in the header");
+    }
+    size_t pre = (size_t)(at - text) + strlen("\"points\":[");
+    file_stream fs;
+    if (file_stream_open(&fs, path) == XF_OK) {
+        file_stream_write(&fs, text, pre);
+        for (int64_t j = 0; j < n_points && fs.status == XF_OK; j++) {
+            const char *pt;
+            size_t len;
+            if ((fs.status = point_text(ctx, j, &pt, &len)) != XF_OK) break;
+            if (j) file_stream_write(&fs, ",", 1);
+            file_stream_write(&fs, pt, len);
+        }
+        file_stream_write(&fs, text + pre, strlen(text + pre));
+        file_stream_write(&fs, "\n", 1);
+    }
+    free(text);
+    return file_stream_close(&fs);
+}

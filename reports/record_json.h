@@ -26,4 +26,16 @@ xf_status record_load(const char *path, record *r);
  * to stdout when path is NULL or "-". */
 xf_status record_save(const record *r, const char *path);
 
+/* One point as JSON text (the form it takes in "points"); caller frees *out. XF_EINVAL naming
+ * the field when a figure is not finite. */
+xf_status record_point_json_text(const record_point *p, char **out);
+
+/* A record whose points are too many to hold: r gives everything but the points (its own points
+ * are ignored; n_points of them are written), and point_text(ctx, j, &text, &len) gives the JSON of
+ * point j (from record_point_json_text; the callback keeps ownership, valid until the next call).
+ * Written as record_save does, piece by piece: the bytes are those of record_save of the whole
+ * record. */
+typedef xf_status (*record_point_text_fn)(void *ctx, int64_t j, const char **text, size_t *len);
+xf_status record_save_stream(const record *r, int64_t n_points, record_point_text_fn point_text, void *ctx, const char *path);
+
 #endif
