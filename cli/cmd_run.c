@@ -86,6 +86,9 @@ static void help(void) {
            "  --report FILE     also write the HTML report\n"
            "  --trace FILE      also write the Chrome trace (Perfetto) of the measured steps\n"
            "  -o FILE saves the record (JSON) there; stdout still gets the --format rendering.\n\n"
+           "Ctrl-C (or SIGTERM) once: the repetition being measured finishes, what is complete is written and\n"
+           "the record is marked partial (\"partial\": true and why), exit status 130 (143); a second Ctrl-C\n"
+           "stops at once and writes nothing.\n"
            "Ceilings: the machine file ($XFPROF_MACHINE_FILE or ~/.cache/xfprof/machine.json, made by 'xfprof\n"
            "machine'); without one a quick measurement runs first. A model whose weights fit in the last-level\n"
            "cache is judged against the in-cache bandwidth.\n",
@@ -952,7 +955,7 @@ int cmd_run(int argc, char **argv) {
     rec.model_params = config_param_count(&cfg);
     rec.device = ctx.dev;
     rec.ceilings_measured = cuda ? from_file : 1; /* CPU: the machine file or a quick measurement */
-    /* Ctrl-C / SIGTERM: the point being measured finishes, every completed point is written. */
+    /* Ctrl-C / SIGTERM: the repetition being measured finishes, what is complete is written (partial). */
     cli_signals_install();
     for (int ib = 0; ib < nb && !cli_signal_pending(); ib++)
         for (int ip = 0; ip < np && !cli_signal_pending(); ip++)

@@ -66,7 +66,9 @@ static void help(void) {
            "LIST: comma list and ranges: 1,2,4..64 (doubling) | 128..2048*2 | 0..512+128. All combinations run.\n"
            "Progress (point i of n, elapsed, ETA) goes to stderr when it is a terminal. Ctrl-C or SIGTERM\n"
            "finishes the point being written, keeps every finished point and exits with status 130 / 143;\n"
-           "rerun the same command with --resume to complete the sweep.\n\n"
+           "rerun the same command with --resume to complete the sweep. A second Ctrl-C stops at once.\n"
+           "With JSON output (-o FILE) the points stream through a temporary file in $TMPDIR and memory\n"
+           "stays flat however many points; --format table/csv/md, --report and --trace hold every op.\n\n"
            "Example: xfprof sweep --predict --model llama-2-7b --device h100-sxm --batch 1..64 --prompt 128..2048*4 \\\n"
            "           --jsonl sweep.jsonl -o sweep.json && xfprof report sweep.json -o sweep.html\n",
            cli_output_help);
@@ -240,6 +242,8 @@ static xf_status run_one(sweep_ctx *c, const sweep_param *p, record *out) {
     unlink(tmp);
     cleanup_forget(tmp);
     if (s) return s;
+    /* stopped by Ctrl-C inside its repetitions: not a complete point, --resume runs it again */
+    if (out->partial) return xf_errorf(XF_EIO, "'xfprof run' for this point was interrupted: %s", out->partial_reason);
     if (out->n_points != 1) return xf_errorf(XF_EINVAL, "'xfprof run' wrote %d points for one combination", out->n_points);
     snprintf(out->kind, sizeof out->kind, "sweep");
     return test_slow_op(out);
