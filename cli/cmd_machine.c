@@ -88,7 +88,7 @@ static int machine_cuda(const char *cmd, int ordinal, const char *out, int save,
             /* -o FILE: its folder must exist, as for every command (only the default location's
              * folders are created); checked before the measurement, not after it */
             if ((s = file_check_parent(path)) != XF_OK) return cli_fail(cmd, s);
-        } else if ((s = cli_gpu_machine_path(path, sizeof path)) != XF_OK) {
+        } else if ((s = ceilings_gpu_machine_path(path, sizeof path)) != XF_OK) {
             return cli_fail(cmd, s);
         }
     }
@@ -130,7 +130,7 @@ int cmd_machine(int argc, char **argv) {
         } else if (!strcmp(a, "--threads")) {
             if (!has_val) return cli_usage_error(cmd, "--threads needs a value");
             int64_t v;
-            xf_status s = args_int("--threads", argv[++i], 1, 1024, &v);
+            xf_status s = args_flag_int("--threads", argv[++i], &v);
             if (s != XF_OK) return cli_fail(cmd, s);
             o.threads = (int)v;
         } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {

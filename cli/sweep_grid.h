@@ -9,10 +9,12 @@
 #include "core/device.h"
 #include "core/dtype.h"
 #include "reference_model/config.h"
-#include "reference_model/workload.h"
+#include "core/workload.h"
+#include "reference_model/kv_cache.h"
 
 #define SWEEP_MAX_POINTS 100000
 #define SWEEP_KEY_LEN 640
+#define SWEEP_MAX_POLICIES 64
 
 typedef struct sweep_grid {
     int predict;              /* 1: cost model; 0: measured through `xfprof run` */
@@ -25,15 +27,16 @@ typedef struct sweep_grid {
     int n_batch, n_prompt, n_gen, n_threads;
     xf_dtype wd[XF_DTYPE_COUNT * 4], ad[XF_DTYPE_COUNT * 4], kv[XF_DTYPE_COUNT * 4];
     int n_wd, n_ad, n_kv;     /* n_ad / n_kv 0: derived from the weights (as predict does) */
-    char **policies;          /* (n_policies) canonical kv policy names */
+    char **policies;          /* (n_policies) canonical kv policy names (the point keys) */
     int n_policies;
+    kv_policy policy[SWEEP_MAX_POLICIES]; /* (n_policies) the same, typed: what the runner gets */
     int64_t group;            /* int8/int4 elements per scale, 0 = default */
     int reps;                 /* measured repetitions (default 5) */
     int warmup;               /* 1 warm-up repetition, 0 with --no-warmup */
 } sweep_grid;
 
 /* Defaults: predict 0, model stories15m, device h100-sxm (predict) or cpu (measured, set at
- * expansion), batch 1, prompt 128, gen 32, wdtype bf16 (predict) / fp32 (measured), threads 0
+ * expansion), batch 1, prompt and gen from core/limits.h (128, 128), wdtype bf16 (predict) / fp32 (measured), threads 0
  * (all), policy paged:16, reps 5, warm-up 1. */
 void sweep_grid_init(sweep_grid *g);
 void sweep_grid_free(sweep_grid *g); /* NULL is fine */
