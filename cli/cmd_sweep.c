@@ -29,6 +29,7 @@
 #include "runner/runner.h"
 #include "sweep_grid.h"
 #include "signals.h"
+#include "probes/timer.h"
 #include "sweep_file.h"
 #include "sweep_store.h"
 #include "sweep_line.h"
@@ -72,12 +73,6 @@ static void help(void) {
            "Example: xfprof sweep --predict --model llama-2-7b --device h100-sxm --batch 1..64 --prompt 128..2048*4 \\\n"
            "           --jsonl sweep.jsonl -o sweep.json && xfprof report sweep.json -o sweep.html\n",
            cli_output_help);
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* ---------- one point ---------- */
@@ -281,21 +276,11 @@ int cmd_sweep(int argc, char **argv) {
     }
     cli_signals_install();
     int tty = isatty(STDERR_FILENO);
-    double t0 = now_s();
+    double t0 = timer_now_s();
     int64_t todo = n - n_resumed, finished = 0;
     for (int64_t i = 0; i < n && !cli_signal_pending(); i++) {
         if (done[i]) continue;
-        if (tty) {
-            double el = now_s() - t0;
-            double eta = finished > 0 ? el / (double)finished * (double)(todo - finished) : NAN;
-            char e1[32], e2[32];
-            snprintf(e1, sizeof e1, "%.1f s", el);
-            if (isfinite(eta)) snprintf(e2, sizeof e2, "%.1f s", eta);
-            else snprintf(e2, sizeof e2, "?");
-            fprintf(stderr, "\r\033[Kxfprof sweep: point %lld of %lld | elapsed %s | ETA %s", (long long)(n_resumed + finished + 1),
-                    (long long)n, e1, e2);
-            fflush(stderr);
-        }
+        if (tty) sweep_progress(n_resumed + finished + 1, n, timer_now_s() - t0, finished, todo);
         record_free(&cur);
         s = g.predict ? predict_one(&ctx, &ps[i], &cur) : run_one(&ctx, &ps[i], &cur);
         if (s && cli_signal_pending()) { /* Ctrl-C inside the point: it is lost, the others are kept */
