@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -18,6 +20,7 @@
 #include "core/fileio.h"
 #include "core/record.h"
 #include "core/record_kv.h"
+#include "core/sysmem.h"
 #include "core/units.h"
 #include "reference_model/config.h"
 #include "reference_model/cost_model.h"
@@ -49,7 +52,8 @@ static void help(void) {
            "  --kv-policy LIST   reserve, pow2, oracle, paged, paged:B (default " DEF_POLICIES ");\n"
            "                     --policy is the old spelling, still accepted\n"
            "  --rate R           Poisson arrivals, requests/s; inf = all at time 0 (default inf)\n"
-           "  --requests N       synthetic requests (default 1000)\n"
+           "  --requests N       synthetic requests (default 1000; at most 10000000, and no more than half the\n"
+           "                     memory available holds at 88 bytes each); a progress line with ETA on a terminal\n"
            "  --prompt-dist D    prompt lengths: fixed:N, uniform:LO:HI, normal:MEAN:STD, lognormal:MU:SIGMA\n"
            "                     (length = e^(MU + SIGMA z)); default " DEF_PROMPT " (ShareGPT-like)\n"
            "  --output-dist D    output lengths, same forms (default " DEF_OUTPUT ", ShareGPT-like)\n"
@@ -85,6 +89,50 @@ static double trace_mean(const sim_trace *t, int output) {
 static int parse_dtype_flag(const char *flag, const char *s, xf_dtype *out) {
     if (dtype_parse(s, out) != XF_OK) return cli_usage_error(CMD, "%s: %s", flag, xf_error_msg());
     return 0;
+}
+
+/* --requests: the simulation holds sim_bytes_per_request() bytes per request while it runs; at
+ * most half the memory available now, and never more than KV_MAX_REQUESTS (docs/robustness.md has
+ * the time it takes). */
+#define KV_MAX_REQUESTS 10000000LL
+static int check_requests(int64_t n) {
+    int64_t per = sim_bytes_per_request(), avail = sysmem_available_bytes();
+    int64_t fit = avail > 0 ? avail / 2 / per : KV_MAX_REQUESTS;
+    int64_t lim = fit < KV_MAX_REQUESTS ? fit : KV_MAX_REQUESTS;
+    if (n <= lim) return 0;
+    char a[24], b[24];
+    units_bytes((double)n * (double)per, a, sizeof a);
+    units_bytes((double)avail, b, sizeof b);
+    return cli_usage_error(CMD,
+                           "--requests %lld: at most %lld here: each request holds %lld bytes while it is simulated (%s for %lld), "
+                           "the bound is half the %s available now, and %lld requests in any case; simulate fewer requests, or a "
+                           "--trace-file sample of yours",
+                           (long long)n, (long long)lim, (long long)per, a, (long long)n, b, KV_MAX_REQUESTS);
+}
+
+/* The progress line on a terminal: policy i of n, requests completed, elapsed, ETA. */
+typedef struct kv_progress {
+    const char *policy;
+    int index, count;
+    double t0, last;
+} kv_progress;
+
+static double kv_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void kv_progress_print(void *ctx, int64_t done, int64_t n) {
+    kv_progress *p = ctx;
+    double now = kv_now_s(), el = now - p->t0;
+    if (now - p->last < 0.2) return; /* five lines a second at most */
+    p->last = now;
+    char eta[32] = "?";
+    if (done > 0) snprintf(eta, sizeof eta, "%.0f s", el / (double)done * (double)(n - done));
+    fprintf(stderr, "\r\033[Kxfprof kv: policy %s (%d of %d): %lld of %lld requests done | elapsed %.1f s | ETA %s", p->policy,
+            p->index + 1, p->count, (long long)done, (long long)n, el, eta);
+    fflush(stderr);
 }
 
 int cmd_kv(int argc, char **argv) {
@@ -133,7 +181,8 @@ int cmd_kv(int argc, char **argv) {
             break;
         case O_REQ:
             synth_given = 1;
-            if (args_int("--requests", optarg, 1, 100000000, &n_req) != XF_OK) return cli_usage_error(CMD, "%s", xf_error_msg());
+            if (args_int("--requests", optarg, 1, INT64_MAX / 2, &n_req) != XF_OK) return cli_usage_error(CMD, "%s", xf_error_msg());
+            if ((rc = check_requests(n_req))) return rc;
             break;
         case O_PDIST: pdist_s = optarg; dist_given = 1; break;
         case O_ODIST: odist_s = optarg; dist_given = 1; break;
@@ -272,6 +321,7 @@ int cmd_kv(int argc, char **argv) {
         sim_dist_format(&pd, kv->prompt_dist, sizeof kv->prompt_dist);
         sim_dist_format(&od, kv->output_dist, sizeof kv->output_dist);
     }
+    int tty = isatty(STDERR_FILENO);
     for (int i = 0; i < n_pol; i++) {
         sim_config sc;
         memset(&sc, 0, sizeof sc);
@@ -287,7 +337,14 @@ int cmd_kv(int argc, char **argv) {
         sc.max_series = (int)n_series;
         sc.step_time = sim_cost_step_time;
         sc.step_ctx = cost;
+        char pname[32];
+        kv_progress prog = {kv_policy_name(&pols[i], pname, sizeof pname), i, n_pol, kv_now_s(), 0};
+        if (tty) {
+            sc.progress = kv_progress_print;
+            sc.progress_ctx = &prog;
+        }
         s = sim_run(&sc, &tr, &kv->policies[i]);
+        if (tty) fprintf(stderr, "\r\033[K");
         if (s) {
             char name[32];
             xf_error_prefix(s, "policy %s: ", kv_policy_name(&pols[i], name, sizeof name));

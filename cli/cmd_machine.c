@@ -8,6 +8,7 @@
 
 #include "args.h"
 #include "cli.h"
+#include "core/fileio.h"
 #include "cuda_cli.h"
 #include "probes/ceilings.h"
 #include "probes/gpu_ceilings.h"
@@ -84,6 +85,9 @@ static int machine_cuda(const char *cmd, int ordinal, const char *out, int save,
     if (save) {
         if (out) {
             if ((size_t)snprintf(path, sizeof path, "%s", out) >= sizeof path) return cli_usage_error(cmd, "-o: path too long");
+            /* -o FILE: its folder must exist, as for every command (only the default location's
+             * folders are created); checked before the measurement, not after it */
+            if ((s = file_check_parent(path)) != XF_OK) return cli_fail(cmd, s);
         } else if ((s = ceilings_gpu_machine_path(path, sizeof path)) != XF_OK) {
             return cli_fail(cmd, s);
         }
@@ -157,17 +161,20 @@ int cmd_machine(int argc, char **argv) {
     }
     if (cuda) return machine_cuda(cmd, ordinal, out, save, format);
     char path[4096];
+    xf_status s;
     if (save) {
         if (out) {
             if ((size_t)snprintf(path, sizeof path, "%s", out) >= sizeof path) return cli_usage_error(cmd, "-o: path too long");
+            /* -o FILE: its folder must exist, as for every command (only the default location's
+             * folders are created); checked before the measurement, not after it */
+            if ((s = file_check_parent(path)) != XF_OK) return cli_fail(cmd, s);
         } else {
-            xf_status s = ceilings_machine_path(path, sizeof path);
-            if (s != XF_OK) return cli_fail(cmd, s);
+            if ((s = ceilings_machine_path(path, sizeof path)) != XF_OK) return cli_fail(cmd, s);
         }
     }
     fprintf(stderr, "xfprof machine: measuring with %d threads%s (a few seconds)...\n", o.threads, o.quick ? ", quick" : "");
     ceilings_result r;
-    xf_status s = ceilings_measure(&o, &r);
+    s = ceilings_measure(&o, &r);
     if (s != XF_OK) return cli_fail(cmd, s);
     device_spec d;
     ceilings_to_device(&r, &d);

@@ -72,6 +72,9 @@ static void help(void) {
            "                    format xfprof-tokens), from one more untimed repetition\n"
            "  --save-logits     with --save-tokens: each step's last-position logits too (vocab floats per sequence)\n"
            "  -o FILE saves the record (JSON) there; stdout still gets the --format rendering.\n\n"
+           "Ctrl-C (or SIGTERM) once: the repetition being measured finishes, what is complete is written and\n"
+           "the record is marked partial (\"partial\": true and why), exit status 130 (143); a second Ctrl-C\n"
+           "stops at once and writes nothing.\n\n"
            "Ceilings: the machine file ($XFPROF_MACHINE_FILE or ~/.cache/xfprof/machine.json, made by 'xfprof\n"
            "machine'); without one a quick measurement runs first. A model whose weights fit in the last-level\n"
            "cache is judged against the in-cache bandwidth.\n",
@@ -235,7 +238,7 @@ int cmd_run(int argc, char **argv) {
     pl.batch = batches;
     pl.prompt = prompts;
     pl.gen = gens;
-    pl.stop = cli_signal_pending; /* Ctrl-C / SIGTERM: the point being measured finishes, every completed one is written */
+    pl.stop = cli_signal_pending; /* Ctrl-C / SIGTERM: the repetition being measured finishes, what is complete is written (partial) */
     run_tokens toks;
     run_tokens_init(&toks, &pl.cfg, save_logits);
     if (tokens_path) {
@@ -253,8 +256,8 @@ int cmd_run(int argc, char **argv) {
         goto out;
     }
     if (notes.stopped_by)
-        fprintf(stderr, "xfprof run: interrupted by %s: writing the %d completed point(s) of %d\n", cli_signal_name(notes.stopped_by),
-                rec.n_points, notes.points_planned);
+        fprintf(stderr, "xfprof run: interrupted by %s: writing what is complete, marked partial: %s\n",
+                cli_signal_name(notes.stopped_by), rec.partial_reason);
     rc = cli_output_write(CMD, &rec, &out);
     if (tokens_path && rc == CLI_EXIT_OK) {
         if ((s = run_tokens_write(&toks, tokens_path))) rc = cli_fail(CMD, s);

@@ -31,6 +31,7 @@
 #include "signals.h"
 #include "probes/timer.h"
 #include "sweep_file.h"
+#include "sweep_store.h"
 #include "sweep_line.h"
 
 static const char *CMD = "sweep";
@@ -64,8 +65,11 @@ static void help(void) {
            "devices writes one record per model and device: FILE with -MODEL-DEVICE before its extension.\n\n"
            "LIST: comma list and ranges: 1,2,4..64 (doubling) | 128..2048*2 | 0..512+128. All combinations run.\n"
            "Progress (point i of n, elapsed, ETA) goes to stderr when it is a terminal. Ctrl-C or SIGTERM\n"
-           "finishes the point being written, keeps every finished point and exits with status 130 / 143;\n"
-           "rerun the same command with --resume to complete the sweep.\n\n"
+           "keeps every finished point and exits with status 130 / 143 (a measured point stops after its\n"
+           "current repetition and is not kept); rerun the same command with --resume to complete the\n"
+           "sweep. A second Ctrl-C stops at once. With JSON output (-o FILE) the points stream through a\n"
+           "temporary file in $TMPDIR and memory stays flat however many points; --format table/csv/md,\n"
+           "--report and --trace hold every op.\n\n"
            "Example: xfprof sweep --predict --model llama-2-7b --device h100-sxm --batch 1..64 --prompt 128..2048*4 \\\n"
            "           --jsonl sweep.jsonl -o sweep.json && xfprof report sweep.json -o sweep.html\n",
            cli_output_help);
@@ -114,7 +118,10 @@ static xf_status run_one(sweep_ctx *c, const sweep_param *p, record *out) {
     pl.reps = g->reps;
     pl.warmup = g->warmup;
     pl.quiet = 1; /* the sweep's own progress line stays readable */
+    pl.stop = cli_signal_pending; /* Ctrl-C: the repetition finishes, the point is not kept */
     if ((s = runner_run(&pl, out, NULL))) return s;
+    /* stopped inside its repetitions (or before it): not a complete point, --resume runs it again */
+    if (out->partial) return xf_errorf(XF_EIO, "this point was interrupted: %s", out->partial_reason);
     if (out->n_points != 1) return xf_errorf(XF_EINVAL, "the runner measured %d points for one combination", out->n_points);
     snprintf(out->kind, sizeof out->kind, "sweep");
     return sweep_test_slow_op(out);
@@ -220,14 +227,18 @@ int cmd_sweep(int argc, char **argv) {
         return cli_fail(CMD, s);
     }
     sweep_ctx ctx = {&g, NULL, NULL};
-    record *recs = calloc((size_t)n, sizeof *recs);
+    sweep_store store;
+    memset(&store, 0, sizeof store);
+    store.spool = -1;
+    record cur; /* the point being run */
+    record_init(&cur, "sweep");
     unsigned char *done = calloc((size_t)n, 1);
     ctx.cfgs = calloc((size_t)g.n_models, sizeof *ctx.cfgs);
     ctx.devs = calloc((size_t)g.n_devices, sizeof *ctx.devs);
     int fd = -1;
     off_t good = 0;
     int64_t n_resumed = 0, n_done = 0;
-    if (!recs || !done || !ctx.cfgs || !ctx.devs) {
+    if (!done || !ctx.cfgs || !ctx.devs) {
         s = xf_errorf(XF_ENOMEM, "out of memory for %lld points", (long long)n);
         goto fail;
     }
@@ -235,6 +246,11 @@ int cmd_sweep(int argc, char **argv) {
         if ((s = config_resolve(g.models[i], &ctx.cfgs[i]))) goto fail;
     for (int i = 0; g.predict && i < g.n_devices; i++)
         if ((s = device_lookup(g.devices[i], g.device_file, &ctx.devs[i]))) goto fail;
+    /* JSON out: points stream through the store's spool and memory stays flat; a text rendering,
+     * --report or --trace need every op in memory. */
+    int full = out.format != RENDER_JSON || out.report || out.trace;
+    const char *tmpdir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    if ((s = sweep_store_init(&store, ps, n, g.n_devices, full, tmpdir, out.path))) goto fail;
     if (jsonl) {
         fd = open(jsonl, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
         if (fd < 0) {
@@ -251,7 +267,7 @@ int cmd_sweep(int argc, char **argv) {
             goto fail;
         }
         if (resume) {
-            if ((s = sweep_resume_load(fd, jsonl, ps, n, recs, done, &n_resumed, &good))) goto fail;
+            if ((s = sweep_resume_load(fd, jsonl, ps, n, &store, done, &n_resumed, &good))) goto fail;
             fprintf(stderr, "xfprof %s: resuming: %lld of %lld points already in %s\n", CMD, (long long)n_resumed, (long long)n, jsonl);
         } else if (st.st_size > 0) {
             s = xf_errorf(XF_EINVAL, "%s already holds points: add --resume to continue that sweep, or remove the file", jsonl);
@@ -265,10 +281,9 @@ int cmd_sweep(int argc, char **argv) {
     for (int64_t i = 0; i < n && !cli_signal_pending(); i++) {
         if (done[i]) continue;
         if (tty) sweep_progress(n_resumed + finished + 1, n, timer_now_s() - t0, finished, todo);
-        s = g.predict ? predict_one(&ctx, &ps[i], &recs[i]) : run_one(&ctx, &ps[i], &recs[i]);
-        if (s && cli_signal_pending()) { /* Ctrl-C reached the runner too: this point is lost, the others are kept */
-            record_free(&recs[i]);
-            memset(&recs[i], 0, sizeof recs[i]);
+        record_free(&cur);
+        s = g.predict ? predict_one(&ctx, &ps[i], &cur) : run_one(&ctx, &ps[i], &cur);
+        if (s && cli_signal_pending()) { /* Ctrl-C inside the point: it is lost, the others are kept */
             s = XF_OK;
             break;
         }
@@ -279,7 +294,7 @@ int cmd_sweep(int argc, char **argv) {
         }
         if (fd >= 0) {
             size_t len;
-            char *line = sweep_line_make(ps[i].key, &recs[i], &len);
+            char *line = sweep_line_make(ps[i].key, &cur, &len);
             if (!line) {
                 s = xf_errorf(XF_ENOMEM, "out of memory writing a sweep line");
                 goto fail;
@@ -288,6 +303,7 @@ int cmd_sweep(int argc, char **argv) {
             free(line);
             if (s) goto fail;
         }
+        if ((s = sweep_store_put(&store, ps, i, &cur))) goto fail;
         done[i] = 1;
         finished++;
     }
@@ -304,20 +320,26 @@ int cmd_sweep(int argc, char **argv) {
     for (int im = 0; im < g.n_models && rc == CLI_EXIT_OK; im++)
         for (int id = 0; id < g.n_devices && rc == CLI_EXIT_OK; id++) {
             record rec;
-            if ((s = sweep_assemble(ps, n, recs, done, im, id, &rec))) {
+            int64_t *idx = NULL;
+            if ((s = sweep_store_assemble(&store, ps, done, im, id, &rec, &idx)) ||
+                (rec.n_points > 0 && (s = advice_record(&rec)))) {
                 record_free(&rec);
-                goto fail;
-            }
-            if (rec.n_points > 0 && (s = advice_record(&rec))) {
-                record_free(&rec);
+                free(idx);
                 goto fail;
             }
             cli_output o = out;
             char path[4096];
             if (out.path && strcmp(out.path, "-") != 0 && g.n_models * g.n_devices > 1)
                 o.path = sweep_group_path(out.path, g.models[im], g.devices[id], path, sizeof path);
-            rc = cli_output_write(CMD, &rec, &o);
+            if (full) {
+                rc = cli_output_write(CMD, &rec, &o);
+            } else if ((s = sweep_store_save(&store, &rec, idx, o.path)) != XF_OK) {
+                rc = cli_fail(CMD, s);
+            } else if (o.path && strcmp(o.path, "-") != 0) {
+                fprintf(stderr, "xfprof %s: wrote the record to %s\n", CMD, o.path);
+            }
             record_free(&rec);
+            free(idx);
         }
     goto cleanup;
 usage:
@@ -328,8 +350,8 @@ fail:
     rc = cli_fail(CMD, s);
 cleanup:
     if (fd >= 0) close(fd);
-    for (int64_t i = 0; recs && i < n; i++) record_free(&recs[i]);
-    free(recs);
+    record_free(&cur);
+    sweep_store_free(&store);
     free(done);
     free(ctx.cfgs);
     free(ctx.devs);

@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "probes/ceilings.h"
+#include "signals.h"
 
 static void print_help(FILE *f) {
     fprintf(f,
@@ -42,6 +43,9 @@ int main(int argc, char **argv) {
 #endif
         return CLI_EXIT_OK;
     }
+    /* Every command: a signal removes the temporaries before the process dies (run and sweep
+     * install their own two-step handling on top). */
+    cli_signals_install_default();
     /* The commands that time the CPU backend want its libraries set up for it. */
     if (strcmp(argv[1], "run") == 0 || strcmp(argv[1], "machine") == 0) ceilings_env_reexec(argc, argv);
     for (int i = 0; i < cli_command_count; i++)

@@ -1,6 +1,7 @@
 /* The sweep's files: the JSONL checkpoint (one fsync'ed line per finished point, --resume), the
  * final records (one per model and device), and the test-only slow-op hook. */
 #include "sweep_file.h"
+#include "sweep_store.h"
 
 #include <errno.h>
 #include <math.h>
@@ -101,9 +102,9 @@ xf_status sweep_append_line(int fd, const char *path, const char *line, size_t l
 
 /* Reads the JSONL for --resume: every complete line must be valid (else XF_EINVAL naming it); a
  * last line without its newline is an interrupted write, dropped (the file is cut back to the end
- * of the last complete line). Points whose key is in the grid are moved into recs[] (done[i]=1). */
-xf_status sweep_resume_load(int fd, const char *path, const sweep_param *ps, int64_t n, record *recs, unsigned char *done,
-                             int64_t *n_resumed, off_t *good) {
+ * of the last complete line). Points whose key is in the grid go into the store (done[i]=1). */
+xf_status sweep_resume_load(int fd, const char *path, const sweep_param *ps, int64_t n, sweep_store *store, unsigned char *done,
+                            int64_t *n_resumed, off_t *good) {
     *n_resumed = 0;
     *good = 0;
     char *text = NULL;
@@ -140,7 +141,11 @@ xf_status sweep_resume_load(int fd, const char *path, const sweep_param *ps, int
             dups++;
             record_free(&r);
         } else {
-            recs[i] = r;
+            if ((s = sweep_store_put(store, ps, i, &r)) != XF_OK) {
+                record_free(&r);
+                free(text);
+                return s;
+            }
             done[i] = 1;
             (*n_resumed)++;
         }
@@ -168,34 +173,6 @@ static void sanitize(const char *s, char *out, size_t len) {
                        ? *c
                        : '_';
     out[j] = '\0';
-}
-
-/* Moves the points of group (model, device) from recs into one record, in grid order. */
-xf_status sweep_assemble(const sweep_param *ps, int64_t n, record *recs, const unsigned char *done, int model, int dev,
-                          record *out) {
-    record_init(out, "sweep");
-    int first = 1;
-    for (int64_t i = 0; i < n; i++) {
-        if (!done[i] || ps[i].model != model || ps[i].device != dev) continue;
-        record *src = &recs[i];
-        if (first) {
-            out->model = src->model;
-            out->model_params = src->model_params;
-            out->kv_bytes_per_token = src->kv_bytes_per_token;
-            out->device = src->device;
-            out->ceilings_measured = src->ceilings_measured;
-            out->n_env = src->n_env;
-            memcpy(out->env, src->env, sizeof out->env);
-            snprintf(out->created, sizeof out->created, "%s", src->created);
-            first = 0;
-        }
-        record_point *p = record_add_point(out);
-        if (!p) return xf_errorf(XF_ENOMEM, "out of memory assembling the sweep record");
-        *p = src->points[0];
-        memset(&src->points[0], 0, sizeof src->points[0]); /* ownership moved */
-    }
-    record_stamp_time(out);
-    return XF_OK;
 }
 
 const char *sweep_group_path(const char *path, const char *model, const char *dev, char *buf, size_t len) {

@@ -17,13 +17,10 @@ xf_status sweep_test_slow_op(record *r);
 xf_status sweep_append_line(int fd, const char *path, const char *line, size_t len, off_t *good);
 
 /* --resume: reads every complete line of the JSONL at fd (XF_EINVAL naming a bad one), drops an
- * incomplete last line, moves the points whose key is in ps[0..n) into recs[] (done[i] = 1). */
-xf_status sweep_resume_load(int fd, const char *path, const sweep_param *ps, int64_t n, record *recs, unsigned char *done,
-                            int64_t *n_resumed, off_t *good);
-
-/* Moves the points of group (model, dev) from recs into *out (record_init'ed here), grid order. */
-xf_status sweep_assemble(const sweep_param *ps, int64_t n, record *recs, const unsigned char *done, int model, int dev,
-                         record *out);
+ * incomplete last line, puts the points whose key is in ps[0..n) into the store (done[i] = 1). */
+struct sweep_store;
+xf_status sweep_resume_load(int fd, const char *path, const sweep_param *ps, int64_t n, struct sweep_store *store,
+                            unsigned char *done, int64_t *n_resumed, off_t *good);
 
 /* FILE with -MODEL-DEVICE before its extension, into buf; returns buf. */
 const char *sweep_group_path(const char *path, const char *model, const char *dev, char *buf, size_t len);

@@ -24,6 +24,12 @@
 #define LIM_MEMORY 1e16      /* 10 PB */
 #define LIM_BANDWIDTH 1e16   /* 10 PB/s */
 #define LIM_FLOPS 1e19       /* 10 EFLOP/s */
+/* And the floors: below any device xfprof could profile (a microcontroller has more), high enough
+ * that every predicted time and rate stays a finite number (a peak of 1e-300 FLOP/s made TTFT
+ * infinite, and the record then held null where its readers need a number). */
+#define MIN_MEMORY 1048576.0 /* 1 MiB */
+#define MIN_BANDWIDTH 1e6    /* 1 MB/s */
+#define MIN_FLOPS 1e6        /* 1 MFLOP/s */
 
 static const char *const k_compute_names[XF_COMPUTE_COUNT] = {"fp32", "tensor16", "fp8", "int8"};
 
@@ -54,10 +60,10 @@ void device_list_free(device_list *l) {
     l->n = 0;
 }
 
-/* A required or optional positive finite number below `lim`; `allow_zero` for optional
- * figures where 0 means unknown / not available. */
-static xf_status get_figure(const cJSON *obj, const char *key, const char *ctx, int required, int allow_zero, double lim,
-                            double *out) {
+/* A required or optional finite number in [lo, lim] (`unit` in the messages); `allow_zero` for
+ * optional figures where 0 means unknown / not available. */
+static xf_status get_figure(const cJSON *obj, const char *key, const char *ctx, int required, int allow_zero, double lo,
+                            double lim, const char *unit, double *out) {
     int present = 0;
     double v = 0;
     xf_status s = json_opt_number(obj, key, ctx, &v, &present);
@@ -67,9 +73,16 @@ static xf_status get_figure(const cJSON *obj, const char *key, const char *ctx, 
         *out = 0;
         return XF_OK;
     }
-    if (v < 0 || (v == 0 && !allow_zero))
-        return xf_errorf(XF_EINVAL, "%s: field '%s' must be %s, got %g", ctx, key, allow_zero ? ">= 0" : "> 0", v);
-    if (v > lim) return xf_errorf(XF_EINVAL, "%s: field '%s' = %g is absurdly large (limit %g); check the units", ctx, key, v, lim);
+    if (v == 0 && allow_zero) {
+        *out = 0;
+        return XF_OK;
+    }
+    if (v < lo)
+        return xf_errorf(XF_EINVAL, "%s: field '%s' = %g %s is below the smallest xfprof accepts (%g %s%s); check the units", ctx,
+                         key, v, unit, lo, unit, allow_zero ? ", or 0 for unknown" : "");
+    if (v > lim)
+        return xf_errorf(XF_EINVAL, "%s: field '%s' = %g %s is absurdly large (limit %g %s); check the units", ctx, key, v, unit,
+                         lim, unit);
     *out = v;
     return XF_OK;
 }
@@ -94,10 +107,10 @@ static xf_status parse_device(const cJSON *o, const char *ctx, device_spec *d) {
     d->measured = 0;
     if ((s = json_opt_bool(o, "measured", ctx, &d->measured, &present)) != XF_OK) return s;
 
-    if ((s = get_figure(o, "memory_bytes", ctx, 1, 0, LIM_MEMORY, &d->memory_bytes)) != XF_OK) return s;
-    if ((s = get_figure(o, "bandwidth_Bps", ctx, 1, 0, LIM_BANDWIDTH, &d->bandwidth_Bps)) != XF_OK) return s;
-    if ((s = get_figure(o, "cache_bytes", ctx, 0, 1, LIM_MEMORY, &d->cache_bytes)) != XF_OK) return s;
-    if ((s = get_figure(o, "cache_bandwidth_Bps", ctx, 0, 1, LIM_BANDWIDTH, &d->cache_bandwidth_Bps)) != XF_OK) return s;
+    if ((s = get_figure(o, "memory_bytes", ctx, 1, 0, MIN_MEMORY, LIM_MEMORY, "bytes", &d->memory_bytes)) != XF_OK) return s;
+    if ((s = get_figure(o, "bandwidth_Bps", ctx, 1, 0, MIN_BANDWIDTH, LIM_BANDWIDTH, "B/s", &d->bandwidth_Bps)) != XF_OK) return s;
+    if ((s = get_figure(o, "cache_bytes", ctx, 0, 1, 1024, LIM_MEMORY, "bytes", &d->cache_bytes)) != XF_OK) return s;
+    if ((s = get_figure(o, "cache_bandwidth_Bps", ctx, 0, 1, MIN_BANDWIDTH, LIM_BANDWIDTH, "B/s", &d->cache_bandwidth_Bps)) != XF_OK) return s;
 
     const cJSON *pk = cJSON_GetObjectItemCaseSensitive(o, "peak_flops");
     if (!pk || cJSON_IsNull(pk)) return xf_errorf(XF_EINVAL, "%s: missing field 'peak_flops'", ctx);
@@ -108,7 +121,7 @@ static xf_status parse_device(const cJSON *o, const char *ctx, device_spec *d) {
     for (int c = 0; c < XF_COMPUTE_COUNT; c++) {
         /* fp32 is the floor of every fallback: it must exist; the others may be 0 or absent. */
         int req = c == XF_COMPUTE_FP32;
-        if ((s = get_figure(pk, k_compute_names[c], pctx, req, !req, LIM_FLOPS, &d->peak_flops[c])) != XF_OK) return s;
+        if ((s = get_figure(pk, k_compute_names[c], pctx, req, !req, MIN_FLOPS, LIM_FLOPS, "FLOP/s", &d->peak_flops[c])) != XF_OK) return s;
     }
     for (const cJSON *it = pk->child; it; it = it->next) {
         int known = 0;

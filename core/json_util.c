@@ -140,15 +140,15 @@ static int js_value(jscan *s, int depth) {
     if (c == '-' || (c >= '0' && c <= '9')) {
         if (c == '-') s->i++;
         if (s->i < s->n && s->t[s->i] == '0') s->i++;
-        else if (!js_digits(s)) return js_fail(s, "a '-' not followed by digits");
+        else if (!js_digits(s)) return s->i >= s->n ? js_eof(s, "the text ends inside a number") : js_fail(s, "a '-' not followed by digits");
         if (s->i < s->n && s->t[s->i] == '.') {
             s->i++;
-            if (!js_digits(s)) return js_fail(s, "a '.' not followed by digits");
+            if (!js_digits(s)) return s->i >= s->n ? js_eof(s, "the text ends inside a number") : js_fail(s, "a '.' not followed by digits");
         }
         if (s->i < s->n && (s->t[s->i] == 'e' || s->t[s->i] == 'E')) {
             s->i++;
             if (s->i < s->n && (s->t[s->i] == '+' || s->t[s->i] == '-')) s->i++;
-            if (!js_digits(s)) return js_fail(s, "an exponent without digits");
+            if (!js_digits(s)) return s->i >= s->n ? js_eof(s, "the text ends inside a number") : js_fail(s, "an exponent without digits");
         }
         return 1;
     }
@@ -298,8 +298,21 @@ xf_status json_get_bool(const cJSON *obj, const char *key, const char *ctx, int 
     return XF_OK;
 }
 
+cJSON *json_exact_number(double v) {
+    if (!isfinite(v)) return cJSON_CreateNull();
+    /* cJSON prints 15 significant digits whenever they read back within an epsilon, which loses
+     * the last bits (a record written, read and written again then differs): the shortest of
+     * %.15g, %.16g, %.17g that reads back as the same double. */
+    char buf[40];
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v) break;
+    }
+    return cJSON_CreateRaw(buf);
+}
+
 int json_add_number(cJSON *obj, const char *key, double v) {
-    cJSON *n = isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull();
+    cJSON *n = json_exact_number(v);
     if (!n) return 0;
     if (!cJSON_AddItemToObject(obj, key, n)) {
         cJSON_Delete(n);

@@ -35,7 +35,11 @@ xf_status json_opt_bool(const cJSON *obj, const char *key, const char *ctx, int 
  * index out of range (n must be <= 64 * words). */
 xf_status json_opt_index_bits(const cJSON *obj, const char *key, const char *ctx, int64_t n, uint64_t *bits, size_t words);
 
-/* Adds a number; non-finite values become null (JSON has no NaN). Returns 0 on OOM. */
+/* A number item printed exactly (it reads back as the same double); non-finite values become
+ * null (JSON has no NaN). NULL on OOM; the caller owns it (cJSON_Delete or add it). */
+cJSON *json_exact_number(double v);
+
+/* Adds json_exact_number(v) under key. Returns 0 on OOM. */
 int json_add_number(cJSON *obj, const char *key, double v);
 
 /* The first syntax error of text[0..len) as strict JSON: returns 1 and fills the byte offset, its

@@ -23,6 +23,13 @@ xf_status bound_parse(const char *s, xf_bound *out) {
     return xf_errorf(XF_EINVAL, "unknown bound '%.32s': expected memory, compute, latency, balanced or unknown", s ? s : "");
 }
 
+int record_kind_known(const char *kind) {
+    static const char *kinds[] = {"predict", "run", "kv", "sweep", "import"};
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+        if (kind && strcmp(kind, kinds[i]) == 0) return 1;
+    return 0;
+}
+
 void record_init(record *r, const char *kind) {
     memset(r, 0, sizeof *r);
     r->version = RECORD_VERSION;
@@ -43,6 +50,12 @@ static void point_free(record_point *p) {
     for (int64_t i = 0; i < p->n_ops; i++) free(p->ops[i].samples_s);
     free(p->ops);
     free(p->tokens);
+}
+
+void record_pop_point(record *r) {
+    if (!r || r->n_points == 0) return;
+    point_free(&r->points[--r->n_points]);
+    memset(&r->points[r->n_points], 0, sizeof r->points[0]);
 }
 
 void record_free(record *r) {

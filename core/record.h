@@ -141,11 +141,17 @@ typedef struct record {
     record_point *points;   /* (n_points); owned */
     struct record_kv *kv;   /* NULL when the record has no KV section; owned */
     int ceilings_measured;  /* 1: device ceilings measured by `xfprof machine`; 0: spec sheet */
+    int partial;            /* 1: stopped before the end (Ctrl-C): fewer points or repetitions than asked */
+    char partial_reason[224]; /* what was stopped and what is in the record; "" unless partial */
     int n_env;
     record_env env[RECORD_MAX_ENV]; /* build, host, CPU/GPU, toolkit versions */
     int n_advice;
     record_advice advice[RECORD_MAX_ADVICE]; /* (n_advice) ranked, best first; written as "advice" */
 } record;
+
+/* The kinds a record can be, for messages; record_kind_known() says whether a kind is one. */
+#define RECORD_KINDS "predict, run, kv, sweep or import"
+int record_kind_known(const char *kind);
 
 /* Zeroes *r and sets version and tool version. */
 void record_init(record *r, const char *kind);
@@ -153,6 +159,9 @@ void record_init(record *r, const char *kind);
 /* Appends a zeroed point; returns it or NULL on OOM (the record is unchanged then). The pointer
  * is valid until the next append. */
 record_point *record_add_point(record *r);
+
+/* Removes the last point (freeing what it owns); no-op on an empty record. */
+void record_pop_point(record *r);
 
 /* Frees everything the record owns (not r itself). NULL is fine. */
 void record_free(record *r);

@@ -10,6 +10,7 @@
 #include "reference_model/cpu_attention.h"
 #include "reference_model/kv_cache.h"
 #include "core/limits.h"
+#include "core/sysmem.h"
 #include "reference_model/safetensors.h"
 #include "reference_model/weights.h"
 
@@ -224,9 +225,19 @@ static xf_status refuse_mem(const model_config *cfg, const model_mem *m, xf_dtyp
                      cfg->name, a, b, dtype_name(wd), c, d, where, e, hint);
 }
 
+/* The memory available now (MemAvailable, a container's limit), not the total: the rest belongs
+ * to other processes, and a run past it swaps or is killed. */
 double model_host_memory_bytes(void) {
-    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-    return pages > 0 && psz > 0 ? (double)pages * (double)psz : 0;
+    int64_t avail = sysmem_available_bytes();
+    return avail > 0 ? (double)avail : (double)sysmem_total_bytes();
+}
+
+/* "this machine (available now, of T in all)" for the refusals. */
+static const char *host_where(char *buf, size_t len) {
+    char t[64];
+    fmt_bytes(t, sizeof t, (double)sysmem_total_bytes());
+    snprintf(buf, len, "this machine (available now, of %s in all)", t);
+    return buf;
 }
 
 xf_status model_mem_gate(const model_config *cfg, const model_options *opts, xf_dtype device_wdtype, double device_bytes,
@@ -234,9 +245,10 @@ xf_status model_mem_gate(const model_config *cfg, const model_options *opts, xf_
     xf_status st = model_mem_of(cfg, opts, out);
     if (st) return st;
     double phys = model_host_memory_bytes();
+    char where[128];
     if (device_bytes <= 0) {
         if (phys > 0 && (double)out->total_bytes > phys)
-            return refuse_mem(cfg, out, opts->wdtype, "this machine", phys,
+            return refuse_mem(cfg, out, opts->wdtype, host_where(where, sizeof where), phys,
                               "try a smaller model, --wdtype int8, or a smaller --batch/--prompt/--gen");
         return XF_OK;
     }
@@ -253,8 +265,9 @@ xf_status model_mem_gate(const model_config *cfg, const model_options *opts, xf_
         char a[64], b[64];
         fmt_bytes(a, sizeof a, (double)out->weights_bytes);
         fmt_bytes(b, sizeof b, phys);
-        return xf_errorf(XF_EOVERFLOW, "%s's weights take %s at %s on the host before the upload but this machine has %s: "
-                         "nothing was allocated; use --wdtype bf16", cfg->name, a, dtype_name(opts->wdtype), b);
+        return xf_errorf(XF_EOVERFLOW, "%s's weights take %s at %s on the host before the upload but %s has %s: "
+                         "nothing was allocated; use --wdtype bf16", cfg->name, a, dtype_name(opts->wdtype),
+                         host_where(where, sizeof where), b);
     }
     out->weights_bytes = dm.weights_bytes; /* what the device holds */
     out->total_bytes = dm.total_bytes;

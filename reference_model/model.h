@@ -64,7 +64,7 @@ xf_status model_mem_of(const model_config *cfg, const model_options *opts, model
 xf_status model_mem_gate(const model_config *cfg, const model_options *opts, xf_dtype device_wdtype, double device_bytes,
                          model_mem *out);
 
-/* Physical memory of this machine in bytes; 0 when unknown. */
+/* Memory available now on this machine in bytes (core/sysmem.h; the total when that is unknown); 0 when unknown. */
 double model_host_memory_bytes(void);
 
 /* Builds the model: weights (random or loaded), KV manager, backend. Refuses, before allocating,

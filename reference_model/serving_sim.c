@@ -522,7 +522,9 @@ static xf_status run_loop(sim_state *S) {
     record_kv_policy *out = S->out;
     int64_t n = tr->n, next = 0;
     double t0 = tr->req[0].arrival_s, t = t0;
+    int64_t steps = 0;
     while (out->n_completed < n) {
+        if (cfg->progress && (++steps & 15) == 0) cfg->progress(cfg->progress_ctx, out->n_completed, n);
         while (next < n && tr->req[next].arrival_s <= t) wq_push_back(S, next++);
         /* 1. grow the running sequences, oldest first; preempt the newest when one cannot */
         int preempted = 0, stalled = 0;
@@ -634,6 +636,11 @@ static xf_status run_loop(sim_state *S) {
     }
     out->duration_s = t - t0;
     return XF_OK;
+}
+
+int64_t sim_bytes_per_request(void) {
+    /* sim_run's per-request arrays: S.r, S.wq, S.run, S.ttft, S.tpot; the trace's entry */
+    return (int64_t)(sizeof(rq) + sizeof(int64_t) * 2 + sizeof(double) * 2 + sizeof(sim_request));
 }
 
 xf_status sim_run(const sim_config *cfg, const sim_trace *trace, record_kv_policy *out) {

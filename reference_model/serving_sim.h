@@ -113,7 +113,15 @@ typedef struct sim_config {
                                  time-average of its interval */
     sim_step_time_fn step_time;
     void *step_ctx;
+    /* optional: called every 16 steps with the requests completed so far (a progress
+     * line); NULL for none */
+    void (*progress)(void *ctx, int64_t completed, int64_t n);
+    void *progress_ctx;
 } sim_config;
+
+/* Memory the simulation holds per request of the trace, in bytes (the trace entry, its state, the
+ * queues and its two latencies), for the limit callers state before running. */
+int64_t sim_bytes_per_request(void);
 
 /* Runs the trace under cfg and fills *out (zeroed first; its arrays are owned by it: free with
  * record_kv_policy_clear). XF_EINVAL with a clear message when a request can never fit the pool

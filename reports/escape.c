@@ -1,7 +1,10 @@
 #include "escape.h"
 
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+
+#include "core/text.h"
 
 void esc_html(sbuf *b, const char *s) {
     if (!s) return;
@@ -59,4 +62,20 @@ void esc_gnuplot_datum(sbuf *b, const char *s) {
                  c == ':' || c == '+' || c == '-';
         sbuf_putn(b, ok ? p : "_", 1);
     }
+}
+
+void esc_terminal(sbuf *b, const char *s, int keep_newlines) {
+    if (!s) return;
+    const char *run = s;
+    for (const char *p = s; *p;) {
+        size_t n = text_safe_char(p, keep_newlines);
+        if (n > 0) {
+            p += n;
+            continue;
+        }
+        sbuf_putn(b, run, (size_t)(p - run));
+        sbuf_printf(b, "\\x%02x", (unsigned char)*p);
+        run = ++p;
+    }
+    sbuf_puts(b, run);
 }

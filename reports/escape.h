@@ -22,4 +22,8 @@ void esc_gnuplot(sbuf *b, const char *s);
  * [A-Za-z0-9_.:+-] becomes '_'; an empty string becomes "-". */
 void esc_gnuplot_datum(sbuf *b, const char *s);
 
+/* Appends s for a terminal or Markdown: unsafe bytes as \xNN (core/text.h). keep_newlines: '\n'
+ * passes (a rendered table); else it is escaped too (one field). NULL appends nothing. */
+void esc_terminal(sbuf *b, const char *s, int keep_newlines);
+
 #endif

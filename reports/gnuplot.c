@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/cleanup.h"
 #include "core/fileio.h"
 #include "escape.h"
 #include "sbuf.h"
@@ -71,6 +72,7 @@ xf_status gnuplot_session_init(gnuplot_session *g, double timeout_s) {
         g->dir[0] = '\0';
         return xf_errorf(XF_EIO, "cannot make a temporary folder for gnuplot in %.200s: %s", tmp, strerror(e));
     }
+    if (cleanup_add(g->dir, 1) != XF_OK) xf_error_clear(); /* removed on a signal too */
     return XF_OK;
 }
 
@@ -81,11 +83,15 @@ void gnuplot_session_free(gnuplot_session *g) {
         if (g->dir[0]) {
             snprintf(path, sizeof path, "%s/%s", g->dir, g->files[i]);
             unlink(path);
+            cleanup_forget(path);
         }
         free(g->files[i]);
     }
     free(g->files);
-    if (g->dir[0]) rmdir(g->dir);
+    if (g->dir[0]) {
+        rmdir(g->dir);
+        cleanup_forget(g->dir);
+    }
     memset(g, 0, sizeof *g);
 }
 
@@ -114,6 +120,7 @@ static xf_status session_file(gnuplot_session *g, const char *name, char *path, 
     g->files[g->n_files] = strdup(name);
     if (!g->files[g->n_files]) return xf_errorf(XF_ENOMEM, "out of memory");
     g->n_files++;
+    if (cleanup_add(path, 0) != XF_OK) xf_error_clear(); /* removed on a signal too */
     return XF_OK;
 }
 
@@ -162,6 +169,8 @@ static double now_s(void) {
 /* Runs gnuplot on `script` (a name in the session folder) with the folder as its working
  * directory, so scripts name their files by simple relative names whatever $TMPDIR holds; its
  * output and errors go to `log`. fork + exec, not a shell; waits at most timeout_s. */
+static xf_status wait_gnuplot(const gnuplot_session *g, pid_t pid, const char *log);
+
 static xf_status run_gnuplot(const gnuplot_session *g, const char *script, const char *log) {
     char *argv[] = {(char *)g->exe, (char *)script, NULL};
     pid_t pid = fork();
@@ -175,6 +184,13 @@ static xf_status run_gnuplot(const gnuplot_session *g, const char *script, const
         execv(g->exe, argv);
         _exit(127);
     }
+    cleanup_set_child(pid, SIGKILL); /* a signal now kills gnuplot before the folder is removed */
+    xf_status st = wait_gnuplot(g, pid, log);
+    cleanup_set_child(0, 0);
+    return st;
+}
+
+static xf_status wait_gnuplot(const gnuplot_session *g, pid_t pid, const char *log) {
     double t0 = now_s();
     int status = 0;
     for (;;) {

@@ -6,7 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+
 #include "core/fileio.h"
+#include "core/sysmem.h"
+#include "core/units.h"
 #include "core/json_util.h"
 #include "core/record_kv.h"
 #include "record_kv_json.h"
@@ -120,7 +124,15 @@ static cJSON *op_to_json(const record_op *op) {
     if (ok && op->bytes_from_counters) ok &= json_add_number(o, "measured_bytes", op->measured_bytes);
     if (ok && op->source[0]) ok &= add_str(o, "source", op->source);
     if (ok && op->measured) {
-        cJSON *s = cJSON_CreateDoubleArray(op->samples_s, op->n_samples);
+        cJSON *s = cJSON_CreateArray(); /* exact numbers: cJSON's own double arrays lose the last bits */
+        for (int i = 0; s && i < op->n_samples; i++) {
+            cJSON *x = json_exact_number(op->samples_s[i]);
+            if (!x || !cJSON_AddItemToArray(s, x)) {
+                cJSON_Delete(x);
+                cJSON_Delete(s);
+                s = NULL;
+            }
+        }
         ok &= add_item(o, "samples_s", s);
         ok &= json_add_number(o, "spread_s", op->spread_s) & json_add_number(o, "util_compute", op->util_compute) &
               json_add_number(o, "util_memory", op->util_memory);
@@ -225,12 +237,33 @@ static int advice_to_json(cJSON *root, const record *r) {
     return ok;
 }
 
-char *record_to_json(const record *r) {
+/* 1 when j holds a JSON null; `where` gets its path (record.points[0].summary.ttft_s). The kv
+ * section's optional objects ("requests": null) are absent, not null, when this writer makes them. */
+static int find_null(const cJSON *j, const char *path, char *where, size_t len) {
+    if (cJSON_IsNull(j)) {
+        snprintf(where, len, "%s", path);
+        return 1;
+    }
+    if (!cJSON_IsObject(j) && !cJSON_IsArray(j)) return 0;
+    int i = 0;
+    for (const cJSON *c = j->child; c; c = c->next, i++) {
+        char sub[512];
+        if (cJSON_IsArray(j)) snprintf(sub, sizeof sub, "%.480s[%d]", path, i);
+        else snprintf(sub, sizeof sub, "%.400s.%.100s", path, c->string ? c->string : "?");
+        if (find_null(c, sub, where, len)) return 1;
+    }
+    return 0;
+}
+
+xf_status record_json_text(const record *r, char **out) {
+    *out = NULL;
     cJSON *root = cJSON_CreateObject();
-    if (!root) return NULL;
+    if (!root) return xf_errorf(XF_ENOMEM, "out of memory writing the record");
     int ok = add_str(root, "format", RECORD_FORMAT) & json_add_number(root, "version", RECORD_VERSION) &
              add_str(root, "kind", r->kind) & add_str(root, "created", r->created) &
-             add_str(root, "tool_version", r->tool_version) & add_bool(root, "ceilings_measured", r->ceilings_measured);
+             add_str(root, "tool_version", r->tool_version) & add_bool(root, "ceilings_measured", r->ceilings_measured) &
+             add_bool(root, "partial", r->partial);
+    if (ok && r->partial) ok &= add_str(root, "partial_reason", r->partial_reason);
     cJSON *env = ok ? cJSON_AddObjectToObject(root, "env") : NULL;
     ok &= env != NULL;
     for (int i = 0; ok && i < r->n_env; i++) ok &= add_str(env, r->env[i].key, r->env[i].value);
@@ -249,8 +282,28 @@ char *record_to_json(const record *r) {
         ok &= add_item(root, "kv", kv);
     }
     if (ok && r->n_advice > 0) ok &= advice_to_json(root, r);
-    char *text = ok ? cJSON_PrintUnformatted(root) : NULL; /* compact: sweeps hold many ops */
+    if (!ok) {
+        cJSON_Delete(root);
+        return xf_errorf(XF_ENOMEM, "out of memory writing the record");
+    }
+    /* Whatever xfprof writes, xfprof reads: the schema has numbers where json_add_number wrote
+     * null for an infinite or NaN figure, and every reader refuses those. */
+    char where[512];
+    if (find_null(root, "record", where, sizeof where)) {
+        cJSON_Delete(root);
+        return xf_errorf(XF_EINVAL,
+                         "%s is not a finite number (infinite or NaN, computed from the inputs: ceilings or sizes near 0 or "
+                         "beyond range?); nothing was written",
+                         where);
+    }
+    *out = cJSON_PrintUnformatted(root); /* compact: sweeps hold many ops */
     cJSON_Delete(root);
+    return *out ? XF_OK : xf_errorf(XF_ENOMEM, "out of memory writing the record");
+}
+
+char *record_to_json(const record *r) {
+    char *text = NULL;
+    if (record_json_text(r, &text) != XF_OK) return NULL;
     return text;
 }
 
@@ -342,6 +395,14 @@ static xf_status read_nonneg(const cJSON *j, const char *key, const char *ctx, d
     return s;
 }
 
+/* A byte count: 0 to what an int64 holds (docs/record.md), as every writer keeps them. */
+static xf_status read_bytes(const cJSON *j, const char *key, const char *ctx, double *out) {
+    xf_status s = read_nonneg(j, key, ctx, out);
+    if (s == XF_OK && !(*out < 0x1p63))
+        return xf_errorf(XF_EINVAL, "%s: field '%s' = %g bytes is beyond a 64-bit byte count (2^63 = 9.22e18)", ctx, key, *out);
+    return s;
+}
+
 static xf_status read_device(const cJSON *j, device_spec *d) {
     const char *ctx = "record.device";
     if (!cJSON_IsObject(j)) return xf_errorf(XF_EINVAL, "record: missing object 'device'");
@@ -351,9 +412,9 @@ static xf_status read_device(const cJSON *j, device_spec *d) {
         (s = json_get_string(j, "kind", ctx, d->kind, sizeof d->kind)) ||
         (s = json_get_string(j, "source", ctx, d->source, sizeof d->source)) ||
         (s = json_get_bool(j, "measured", ctx, &d->measured)) ||
-        (s = read_nonneg(j, "memory_bytes", ctx, &d->memory_bytes)) ||
+        (s = read_bytes(j, "memory_bytes", ctx, &d->memory_bytes)) ||
         (s = read_nonneg(j, "bandwidth_Bps", ctx, &d->bandwidth_Bps)) ||
-        (s = read_nonneg(j, "cache_bytes", ctx, &d->cache_bytes)) ||
+        (s = read_bytes(j, "cache_bytes", ctx, &d->cache_bytes)) ||
         (s = read_nonneg(j, "cache_bandwidth_Bps", ctx, &d->cache_bandwidth_Bps)))
         return s;
     const cJSON *peaks = cJSON_GetObjectItemCaseSensitive(j, "peak_flops");
@@ -397,17 +458,17 @@ static xf_status read_op(const cJSON *j, const char *ctx, int64_t n_layers, reco
     if (strcmp(src, "model") == 0) op->bytes_from_counters = 0;
     else if (strcmp(src, "counters") == 0) op->bytes_from_counters = 1;
     else return xf_errorf(XF_EINVAL, "%s: bytes_source must be 'model' or 'counters'", ctx);
-    if ((s = read_nonneg(j, "flops", ctx, &c->flops)) || (s = read_nonneg(j, "bytes", ctx, &c->bytes)) ||
-        (s = read_nonneg(j, "weight_bytes", ctx, &c->weight_bytes)) ||
-        (s = read_nonneg(j, "act_in_bytes", ctx, &c->act_in_bytes)) ||
-        (s = read_nonneg(j, "act_out_bytes", ctx, &c->act_out_bytes)) ||
-        (s = read_nonneg(j, "kv_read_bytes", ctx, &c->kv_read_bytes)) ||
-        (s = read_nonneg(j, "kv_write_bytes", ctx, &c->kv_write_bytes)) ||
+    if ((s = read_nonneg(j, "flops", ctx, &c->flops)) || (s = read_bytes(j, "bytes", ctx, &c->bytes)) ||
+        (s = read_bytes(j, "weight_bytes", ctx, &c->weight_bytes)) ||
+        (s = read_bytes(j, "act_in_bytes", ctx, &c->act_in_bytes)) ||
+        (s = read_bytes(j, "act_out_bytes", ctx, &c->act_out_bytes)) ||
+        (s = read_bytes(j, "kv_read_bytes", ctx, &c->kv_read_bytes)) ||
+        (s = read_bytes(j, "kv_write_bytes", ctx, &c->kv_write_bytes)) ||
         (s = read_nonneg(j, "intensity", ctx, &op->intensity)) || (s = read_nonneg(j, "time_s", ctx, &op->time_s)) ||
         (s = read_nonneg(j, "predicted_time_s", ctx, &op->predicted_time_s)) ||
         (s = read_nonneg(j, "share", ctx, &op->share)) || (s = json_get_bool(j, "measured", ctx, &op->measured)))
         return s;
-    if (op->bytes_from_counters && (s = read_nonneg(j, "measured_bytes", ctx, &op->measured_bytes))) return s;
+    if (op->bytes_from_counters && (s = read_bytes(j, "measured_bytes", ctx, &op->measured_bytes))) return s;
     if (cJSON_GetObjectItemCaseSensitive(j, "source") &&
         (s = json_get_string(j, "source", ctx, op->source, sizeof op->source)))
         return s;
@@ -540,11 +601,11 @@ static xf_status read_point(const cJSON *j, const char *ctx, const record *r, re
     snprintf(sub, sizeof sub, "%s.memory", ctx);
     if (!cJSON_IsObject(mj)) return xf_errorf(XF_EINVAL, "%s: missing object 'memory'", ctx);
     record_memory *m = &p->memory;
-    if ((s = read_nonneg(mj, "weights_bytes", sub, &m->weights_bytes)) || (s = read_nonneg(mj, "kv_bytes", sub, &m->kv_bytes)) ||
-        (s = read_nonneg(mj, "kv_bytes_per_token", sub, &m->kv_bytes_per_token)) ||
-        (s = read_nonneg(mj, "activations_bytes", sub, &m->activations_bytes)) ||
-        (s = read_nonneg(mj, "total_bytes", sub, &m->total_bytes)) ||
-        (s = read_nonneg(mj, "capacity_bytes", sub, &m->capacity_bytes)))
+    if ((s = read_bytes(mj, "weights_bytes", sub, &m->weights_bytes)) || (s = read_bytes(mj, "kv_bytes", sub, &m->kv_bytes)) ||
+        (s = read_bytes(mj, "kv_bytes_per_token", sub, &m->kv_bytes_per_token)) ||
+        (s = read_bytes(mj, "activations_bytes", sub, &m->activations_bytes)) ||
+        (s = read_bytes(mj, "total_bytes", sub, &m->total_bytes)) ||
+        (s = read_bytes(mj, "capacity_bytes", sub, &m->capacity_bytes)))
         return s;
     const cJSON *toks = cJSON_GetObjectItemCaseSensitive(j, "tokens");
     if (toks) {
@@ -628,6 +689,13 @@ static xf_status read_record(const cJSON *root, record *r) {
         (s = json_get_string(root, "tool_version", "record", r->tool_version, sizeof r->tool_version)) ||
         (s = json_get_bool(root, "ceilings_measured", "record", &r->ceilings_measured)))
         return s;
+    if (!record_kind_known(r->kind))
+        return xf_errorf(XF_EINVAL, "record: unknown kind '%.16s' (%s)", r->kind, RECORD_KINDS);
+    int present = 0;
+    if ((s = json_opt_bool(root, "partial", "record", &r->partial, &present)) ||
+        (s = json_opt_string(root, "partial_reason", "record", r->partial_reason, sizeof r->partial_reason, &present)))
+        return s;
+    if (present && !r->partial) return xf_errorf(XF_EINVAL, "record: 'partial_reason' given but 'partial' is not true");
     const cJSON *env = cJSON_GetObjectItemCaseSensitive(root, "env");
     if (env) {
         if (!cJSON_IsObject(env)) return xf_errorf(XF_EINVAL, "record: 'env' must be an object");
@@ -645,6 +713,9 @@ static xf_status read_record(const cJSON *root, record *r) {
     const cJSON *pts = cJSON_GetObjectItemCaseSensitive(root, "points");
     if (!cJSON_IsArray(pts)) return xf_errorf(XF_EINVAL, "record: missing array 'points'");
     if (cJSON_GetArraySize(pts) > MAX_POINTS) return xf_errorf(XF_EINVAL, "record: more than %d points", MAX_POINTS);
+    /* A kv record's results are its "kv" section; every other kind holds at least one point. */
+    if (cJSON_GetArraySize(pts) == 0 && !cJSON_GetObjectItemCaseSensitive(root, "kv"))
+        return xf_errorf(XF_EINVAL, "record: 'points' is empty and there is no 'kv' section: the record holds no result");
     const cJSON *e;
     cJSON_ArrayForEach(e, pts) {
         char ctx[48];
@@ -672,9 +743,27 @@ xf_status record_from_json(const char *text, const char *source, record *r) {
     return s;
 }
 
+/* Reading a record parses it whole: the text, cJSON's tree and the record struct took 9.3 times
+ * the file's size at peak (`show` of a 23.7 MB sweep record: 221 MB RSS, 2026-12-01). */
+#define READ_MEMORY_FACTOR 10
+
 xf_status record_load(const char *path, record *r) {
     char *text;
     record_init(r, "");
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+        char a[24], b[24], c[24];
+        double need = (double)st.st_size * READ_MEMORY_FACTOR, avail = (double)sysmem_available_bytes();
+        if ((size_t)st.st_size > MAX_RECORD_BYTES)
+            return xf_errorf(XF_EINVAL, "%s is %s: larger than the largest record xfprof reads (%s); split the sweep", path,
+                             units_bytes((double)st.st_size, a, sizeof a), units_bytes((double)MAX_RECORD_BYTES, b, sizeof b));
+        if (avail > 0 && need > avail)
+            return xf_errorf(XF_ENOMEM,
+                             "%s is %s: reading it takes about %d times that (%s) and this machine has %s available now; "
+                             "free memory or split the sweep",
+                             path, units_bytes((double)st.st_size, a, sizeof a), READ_MEMORY_FACTOR, units_bytes(need, b, sizeof b),
+                             units_bytes(avail, c, sizeof c));
+    }
     xf_status s = file_read_all(path, MAX_RECORD_BYTES, &text, NULL);
     if (s) return s;
     s = record_from_json(text, path, r);
@@ -683,11 +772,58 @@ xf_status record_load(const char *path, record *r) {
 }
 
 xf_status record_save(const record *r, const char *path) {
-    char *text = record_to_json(r);
-    if (!text) return xf_errorf(XF_ENOMEM, "out of memory writing the record");
+    char *text = NULL;
+    xf_status s = record_json_text(r, &text);
+    if (s) return s;
     size_t len = strlen(text);
     text[len] = '\n'; /* replace the terminator: the file ends with a newline */
-    xf_status s = file_write_atomic(path, text, len + 1);
+    s = file_write_atomic(path, text, len + 1);
     free(text);
     return s;
+}
+
+xf_status record_point_json_text(const record_point *p, char **out) {
+    *out = NULL;
+    cJSON *o = point_to_json(p);
+    if (!o) return xf_errorf(XF_ENOMEM, "out of memory writing a point");
+    char where[512];
+    if (find_null(o, "point", where, sizeof where)) {
+        cJSON_Delete(o);
+        return xf_errorf(XF_EINVAL, "%s is not a finite number (infinite or NaN, computed from the inputs); nothing was written", where);
+    }
+    *out = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return *out ? XF_OK : xf_errorf(XF_ENOMEM, "out of memory writing a point");
+}
+
+xf_status record_save_stream(const record *r, int64_t n_points, record_point_text_fn point_text, void *ctx, const char *path) {
+    record head = *r; /* shallow: the header alone, its points written from point_text */
+    head.n_points = 0;
+    head.points = NULL;
+    char *text = NULL;
+    xf_status s = record_json_text(&head, &text);
+    if (s) return s;
+    /* "points":[] is the top-level key: every string's quotes are escaped, so it cannot appear
+     * inside a value. */
+    char *at = strstr(text, "\"points\":[]");
+    if (!at) {
+        free(text);
+        return xf_errorf(XF_EINVAL, "record writer: no points array in the header");
+    }
+    size_t pre = (size_t)(at - text) + strlen("\"points\":[");
+    file_stream fs;
+    if (file_stream_open(&fs, path) == XF_OK) {
+        file_stream_write(&fs, text, pre);
+        for (int64_t j = 0; j < n_points && fs.status == XF_OK; j++) {
+            const char *pt;
+            size_t len;
+            if ((fs.status = point_text(ctx, j, &pt, &len)) != XF_OK) break;
+            if (j) file_stream_write(&fs, ",", 1);
+            file_stream_write(&fs, pt, len);
+        }
+        file_stream_write(&fs, text + pre, strlen(text + pre));
+        file_stream_write(&fs, "\n", 1);
+    }
+    free(text);
+    return file_stream_close(&fs);
 }

@@ -16,21 +16,11 @@ static const char *pct_key[RECORD_KV_PCT_COUNT] = {"p50", "p90", "p99"};
 
 /* ---- writing ---- */
 
-/* cJSON prints 15 significant digits when the value reads back within an epsilon, which loses
- * the last bits; the section is written exactly: the shortest of %.15g, %.16g, %.17g that reads
- * back as the same double. Non-finite values become null. */
-static cJSON *exact_number(double v) {
-    if (!isfinite(v)) return cJSON_CreateNull();
-    char buf[40];
-    for (int prec = 15; prec <= 17; prec++) {
-        snprintf(buf, sizeof buf, "%.*g", prec, v);
-        if (strtod(buf, NULL) == v) break;
-    }
-    return cJSON_CreateRaw(buf);
-}
+/* The section is written exactly (json_exact_number: the shortest decimal that reads back as the
+ * same double). Non-finite values become null. */
 
 static int put_number(cJSON *o, const char *k, double v) {
-    cJSON *n = exact_number(v);
+    cJSON *n = json_exact_number(v);
     if (!n) return 0;
     if (!cJSON_AddItemToObject(o, k, n)) {
         cJSON_Delete(n);
@@ -45,7 +35,7 @@ static cJSON *num_array(const double *v, int64_t n, size_t stride) {
     cJSON *a = cJSON_CreateArray();
     for (int64_t i = 0; a && i < n; i++) {
         double x = *(const double *)((const char *)v + (size_t)i * stride);
-        cJSON *e = exact_number(x);
+        cJSON *e = json_exact_number(x);
         if (!e || !cJSON_AddItemToArray(a, e)) {
             cJSON_Delete(e);
             cJSON_Delete(a);

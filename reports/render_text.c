@@ -12,6 +12,7 @@
 #include "analyzers/advice.h"
 #include "core/units.h"
 #include "analyzers/roofline.h"
+#include "escape.h"
 #include "sbuf.h"
 
 xf_status render_format_parse(const char *s, render_format *out) {
@@ -194,6 +195,7 @@ static void table_advice(sbuf *b, const record *r) {
 }
 
 static xf_status render_table(sbuf *b, const record *r, const render_options *opt) {
+    if (r->partial) sbuf_printf(b, "PARTIAL RECORD: %s\n\n", r->partial_reason[0] ? r->partial_reason : "stopped before the end");
     for (int i = 0; i < r->n_points; i++) {
         if (i) sbuf_puts(b, "\n");
         point_heading(b, r, &r->points[i], i);
@@ -260,6 +262,11 @@ static xf_status render_md(sbuf *b, const record *r) {
     sbuf_puts(b, " on ");
     md_text(b, r->device.name);
     sbuf_printf(b, " (%s, %s ceilings)\n\n", r->kind, r->ceilings_measured || r->device.measured ? "measured" : "spec-sheet");
+    if (r->partial) {
+        sbuf_puts(b, "**Partial record**: ");
+        md_text(b, r->partial_reason[0] ? r->partial_reason : "stopped before the end");
+        sbuf_puts(b, "\n\n");
+    }
     sbuf_puts(b, "| batch | prompt | gen | weights | KV | TTFT | TPOT | tokens/s | memory-bound | memory | fits |\n"
                  "|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---|\n");
     for (int i = 0; i < r->n_points; i++) {
@@ -310,6 +317,16 @@ xf_status render_text(const record *r, render_format fmt, const render_options *
         sbuf_free(&b);
         return s;
     }
+    /* Every string in a record came from a file: nothing in the text may drive the terminal. */
+    sbuf safe;
+    sbuf_init(&safe);
+    esc_terminal(&safe, b.data ? b.data : "", 1);
+    sbuf_free(&b);
+    if ((s = sbuf_status(&safe))) {
+        sbuf_free(&safe);
+        return s;
+    }
+    b = safe;
     *out = sbuf_take(&b);
     return *out ? XF_OK : xf_errorf(XF_ENOMEM, "out of memory rendering");
 }

@@ -1,5 +1,6 @@
 /* The runner: a typed run plan -> repetitions -> a record (runner.h). The GPU-only parts are in
  * runner_cuda.c. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,7 +166,9 @@ static xf_status run_point(run_ctx *c, record_point *p) {
     }
     const probe_set *ps = c->ps.n ? &c->ps : NULL;
     if ((s = probe_set_point_begin(ps, p)) != XF_OK) goto done;
+    c->reps_done = 0;
     for (int r = -pl->warmup; r < pl->reps; r++) {
+        if (r < 0 && pl->stop && pl->stop()) break; /* Ctrl-C in the warm-up: nothing to finish */
         model_reset(c->m);
         probe_set_rep_begin(ps);
         double t0 = timer_now_s();
@@ -178,7 +181,14 @@ static xf_status run_point(run_ctx *c, record_point *p) {
         if (r < 0) continue;
         pre_s[r] = t1 - t0;
         dec_s[r] = n_dec > 0 ? (t2 - t1) / (double)n_dec : 0;
+        c->reps_done = r + 1;
+        if (pl->stop && pl->stop()) break; /* Ctrl-C: this repetition is complete, the rest are not run */
     }
+    if (c->reps_done == 0) { /* stopped in the warm-up: nothing of this point was measured */
+        s = XF_OK;
+        goto done;
+    }
+    const int reps = c->reps_done, stopped = reps < pl->reps;
     /* Tokens of the last repetition (greedy: every repetition gives the same), before the counter
      * replay and the graph timings run the model again. */
     int64_t per = -1;
@@ -204,8 +214,8 @@ static xf_status run_point(run_ctx *c, record_point *p) {
         p->n_tokens_per_seq = per;
     }
     probe_set_point_end(ps); /* CUPTI activity off before the replays and the graph timings */
-    if (pl->on_step && w->gen > 0 && (s = replay_steps(c, p, prompts, lens)) != XF_OK) goto done;
-    if (pl->cuda && c->cupti_sel == RUNNER_CUPTI_COUNTERS && !c->counters_off) runner_collect_counters(c, p, prompts, lens);
+    if (pl->on_step && w->gen > 0 && !stopped && (s = replay_steps(c, p, prompts, lens)) != XF_OK) goto done;
+    if (pl->cuda && c->cupti_sel == RUNNER_CUPTI_COUNTERS && !c->counters_off && !stopped) runner_collect_counters(c, p, prompts, lens);
     /* Measured ops: every probe's samples (innermost first), then the class. */
     roofline_thresholds th;
     roofline_thresholds_default(&th);
@@ -220,8 +230,9 @@ static xf_status run_point(run_ctx *c, record_point *p) {
     roofline_summarize_point(p);
     /* TTFT and TPOT are the whole steps' wall times (ops plus the gaps between them). */
     record_summary *sm = &p->summary;
-    sm->ttft_s = median_of(pre_s, pl->reps);
-    sm->tpot_s = n_dec > 0 ? median_of(dec_s, pl->reps) : 0;
+    sm->ttft_s = median_of(pre_s, reps);
+    sm->tpot_s = n_dec > 0 ? median_of(dec_s, reps) : 0;
+    p->run.reps = reps;
     double request = sm->ttft_s + (double)n_dec * sm->tpot_s;
     sm->tokens_per_s = request > 0 ? (double)(w->batch * w->gen) / request : 0;
     sm->prefill_tokens_per_s = sm->ttft_s > 0 ? (double)(w->batch * w->prompt) / sm->ttft_s : 0;
@@ -230,7 +241,7 @@ static xf_status run_point(run_ctx *c, record_point *p) {
         sm->prefill_time_s = sm->ttft_s;
         sm->decode_time_s = sm->tpot_s;
     }
-    if (pl->cuda && pl->cuda_graph && n_dec > 0 && (s = runner_graph_compare(c, p, prompts, lens)) != XF_OK) goto done;
+    if (pl->cuda && pl->cuda_graph && n_dec > 0 && !stopped && (s = runner_graph_compare(c, p, prompts, lens)) != XF_OK) goto done;
     s = XF_OK;
 done:
     free(prompts);
@@ -425,6 +436,29 @@ static xf_status open_probes(run_ctx *c) {
     return XF_OK;
 }
 
+/* Stopped by plan->stop (Ctrl-C): the record says it is partial, and what it holds. `sig` is the
+ * stop answer (a signal number), `planned` the points asked. */
+static void mark_partial(record *rec, const run_ctx *c, int sig, int planned) {
+    char name[24];
+    if (sig == SIGINT) snprintf(name, sizeof name, "SIGINT");
+    else if (sig == SIGTERM) snprintf(name, sizeof name, "SIGTERM");
+    else snprintf(name, sizeof name, "signal %d", sig);
+    int i = c->point_index + 1, after = planned - i, reps = c->plan->reps;
+    rec->partial = 1;
+    if (c->reps_done > 0 && c->reps_done < reps)
+        snprintf(rec->partial_reason, sizeof rec->partial_reason,
+                 "interrupted by %s during point %d of %d: it is kept with %d of %d repetitions (its run.reps); %d point(s) "
+                 "before it complete, %d not run",
+                 name, i, planned, c->reps_done, reps, i - 1, after);
+    else if (c->reps_done == 0)
+        snprintf(rec->partial_reason, sizeof rec->partial_reason,
+                 "interrupted by %s in the warm-up of point %d of %d, which is left out: %d point(s) complete, %d not run", name, i,
+                 planned, i - 1, after);
+    else
+        snprintf(rec->partial_reason, sizeof rec->partial_reason, "interrupted by %s after point %d of %d: %d point(s) not run",
+                 name, rec->n_points, planned, planned - rec->n_points);
+}
+
 xf_status runner_run(const run_plan *pl, record *rec, run_notes *notes_out) {
     run_notes local;
     run_notes *notes = notes_out ? notes_out : &local;
@@ -527,10 +561,18 @@ xf_status runner_run(const run_plan *pl, record *rec, run_notes *notes_out) {
                         pl->warmup, pl->reps);
                 ctx.point_index = rec->n_points - 1;
                 if ((s = run_point(&ctx, p))) goto out;
+                if (ctx.reps_done < pl->reps) { /* stopped (Ctrl-C) inside this point */
+                    notes->stopped_by = pl->stop ? pl->stop() : 0;
+                    mark_partial(rec, &ctx, notes->stopped_by, notes->points_planned);
+                    if (ctx.reps_done == 0) record_pop_point(rec);
+                    else p->memory.capacity_bytes = machine.memory_bytes;
+                    goto stopped;
+                }
                 if (rec->n_points == 1) rec->kv_bytes_per_token = p->memory.kv_bytes_per_token;
                 p->memory.capacity_bytes = machine.memory_bytes;
             }
 stopped:
+    if (notes->stopped_by && !rec->partial) mark_partial(rec, &ctx, notes->stopped_by, notes->points_planned);
     if (ctx.timer && timer_probe_dropped(ctx.timer) > 0)
         fprintf(stderr, "xfprof run: warning: %lld probe ranges were unbalanced or out of range and dropped\n",
                 (long long)timer_probe_dropped(ctx.timer));

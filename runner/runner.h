@@ -73,7 +73,8 @@ typedef struct run_plan {
      * last-position logits, e.g. to check a run against another engine. NULL: no replay. */
     xf_status (*on_step)(void *ctx, const run_step_view *v);
     void *on_step_ctx;
-    int (*stop)(void);           /* polled between points: nonzero stops the run (Ctrl-C); NULL: never */
+    int (*stop)(void);           /* polled between repetitions: nonzero (a signal number) stops the run after the
+                                    repetition it is on, the record marked partial (Ctrl-C); NULL: never */
 } run_plan;
 
 /* Fills a plan with the defaults every command shares (core/limits.h) for `cfg`; the grid stays

@@ -26,6 +26,7 @@ typedef struct run_ctx {
     run_notes *notes;
     record *rec;
     int point_index;
+    int reps_done;         /* repetitions the last run_point kept: reps, or fewer when stopped (Ctrl-C) */
 } run_ctx;
 
 /* The GPU's ceilings: the GPU machine file when `xfprof machine --device cuda` measured this GPU,

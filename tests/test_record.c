@@ -1,6 +1,7 @@
 /* The record's JSON: write -> read -> identical, and untrusted text refused with a message that
  * names what was wrong. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -214,5 +215,185 @@ Test(record, model_architecture_fields_round_trip) {
     cr_assert(strstr(xf_error_msg(), "sliding_window"), "%s", xf_error_msg());
     free(bad);
     free(a);
+}
+
+/* ---- property: generated records write -> read -> write to the same bytes ---- */
+
+static uint64_t prng(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+/* A non-negative double across magnitudes (0, subnormal-free 1e-30 .. `top`), or an exact integer. */
+static double gen_value(uint64_t *s, double top) {
+    switch (prng(s) % 5) {
+    case 0: return 0.0;
+    case 1: return (double)(prng(s) % 100000);
+    default: {
+        double u = (double)(prng(s) >> 11) * 0x1p-53;
+        double v = pow(10.0, -30.0 + u * (log10(top) + 30.0));
+        return v < top ? v : top * 0.5;
+    }
+    }
+}
+
+/* A string of printable ASCII, multi-byte UTF-8, quotes, backslashes and control bytes. */
+static void gen_string(uint64_t *s, char *buf, size_t cap) {
+    static const char *pieces[] = {"a", "Z", "7", " ", "\"", "\\", "/", "<b>", "\x1b[2J", "\x07", "\t", "\n",
+                                   "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\xc2\x9b", "-", "_", ":"};
+    size_t n = prng(s) % 12, len = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        const char *p = pieces[prng(s) % (sizeof pieces / sizeof pieces[0])];
+        if (len + strlen(p) + 1 >= cap) break;
+        strcpy(buf + len, p);
+        len += strlen(p);
+    }
+}
+
+static void gen_record(uint64_t *s, record *r) {
+    static const char *kinds[] = {"predict", "run", "sweep", "import"};
+    record_init(r, kinds[prng(s) % 4]);
+    gen_string(s, r->created, sizeof r->created);
+    r->ceilings_measured = (int)(prng(s) % 2);
+    r->partial = (int)(prng(s) % 2);
+    if (r->partial) gen_string(s, r->partial_reason, sizeof r->partial_reason);
+    int n_env = (int)(prng(s) % 4);
+    for (int i = 0; i < n_env; i++) {
+        char k[16], v[64];
+        snprintf(k, sizeof k, "key%d", i);
+        gen_string(s, v, sizeof v);
+        record_set_env(r, k, v);
+    }
+    cr_assert_eq(config_preset("llama-2-7b", &r->model), XF_OK);
+    gen_string(s, r->model.name, sizeof r->model.name);
+    r->model.n_layers = 1 + (int64_t)(prng(s) % 8);
+    r->model.vocab = 1 + (int64_t)(prng(s) % 50000);
+    r->model_params = (int64_t)gen_value(s, 0x1p62);
+    r->kv_bytes_per_token = gen_value(s, 1e12);
+    cr_assert_eq(device_lookup("h100-sxm", NULL, &r->device), XF_OK);
+    gen_string(s, r->device.description, sizeof r->device.description);
+    r->device.bandwidth_Bps = 1e6 + gen_value(s, 1e15);
+    for (int c = 0; c < XF_COMPUTE_COUNT; c++) r->device.peak_flops[c] = c == 0 ? 1e6 + gen_value(s, 1e18) : gen_value(s, 1e18);
+    int n_points = 1 + (int)(prng(s) % 3);
+    for (int i = 0; i < n_points; i++) {
+        record_point *p = record_add_point(r);
+        cr_assert_not_null(p);
+        workload_default(&p->wl);
+        p->wl.batch = 1 + (int64_t)(prng(s) % 4096);
+        p->wl.prompt = 1 + (int64_t)(prng(s) % 100000);
+        p->wl.gen = (int64_t)(prng(s) % 100000);
+        p->wl.wdtype = (xf_dtype)(prng(s) % XF_DTYPE_COUNT);
+        int measured = (int)(prng(s) % 2);
+        if (measured) {
+            strcpy(p->run.backend, "cpu");
+            p->run.threads = 1 + (int)(prng(s) % 64);
+            p->run.reps = 1 + (int)(prng(s) % 100);
+            strcpy(p->run.kv_policy, "paged:16");
+            strcpy(p->run.kv_alloc, "pool");
+            p->run.seed = prng(s) % 1000000;
+            p->run.timer_overhead_s = gen_value(s, 1e-6);
+        }
+        p->n_ops = (int64_t)(prng(s) % 20);
+        p->ops = calloc((size_t)(p->n_ops ? p->n_ops : 1), sizeof *p->ops);
+        for (int64_t k = 0; k < p->n_ops; k++) {
+            record_op *op = &p->ops[k];
+            op->cost.phase = (xf_phase)(prng(s) % 2);
+            op->cost.layer = (int)((int64_t)(prng(s) % (uint64_t)(r->model.n_layers + 1)) - 1);
+            op->cost.kind = (op_kind)(prng(s) % OP_KIND_COUNT);
+            op->cost.compute = (xf_compute)(prng(s) % XF_COMPUTE_COUNT);
+            op->cost.flops = gen_value(s, 1e30);
+            op->cost.weight_bytes = gen_value(s, 1e18);
+            op->cost.act_in_bytes = gen_value(s, 1e18);
+            op->cost.act_out_bytes = gen_value(s, 1e18);
+            op->cost.kv_read_bytes = gen_value(s, 1e18);
+            op->cost.kv_write_bytes = gen_value(s, 1e18);
+            op->cost.bytes = gen_value(s, 9e18);
+            op->intensity = gen_value(s, 1e12);
+            op->bound = (xf_bound)(prng(s) % XF_BOUND_COUNT);
+            op->time_s = gen_value(s, 1e6);
+            op->predicted_time_s = gen_value(s, 1e6);
+            op->share = gen_value(s, 1.0);
+            if (measured && prng(s) % 2) {
+                op->measured = 1;
+                op->n_samples = 1 + (int)(prng(s) % 5);
+                op->samples_s = malloc((size_t)op->n_samples * sizeof(double));
+                for (int j = 0; j < op->n_samples; j++) op->samples_s[j] = gen_value(s, 10.0);
+                op->spread_s = gen_value(s, 1.0);
+                op->util_compute = gen_value(s, 2.0);
+                op->util_memory = gen_value(s, 2.0);
+            }
+            if (prng(s) % 3 == 0) {
+                op->bytes_from_counters = 1;
+                op->measured_bytes = gen_value(s, 1e18);
+            }
+            op->n_counters = (int)(prng(s) % 3);
+            for (int j = 0; j < op->n_counters; j++) {
+                snprintf(op->counters[j].name, sizeof op->counters[j].name, "c%d", j);
+                op->counters[j].supported = (int)(prng(s) % 2);
+                op->counters[j].value = op->counters[j].supported ? gen_value(s, 1e18) : 0;
+            }
+        }
+        record_summary *sm = &p->summary;
+        sm->ttft_s = gen_value(s, 1e9);
+        sm->tpot_s = gen_value(s, 1e9);
+        sm->tokens_per_s = gen_value(s, 1e12);
+        sm->prefill_tokens_per_s = gen_value(s, 1e12);
+        sm->decode_tokens_per_s = gen_value(s, 1e12);
+        sm->decode_context = (int64_t)(prng(s) % 1000000);
+        sm->prefill_time_s = gen_value(s, 1e9);
+        sm->decode_time_s = gen_value(s, 1e9);
+        for (int b = 0; b < XF_BOUND_COUNT; b++) sm->share_bound[b] = gen_value(s, 1.0);
+        sm->max_batch = (int64_t)(prng(s) % 100000);
+        record_memory *m = &p->memory;
+        m->weights_bytes = gen_value(s, 1e18);
+        m->kv_bytes = gen_value(s, 1e18);
+        m->kv_bytes_per_token = gen_value(s, 1e12);
+        m->activations_bytes = gen_value(s, 1e18);
+        m->total_bytes = gen_value(s, 9e18);
+        m->capacity_bytes = gen_value(s, 1e16);
+        if (measured && prng(s) % 2) {
+            p->n_seqs = 1 + (int64_t)(prng(s) % 3);
+            p->n_tokens_per_seq = 1 + (int64_t)(prng(s) % 5);
+            p->tokens = malloc((size_t)(p->n_seqs * p->n_tokens_per_seq) * sizeof *p->tokens);
+            for (int64_t t = 0; t < p->n_seqs * p->n_tokens_per_seq; t++) p->tokens[t] = (int32_t)(prng(s) % (uint64_t)r->model.vocab);
+        }
+    }
+}
+
+Test(record, generated_records_round_trip_to_the_same_bytes) {
+    uint64_t seed = 19;
+    for (int it = 0; it < 400; it++) {
+        record r;
+        gen_record(&seed, &r);
+        char *a = NULL;
+        cr_assert_eq(record_json_text(&r, &a), XF_OK, "record %d: %s", it, xf_error_msg());
+        record back;
+        xf_status s = record_from_json(a, "generated", &back);
+        cr_assert_eq(s, XF_OK, "record %d does not read back: %s\n%.600s", it, xf_error_msg(), a);
+        char *b = NULL;
+        cr_assert_eq(record_json_text(&back, &b), XF_OK, "record %d: %s", it, xf_error_msg());
+        size_t d = 0;
+        while (a[d] && a[d] == b[d]) d++;
+        cr_assert_str_eq(a, b, "record %d: the second write differs at byte %zu: first ...%.80s..., second ...%.80s...", it, d,
+                         a + (d > 40 ? d - 40 : 0), b + (d > 40 ? d - 40 : 0));
+        free(a);
+        free(b);
+        record_free(&back);
+        record_free(&r);
+    }
+}
+
+Test(record, non_finite_figure_refused_on_writing) {
+    record r;
+    make_predict(&r);
+    r.points[1].summary.ttft_s = INFINITY;
+    char *text = NULL;
+    cr_assert_eq(record_json_text(&r, &text), XF_EINVAL);
+    cr_assert_null(text);
+    cr_expect(strstr(xf_error_msg(), "record.points[1].summary.ttft_s") != NULL, "%s", xf_error_msg());
+    cr_expect_eq(record_save(&r, "/dev/null"), XF_EINVAL);
     record_free(&r);
 }

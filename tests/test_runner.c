@@ -141,7 +141,11 @@ Test(runner, plan_checks_and_the_memory_gate) {
 }
 
 static int g_stop_calls;
-static int stop_after_one(void) { return g_stop_calls++ >= 1 ? 2 : 0; }
+/* plan.stop is polled before each point and after each repetition (issue 19): with 2 repetitions
+ * and no warm-up, call 0 is before point 1, calls 1 and 2 after its repetitions, call 3 before
+ * point 2. */
+static int stop_after_one(void) { return g_stop_calls++ >= 3 ? 2 : 0; }
+static int stop_after_first_rep(void) { return g_stop_calls++ >= 1 ? 2 : 0; }
 
 typedef struct steps_seen {
     int n, last_point;
@@ -183,5 +187,33 @@ Test(runner, stop_between_points_and_the_step_replay) {
     cr_assert_eq(seen.last_point, 0);
     cr_assert_eq(seen.last_step, 2);
     for (int k = 0; k < 3; k++) cr_assert(r.points[0].tokens[k] >= 0);
+    record_free(&r);
+}
+
+/* Ctrl-C inside a point: the repetition finishes, the point is kept with the repetitions it has,
+ * the record says partial and why; nothing else runs (no replay, no second point). */
+Test(runner, stop_inside_a_point_keeps_the_finished_repetitions) {
+    model_config c = tiny();
+    run_plan p;
+    plan_of(&p, &c);
+    p.n_batch = 1;
+    p.reps = 5;
+    g_stop_calls = 0;
+    p.stop = stop_after_first_rep;
+    steps_seen seen = {0, -1, -1};
+    p.on_step = on_step;
+    p.on_step_ctx = &seen;
+    record r;
+    record_init(&r, "run");
+    run_notes n;
+    cr_assert_eq(runner_run(&p, &r, &n), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(n.stopped_by, 2);
+    cr_assert_eq(r.n_points, 1);
+    cr_assert_eq(r.points[0].run.reps, 1);
+    for (int64_t i = 0; i < r.points[0].n_ops; i++)
+        if (r.points[0].ops[i].measured) cr_assert_eq(r.points[0].ops[i].n_samples, 1, "op %lld", (long long)i);
+    cr_assert(r.partial);
+    cr_assert(strstr(r.partial_reason, "1 of 5 repetitions") != NULL, "%s", r.partial_reason);
+    cr_assert_eq(seen.n, 0); /* the replay is not run for a cut point */
     record_free(&r);
 }

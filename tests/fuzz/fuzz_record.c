@@ -1,5 +1,5 @@
-/* libFuzzer harness: a record of any kind -> record_from_json; what parses must serialize, and
- * parse again to the same text. */
+/* libFuzzer harness: a record of any kind -> record_from_json. Whatever xfprof reads it can write,
+ * and what it writes reads back and writes again to the same bytes (write -> read -> write). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,12 +13,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     text[size] = '\0';
     record r;
     if (record_from_json(text, "fuzz", &r) == XF_OK) {
-        char *a = record_to_json(&r);
+        char *a = NULL;
+        xf_status s = record_json_text(&r, &a);
+        if (s != XF_OK && s != XF_ENOMEM) abort(); /* a record we accept must write (no null, no refusal) */
         if (a) {
             record back;
             if (record_from_json(a, "fuzz-again", &back) != XF_OK) abort(); /* our own output must read back */
-            char *b = record_to_json(&back);
-            if (b && strcmp(a, b) != 0) abort();
+            char *b = NULL;
+            s = record_json_text(&back, &b);
+            if (s != XF_OK && s != XF_ENOMEM) abort();
+            if (b && strcmp(a, b) != 0) abort(); /* the same bytes */
             free(b);
             record_free(&back);
         }
