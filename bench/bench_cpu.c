@@ -14,15 +14,19 @@
  *
  * Usage: bench_cpu [--threads N] [--steps N] [--model NAME] [--quick]
  * Exit status 0 when every target passes, 1 when one fails, 2 on an error. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "analyzers/roofline.h"
 #include "probes/ceilings.h"
 #include "probes/timer.h"
 #include "reference_model/config.h"
 #include "reference_model/cost_model.h"
+#include "reference_model/cpu_attention.h"
+#include "reference_model/cpu_kernels.h"
 #include "reference_model/model.h"
 
 static int fails = 0;
@@ -92,17 +96,158 @@ static xf_status open_model(bench_model *bm, const model_config *cfg, xf_dtype w
     return model_init(&bm->m, cfg, &o);
 }
 
+/* ---- decode attention against the read ceiling, paged against contiguous ----
+ * The backend's decode attention (xk_attention_batch) over `batch` sequences of `ctx` cached
+ * tokens of the model's KV shape, layer after layer as a decode step runs it, KV in one pool per
+ * layer: contiguous (sequence s at slots s*ctx ..) and paged (16-token blocks in a shuffled order,
+ * as the KV manager's paged policy leaves them). Layers are capped so the KV read per step stays
+ * <= 1 GiB; the read ceiling is measured on a working set of the same size, interleaved with the
+ * attention steps (best of reps each). */
+typedef struct att_result {
+    double kv_bytes, read_Bps, t_contig, t_paged;
+    xf_bound cls;
+} att_result;
+
+static double att_step(const model_config *cfg, int threads, int64_t layers, int64_t batch, int64_t ctx, xf_dtype dt,
+                       char **K, char **V, const int64_t *slots, float *q, float *out, xk_attn_query *qs,
+                       const xk_attn_work *w) {
+    const int64_t hd = cfg->head_dim, nrep = cfg->n_heads / cfg->n_kv_heads;
+    const float scale = (float)(1.0 / sqrt((double)hd));
+    double t0 = timer_now_s();
+    for (int64_t l = 0; l < layers; l++) {
+        for (int64_t s = 0; s < batch; s++)
+            qs[s] = (xk_attn_query){q + s * cfg->n_heads * hd, out + s * cfg->n_heads * hd, K[l], V[l], slots + s * ctx, ctx};
+        xk_attention_batch(xk_isa_best(), threads, qs, batch, cfg->n_kv_heads, nrep, hd, dt, cfg->n_kv_heads * hd, scale, w);
+    }
+    return timer_now_s() - t0;
+}
+
+static xf_status bench_attention(const model_config *cfg, int threads, int reps, double peak, int64_t batch, int64_t ctx,
+                                 xf_dtype dt, att_result *r) {
+    const int64_t hd = cfg->head_dim, kv_dim = cfg->n_kv_heads * hd, esz = dt == XF_FP32 ? 4 : 2, nrep = cfg->n_heads / cfg->n_kv_heads;
+    const int64_t n_slots = batch * ctx, layer_bytes = 2 * n_slots * kv_dim * esz;
+    int64_t layers = (int64_t)(1073741824.0 / (double)layer_bytes);
+    layers = layers < 1 ? 1 : layers > cfg->n_layers ? cfg->n_layers : layers;
+    xf_status st = XF_OK;
+    char **K = calloc((size_t)layers, sizeof *K), **V = calloc((size_t)layers, sizeof *V);
+    int64_t *contig = malloc((size_t)n_slots * sizeof(int64_t)), *paged = malloc((size_t)n_slots * sizeof(int64_t));
+    int64_t *perm = malloc((size_t)(n_slots / 16 + 1) * sizeof(int64_t));
+    float *q = malloc((size_t)(batch * cfg->n_heads * hd) * sizeof(float)), *out = malloc((size_t)(batch * cfg->n_heads * hd) * sizeof(float));
+    float *row = malloc((size_t)kv_dim * sizeof(float));
+    xk_attn_query *qs = malloc((size_t)batch * sizeof *qs);
+    xk_attn_work w = {malloc((size_t)(batch + 1) * sizeof(int64_t)),
+                      aligned_alloc(64, (size_t)(XK_ATT_SPLIT_ITEMS * XK_ATT_MAX_PARTS * nrep * hd) * sizeof(float)),
+                      aligned_alloc(64, (size_t)(XK_ATT_SPLIT_ITEMS * XK_ATT_MAX_PARTS * 2 * nrep) * sizeof(float) + 64),
+                      aligned_alloc(64, (size_t)(threads * xk_attn_thread_floats(nrep, hd)) * sizeof(float)),
+                      xk_attn_thread_floats(nrep, hd)};
+    if (!K || !V || !contig || !paged || !perm || !q || !out || !row || !qs || !w.items || !w.part_o || !w.part_ml || !w.scratch)
+        st = xf_errorf(XF_ENOMEM, "out of memory");
+    uint64_t x = 99;
+#define LCG() (x = x * 6364136223846793005ULL + 1442695040888963407ULL, x >> 33)
+    for (int64_t l = 0; !st && l < layers; l++) {
+        K[l] = aligned_alloc(64, (size_t)(n_slots * kv_dim * esz));
+        V[l] = aligned_alloc(64, (size_t)(n_slots * kv_dim * esz));
+        if (!K[l] || !V[l]) {
+            st = xf_errorf(XF_ENOMEM, "out of memory for %lld MiB of KV", (long long)(layer_bytes * layers >> 20));
+            break;
+        }
+        for (int64_t j = 0; j < n_slots; j++) {
+            for (int64_t e = 0; e < kv_dim; e++) row[e] = (float)(LCG() % 2001) / 1000.0f - 1.0f;
+            xk_store(K[l] + j * kv_dim * esz, dt, row, kv_dim);
+            xk_store(V[l] + j * kv_dim * esz, dt, row, kv_dim);
+        }
+    }
+    if (!st) {
+        for (int64_t j = 0; j < n_slots; j++) contig[j] = j;
+        const int64_t nb = n_slots / 16; /* ctx is a multiple of 16 */
+        for (int64_t b = 0; b < nb; b++) perm[b] = b;
+        for (int64_t b = nb - 1; b > 0; b--) {
+            int64_t k = (int64_t)(LCG() % (uint64_t)(b + 1)), t = perm[b];
+            perm[b] = perm[k];
+            perm[k] = t;
+        }
+        for (int64_t j = 0; j < n_slots; j++) paged[j] = perm[j / 16] * 16 + j % 16;
+        for (int64_t i = 0; i < batch * cfg->n_heads * hd; i++) q[i] = (float)(LCG() % 2001) / 1000.0f - 1.0f;
+    }
+#undef LCG
+    r->kv_bytes = (double)(layer_bytes * layers);
+    r->read_Bps = r->t_contig = r->t_paged = 0;
+    r->cls = XF_BOUND_LATENCY;
+    for (int i = 0; !st && i < reps; i++) {
+        ceilings_bw bw;
+        st = ceilings_bandwidth(CEIL_READ, r->kv_bytes, threads, 1, &bw);
+        if (st) break;
+        r->read_Bps = bw.Bps > r->read_Bps ? bw.Bps : r->read_Bps;
+        const double tc = att_step(cfg, threads, layers, batch, ctx, dt, K, V, contig, q, out, qs, &w);
+        const double tp = att_step(cfg, threads, layers, batch, ctx, dt, K, V, paged, q, out, qs, &w);
+        r->t_contig = i == 0 || tc < r->t_contig ? tc : r->t_contig;
+        r->t_paged = i == 0 || tp < r->t_paged ? tp : r->t_paged;
+    }
+    if (!st) {
+        /* QK and PV: 4 FLOP per query head per KV element pair of K and V head_dim */
+        const double flops = 4.0 * (double)(cfg->n_heads * hd) * (double)(ctx * batch * layers);
+        roofline_thresholds th;
+        roofline_thresholds_default(&th);
+        r->cls = roofline_class_measured(flops / r->t_paged / peak, r->kv_bytes / r->t_paged / r->read_Bps, &th);
+    }
+    for (int64_t l = 0; l < layers && K && V; l++) {
+        free(K[l]);
+        free(V[l]);
+    }
+    free(K);
+    free(V);
+    free(contig);
+    free(paged);
+    free(perm);
+    free(q);
+    free(out);
+    free(row);
+    free(qs);
+    free(w.items);
+    free(w.part_o);
+    free(w.part_ml);
+    free(w.scratch);
+    return st;
+}
+
+/* Runs the attention points; returns 0, or 2 after an error. */
+static int attention_section(const model_config *cfg, int threads, int quick, double peak) {
+    static const struct { int64_t batch, ctx; xf_dtype dt; } pts[] = {
+        {1, 512, XF_FP32}, {1, 4096, XF_FP32}, {8, 512, XF_FP32}, {8, 4096, XF_FP32},
+        {1, 4096, XF_FP16}, {8, 512, XF_BF16},
+    };
+    printf("decode attention (%s, %lld KV heads x head_dim %lld, %lld query heads per KV head):\n", cfg->name,
+           (long long)cfg->n_kv_heads, (long long)cfg->head_dim, (long long)(cfg->n_heads / cfg->n_kv_heads));
+    for (size_t i = 0; i < sizeof pts / sizeof pts[0]; i++) {
+        att_result r;
+        if (bench_attention(cfg, threads, quick ? 2 : 5, peak, pts[i].batch, pts[i].ctx, pts[i].dt, &r) != XF_OK) {
+            fprintf(stderr, "bench_cpu: attention: %s\n", xf_error_msg());
+            return 2;
+        }
+        printf("  batch %lld ctx %4lld %s KV: %.0f MiB per step; read ceiling there %.2f GB/s; contiguous %.2f GB/s, paged %.2f GB/s "
+               "(paged costs %+.1f%%), class %s\n",
+               (long long)pts[i].batch, (long long)pts[i].ctx, dtype_name(pts[i].dt), r.kv_bytes / 1048576, r.read_Bps / 1e9,
+               r.kv_bytes / r.t_contig / 1e9, r.kv_bytes / r.t_paged / 1e9, 100 * (r.t_paged / r.t_contig - 1), bound_name(r.cls));
+        char what[96];
+        snprintf(what, sizeof what, "attention b%lld ctx %lld %s paged GB/s / read ceiling", (long long)pts[i].batch,
+                 (long long)pts[i].ctx, dtype_name(pts[i].dt));
+        verdict(what, r.kv_bytes / r.t_paged / r.read_Bps, 0.70, 1, "");
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     ceilings_env_reexec(argc, argv); /* OpenBLAS kernels and OpenMP waiting, set before they load */
-    int threads = 2, steps = 8, quick = 0;
+    int threads = 2, steps = 8, quick = 0, attention_only = 0;
     const char *model_name = "tinyllama-1.1b";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--model") && i + 1 < argc) model_name = argv[++i];
         else if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--attention")) attention_only = 1;
         else {
-            fprintf(stderr, "usage: bench_cpu [--threads N] [--steps N] [--model NAME] [--quick]\n");
+            fprintf(stderr, "usage: bench_cpu [--threads N] [--steps N] [--model NAME] [--quick] [--attention]\n");
             return 2;
         }
     }
@@ -128,6 +273,11 @@ int main(int argc, char **argv) {
     printf("ceilings: read %.2f GB/s over %.0f MiB (LLC %.0f MiB); FP32 peak %.1f GFLOP/s (%s)\n", rd.Bps / 1e9, ws / 1048576,
            llc / 1048576, peak / 1e9, isa);
 
+    if (attention_only) {
+        printf("\nresults (%s, %d threads):\n", model_name, threads);
+        int rc = attention_section(&cfg, threads, quick, peak);
+        return rc ? rc : fails ? 1 : 0;
+    }
     /* Decode of the three weight dtypes, interleaved step by step. */
     const xf_dtype dts[3] = {XF_FP32, XF_BF16, XF_INT8};
     bench_model bms[3];
