@@ -4,8 +4,10 @@
  * Projections: with fewer than CPU_GEMM_MIN_TOKENS rows (decode) the own matmul kernel reads the
  * weights in their stored dtype (bf16 / int8 read at 2 / ~1 bytes per weight: what makes quantized
  * decode faster; int8 inputs go on the 16-bit grid of cpu_kernels.h, and one token runs the
- * int16 x int8 kernel). With more rows (prefill) each thread takes a contiguous range of output rows and
- * calls single-threaded cblas_sgemm on it; bf16 / int8 weights are first dequantized into a
+ * int16 x int8 kernel). With more rows (prefill) the output rows go in fixed chunks of CPU_GEMM_ROWS
+ * to the threads, one single-threaded cblas_sgemm call per chunk (fixed shapes: OpenBLAS picks its
+ * kernel by shape, so per-thread ranges made the sums' order, and the logits, depend on the thread
+ * count); bf16 / int8 weights are first dequantized into a
  * per-thread fp32 tile of a few MB (the dequantization costs O(rows * cols) against the GEMM's
  * O(tokens * rows * cols), so it is amortized over the prompt). OpenBLAS is set to one thread:
  * all parallelism is OpenMP's, so BLAS threads never compete with OpenMP threads for the cores,
@@ -33,6 +35,7 @@
 
 #define CPU_GEMM_MIN_TOKENS 16     /* rows from which projections go to the BLAS GEMM */
 #define CPU_TILE_FLOATS (1 << 20)  /* per-thread fp32 dequantization tile: 4 MiB */
+#define CPU_GEMM_ROWS 256          /* output rows per BLAS GEMM call (a multiple of 16) */
 #define CPU_MM_CHUNK 16            /* output rows per OpenMP work item in the own matmul */
 #define CPU_ATT_MIN_TOKENS 16     /* sequences with this many new tokens take the blocked (prefill)
                                       attention; fewer (decode) the per-query kernel */
@@ -277,19 +280,18 @@ static void cpu_linear(cpu_ctx *c, const wmat *W, float *x, int64_t n, float *y)
     }
     int64_t tile_rows = CPU_TILE_FLOATS / cols;
     if (tile_rows < 1) tile_rows = 1;
-#pragma omp parallel num_threads(c->threads)
-    {
-        const int nt = omp_get_num_threads(), id = omp_get_thread_num();
-        /* contiguous row ranges, multiples of 16 so the GEMM's edges stay simple */
-        int64_t per = ((rows + nt - 1) / nt + 15) & ~(int64_t)15;
-        int64_t r0 = (int64_t)id * per, r1 = r0 + per < rows ? r0 + per : rows;
+    /* Fixed chunks of CPU_GEMM_ROWS output rows, one GEMM call each, dealt to the threads: the
+     * calls' shapes (and so OpenBLAS's choice of kernel and blocking, which decides the order of
+     * each sum) do not depend on the thread count. */
+    const int64_t n_chunks = (rows + CPU_GEMM_ROWS - 1) / CPU_GEMM_ROWS;
+#pragma omp parallel for num_threads(c->threads) schedule(static)
+    for (int64_t ch = 0; ch < n_chunks; ch++) {
+        const int64_t r0 = ch * CPU_GEMM_ROWS, r1 = r0 + CPU_GEMM_ROWS < rows ? r0 + CPU_GEMM_ROWS : rows;
         if (W->dtype == XF_FP32) {
-            if (r1 > r0)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)n, (blasint)(r1 - r0), (blasint)cols,
-                            1.0f, x, (blasint)cols, (const float *)W->data + r0 * cols, (blasint)cols, 0.0f, y + r0,
-                            (blasint)rows);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)n, (blasint)(r1 - r0), (blasint)cols, 1.0f, x,
+                        (blasint)cols, (const float *)W->data + r0 * cols, (blasint)cols, 0.0f, y + r0, (blasint)rows);
         } else {
-            float *tile = c->tiles + (int64_t)id * CPU_TILE_FLOATS;
+            float *tile = c->tiles + (int64_t)omp_get_thread_num() * CPU_TILE_FLOATS;
             for (int64_t t0 = r0; t0 < r1; t0 += tile_rows) {
                 int64_t t1 = t0 + tile_rows < r1 ? t0 + tile_rows : r1;
                 xk_dequant_rows(W, t0, t1, tile);
