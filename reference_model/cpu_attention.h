@@ -27,7 +27,8 @@ void xk_attention(float *out, const float *q, int64_t n_rep, int64_t head_dim, c
  * AVX-512 takes 16 keys at a time (16 dot products over head_dim reduced into one vector of
  * scores, the online softmax on that vector, P.V with the weights broadcast; the n_rep query heads
  * of a GQA group reuse each block of K and V from L1, so the cache is read once per KV head), and
- * prefetches the rows of the blocks ahead through the slot table. Other ISAs run the scalar code.
+ * prefetches the rows of the block ahead through the slot table; AVX2 runs the same steps on 8
+ * lanes over rows converted to fp32 first; the scalar variant is xk_attention's code.
  * A context may be cut into parts (split-K): xk_attention_part gives a part's unnormalized output
  * and its running max and sum, xk_attention_merge combines parts. */
 
