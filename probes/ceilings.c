@@ -261,31 +261,28 @@ static AMX_TGT void amx_setup(void) {
     _tile_loadd(6, zeros, 64);
     _tile_loadd(7, zeros, 64);
 }
-static AMX_TGT float amx_bf16(int64_t iters) {
+/* iters x 4 tile products: tdpbssd (int8) or tdpbf16ps (bf16). */
+static AMX_TGT float amx_run(int64_t iters, int int8) {
     amx_setup();
-    for (int64_t i = 0; i < iters; i++) {
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
+    if (int8) {
+        for (int64_t i = 0; i < iters; i++) {
+            _tile_dpbssd(0, 4, 6);
+            _tile_dpbssd(1, 4, 7);
+            _tile_dpbssd(2, 5, 6);
+            _tile_dpbssd(3, 5, 7);
+        }
+    } else {
+        for (int64_t i = 0; i < iters; i++) {
+            _tile_dpbf16ps(0, 4, 6);
+            _tile_dpbf16ps(1, 4, 7);
+            _tile_dpbf16ps(2, 5, 6);
+            _tile_dpbf16ps(3, 5, 7);
+        }
     }
-    float out[256] __attribute__((aligned(64)));
+    float out[256] __attribute__((aligned(64))); /* one accumulator tile: keeps the products live */
     _tile_stored(0, out, 64);
     _tile_release();
     return out[0];
-}
-static AMX_TGT float amx_int8(int64_t iters) {
-    amx_setup();
-    for (int64_t i = 0; i < iters; i++) {
-        _tile_dpbssd(0, 4, 6);
-        _tile_dpbssd(1, 4, 7);
-        _tile_dpbssd(2, 5, 6);
-        _tile_dpbssd(3, 5, 7);
-    }
-    int32_t out[256] __attribute__((aligned(64)));
-    _tile_stored(0, out, 64);
-    _tile_release();
-    return (float)out[0];
 }
 
 /* ---- a team of threads with a barrier around each timed repetition ---- */
@@ -352,10 +349,8 @@ static void *worker_main(void *arg) {
             sink += lvl == 2 ? fma_avx512(t->iters) : lvl == 1 ? fma_avx2(t->iters) : fma_portable(t->iters);
         } else if (t->job == JOB_BF16) {
             sink += bf16_avx512(t->iters);
-        } else if (t->job == JOB_AMX_BF16) {
-            sink += amx_bf16(t->iters);
         } else {
-            sink += amx_int8(t->iters);
+            sink += amx_run(t->iters, t->job == JOB_AMX_INT8);
         }
         pthread_barrier_wait(&t->bar);
         if (w->id == 0) {
