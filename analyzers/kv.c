@@ -101,7 +101,7 @@ static xf_status build_phase(sim_cost *c, xf_phase ph) {
         double v[N_SUMS];
         memcpy(v, base, sizeof v);
         if (j > 0) v[j - 1] += h;
-        cost_step_sums s = {ph, v[0], v[1], v[2], v[3]};
+        cost_step_sums s = {ph, v[0], v[1], v[2], v[3], 0, 0, 0};
         st = cost_step_of_sums(&c->cfg, &c->w, &s, at[j], n);
     }
     int nl = 0;
@@ -146,7 +146,7 @@ static xf_status build_phase(sim_cost *c, xf_phase ph) {
     const double probes[6][N_SUMS] = {{1, 1, 1, 1},         {1, 2000, 2001000, 2000}, {64, 64, 64 * 3000, 64 * 3000},
                                       {3, 700, 90000, 5000}, {256, 256, 4e6, 4e6},      {7, 7, 7, 7}};
     for (int p = 0; p < 6; p++) {
-        cost_step_sums s = {ph, probes[p][0], probes[p][1], probes[p][2], probes[p][3]};
+        cost_step_sums s = {ph, probes[p][0], probes[p][1], probes[p][2], probes[p][3], 0, 0, 0};
         if (s.rows > (double)c->cfg.vocab) continue;
         double a = lin_time(c, &s), e = exact_time(c, &s);
         if (!(e > 0) || fabs(a - e) > 1e-9 * e)
@@ -191,8 +191,8 @@ void sim_cost_free(sim_cost *c) {
 }
 
 static void step_sums(const sim_step *s, cost_step_sums *p, cost_step_sums *d) {
-    *p = (cost_step_sums){XF_PREFILL, (double)s->n_prefill, (double)s->prefill_tokens, s->prefill_pairs, (double)s->prefill_tokens};
-    *d = (cost_step_sums){XF_DECODE, (double)s->n_decode, (double)s->n_decode, (double)s->decode_context, (double)s->decode_context};
+    *p = (cost_step_sums){XF_PREFILL, (double)s->n_prefill, (double)s->prefill_tokens, s->prefill_pairs, (double)s->prefill_tokens, 0, 0, 0};
+    *d = (cost_step_sums){XF_DECODE, (double)s->n_decode, (double)s->n_decode, (double)s->decode_context, (double)s->decode_context, 0, 0, 0};
 }
 
 double sim_cost_step_time(void *ctx, const sim_step *s) {

@@ -13,10 +13,10 @@ typedef enum op_kind {
     OP_EMBEDDING = 0, /* layer -1: gather rows of the embedding table */
     OP_ATTN_NORM,     /* RMSNorm before attention */
     OP_QKV,           /* Q, K, V projections (GQA shapes, optional bias) */
-    OP_ROPE,          /* rotary embedding of Q and K */
+    OP_ROPE,          /* rotary embedding of Q and K (qwen3: after the per-head q/k RMSNorm) */
     OP_KV_APPEND,     /* write the new K and V into the cache */
     OP_ATTENTION,     /* QK^T, softmax, PV: fused, compulsory traffic Q + K + V read, O written */
-    OP_O_PROJ,        /* output projection */
+    OP_O_PROJ,        /* output projection (optional bias) */
     OP_ATTN_RESIDUAL, /* x += attn_out */
     OP_FFN_NORM,      /* RMSNorm before the FFN */
     OP_GATE_UP,       /* gate and up projections, d_model -> 2 * d_ff */

@@ -14,33 +14,55 @@
 
 /* Absurd-size limits: anything above is a typo or a hostile file, never a real model. */
 #define CFG_MAX_D_MODEL (INT64_C(1) << 20)
-#define CFG_MAX_LAYERS INT64_C(4096)
+#define CFG_MAX_LAYERS ((int64_t)MODEL_MAX_LAYERS)
 #define CFG_MAX_HEADS (INT64_C(1) << 14)
 #define CFG_MAX_HEAD_DIM (INT64_C(1) << 14)
 #define CFG_MAX_D_FF (INT64_C(1) << 24)
 #define CFG_MAX_VOCAB (INT64_C(1) << 24)
 #define CFG_MAX_CTX (INT64_C(1) << 27)
+#define CFG_PI 3.14159265358979323846
 
 /* Values from each model's published Hugging Face config.json (llama2.c's ModelArgs for the
  * stories models, which share the classifier with the token embedding). */
+/* A dense preset with plain RoPE and no bias beyond qwen2's Q/K/V ones. */
+#define XF_DENSE(nm, ar, L, d, h, kv, hd, ff, V, ctx, theta, eps, tied, bias)                                            \
+    {.name = nm, .arch = ar, .n_layers = L, .d_model = d, .n_heads = h, .n_kv_heads = kv, .head_dim = hd, .d_ff = ff,     \
+     .vocab = V, .max_ctx = ctx, .rope_theta = theta, .norm_eps = eps, .tied_embeddings = tied, .qkv_bias = bias}
+/* Llama 3.1 / 3.2 RoPE: llama3 scaling with low_freq_factor 1, high_freq_factor 4 over 8192 positions. */
+#define XF_LLAMA3_ROPE(f) {.kind = ROPE_LLAMA3, .factor = f, .low_freq_factor = 1.0, .high_freq_factor = 4.0, .original_ctx = 8192}
+
 static const model_config k_presets[] = {
     /* name, arch, layers, d_model, heads, kv, head_dim, d_ff, vocab, ctx, theta, eps, tied, bias */
-    {"stories15m", "llama", 6, 288, 6, 6, 48, 768, 32000, 256, 10000.0, 1e-5, 1, 0},
-    {"stories110m", "llama", 12, 768, 12, 12, 64, 2048, 32000, 1024, 10000.0, 1e-5, 1, 0},
+    XF_DENSE("stories15m", "llama", 6, 288, 6, 6, 48, 768, 32000, 256, 10000.0, 1e-5, 1, 0),
+    XF_DENSE("stories110m", "llama", 12, 768, 12, 12, 64, 2048, 32000, 1024, 10000.0, 1e-5, 1, 0),
     /* TinyLlama/TinyLlama-1.1B-Chat-v1.0 */
-    {"tinyllama-1.1b", "llama", 22, 2048, 32, 4, 64, 5632, 32000, 2048, 10000.0, 1e-5, 0, 0},
+    XF_DENSE("tinyllama-1.1b", "llama", 22, 2048, 32, 4, 64, 5632, 32000, 2048, 10000.0, 1e-5, 0, 0),
     /* meta-llama/Llama-2-{7,13,70}b-hf */
-    {"llama-2-7b", "llama", 32, 4096, 32, 32, 128, 11008, 32000, 4096, 10000.0, 1e-5, 0, 0},
-    {"llama-2-13b", "llama", 40, 5120, 40, 40, 128, 13824, 32000, 4096, 10000.0, 1e-5, 0, 0},
-    {"llama-2-70b", "llama", 80, 8192, 64, 8, 128, 28672, 32000, 4096, 10000.0, 1e-5, 0, 0},
+    XF_DENSE("llama-2-7b", "llama", 32, 4096, 32, 32, 128, 11008, 32000, 4096, 10000.0, 1e-5, 0, 0),
+    XF_DENSE("llama-2-13b", "llama", 40, 5120, 40, 40, 128, 13824, 32000, 4096, 10000.0, 1e-5, 0, 0),
+    XF_DENSE("llama-2-70b", "llama", 80, 8192, 64, 8, 128, 28672, 32000, 4096, 10000.0, 1e-5, 0, 0),
     /* meta-llama/Meta-Llama-3-{8,70}B */
-    {"llama-3-8b", "llama", 32, 4096, 32, 8, 128, 14336, 128256, 8192, 500000.0, 1e-5, 0, 0},
-    {"llama-3-70b", "llama", 80, 8192, 64, 8, 128, 28672, 128256, 8192, 500000.0, 1e-5, 0, 0},
-    /* mistralai/Mistral-7B-v0.1 */
-    {"mistral-7b", "mistral", 32, 4096, 32, 8, 128, 14336, 32000, 32768, 10000.0, 1e-5, 0, 0},
+    XF_DENSE("llama-3-8b", "llama", 32, 4096, 32, 8, 128, 14336, 128256, 8192, 500000.0, 1e-5, 0, 0),
+    XF_DENSE("llama-3-70b", "llama", 80, 8192, 64, 8, 128, 28672, 128256, 8192, 500000.0, 1e-5, 0, 0),
+    /* mistralai/Mistral-7B-v0.1: a 4096-token sliding window on every layer */
+    {.name = "mistral-7b", .arch = "mistral", .n_layers = 32, .d_model = 4096, .n_heads = 32, .n_kv_heads = 8, .head_dim = 128,
+     .d_ff = 14336, .vocab = 32000, .max_ctx = 32768, .rope_theta = 10000.0, .norm_eps = 1e-5, .sliding_window = 4096,
+     .window_layers = {UINT64_C(0xffffffff)}},
     /* Qwen/Qwen2.5-7B */
-    {"qwen2.5-7b", "qwen2", 28, 3584, 28, 4, 128, 18944, 152064, 131072, 1000000.0, 1e-6, 0, 1},
+    XF_DENSE("qwen2.5-7b", "qwen2", 28, 3584, 28, 4, 128, 18944, 152064, 131072, 1000000.0, 1e-6, 0, 1),
+    /* meta-llama/Llama-3.1-8B: llama3 RoPE, factor 8 */
+    {.name = "llama-3.1-8b", .arch = "llama", .n_layers = 32, .d_model = 4096, .n_heads = 32, .n_kv_heads = 8, .head_dim = 128,
+     .d_ff = 14336, .vocab = 128256, .max_ctx = 131072, .rope_theta = 500000.0, .norm_eps = 1e-5, .rope = XF_LLAMA3_ROPE(8.0)},
+    /* meta-llama/Llama-3.2-1B: llama3 RoPE, factor 32, tied embeddings */
+    {.name = "llama-3.2-1b", .arch = "llama", .n_layers = 16, .d_model = 2048, .n_heads = 32, .n_kv_heads = 8, .head_dim = 64,
+     .d_ff = 8192, .vocab = 128256, .max_ctx = 131072, .rope_theta = 500000.0, .norm_eps = 1e-5, .tied_embeddings = 1,
+     .rope = XF_LLAMA3_ROPE(32.0)},
+    /* Qwen/Qwen3-8B: q/k RMSNorm, no biases */
+    {.name = "qwen3-8b", .arch = "qwen3", .n_layers = 36, .d_model = 4096, .n_heads = 32, .n_kv_heads = 8, .head_dim = 128,
+     .d_ff = 12288, .vocab = 151936, .max_ctx = 40960, .rope_theta = 1000000.0, .norm_eps = 1e-6, .qk_norm = 1},
 };
+#undef XF_DENSE
+#undef XF_LLAMA3_ROPE
 #define N_PRESETS ((int)(sizeof k_presets / sizeof k_presets[0]))
 
 int config_preset_count(void) { return N_PRESETS; }
@@ -66,6 +88,104 @@ xf_status config_preset(const char *name, model_config *cfg) {
         used += (size_t)n;
     }
     return xf_errorf(XF_EINVAL, "unknown model '%s': give one of the presets (%s) or a path to a Hugging Face config.json", name, list);
+}
+
+static xf_status rope_validate(const rope_scaling *r, int64_t max_ctx, const char *ctx) {
+    if ((int)r->kind < 0 || r->kind >= ROPE_KIND_COUNT)
+        return xf_errorf(XF_EINVAL, "%s: unknown rope type %d", ctx, (int)r->kind);
+    if (r->kind == ROPE_DEFAULT) return XF_OK;
+    if (!isfinite(r->factor) || r->factor <= 0 || r->factor > 1e6)
+        return xf_errorf(XF_EINVAL, "%s: 'factor' must be a finite number in (0, 1e6], got %g", ctx, r->factor);
+    if (r->kind == ROPE_LLAMA3) {
+        if (!isfinite(r->low_freq_factor) || !isfinite(r->high_freq_factor) || r->low_freq_factor <= 0 ||
+            r->high_freq_factor <= r->low_freq_factor)
+            return xf_errorf(XF_EINVAL, "%s: llama3 needs 0 < low_freq_factor < high_freq_factor, got %g and %g", ctx,
+                             r->low_freq_factor, r->high_freq_factor);
+    }
+    if (r->kind == ROPE_LLAMA3 || r->kind == ROPE_YARN) {
+        if (r->original_ctx <= 0 || r->original_ctx > CFG_MAX_CTX)
+            return xf_errorf(XF_EINVAL, "%s: 'original_max_position_embeddings' must lie in [1, %lld], got %lld", ctx,
+                             (long long)CFG_MAX_CTX, (long long)r->original_ctx);
+    }
+    if (r->kind == ROPE_YARN) {
+        if (!isfinite(r->beta_fast) || !isfinite(r->beta_slow) || r->beta_fast <= 0 || r->beta_slow <= 0)
+            return xf_errorf(XF_EINVAL, "%s: yarn needs beta_fast and beta_slow > 0, got %g and %g", ctx, r->beta_fast,
+                             r->beta_slow);
+        if (!isfinite(r->attention_factor) || r->attention_factor <= 0 || r->attention_factor > 1e3)
+            return xf_errorf(XF_EINVAL, "%s: yarn's attention_factor must lie in (0, 1000], got %g", ctx, r->attention_factor);
+        if (r->truncate != 0 && r->truncate != 1) return xf_errorf(XF_EINVAL, "%s: truncate must be 0 or 1", ctx);
+    }
+    (void)max_ctx;
+    return XF_OK;
+}
+
+/* transformers' yarn helpers (modeling_rope_utils._compute_yarn_parameters). */
+static double yarn_correction_dim(double rotations, double dim, double base, double ctx) {
+    return dim * log(ctx / (rotations * 2.0 * CFG_PI)) / (2.0 * log(base));
+}
+
+xf_status config_rope_freqs(const model_config *cfg, double *inv_freq, double *attn_factor) {
+    xf_status st = config_validate(cfg);
+    if (st) return st;
+    const rope_scaling *r = &cfg->rope;
+    const int64_t half = cfg->head_dim / 2;
+    const double dim = (double)cfg->head_dim, base = cfg->rope_theta;
+    *attn_factor = 1.0;
+    for (int64_t i = 0; i < half; i++) inv_freq[i] = pow(base, -2.0 * (double)i / dim);
+    switch (r->kind) {
+    case ROPE_DEFAULT:
+    case ROPE_DYNAMIC: /* sequences never exceed max_ctx here: the frequencies stay the default ones */
+        break;
+    case ROPE_LINEAR:
+        for (int64_t i = 0; i < half; i++) inv_freq[i] /= r->factor;
+        break;
+    case ROPE_LLAMA3: {
+        const double old = (double)r->original_ctx;
+        const double low_wl = old / r->low_freq_factor, high_wl = old / r->high_freq_factor;
+        for (int64_t i = 0; i < half; i++) {
+            const double f = inv_freq[i], wl = 2.0 * CFG_PI / f;
+            if (wl > low_wl) {
+                inv_freq[i] = f / r->factor;
+            } else if (!(wl < high_wl)) { /* medium frequency: a smooth ramp */
+                const double sm = (old / wl - r->low_freq_factor) / (r->high_freq_factor - r->low_freq_factor);
+                inv_freq[i] = (1.0 - sm) * f / r->factor + sm * f;
+            }
+        }
+        break;
+    }
+    case ROPE_YARN: {
+        double lo = yarn_correction_dim(r->beta_fast, dim, base, (double)r->original_ctx);
+        double hi = yarn_correction_dim(r->beta_slow, dim, base, (double)r->original_ctx);
+        if (r->truncate) {
+            lo = floor(lo);
+            hi = ceil(hi);
+        }
+        if (lo < 0) lo = 0;
+        if (hi > dim - 1) hi = dim - 1;
+        if (lo == hi) hi += 0.001; /* transformers: prevent a singularity */
+        for (int64_t i = 0; i < half; i++) {
+            double ramp = ((double)i - lo) / (hi - lo);
+            ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;
+            const double extra = 1.0 - ramp; /* weight of extrapolation (the unscaled frequency) */
+            inv_freq[i] = inv_freq[i] / r->factor * (1.0 - extra) + inv_freq[i] * extra;
+        }
+        *attn_factor = r->attention_factor;
+        break;
+    }
+    default:
+        return xf_errorf(XF_EINVAL, "model config: unknown rope type %d", (int)r->kind);
+    }
+    return XF_OK;
+}
+
+const char *config_first_extension(const model_config *cfg) {
+    if (!cfg) return NULL;
+    if (cfg->rope.kind != ROPE_DEFAULT && cfg->rope.kind != ROPE_DYNAMIC) return "rope_scaling";
+    if (cfg->o_bias) return "attention_bias (o_proj.bias)";
+    if (cfg->mlp_bias) return "mlp_bias";
+    if (cfg->qk_norm) return "q/k RMSNorm (q_norm, k_norm)";
+    if (cfg->sliding_window > 0) return "sliding_window";
+    return NULL;
 }
 
 static xf_status check_range(const char *field, int64_t v, int64_t hi) {
@@ -106,7 +226,16 @@ xf_status config_validate(const model_config *cfg) {
     if (cfg->tied_embeddings != 0 && cfg->tied_embeddings != 1)
         return xf_errorf(XF_EINVAL, "model config: tied_embeddings must be 0 or 1");
     if (cfg->qkv_bias != 0 && cfg->qkv_bias != 1) return xf_errorf(XF_EINVAL, "model config: qkv_bias must be 0 or 1");
-    return XF_OK;
+    if ((cfg->o_bias != 0 && cfg->o_bias != 1) || (cfg->mlp_bias != 0 && cfg->mlp_bias != 1) ||
+        (cfg->qk_norm != 0 && cfg->qk_norm != 1))
+        return xf_errorf(XF_EINVAL, "model config: o_bias, mlp_bias and qk_norm must be 0 or 1");
+    if (cfg->sliding_window < 0 || cfg->sliding_window > CFG_MAX_CTX)
+        return xf_errorf(XF_EINVAL, "model config: sliding_window = %lld out of range [0, %lld]", (long long)cfg->sliding_window,
+                         (long long)CFG_MAX_CTX);
+    if ((cfg->sliding_window > 0) != (model_windowed_layers(cfg) > 0))
+        return xf_errorf(XF_EINVAL, "model config: sliding_window = %lld but %lld windowed layers", (long long)cfg->sliding_window,
+                         (long long)model_windowed_layers(cfg));
+    return rope_validate(&cfg->rope, cfg->max_ctx, "model config: rope scaling");
 }
 
 /* a*b + c in int64 with overflow reported as -1 (all inputs >= 0). */
@@ -130,7 +259,10 @@ int64_t config_param_count(const model_config *cfg) {
     layer = mul_add(d, 2 * kv_width, layer);   /* wk, wv (kv_width, d) each */
     layer = mul_add(q_width, d, layer);        /* wo (d, q_width) */
     if (cfg->qkv_bias) layer = mul_add(1, q_width + 2 * kv_width, layer);
+    if (cfg->o_bias) layer = mul_add(1, d, layer);
+    if (cfg->qk_norm) layer = mul_add(2, cfg->head_dim, layer); /* q_norm, k_norm (head_dim) */
     layer = mul_add(3 * d, cfg->d_ff, layer);  /* w_gate, w_up (d_ff, d), w_down (d, d_ff) */
+    if (cfg->mlp_bias) layer = mul_add(2, cfg->d_ff, mul_add(1, d, layer)); /* gate, up (d_ff), down (d) biases */
     layer = mul_add(2, d, layer);              /* attention and FFN RMSNorm weights */
     if (layer < 0) return -1;
     int64_t total = mul_add(layer, cfg->n_layers, 0);
@@ -175,6 +307,126 @@ static void name_from_path(const char *path, char *buf, size_t len) {
     buf[blen] = '\0';
 }
 
+/* One number of a rope object: required (present must end 1) or optional. */
+static xf_status rope_num(const cJSON *o, const char *key, const char *ctx, int required, double *out) {
+    int present = 0;
+    xf_status s = json_opt_number(o, key, ctx, out, &present);
+    if (s) return s;
+    if (required && !present) return xf_errorf(XF_EINVAL, "%s: field '%s' is missing (this rope type needs it)", ctx, key);
+    return XF_OK;
+}
+
+/* rope_theta and the scaling object: transformers 4 writes "rope_theta" and "rope_scaling"
+ * ({"rope_type" or "type": ...}), transformers 5 one "rope_parameters" object holding both. */
+static xf_status parse_rope(const cJSON *root, const char *ctx, model_config *cfg) {
+    xf_status s;
+    int present = 0;
+    cfg->rope_theta = 10000.0;
+    memset(&cfg->rope, 0, sizeof cfg->rope);
+    if ((s = json_opt_number(root, "rope_theta", ctx, &cfg->rope_theta, &present)) != XF_OK) return s;
+    const char *names[2] = {"rope_parameters", "rope_scaling"};
+    const cJSON *obj = NULL;
+    const char *oname = NULL;
+    char octx[2][256];
+    for (int i = 0; i < 2; i++) {
+        const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, names[i]);
+        if (!o || cJSON_IsNull(o)) continue;
+        if (!cJSON_IsObject(o)) return xf_errorf(XF_EINVAL, "%s: field '%s' must be an object", ctx, names[i]);
+        snprintf(octx[i], sizeof octx[i], "%s: %s", ctx, names[i]);
+        if (i == 0 && !present) {
+            if ((s = json_opt_number(o, "rope_theta", octx[i], &cfg->rope_theta, &present)) != XF_OK) return s;
+        }
+        if (!obj) {
+            obj = o;
+            oname = names[i];
+        } else {
+            /* both spellings: they must agree on the type */
+            char t0[32] = "default", t1[32] = "default";
+            int p0 = 0, p1 = 0;
+            json_opt_string(obj, "rope_type", ctx, t0, sizeof t0, &p0);
+            if (!p0) json_opt_string(obj, "type", ctx, t0, sizeof t0, &p0);
+            json_opt_string(o, "rope_type", ctx, t1, sizeof t1, &p1);
+            if (!p1) json_opt_string(o, "type", ctx, t1, sizeof t1, &p1);
+            if (strcmp(t0, t1) != 0)
+                return xf_errorf(XF_EINVAL, "%s: fields 'rope_parameters' (type '%s') and 'rope_scaling' (type '%s') disagree", ctx,
+                                 t0, t1);
+        }
+    }
+    if (present && !(cfg->rope_theta > 0 && isfinite(cfg->rope_theta)))
+        return xf_errorf(XF_EINVAL, "%s: field 'rope_theta' must be > 0, got %g", ctx, cfg->rope_theta);
+    if (!obj) return XF_OK;
+    const char *rctx = octx[oname == names[0] ? 0 : 1];
+    /* every key must be one xfprof knows: an unknown one may change the math */
+    static const char *const k_keys[] = {"rope_type", "type", "rope_theta", "factor", "low_freq_factor", "high_freq_factor",
+                                         "original_max_position_embeddings", "beta_fast", "beta_slow", "attention_factor",
+                                         "mscale", "mscale_all_dim", "truncate", "partial_rotary_factor"};
+    for (const cJSON *e = obj->child; e; e = e->next) {
+        size_t k = 0;
+        while (k < sizeof k_keys / sizeof k_keys[0] && strcmp(e->string, k_keys[k]) != 0) k++;
+        if (k == sizeof k_keys / sizeof k_keys[0])
+            return xf_errorf(XF_EINVAL, "%s: field '%.60s' is not one xfprof implements; refusing rather than "
+                             "ignoring it", rctx, e->string);
+    }
+    char type[32] = "default";
+    if ((s = json_opt_string(obj, "rope_type", rctx, type, sizeof type, &present)) != XF_OK) return s;
+    if (!present && (s = json_opt_string(obj, "type", rctx, type, sizeof type, &present)) != XF_OK) return s;
+    int kind = rope_kind_parse(type);
+    if (kind < 0)
+        return xf_errorf(XF_EINVAL, "%s: field 'rope_type' is '%.32s'; xfprof implements default, linear, dynamic, "
+                         "llama3 and yarn RoPE", rctx, type);
+    double prf = 1.0;
+    if ((s = rope_num(obj, "partial_rotary_factor", rctx, 0, &prf)) != XF_OK) return s;
+    if (prf != 1.0)
+        return xf_errorf(XF_EINVAL, "%s: field 'partial_rotary_factor' is %g; xfprof rotates whole heads only", rctx, prf);
+    rope_scaling *r = &cfg->rope;
+    r->kind = (rope_kind)kind;
+    r->factor = 1.0;
+    if (kind == ROPE_DEFAULT) return XF_OK;
+    int64_t orig = 0;
+    if ((s = json_opt_int(obj, "original_max_position_embeddings", rctx, 1, CFG_MAX_CTX, &orig, &present)) != XF_OK) return s;
+    if (kind == ROPE_LINEAR || kind == ROPE_DYNAMIC || kind == ROPE_LLAMA3) {
+        if ((s = rope_num(obj, "factor", rctx, 1, &r->factor)) != XF_OK) return s;
+    }
+    if (kind == ROPE_LLAMA3) {
+        if (!present) return xf_errorf(XF_EINVAL, "%s: field 'original_max_position_embeddings' is missing (llama3 needs it)", rctx);
+        r->original_ctx = orig;
+        if ((s = rope_num(obj, "low_freq_factor", rctx, 1, &r->low_freq_factor)) != XF_OK) return s;
+        if ((s = rope_num(obj, "high_freq_factor", rctx, 1, &r->high_freq_factor)) != XF_OK) return s;
+    }
+    if (kind == ROPE_YARN) {
+        r->original_ctx = present ? orig : cfg->max_ctx;
+        int fp = 0;
+        if ((s = json_opt_number(obj, "factor", rctx, &r->factor, &fp)) != XF_OK) return s;
+        if (!fp) r->factor = (double)cfg->max_ctx / (double)r->original_ctx; /* DeepSeek-style configs */
+        double mscale = 0, mscale_all = 0, af = 0;
+        int afp = 0;
+        if ((s = rope_num(obj, "mscale", rctx, 0, &mscale)) != XF_OK) return s;
+        if ((s = rope_num(obj, "mscale_all_dim", rctx, 0, &mscale_all)) != XF_OK) return s;
+        if ((s = json_opt_number(obj, "attention_factor", rctx, &af, &afp)) != XF_OK) return s;
+        r->beta_fast = 32;
+        r->beta_slow = 1;
+        if ((s = rope_num(obj, "beta_fast", rctx, 0, &r->beta_fast)) != XF_OK) return s;
+        if ((s = rope_num(obj, "beta_slow", rctx, 0, &r->beta_slow)) != XF_OK) return s;
+        if (r->beta_fast == 0) r->beta_fast = 32; /* transformers: `get("beta_fast") or 32` */
+        if (r->beta_slow == 0) r->beta_slow = 1;
+        r->truncate = 1;
+        if ((s = json_opt_bool(obj, "truncate", rctx, &r->truncate, &present)) != XF_OK) return s;
+        if (!(r->factor > 0 && isfinite(r->factor)))
+            return xf_errorf(XF_EINVAL, "%s: field 'factor' must be a finite number > 0, got %g", rctx, r->factor);
+        if (afp) {
+            r->attention_factor = af;
+        } else {
+            /* transformers' get_mscale: 0.1 * m * ln(factor) + 1 for factor > 1, else 1 */
+            double f = r->factor;
+#define XF_MSCALE(m) (f <= 1.0 ? 1.0 : 0.1 * (m) * log(f) + 1.0)
+            r->attention_factor = (mscale != 0 && mscale_all != 0) ? XF_MSCALE(mscale) / XF_MSCALE(mscale_all) : XF_MSCALE(1.0);
+#undef XF_MSCALE
+        }
+    }
+    if ((s = rope_validate(r, cfg->max_ctx, rctx)) != XF_OK) return s;
+    return XF_OK;
+}
+
 static xf_status parse_obj(const cJSON *root, const char *ctx, model_config *cfg) {
     xf_status s;
     int present = 0;
@@ -185,13 +437,32 @@ static xf_status parse_obj(const cJSON *root, const char *ctx, model_config *cfg
             return xf_errorf(XF_EINVAL, "%s: field 'model_type' is not supported (too long); xfprof reads llama, mistral and qwen2", ctx);
         return s;
     }
-    int is_qwen2 = 0;
-    if (strcmp(mtype, "qwen2") == 0) {
-        is_qwen2 = 1;
-    } else if (strcmp(mtype, "llama") != 0 && strcmp(mtype, "mistral") != 0) {
-        return xf_errorf(XF_EINVAL, "%s: field 'model_type' is '%s'; xfprof reads llama, mistral and qwen2 decoders only", ctx, mtype);
+    /* Families whose layers xfprof does not implement yet: refused, naming the field that asks
+     * for them. */
+    static const struct { const char *type, *field, *what; } k_refused[] = {
+        {"mixtral", "num_local_experts", "mixture-of-experts FFN layers"},
+        {"qwen2_moe", "num_experts", "mixture-of-experts FFN layers"},
+        {"qwen3_moe", "num_experts", "mixture-of-experts FFN layers"},
+        {"deepseek_v3", "kv_lora_rank", "multi-head latent attention (and mixture-of-experts layers)"},
+    };
+    for (size_t i = 0; i < sizeof k_refused / sizeof k_refused[0]; i++) {
+        if (strcmp(mtype, k_refused[i].type) != 0) continue;
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, k_refused[i].field);
+        return xf_errorf(XF_EINVAL,
+                         "%s: model_type '%s': field '%s'%s%.0f%s asks for %s, which xfprof does not implement yet "
+                         "(it runs llama, mistral, qwen2 and qwen3 dense decoders)",
+                         ctx, mtype, k_refused[i].field, cJSON_IsNumber(f) ? " (" : "", cJSON_IsNumber(f) ? f->valuedouble : 0.0,
+                         cJSON_IsNumber(f) ? ")" : "", k_refused[i].what);
     }
-    const char *arch = is_qwen2 ? "qwen2" : strcmp(mtype, "mistral") == 0 ? "mistral" : "llama";
+    static const char *const k_types[] = {"llama", "mistral", "qwen2", "qwen3"};
+    const char *arch = NULL;
+    for (size_t i = 0; i < sizeof k_types / sizeof k_types[0]; i++)
+        if (strcmp(mtype, k_types[i]) == 0) arch = k_types[i];
+    if (!arch)
+        return xf_errorf(XF_EINVAL, "%s: field 'model_type' is '%s'; xfprof reads llama, mistral, qwen2 and qwen3 decoders "
+                         "(mixtral, qwen2_moe, qwen3_moe and deepseek_v3 are recognised and refused until implemented)", ctx, mtype);
+    const int is_qwen2 = strcmp(arch, "qwen2") == 0, is_qwen3 = strcmp(arch, "qwen3") == 0;
+    const int is_llama = strcmp(arch, "llama") == 0, is_mistral = strcmp(arch, "mistral") == 0;
     memcpy(cfg->arch, arch, strlen(arch) + 1);
 
     /* Required sizes: whole numbers in [1, limit]; json_get_int names the field on error. */
@@ -220,20 +491,7 @@ static xf_status parse_obj(const cJSON *root, const char *ctx, model_config *cfg
         cfg->head_dim = cfg->d_model / cfg->n_heads;
     }
 
-    cfg->rope_theta = 10000.0;
-    if ((s = json_opt_number(root, "rope_theta", ctx, &cfg->rope_theta, &present)) != XF_OK) return s;
-    if (!present) {
-        /* newer transformers versions move rope_theta into a rope_parameters object */
-        const cJSON *rp = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");
-        if (rp && !cJSON_IsNull(rp)) {
-            char rctx[256];
-            snprintf(rctx, sizeof rctx, "%s: rope_parameters", ctx);
-            if (!cJSON_IsObject(rp)) return xf_errorf(XF_EINVAL, "%s: field 'rope_parameters' must be an object", ctx);
-            if ((s = json_opt_number(rp, "rope_theta", rctx, &cfg->rope_theta, &present)) != XF_OK) return s;
-        }
-    }
-    if (present && !(cfg->rope_theta > 0))
-        return xf_errorf(XF_EINVAL, "%s: field 'rope_theta' must be > 0, got %g", ctx, cfg->rope_theta);
+    if ((s = parse_rope(root, ctx, cfg)) != XF_OK) return s;
     cfg->norm_eps = 1e-6;
     if ((s = json_opt_number(root, "rms_norm_eps", ctx, &cfg->norm_eps, &present)) != XF_OK) return s;
     if (present && !(cfg->norm_eps > 0 && cfg->norm_eps < 1))
@@ -241,17 +499,73 @@ static xf_status parse_obj(const cJSON *root, const char *ctx, model_config *cfg
     cfg->tied_embeddings = 0;
     if ((s = json_opt_bool(root, "tie_word_embeddings", ctx, &cfg->tied_embeddings, &present)) != XF_OK) return s;
 
-    /* qwen2 always has Q/K/V biases; llama (and mistral) declare theirs with attention_bias. */
-    int attn_bias = 0;
+    /* Biases, as each family's modeling code builds its nn.Linear layers: qwen2 always has Q/K/V
+     * biases and never an o_proj one; llama and qwen3 bias all four with attention_bias; mistral's
+     * layers are bias-free whatever the config says; only llama reads mlp_bias. */
+    int attn_bias = 0, mlp_bias = 0;
     if ((s = json_opt_bool(root, "attention_bias", ctx, &attn_bias, &present)) != XF_OK) return s;
-    /* llama's attention_bias also biases o_proj (d_model more parameters per layer), which
-     * model_config does not carry: the cost model counts Q/K/V biases only. */
-    cfg->qkv_bias = is_qwen2 ? 1 : attn_bias;
-
-    /* Features the reference decoder does not implement: refuse rather than mis-model. */
-    int mlp_bias = 0;
     if ((s = json_opt_bool(root, "mlp_bias", ctx, &mlp_bias, &present)) != XF_OK) return s;
-    if (mlp_bias) return xf_errorf(XF_EINVAL, "%s: field 'mlp_bias' is true; xfprof models bias-free SwiGLU FFNs only", ctx);
+    cfg->qkv_bias = is_qwen2 ? 1 : (is_llama || is_qwen3) ? attn_bias : 0;
+    cfg->o_bias = (is_llama || is_qwen3) ? attn_bias : 0;
+    cfg->mlp_bias = is_llama ? mlp_bias : 0;
+    cfg->qk_norm = is_qwen3;
+
+    /* Sliding windows, as each family's code reads them: mistral windows every layer when
+     * sliding_window is set; qwen2/qwen3 only with use_sliding_window, on the layers layer_types
+     * names sliding_attention (or, without layer_types, layers >= max_window_layers); llama has none. */
+    int64_t win = 0;
+    int win_present = 0, use_sw = 0;
+    memset(cfg->window_layers, 0, sizeof cfg->window_layers);
+    cfg->sliding_window = 0;
+    if ((s = json_opt_int(root, "sliding_window", ctx, 1, CFG_MAX_CTX, &win, &win_present)) != XF_OK) return s;
+    if (is_qwen2 || is_qwen3) {
+        if ((s = json_opt_bool(root, "use_sliding_window", ctx, &use_sw, &present)) != XF_OK) return s;
+        if (use_sw && !win_present)
+            return xf_errorf(XF_EINVAL, "%s: field 'use_sliding_window' is true but 'sliding_window' is not set", ctx);
+        if (!use_sw) win_present = 0; /* transformers: sliding_window = None without use_sliding_window */
+    }
+    if (is_llama) win_present = 0; /* LlamaAttention has no window */
+    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
+    if (lt && !cJSON_IsNull(lt)) {
+        if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != (int)cfg->n_layers)
+            return xf_errorf(XF_EINVAL, "%s: field 'layer_types' must be an array of num_hidden_layers (%lld) strings", ctx,
+                             (long long)cfg->n_layers);
+        if (is_mistral)
+            return xf_errorf(XF_EINVAL, "%s: field 'layer_types' on a mistral config: transformers' Mistral ignores it "
+                             "(Ministral reads it); refusing rather than guessing which is meant", ctx);
+        int li = 0;
+        for (const cJSON *e = lt->child; e; e = e->next, li++) {
+            if (!cJSON_IsString(e)) return xf_errorf(XF_EINVAL, "%s: field 'layer_types[%d]' must be a string", ctx, li);
+            int sliding = strcmp(e->valuestring, "sliding_attention") == 0;
+            if (!sliding && strcmp(e->valuestring, "full_attention") != 0)
+                return xf_errorf(XF_EINVAL, "%s: field 'layer_types[%d]' is '%.40s': xfprof implements full_attention and "
+                                 "sliding_attention layers", ctx, li, e->valuestring);
+            if (sliding && !win_present)
+                return xf_errorf(XF_EINVAL, "%s: field 'layer_types[%d]' is sliding_attention but no window is in force (%s)", ctx,
+                                 li, is_llama ? "llama has no sliding window" : "set sliding_window and use_sliding_window");
+            if (sliding) cfg->window_layers[li / 64] |= UINT64_C(1) << (li % 64);
+        }
+    } else if (win_present) {
+        int64_t first = 0;
+        if (is_qwen2 || is_qwen3) {
+            first = 28; /* transformers' default max_window_layers */
+            if ((s = json_opt_int(root, "max_window_layers", ctx, 0, CFG_MAX_LAYERS, &first, &present)) != XF_OK) return s;
+        }
+        for (int64_t l = first; l < cfg->n_layers; l++) cfg->window_layers[l / 64] |= UINT64_C(1) << (l % 64);
+    }
+    if (win_present) cfg->sliding_window = win;
+    if (model_windowed_layers(cfg) == 0) cfg->sliding_window = 0;
+    /* Other fields that would change the math and that no supported family uses. */
+    static const char *const k_unknown_math[] = {"attn_logit_softcapping", "final_logit_softcapping", "partial_rotary_factor",
+                                                 "num_local_experts", "num_experts", "n_routed_experts", "kv_lora_rank",
+                                                 "q_lora_rank"};
+    for (size_t i = 0; i < sizeof k_unknown_math / sizeof k_unknown_math[0]; i++) {
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, k_unknown_math[i]);
+        if (!f || cJSON_IsNull(f)) continue;
+        if (strcmp(k_unknown_math[i], "partial_rotary_factor") == 0 && cJSON_IsNumber(f) && f->valuedouble == 1.0) continue;
+        return xf_errorf(XF_EINVAL, "%s: field '%s' is set; xfprof does not implement what it changes for model_type '%s'",
+                         ctx, k_unknown_math[i], arch);
+    }
     char act[32];
     if ((s = json_opt_string(root, "hidden_act", ctx, act, sizeof act, &present)) != XF_OK) return s;
     if (present && strcmp(act, "silu") != 0)

@@ -35,6 +35,16 @@ xf_status config_validate(const model_config *cfg);
  * lm_head unless tied. -1 when a size is <= 0 or the count would overflow 64 bits. */
 int64_t config_param_count(const model_config *cfg);
 
+/* The RoPE inverse frequencies of cfg, inv_freq (head_dim / 2), and the factor cos and sin are
+ * multiplied by (*attn_factor: 1 except for yarn), as transformers computes them. XF_EINVAL on an
+ * invalid config. */
+xf_status config_rope_freqs(const model_config *cfg, double *inv_freq, double *attn_factor);
+
+/* The first feature of cfg beyond the Llama-2 decoder (biases other than qkv, q/k norm, scaled
+ * RoPE, sliding windows) as the config field that turns it on, for backends that do not run it yet; NULL when none.
+ * A static string. */
+const char *config_first_extension(const model_config *cfg);
+
 /* Elements of one token's K plus V over all layers: 2 * n_layers * n_kv_heads * head_dim.
  * -1 when a size is <= 0 or on overflow. */
 int64_t config_kv_elems_per_token(const model_config *cfg);

@@ -101,8 +101,16 @@ double cost_attention_pairs(int64_t tokens, int64_t context) {
     return t * (c - t) + t * (t + 1.0) / 2.0;
 }
 
+double cost_window_pairs(double t, double c, double w) {
+    if (!(w > 0) || w >= c) return t * (c - t) + t * (t + 1.0) / 2.0;
+    const double a = c - t + 1.0; /* first query's position, 1-based */
+    if (a > w) return t * w;      /* every query sees a full window */
+    /* q = a .. w sees q keys, q = w + 1 .. c sees w */
+    return (w - a + 1.0) * (a + w) / 2.0 + (c - w) * w;
+}
+
 cost_step_sums cost_sums_of_shape(step_shape s) {
-    cost_step_sums r = {s.phase, 0, 0, 0, 0};
+    cost_step_sums r = {s.phase, 0, 0, 0, 0, 0, 0, 0};
     if (s.batch < 1 || s.tokens < 1 || s.context < s.tokens) return r; /* cost_step_of_sums refuses it */
     r.seqs = (double)s.batch;
     r.rows = (double)s.batch * (double)s.tokens;
@@ -120,6 +128,11 @@ xf_status cost_sums_add(cost_step_sums *s, int64_t tokens, int64_t context) {
     s->rows += (double)tokens;
     s->pairs += cost_attention_pairs(tokens, context);
     s->kv_tokens += (double)context;
+    if (s->window > 0) {
+        s->win_pairs += cost_window_pairs((double)tokens, (double)context, (double)s->window);
+        double seen = (double)tokens + (double)s->window - 1.0;
+        s->win_kv_tokens += seen < (double)context ? seen : (double)context;
+    }
     return XF_OK;
 }
 
@@ -155,6 +168,19 @@ xf_status cost_step_of_sums(const model_config *cfg, const workload *w, const co
                          (long long)need);
 
     const double B = sums->seqs, N = sums->rows, KVT = sums->kv_tokens;
+    /* windowed layers: what their attention reads (see cost_step_sums) */
+    double win_pairs = 0, win_kvt = 0;
+    if (cfg->sliding_window > 0) {
+        const double W = (double)cfg->sliding_window;
+        if (sums->window == cfg->sliding_window) {
+            win_pairs = sums->win_pairs;
+            win_kvt = sums->win_kv_tokens;
+        } else {
+            const double t = N / B, c = KVT / B, seen = t + W - 1.0;
+            win_pairs = B * cost_window_pairs(t, c, W);
+            win_kvt = B * (seen < c ? seen : c);
+        }
+    }
     const int64_t d = cfg->d_model, hd = cfg->head_dim, f = cfg->d_ff, V = cfg->vocab;
     const int64_t q_dim = cfg->n_heads * hd, kv_dim = cfg->n_kv_heads * hd;
     const int64_t qkv_out = q_dim + 2 * kv_dim; /* GQA: K and V are d x kv_dim each */
@@ -185,10 +211,15 @@ xf_status cost_step_of_sums(const model_config *cfg, const workload *w, const co
         op_set(&ops[i++], ph, layer, OP_QKV, gemm, qkv_flops, qkv_w, abytes(w, N, d), abytes(w, N, qkv_out), 0, 0);
 
         /* RoPE rotates Q and K in place: read and write N x (q_dim + kv_dim). cos/sin are
-         * computed on the fly or from a table small enough to stay in cache: not counted. */
+         * computed on the fly or from a table small enough to stay in cache: not counted. Scaled RoPE
+         * (linear, llama3, yarn) changes the frequencies only: the same FLOPs and bytes. */
         double rope_in = abytes(w, N * h, hd) + abytes(w, N * kvh, hd);
-        op_set(&ops[i++], ph, layer, OP_ROPE, ew, FLOPS_ROPE * N * (double)(q_dim + kv_dim), 0, rope_in, rope_in, 0,
-               0);
+        double rope_flops = FLOPS_ROPE * N * (double)(q_dim + kv_dim), rope_w = 0;
+        if (cfg->qk_norm) { /* qwen3: RMSNorm of every Q and K head (head_dim weights each) first, in the same pass */
+            rope_flops += FLOPS_NORM * N * (double)(q_dim + kv_dim);
+            rope_w = dtype_bytes(small, 2.0 * (double)hd, 0, 0);
+        }
+        op_set(&ops[i++], ph, layer, OP_ROPE, ew, rope_flops, rope_w, rope_in, rope_in, 0, 0);
 
         /* KV append: read the new K and V rows, write them into the cache at kvdtype. */
         op_set(&ops[i++], ph, layer, OP_KV_APPEND, ew, 0.0, 0, 2.0 * abytes(w, N * kvh, hd), 0, 0,
@@ -198,14 +229,18 @@ xf_status cost_step_of_sums(const model_config *cfg, const workload *w, const co
          * multiply-add over hd for each (query, key) pair and query head: 2 * 2 * hd; softmax adds
          * FLOPS_SOFTMAX per score. Q read once, each sequence's K and V read once (shared by the
          * h / kv query heads of a group), O written once; no score matrix reaches memory. */
-        double pairs = sums->pairs;
+        /* A sliding-window layer's queries see at most the window: fewer pairs, and only the
+         * keys some query of the step sees are read. */
+        const int windowed = model_layer_window(cfg, l) > 0;
+        double pairs = windowed ? win_pairs : sums->pairs, kv_read_tokens = windowed ? win_kvt : KVT;
         double att_flops = pairs * h * (4.0 * (double)hd + FLOPS_SOFTMAX);
         double q_bytes = abytes(w, N * h, hd);
         op_set(&ops[i++], ph, layer, OP_ATTENTION, gemm, att_flops, 0, q_bytes, q_bytes,
-               kvbytes(cfg, w, 2.0 * KVT * kvh), 0);
+               kvbytes(cfg, w, 2.0 * kv_read_tokens * kvh), 0);
 
-        op_set(&ops[i++], ph, layer, OP_O_PROJ, gemm, 2.0 * N * (double)q_dim * (double)d,
-               wbytes(w, (double)q_dim * (double)d, q_dim), abytes(w, N, q_dim), abytes(w, N, d), 0, 0);
+        double o_bias_fl = cfg->o_bias ? N * (double)d : 0, o_bias_w = cfg->o_bias ? dtype_bytes(small, (double)d, 0, 0) : 0;
+        op_set(&ops[i++], ph, layer, OP_O_PROJ, gemm, 2.0 * N * (double)q_dim * (double)d + o_bias_fl,
+               wbytes(w, (double)q_dim * (double)d, q_dim) + o_bias_w, abytes(w, N, q_dim), abytes(w, N, d), 0, 0);
 
         op_set(&ops[i++], ph, layer, OP_ATTN_RESIDUAL, ew, N * (double)d, 0, 2.0 * abytes(w, N, d), abytes(w, N, d),
                0, 0);
@@ -213,14 +248,17 @@ xf_status cost_step_of_sums(const model_config *cfg, const workload *w, const co
         op_set(&ops[i++], ph, layer, OP_FFN_NORM, ew, FLOPS_NORM * N * (double)d, norm_w, abytes(w, N, d),
                abytes(w, N, d), 0, 0);
 
-        op_set(&ops[i++], ph, layer, OP_GATE_UP, gemm, 2.0 * N * (double)d * 2.0 * (double)f,
-               wbytes(w, 2.0 * (double)d * (double)f, d), abytes(w, N, d), 2.0 * abytes(w, N, f), 0, 0);
+        /* mlp_bias (llama): 2 * d_ff biases on gate/up, d_model on down, one add per output */
+        const double gu_b = cfg->mlp_bias ? 2.0 * (double)f : 0, dn_b = cfg->mlp_bias ? (double)d : 0;
+        op_set(&ops[i++], ph, layer, OP_GATE_UP, gemm, 2.0 * N * (double)d * 2.0 * (double)f + N * gu_b,
+               wbytes(w, 2.0 * (double)d * (double)f, d) + dtype_bytes(small, gu_b, 0, 0), abytes(w, N, d),
+               2.0 * abytes(w, N, f), 0, 0);
 
         op_set(&ops[i++], ph, layer, OP_SWIGLU, ew, FLOPS_SWIGLU * N * (double)f, 0, 2.0 * abytes(w, N, f),
                abytes(w, N, f), 0, 0);
 
-        op_set(&ops[i++], ph, layer, OP_DOWN, gemm, 2.0 * N * (double)f * (double)d,
-               wbytes(w, (double)f * (double)d, f), abytes(w, N, f), abytes(w, N, d), 0, 0);
+        op_set(&ops[i++], ph, layer, OP_DOWN, gemm, 2.0 * N * (double)f * (double)d + N * dn_b,
+               wbytes(w, (double)f * (double)d, f) + dtype_bytes(small, dn_b, 0, 0), abytes(w, N, f), abytes(w, N, d), 0, 0);
 
         op_set(&ops[i++], ph, layer, OP_FFN_RESIDUAL, ew, N * (double)d, 0, 2.0 * abytes(w, N, d), abytes(w, N, d),
                0, 0);
@@ -256,6 +294,9 @@ double cost_weight_bytes(const model_config *cfg, const workload *w) {
                        wbytes(w, 2.0 * (double)d * (double)f, d) + wbytes(w, (double)f * (double)d, f) +
                        dtype_bytes(small, 2.0 * (double)d, 0, 0); /* attn_norm and ffn_norm */
     if (cfg->qkv_bias) per_layer += dtype_bytes(small, (double)qkv_out, 0, 0);
+    if (cfg->o_bias) per_layer += dtype_bytes(small, (double)d, 0, 0);
+    if (cfg->qk_norm) per_layer += dtype_bytes(small, 2.0 * (double)hd, 0, 0);
+    if (cfg->mlp_bias) per_layer += dtype_bytes(small, 2.0 * (double)f + (double)d, 0, 0);
     double emb = wbytes(w, (double)V * (double)d, d);
     double total = emb + (double)cfg->n_layers * per_layer + dtype_bytes(small, (double)d, 0, 0); /* final norm */
     if (!cfg->tied_embeddings) total += emb;                                                      /* lm_head */
@@ -284,7 +325,10 @@ static void memory_for_batch(const model_config *cfg, const workload *w, double 
                              cost_memory *out) {
     out->weights_bytes = weights;
     out->kv_bytes_per_token = cost_kv_bytes_per_token(cfg, w->kvdtype, w->quant_group);
-    out->kv_bytes = batch * (double)(w->prompt + w->gen) * out->kv_bytes_per_token;
+    /* a windowed layer holds at most `window` tokens of KV per sequence (an engine frees the rest) */
+    const double len = (double)(w->prompt + w->gen), L = (double)cfg->n_layers, nw = (double)model_windowed_layers(cfg);
+    const double wlen = cfg->sliding_window > 0 && (double)cfg->sliding_window < len ? (double)cfg->sliding_window : len;
+    out->kv_bytes = batch * out->kv_bytes_per_token * ((L - nw) * len + nw * wlen) / L;
     out->activations_bytes = prefill_activation_peak(cfg, w, batch);
     out->total_bytes = out->weights_bytes + out->kv_bytes + out->activations_bytes;
 }

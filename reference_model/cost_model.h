@@ -49,7 +49,20 @@ typedef struct cost_step_sums {
     double rows;      /* new tokens over all sequences, sum of T_i: rows of the per-layer ops */
     double pairs;     /* causal (query, key) pairs, sum of cost_attention_pairs(T_i, C_i) */
     double kv_tokens; /* context tokens whose K and V attention reads, sum of C_i */
+    /* Sliding-window layers (optional): the same two sums with each query seeing at most
+     * `window` keys, filled by cost_sums_add when window > 0 was set before the first add (a
+     * ragged step); when window is 0 or not the config's, cost_step_of_sums derives them from
+     * the mean sequence (exact for a uniform step, an estimate for a ragged one). */
+    int64_t window;
+    double win_pairs;     /* sum of cost_window_pairs(T_i, C_i, window) */
+    double win_kv_tokens; /* sum of min(C_i, T_i + window - 1): the keys some query of the step sees */
 } cost_step_sums;
+
+/* (query, key) pairs of one sequence with `tokens` new tokens at the end of `context` when each
+ * query sees at most `window` keys (its own included): sum over query positions q = C - T + 1 .. C
+ * of min(window, q). Equal to cost_attention_pairs when window >= context. Doubles: the mean
+ * sequence of a ragged step has fractional sizes. */
+double cost_window_pairs(double tokens, double context, double window);
 
 /* The sums of a uniform step (batch sequences of `tokens` new tokens at `context`); all zero
  * (refused by cost_step_of_sums) for an invalid shape. */
@@ -66,7 +79,7 @@ xf_status cost_step_of_sums(const model_config *cfg, const workload *w, const co
 /* Memory a workload needs on the device. */
 typedef struct cost_memory {
     double weights_bytes;     /* all parameters at wdtype (embeddings too; scales counted) */
-    double kv_bytes;          /* batch * (prompt + gen) tokens of KV at kvdtype */
+    double kv_bytes;          /* batch * (prompt + gen) tokens of KV at kvdtype; windowed layers hold at most the window */
     double kv_bytes_per_token;/* 2 * n_layers * n_kv_heads * head_dim * bytes(kvdtype) */
     double activations_bytes; /* peak live activations of the prefill step (working buffers) */
     double total_bytes;

@@ -19,7 +19,9 @@
  * blocked causal kernel: work items (sequence, KV head, query block); each thread gathers a KV
  * head's K and V once into its own fp32 tiles (sized at init for max_seq_len), then score tiles and
  * P.V go through single-threaded cblas_sgemm. The blocking depends on the shapes only, so results
- * do not depend on the thread count either. */
+ * do not depend on the thread count either. Sliding-window layers run the per-query kernel on the
+ * window's slots in both phases (the KV of older positions stays allocated: the KV manager does
+ * not free per layer group yet). */
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
@@ -90,6 +92,8 @@ typedef struct cpu_ctx {
     float *tiles;          /* (threads, CPU_TILE_FLOATS) dequantization tiles; NULL for fp32 */
     int16_t *aq;           /* int8 weights: (max_cols) one token's input on the 16-bit grid */
     float *as;             /* int8 weights: (max_cols) its per-group scales (at most one per column) */
+    double *rope_inv;      /* (head_dim / 2) RoPE inverse frequencies (config_rope_freqs) */
+    double rope_scale;     /* what cos and sin are multiplied by (yarn's attention factor; else 1) */
     int64_t bytes;         /* everything allocated above, KV included */
 } cpu_ctx;
 
@@ -160,6 +164,7 @@ static void cpu_free(void *ctx) {
     free(c->tiles);
     free(c->aq);
     free(c->as);
+    free(c->rope_inv);
     free(c);
 }
 
@@ -253,6 +258,8 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
         c->aq = cpu_alloc(c, max_cols, sizeof(int16_t), &st);
         c->as = cpu_alloc(c, max_cols, sizeof(float), &st);
     }
+    c->rope_inv = cpu_alloc(c, cfg->head_dim / 2, sizeof(double), &st);
+    if (!st) st = config_rope_freqs(cfg, c->rope_inv, &c->rope_scale);
     if (c->w->dtype != XF_FP32 && T >= CPU_GEMM_MIN_TOKENS) c->tiles = cpu_alloc(c, (int64_t)c->threads * CPU_TILE_FLOATS, 4, &st);
     if (st) {
         cpu_free(c);
@@ -381,6 +388,12 @@ static xf_status cpu_kv_alloc(cpu_ctx *c, const step_batch *b) {
 
 /* ---- the ops ---- */
 
+/* y (n, width) += bias (width) on every row: the projections' biases. */
+static void cpu_add_bias(cpu_ctx *c, float *y, const float *bias, int64_t n, int64_t width) {
+#pragma omp parallel for num_threads(c->threads) schedule(static) if (n * width >= CPU_PAR_MIN)
+    for (int64_t t = 0; t < n; t++) xk_add(y + t * width, bias, width);
+}
+
 static xf_status cpu_run_op(void *ctx, op_kind k, int layer, const step_batch *b) {
     cpu_ctx *c = ctx;
     const model_config *cfg = &c->cfg;
@@ -415,10 +428,7 @@ static xf_status cpu_run_op(void *ctx, op_kind k, int layer, const step_batch *b
     }
     case OP_QKV:
         cpu_linear(c, &Lw->qkv, c->xn, n, c->qkv);
-        if (Lw->qkv_bias) {
-#pragma omp parallel for num_threads(nth) schedule(static) if (n * c->qkv_dim >= CPU_PAR_MIN)
-            for (int64_t t = 0; t < n; t++) xk_add(c->qkv + t * c->qkv_dim, Lw->qkv_bias, c->qkv_dim);
-        }
+        if (Lw->qkv_bias) cpu_add_bias(c, c->qkv, Lw->qkv_bias, n, c->qkv_dim);
         return XF_OK;
     case OP_ROPE: {
 #pragma omp parallel num_threads(nth) if (n * c->qkv_dim >= CPU_PAR_MIN)
@@ -427,8 +437,13 @@ static xf_status cpu_run_op(void *ctx, op_kind k, int layer, const step_batch *b
 #pragma omp for schedule(static)
             for (int64_t t = 0; t < n; t++) {
                 const int64_t s = c->tok_seq[t], pos = b->seqs[s].pos + (t - b->tok_off[s]);
-                xk_rope_table(cs, cs + hd / 2, pos, hd, cfg->rope_theta);
+                xk_rope_table_freqs(cs, cs + hd / 2, pos, c->rope_inv, hd / 2, c->rope_scale);
                 float *row = c->qkv + t * c->qkv_dim;
+                if (Lw->q_norm) { /* qwen3: RMSNorm of every Q and K head over head_dim, before the rotation */
+                    for (int64_t h = 0; h < cfg->n_heads; h++) xk_rmsnorm(row + h * hd, row + h * hd, Lw->q_norm, hd, (float)cfg->norm_eps);
+                    for (int64_t h = 0; h < cfg->n_kv_heads; h++)
+                        xk_rmsnorm(row + c->q_dim + h * hd, row + c->q_dim + h * hd, Lw->k_norm, hd, (float)cfg->norm_eps);
+                }
                 xk_rope(row, cfg->n_heads, hd, cs, cs + hd / 2);
                 xk_rope(row + c->q_dim, cfg->n_kv_heads, hd, cs, cs + hd / 2);
             }
@@ -450,6 +465,9 @@ static xf_status cpu_run_op(void *ctx, op_kind k, int layer, const step_batch *b
     case OP_ATTENTION: {
         const int64_t nkv = cfg->n_kv_heads, nrep = c->n_rep, qpb = xk_attn_block_queries(nrep);
         const float scale = (float)(1.0 / sqrt((double)hd));
+        /* A sliding-window layer: query at position p sees keys p - win + 1 .. p (transformers'
+         * key > query - window); it takes the per-query kernel for every sequence. */
+        const int64_t win = model_layer_window(cfg, layer);
         /* Sequences with CPU_ATT_MIN_TOKENS or more new tokens: items (sequence, KV head, query
          * block), the blocks of a head last to first so the largest come first; att_items[s] =
          * items before sequence s. The others go to xk_attention_batch. */
@@ -457,7 +475,7 @@ static xf_status cpu_run_op(void *ctx, op_kind k, int layer, const step_batch *b
         io[0] = 0;
         for (int s = 0; s < b->n_seqs; s++) {
             const int64_t nn = b->tok_off[s + 1] - b->tok_off[s];
-            io[s + 1] = io[s] + (c->att_tiles && nn >= CPU_ATT_MIN_TOKENS ? (nn + qpb - 1) / qpb * nkv : 0);
+            io[s + 1] = io[s] + (!win && c->att_tiles && nn >= CPU_ATT_MIN_TOKENS ? (nn + qpb - 1) / qpb * nkv : 0);
         }
         const int64_t bitems = io[b->n_seqs];
 #pragma omp parallel num_threads(nth) if (bitems > 0)
@@ -496,14 +514,17 @@ static xf_status cpu_run_op(void *ctx, op_kind k, int layer, const step_batch *b
         for (int64_t t = 0; t < n; t++) {
             const int64_t s = c->tok_seq[t];
             if (io[s + 1] > io[s]) continue; /* done by the blocked items above */
+            const int64_t pos = b->seqs[s].pos + (t - b->tok_off[s]);
+            const int64_t lo = win && pos + 1 > win ? pos + 1 - win : 0; /* a window's first key */
             c->att_q[nq++] = (xk_attn_query){c->qkv + t * c->qkv_dim, c->att + t * c->q_dim, kv_k_base(c, layer, s),
-                                             kv_v_base(c, layer, s), c->seqs[s].slots, b->seqs[s].pos + (t - b->tok_off[s]) + 1};
+                                             kv_v_base(c, layer, s), c->seqs[s].slots + lo, pos + 1 - lo};
         }
         xk_attention_batch(c->isa, nth, c->att_q, nq, nkv, nrep, hd, c->kvdt, c->kv_dim, scale, &c->att_w);
         return XF_OK;
     }
     case OP_O_PROJ:
         cpu_linear(c, &Lw->o, c->att, n, c->proj);
+        if (Lw->o_bias) cpu_add_bias(c, c->proj, Lw->o_bias, n, d);
         return XF_OK;
     case OP_ATTN_RESIDUAL:
     case OP_FFN_RESIDUAL:
@@ -512,6 +533,7 @@ static xf_status cpu_run_op(void *ctx, op_kind k, int layer, const step_batch *b
         return XF_OK;
     case OP_GATE_UP:
         cpu_linear(c, &Lw->gate_up, c->xn, n, c->gu);
+        if (Lw->gate_up_bias) cpu_add_bias(c, c->gu, Lw->gate_up_bias, n, 2 * cfg->d_ff);
         return XF_OK;
     case OP_SWIGLU: {
         const int64_t ff = cfg->d_ff;
@@ -522,6 +544,7 @@ static xf_status cpu_run_op(void *ctx, op_kind k, int layer, const step_batch *b
     }
     case OP_DOWN:
         cpu_linear(c, &Lw->down, c->hff, n, c->proj);
+        if (Lw->down_bias) cpu_add_bias(c, c->proj, Lw->down_bias, n, d);
         return XF_OK;
     case OP_FINAL_NORM:
         for (int s = 0; s < b->n_seqs; s++)

@@ -645,6 +645,14 @@ void xk_rope_table(float *cos_t, float *sin_t, int64_t pos, int64_t head_dim, do
     }
 }
 
+void xk_rope_table_freqs(float *cos_t, float *sin_t, int64_t pos, const double *inv_freq, int64_t half, double scale) {
+    for (int64_t i = 0; i < half; i++) {
+        double a = (double)pos * inv_freq[i];
+        cos_t[i] = scale == 1.0 ? (float)cos(a) : (float)(cos(a) * scale);
+        sin_t[i] = scale == 1.0 ? (float)sin(a) : (float)(sin(a) * scale);
+    }
+}
+
 void xk_rope(float *v, int64_t n_heads, int64_t head_dim, const float *cos_t, const float *sin_t) {
     int64_t half = head_dim / 2;
     for (int64_t h = 0; h < n_heads; h++) {

@@ -58,6 +58,11 @@ void xk_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps);
  * double. */
 void xk_rope_table(float *cos_t, float *sin_t, int64_t pos, int64_t head_dim, double theta);
 
+/* The same from precomputed inverse frequencies (config_rope_freqs: scaled RoPE): cos_t[i] =
+ * scale * cos(pos * inv_freq[i]), sin_t likewise, i in [0, half). xk_rope_table is this with
+ * inv_freq[i] = theta^(-2i/head_dim) and scale 1, bit for bit. */
+void xk_rope_table_freqs(float *cos_t, float *sin_t, int64_t pos, const double *inv_freq, int64_t half, double scale);
+
 /* Applies RoPE to n_heads vectors of head_dim (v (n_heads, head_dim)): for i < head_dim/2,
  * (a, b) = (v[i], v[i + head_dim/2]) -> (a cos - b sin, b cos + a sin). */
 void xk_rope(float *v, int64_t n_heads, int64_t head_dim, const float *cos_t, const float *sin_t);

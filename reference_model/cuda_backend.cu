@@ -377,6 +377,11 @@ void cuda_free_ctx(void *ctx) {
 xf_status cuda_init(void **out, const backend_init_args *a) {
     *out = NULL;
     if (!a || !a->cfg) return xf_errorf(XF_EINVAL, "cuda backend: no config");
+    /* Refused before any device is opened: the input is what is wrong, on any machine. */
+    const char *ext = config_first_extension(a->cfg);
+    if (ext)
+        return xf_errorf(XF_EINVAL, "cuda backend: %s (%s) is not implemented on the GPU yet: run it with --device cpu", ext,
+                         a->cfg->name);
     xf_status s = cuda_device_open(a->device_index, NULL);
     if (s) return s;
     if (!a->weights) return xf_errorf(XF_EINVAL, "cuda backend: no weights");

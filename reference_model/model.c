@@ -180,7 +180,8 @@ static xf_status check_dir_config(const char *dir, const model_config *cfg) {
         return xf_errorf(XF_EINVAL, "%s: " #field " is %lld but the model asked for has %lld: use the folder's own config (--model %s)", \
                          path, (long long)f.field, (long long)cfg->field, dir);
     XF_SAME(n_layers) XF_SAME(d_model) XF_SAME(n_heads) XF_SAME(n_kv_heads) XF_SAME(head_dim) XF_SAME(d_ff)
-    XF_SAME(vocab) XF_SAME(tied_embeddings) XF_SAME(qkv_bias)
+    XF_SAME(vocab) XF_SAME(tied_embeddings) XF_SAME(qkv_bias) XF_SAME(o_bias) XF_SAME(mlp_bias) XF_SAME(qk_norm)
+    XF_SAME(rope.kind) XF_SAME(sliding_window)
 #undef XF_SAME
     return XF_OK;
 }

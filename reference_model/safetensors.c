@@ -316,6 +316,7 @@ static xf_status st_set_get(const st_set *s, const char *name, int64_t rows, int
         if (t) found = t;
     }
     if (!found) return xf_errorf(XF_EINVAL, "tensor '%s' is missing from the weights folder", name);
+    ((st_tensor *)found)->used = 1; /* the set's own tensors: st_set_open mapped them */
     if (found->dtype == ST_OTHER)
         return xf_errorf(XF_EFORMAT, "tensor '%s' has dtype %s: the reference model reads F32, F16 and BF16", name, found->dtype_name);
     int want_dims = cols ? 2 : 1;
@@ -365,6 +366,24 @@ static xf_status load_vec(const st_set *s, const char *name, float *v, int64_t n
     return XF_OK;
 }
 
+/* Lists on stderr the tensors no st_set_get asked for: weights the config does not use. */
+static void warn_unused(const st_set *s, const char *dir) {
+    int n = 0;
+    for (int i = 0; i < s->n; i++)
+        for (int j = 0; j < st_file_count(s->files[i]); j++) n += !st_file_tensor(s->files[i], j)->used;
+    if (!n) return;
+    fprintf(stderr, "xfprof: warning: %s: %d tensor%s the model config does not use (not loaded):", dir, n, n == 1 ? "" : "s");
+    int shown = 0;
+    for (int i = 0; i < s->n && shown < 8; i++)
+        for (int j = 0; j < st_file_count(s->files[i]) && shown < 8; j++) {
+            const st_tensor *t = st_file_tensor(s->files[i], j);
+            if (t->used) continue;
+            fputs(shown++ ? ", " : " ", stderr);
+            for (const char *c = t->name; *c && c - t->name < 200; c++) fputc(*c >= 0x20 && *c < 0x7f ? *c : '?', stderr);
+        }
+    fprintf(stderr, "%s\n", n > shown ? ", ..." : "");
+}
+
 xf_status st_load_weights(const char *dir, const model_config *c, xf_dtype dtype, int group, model_weights **out) {
     if (!dir || !c || !out) return xf_errorf(XF_EINVAL, "st_load_weights: NULL argument");
     *out = NULL;
@@ -395,8 +414,19 @@ xf_status st_load_weights(const char *dir, const model_config *c, xf_dtype dtype
             if (!st) st = load_vec(&s, XF_NAME("self_attn.k_proj.bias"), L->qkv_bias + q_dim, kv_dim);
             if (!st) st = load_vec(&s, XF_NAME("self_attn.v_proj.bias"), L->qkv_bias + q_dim + kv_dim, kv_dim);
         }
+        if (!st && c->o_bias) st = load_vec(&s, XF_NAME("self_attn.o_proj.bias"), L->o_bias, d);
+        if (!st && c->qk_norm) {
+            st = load_vec(&s, XF_NAME("self_attn.q_norm.weight"), L->q_norm, c->head_dim);
+            if (!st) st = load_vec(&s, XF_NAME("self_attn.k_norm.weight"), L->k_norm, c->head_dim);
+        }
+        if (!st && c->mlp_bias) {
+            st = load_vec(&s, XF_NAME("mlp.gate_proj.bias"), L->gate_up_bias, c->d_ff);
+            if (!st) st = load_vec(&s, XF_NAME("mlp.up_proj.bias"), L->gate_up_bias + c->d_ff, c->d_ff);
+            if (!st) st = load_vec(&s, XF_NAME("mlp.down_proj.bias"), L->down_bias, d);
+        }
 #undef XF_NAME
     }
+    if (!st) warn_unused(&s, dir);
     st_set_free(&s);
     if (st) {
         xf_error_prefix(st, "%s: ", dir);

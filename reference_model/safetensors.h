@@ -31,6 +31,7 @@ typedef struct st_tensor {
     int64_t n_elems;
     const void *data;         /* into the mapping */
     int64_t n_bytes;
+    int used;                 /* set by st_load_weights when a tensor is read */
 } st_tensor;
 
 typedef struct st_file st_file;
@@ -54,6 +55,8 @@ float st_tensor_get(const st_tensor *t, int64_t i);
  * lm_head.weight unless cfg->tied_embeddings. Every tensor's shape is checked against cfg; a
  * missing, duplicated or mis-shaped tensor is an error naming it. Values are converted to
  * `dtype` (fp32, bf16, int8 with `group`); the files are unmapped before returning.
+ * Biases (o_proj, mlp) and q_norm / k_norm are read when cfg asks for them. Tensors of the folder
+ * that the config does not use are listed in a warning on stderr (never silently skipped).
  * Q and K keep Hugging Face's rotate-half RoPE layout, which is the convention the backends use.
  * On success *out is the caller's: free with weights_free. */
 xf_status st_load_weights(const char *dir, const model_config *cfg, xf_dtype dtype, int group,

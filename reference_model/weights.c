@@ -112,7 +112,8 @@ xf_status weights_bytes(const model_config *c, xf_dtype dtype, int group, int64_
             return xf_errorf(XF_EOVERFLOW, "weights of %s: a layer's size overflows 64 bits", c->name);
     }
     /* norms and biases, fp32 */
-    int64_t small = 2 * c->d_model + (c->qkv_bias ? qkv_rows : 0);
+    int64_t small = 2 * c->d_model + (c->qkv_bias ? qkv_rows : 0) + (c->o_bias ? c->d_model : 0) +
+                    (c->qk_norm ? 2 * c->head_dim : 0) + (c->mlp_bias ? 2 * c->d_ff + c->d_model : 0);
     if (!add_ok(per_layer, small * 4, &per_layer))
         return xf_errorf(XF_EOVERFLOW, "weights of %s overflow 64 bits", c->name);
     int64_t total, emb = wmat_bytes(dtype, c->vocab, c->d_model, group);
@@ -169,6 +170,11 @@ void weights_free(model_weights *w) {
             free(L->attn_norm);
             free(L->ffn_norm);
             free(L->qkv_bias);
+            free(L->o_bias);
+            free(L->q_norm);
+            free(L->k_norm);
+            free(L->gate_up_bias);
+            free(L->down_bias);
             wmat_free(&L->qkv);
             wmat_free(&L->o);
             wmat_free(&L->gate_up);
@@ -216,7 +222,11 @@ xf_status weights_alloc(model_weights **out, const model_config *c, xf_dtype dty
         L->attn_norm = alloc64(c->d_model * 4);
         L->ffn_norm = alloc64(c->d_model * 4);
         if (c->qkv_bias) L->qkv_bias = alloc64(qkv_rows * 4);
-        if (!L->attn_norm || !L->ffn_norm || (c->qkv_bias && !L->qkv_bias)) {
+        if (c->o_bias) L->o_bias = alloc64(c->d_model * 4);
+        if (c->qk_norm) L->q_norm = alloc64(c->head_dim * 4), L->k_norm = alloc64(c->head_dim * 4);
+        if (c->mlp_bias) L->gate_up_bias = alloc64(2 * c->d_ff * 4), L->down_bias = alloc64(c->d_model * 4);
+        if (!L->attn_norm || !L->ffn_norm || (c->qkv_bias && !L->qkv_bias) || (c->o_bias && !L->o_bias) ||
+            (c->qk_norm && (!L->q_norm || !L->k_norm)) || (c->mlp_bias && (!L->gate_up_bias || !L->down_bias))) {
             st = xf_errorf(XF_ENOMEM, "out of memory");
             break;
         }
@@ -306,7 +316,9 @@ static inline float elem_value(uint64_t rk, int64_t col) {
 }
 
 float weights_random_value(uint64_t seed, int tensor, int layer, int64_t row, int64_t col) {
-    if (tensor == WT_ATTN_NORM || tensor == WT_FFN_NORM || tensor == WT_FINAL_NORM) return 1.0f;
+    if (tensor == WT_ATTN_NORM || tensor == WT_FFN_NORM || tensor == WT_FINAL_NORM || tensor == WT_Q_NORM ||
+        tensor == WT_K_NORM)
+        return 1.0f;
     return elem_value(row_key(seed, tensor, layer, row), col);
 }
 
@@ -354,6 +366,13 @@ xf_status weights_init_random(model_weights **out, const model_config *c, uint64
             fill_vec(L->qkv_bias, q_dim, seed, WT_BQ, l);
             fill_vec(L->qkv_bias + q_dim, kv_dim, seed, WT_BK, l);
             fill_vec(L->qkv_bias + q_dim + kv_dim, kv_dim, seed, WT_BV, l);
+        }
+        if (L->o_bias) fill_vec(L->o_bias, c->d_model, seed, WT_BO, l);
+        if (L->q_norm) fill_vec(L->q_norm, c->head_dim, seed, WT_Q_NORM, l), fill_vec(L->k_norm, c->head_dim, seed, WT_K_NORM, l);
+        if (L->gate_up_bias) {
+            fill_vec(L->gate_up_bias, c->d_ff, seed, WT_BGATE, l);
+            fill_vec(L->gate_up_bias + c->d_ff, c->d_ff, seed, WT_BUP, l);
+            fill_vec(L->down_bias, c->d_model, seed, WT_BDOWN, l);
         }
         if (!st) st = fill_random(&L->qkv, 0, q_dim, seed, WT_Q, l);
         if (!st) st = fill_random(&L->qkv, q_dim, kv_dim, seed, WT_K, l);

@@ -28,9 +28,14 @@ typedef struct layer_weights {
     wmat qkv;         /* (q_dim + 2 * kv_dim, d_model): q_dim = n_heads * head_dim, kv_dim = n_kv_heads * head_dim */
     float *qkv_bias;  /* (q_dim + 2 * kv_dim), NULL without bias */
     wmat o;           /* (d_model, q_dim) */
+    float *o_bias;    /* (d_model), NULL unless cfg.o_bias */
+    float *q_norm;    /* (head_dim) RMSNorm weight shared by every Q head, NULL unless cfg.qk_norm */
+    float *k_norm;    /* (head_dim) the same for K heads */
     float *ffn_norm;  /* (d_model) */
     wmat gate_up;     /* (2 * d_ff, d_model): gate rows then up rows */
+    float *gate_up_bias; /* (2 * d_ff) gate then up, NULL unless cfg.mlp_bias */
     wmat down;        /* (d_model, d_ff) */
+    float *down_bias; /* (d_model), NULL unless cfg.mlp_bias */
 } layer_weights;
 
 typedef struct model_weights {
@@ -49,7 +54,7 @@ xf_status weights_bytes(const model_config *cfg, xf_dtype dtype, int group, int6
 
 /* Deterministic random weights: every value depends only on (seed, tensor, row, column), never
  * on the dtype or thread count. Matrices and embeddings ~ N(0, 0.02^2) (a sum of four uniforms,
- * scaled), biases ~ N(0, 0.02^2), norms = 1. Generated in fp32 and converted to `dtype`
+ * scaled), biases ~ N(0, 0.02^2), norms (q/k norms too) = 1. Generated in fp32 and converted to `dtype`
  * (bf16 / fp16 round-to-nearest-even; int8 symmetric per group, scale = max|w| / 127).
  * On success *out is the caller's: free with weights_free. */
 xf_status weights_init_random(model_weights **out, const model_config *cfg, uint64_t seed,
@@ -69,7 +74,8 @@ void weights_free(model_weights *w); /* NULL is a no-op */
 /* The names of the random tensors, for reproducible streams. */
 enum {
     WT_EMBED = 0, WT_Q, WT_K, WT_V, WT_O, WT_GATE, WT_UP, WT_DOWN, WT_ATTN_NORM, WT_FFN_NORM,
-    WT_BQ, WT_BK, WT_BV, WT_FINAL_NORM, WT_LM_HEAD, WT_COUNT
+    WT_BQ, WT_BK, WT_BV, WT_FINAL_NORM, WT_LM_HEAD, WT_BO, WT_BGATE, WT_BUP, WT_BDOWN, WT_Q_NORM, WT_K_NORM,
+    WT_COUNT
 };
 
 /* The random value of element (row, col) of tensor `tensor` (WT_*; layer -1 for global tensors).

@@ -43,6 +43,20 @@ static cJSON *model_to_json(const record *r) {
              json_add_number(o, "norm_eps", m->norm_eps) & add_bool(o, "tied_embeddings", m->tied_embeddings) &
              add_bool(o, "qkv_bias", m->qkv_bias) & json_add_number(o, "params", (double)r->model_params) &
              json_add_number(o, "kv_bytes_per_token", r->kv_bytes_per_token);
+    /* newer architectures (optional on reading: older records lack them) */
+    ok = ok && add_bool(o, "o_bias", m->o_bias) && add_bool(o, "mlp_bias", m->mlp_bias) && add_bool(o, "qk_norm", m->qk_norm);
+    cJSON *rs = ok ? cJSON_AddObjectToObject(o, "rope_scaling") : NULL;
+    ok = rs && add_str(rs, "type", rope_kind_name(m->rope.kind)) && json_add_number(rs, "factor", m->rope.factor) &&
+         json_add_number(rs, "low_freq_factor", m->rope.low_freq_factor) &&
+         json_add_number(rs, "high_freq_factor", m->rope.high_freq_factor) &&
+         json_add_number(rs, "original_max_position_embeddings", (double)m->rope.original_ctx) &&
+         json_add_number(rs, "beta_fast", m->rope.beta_fast) && json_add_number(rs, "beta_slow", m->rope.beta_slow) &&
+         json_add_number(rs, "attention_factor", m->rope.attention_factor) && add_bool(rs, "truncate", m->rope.truncate);
+    ok = ok && json_add_number(o, "sliding_window", (double)m->sliding_window);
+    cJSON *wl = ok ? cJSON_AddArrayToObject(o, "window_layers") : NULL; /* indices of the windowed layers */
+    ok = wl != NULL;
+    for (int64_t l = 0; ok && l < m->n_layers; l++)
+        if (model_layer_window(m, l)) ok = cJSON_AddItemToArray(wl, cJSON_CreateNumber((double)l));
     if (!ok) {
         cJSON_Delete(o);
         return NULL;
@@ -262,6 +276,48 @@ static xf_status read_model(const cJSON *j, record *r) {
     (void)v;
     m->tied_embeddings = tied;
     m->qkv_bias = bias;
+    int present = 0;
+    if ((s = json_opt_bool(j, "o_bias", ctx, &m->o_bias, &present)) || (s = json_opt_bool(j, "mlp_bias", ctx, &m->mlp_bias, &present)) ||
+        (s = json_opt_bool(j, "qk_norm", ctx, &m->qk_norm, &present)))
+        return s;
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(j, "rope_scaling");
+    if (rs && !cJSON_IsNull(rs)) {
+        char rctx[160], type[16];
+        snprintf(rctx, sizeof rctx, "%s.rope_scaling", ctx);
+        if (!cJSON_IsObject(rs)) return xf_errorf(XF_EINVAL, "%s: must be an object", rctx);
+        if ((s = json_get_string(rs, "type", rctx, type, sizeof type))) return s;
+        int kind = rope_kind_parse(type);
+        if (kind < 0) return xf_errorf(XF_EINVAL, "%s: unknown type '%s'", rctx, type);
+        m->rope.kind = (rope_kind)kind;
+        int64_t orig = 0;
+        if ((s = json_get_number(rs, "factor", rctx, &m->rope.factor)) ||
+            (s = json_get_number(rs, "low_freq_factor", rctx, &m->rope.low_freq_factor)) ||
+            (s = json_get_number(rs, "high_freq_factor", rctx, &m->rope.high_freq_factor)) ||
+            (s = json_get_int(rs, "original_max_position_embeddings", rctx, 0, 1LL << 32, &orig)) ||
+            (s = json_get_number(rs, "beta_fast", rctx, &m->rope.beta_fast)) ||
+            (s = json_get_number(rs, "beta_slow", rctx, &m->rope.beta_slow)) ||
+            (s = json_get_number(rs, "attention_factor", rctx, &m->rope.attention_factor)) ||
+            (s = json_get_bool(rs, "truncate", rctx, &m->rope.truncate)))
+            return s;
+        m->rope.original_ctx = orig;
+    }
+    m->sliding_window = 0;
+    memset(m->window_layers, 0, sizeof m->window_layers);
+    if ((s = json_opt_int(j, "sliding_window", ctx, 0, 1LL << 32, &m->sliding_window, &present))) return s;
+    const cJSON *wl = cJSON_GetObjectItemCaseSensitive(j, "window_layers");
+    if (wl && !cJSON_IsNull(wl)) {
+        if (!cJSON_IsArray(wl)) return xf_errorf(XF_EINVAL, "%s: field 'window_layers' must be an array of layer indices", ctx);
+        for (const cJSON *e = wl->child; e; e = e->next) {
+            if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble >= (double)m->n_layers || e->valuedouble >= MODEL_MAX_LAYERS ||
+                e->valuedouble != (double)(int64_t)e->valuedouble)
+                return xf_errorf(XF_EINVAL, "%s: field 'window_layers' holds a value that is not a layer index below n_layers (%lld)", ctx,
+                                 (long long)m->n_layers);
+            int64_t l = (int64_t)e->valuedouble;
+            m->window_layers[l / 64] |= UINT64_C(1) << (l % 64);
+        }
+    }
+    if ((m->sliding_window > 0) != (model_windowed_layers(m) > 0))
+        return xf_errorf(XF_EINVAL, "%s: sliding_window (%lld) and window_layers disagree", ctx, (long long)m->sliding_window);
     /* The largest config xfprof accepts has about 2.3e17 parameters (predict writes such records):
      * the bound is what an int64 holds. */
     if (!(params >= 0 && params < 0x1p63)) return xf_errorf(XF_EINVAL, "%s: field 'params' out of range", ctx);

@@ -1,13 +1,13 @@
 /* Model configs: presets against published parameter counts, KV sizes, and the Hugging Face
  * config.json reader against good and bad files. */
 #include <criterion/criterion.h>
-
-#include "core/json_util.h"
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "core/json_util.h"
 #include "reference_model/config.h"
 
 static model_config preset(const char *name) {
@@ -67,6 +67,30 @@ Test(config_params, mistral_7b) {
      * + 4096 = 7,241,732,096 (published) */
     model_config c = preset("mistral-7b");
     cr_assert_eq(config_param_count(&c), INT64_C(7241732096));
+}
+
+/* The newer presets: the counts transformers gives for the published configs, built on the meta
+ * device (scripts/make-hf-fixtures.py --counts: sum of numel over model.parameters(), tied
+ * weights once). */
+Test(config_params, llama_3_1_8b) {
+    model_config c = preset("llama-3.1-8b");
+    cr_assert_eq(c.rope.kind, ROPE_LLAMA3);
+    cr_assert_eq(config_param_count(&c), INT64_C(8030261248));
+}
+
+Test(config_params, llama_3_2_1b) {
+    /* q = 2048, kv = 512; layer 2*2048^2 + 2*2048*512 + 3*2048*8192 + 4096 = 60,821,504; 16 layers
+     * = 973,144,064; + 128256*2048 (tied) = 262,668,288; + 2048 = 1,235,814,400 */
+    model_config c = preset("llama-3.2-1b");
+    cr_assert_eq(config_param_count(&c), INT64_C(1235814400));
+}
+
+Test(config_params, qwen3_8b) {
+    /* layer 2*4096^2 + 2*4096*1024 + 3*4096*12288 + 2*4096 + 2*128 (q_norm, k_norm) = 192,946,432;
+     * 36 layers = 6,946,071,552; + 2*151936*4096 = 1,244,659,712; + 4096 = 8,190,735,360 */
+    model_config c = preset("qwen3-8b");
+    cr_assert_eq(c.qk_norm, 1);
+    cr_assert_eq(config_param_count(&c), INT64_C(8190735360));
 }
 
 Test(config_params, tinyllama) {
@@ -146,15 +170,16 @@ Test(config_kv, gqa_llama_2_70b_and_qwen) {
 
 Test(config_preset, names_and_lookup) {
     const char *want[] = {"stories15m", "stories110m", "tinyllama-1.1b", "llama-2-7b", "llama-2-13b",
-                          "llama-2-70b", "llama-3-8b", "llama-3-70b", "mistral-7b", "qwen2.5-7b"};
-    cr_assert_eq(config_preset_count(), 10);
-    for (int i = 0; i < 10; i++) {
+                          "llama-2-70b", "llama-3-8b", "llama-3-70b", "mistral-7b", "qwen2.5-7b",
+                          "llama-3.1-8b", "llama-3.2-1b", "qwen3-8b"};
+    cr_assert_eq(config_preset_count(), 13);
+    for (int i = 0; i < 13; i++) {
         cr_assert_str_eq(config_preset_name(i), want[i]);
         model_config c = preset(want[i]);
         cr_assert_str_eq(c.name, want[i]);
     }
     cr_assert_null(config_preset_name(-1));
-    cr_assert_null(config_preset_name(10));
+    cr_assert_null(config_preset_name(13));
 }
 
 Test(config_preset, case_insensitive) {
@@ -249,13 +274,48 @@ Test(config_hf, llama_matches_preset) {
     cr_assert_eq(config_param_count(&c), INT64_C(6738415616));
 }
 
+static void expect_hf_error(const char *text, xf_status want, const char *field);
+
 Test(config_hf, mistral) {
-    model_config c;
+    model_config c, p = preset("mistral-7b");
+    /* Mistral-7B-v0.1: a 4096-token window on every layer, as the preset has it */
     cr_assert_eq(config_parse_hf(MISTRAL_JSON, NULL, &c), XF_OK, "%s", xf_error_msg());
     cr_assert_str_eq(c.arch, "mistral");
     cr_assert_eq(c.n_kv_heads, 8);
     cr_assert_eq(c.max_ctx, 32768);
+    cr_assert_eq(c.sliding_window, 4096);
+    cr_assert_eq(model_windowed_layers(&c), 32);
+    cr_assert_eq(memcmp(c.window_layers, p.window_layers, sizeof c.window_layers), 0);
     cr_assert_eq(config_param_count(&c), INT64_C(7241732096));
+    /* with the window off (null, as v0.3 writes) no layer is windowed */
+    char t[2048];
+    snprintf(t, sizeof t, "%s", MISTRAL_JSON);
+    char *w = strstr(t, "\"sliding_window\":4096");
+    cr_assert(w);
+    memcpy(w, "\"sliding_window\":null", strlen("\"sliding_window\":null"));
+    memmove(w + strlen("\"sliding_window\":null"), w + strlen("\"sliding_window\":4096"), strlen(w + strlen("\"sliding_window\":4096")) + 1);
+    cr_assert_eq(config_parse_hf(t, NULL, &c), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(c.sliding_window, 0);
+    cr_assert_eq(model_windowed_layers(&c), 0);
+}
+
+Test(config_hf, qwen_window_layers) {
+    /* qwen2: use_sliding_window false keeps every layer full even with sliding_window set */
+    model_config c;
+    cr_assert_eq(config_parse_hf(QWEN2_JSON, NULL, &c), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(c.sliding_window, 0);
+    /* with it on: layers >= max_window_layers (28 of 28: none; so 20 here -> 8 layers) */
+    char t[2048];
+    snprintf(t, sizeof t, "%s", QWEN2_JSON);
+    char *u = strstr(t, "\"use_sliding_window\":false");
+    memcpy(u, "\"use_sliding_window\":true ", strlen("\"use_sliding_window\":true "));
+    char *m = strstr(t, "\"max_window_layers\":28");
+    memcpy(m, "\"max_window_layers\":20", strlen("\"max_window_layers\":20"));
+    cr_assert_eq(config_parse_hf(t, NULL, &c), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(c.sliding_window, 131072);
+    cr_assert_eq(model_windowed_layers(&c), 8);
+    cr_assert_eq(model_layer_window(&c, 19), 0);
+    cr_assert_eq(model_layer_window(&c, 20), 131072);
 }
 
 Test(config_hf, qwen2_has_qkv_bias) {
@@ -464,13 +524,159 @@ Test(config_hf, llama_attention_bias) {
     model_config c;
     cr_assert_eq(config_parse_hf(build(NULL, "attention_bias", "true"), NULL, &c), XF_OK, "%s", xf_error_msg());
     cr_assert_eq(c.qkv_bias, 1);
-    /* biases add q + 2*kv = 2048 + 2*256 = 2560 per layer, 22 layers: 56,320 */
-    cr_assert_eq(config_param_count(&c), INT64_C(1100048384) + 56320);
+    cr_assert_eq(c.o_bias, 1, "llama's attention_bias biases o_proj too");
+    /* biases add q + 2*kv + d = 2048 + 2*256 + 2048 = 4608 per layer, 22 layers: 101,376 */
+    cr_assert_eq(config_param_count(&c), INT64_C(1100048384) + 101376);
+}
+
+Test(config_hf, llama_mlp_bias) {
+    model_config c;
+    cr_assert_eq(config_parse_hf(build(NULL, "mlp_bias", "true"), NULL, &c), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(c.mlp_bias, 1);
+    cr_assert_eq(c.qkv_bias + c.o_bias, 0);
+    /* gate and up d_ff each, down d: 2*5632 + 2048 = 13,312 per layer, 22 layers: 292,864 */
+    cr_assert_eq(config_param_count(&c), INT64_C(1100048384) + 292864);
 }
 
 Test(config_hf, unsupported_features) {
-    expect_hf_error(build(NULL, "mlp_bias", "true"), XF_EINVAL, "mlp_bias");
     expect_hf_error(build(NULL, "hidden_act", "\"gelu\""), XF_EINVAL, "hidden_act");
+    expect_hf_error(build(NULL, "rope_scaling", "{\"rope_type\": \"longrope\", \"factor\": 4}"), XF_EINVAL, "longrope");
+    expect_hf_error(build(NULL, "rope_scaling", "{\"rope_type\": \"linear\", \"factor\": 4, \"mrope_section\": [1]}"),
+                    XF_EINVAL, "mrope_section");
+    expect_hf_error(build(NULL, "rope_parameters", "{\"rope_type\": \"default\", \"partial_rotary_factor\": 0.5}"),
+                    XF_EINVAL, "partial_rotary_factor");
+    expect_hf_error(build(NULL, "layer_types", "[\"full_attention\", \"sliding_attention\"]"), XF_EINVAL, "layer_types");
+    expect_hf_error(build(NULL, "layer_types", "[\"full_attention\", \"chunked_attention\"]"), XF_EINVAL, "layer_types");
+    expect_hf_error(build(NULL, "final_logit_softcapping", "30.0"), XF_EINVAL, "final_logit_softcapping");
+    expect_hf_error(build(NULL, "num_local_experts", "8"), XF_EINVAL, "num_local_experts");
+    /* the MoE / MLA families are recognised and refused naming the field that asks for them */
+    expect_hf_error(build(NULL, "model_type", "\"mixtral\""), XF_EINVAL, "num_local_experts");
+    expect_hf_error(build(NULL, "model_type", "\"qwen3_moe\""), XF_EINVAL, "num_experts");
+    expect_hf_error(build(NULL, "model_type", "\"qwen2_moe\""), XF_EINVAL, "num_experts");
+    expect_hf_error(build(NULL, "model_type", "\"deepseek_v3\""), XF_EINVAL, "kv_lora_rank");
+    expect_hf_error(build(NULL, "model_type", "\"gemma3_text\""), XF_EINVAL, "model_type");
+}
+
+/* ---- RoPE scaling: both spellings, every type, the frequencies transformers computes ---- */
+
+Test(config_rope, spellings_agree) {
+    const char *v4 = "{\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
+                     "\"original_max_position_embeddings\": 512}";
+    const char *v5 = "{\"rope_type\": \"llama3\", \"rope_theta\": 10000.0, \"factor\": 8.0, \"low_freq_factor\": 1.0, "
+                     "\"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 512}";
+    const char *old = "{\"type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
+                      "\"original_max_position_embeddings\": 512}";
+    model_config a, b, c;
+    cr_assert_eq(config_parse_hf(build(NULL, "rope_scaling", v4), NULL, &a), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(config_parse_hf(build("rope_theta", "rope_parameters", v5), NULL, &b), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(config_parse_hf(build(NULL, "rope_scaling", old), NULL, &c), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(a.rope.kind, ROPE_LLAMA3);
+    cr_assert_eq(memcmp(&a.rope, &b.rope, sizeof a.rope), 0);
+    cr_assert_eq(memcmp(&a.rope, &c.rope, sizeof a.rope), 0);
+    cr_assert_eq(a.rope.original_ctx, 512);
+    cr_assert_float_eq(a.rope.factor, 8.0, 0);
+    cr_assert_float_eq(b.rope_theta, 10000.0, 0);
+    /* the two spellings together must agree */
+    char both[4096];
+    snprintf(both, sizeof both, "%s", build(NULL, "rope_scaling", v4));
+    both[strlen(both) - 1] = '\0';
+    strcat(both, ", \"rope_parameters\": {\"rope_type\": \"linear\", \"factor\": 2.0}}");
+    expect_hf_error(both, XF_EINVAL, "disagree");
+    /* required keys named */
+    expect_hf_error(build(NULL, "rope_scaling", "{\"rope_type\": \"llama3\", \"factor\": 8.0}"), XF_EINVAL,
+                    "original_max_position_embeddings");
+    expect_hf_error(build(NULL, "rope_scaling", "{\"rope_type\": \"linear\"}"), XF_EINVAL, "factor");
+    expect_hf_error(build(NULL, "rope_scaling", "{\"rope_type\": \"linear\", \"factor\": -2}"), XF_EINVAL, "factor");
+    expect_hf_error(build(NULL, "rope_scaling", "7"), XF_EINVAL, "rope_scaling");
+    model_config d;
+    cr_assert_eq(config_parse_hf(build(NULL, "rope_scaling", "null"), NULL, &d), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(d.rope.kind, ROPE_DEFAULT);
+}
+
+static model_config rope_cfg(const char *scaling) {
+    model_config c;
+    cr_assert_eq(config_parse_hf(build(NULL, "rope_scaling", scaling), NULL, &c), XF_OK, "%s: %s", scaling, xf_error_msg());
+    return c;
+}
+
+/* head_dim of the base text: 2048 / 32 = 64, theta 10000. */
+Test(config_rope, frequencies) {
+    double f[32], base[32], af;
+    model_config c = rope_cfg("null");
+    cr_assert_eq(config_rope_freqs(&c, base, &af), XF_OK);
+    cr_assert_float_eq(af, 1.0, 0);
+    for (int i = 0; i < 32; i++) cr_assert_float_eq(base[i], pow(10000.0, -2.0 * i / 64.0), 1e-15);
+
+    c = rope_cfg("{\"rope_type\": \"linear\", \"factor\": 4.0}");
+    cr_assert_eq(config_rope_freqs(&c, f, &af), XF_OK);
+    for (int i = 0; i < 32; i++) cr_assert_float_eq(f[i], base[i] / 4.0, 1e-15);
+
+    /* dynamic: within max_position_embeddings transformers 5 keeps the default frequencies */
+    c = rope_cfg("{\"rope_type\": \"dynamic\", \"factor\": 4.0}");
+    cr_assert_eq(config_rope_freqs(&c, f, &af), XF_OK);
+    for (int i = 0; i < 32; i++) cr_assert_float_eq(f[i], base[i], 0);
+
+    /* llama3 over 512 original positions, low 1, high 4: wavelength 2 pi / f; above 512 divided by
+     * 8, below 128 kept, between a ramp (512 / wl - 1) / 3 */
+    c = rope_cfg("{\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
+                 "\"original_max_position_embeddings\": 512}");
+    cr_assert_eq(config_rope_freqs(&c, f, &af), XF_OK);
+    int n_low = 0, n_high = 0, n_mid = 0;
+    for (int i = 0; i < 32; i++) {
+        double wl = 2 * 3.14159265358979323846 / base[i], want;
+        if (wl < 128) want = base[i], n_high++;
+        else if (wl > 512) want = base[i] / 8, n_low++;
+        else {
+            double sm = (512 / wl - 1) / 3;
+            want = (1 - sm) * base[i] / 8 + sm * base[i];
+            n_mid++;
+        }
+        cr_assert_float_eq(f[i], want, 1e-15, "i %d", i);
+    }
+    cr_assert(n_low > 0 && n_high > 0 && n_mid > 0, "the test must cover all three bands: %d %d %d", n_low, n_high, n_mid);
+
+    /* yarn, factor 4 over 512 positions, beta 32 / 1: correction dims floor(64 ln(512 / (32 * 2 pi)) /
+     * (2 ln 10000)) = floor(3.25..) = 3 ... ceil(64 ln(512 / (2 pi)) / (2 ln 10000)) = ceil(15.28..) = 16;
+     * the attention factor 0.1 ln 4 + 1 */
+    c = rope_cfg("{\"rope_type\": \"yarn\", \"factor\": 4.0, \"original_max_position_embeddings\": 512}");
+    cr_assert_eq(config_rope_freqs(&c, f, &af), XF_OK);
+    cr_assert_float_eq(af, 0.1 * log(4.0) + 1.0, 1e-12);
+    for (int i = 0; i < 32; i++) {
+        double ramp = (i - 3.0) / (16.0 - 3.0);
+        ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;
+        cr_assert_float_eq(f[i], base[i] / 4.0 * ramp + base[i] * (1 - ramp), 1e-15, "i %d", i);
+    }
+    /* DeepSeek's mscale / mscale_all_dim: their ratio of get_mscale values; equal ones give 1 */
+    c = rope_cfg("{\"rope_type\": \"yarn\", \"factor\": 40.0, \"mscale\": 1.0, \"mscale_all_dim\": 1.0, "
+                 "\"original_max_position_embeddings\": 512, \"beta_fast\": 32, \"beta_slow\": 1}");
+    cr_assert_eq(config_rope_freqs(&c, f, &af), XF_OK);
+    cr_assert_float_eq(af, 1.0, 1e-15);
+    c = rope_cfg("{\"rope_type\": \"yarn\", \"factor\": 40.0, \"mscale\": 0.707, \"mscale_all_dim\": 1.0, "
+                 "\"original_max_position_embeddings\": 512}");
+    cr_assert_eq(config_rope_freqs(&c, f, &af), XF_OK);
+    cr_assert_float_eq(af, (0.1 * 0.707 * log(40.0) + 1) / (0.1 * log(40.0) + 1), 1e-12);
+    c = rope_cfg("{\"rope_type\": \"yarn\", \"factor\": 4.0, \"attention_factor\": 0.5, "
+                 "\"original_max_position_embeddings\": 512}");
+    cr_assert_eq(config_rope_freqs(&c, f, &af), XF_OK);
+    cr_assert_float_eq(af, 0.5, 0);
+}
+
+Test(config_hf, qwen3) {
+    const char *t = "{\"model_type\":\"qwen3\",\"hidden_size\":4096,\"intermediate_size\":12288,\"num_hidden_layers\":36,"
+                    "\"num_attention_heads\":32,\"num_key_value_heads\":8,\"head_dim\":128,\"vocab_size\":151936,"
+                    "\"max_position_embeddings\":40960,\"rope_theta\":1000000,\"rms_norm_eps\":1e-06,\"attention_bias\":false,"
+                    "\"tie_word_embeddings\":false,\"use_sliding_window\":false,\"sliding_window\":null,\"max_window_layers\":36,"
+                    "\"hidden_act\":\"silu\"}";
+    model_config c, p = preset("qwen3-8b");
+    cr_assert_eq(config_parse_hf(t, NULL, &c), XF_OK, "%s", xf_error_msg());
+    cr_assert_str_eq(c.arch, "qwen3");
+    cr_assert_eq(c.qk_norm, 1);
+    cr_assert_eq(c.qkv_bias + c.o_bias, 0);
+    cr_assert_eq(config_param_count(&c), config_param_count(&p));
+    char u[2048];
+    snprintf(u, sizeof u, "%s", t);
+    memcpy(strstr(u, "\"use_sliding_window\":false"), "\"use_sliding_window\":true ", strlen("\"use_sliding_window\":true "));
+    expect_hf_error(u, XF_EINVAL, "sliding_window"); /* on, but no window given */
 }
 
 Test(config_hf, null_text) {
@@ -511,7 +717,7 @@ Test(config_resolve, file_name_when_not_config_json) {
     int fd = mkstemp(path);
     cr_assert(fd >= 0);
     FILE *f = fdopen(fd, "w");
-    fputs(MISTRAL_JSON, f);
+    fputs(QWEN2_JSON, f);
     fclose(f);
     model_config c;
     xf_status s = config_load_hf(path, &c);

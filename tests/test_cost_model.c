@@ -505,7 +505,7 @@ Test(cost_model, mixed_step_sums) {
      * KV read 8 tokens * 2 * 4 * 4 B = 256; qkv F = 2*8*8*16 + 8*16 = 2,176. */
     model_config c = tiny();
     workload w = wl(2, 3, 5, XF_FP32, XF_FP32, XF_FP32);
-    cost_step_sums s = {XF_PREFILL, 0, 0, 0, 0};
+    cost_step_sums s = {XF_PREFILL, 0, 0, 0, 0, 0, 0, 0};
     cr_assert_eq(cost_sums_add(&s, 3, 3), XF_OK);
     cr_assert_eq(cost_sums_add(&s, 5, 5), XF_OK);
     EXACT(s.seqs, 2);
@@ -531,7 +531,7 @@ Test(cost_model, mixed_step_sums) {
     cr_assert_eq(cost_step_of_sums(&c, &w, &u, ops, 16), XF_OK);
     cr_assert_eq(memcmp(a, ops, sizeof a), 0);
     /* Decode of two sequences at contexts 5 and 9 costs what two at context 7 cost (linear). */
-    cost_step_sums m = {XF_DECODE, 0, 0, 0, 0};
+    cost_step_sums m = {XF_DECODE, 0, 0, 0, 0, 0, 0, 0};
     cr_assert_eq(cost_sums_add(&m, 1, 5), XF_OK);
     cr_assert_eq(cost_sums_add(&m, 1, 9), XF_OK);
     cr_assert_eq(cost_step_of_sums(&c, &w, &m, ops, 16), XF_OK);
@@ -539,9 +539,9 @@ Test(cost_model, mixed_step_sums) {
     /* Refused: a sequence with no new token, context below tokens, an empty step. */
     cr_assert_eq(cost_sums_add(&m, 0, 5), XF_EINVAL);
     cr_assert_eq(cost_sums_add(&m, 6, 5), XF_EINVAL);
-    cost_step_sums empty = {XF_DECODE, 0, 0, 0, 0};
+    cost_step_sums empty = {XF_DECODE, 0, 0, 0, 0, 0, 0, 0};
     cr_assert_eq(cost_step_of_sums(&c, &w, &empty, ops, 16), XF_EINVAL);
-    cost_step_sums nan_s = {XF_DECODE, 1, 1, NAN, 1};
+    cost_step_sums nan_s = {XF_DECODE, 1, 1, NAN, 1, 0, 0, 0};
     cr_assert_eq(cost_step_of_sums(&c, &w, &nan_s, ops, 16), XF_EINVAL);
 }
 
@@ -558,4 +558,82 @@ Test(cost_model, embedding_reads_at_most_the_table) {
     /* Decode: 4 rows, 4*8*4 = 128 B. */
     cr_assert_eq(cost_step(&c, &w, workload_decode_step(&w, 4), ops, 16), XF_OK);
     EXACT(ops[0].weight_bytes, 128.0);
+}
+
+/* ---- newer architectures ---- */
+
+Test(cost_model, window_pairs_closed_form) {
+    /* brute force: sum over query positions q = C - T + 1 .. C of min(W, q) */
+    for (int t = 1; t <= 12; t++)
+        for (int c = t; c <= 30; c++)
+            for (int w = 1; w <= 35; w++) {
+                double want = 0;
+                for (int q = c - t + 1; q <= c; q++) want += q < w ? q : w;
+                cr_assert_float_eq(cost_window_pairs(t, c, w), want, 1e-9, "T %d C %d W %d", t, c, w);
+            }
+    cr_assert_float_eq(cost_window_pairs(5, 9, 100), cost_attention_pairs(5, 9), 0);
+}
+
+Test(cost_model, sliding_window_attention_and_kv_memory) {
+    /* mistral-7b: every layer windowed at 4096. Decode at context 10000 reads 4096 tokens of KV per
+     * sequence and layer, not 10000; prefill of 8192 sees min(W, q) keys per query. */
+    model_config c = preset("mistral-7b");
+    workload w = wl(2, 8192, 1808, XF_FP16, XF_FP16, XF_FP16);
+    cost_op *d = step(&c, &w, (step_shape){XF_DECODE, 2, 1, 10000});
+    const cost_op *a = &d[op_index(&c, 5, OP_ATTENTION)];
+    /* K and V, 8 KV heads of 128 fp16: 2 * 8 * 128 * 2 = 4096 bytes per token and layer */
+    cr_assert_float_eq(a->kv_read_bytes, 2.0 * 4096 * 4096.0, 1e-3);
+    cr_assert_float_eq(a->flops, 2.0 * 4096 * 32 * (4.0 * 128 + 5.0), 1e-3);
+    free(d);
+    cost_op *p = step(&c, &w, (step_shape){XF_PREFILL, 2, 8192, 8192});
+    a = &p[op_index(&c, 0, OP_ATTENTION)];
+    double pairs = 4096.0 * 4097.0 / 2.0 + (8192.0 - 4096.0) * 4096.0;
+    cr_assert_float_eq(a->flops, 2.0 * pairs * 32 * (4.0 * 128 + 5.0), 1e-3);
+    cr_assert_float_eq(a->kv_read_bytes, 2.0 * 8192 * 4096.0, 1e-3, "prefill reads the whole prompt once");
+    free(p);
+    /* memory: each sequence holds at most 4096 of its 10000 tokens in every layer */
+    cost_memory m;
+    cost_memory_of(&c, &w, &m);
+    cr_assert_float_eq(m.kv_bytes, 2.0 * 4096 * m.kv_bytes_per_token, 1e-3);
+    /* the same config without the window holds all 10000 */
+    c.sliding_window = 0;
+    memset(c.window_layers, 0, sizeof c.window_layers);
+    cost_memory_of(&c, &w, &m);
+    cr_assert_float_eq(m.kv_bytes, 2.0 * 10000 * m.kv_bytes_per_token, 1e-3);
+}
+
+Test(cost_model, ragged_window_sums_exact) {
+    /* sums built sequence by sequence with the window set give the exact windowed figures */
+    model_config c = preset("mistral-7b");
+    workload w = wl(2, 100, 100, XF_FP16, XF_FP16, XF_FP16);
+    cost_step_sums s = {XF_DECODE, 0, 0, 0, 0, 4096, 0, 0};
+    cr_assert_eq(cost_sums_add(&s, 1, 100), XF_OK);
+    cr_assert_eq(cost_sums_add(&s, 1, 9000), XF_OK);
+    int64_t n = cost_step_op_count(&c);
+    cost_op *ops = calloc((size_t)n, sizeof *ops);
+    cr_assert_eq(cost_step_of_sums(&c, &w, &s, ops, n), XF_OK, "%s", xf_error_msg());
+    cr_assert_float_eq(ops[op_index(&c, 0, OP_ATTENTION)].kv_read_bytes, (100.0 + 4096.0) * 4096.0, 1e-3);
+    free(ops);
+}
+
+Test(cost_model, biases_and_qk_norm_counted) {
+    model_config c = tiny();
+    workload w = wl(1, 4, 0, XF_FP32, XF_FP32, XF_FP32);
+    cost_op *base = step(&c, &w, (step_shape){XF_PREFILL, 1, 4, 4});
+    c.o_bias = 1;
+    c.mlp_bias = 1;
+    c.qk_norm = 1;
+    cost_op *x = step(&c, &w, (step_shape){XF_PREFILL, 1, 4, 4});
+    /* o_proj: d = 8 biases (4 bytes each), one add per output */
+    cr_assert_float_eq(x[op_index(&c, 0, OP_O_PROJ)].weight_bytes - base[op_index(&c, 0, OP_O_PROJ)].weight_bytes, 32.0, 0);
+    cr_assert_float_eq(x[op_index(&c, 0, OP_O_PROJ)].flops - base[op_index(&c, 0, OP_O_PROJ)].flops, 4.0 * 8, 0);
+    cr_assert_float_eq(x[op_index(&c, 0, OP_GATE_UP)].weight_bytes - base[op_index(&c, 0, OP_GATE_UP)].weight_bytes, 2 * 16 * 4.0, 0);
+    cr_assert_float_eq(x[op_index(&c, 0, OP_DOWN)].weight_bytes - base[op_index(&c, 0, OP_DOWN)].weight_bytes, 8 * 4.0, 0);
+    /* q/k norm: 2 * head_dim weights, 4 FLOPs per element of q_dim + kv_dim = 12, 4 tokens */
+    cr_assert_float_eq(x[op_index(&c, 0, OP_ROPE)].weight_bytes, 2 * 4 * 4.0, 0);
+    cr_assert_float_eq(x[op_index(&c, 0, OP_ROPE)].flops - base[op_index(&c, 0, OP_ROPE)].flops, 4.0 * 4 * 12, 0);
+    /* the weight total follows the parameter count */
+    cr_assert_float_eq(cost_weight_bytes(&c, &w), 4.0 * (double)config_param_count(&c), 0);
+    free(base);
+    free(x);
 }

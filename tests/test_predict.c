@@ -141,6 +141,6 @@ Test(predict, step_time_matches_the_op_sum) {
     model_config bad = c;
     bad.vocab = 0;
     cr_assert_eq(predict_step_time(&bad, &w, &pre, &d, &tp), XF_EINVAL);
-    cost_step_sums empty = {XF_DECODE, 0, 0, 0, 0};
+    cost_step_sums empty = {XF_DECODE, 0, 0, 0, 0, 0, 0, 0};
     cr_assert_eq(predict_step_time(&c, &w, &empty, &d, &tp), XF_EINVAL);
 }

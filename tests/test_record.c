@@ -174,3 +174,45 @@ Test(record, save_and_load_file) {
     unlink(path);
     record_free(&r);
 }
+
+/* The newer architecture fields of the model (rope scaling, biases, q/k norm, windows) survive a
+ * write and a read; a record without them (older) reads as a Llama-2 decoder. */
+Test(record, model_architecture_fields_round_trip) {
+    record r;
+    make_predict(&r);
+    model_config *m = &r.model;
+    m->rope.kind = ROPE_YARN;
+    m->rope.factor = 4.0;
+    m->rope.original_ctx = 4096;
+    m->rope.beta_fast = 32;
+    m->rope.beta_slow = 1;
+    m->rope.attention_factor = 1.1386;
+    m->rope.truncate = 1;
+    m->o_bias = m->mlp_bias = m->qk_norm = 1;
+    m->sliding_window = 512;
+    m->window_layers[0] = UINT64_C(0x401); /* layers 0 and 10 */
+    char *a = record_to_json(&r);
+    cr_assert_not_null(a);
+    record back;
+    cr_assert_eq(record_from_json(a, "a.json", &back), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(memcmp(&back.model.rope, &m->rope, sizeof m->rope), 0);
+    cr_assert_eq(back.model.o_bias + back.model.mlp_bias + back.model.qk_norm, 3);
+    cr_assert_eq(back.model.sliding_window, 512);
+    cr_assert_eq(back.model.window_layers[0], UINT64_C(0x401));
+    record_free(&back);
+    /* window_layers naming a layer past n_layers (32) is refused, so is a window of 0 with windowed layers */
+    char *bad = strdup(a), *p = strstr(bad, "\"window_layers\":[0,10]");
+    cr_assert_not_null(p, "%s", a);
+    memcpy(p, "\"window_layers\":[0,99]", strlen("\"window_layers\":[0,99]"));
+    cr_assert_eq(record_from_json(bad, "bad.json", &back), XF_EINVAL);
+    cr_assert(strstr(xf_error_msg(), "window_layers"), "%s", xf_error_msg());
+    memcpy(p, "\"window_layers\":[0,10]", strlen("\"window_layers\":[0,10]"));
+    char *sw = strstr(bad, "\"sliding_window\":512");
+    cr_assert_not_null(sw);
+    memcpy(sw, "\"sliding_window\":0  ", strlen("\"sliding_window\":0  "));
+    cr_assert_eq(record_from_json(bad, "bad.json", &back), XF_EINVAL, "%s", xf_error_msg());
+    cr_assert(strstr(xf_error_msg(), "sliding_window"), "%s", xf_error_msg());
+    free(bad);
+    free(a);
+    record_free(&r);
+}

@@ -1,0 +1,206 @@
+#!/usr/bin/env python3
+"""Tiny random Hugging Face models per architecture, with what transformers generates from them.
+
+    python3 scripts/make-hf-fixtures.py [--out tests/data/hf] [--counts]
+
+Needs torch, transformers and safetensors (CI does not: the results are committed). For each
+fixture it writes <out>/<name>/ with
+  config.json, model.safetensors  what save_pretrained writes (weights stored as bf16; every value
+                                  was rounded to bf16 first and the model runs in fp32, so the
+                                  file holds exactly the fp32 weights transformers ran)
+  expected.json                   {"format": "xfprof-hf-fixture", "version": 1, prompt ids, the 16
+                                  greedy ids of model.generate, and the fp32 logits of the first
+                                  and of the last generated position}
+The weights are scaled (matrices x8, norm weights 1 + N(0, 0.3^2), biases N(0, 0.3^2)) so that a
+missing feature changes the tokens: for every fixture the script also runs an ablated copy (the
+feature removed) and refuses to write the fixture unless the ablation changes some of the 16
+tokens. It prints how many.
+
+--counts prints the parameter counts transformers gives for the published configs of the presets
+(models built on the meta device; sum of numel over model.parameters(), tied weights once), the
+figures tests/test_config.c checks.
+"""
+import argparse
+import copy
+import json
+import os
+import sys
+
+import torch
+import transformers
+from transformers import AutoConfig, AutoModelForCausalLM
+
+GEN = 16
+PROMPT = [17, 301, 5, 88, 412, 260, 33, 129, 7, 450, 61, 222, 98, 3, 511, 140, 76, 389, 12, 205]  # 20: prefill takes the blocked (GEMM) path
+
+BASE = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, head_dim=16, vocab_size=512, max_position_embeddings=64,
+            rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False, hidden_act="silu")
+
+
+def llama3_rope():
+    return {"rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 16}
+
+
+# name -> (model_type, config overrides, ablation: (description, function(config dict) -> config dict,
+#          function(model) -> None))
+def no_rope_scaling(c):
+    c = dict(c)
+    c.pop("rope_scaling", None)
+    c["rope_parameters"] = {"rope_type": "default", "rope_theta": c.get("rope_theta", 10000.0)}
+    return c
+
+
+def no_window(c):
+    c = dict(c)
+    c["sliding_window"] = None
+    c.pop("use_sliding_window", None)
+    return c
+
+
+def zero_o_bias(m):
+    for layer in m.model.layers:
+        layer.self_attn.o_proj.bias.data.zero_()
+
+
+def zero_mlp_bias(m):
+    for layer in m.model.layers:
+        for p in (layer.mlp.gate_proj, layer.mlp.up_proj, layer.mlp.down_proj):
+            p.bias.data.zero_()
+
+
+def drop_qk_norm(m):
+    for layer in m.model.layers:
+        layer.self_attn.q_norm.forward = lambda x: x
+        layer.self_attn.k_norm.forward = lambda x: x
+
+
+FIXTURES = {
+    "llama-rope-llama3": ("llama", {"rope_scaling": llama3_rope()}, ("plain RoPE", no_rope_scaling, None)),
+    "llama-rope-linear": ("llama", {"rope_scaling": {"rope_type": "linear", "factor": 4.0}},
+                          ("plain RoPE", no_rope_scaling, None)),
+    "llama-rope-yarn": ("llama", {"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16,
+                                                   "mscale": 1.0, "mscale_all_dim": 0.5}},
+                        ("plain RoPE", no_rope_scaling, None)),
+    "llama-attn-bias": ("llama", {"attention_bias": True}, ("o_proj.bias dropped", None, zero_o_bias)),
+    "llama-mlp-bias": ("llama", {"mlp_bias": True, "tie_word_embeddings": True}, ("MLP biases dropped", None, zero_mlp_bias)),
+    "qwen3": ("qwen3", {"attention_bias": False, "use_sliding_window": False, "sliding_window": None},
+              ("q/k norm dropped", None, drop_qk_norm)),
+    "mistral-window": ("mistral", {"sliding_window": 8}, ("full attention", no_window, None)),
+    "qwen3-window": ("qwen3", {"use_sliding_window": True, "sliding_window": 8, "max_window_layers": 1},
+                     ("full attention", no_window, None)),
+    "qwen3-bias": ("qwen3", {"attention_bias": True, "rope_scaling": llama3_rope()},
+                   ("o_proj.bias dropped", None, zero_o_bias)),
+}
+
+
+def bf16_exact(t):
+    return t.to(torch.bfloat16).to(torch.float32)
+
+
+def randomize(model, seed):
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in sorted(model.named_parameters()):
+            if p.dim() >= 2:
+                v = torch.randn(p.shape, generator=g) * 0.02 * 8
+            elif name.endswith("bias"):
+                v = torch.randn(p.shape, generator=g) * 0.3
+            else:  # norm weights
+                v = 1.0 + torch.randn(p.shape, generator=g) * 0.3
+            p.copy_(bf16_exact(v))
+
+
+def build(model_type, cfg):
+    c = AutoConfig.for_model(model_type, **cfg)
+    c._attn_implementation = "eager"
+    return AutoModelForCausalLM.from_config(c, attn_implementation="eager").to(torch.float32).eval()
+
+
+def generate(model):
+    ids = torch.tensor([PROMPT])
+    with torch.no_grad():
+        out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=GEN, do_sample=False,
+                             output_logits=True, return_dict_in_generate=True, pad_token_id=0, eos_token_id=None)
+    toks = out.sequences[0, len(PROMPT):].tolist()
+    return toks, out.logits[0][0].tolist(), out.logits[-1][0].tolist()
+
+
+def make(name, out_dir):
+    model_type, over, (what, ablate_cfg, ablate_model) = FIXTURES[name]
+    cfg = dict(BASE, **over)
+    torch.manual_seed(0)
+    model = build(model_type, cfg)
+    randomize(model, 1234)
+    toks, first, last = generate(model)
+    if len(set(toks)) < 4:
+        sys.exit(f"{name}: the greedy tokens are degenerate ({toks}); change the seed or scales")
+    # the ablation: the same weights without the feature
+    abl = build(model_type, ablate_cfg(cfg) if ablate_cfg else cfg)
+    abl.load_state_dict(model.state_dict())
+    if ablate_model:
+        ablate_model(abl)
+    atoks, _, _ = generate(abl)
+    differ = sum(a != b for a, b in zip(toks, atoks))
+    print(f"{name}: greedy {toks}; with {what}: {differ}/16 tokens differ")
+    if differ == 0:
+        sys.exit(f"{name}: removing the feature ({what}) does not change the tokens: the fixture would not test it")
+    d = os.path.join(out_dir, name)
+    os.makedirs(d, exist_ok=True)
+    model.to(torch.bfloat16).save_pretrained(d, safe_serialization=True)
+    for extra in ("generation_config.json",):
+        p = os.path.join(d, extra)
+        if os.path.exists(p):
+            os.remove(p)
+    exp = {"format": "xfprof-hf-fixture", "version": 1, "model_type": model_type, "feature_ablated": what,
+           "tokens_differing_when_ablated": differ, "transformers": transformers.__version__, "torch": torch.__version__,
+           "prompt": PROMPT, "greedy": toks, "logits_first": first, "logits_last": last}
+    with open(os.path.join(d, "expected.json"), "w") as f:
+        json.dump(exp, f, separators=(",", ":"))
+        f.write("\n")
+
+
+PUBLISHED = {
+    "llama-3.1-8b": ("llama", dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
+                                   num_key_value_heads=8, vocab_size=128256, max_position_embeddings=131072,
+                                   rope_theta=500000.0, tie_word_embeddings=False,
+                                   rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                                 "high_freq_factor": 4.0, "original_max_position_embeddings": 8192})),
+    "llama-3.2-1b": ("llama", dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
+                                   num_key_value_heads=8, head_dim=64, vocab_size=128256, max_position_embeddings=131072,
+                                   rope_theta=500000.0, tie_word_embeddings=True,
+                                   rope_scaling={"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
+                                                 "high_freq_factor": 4.0, "original_max_position_embeddings": 8192})),
+    "qwen3-8b": ("qwen3", dict(hidden_size=4096, intermediate_size=12288, num_hidden_layers=36, num_attention_heads=32,
+                               num_key_value_heads=8, head_dim=128, vocab_size=151936, max_position_embeddings=40960,
+                               rope_theta=1000000.0, tie_word_embeddings=False)),
+}
+
+
+def counts():
+    for name, (mt, kw) in PUBLISHED.items():
+        c = AutoConfig.for_model(mt, **kw)
+        with torch.device("meta"):
+            m = AutoModelForCausalLM.from_config(c)
+        print(name, sum(p.numel() for p in m.parameters()))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests", "data", "hf"))
+    ap.add_argument("--counts", action="store_true", help="print the presets' parameter counts and exit")
+    ap.add_argument("names", nargs="*", help="fixtures to make (default: all): " + ", ".join(FIXTURES))
+    a = ap.parse_args()
+    if a.counts:
+        counts()
+        return
+    torch.set_num_threads(1)
+    for n in a.names or FIXTURES:
+        if n not in FIXTURES:
+            sys.exit(f"unknown fixture {n}: choose from {', '.join(FIXTURES)}")
+        make(n, a.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Newer architectures through the CLI (issue 12): the transformers fixtures run, what is not
+# implemented is refused with exit 2 naming the field, a folder's tensors that the config does
+# not use are warned about and a missing one is named. $1 = the xfprof binary.
+set -u
+XF="$1"
+SRC="${XF_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
+HF="$SRC/tests/data/hf"
+fail=0
+check() { # description, expected exit code, actual exit code
+    if [ "$2" != "$3" ]; then echo "FAIL: $1: exit $3, wanted $2"; fail=1; else echo "ok: $1"; fi
+}
+has() { # description, haystack, needle
+    case "$2" in *"$3"*) echo "ok: $1";; *) echo "FAIL: $1: no '$3' in output"; fail=1;; esac
+}
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+
+# the fixtures run from their own folders
+for f in llama-rope-llama3 llama-attn-bias qwen3 mistral-window; do
+    "$XF" run --model "$HF/$f" --weights "$HF/$f" --threads 1 --batch 1 --prompt 8 --gen 4 -o "$tmp/$f.json" >"$tmp/o" 2>"$tmp/e"
+    check "run $f from its folder" 0 $?
+done
+has "the record keeps the rope scaling" "$(cat "$tmp/llama-rope-llama3.json")" '"type":"llama3"'
+has "the record keeps qk_norm" "$(cat "$tmp/qwen3.json")" '"qk_norm":true'
+"$XF" show "$tmp/llama-rope-llama3.json" --format json >"$tmp/back.json"; check "show reads the record back" 0 $?
+has "the rope scaling survives the round trip" "$(cat "$tmp/back.json")" '"type":"llama3"'
+
+# predict and models read them too
+out=$("$XF" predict --model "$HF/llama-attn-bias" --device h100-sxm --batch 1 --prompt 16 --gen 4); check "predict with biases" 0 $?
+out=$("$XF" models); check "models" 0 $?
+has "models lists llama-3.1-8b at 8.03B" "$(echo "$out" | grep '^llama-3.1-8b ')" "8.03B"
+has "models lists qwen3-8b at 8.19B" "$(echo "$out" | grep '^qwen3-8b ')" "8.19B"
+
+# refusals: exit 2, the field named
+refuse() { # description, field expected in the message, json text
+    printf '%s' "$3" >"$tmp/config.json"
+    "$XF" predict --model "$tmp/config.json" --device h100-sxm >/dev/null 2>"$tmp/e"
+    check "$1: exit 2" 2 $?
+    has "$1: names $2" "$(cat "$tmp/e")" "$2"
+}
+base='"hidden_size":64,"intermediate_size":128,"num_hidden_layers":2,"num_attention_heads":4,"vocab_size":512,"max_position_embeddings":64'
+refuse "mixtral" num_local_experts "{\"model_type\":\"mixtral\",$base,\"num_local_experts\":8}"
+refuse "qwen3_moe" num_experts "{\"model_type\":\"qwen3_moe\",$base,\"num_experts\":8}"
+refuse "deepseek_v3" kv_lora_rank "{\"model_type\":\"deepseek_v3\",$base,\"kv_lora_rank\":512}"
+refuse "longrope" longrope "{\"model_type\":\"llama\",$base,\"rope_scaling\":{\"rope_type\":\"longrope\",\"factor\":4}}"
+refuse "unknown rope key" mrope_section "{\"model_type\":\"llama\",$base,\"rope_parameters\":{\"rope_type\":\"default\",\"mrope_section\":[1]}}"
+refuse "qwen3 window without a size" sliding_window "{\"model_type\":\"qwen3\",$base,\"use_sliding_window\":true}"
+refuse "llama with sliding layers" layer_types "{\"model_type\":\"llama\",$base,\"layer_types\":[\"full_attention\",\"sliding_attention\"]}"
+
+# a folder whose config drops a feature its tensors have: warned, never silently skipped
+mkdir "$tmp/nobias"
+cp "$HF/llama-attn-bias/model.safetensors" "$tmp/nobias/"
+sed 's/"attention_bias": true/"attention_bias": false/' "$HF/llama-attn-bias/config.json" >"$tmp/nobias/config.json"
+"$XF" run --model "$tmp/nobias" --weights "$tmp/nobias" --threads 1 --batch 1 --prompt 8 --gen 2 >/dev/null 2>"$tmp/e"
+check "unused tensors: still runs" 0 $?
+has "unused tensors: warned" "$(cat "$tmp/e")" "warning"
+has "unused tensors: o_proj.bias named" "$(cat "$tmp/e")" "o_proj.bias"
+# and a config asking for a tensor the folder lacks: exit 2 naming it
+sed 's/"mlp_bias": false/"mlp_bias": true/' "$HF/llama-attn-bias/config.json" >"$tmp/nobias/config.json"
+"$XF" run --model "$tmp/nobias" --weights "$tmp/nobias" --threads 1 --batch 1 --prompt 8 --gen 2 >/dev/null 2>"$tmp/e"
+check "missing tensor: exit 2" 2 $?
+has "missing tensor named" "$(cat "$tmp/e")" "mlp.gate_proj.bias"
+
+exit $fail
