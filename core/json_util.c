@@ -307,3 +307,18 @@ int json_add_number(cJSON *obj, const char *key, double v) {
     }
     return 1;
 }
+
+xf_status json_opt_index_bits(const cJSON *obj, const char *key, const char *ctx, int64_t n, uint64_t *bits, size_t words) {
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!a || cJSON_IsNull(a)) return XF_OK;
+    if (!cJSON_IsArray(a)) return xf_errorf(XF_EINVAL, "%s: field '%s' must be an array of layer indices", ctx, key);
+    if (n > (int64_t)(64 * words)) n = (int64_t)(64 * words);
+    for (const cJSON *e = a->child; e; e = e->next) {
+        if (!cJSON_IsNumber(e) || !(e->valuedouble >= 0) || e->valuedouble >= (double)n ||
+            e->valuedouble != (double)(int64_t)e->valuedouble)
+            return xf_errorf(XF_EINVAL, "%s: field '%s' holds a value that is not a layer index below %lld", ctx, key, (long long)n);
+        int64_t i = (int64_t)e->valuedouble;
+        bits[i / 64] |= UINT64_C(1) << (i % 64);
+    }
+    return XF_OK;
+}

@@ -30,6 +30,11 @@ xf_status json_opt_int(const cJSON *obj, const char *key, const char *ctx, int64
 xf_status json_opt_string(const cJSON *obj, const char *key, const char *ctx, char *buf, size_t len, int *present);
 xf_status json_opt_bool(const cJSON *obj, const char *key, const char *ctx, int *out, int *present);
 
+/* An optional array of indices in [0, n): sets bit i of bits (words of 64) for each; absent or
+ * null leaves bits untouched. XF_EINVAL naming the field for a non-array, a non-integer or an
+ * index out of range (n must be <= 64 * words). */
+xf_status json_opt_index_bits(const cJSON *obj, const char *key, const char *ctx, int64_t n, uint64_t *bits, size_t words);
+
 /* Adds a number; non-finite values become null (JSON has no NaN). Returns 0 on OOM. */
 int json_add_number(cJSON *obj, const char *key, double v);
 

@@ -33,7 +33,7 @@ typedef struct rope_scaling {
 
 typedef struct model_config {
     char name[64];       /* preset name or the path's last components */
-    char arch[16];       /* "llama", "mistral", "qwen2" or "qwen3" */
+    char arch[16];       /* "llama", "mistral", "qwen2", "qwen3", "mixtral" or "qwen3_moe" */
     int64_t n_layers;
     int64_t d_model;     /* hidden size */
     int64_t n_heads;     /* query heads */
@@ -55,7 +55,29 @@ typedef struct model_config {
     int64_t sliding_window; /* keys a windowed layer's query sees, its own included (transformers:
                                key > query - window); 0 when no layer is windowed */
     uint64_t window_layers[MODEL_MAX_LAYERS / 64]; /* bit l set: layer l is windowed */
+    /* Mixture of experts (mixtral, qwen3_moe): n_experts routed SwiGLU experts of d_ff_expert in
+     * every layer not marked dense; a router (d_model -> n_experts logits, softmax) picks
+     * experts_per_tok per token, their outputs summed with the router's weights (renormalized
+     * over the chosen ones when norm_topk_prob). Dense layers keep the d_ff FFN. */
+    int64_t n_experts;       /* 0: a dense model */
+    int64_t experts_per_tok; /* top-k */
+    int64_t d_ff_expert;     /* each expert's intermediate size */
+    int norm_topk_prob;
+    uint64_t dense_layers[MODEL_MAX_LAYERS / 64]; /* bit l set: layer l has the dense FFN (MoE models) */
 } model_config;
+
+/* 1 when layer l's FFN is a mixture of experts. */
+static inline int model_layer_is_moe(const model_config *c, int64_t l) {
+    if (c->n_experts <= 0 || l < 0 || l >= MODEL_MAX_LAYERS) return 0;
+    return !((c->dense_layers[l / 64] >> (l % 64)) & 1u);
+}
+
+/* Number of MoE layers among the first n_layers. */
+static inline int64_t model_moe_layers(const model_config *c) {
+    int64_t n = 0;
+    for (int64_t l = 0; l < c->n_layers && l < MODEL_MAX_LAYERS; l++) n += model_layer_is_moe(c, l);
+    return n;
+}
 
 /* The window of layer l (0: full causal attention). */
 static inline int64_t model_layer_window(const model_config *c, int64_t l) {

@@ -21,6 +21,7 @@
 #define CFG_MAX_VOCAB (INT64_C(1) << 24)
 #define CFG_MAX_CTX (INT64_C(1) << 27)
 #define CFG_PI 3.14159265358979323846
+#define CFG_MAX_EXPERTS INT64_C(65536)
 
 /* Values from each model's published Hugging Face config.json (llama2.c's ModelArgs for the
  * stories models, which share the classifier with the token embedding). */
@@ -57,6 +58,14 @@ static const model_config k_presets[] = {
     {.name = "llama-3.2-1b", .arch = "llama", .n_layers = 16, .d_model = 2048, .n_heads = 32, .n_kv_heads = 8, .head_dim = 64,
      .d_ff = 8192, .vocab = 128256, .max_ctx = 131072, .rope_theta = 500000.0, .norm_eps = 1e-5, .tied_embeddings = 1,
      .rope = XF_LLAMA3_ROPE(32.0)},
+    /* mistralai/Mixtral-8x7B-v0.1: 8 experts of 14336, top-2, no window */
+    {.name = "mixtral-8x7b", .arch = "mixtral", .n_layers = 32, .d_model = 4096, .n_heads = 32, .n_kv_heads = 8, .head_dim = 128,
+     .d_ff = 14336, .vocab = 32000, .max_ctx = 32768, .rope_theta = 1000000.0, .norm_eps = 1e-5, .n_experts = 8,
+     .experts_per_tok = 2, .d_ff_expert = 14336, .norm_topk_prob = 1},
+    /* Qwen/Qwen3-30B-A3B: 128 experts of 768, top-8, every layer sparse, q/k norm */
+    {.name = "qwen3-30b-a3b", .arch = "qwen3_moe", .n_layers = 48, .d_model = 2048, .n_heads = 32, .n_kv_heads = 4,
+     .head_dim = 128, .d_ff = 6144, .vocab = 151936, .max_ctx = 40960, .rope_theta = 1000000.0, .norm_eps = 1e-6, .qk_norm = 1,
+     .n_experts = 128, .experts_per_tok = 8, .d_ff_expert = 768, .norm_topk_prob = 1},
     /* Qwen/Qwen3-8B: q/k RMSNorm, no biases */
     {.name = "qwen3-8b", .arch = "qwen3", .n_layers = 36, .d_model = 4096, .n_heads = 32, .n_kv_heads = 8, .head_dim = 128,
      .d_ff = 12288, .vocab = 151936, .max_ctx = 40960, .rope_theta = 1000000.0, .norm_eps = 1e-6, .qk_norm = 1},
@@ -185,6 +194,7 @@ const char *config_first_extension(const model_config *cfg) {
     if (cfg->mlp_bias) return "mlp_bias";
     if (cfg->qk_norm) return "q/k RMSNorm (q_norm, k_norm)";
     if (cfg->sliding_window > 0) return "sliding_window";
+    if (cfg->n_experts > 0) return "mixture of experts (num_experts)";
     return NULL;
 }
 
@@ -235,6 +245,18 @@ xf_status config_validate(const model_config *cfg) {
     if ((cfg->sliding_window > 0) != (model_windowed_layers(cfg) > 0))
         return xf_errorf(XF_EINVAL, "model config: sliding_window = %lld but %lld windowed layers", (long long)cfg->sliding_window,
                          (long long)model_windowed_layers(cfg));
+    if (cfg->n_experts < 0 || cfg->n_experts > CFG_MAX_EXPERTS)
+        return xf_errorf(XF_EINVAL, "model config: n_experts = %lld out of range [0, %lld]", (long long)cfg->n_experts,
+                         (long long)CFG_MAX_EXPERTS);
+    if (cfg->n_experts > 0) {
+        if (cfg->experts_per_tok < 1 || cfg->experts_per_tok > cfg->n_experts)
+            return xf_errorf(XF_EINVAL, "model config: experts_per_tok (top-k) = %lld must lie in [1, n_experts = %lld]",
+                             (long long)cfg->experts_per_tok, (long long)cfg->n_experts);
+        xf_status s2 = check_range("d_ff_expert", cfg->d_ff_expert, CFG_MAX_D_FF);
+        if (s2) return s2;
+        if (cfg->norm_topk_prob != 0 && cfg->norm_topk_prob != 1)
+            return xf_errorf(XF_EINVAL, "model config: norm_topk_prob must be 0 or 1");
+    }
     return rope_validate(&cfg->rope, cfg->max_ctx, "model config: rope scaling");
 }
 
@@ -246,7 +268,9 @@ static int64_t mul_add(int64_t a, int64_t b, int64_t c) {
     return r;
 }
 
-int64_t config_param_count(const model_config *cfg) {
+/* Parameters of the model, counting `experts` routed experts per MoE layer (all of them for the
+ * total, experts_per_tok for the active count). */
+static int64_t param_count(const model_config *cfg, int64_t experts) {
     if (!cfg || cfg->n_layers <= 0 || cfg->d_model <= 0 || cfg->n_heads <= 0 || cfg->n_kv_heads <= 0 ||
         cfg->head_dim <= 0 || cfg->d_ff <= 0 || cfg->vocab <= 0)
         return -1;
@@ -261,16 +285,25 @@ int64_t config_param_count(const model_config *cfg) {
     if (cfg->qkv_bias) layer = mul_add(1, q_width + 2 * kv_width, layer);
     if (cfg->o_bias) layer = mul_add(1, d, layer);
     if (cfg->qk_norm) layer = mul_add(2, cfg->head_dim, layer); /* q_norm, k_norm (head_dim) */
-    layer = mul_add(3 * d, cfg->d_ff, layer);  /* w_gate, w_up (d_ff, d), w_down (d, d_ff) */
-    if (cfg->mlp_bias) layer = mul_add(2, cfg->d_ff, mul_add(1, d, layer)); /* gate, up (d_ff), down (d) biases */
     layer = mul_add(2, d, layer);              /* attention and FFN RMSNorm weights */
-    if (layer < 0) return -1;
+    int64_t dense = mul_add(3 * d, cfg->d_ff, 0); /* w_gate, w_up (d_ff, d), w_down (d, d_ff) */
+    if (cfg->mlp_bias) dense = mul_add(2, cfg->d_ff, mul_add(1, d, dense)); /* gate, up (d_ff), down (d) biases */
+    /* MoE layer: the router (n_experts, d) and `experts` SwiGLU experts of d_ff_expert */
+    int64_t moe = cfg->n_experts > 0 ? mul_add(cfg->n_experts, d, mul_add(experts, mul_add(3 * d, cfg->d_ff_expert, 0), 0)) : 0;
+    const int64_t n_moe = model_moe_layers(cfg);
+    if (layer < 0 || dense < 0 || moe < 0) return -1;
     int64_t total = mul_add(layer, cfg->n_layers, 0);
+    total = mul_add(dense, cfg->n_layers - n_moe, total);
+    total = mul_add(moe, n_moe, total);
     total = mul_add(cfg->vocab, d, total);     /* token embedding (vocab, d) */
     total = mul_add(1, d, total);              /* final norm */
     if (!cfg->tied_embeddings) total = mul_add(cfg->vocab, d, total); /* lm_head (vocab, d) */
     return total;
 }
+
+int64_t config_param_count(const model_config *cfg) { return param_count(cfg, cfg ? cfg->n_experts : 0); }
+
+int64_t config_active_param_count(const model_config *cfg) { return param_count(cfg, cfg ? cfg->experts_per_tok : 0); }
 
 int64_t config_kv_elems_per_token(const model_config *cfg) {
     if (!cfg || cfg->n_layers <= 0 || cfg->n_kv_heads <= 0 || cfg->head_dim <= 0) return -1;
@@ -440,29 +473,30 @@ static xf_status parse_obj(const cJSON *root, const char *ctx, model_config *cfg
     /* Families whose layers xfprof does not implement yet: refused, naming the field that asks
      * for them. */
     static const struct { const char *type, *field, *what; } k_refused[] = {
-        {"mixtral", "num_local_experts", "mixture-of-experts FFN layers"},
-        {"qwen2_moe", "num_experts", "mixture-of-experts FFN layers"},
-        {"qwen3_moe", "num_experts", "mixture-of-experts FFN layers"},
-        {"deepseek_v3", "kv_lora_rank", "multi-head latent attention (and mixture-of-experts layers)"},
+        {"qwen2_moe", "shared_expert_intermediate_size", "a shared expert beside the routed ones"},
+        {"deepseek_v3", "kv_lora_rank", "multi-head latent attention (and group-limited, sigmoid-scored experts)"},
     };
     for (size_t i = 0; i < sizeof k_refused / sizeof k_refused[0]; i++) {
         if (strcmp(mtype, k_refused[i].type) != 0) continue;
         const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, k_refused[i].field);
+        char val[48] = "";
+        if (cJSON_IsNumber(f)) snprintf(val, sizeof val, " (%.0f)", f->valuedouble);
         return xf_errorf(XF_EINVAL,
-                         "%s: model_type '%s': field '%s'%s%.0f%s asks for %s, which xfprof does not implement yet "
-                         "(it runs llama, mistral, qwen2 and qwen3 dense decoders)",
-                         ctx, mtype, k_refused[i].field, cJSON_IsNumber(f) ? " (" : "", cJSON_IsNumber(f) ? f->valuedouble : 0.0,
-                         cJSON_IsNumber(f) ? ")" : "", k_refused[i].what);
+                         "%s: model_type '%s': field '%s'%s asks for %s, which xfprof does not implement yet "
+                         "(it reads llama, mistral, qwen2, qwen3, mixtral and qwen3_moe)",
+                         ctx, mtype, k_refused[i].field, val, k_refused[i].what);
     }
-    static const char *const k_types[] = {"llama", "mistral", "qwen2", "qwen3"};
+    static const char *const k_types[] = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe"};
     const char *arch = NULL;
     for (size_t i = 0; i < sizeof k_types / sizeof k_types[0]; i++)
         if (strcmp(mtype, k_types[i]) == 0) arch = k_types[i];
     if (!arch)
-        return xf_errorf(XF_EINVAL, "%s: field 'model_type' is '%s'; xfprof reads llama, mistral, qwen2 and qwen3 decoders "
-                         "(mixtral, qwen2_moe, qwen3_moe and deepseek_v3 are recognised and refused until implemented)", ctx, mtype);
-    const int is_qwen2 = strcmp(arch, "qwen2") == 0, is_qwen3 = strcmp(arch, "qwen3") == 0;
-    const int is_llama = strcmp(arch, "llama") == 0, is_mistral = strcmp(arch, "mistral") == 0;
+        return xf_errorf(XF_EINVAL, "%s: field 'model_type' is '%s'; xfprof reads llama, mistral, qwen2, qwen3, mixtral and "
+                         "qwen3_moe (qwen2_moe and deepseek_v3 are recognised and refused until implemented)", ctx, mtype);
+    /* mixtral's attention is mistral's, qwen3_moe's is qwen3's */
+    const int is_mixtral = strcmp(arch, "mixtral") == 0, is_qwen3_moe = strcmp(arch, "qwen3_moe") == 0;
+    const int is_qwen2 = strcmp(arch, "qwen2") == 0, is_qwen3 = strcmp(arch, "qwen3") == 0 || is_qwen3_moe;
+    const int is_llama = strcmp(arch, "llama") == 0, is_mistral = strcmp(arch, "mistral") == 0 || is_mixtral;
     memcpy(cfg->arch, arch, strlen(arch) + 1);
 
     /* Required sizes: whole numbers in [1, limit]; json_get_int names the field on error. */
@@ -547,7 +581,7 @@ static xf_status parse_obj(const cJSON *root, const char *ctx, model_config *cfg
         }
     } else if (win_present) {
         int64_t first = 0;
-        if (is_qwen2 || is_qwen3) {
+        if ((is_qwen2 || is_qwen3) && !is_qwen3_moe) { /* qwen3_moe windows every layer */
             first = 28; /* transformers' default max_window_layers */
             if ((s = json_opt_int(root, "max_window_layers", ctx, 0, CFG_MAX_LAYERS, &first, &present)) != XF_OK) return s;
         }
@@ -555,6 +589,35 @@ static xf_status parse_obj(const cJSON *root, const char *ctx, model_config *cfg
     }
     if (win_present) cfg->sliding_window = win;
     if (model_windowed_layers(cfg) == 0) cfg->sliding_window = 0;
+    /* Mixture of experts. */
+    cfg->n_experts = cfg->experts_per_tok = cfg->d_ff_expert = 0;
+    cfg->norm_topk_prob = 0;
+    memset(cfg->dense_layers, 0, sizeof cfg->dense_layers);
+    if (is_mixtral || is_qwen3_moe) {
+        const char *ne = is_mixtral ? "num_local_experts" : "num_experts";
+        if ((s = json_get_int(root, ne, ctx, 1, CFG_MAX_EXPERTS, &cfg->n_experts)) != XF_OK) return s;
+        if ((s = json_get_int(root, "num_experts_per_tok", ctx, 1, cfg->n_experts, &cfg->experts_per_tok)) != XF_OK) return s;
+        if (is_mixtral) {
+            cfg->d_ff_expert = cfg->d_ff; /* mixtral's intermediate_size is each expert's */
+            cfg->norm_topk_prob = 1;      /* MixtralTopKRouter always renormalizes the top-k weights */
+        } else {
+            if ((s = json_get_int(root, "moe_intermediate_size", ctx, 1, CFG_MAX_D_FF, &cfg->d_ff_expert)) != XF_OK) return s;
+            if ((s = json_opt_bool(root, "norm_topk_prob", ctx, &cfg->norm_topk_prob, &present)) != XF_OK) return s;
+            /* dense layers: mlp_only_layers, else every layer l with (l + 1) % decoder_sparse_step != 0 */
+            int64_t step = 1;
+            if ((s = json_opt_int(root, "decoder_sparse_step", ctx, 1, CFG_MAX_LAYERS, &step, &present)) != XF_OK) return s;
+            for (int64_t l = 0; l < cfg->n_layers; l++)
+                if ((l + 1) % step != 0) cfg->dense_layers[l / 64] |= UINT64_C(1) << (l % 64);
+            if ((s = json_opt_index_bits(root, "mlp_only_layers", ctx, cfg->n_layers, cfg->dense_layers, MODEL_MAX_LAYERS / 64)) != XF_OK)
+                return s;
+            if (model_moe_layers(cfg) == 0)
+                return xf_errorf(XF_EINVAL, "%s: qwen3_moe config with no MoE layer (decoder_sparse_step / mlp_only_layers): "
+                                 "give it as model_type qwen3", ctx);
+        }
+        double jitter = 0;
+        if ((s = json_opt_number(root, "router_jitter_noise", ctx, &jitter, &present)) != XF_OK) return s;
+        (void)jitter; /* applied in training only */
+    }
     /* Other fields that would change the math and that no supported family uses. */
     static const char *const k_unknown_math[] = {"attn_logit_softcapping", "final_logit_softcapping", "partial_rotary_factor",
                                                  "num_local_experts", "num_experts", "n_routed_experts", "kv_lora_rank",
@@ -562,6 +625,8 @@ static xf_status parse_obj(const cJSON *root, const char *ctx, model_config *cfg
     for (size_t i = 0; i < sizeof k_unknown_math / sizeof k_unknown_math[0]; i++) {
         const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, k_unknown_math[i]);
         if (!f || cJSON_IsNull(f)) continue;
+        if (is_mixtral && strcmp(k_unknown_math[i], "num_local_experts") == 0) continue;
+        if (is_qwen3_moe && strcmp(k_unknown_math[i], "num_experts") == 0) continue;
         if (strcmp(k_unknown_math[i], "partial_rotary_factor") == 0 && cJSON_IsNumber(f) && f->valuedouble == 1.0) continue;
         return xf_errorf(XF_EINVAL, "%s: field '%s' is set; xfprof does not implement what it changes for model_type '%s'",
                          ctx, k_unknown_math[i], arch);

@@ -35,6 +35,10 @@ xf_status config_validate(const model_config *cfg);
  * lm_head unless tied. -1 when a size is <= 0 or the count would overflow 64 bits. */
 int64_t config_param_count(const model_config *cfg);
 
+/* Parameters one token uses: config_param_count with experts_per_tok routed experts per MoE layer
+ * instead of all of them (the router counted; equal to the total for a dense model). */
+int64_t config_active_param_count(const model_config *cfg);
+
 /* The RoPE inverse frequencies of cfg, inv_freq (head_dim / 2), and the factor cos and sin are
  * multiplied by (*attn_factor: 1 except for yarn), as transformers computes them. XF_EINVAL on an
  * invalid config. */

@@ -109,6 +109,12 @@ double cost_window_pairs(double t, double c, double w) {
     return (w - a + 1.0) * (a + w) / 2.0 + (c - w) * w;
 }
 
+double cost_moe_experts_read(int64_t n_experts, int64_t top_k, double tokens) {
+    if (n_experts <= 0 || top_k <= 0 || !(tokens > 0)) return 0.0;
+    const double E = (double)n_experts, k = (double)(top_k < n_experts ? top_k : n_experts);
+    return E * (1.0 - pow(1.0 - k / E, tokens));
+}
+
 cost_step_sums cost_sums_of_shape(step_shape s) {
     cost_step_sums r = {s.phase, 0, 0, 0, 0, 0, 0, 0};
     if (s.batch < 1 || s.tokens < 1 || s.context < s.tokens) return r; /* cost_step_of_sums refuses it */
@@ -248,6 +254,25 @@ xf_status cost_step_of_sums(const model_config *cfg, const workload *w, const co
         op_set(&ops[i++], ph, layer, OP_FFN_NORM, ew, FLOPS_NORM * N * (double)d, norm_w, abytes(w, N, d),
                abytes(w, N, d), 0, 0);
 
+        if (model_layer_is_moe(cfg, l)) {
+            /* Mixture of experts. gate_up: the router (d -> E logits, softmax and top-k: 5 FLOPs per
+             * logit) and the chosen experts' gate/up GEMMs, k per token; the weights read are those
+             * of the distinct experts the step's N tokens select: the expected number under
+             * uniform routing, E (1 - (1 - k/E)^N) (cost_moe_experts_read). down: the experts'
+             * down GEMMs and the sum of the k outputs weighted by the router (2 FLOPs per element). */
+            const double E = (double)cfg->n_experts, k = (double)cfg->experts_per_tok, fe = (double)cfg->d_ff_expert;
+            const double D = cost_moe_experts_read(cfg->n_experts, cfg->experts_per_tok, N);
+            op_set(&ops[i++], ph, layer, OP_GATE_UP, gemm,
+                   2.0 * N * (double)d * E + FLOPS_SOFTMAX * N * E + 2.0 * N * k * (double)d * 2.0 * fe,
+                   wbytes(w, (double)d * E, d) + D * wbytes(w, 2.0 * (double)d * fe, d), abytes(w, N, d),
+                   2.0 * abytes(w, N * k, cfg->d_ff_expert), 0, 0);
+            op_set(&ops[i++], ph, layer, OP_SWIGLU, ew, FLOPS_SWIGLU * N * k * fe, 0, 2.0 * abytes(w, N * k, cfg->d_ff_expert),
+                   abytes(w, N * k, cfg->d_ff_expert), 0, 0);
+            op_set(&ops[i++], ph, layer, OP_DOWN, gemm, 2.0 * N * k * fe * (double)d + 2.0 * N * k * (double)d,
+                   D * wbytes(w, fe * (double)d, cfg->d_ff_expert), abytes(w, N * k, cfg->d_ff_expert), abytes(w, N, d), 0, 0);
+            op_set(&ops[i++], ph, layer, OP_FFN_RESIDUAL, ew, N * (double)d, 0, 2.0 * abytes(w, N, d), abytes(w, N, d), 0, 0);
+            continue;
+        }
         /* mlp_bias (llama): 2 * d_ff biases on gate/up, d_model on down, one add per output */
         const double gu_b = cfg->mlp_bias ? 2.0 * (double)f : 0, dn_b = cfg->mlp_bias ? (double)d : 0;
         op_set(&ops[i++], ph, layer, OP_GATE_UP, gemm, 2.0 * N * (double)d * 2.0 * (double)f + N * gu_b,
@@ -291,14 +316,21 @@ double cost_weight_bytes(const model_config *cfg, const workload *w) {
     const int64_t q_dim = cfg->n_heads * hd, kv_dim = cfg->n_kv_heads * hd, qkv_out = q_dim + 2 * kv_dim;
     const xf_dtype small = small_param_dtype(w->wdtype);
     double per_layer = wbytes(w, (double)d * (double)qkv_out, d) + wbytes(w, (double)q_dim * (double)d, q_dim) +
-                       wbytes(w, 2.0 * (double)d * (double)f, d) + wbytes(w, (double)f * (double)d, f) +
                        dtype_bytes(small, 2.0 * (double)d, 0, 0); /* attn_norm and ffn_norm */
+    const double dense_ffn = wbytes(w, 2.0 * (double)d * (double)f, d) + wbytes(w, (double)f * (double)d, f);
+    /* an MoE layer holds the router and every expert */
+    const double fe = (double)cfg->d_ff_expert, E = (double)cfg->n_experts;
+    const double moe_ffn = cfg->n_experts > 0 ? wbytes(w, (double)d * E, d) + E * (wbytes(w, 2.0 * (double)d * fe, d) +
+                                                                                   wbytes(w, fe * (double)d, cfg->d_ff_expert))
+                                              : 0.0;
+    const double n_moe = (double)model_moe_layers(cfg);
     if (cfg->qkv_bias) per_layer += dtype_bytes(small, (double)qkv_out, 0, 0);
     if (cfg->o_bias) per_layer += dtype_bytes(small, (double)d, 0, 0);
     if (cfg->qk_norm) per_layer += dtype_bytes(small, 2.0 * (double)hd, 0, 0);
     if (cfg->mlp_bias) per_layer += dtype_bytes(small, 2.0 * (double)f + (double)d, 0, 0);
     double emb = wbytes(w, (double)V * (double)d, d);
-    double total = emb + (double)cfg->n_layers * per_layer + dtype_bytes(small, (double)d, 0, 0); /* final norm */
+    double total = emb + (double)cfg->n_layers * per_layer + ((double)cfg->n_layers - n_moe) * dense_ffn + n_moe * moe_ffn +
+                   dtype_bytes(small, (double)d, 0, 0); /* final norm */
     if (!cfg->tied_embeddings) total += emb;                                                      /* lm_head */
     return total;
 }
@@ -316,6 +348,11 @@ static double prefill_activation_peak(const model_config *cfg, const workload *w
     const double N = B * (double)w->prompt;
     double attn = 2.0 * abytes(w, N, d) + abytes(w, N, q_dim) + 2.0 * abytes(w, N, kv_dim) + abytes(w, N, q_dim);
     double ffn = 2.0 * abytes(w, N, d) + 2.0 * abytes(w, N, f) + abytes(w, N, f);
+    if (cfg->n_experts > 0) { /* an MoE layer: k expert rows per token */
+        const double k = (double)cfg->experts_per_tok;
+        double moe = 2.0 * abytes(w, N, d) + 3.0 * abytes(w, N * k, cfg->d_ff_expert) + N * (double)cfg->n_experts * 4.0;
+        ffn = ffn > moe ? ffn : moe;
+    }
     double head = abytes(w, N, d) + abytes(w, B, d) + B * (double)V * LOGIT_BYTES + B * TOKEN_BYTES;
     double peak = attn > ffn ? attn : ffn;
     return peak > head ? peak : head;

@@ -34,6 +34,11 @@ double cost_kv_bytes_per_token(const model_config *cfg, xf_dtype kvdtype, int qu
  * tokens * (context - tokens) + tokens * (tokens + 1) / 2 (prefill T(T+1)/2, decode C). */
 double cost_attention_pairs(int64_t tokens, int64_t context);
 
+/* Distinct experts a step of `tokens` tokens reads when each picks top_k of n_experts: the
+ * expected number under uniform, independent routing, E (1 - (1 - k/E)^T) (at most min(E, k T)).
+ * What `predict` assumes; a measured run knows what its router chose. 0 for a dense model. */
+double cost_moe_experts_read(int64_t n_experts, int64_t top_k, double tokens);
+
 /* Sums of flops and bytes over ops[0..count); either output may be NULL. */
 void cost_step_totals(const cost_op *ops, int64_t count, double *flops, double *bytes);
 

@@ -80,6 +80,10 @@ static int add_ok(int64_t a, int64_t b, int64_t *out) {
 static xf_status check_options(const model_config *cfg, const model_options *o) {
     xf_status st = config_validate(cfg);
     if (st) return st;
+    if (cfg->n_experts > 0)
+        return xf_errorf(XF_EINVAL, "%s has mixture-of-experts layers (%lld experts, top-%lld): the reference model does not run "
+                         "them yet; 'xfprof predict' and 'xfprof kv' model them", cfg->name, (long long)cfg->n_experts,
+                         (long long)cfg->experts_per_tok);
     if (o->wdtype != XF_FP32 && o->wdtype != XF_BF16 && o->wdtype != XF_FP16 && o->wdtype != XF_INT8)
         return xf_errorf(XF_EINVAL, "weight dtype %s is not supported by the reference model: use fp32, bf16, fp16 or int8",
                          dtype_name(o->wdtype));

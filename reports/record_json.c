@@ -57,6 +57,12 @@ static cJSON *model_to_json(const record *r) {
     ok = wl != NULL;
     for (int64_t l = 0; ok && l < m->n_layers; l++)
         if (model_layer_window(m, l)) ok = cJSON_AddItemToArray(wl, cJSON_CreateNumber((double)l));
+    ok = ok && json_add_number(o, "n_experts", (double)m->n_experts) && json_add_number(o, "experts_per_tok", (double)m->experts_per_tok) &&
+         json_add_number(o, "d_ff_expert", (double)m->d_ff_expert) && add_bool(o, "norm_topk_prob", m->norm_topk_prob);
+    cJSON *dl = ok ? cJSON_AddArrayToObject(o, "dense_layers") : NULL; /* MoE models: layers with the dense FFN */
+    ok = dl != NULL;
+    for (int64_t l = 0; ok && m->n_experts > 0 && l < m->n_layers; l++)
+        if (!model_layer_is_moe(m, l)) ok = cJSON_AddItemToArray(dl, cJSON_CreateNumber((double)l));
     if (!ok) {
         cJSON_Delete(o);
         return NULL;
@@ -304,18 +310,19 @@ static xf_status read_model(const cJSON *j, record *r) {
     m->sliding_window = 0;
     memset(m->window_layers, 0, sizeof m->window_layers);
     if ((s = json_opt_int(j, "sliding_window", ctx, 0, 1LL << 32, &m->sliding_window, &present))) return s;
-    const cJSON *wl = cJSON_GetObjectItemCaseSensitive(j, "window_layers");
-    if (wl && !cJSON_IsNull(wl)) {
-        if (!cJSON_IsArray(wl)) return xf_errorf(XF_EINVAL, "%s: field 'window_layers' must be an array of layer indices", ctx);
-        for (const cJSON *e = wl->child; e; e = e->next) {
-            if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble >= (double)m->n_layers || e->valuedouble >= MODEL_MAX_LAYERS ||
-                e->valuedouble != (double)(int64_t)e->valuedouble)
-                return xf_errorf(XF_EINVAL, "%s: field 'window_layers' holds a value that is not a layer index below n_layers (%lld)", ctx,
-                                 (long long)m->n_layers);
-            int64_t l = (int64_t)e->valuedouble;
-            m->window_layers[l / 64] |= UINT64_C(1) << (l % 64);
-        }
-    }
+    if ((s = json_opt_index_bits(j, "window_layers", ctx, m->n_layers, m->window_layers, MODEL_MAX_LAYERS / 64))) return s;
+    m->n_experts = m->experts_per_tok = m->d_ff_expert = 0;
+    m->norm_topk_prob = 0;
+    memset(m->dense_layers, 0, sizeof m->dense_layers);
+    if ((s = json_opt_int(j, "n_experts", ctx, 0, 65536, &m->n_experts, &present)) ||
+        (s = json_opt_int(j, "experts_per_tok", ctx, 0, 65536, &m->experts_per_tok, &present)) ||
+        (s = json_opt_int(j, "d_ff_expert", ctx, 0, 1 << 24, &m->d_ff_expert, &present)) ||
+        (s = json_opt_bool(j, "norm_topk_prob", ctx, &m->norm_topk_prob, &present)))
+        return s;
+    if ((s = json_opt_index_bits(j, "dense_layers", ctx, m->n_layers, m->dense_layers, MODEL_MAX_LAYERS / 64))) return s;
+    if (m->n_experts > 0 && (m->experts_per_tok < 1 || m->experts_per_tok > m->n_experts || m->d_ff_expert < 1))
+        return xf_errorf(XF_EINVAL, "%s: n_experts %lld needs 1 <= experts_per_tok (%lld) <= n_experts and d_ff_expert >= 1", ctx,
+                         (long long)m->n_experts, (long long)m->experts_per_tok);
     if ((m->sliding_window > 0) != (model_windowed_layers(m) > 0))
         return xf_errorf(XF_EINVAL, "%s: sliding_window (%lld) and window_layers disagree", ctx, (long long)m->sliding_window);
     /* The largest config xfprof accepts has about 2.3e17 parameters (predict writes such records):

@@ -39,8 +39,13 @@ refuse() { # description, field expected in the message, json text
     has "$1: names $2" "$(cat "$tmp/e")" "$2"
 }
 base='"hidden_size":64,"intermediate_size":128,"num_hidden_layers":2,"num_attention_heads":4,"vocab_size":512,"max_position_embeddings":64'
-refuse "mixtral" num_local_experts "{\"model_type\":\"mixtral\",$base,\"num_local_experts\":8}"
-refuse "qwen3_moe" num_experts "{\"model_type\":\"qwen3_moe\",$base,\"num_experts\":8}"
+refuse "mixtral without experts" num_local_experts "{\"model_type\":\"mixtral\",$base}"
+refuse "qwen2_moe" shared_expert_intermediate_size "{\"model_type\":\"qwen2_moe\",$base,\"num_experts\":8}"
+# MoE: predict models it, the reference model refuses it naming what it lacks
+out=$("$XF" predict --model mixtral-8x7b --device h100-sxm --batch 1,8 --prompt 128 --gen 16 --wdtype bf16); check "predict mixtral" 0 $?
+"$XF" run --model qwen3-30b-a3b --threads 1 --batch 1 --prompt 8 --gen 2 >/dev/null 2>"$tmp/e"; check "run refuses MoE: exit 2" 2 $?
+has "run refuses MoE: says so" "$(cat "$tmp/e")" "mixture-of-experts"
+out=$("$XF" models); has "models: mixtral total 46.7B, active 12.9B" "$(echo "$out" | grep '^mixtral-8x7b ')" "46.7B    12.9B"
 refuse "deepseek_v3" kv_lora_rank "{\"model_type\":\"deepseek_v3\",$base,\"kv_lora_rank\":512}"
 refuse "longrope" longrope "{\"model_type\":\"llama\",$base,\"rope_scaling\":{\"rope_type\":\"longrope\",\"factor\":4}}"
 refuse "unknown rope key" mrope_section "{\"model_type\":\"llama\",$base,\"rope_parameters\":{\"rope_type\":\"default\",\"mrope_section\":[1]}}"

@@ -2,13 +2,16 @@
  * config.json reader against good and bad files. */
 #include <criterion/criterion.h>
 #include <math.h>
+
+#include "core/json_util.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "core/json_util.h"
 #include "reference_model/config.h"
+
+static void expect_hf_error(const char *text, xf_status want, const char *field);
 
 static model_config preset(const char *name) {
     model_config c;
@@ -93,6 +96,60 @@ Test(config_params, qwen3_8b) {
     cr_assert_eq(config_param_count(&c), INT64_C(8190735360));
 }
 
+/* Mixture of experts: totals as transformers counts them (meta device), active by hand: the total
+ * less the unselected routed experts (3 * d * d_ff_expert each) of every MoE layer. */
+Test(config_params, mixtral_8x7b) {
+    model_config c = preset("mixtral-8x7b");
+    cr_assert_eq(config_param_count(&c), INT64_C(46702792704));
+    /* 32 layers x 6 unselected experts x 3 * 4096 * 14336 = 33,822,867,456 */
+    cr_assert_eq(config_active_param_count(&c), INT64_C(46702792704) - INT64_C(33822867456));
+}
+
+Test(config_params, qwen3_30b_a3b) {
+    model_config c = preset("qwen3-30b-a3b");
+    cr_assert_eq(config_param_count(&c), INT64_C(30532122624));
+    /* 48 layers x 120 unselected experts x 3 * 2048 * 768 = 27,179,089,920: 3.35B active */
+    cr_assert_eq(config_active_param_count(&c), INT64_C(30532122624) - INT64_C(27179089920));
+}
+
+Test(config_hf, mixtral_and_qwen3_moe) {
+    const char *mx = "{\"model_type\":\"mixtral\",\"hidden_size\":4096,\"intermediate_size\":14336,\"num_hidden_layers\":32,"
+                     "\"num_attention_heads\":32,\"num_key_value_heads\":8,\"vocab_size\":32000,\"max_position_embeddings\":32768,"
+                     "\"rope_theta\":1000000.0,\"rms_norm_eps\":1e-05,\"num_local_experts\":8,\"num_experts_per_tok\":2,"
+                     "\"router_jitter_noise\":0.0,\"sliding_window\":null,\"tie_word_embeddings\":false}";
+    model_config c, p = preset("mixtral-8x7b");
+    cr_assert_eq(config_parse_hf(mx, NULL, &c), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(c.n_experts, 8);
+    cr_assert_eq(c.experts_per_tok, 2);
+    cr_assert_eq(c.d_ff_expert, 14336);
+    cr_assert_eq(model_moe_layers(&c), 32);
+    cr_assert_eq(config_param_count(&c), config_param_count(&p));
+    const char *qm = "{\"model_type\":\"qwen3_moe\",\"hidden_size\":256,\"intermediate_size\":512,\"moe_intermediate_size\":64,"
+                     "\"num_hidden_layers\":6,\"num_attention_heads\":4,\"num_key_value_heads\":2,\"head_dim\":64,"
+                     "\"vocab_size\":1000,\"max_position_embeddings\":128,\"num_experts\":16,\"num_experts_per_tok\":4,"
+                     "\"norm_topk_prob\":true,\"decoder_sparse_step\":2,\"mlp_only_layers\":[5]}";
+    cr_assert_eq(config_parse_hf(qm, NULL, &c), XF_OK, "%s", xf_error_msg());
+    /* sparse when (l + 1) % 2 == 0 and l not in mlp_only_layers: layers 1 and 3 */
+    cr_assert_eq(model_moe_layers(&c), 2);
+    cr_assert(model_layer_is_moe(&c, 1) && model_layer_is_moe(&c, 3) && !model_layer_is_moe(&c, 5) && !model_layer_is_moe(&c, 0));
+    cr_assert_eq(c.qk_norm, 1);
+    cr_assert_eq(c.norm_topk_prob, 1);
+    /* embed + lm_head 2*1000*256, final norm 256; attention per layer 256*256*2 + 256*128*2 + 2*64 + 2*256;
+     * 4 dense FFNs 3*256*512, 2 MoE: router 16*256 + 16 experts of 3*256*64 */
+    int64_t attn = 2 * 256 * 256 + 2 * 256 * 128 + 128 + 512;
+    int64_t want = 2 * 1000 * 256 + 256 + 6 * attn + 4 * 3 * 256 * 512 + 2 * (16 * 256 + 16 * 3 * 256 * 64);
+    cr_assert_eq(config_param_count(&c), want);
+    cr_assert_eq(config_active_param_count(&c), want - 2 * 12 * 3 * 256 * 64);
+    /* bad MoE fields are named */
+    char t[2048];
+    snprintf(t, sizeof t, "%s", qm);
+    memcpy(strstr(t, "\"num_experts_per_tok\":4"), "\"num_experts_per_tok\":0", strlen("\"num_experts_per_tok\":0"));
+    expect_hf_error(t, XF_EINVAL, "num_experts_per_tok");
+    snprintf(t, sizeof t, "%s", qm);
+    memcpy(strstr(t, "\"mlp_only_layers\":[5]"), "\"mlp_only_layers\":[9]", strlen("\"mlp_only_layers\":[9]"));
+    expect_hf_error(t, XF_EINVAL, "mlp_only_layers");
+}
+
 Test(config_params, tinyllama) {
     /* q = 2048, kv = 4*64 = 256
      * layer: 2*2048^2 = 8,388,608 + 2*2048*256 = 1,048,576 + 3*2048*5632 = 34,603,008 + 4096
@@ -171,15 +228,15 @@ Test(config_kv, gqa_llama_2_70b_and_qwen) {
 Test(config_preset, names_and_lookup) {
     const char *want[] = {"stories15m", "stories110m", "tinyllama-1.1b", "llama-2-7b", "llama-2-13b",
                           "llama-2-70b", "llama-3-8b", "llama-3-70b", "mistral-7b", "qwen2.5-7b",
-                          "llama-3.1-8b", "llama-3.2-1b", "qwen3-8b"};
-    cr_assert_eq(config_preset_count(), 13);
-    for (int i = 0; i < 13; i++) {
+                          "llama-3.1-8b", "llama-3.2-1b", "mixtral-8x7b", "qwen3-30b-a3b", "qwen3-8b"};
+    cr_assert_eq(config_preset_count(), 15);
+    for (int i = 0; i < 15; i++) {
         cr_assert_str_eq(config_preset_name(i), want[i]);
         model_config c = preset(want[i]);
         cr_assert_str_eq(c.name, want[i]);
     }
     cr_assert_null(config_preset_name(-1));
-    cr_assert_null(config_preset_name(13));
+    cr_assert_null(config_preset_name(15));
 }
 
 Test(config_preset, case_insensitive) {
@@ -273,8 +330,6 @@ Test(config_hf, llama_matches_preset) {
     cr_assert_eq(config_param_count(&c), config_param_count(&p));
     cr_assert_eq(config_param_count(&c), INT64_C(6738415616));
 }
-
-static void expect_hf_error(const char *text, xf_status want, const char *field);
 
 Test(config_hf, mistral) {
     model_config c, p = preset("mistral-7b");
@@ -443,7 +498,7 @@ Test(config_hf, absurd_values) {
 Test(config_hf, unknown_model_type) {
     expect_hf_error(build(NULL, "model_type", "\"gpt2\""), XF_EINVAL, "model_type");
     cr_assert(strstr(xf_error_msg(), "gpt2"), "%s", xf_error_msg());
-    expect_hf_error(build(NULL, "model_type", "\"mixtral\""), XF_EINVAL, "model_type");
+    expect_hf_error(build(NULL, "model_type", "\"falcon\""), XF_EINVAL, "model_type");
 }
 
 Test(config_hf, truncated_json) {
@@ -550,9 +605,9 @@ Test(config_hf, unsupported_features) {
     expect_hf_error(build(NULL, "final_logit_softcapping", "30.0"), XF_EINVAL, "final_logit_softcapping");
     expect_hf_error(build(NULL, "num_local_experts", "8"), XF_EINVAL, "num_local_experts");
     /* the MoE / MLA families are recognised and refused naming the field that asks for them */
-    expect_hf_error(build(NULL, "model_type", "\"mixtral\""), XF_EINVAL, "num_local_experts");
+    expect_hf_error(build(NULL, "model_type", "\"mixtral\""), XF_EINVAL, "num_local_experts"); /* missing */
     expect_hf_error(build(NULL, "model_type", "\"qwen3_moe\""), XF_EINVAL, "num_experts");
-    expect_hf_error(build(NULL, "model_type", "\"qwen2_moe\""), XF_EINVAL, "num_experts");
+    expect_hf_error(build(NULL, "model_type", "\"qwen2_moe\""), XF_EINVAL, "shared_expert_intermediate_size");
     expect_hf_error(build(NULL, "model_type", "\"deepseek_v3\""), XF_EINVAL, "kv_lora_rank");
     expect_hf_error(build(NULL, "model_type", "\"gemma3_text\""), XF_EINVAL, "model_type");
 }

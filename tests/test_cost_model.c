@@ -637,3 +637,23 @@ Test(cost_model, biases_and_qk_norm_counted) {
     free(base);
     free(x);
 }
+
+Test(cost_model, moe_reads_the_distinct_experts) {
+    /* E (1 - (1 - k/E)^T): one token reads k experts, many tokens all of them */
+    cr_assert_float_eq(cost_moe_experts_read(8, 2, 1), 2.0, 1e-12);
+    cr_assert_float_eq(cost_moe_experts_read(8, 2, 2), 8.0 * (1 - 0.75 * 0.75), 1e-12);
+    cr_assert_float_eq(cost_moe_experts_read(128, 8, 4096), 128.0, 1e-9);
+    cr_assert(cost_moe_experts_read(128, 8, 4) <= 32.0);
+    cr_assert_float_eq(cost_moe_experts_read(0, 2, 5), 0.0, 0);
+    model_config c = preset("mixtral-8x7b");
+    workload w = wl(1, 128, 16, XF_BF16, XF_BF16, XF_BF16);
+    cost_op *d = step(&c, &w, (step_shape){XF_DECODE, 1, 1, 200});
+    const cost_op *gu = &d[op_index(&c, 3, OP_GATE_UP)], *dn = &d[op_index(&c, 3, OP_DOWN)];
+    /* decode of one token: the router (8 x 4096) and 2 experts' gate+up (2 x 2 x 4096 x 14336), bf16 */
+    cr_assert_float_eq(gu->weight_bytes, 2.0 * (8.0 * 4096 + 2 * 2.0 * 4096 * 14336), 1e-3);
+    cr_assert_float_eq(dn->weight_bytes, 2.0 * (2 * 14336.0 * 4096), 1e-3);
+    cr_assert_float_eq(gu->flops, 2.0 * 4096 * 8 + 5.0 * 8 + 2.0 * 2 * 4096 * 2 * 14336, 1e-3);
+    free(d);
+    /* the resident weights hold every expert: cost_weight_bytes follows the total parameter count */
+    cr_assert_float_eq(cost_weight_bytes(&c, &w), 2.0 * (double)config_param_count(&c), 1.0);
+}
