@@ -19,7 +19,8 @@ static void usage(FILE *f) {
     fprintf(f,
             "Usage: xfprof models [--model NAME|PATH[,...]] [--kvdtype DTYPE] [--format table|json]\n\n"
             "Lists the built-in model presets: d_model, layers, query/KV heads, head_dim, FFN size,\n"
-            "vocabulary, context, parameter count and KV-cache bytes per token.\n\n"
+            "vocabulary, context, parameter count (total, and active: what one token uses, which for a\n"
+            "mixture-of-experts model counts only top-k of the routed experts) and KV-cache bytes per token.\n\n"
             "Options:\n"
             "  -m, --model LIST     presets or Hugging Face config.json paths (or folders holding one)\n"
             "                       to show instead of all presets; comma-separated\n"

@@ -147,6 +147,10 @@ int cmd_predict(int argc, char **argv) {
             warned_ctx = 1;
         }
     }
+    if (cfg.n_experts > 0) /* what the expert weights per step rest on */
+        fprintf(stderr, "xfprof predict: note: %s routes each token to %lld of %lld experts; a step of T tokens is costed "
+                "as reading the expected number of distinct experts under uniform routing, E(1-(1-k/E)^T) (a real router "
+                "may be less even)\n", cfg.name, (long long)cfg.experts_per_tok, (long long)cfg.n_experts);
     record_free(&rec);
     if ((s = predict_record(&cfg, &dev, wls, (int)n, &rec)) || (s = advice_record(&rec))) {
         rc = cli_fail(CMD, s);

@@ -42,7 +42,8 @@ base='"hidden_size":64,"intermediate_size":128,"num_hidden_layers":2,"num_attent
 refuse "mixtral without experts" num_local_experts "{\"model_type\":\"mixtral\",$base}"
 refuse "qwen2_moe" shared_expert_intermediate_size "{\"model_type\":\"qwen2_moe\",$base,\"num_experts\":8}"
 # MoE: predict models it, the reference model refuses it naming what it lacks
-out=$("$XF" predict --model mixtral-8x7b --device h100-sxm --batch 1,8 --prompt 128 --gen 16 --wdtype bf16); check "predict mixtral" 0 $?
+out=$("$XF" predict --model mixtral-8x7b --device h100-sxm --batch 1,8 --prompt 128 --gen 16 --wdtype bf16 2>"$tmp/e"); check "predict mixtral" 0 $?
+has "predict says the expert reads are expected under uniform routing" "$(cat "$tmp/e")" "uniform routing"
 "$XF" run --model qwen3-30b-a3b --threads 1 --batch 1 --prompt 8 --gen 2 >/dev/null 2>"$tmp/e"; check "run refuses MoE: exit 2" 2 $?
 has "run refuses MoE: says so" "$(cat "$tmp/e")" "mixture-of-experts"
 out=$("$XF" models); has "models: mixtral total 46.7B, active 12.9B" "$(echo "$out" | grep '^mixtral-8x7b ')" "46.7B    12.9B"
