@@ -21,7 +21,9 @@ static void usage(FILE *f) {
             "Measures this machine's ceilings with N threads (default: all online CPUs):\n"
             "  read, copy and triad bandwidth over a working set of 4x the last-level cache (2x with\n"
             "  --quick) and inside it (a quarter of it), FP32 FMA peak, BF16 peak where the CPU has\n"
-            "  AVX512_BF16; best of 5 repetitions (3 with --quick).\n"
+            "  AVX512_BF16, AMX BF16 and INT8 tile peaks where the CPU has AMX and the OS grants the\n"
+            "  tile state (arch_prctl ARCH_REQ_XCOMP_PERM; else the table says why); best of 5\n"
+            "  repetitions (3 with --quick).\n"
             "Saves them to FILE (-o), else $XFPROF_MACHINE_FILE, else ~/.cache/xfprof/machine.json, in\n"
             "the devices-file format; 'xfprof run' and 'xfprof predict --device cpu' read it.\n"
             "  --format json   print the saved devices file instead of the table\n"
@@ -50,6 +52,11 @@ static void print_table(const ceilings_result *r, const device_spec *d, const ch
         printf("%-28s %8.1f GFLOP/s (vdpbf16ps)\n", "BF16 peak", r->bf16_flops / 1e9);
     else
         printf("%-28s %15s (no AVX512_BF16)\n", "BF16 peak", "n/a");
+    if (r->amx_bf16_flops > 0)
+        printf("%-28s %8.1f GFLOP/s (tdpbf16ps); AMX INT8 %.1f GOP/s (tdpbssd)\n", "AMX BF16 peak", r->amx_bf16_flops / 1e9,
+               r->amx_int8_ops / 1e9);
+    else
+        printf("%-28s %15s (%s)\n", "AMX peaks", "n/a", r->amx_note);
     if (d->bandwidth_Bps > 0)
         printf("ridge (FP32 / DRAM read): %.1f FLOP/byte; ridge (FP32 / in-cache read): %.1f FLOP/byte\n",
                d->peak_flops[XF_COMPUTE_FP32] / d->bandwidth_Bps,

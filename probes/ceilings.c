@@ -9,6 +9,8 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <cpuid.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -228,9 +230,64 @@ __attribute__((target("avx512f,avx512bf16"))) static float bf16_avx512(int64_t i
     return _mm512_reduce_add_ps(s);
 }
 
+/* ---- AMX tiles (amx_bf16, amx_int8): 4 accumulator tiles of 16 x 16 fp32 / int32 ----
+ * Each iteration issues 4 tile products C_ij += A_i . B_j: tdpbf16ps does 16 x 16 x 32 products
+ * (16384 FLOP), tdpbssd 16 x 16 x 64 (32768 ops). The operands are zero tiles (the rate does not
+ * depend on the values). The tile state needs the kernel's permission (arch_prctl
+ * ARCH_REQ_XCOMP_PERM, Linux >= 5.16), asked once per process by ceilings_amx_peak. */
+typedef struct amx_cfg {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} amx_cfg;
+
+#define AMX_TGT __attribute__((target("amx-tile,amx-bf16,amx-int8")))
+static AMX_TGT void amx_setup(void) {
+    static const char zeros[1024] __attribute__((aligned(64)));
+    amx_cfg c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int i = 0; i < 8; i++) c.colsb[i] = 64, c.rows[i] = 16;
+    /* gcc's _tile_loadconfig does not tell the compiler it reads *c: without this the stores to
+     * colsb and rows are dropped as dead and the instructions after ldtilecfg fault */
+    __asm__ __volatile__("" : : "m"(c) : "memory");
+    _tile_loadconfig(&c);
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    _tile_loadd(4, zeros, 64);
+    _tile_loadd(5, zeros, 64);
+    _tile_loadd(6, zeros, 64);
+    _tile_loadd(7, zeros, 64);
+}
+/* iters x 4 tile products: tdpbssd (int8) or tdpbf16ps (bf16). */
+static AMX_TGT float amx_run(int64_t iters, int int8) {
+    amx_setup();
+    if (int8) {
+        for (int64_t i = 0; i < iters; i++) {
+            _tile_dpbssd(0, 4, 6);
+            _tile_dpbssd(1, 4, 7);
+            _tile_dpbssd(2, 5, 6);
+            _tile_dpbssd(3, 5, 7);
+        }
+    } else {
+        for (int64_t i = 0; i < iters; i++) {
+            _tile_dpbf16ps(0, 4, 6);
+            _tile_dpbf16ps(1, 4, 7);
+            _tile_dpbf16ps(2, 5, 6);
+            _tile_dpbf16ps(3, 5, 7);
+        }
+    }
+    float out[256] __attribute__((aligned(64))); /* one accumulator tile: keeps the products live */
+    _tile_stored(0, out, 64);
+    _tile_release();
+    return out[0];
+}
+
 /* ---- a team of threads with a barrier around each timed repetition ---- */
 
-typedef enum job_kind { JOB_BW, JOB_FP32, JOB_BF16 } job_kind;
+typedef enum job_kind { JOB_BW, JOB_FP32, JOB_BF16, JOB_AMX_BF16, JOB_AMX_INT8 } job_kind;
 
 typedef struct team {
     int threads;
@@ -290,8 +347,10 @@ static void *worker_main(void *arg) {
         } else if (t->job == JOB_FP32) {
             int lvl = isa_level();
             sink += lvl == 2 ? fma_avx512(t->iters) : lvl == 1 ? fma_avx2(t->iters) : fma_portable(t->iters);
-        } else {
+        } else if (t->job == JOB_BF16) {
             sink += bf16_avx512(t->iters);
+        } else {
+            sink += amx_run(t->iters, t->job == JOB_AMX_INT8);
         }
         pthread_barrier_wait(&t->bar);
         if (w->id == 0) {
@@ -422,6 +481,35 @@ xf_status ceilings_bf16_peak(int threads, int reps, double *flops) {
     return compute_peak(JOB_BF16, 1024.0, threads, reps, flops);
 }
 
+/* CPUID.(7,0):EDX bits 22 (AMX-BF16), 24 (AMX-TILE), 25 (AMX-INT8). */
+static int cpu_has_amx(void) {
+    unsigned a, b, c, d;
+    if (__get_cpuid_max(0, NULL) < 7) return 0;
+    __cpuid_count(7, 0, a, b, c, d);
+    (void)a, (void)b, (void)c;
+    return ((d >> 22) & 1u) && ((d >> 24) & 1u) && ((d >> 25) & 1u);
+}
+
+#define XF_ARCH_REQ_XCOMP_PERM 0x1023 /* asm/prctl.h, Linux >= 5.16 */
+#define XF_XFEATURE_XTILEDATA 18
+
+xf_status ceilings_amx_peak(int threads, int reps, double *bf16_flops, double *int8_ops) {
+    *bf16_flops = *int8_ops = 0;
+    if (!cpu_has_amx()) return xf_errorf(XF_EUNSUPPORTED, "this CPU has no AMX (amx_tile, amx_bf16, amx_int8)");
+    static int granted = -1, perm_errno = 0; /* the permission is the whole process's, asked once */
+    if (granted < 0) {
+        granted = syscall(SYS_arch_prctl, XF_ARCH_REQ_XCOMP_PERM, XF_XFEATURE_XTILEDATA) == 0;
+        perm_errno = granted ? 0 : errno;
+    }
+    if (!granted)
+        return xf_errorf(XF_EUNSUPPORTED, "the CPU has AMX but the OS does not grant it: arch_prctl(ARCH_REQ_XCOMP_PERM, "
+                         "XTILEDATA) failed (%s; Linux >= 5.16 and a hypervisor that exposes the tile state are needed)",
+                         strerror(perm_errno));
+    xf_status st = compute_peak(JOB_AMX_BF16, 4.0 * 16 * 16 * 32 * 2, threads, reps, bf16_flops);
+    if (st == XF_OK) st = compute_peak(JOB_AMX_INT8, 4.0 * 16 * 16 * 64 * 2, threads, reps, int8_ops);
+    return st;
+}
+
 static double parse_size(const char *s) {
     char *end;
     double v = strtod(s, &end);
@@ -504,6 +592,14 @@ xf_status ceilings_measure(const ceilings_opts *o, ceilings_result *out) {
             xf_error_clear();
         } else
             return xf_error_prefix(st, "BF16 peak: ");
+        st = ceilings_amx_peak(o->threads, reps, &out->amx_bf16_flops, &out->amx_int8_ops);
+        if (st == XF_OK)
+            snprintf(out->amx_note, sizeof out->amx_note, "amx tdpbf16ps / tdpbssd");
+        else if (st == XF_EUNSUPPORTED) {
+            snprintf(out->amx_note, sizeof out->amx_note, "%s", xf_error_msg());
+            xf_error_clear();
+        } else
+            return xf_error_prefix(st, "AMX peaks: ");
     }
     out->seconds = timer_now_s() - t0;
     return XF_OK;
@@ -661,7 +757,9 @@ xf_status ceilings_save(const device_spec *d, const ceilings_result *r, const ch
             if (ok) ok = add_bw(det, key, &r->cache[k]);
         }
         ok = ok && json_add_number(det, "fp32_flops", r->fp32_flops) && cJSON_AddStringToObject(det, "fp32_isa", r->fp32_isa) &&
-             json_add_number(det, "bf16_flops", r->bf16_flops) && cJSON_AddStringToObject(det, "bf16_isa", r->bf16_isa);
+             json_add_number(det, "bf16_flops", r->bf16_flops) && cJSON_AddStringToObject(det, "bf16_isa", r->bf16_isa) &&
+             json_add_number(det, "amx_bf16_flops", r->amx_bf16_flops) && json_add_number(det, "amx_int8_ops", r->amx_int8_ops) &&
+             cJSON_AddStringToObject(det, "amx", r->amx_note);
     }
     if (ok) {
         cJSON_AddItemToArray(arr, devo);

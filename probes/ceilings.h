@@ -64,6 +64,9 @@ typedef struct ceilings_result {
     char fp32_isa[16];
     double bf16_flops;             /* 0 when the CPU lacks AVX512_BF16 */
     char bf16_isa[24];
+    double amx_bf16_flops;         /* AMX tile peaks (tdpbf16ps, tdpbssd); 0 when absent or not granted */
+    double amx_int8_ops;           /* int8 multiply-adds x 2 per second */
+    char amx_note[256];            /* what ran, or why not (no AMX; the OS refused the tile state) */
     double seconds;                /* wall time of the whole measurement */
 } ceilings_result;
 
@@ -77,6 +80,11 @@ xf_status ceilings_fp32_peak(int threads, int reps, double *flops, char *isa, si
 /* BF16 dot-product peak (vdpbf16ps: 64 FLOP per instruction); XF_EUNSUPPORTED without
  * AVX512_BF16. */
 xf_status ceilings_bf16_peak(int threads, int reps, double *flops);
+
+/* AMX BF16 (tdpbf16ps) and INT8 (tdpbssd) tile peaks over `threads` threads, best of reps, after
+ * asking the OS for the tile state (arch_prctl ARCH_REQ_XCOMP_PERM, once per process).
+ * XF_EUNSUPPORTED, with the reason in xf_error_msg(), when the CPU has no AMX or the OS refuses. */
+xf_status ceilings_amx_peak(int threads, int reps, double *bf16_flops, double *int8_ops);
 
 /* Last-level cache size from /sys/devices/system/cpu/cpu0/cache (largest level); 0 unknown. */
 double ceilings_llc_bytes(void);

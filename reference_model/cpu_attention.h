@@ -22,6 +22,71 @@ void xk_attention(float *out, const float *q, int64_t n_rep, int64_t head_dim, c
                   const void *v_base, xf_dtype dtype, int64_t row_elems, int64_t head_off, const int64_t *slots,
                   int64_t n_ctx, float scale, float *scratch);
 
+/* ---- decode, vectorized, split over the context ----
+ * The same attention as xk_attention (which stays the scalar reference) in the variant for isa:
+ * AVX-512 takes 16 keys at a time (16 dot products over head_dim reduced into one vector of
+ * scores, the online softmax on that vector, P.V with the weights broadcast; the n_rep query heads
+ * of a GQA group reuse each block of K and V from L1, so the cache is read once per KV head), and
+ * prefetches the rows of the block ahead through the slot table; AVX2 runs the same steps on 8
+ * lanes over rows converted to fp32 first; the scalar variant is xk_attention's code.
+ * A context may be cut into parts (split-K): xk_attention_part gives a part's unnormalized output
+ * and its running max and sum, xk_attention_merge combines parts. */
+
+/* Floats of scratch xk_attention_part / _decode need (64-byte aligned): at least xk_attention's. */
+int64_t xk_attn_decode_scratch(int64_t n_rep, int64_t head_dim);
+
+/* Keys slots[0 .. n_ctx) of one KV head: o (n_rep, head_dim) = sum_j exp(s_j - m) V[j] unnormalized,
+ * ml (n_rep, 2) = (m, l) the max of the scores s_j = scale * q[h] . K[j] and sum_j exp(s_j - m).
+ * n_ctx >= 1. scratch: xk_attn_decode_scratch(n_rep, head_dim) floats, 64-byte aligned. */
+void xk_attention_part(xk_isa isa, float *o, float *ml, const float *q, int64_t n_rep, int64_t head_dim,
+                       const void *k_base, const void *v_base, xf_dtype dtype, int64_t row_elems, int64_t head_off,
+                       const int64_t *slots, int64_t n_ctx, float scale, float *scratch);
+
+/* xk_attention_part over the whole context, normalized into out (n_rep, head_dim); ml (n_rep, 2)
+ * is the caller's. */
+void xk_attention_decode(xk_isa isa, float *out, const float *q, int64_t n_rep, int64_t head_dim, const void *k_base,
+                         const void *v_base, xf_dtype dtype, int64_t row_elems, int64_t head_off, const int64_t *slots,
+                         int64_t n_ctx, float scale, float *scratch, float *ml);
+
+/* out (n_rep, head_dim) = the attention over n_parts parts: o (n_parts, n_rep, head_dim) and
+ * ml (n_parts, n_rep, 2) from xk_attention_part, rescaled to the largest max and normalized. */
+void xk_attention_merge(float *out, const float *o, const float *ml, int64_t n_parts, int64_t n_rep, int64_t head_dim);
+
+/* ---- decode attention of a batch: threads over (query, KV head, part) ---- */
+
+#define XK_ATT_SPLIT_ITEMS 32 /* fewer (query, KV head) pairs than this split each context into parts */
+#define XK_ATT_MAX_PARTS 8    /* at most this many parts per pair ... */
+#define XK_ATT_PART_MIN 256   /* ... of at least this many keys */
+
+typedef struct xk_attn_query {
+    const float *q;               /* (n_kv * n_rep, head_dim) one token's query heads */
+    float *out;                   /* (n_kv * n_rep, head_dim) its attention output */
+    const void *k_base, *v_base;  /* the KV rows (of row_elems elements) its slots index */
+    const int64_t *slots;         /* (n_ctx) the slot of each position */
+    int64_t n_ctx;                /* keys it attends to, >= 1 */
+} xk_attn_query;
+
+/* The caller's buffers for xk_attention_batch (sizes from xk_attn_work_floats). */
+typedef struct xk_attn_work {
+    int64_t *items;     /* (max_queries + 1) */
+    float *part_o;      /* (XK_ATT_SPLIT_ITEMS * XK_ATT_MAX_PARTS, n_rep, head_dim) split-K partial outputs */
+    float *part_ml;     /* (XK_ATT_SPLIT_ITEMS * XK_ATT_MAX_PARTS, n_rep, 2) their max and sum */
+    float *scratch;     /* (threads, scratch_n) 64-byte aligned */
+    int64_t scratch_n;  /* xk_attn_thread_floats(n_rep, head_dim) */
+} xk_attn_work;
+
+/* Floats per thread of xk_attn_work.scratch: the kernel's scratch and a (n_rep, 2) max and sum,
+ * a multiple of 16. */
+int64_t xk_attn_thread_floats(int64_t n_rep, int64_t head_dim);
+
+/* Decode attention of n_q queries on n_kv KV heads of n_rep query heads each, on `threads` OpenMP
+ * threads: work items (query, KV head, part); when n_q * n_kv < XK_ATT_SPLIT_ITEMS each context is
+ * cut into parts of >= XK_ATT_PART_MIN keys (at most XK_ATT_MAX_PARTS, a multiple of 16 keys each)
+ * merged afterwards. The cut depends on n_q, n_kv and the contexts only, never on the thread
+ * count, so the results do not either. */
+void xk_attention_batch(xk_isa isa, int threads, const xk_attn_query *qs, int64_t n_q, int64_t n_kv, int64_t n_rep,
+                        int64_t head_dim, xf_dtype dtype, int64_t row_elems, float scale, const xk_attn_work *w);
+
 /* ---- blocked causal attention (prefill) ---- */
 
 #define XK_ATT_ROWS 256     /* query rows (queries x n_rep heads) per block: the score tile's height */

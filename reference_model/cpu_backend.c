@@ -4,15 +4,18 @@
  * Projections: with fewer than CPU_GEMM_MIN_TOKENS rows (decode) the own matmul kernel reads the
  * weights in their stored dtype (bf16 / int8 read at 2 / ~1 bytes per weight: what makes quantized
  * decode faster; int8 inputs go on the 16-bit grid of cpu_kernels.h, and one token runs the
- * int16 x int8 kernel). With more rows (prefill) each thread takes a contiguous range of output rows and
- * calls single-threaded cblas_sgemm on it; bf16 / int8 weights are first dequantized into a
+ * int16 x int8 kernel). With more rows (prefill) the output rows go in fixed chunks of CPU_GEMM_ROWS
+ * to the threads, one single-threaded cblas_sgemm call per chunk (fixed shapes: OpenBLAS picks its
+ * kernel by shape, so per-thread ranges made the sums' order, and the logits, depend on the thread
+ * count); bf16 / int8 weights are first dequantized into a
  * per-thread fp32 tile of a few MB (the dequantization costs O(rows * cols) against the GEMM's
  * O(tokens * rows * cols), so it is amortized over the prompt). OpenBLAS is set to one thread:
  * all parallelism is OpenMP's, so BLAS threads never compete with OpenMP threads for the cores,
  * and every output row is computed by one thread in a fixed order whatever the thread count.
  *
- * Attention (cpu_attention.c): decode queries run the per-query kernel, reading K and V in place
- * through the slot table. A sequence with CPU_ATT_MIN_TOKENS or more new tokens (prefill) runs the
+ * Attention (cpu_attention.c): decode queries run the vectorized decode kernel through
+ * xk_attention_batch (items (token, KV head, context part), split-K when the batch is small),
+ * reading K and V in place through the slot table. A sequence with CPU_ATT_MIN_TOKENS or more new tokens (prefill) runs the
  * blocked causal kernel: work items (sequence, KV head, query block); each thread gathers a KV
  * head's K and V once into its own fp32 tiles (sized at init for max_seq_len), then score tiles and
  * P.V go through single-threaded cblas_sgemm. The blocking depends on the shapes only, so results
@@ -32,8 +35,13 @@
 #include "reference_model/kv_cache.h"
 #include "reference_model/weights.h"
 
-#define CPU_GEMM_MIN_TOKENS 16     /* rows from which projections go to the BLAS GEMM */
+#define CPU_GEMM_MIN_TOKENS 32     /* rows from which projections go to the BLAS GEMM: below it the own
+                                      kernel (4 x 4 register blocks, weights read once in their dtype)
+                                      was faster on this CPU for every dtype (bf16 at 16 rows: 2.7x
+                                      BLAS + dequantization; int8 1.4x; fp32 1.5x); the tile estimate
+                                      in model.c follows it */
 #define CPU_TILE_FLOATS (1 << 20)  /* per-thread fp32 dequantization tile: 4 MiB */
+#define CPU_GEMM_ROWS 256          /* output rows per BLAS GEMM call (a multiple of 16) */
 #define CPU_MM_CHUNK 16            /* output rows per OpenMP work item in the own matmul */
 #define CPU_ATT_MIN_TOKENS 16     /* sequences with this many new tokens take the blocked (prefill)
                                       attention; fewer (decode) the per-query kernel */
@@ -79,6 +87,8 @@ typedef struct cpu_ctx {
                               max_tokens < CPU_ATT_MIN_TOKENS */
     int64_t att_tiles_n;
     int64_t *att_items;    /* (max_seqs + 1) blocked attention items before each sequence */
+    xk_attn_query *att_q;  /* (max_tokens) the decode attention's queries */
+    xk_attn_work att_w;    /* its buffers (scratch: att_scratch) */
     float *tiles;          /* (threads, CPU_TILE_FLOATS) dequantization tiles; NULL for fp32 */
     int16_t *aq;           /* int8 weights: (max_cols) one token's input on the 16-bit grid */
     float *as;             /* int8 weights: (max_cols) its per-group scales (at most one per column) */
@@ -147,6 +157,10 @@ static void cpu_free(void *ctx) {
     free(c->att_scratch);
     free(c->att_tiles);
     free(c->att_items);
+    free(c->att_q);
+    free(c->att_w.items);
+    free(c->att_w.part_o);
+    free(c->att_w.part_ml);
     free(c->tiles);
     free(c->aq);
     free(c->as);
@@ -220,9 +234,15 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
     c->last = cpu_alloc(c, c->max_seqs * cfg->d_model, 4, &st);
     c->logits = cpu_alloc(c, c->max_seqs * cfg->vocab, 4, &st);
     c->sampled = cpu_alloc(c, c->max_seqs, sizeof(int32_t), &st);
-    c->att_scratch_n = (c->n_rep * 66 + 2 * cfg->head_dim + 15) & ~(int64_t)15;
+    c->att_scratch_n = xk_attn_thread_floats(c->n_rep, cfg->head_dim); /* also the rope's cos | sin */
     c->att_scratch = cpu_alloc(c, c->threads * c->att_scratch_n, 4, &st);
     c->att_items = cpu_alloc(c, c->max_seqs + 1, sizeof(int64_t), &st);
+    c->att_q = cpu_alloc(c, T, sizeof(xk_attn_query), &st);
+    c->att_w.items = cpu_alloc(c, T + 1, sizeof(int64_t), &st);
+    c->att_w.part_o = cpu_alloc(c, XK_ATT_SPLIT_ITEMS * XK_ATT_MAX_PARTS * c->n_rep * cfg->head_dim, 4, &st);
+    c->att_w.part_ml = cpu_alloc(c, XK_ATT_SPLIT_ITEMS * XK_ATT_MAX_PARTS * 2 * c->n_rep, 4, &st);
+    c->att_w.scratch = c->att_scratch;
+    c->att_w.scratch_n = c->att_scratch_n;
     if (!st && T >= CPU_ATT_MIN_TOKENS) {
         /* counted by model_mem_of too (reference_model/model.c) */
         c->att_tiles_n = xk_attn_prefill_floats(c->max_seq_len, c->n_rep, cfg->head_dim);
@@ -271,19 +291,18 @@ static void cpu_linear(cpu_ctx *c, const wmat *W, float *x, int64_t n, float *y)
     }
     int64_t tile_rows = CPU_TILE_FLOATS / cols;
     if (tile_rows < 1) tile_rows = 1;
-#pragma omp parallel num_threads(c->threads)
-    {
-        const int nt = omp_get_num_threads(), id = omp_get_thread_num();
-        /* contiguous row ranges, multiples of 16 so the GEMM's edges stay simple */
-        int64_t per = ((rows + nt - 1) / nt + 15) & ~(int64_t)15;
-        int64_t r0 = (int64_t)id * per, r1 = r0 + per < rows ? r0 + per : rows;
+    /* Fixed chunks of CPU_GEMM_ROWS output rows, one GEMM call each, dealt to the threads: the
+     * calls' shapes (and so OpenBLAS's choice of kernel and blocking, which decides the order of
+     * each sum) do not depend on the thread count. */
+    const int64_t n_chunks = (rows + CPU_GEMM_ROWS - 1) / CPU_GEMM_ROWS;
+#pragma omp parallel for num_threads(c->threads) schedule(static)
+    for (int64_t ch = 0; ch < n_chunks; ch++) {
+        const int64_t r0 = ch * CPU_GEMM_ROWS, r1 = r0 + CPU_GEMM_ROWS < rows ? r0 + CPU_GEMM_ROWS : rows;
         if (W->dtype == XF_FP32) {
-            if (r1 > r0)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)n, (blasint)(r1 - r0), (blasint)cols,
-                            1.0f, x, (blasint)cols, (const float *)W->data + r0 * cols, (blasint)cols, 0.0f, y + r0,
-                            (blasint)rows);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)n, (blasint)(r1 - r0), (blasint)cols, 1.0f, x,
+                        (blasint)cols, (const float *)W->data + r0 * cols, (blasint)cols, 0.0f, y + r0, (blasint)rows);
         } else {
-            float *tile = c->tiles + (int64_t)id * CPU_TILE_FLOATS;
+            float *tile = c->tiles + (int64_t)omp_get_thread_num() * CPU_TILE_FLOATS;
             for (int64_t t0 = r0; t0 < r1; t0 += tile_rows) {
                 int64_t t1 = t0 + tile_rows < r1 ? t0 + tile_rows : r1;
                 xk_dequant_rows(W, t0, t1, tile);
@@ -451,25 +470,24 @@ static xf_status cpu_run_op(void *ctx, op_kind k, int layer, const step_batch *b
         const int64_t win = model_layer_window(cfg, layer);
         /* Sequences with CPU_ATT_MIN_TOKENS or more new tokens: items (sequence, KV head, query
          * block), the blocks of a head last to first so the largest come first; att_items[s] =
-         * items before sequence s. The others: one item per (token, KV head), keys read in place. */
+         * items before sequence s. The others go to xk_attention_batch. */
         int64_t *io = c->att_items;
         io[0] = 0;
         for (int s = 0; s < b->n_seqs; s++) {
             const int64_t nn = b->tok_off[s + 1] - b->tok_off[s];
             io[s + 1] = io[s] + (!win && c->att_tiles && nn >= CPU_ATT_MIN_TOKENS ? (nn + qpb - 1) / qpb * nkv : 0);
         }
-        const int64_t bitems = io[b->n_seqs], titems = n * nkv;
-#pragma omp parallel num_threads(nth)
+        const int64_t bitems = io[b->n_seqs];
+#pragma omp parallel num_threads(nth) if (bitems > 0)
         {
             const int id = omp_get_thread_num();
-            float *scr = c->att_scratch + (int64_t)id * c->att_scratch_n;
             /* this thread's tiles hold positions [0, have_n) of KV head have_g of sequence have_s:
              * each thread gathers a (sequence, head) once, largest block first */
             float *kt = c->att_tiles ? c->att_tiles + (int64_t)id * c->att_tiles_n : NULL;
             float *vt = kt ? kt + ((c->max_seq_len * hd + 15) & ~(int64_t)15) : NULL;
             float *bscr = vt ? vt + ((c->max_seq_len * hd + 15) & ~(int64_t)15) : NULL;
             int64_t have_s = -1, have_g = -1, have_n = 0;
-#pragma omp for schedule(dynamic, 1) nowait
+#pragma omp for schedule(dynamic, 1)
             for (int64_t it = 0; it < bitems; it++) {
                 int64_t s = 0;
                 while (io[s + 1] <= it) s++;
@@ -490,18 +508,18 @@ static xf_status cpu_run_op(void *ctx, op_kind k, int layer, const step_batch *b
                 xk_attention_causal(c->isa, c->att + t0 * c->q_dim + qoff, c->q_dim, c->qkv + t0 * c->qkv_dim + qoff,
                                     c->qkv_dim, nq, nrep, hd, pos0, kt, vt, scale, bscr);
             }
-#pragma omp for schedule(dynamic, 1)
-            for (int64_t it = 0; it < titems; it++) {
-                const int64_t t = it / nkv, g = it % nkv;
-                const int64_t s = c->tok_seq[t], pos = b->seqs[s].pos + (t - b->tok_off[s]);
-                if (io[s + 1] > io[s]) continue; /* done by the blocked items above */
-                const int64_t qoff = g * nrep * hd; /* query heads g*n_rep .. (g+1)*n_rep-1 */
-                const int64_t lo = win && pos + 1 > win ? pos + 1 - win : 0;
-                xk_attention(c->att + t * c->q_dim + qoff, c->qkv + t * c->qkv_dim + qoff, nrep, hd,
-                             kv_k_base(c, layer, s), kv_v_base(c, layer, s), c->kvdt, c->kv_dim, g * hd,
-                             c->seqs[s].slots + lo, pos + 1 - lo, scale, scr);
-            }
         }
+        /* The other tokens (decode): one query each, keys read in place through the slot table. */
+        int64_t nq = 0;
+        for (int64_t t = 0; t < n; t++) {
+            const int64_t s = c->tok_seq[t];
+            if (io[s + 1] > io[s]) continue; /* done by the blocked items above */
+            const int64_t pos = b->seqs[s].pos + (t - b->tok_off[s]);
+            const int64_t lo = win && pos + 1 > win ? pos + 1 - win : 0; /* a window's first key */
+            c->att_q[nq++] = (xk_attn_query){c->qkv + t * c->qkv_dim, c->att + t * c->q_dim, kv_k_base(c, layer, s),
+                                             kv_v_base(c, layer, s), c->seqs[s].slots + lo, pos + 1 - lo};
+        }
+        xk_attention_batch(c->isa, nth, c->att_q, nq, nkv, nrep, hd, c->kvdt, c->kv_dim, scale, &c->att_w);
         return XF_OK;
     }
     case OP_O_PROJ:

@@ -148,6 +148,53 @@ static void mm_scalar(const wmat *W, const float *x, int64_t n, float *y, int64_
     }
 
 
+/* Batched decode with unquantized weights (fp32 / bf16 / fp16, one group per row): 4 rows x 4
+ * tokens of accumulators, so each weight vector loaded (and converted) feeds 4 FMAs and each input
+ * vector 4: twice the FMAs per load of XK_MM_BODY, which made batch 8-16 compute-bound. Each sum
+ * runs in the same lane order as XK_MM_BODY / XK_MM_BODY1 (lanes over the columns, one horizontal
+ * sum at the end), so a token's result does not depend on the batch it is in. Tokens past n reuse
+ * the last one and are not stored. */
+#define XK_MM_BODY4(VT, VW, SETZERO, FMADD, LOADU, HSUM, LOADW)                                            \
+    const int64_t cols = W->cols;                                                                           \
+    const int64_t esz = W->dtype == XF_FP32 ? 4 : 2;                                                        \
+    const int64_t cv = (cols / VW) * VW;                                                                    \
+    for (int64_t r = r0; r < r1; r += 4) {                                                                  \
+        const int64_t rb = r1 - r < 4 ? r1 - r : 4;                                                         \
+        int64_t ro[4];                                                                                      \
+        for (int i = 0; i < 4; i++) ro[i] = (r + (i < rb ? i : 0)) * cols;                                 \
+        const char *wp0 = (const char *)W->data + ro[0] * esz, *wp1 = (const char *)W->data + ro[1] * esz; \
+        const char *wp2 = (const char *)W->data + ro[2] * esz, *wp3 = (const char *)W->data + ro[3] * esz; \
+        for (int64_t t = 0; t < n; t += 4) {                                                                \
+            const int64_t tb = n - t < 4 ? n - t : 4;                                                       \
+            const float *x0 = x + t * cols, *x1 = x + (t + (tb > 1 ? 1 : 0)) * cols;                        \
+            const float *x2 = x + (t + (tb > 2 ? 2 : 0)) * cols, *x3 = x + (t + (tb > 3 ? 3 : 0)) * cols;   \
+            VT a[16];                                                                                       \
+            for (int i = 0; i < 16; i++) a[i] = SETZERO();                                                  \
+            for (int64_t c = 0; c < cv; c += VW) {                                                          \
+                const VT v0 = LOADU(x0 + c), v1 = LOADU(x1 + c), v2 = LOADU(x2 + c), v3 = LOADU(x3 + c);    \
+                VT w = LOADW(wp0, c);                                                                       \
+                a[0] = FMADD(w, v0, a[0]), a[1] = FMADD(w, v1, a[1]);                                       \
+                a[2] = FMADD(w, v2, a[2]), a[3] = FMADD(w, v3, a[3]);                                       \
+                w = LOADW(wp1, c);                                                                          \
+                a[4] = FMADD(w, v0, a[4]), a[5] = FMADD(w, v1, a[5]);                                       \
+                a[6] = FMADD(w, v2, a[6]), a[7] = FMADD(w, v3, a[7]);                                       \
+                w = LOADW(wp2, c);                                                                          \
+                a[8] = FMADD(w, v0, a[8]), a[9] = FMADD(w, v1, a[9]);                                       \
+                a[10] = FMADD(w, v2, a[10]), a[11] = FMADD(w, v3, a[11]);                                   \
+                w = LOADW(wp3, c);                                                                          \
+                a[12] = FMADD(w, v0, a[12]), a[13] = FMADD(w, v1, a[13]);                                   \
+                a[14] = FMADD(w, v2, a[14]), a[15] = FMADD(w, v3, a[15]);                                   \
+            }                                                                                               \
+            const float *xs[4] = {x0, x1, x2, x3};                                                          \
+            for (int i = 0; i < rb; i++)                                                                    \
+                for (int j = 0; j < tb; j++) {                                                              \
+                    float tl = 0.0f;                                                                        \
+                    for (int64_t c = cv; c < cols; c++) tl += w_at(W, ro[i] + c) * xs[j][c];                \
+                    y[(t + j) * ldy + r + i] = HSUM(a[i * 4 + j]) + tl;                                     \
+                }                                                                                           \
+        }                                                                                                   \
+    }
+
 /* Software prefetch into L2 of the rows the next block will read. Decode streams every weight once:
  * 8 rows of 2 KB (int8) to 8 KB (fp32) are read side by side, too short for the hardware
  * prefetcher to run far enough ahead on a high-latency machine; fetching the next block one cache
@@ -246,21 +293,27 @@ static inline TGT_AVX2 __m256 ld8_i8(const void *w, int64_t off) {
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
 }
 static TGT_AVX2 void mm_avx2_f32(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
-    if (n == 1) {
+    if (n >= 3) {
+        XK_MM_BODY4(__m256, 8, _mm256_setzero_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_f32)
+    } else if (n == 1) {
         XK_MM_BODY1(__m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_f32)
     } else {
         XK_MM_BODY(__m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_f32)
     }
 }
 static TGT_AVX2 void mm_avx2_bf16(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
-    if (n == 1) {
+    if (n >= 3) {
+        XK_MM_BODY4(__m256, 8, _mm256_setzero_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_bf16)
+    } else if (n == 1) {
         XK_MM_BODY1(__m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_bf16)
     } else {
         XK_MM_BODY(__m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_bf16)
     }
 }
 static TGT_AVX2 void mm_avx2_f16(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
-    if (n == 1) {
+    if (n >= 3) {
+        XK_MM_BODY4(__m256, 8, _mm256_setzero_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_f16)
+    } else if (n == 1) {
         XK_MM_BODY1(__m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_f16)
     } else {
         XK_MM_BODY(__m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_f16)
@@ -289,21 +342,27 @@ static inline TGT_AVX512 __m512 ld16_i8(const void *w, int64_t off) {
     return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b));
 }
 static TGT_AVX512 void mm_avx512_f32(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
-    if (n == 1) {
+    if (n >= 3) {
+        XK_MM_BODY4(__m512, 16, _mm512_setzero_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_f32)
+    } else if (n == 1) {
         XK_MM_BODY1(__m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_f32)
     } else {
         XK_MM_BODY(__m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_f32)
     }
 }
 static TGT_AVX512 void mm_avx512_bf16(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
-    if (n == 1) {
+    if (n >= 3) {
+        XK_MM_BODY4(__m512, 16, _mm512_setzero_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_bf16)
+    } else if (n == 1) {
         XK_MM_BODY1(__m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_bf16)
     } else {
         XK_MM_BODY(__m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_bf16)
     }
 }
 static TGT_AVX512 void mm_avx512_f16(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
-    if (n == 1) {
+    if (n >= 3) {
+        XK_MM_BODY4(__m512, 16, _mm512_setzero_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_f16)
+    } else if (n == 1) {
         XK_MM_BODY1(__m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_f16)
     } else {
         XK_MM_BODY(__m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_f16)

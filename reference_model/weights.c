@@ -93,34 +93,55 @@ static xf_status check_dtype(xf_dtype dtype, int group) {
     return XF_OK;
 }
 
-xf_status weights_bytes(const model_config *c, xf_dtype dtype, int group, int64_t *out) {
+/* The int8 values (scales 0) or the scales (values 0) of a matrix: wmat_bytes split in two. */
+static int64_t wmat_part(xf_dtype dt, int64_t rows, int64_t cols, int group, int scales) {
+    if (dt != XF_INT8) return scales ? 0 : wmat_bytes(dt, rows, cols, group);
+    int64_t n, s;
+    if (!mul_ok(rows, cols, &n)) return -1;
+    if (!scales) return n;
+    return mul_ok(rows, (cols + group - 1) / group, &s) && mul_ok(s, 4, &s) ? s : -1;
+}
+
+xf_status weights_bytes_kinds(const model_config *c, xf_dtype dtype, int group, weights_kinds *out) {
     if (!c || !out) return xf_errorf(XF_EINVAL, "weights_bytes: NULL argument");
     if (group <= 0) group = XF_DEFAULT_QUANT_GROUP;
     xf_status st = check_dtype(dtype, group);
     if (st) return st;
+    memset(out, 0, sizeof *out);
     int64_t q_dim, kv_dim, qkv_rows;
     if (!mul_ok(c->n_heads, c->head_dim, &q_dim) || !mul_ok(c->n_kv_heads, c->head_dim, &kv_dim) ||
         !add_ok(q_dim, 2 * kv_dim, &qkv_rows) || kv_dim > INT64_MAX / 4)
         return xf_errorf(XF_EOVERFLOW, "weights of %s: head sizes overflow 64 bits", c->name);
-    int64_t parts[5] = {
-        wmat_bytes(dtype, qkv_rows, c->d_model, group), wmat_bytes(dtype, c->d_model, q_dim, group),
-        wmat_bytes(dtype, 2 * c->d_ff, c->d_model, group), wmat_bytes(dtype, c->d_model, c->d_ff, group),
-        0};
-    int64_t per_layer = 0;
+    const int64_t shapes[4][2] = {{qkv_rows, c->d_model}, {c->d_model, q_dim}, {2 * c->d_ff, c->d_model}, {c->d_model, c->d_ff}};
+    int64_t vals = 0, scl = 0; /* one layer's */
     for (int i = 0; i < 4; i++) {
-        if (parts[i] == 0 || !add_ok(per_layer, parts[i], &per_layer))
+        const int64_t v = wmat_part(dtype, shapes[i][0], shapes[i][1], group, 0), q = wmat_part(dtype, shapes[i][0], shapes[i][1], group, 1);
+        if (v <= 0 || q < 0 || !add_ok(vals, v, &vals) || !add_ok(scl, q, &scl))
             return xf_errorf(XF_EOVERFLOW, "weights of %s: a layer's size overflows 64 bits", c->name);
     }
     /* norms and biases, fp32 */
     int64_t small = 2 * c->d_model + (c->qkv_bias ? qkv_rows : 0) + (c->o_bias ? c->d_model : 0) +
                     (c->qk_norm ? 2 * c->head_dim : 0) + (c->mlp_bias ? 2 * c->d_ff + c->d_model : 0);
-    if (!add_ok(per_layer, small * 4, &per_layer))
+    const int64_t n_emb = c->tied_embeddings ? 1 : 2;
+    const int64_t ev = wmat_part(dtype, c->vocab, c->d_model, group, 0);
+    int64_t es = wmat_part(dtype, c->vocab, c->d_model, group, 1);
+    int64_t nb;
+    if (ev <= 0 || es < 0 || !mul_ok(vals, c->n_layers, &out->layer_matrices) || !mul_ok(ev, n_emb, &out->embeddings) ||
+        !mul_ok(scl, c->n_layers, &out->scales) || !mul_ok(es, n_emb, &es) || !add_ok(out->scales, es, &out->scales) ||
+        !mul_ok(small, 4 * (int64_t)c->n_layers, &nb) || !add_ok(nb, c->d_model * 4, &out->norms_biases))
         return xf_errorf(XF_EOVERFLOW, "weights of %s overflow 64 bits", c->name);
-    int64_t total, emb = wmat_bytes(dtype, c->vocab, c->d_model, group);
-    if (emb == 0 || !mul_ok(per_layer, c->n_layers, &total) || !add_ok(total, emb, &total) ||
-        !add_ok(total, c->d_model * 4, &total) || (!c->tied_embeddings && !add_ok(total, emb, &total)))
+    int64_t t;
+    if (!add_ok(out->layer_matrices, out->embeddings, &t) || !add_ok(t, out->scales, &t) || !add_ok(t, out->norms_biases, &t))
         return xf_errorf(XF_EOVERFLOW, "weights of %s overflow 64 bits", c->name);
-    *out = total;
+    return XF_OK;
+}
+
+xf_status weights_bytes(const model_config *c, xf_dtype dtype, int group, int64_t *out) {
+    if (!c || !out) return xf_errorf(XF_EINVAL, "weights_bytes: NULL argument");
+    weights_kinds k;
+    xf_status st = weights_bytes_kinds(c, dtype, group, &k);
+    if (st) return st;
+    *out = k.layer_matrices + k.embeddings + k.scales + k.norms_biases; /* checked by weights_bytes_kinds */
     return XF_OK;
 }
 

@@ -52,6 +52,15 @@ typedef struct model_weights {
  * biases in fp32; XF_EOVERFLOW when it does not fit int64. */
 xf_status weights_bytes(const model_config *cfg, xf_dtype dtype, int group, int64_t *out);
 
+/* The bytes weights_bytes counts, by tensor kind, as this model holds them: sum = the total. */
+typedef struct weights_kinds {
+    int64_t layer_matrices; /* qkv, o, gate_up, down of every layer at dtype (int8: the int8 values) */
+    int64_t embeddings;     /* the embedding table, and the lm_head when untied, at dtype */
+    int64_t scales;         /* int8: one fp32 scale per group of every matrix above; 0 otherwise */
+    int64_t norms_biases;   /* RMSNorm weights (q/k norms included) and biases, fp32 whatever dtype */
+} weights_kinds;
+xf_status weights_bytes_kinds(const model_config *cfg, xf_dtype dtype, int group, weights_kinds *out);
+
 /* Deterministic random weights: every value depends only on (seed, tensor, row, column), never
  * on the dtype or thread count. Matrices and embeddings ~ N(0, 0.02^2) (a sum of four uniforms,
  * scaled), biases ~ N(0, 0.02^2), norms (q/k norms too) = 1. Generated in fp32 and converted to `dtype`

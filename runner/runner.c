@@ -13,6 +13,7 @@
 #include "probes/ceilings.h"
 #include "probes/cupti_probe.h"
 #include "reference_model/cpu_kernels.h"
+#include "reference_model/weights.h"
 #include "runner/runner_int.h"
 
 char *openblas_get_config(void);   /* OpenBLAS (linked by the CPU backend): its build string */
@@ -570,6 +571,18 @@ xf_status runner_run(const run_plan *pl, record *rec, run_notes *notes_out) {
                 }
                 if (rec->n_points == 1) rec->kv_bytes_per_token = p->memory.kv_bytes_per_token;
                 p->memory.capacity_bytes = machine.memory_bytes;
+                /* the weight bytes this run holds (weights.c: int8 scales and norms in fp32), not the
+                 * cost model's convention (fp16 scales, norms at the weight dtype) */
+                p->memory.total_bytes += (double)mm.weights_bytes - p->memory.weights_bytes;
+                p->memory.weights_bytes = (double)mm.weights_bytes;
+                weights_kinds wk;
+                if (rec->n_points == 1 && weights_bytes_kinds(cfg, pl->cuda ? dev_wd : pl->wdtype, pl->quant_group, &wk) == XF_OK) {
+                    char kb[256];
+                    snprintf(kb, sizeof kb, "layer matrices %lld B and embeddings %lld B at %s; int8 scales %lld B (fp32); "
+                             "norms and biases %lld B (fp32)", (long long)wk.layer_matrices, (long long)wk.embeddings,
+                             dtype_name(pl->cuda ? dev_wd : pl->wdtype), (long long)wk.scales, (long long)wk.norms_biases);
+                    record_set_env(rec, "weights_held", kb);
+                }
             }
 stopped:
     if (notes->stopped_by && !rec->partial) mark_partial(rec, &ctx, notes->stopped_by, notes->points_planned);

@@ -36,6 +36,26 @@ grep -q '"kind":[[:space:]]*"run"' "$TMP/rec.json" && ok "record kind run" || ba
 grep -q '"samples_s"' "$TMP/rec.json" && ok "raw samples kept" || bad "no samples_s in the record"
 grep -q '"unsupported"\|"supported"' "$TMP/rec.json" && ok "counters recorded" || bad "no counters in the record"
 expect_rc 0 "the record reads back (xfprof show)" "$XF" show "$TMP/rec.json"
+
+# The record's memory.weights_bytes is what the run holds, by kind in env.weights_held. stories15m
+# int8 --group 32 by hand (d 288, 6 layers, d_ff 768, vocab 32000, tied): matrices
+# 6 * (864*288 + 288*288 + 1536*288 + 288*768) = 5971968; embedding 32000 * 288 = 9216000;
+# fp32 scales 6 * 4 * (864*9 + 288*9 + 1536*9 + 288*24) + 4 * 32000 * 9 = 1898496; norms
+# 4 * (6 * 2 * 288 + 288) = 14976; sum 17101440.
+expect_rc 0 "int8 run" "$XF" run --wdtype int8 --group 32 --prompt 4 --gen 2 --reps 1 -o "$TMP/i8.json"
+if command -v python3 >/dev/null; then
+    python3 - "$TMP/i8.json" <<'EOF' && ok "weights_bytes = the bytes held (fp32 scales)" || bad "weights_bytes or env.weights_held wrong"
+import json, sys
+r = json.load(open(sys.argv[1]))
+m = r["points"][0]["memory"]
+assert m["weights_bytes"] == 17101440, m
+assert abs(m["total_bytes"] - (m["weights_bytes"] + m["kv_bytes"] + m["activations_bytes"])) < 1, m
+env = r["env"]
+held = env["weights_held"] if isinstance(env, dict) else [e["value"] for e in env if e.get("key") == "weights_held"][0]
+for part in ("layer matrices 5971968 B", "embeddings 9216000 B", "int8 scales 1898496 B (fp32)", "norms and biases 14976 B"):
+    assert part in held, (part, held)
+EOF
+fi
 if command -v python3 >/dev/null; then
     python3 - "$TMP/rec.json" <<'EOF' && ok "record content checks" || bad "record content checks"
 import json, sys

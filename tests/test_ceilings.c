@@ -82,6 +82,25 @@ Test(ceilings, compute_peaks_run) {
     }
 }
 
+/* AMX: where the CPU has it (CPUID) and the OS grants the tile state, the tile peaks must be far
+ * above the FP32 FMA peak of the same thread (16 x 16 x 32 products per tdpbf16ps against 16 per
+ * FMA; measured 5-15x here, busy machine); otherwise XF_EUNSUPPORTED with a reason and zeros. */
+Test(ceilings, amx_peaks_or_the_reason) {
+    double bf = -1, i8 = -1, f = 0;
+    xf_status s = ceilings_amx_peak(1, 2, &bf, &i8);
+    if (s == XF_EUNSUPPORTED) {
+        cr_assert(bf == 0 && i8 == 0);
+        cr_assert(strstr(xf_error_msg(), "AMX") != NULL, "the reason names AMX: %s", xf_error_msg());
+        return;
+    }
+    cr_assert_eq(s, XF_OK, "%s", xf_error_msg());
+    char isa[16];
+    cr_assert_eq(ceilings_fp32_peak(1, 2, &f, isa, sizeof isa), XF_OK);
+    /* margins wide enough for a busy machine's noise (measured 5-15x here) */
+    cr_assert(bf > 2 * f, "AMX BF16 %g FLOP/s should be several times the FP32 peak %g", bf, f);
+    cr_assert(i8 > 2 * f, "AMX INT8 %g op/s should be several times the FP32 peak %g", i8, f);
+}
+
 Test(ceilings, measure_small_and_machine_file_roundtrip) {
     ceilings_opts o;
     memset(&o, 0, sizeof o);

@@ -102,6 +102,105 @@ Test(cpu_attention, decode_online_softmax) {
     }
 }
 
+/* The vectorized decode kernel (xk_attention_decode) in every ISA variant, whole and cut into parts
+ * merged by xk_attention_merge (the backend's split-K), against the double reference: GQA groups of
+ * 1, 4 and 8 heads, head_dim 64, 128 and odd ones, contexts across the 16-key blocks. */
+/* float scores and sums against double, outputs of ~0.1-1: the same 2e-6 as the scalar kernel's
+ * (measured ~3e-7 at 1000 keys) */
+#define TOL_DEC 2e-6
+
+static void check_decode(xk_isa isa, xf_dtype dt, int64_t n_rep, int64_t hd, int64_t n_ctx, int64_t n_parts,
+                         double scale_mul) {
+    const int64_t n_kv = 2, n_slots = n_ctx + 40, head = 1;
+    kvc c = make_kv(dt, n_slots, n_kv, hd, (uint32_t)(n_ctx * 7 + hd));
+    int64_t *slots = malloc((size_t)n_ctx * sizeof(int64_t));
+    /* blocks of 16 slots in a scattered order (a paged table), 16 and n_slots / 16 coprime-ish */
+    for (int64_t j = 0; j < n_ctx; j++) slots[j] = ((j / 16) * 7 % ((n_slots + 15) / 16)) * 16 + j % 16;
+    for (int64_t j = 0; j < n_ctx; j++) slots[j] = slots[j] % n_slots;
+    uint32_t s = (uint32_t)(5 + n_ctx);
+    float *q = malloc((size_t)(n_rep * hd) * sizeof(float)), *out = malloc((size_t)(n_rep * hd) * sizeof(float));
+    for (int64_t i = 0; i < n_rep * hd; i++) q[i] = frand(&s);
+    const int64_t scr_n = xk_attn_decode_scratch(n_rep, hd);
+    float *scr = aligned_alloc(64, (size_t)((scr_n + 15) / 16 * 16) * sizeof(float));
+    float *po = malloc((size_t)(n_parts * n_rep * hd) * sizeof(float));
+    float *pml = malloc((size_t)(n_parts * n_rep * 2) * sizeof(float)), ml[2 * 8];
+    double *want = malloc((size_t)(n_rep * hd) * sizeof(double));
+    const float scale = (float)(scale_mul / sqrt((double)hd));
+    /* a float score's error grows with its size, and the weights' relative error with it */
+    const double tol = TOL_DEC * scale_mul;
+    ref_attention(want, q, n_rep, hd, &c, head, slots, n_ctx, scale);
+    for (int64_t i = 0; i < n_rep * hd; i++) out[i] = NAN;
+    xk_attention_decode(isa, out, q, n_rep, hd, c.K, c.V, dt, c.row, head * hd, slots, n_ctx, scale, scr, ml);
+    for (int64_t i = 0; i < n_rep * hd; i++)
+        cr_assert(fabs(out[i] - want[i]) <= tol, "%s %s n_rep %lld hd %lld ctx %lld elem %lld: %.8g vs %.8g", xk_isa_name(isa),
+                  dtype_name(dt), (long long)n_rep, (long long)hd, (long long)n_ctx, (long long)i, out[i], want[i]);
+    const int64_t plen = (n_ctx + n_parts - 1) / n_parts;
+    for (int64_t p = 0; p < n_parts; p++) {
+        const int64_t j0 = p * plen, j1 = j0 + plen < n_ctx ? j0 + plen : n_ctx;
+        if (j1 <= j0) { /* an empty part: the merge must skip it */
+            for (int64_t h = 0; h < n_rep; h++) pml[(p * n_rep + h) * 2] = -INFINITY, pml[(p * n_rep + h) * 2 + 1] = 0;
+            continue;
+        }
+        xk_attention_part(isa, po + p * n_rep * hd, pml + p * n_rep * 2, q, n_rep, hd, c.K, c.V, dt, c.row, head * hd,
+                          slots + j0, j1 - j0, scale, scr);
+    }
+    xk_attention_merge(out, po, pml, n_parts, n_rep, hd);
+    for (int64_t i = 0; i < n_rep * hd; i++)
+        cr_assert(fabs(out[i] - want[i]) <= tol, "%s %s split in %lld n_rep %lld hd %lld ctx %lld elem %lld: %.8g vs %.8g",
+                  xk_isa_name(isa), dtype_name(dt), (long long)n_parts, (long long)n_rep, (long long)hd, (long long)n_ctx,
+                  (long long)i, out[i], want[i]);
+    free(want);
+    free(pml);
+    free(po);
+    free(scr);
+    free(out);
+    free(q);
+    free(slots);
+    free_kv(&c);
+}
+
+static void check_decode_isas(xf_dtype dt) {
+    const int64_t reps[3] = {1, 4, 8}, hds[4] = {64, 128, 20, 13}, ctxs[6] = {1, 15, 16, 17, 333, 1000};
+    int ran = 0;
+    for (int isa = 0; isa < XK_ISA_COUNT; isa++) {
+        if (!xk_isa_supported((xk_isa)isa)) continue;
+        ran++;
+        for (int r = 0; r < 3; r++)
+            for (int h = 0; h < 4; h++)
+                for (int k = 0; k < 6; k++) {
+                    check_decode((xk_isa)isa, dt, reps[r], hds[h], ctxs[k], ctxs[k] >= 333 ? 3 : 2, 1.0);
+                    if (ctxs[k] == 1000) check_decode((xk_isa)isa, dt, reps[r], hds[h], ctxs[k], 8, 12.0); /* sharp softmax */
+                }
+    }
+    cr_assert_geq(ran, 1, "the scalar variant always runs");
+}
+
+Test(cpu_attention, decode_vectorized_fp32) { check_decode_isas(XF_FP32); }
+Test(cpu_attention, decode_vectorized_fp16) { check_decode_isas(XF_FP16); }
+Test(cpu_attention, decode_vectorized_bf16) { check_decode_isas(XF_BF16); }
+
+/* The vectorized kernel reads each K and V element of the context once per KV head however many
+ * query heads share it: a GQA group of 8 gives the same heads as 8 groups of 1 on the same KV. */
+Test(cpu_attention, decode_gqa_group_equals_single_heads) {
+    const int64_t hd = 64, n_ctx = 300, n_rep = 8;
+    kvc c = make_kv(XF_FP32, n_ctx, 1, hd, 3);
+    int64_t *slots = malloc((size_t)n_ctx * sizeof(int64_t));
+    for (int64_t j = 0; j < n_ctx; j++) slots[j] = n_ctx - 1 - j;
+    float q[8 * 64], grp[8 * 64], one[64], ml[16];
+    uint32_t s = 1;
+    for (int i = 0; i < n_rep * hd; i++) q[i] = frand(&s);
+    float *scr = aligned_alloc(64, (size_t)((xk_attn_decode_scratch(n_rep, hd) + 15) / 16 * 16) * sizeof(float));
+    const xk_isa isa = xk_isa_best();
+    xk_attention_decode(isa, grp, q, n_rep, hd, c.K, c.V, XF_FP32, c.row, 0, slots, n_ctx, 0.125f, scr, ml);
+    for (int64_t h = 0; h < n_rep; h++) {
+        xk_attention_decode(isa, one, q + h * hd, 1, hd, c.K, c.V, XF_FP32, c.row, 0, slots, n_ctx, 0.125f, scr, ml);
+        for (int64_t i = 0; i < hd; i++) cr_assert_eq(one[i], grp[h * hd + i], "%s head %lld elem %lld", xk_isa_name(isa), (long long)h, (long long)i);
+    }
+    free(scr);
+    free(slots);
+    free_kv(&c);
+}
+
 /* ---- blocked causal kernel ---- */
 
 /* A prefill of the last n_q of n_ctx positions (pos0 = n_ctx - n_q) of one sequence, n_kv KV heads

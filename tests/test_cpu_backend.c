@@ -542,6 +542,21 @@ Test(cpu_backend, memory_sizes_hand_computed) {
      * = 2 * (7168 + 3584 + 9856 + 4928) = 51072; norms 2 * 56 * 4 = 448 -> 51520 per layer;
      * 2 layers 103040 + embed (tied) 101 * 56 * 2 = 11312 + final norm 224 = 114576. */
     cr_assert_eq(mm.weights_bytes, 114576);
+    /* the same bytes by tensor kind; and int8 at group 16, the scales counted at the fp32 they are
+     * held in: matrices 2 * 25536 = 51072; scales per layer 4 * (128*4 + 56*4 + 176*4 + 56*6) = 7104,
+     * x 2 + embedding 4 * 101 * 4 = 15824; embedding 101 * 56 = 5656; norms 2 * 448 + 224 = 1120 */
+    weights_kinds wk;
+    cr_assert_eq(weights_bytes_kinds(&c, XF_BF16, 0, &wk), XF_OK);
+    cr_assert(wk.layer_matrices == 2 * 2 * 25536 && wk.embeddings == 11312 && wk.scales == 0 && wk.norms_biases == 1120,
+              "bf16 kinds %lld %lld %lld %lld", (long long)wk.layer_matrices, (long long)wk.embeddings, (long long)wk.scales,
+              (long long)wk.norms_biases);
+    cr_assert_eq(weights_bytes_kinds(&c, XF_INT8, 16, &wk), XF_OK);
+    cr_assert(wk.layer_matrices == 51072 && wk.embeddings == 5656 && wk.scales == 15824 && wk.norms_biases == 1120,
+              "int8 kinds %lld %lld %lld %lld", (long long)wk.layer_matrices, (long long)wk.embeddings, (long long)wk.scales,
+              (long long)wk.norms_biases);
+    int64_t tot;
+    cr_assert_eq(weights_bytes(&c, XF_INT8, 16, &tot), XF_OK);
+    cr_assert_eq(tot, 51072 + 5656 + 15824 + 1120);
     /* KV: slot = 2 * 2 layers * 32 * 2 bytes = 256; paged:16 holds 20 tokens in 32 slots; 2 seqs
      * -> 64 slots * 256 = 16384. */
     cr_assert_eq(mm.kv_bytes, 16384);

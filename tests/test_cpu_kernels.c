@@ -41,7 +41,7 @@ static wmat make_wmat(xf_dtype dt, int64_t rows, int64_t cols, int group, uint32
 static void check_matmul(xf_dtype dt, int64_t rows, int64_t cols, int group) {
     wmat W = make_wmat(dt, rows, cols, group, 17);
     uint32_t s = 3;
-    const int64_t n_max = 5, r0 = 3, r1 = rows - 2, ldy = rows + 3;
+    const int64_t n_max = 9, r0 = 3, r1 = rows - 2, ldy = rows + 3; /* n 3..9: the 4 x 4 blocks, whole and partial */
     float *x = malloc((size_t)(n_max * cols) * sizeof(float));
     for (int64_t i = 0; i < n_max * cols; i++) x[i] = frand(&s);
     float *y = malloc((size_t)(n_max * ldy) * sizeof(float)), *ys = malloc((size_t)(n_max * ldy) * sizeof(float));
@@ -67,6 +67,19 @@ static void check_matmul(xf_dtype dt, int64_t rows, int64_t cols, int group) {
                     /* float accumulation of `cols` terms: error << 1e-5 of the sum of |terms| */
                     cr_assert(fabs(got - want) <= 1e-5 * mag + 1e-7, "%s %s n=%lld row %lld tok %lld: %.8g vs %.8g",
                               xk_isa_name((xk_isa)isa), dtype_name(dt), (long long)n, (long long)r, (long long)t, got, want);
+                }
+            }
+        }
+        /* unquantized weights: a token's result does not depend on the batch it is computed in */
+        if (dt != XF_INT8) {
+            for (int isa = 0; isa < XK_ISA_COUNT; isa++) {
+                if (!xk_isa_supported((xk_isa)isa)) continue;
+                xk_matmul((xk_isa)isa, &W, x, n, y, ldy, r0, r1);
+                for (int64_t t = 0; t < n; t++) {
+                    xk_matmul((xk_isa)isa, &W, x + t * cols, 1, ys, ldy, r0, r1);
+                    for (int64_t r = r0; r < r1; r++)
+                        cr_assert_eq(y[t * ldy + r], ys[r], "%s %s: token %lld of %lld differs from it alone at row %lld",
+                                     xk_isa_name((xk_isa)isa), dtype_name(dt), (long long)t, (long long)n, (long long)r);
                 }
             }
         }
