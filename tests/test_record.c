@@ -215,6 +215,7 @@ Test(record, model_architecture_fields_round_trip) {
     cr_assert(strstr(xf_error_msg(), "sliding_window"), "%s", xf_error_msg());
     free(bad);
     free(a);
+    record_free(&r);
 }
 
 /* ---- property: generated records write -> read -> write to the same bytes ---- */
