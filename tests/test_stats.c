@@ -120,3 +120,156 @@ Test(stats, bad_input) {
     cr_assert_eq(stats_mann_whitney(a, 2, b, 0, &r), XF_EINVAL);
     cr_assert_eq(stats_mann_whitney(a, 2, b, 1, &r), XF_EINVAL);
 }
+
+/* ---------- Student's t, Holm, the paired test and the bootstrap ---------- */
+
+Test(stats, student_t_tails_and_quantiles) {
+    /* df 1 is Cauchy: P(|T| >= 1) = 1 - 2 atan(1) / pi = 0.5 */
+    cr_assert_float_eq(stats_t_two_sided_p(1, 1), 0.5, 1e-12);
+    /* df 2 has a closed form: P(|T| >= t) = 1 - t / sqrt(2 + t^2); t = 2: 1 - 2 / sqrt 6 */
+    cr_assert_float_eq(stats_t_two_sided_p(2, 2), 1 - 2 / sqrt(6.0), 1e-12);
+    cr_assert_float_eq(stats_t_two_sided_p(-2, 2), 1 - 2 / sqrt(6.0), 1e-12);
+    /* the textbook 97.5% point of df 9 (scipy.stats.t.ppf(0.975, 9) = 2.2621571627409915) */
+    cr_assert_float_eq(stats_t_two_sided_p(2.2621571627409915, 9), 0.05, 1e-10);
+    cr_assert_float_eq(stats_t_quantile(0.975, 9), 2.2621571627409915, 1e-9);
+    /* df 2 inverse: a = 2q - 1, t = a sqrt(2 / (1 - a^2)); q = 0.9 -> 0.8 sqrt(2 / 0.36) */
+    cr_assert_float_eq(stats_t_quantile(0.9, 2), 0.8 * sqrt(2 / 0.36), 1e-9);
+    cr_assert_float_eq(stats_t_quantile(0.1, 2), -0.8 * sqrt(2 / 0.36), 1e-9);
+    cr_assert_float_eq(stats_t_quantile(0.75, 1), 1.0, 1e-9);
+    /* large df tends to the normal: 1.959963984540054 */
+    cr_assert_float_eq(stats_t_quantile(0.975, 1e7), 1.959963984540054, 1e-5);
+    cr_assert_float_eq(stats_t_two_sided_p(0, 5), 1.0, 1e-15);
+    cr_assert(isnan(stats_t_two_sided_p(1, 0)));
+    cr_assert(isnan(stats_t_quantile(1, 3)));
+}
+
+Test(stats, holm_by_hand) {
+    /* sorted: 0.005 x4 = 0.02, 0.01 x3 = 0.03, 0.03 x2 = 0.06, 0.04 x1 = 0.04 -> max so far 0.06 */
+    double p[] = {0.01, 0.04, 0.03, 0.005}, adj[4];
+    cr_assert_eq(stats_holm(p, 4, adj), XF_OK);
+    cr_assert_float_eq(adj[0], 0.03, 1e-15);
+    cr_assert_float_eq(adj[1], 0.06, 1e-15);
+    cr_assert_float_eq(adj[2], 0.06, 1e-15);
+    cr_assert_float_eq(adj[3], 0.02, 1e-15);
+    /* NaN (untested) is outside the family: m = 2 -> 0.2 x2 = 0.4, 0.6 x1 -> 0.6; capped at 1 */
+    double q[] = {NAN, 0.6, 0.2}, qa[3];
+    cr_assert_eq(stats_holm(q, 3, qa), XF_OK);
+    cr_assert(isnan(qa[0]));
+    cr_assert_float_eq(qa[1], 0.6, 1e-15);
+    cr_assert_float_eq(qa[2], 0.4, 1e-15);
+    double r[] = {0.9, 0.8}, ra[2];
+    cr_assert_eq(stats_holm(r, 2, ra), XF_OK);
+    cr_assert_float_eq(ra[0], 1.0, 0);
+    cr_assert_float_eq(ra[1], 1.0, 0);
+}
+
+/* Generated samples for the tests below: a fixed-seed normal generator. */
+static uint64_t g_state = 12345;
+static double gen_uniform(void) {
+    uint64_t z = (g_state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    z ^= z >> 31;
+    return ((double)(z >> 11) + 0.5) * 0x1.0p-53;
+}
+static double gen_normal(void) { return sqrt(-2 * log(gen_uniform())) * cos(2 * M_PI * gen_uniform()); }
+
+Test(stats, holm_controls_the_family_wise_error_on_generated_nulls) {
+    /* 150 true nulls (uniform p), as 150 ops compared at alpha 0.05: without a correction almost
+     * every family has a false alarm (1 - 0.95^150 = 0.9995); with Holm the family-wise rate is
+     * at most alpha (here 1 - (1 - 0.05/150)^150 = 0.0488 in expectation). 2000 families. */
+    double p[150], adj[150];
+    int raw_fail = 0, holm_fail = 0;
+    for (int f = 0; f < 2000; f++) {
+        int any_raw = 0, any_holm = 0;
+        for (int i = 0; i < 150; i++) {
+            p[i] = gen_uniform();
+            any_raw |= p[i] < 0.05;
+        }
+        cr_assert_eq(stats_holm(p, 150, adj), XF_OK);
+        for (int i = 0; i < 150; i++) any_holm |= adj[i] < 0.05;
+        raw_fail += any_raw;
+        holm_fail += any_holm;
+    }
+    cr_assert_gt(raw_fail, 1980, "uncorrected: %d of 2000 families had a false alarm", raw_fail);
+    cr_assert_lt(holm_fail, 130, "Holm: %d of 2000 families had a false alarm (expected about 98)", holm_fail);
+    cr_assert_gt(holm_fail, 60, "Holm: %d of 2000 (expected about 98): the adjustment is too strict", holm_fail);
+}
+
+Test(stats, paired_by_hand) {
+    /* log ratios 0.1, 0.2, 0.3: mean 0.2, sd 0.1, t = 0.2 / (0.1 / sqrt 3) = 3.4641016, df 2:
+     * p = 1 - t / sqrt(2 + t^2) = 1 - 3.4641016 / sqrt 14 = 0.0741799 */
+    double x[] = {0.1, 0.2, 0.3};
+    stats_paired_result r;
+    cr_assert_eq(stats_paired(x, 3, 0.95, 2000, 1, &r), XF_OK);
+    cr_assert_float_eq(r.mean, 0.2, 1e-15);
+    cr_assert_float_eq(r.sd, 0.1, 1e-15);
+    cr_assert_float_eq(r.t, 2 * sqrt(3.0), 1e-12);
+    cr_assert_float_eq(r.p, 1 - 2 * sqrt(3.0) / sqrt(14.0), 1e-10);
+    /* the bootstrap means lie between the smallest and the largest value, around the mean */
+    cr_assert(r.ci_lo >= 0.1 && r.ci_lo < 0.2 && r.ci_hi > 0.2 && r.ci_hi <= 0.3);
+    stats_paired_result r2;
+    cr_assert_eq(stats_paired(x, 3, 0.95, 2000, 1, &r2), XF_OK);
+    cr_assert_float_eq(r2.ci_lo, r.ci_lo, 0); /* same data, same seed: same interval */
+    /* identical rounds (deterministic counts): sd 0, the interval is the point */
+    double d[] = {0.02, 0.02, 0.02, 0.02};
+    cr_assert_eq(stats_paired(d, 4, 0.95, 500, 1, &r), XF_OK);
+    cr_assert_float_eq(r.ci_lo, 0.02, 1e-15);
+    cr_assert_float_eq(r.ci_hi, 0.02, 1e-15);
+    cr_assert_float_eq(r.p, 0.0, 0);
+    double z[] = {0, 0};
+    cr_assert_eq(stats_paired(z, 2, 0.95, 500, 1, &r), XF_OK);
+    cr_assert_float_eq(r.p, 1.0, 0);
+    double bad[] = {0.1, INFINITY};
+    cr_assert_eq(stats_paired(bad, 2, 0.95, 500, 1, &r), XF_EINVAL);
+    cr_assert_eq(stats_paired(x, 0, 0.95, 500, 1, &r), XF_EINVAL);
+    cr_assert_eq(stats_paired(x, 3, 1.0, 500, 1, &r), XF_EINVAL);
+    cr_assert_eq(stats_paired(x, 3, 0.95, 10, 1, &r), XF_EINVAL);
+}
+
+Test(stats, paired_ci_on_generated_rounds_has_its_coverage_and_power) {
+    /* 1000 gates of 10 rounds, log ratios N(mu, 0.03^2). Under A/A (mu = 0) a 95% interval
+     * excludes 0 about 5% of the time (the percentile bootstrap is a little narrow at n = 10:
+     * allow up to 12%); beyond a 5% threshold (lower end > log 1.05) essentially never. With a
+     * true 10% slowdown (mu = log 1.1) the lower end clears log 1.05 in nearly every gate. */
+    double x[10];
+    stats_paired_result r;
+    int excl0 = 0, false_gate = 0, caught = 0;
+    for (int g = 0; g < 1000; g++) {
+        for (int i = 0; i < 10; i++) x[i] = 0.03 * gen_normal();
+        cr_assert_eq(stats_paired(x, 10, 0.95, 1000, (uint64_t)g, &r), XF_OK);
+        excl0 += r.ci_lo > 0 || r.ci_hi < 0;
+        false_gate += r.ci_lo > log(1.05);
+        for (int i = 0; i < 10; i++) x[i] = log(1.1) + 0.03 * gen_normal();
+        cr_assert_eq(stats_paired(x, 10, 0.95, 1000, (uint64_t)g, &r), XF_OK);
+        caught += r.ci_lo > log(1.05);
+    }
+    cr_assert(excl0 > 20 && excl0 < 120, "A/A: the 95%% interval excluded 0 in %d of 1000", excl0);
+    cr_assert_lt(false_gate, 3, "A/A: %d of 1000 gates failed at a 5%% threshold", false_gate);
+    cr_assert_gt(caught, 990, "10%% slowdown caught in %d of 1000", caught);
+}
+
+Test(stats, bootstrap_median_ratio) {
+    double a[] = {10, 10, 10}, b[] = {11, 11, 11, 11};
+    double lo, hi;
+    cr_assert_eq(stats_bootstrap_median_ratio(a, 3, b, 4, 0.95, 1000, 7, &lo, &hi), XF_OK);
+    cr_assert_float_eq(lo, 1.1, 1e-12);
+    cr_assert_float_eq(hi, 1.1, 1e-12);
+    /* b = 2a: every resampled ratio lies in [2 * 1/5, 2 * 5/1]; the interval holds the true 2 */
+    double c[] = {1, 2, 3, 4, 5}, d[] = {2, 4, 6, 8, 10};
+    cr_assert_eq(stats_bootstrap_median_ratio(c, 5, d, 5, 0.95, 2000, 7, &lo, &hi), XF_OK);
+    cr_assert(lo >= 0.4 && lo < 2 && hi > 2 && hi <= 10, "[%g, %g]", lo, hi);
+    double zero[] = {0, 0};
+    cr_assert_eq(stats_bootstrap_median_ratio(zero, 2, d, 5, 0.95, 200, 7, &lo, &hi), XF_EINVAL);
+}
+
+Test(stats, detectable_slowdown) {
+    /* no noise: exactly the threshold */
+    cr_assert_float_eq(stats_detectable_slowdown(0, 10, 0.05, 0.05, 0.8), 0.05, 1e-12);
+    /* sd 0.03 over 10 rounds: log 1.05 + (t_.975,9 + t_.8,9) 0.03 / sqrt 10
+     * = 0.0487902 + (2.2621572 + 0.8834039) 0.0094868 = 0.0786316 -> 8.18% (table t_.8,9 = 0.883) */
+    double want = expm1(log(1.05) + (stats_t_quantile(0.975, 9) + stats_t_quantile(0.8, 9)) * 0.03 / sqrt(10.0));
+    cr_assert_float_eq(stats_detectable_slowdown(0.03, 10, 0.05, 0.05, 0.8), want, 1e-12);
+    cr_assert_float_eq(want, 0.0818057, 2e-6);
+    cr_assert(isnan(stats_detectable_slowdown(0.03, 1, 0.05, 0.05, 0.8)));
+}
