@@ -22,6 +22,30 @@ const char *compare_verdict_name(compare_verdict v) {
     return "?";
 }
 
+const char *compare_method_name(compare_method m) {
+    switch (m) {
+    case CMP_METHOD_EXACT: return "exact";
+    case CMP_METHOD_U: return "u-test";
+    case CMP_METHOD_PAIRED: return "paired";
+    case CMP_METHOD_UNTESTED: return "untested";
+    }
+    return "?";
+}
+
+const char *compare_method_desc(compare_method m) {
+    switch (m) {
+    case CMP_METHOD_EXACT: return "deterministic figure compared exactly: any change beyond the exact threshold counts";
+    case CMP_METHOD_U:
+        return "two records: Mann-Whitney U on the repetitions (Holm over the per-op items), bootstrap CI of the "
+               "median ratio over repetitions; one run per side cannot see the drift between runs (use --ab)";
+    case CMP_METHOD_PAIRED:
+        return "interleaved A/B rounds: t test on the per-round log ratios (Holm over the per-op items), bootstrap CI of "
+               "the geometric-mean ratio over rounds";
+    case CMP_METHOD_UNTESTED: return "measured without per-repetition samples: shown, not tested";
+    }
+    return "?";
+}
+
 xf_status compare_metrics_parse(const char *s, unsigned *mask) {
     *mask = 0;
     if (!s || !*s) return xf_errorf(XF_EINVAL, "--metric needs a comma list of time, tokens_per_s, ttft, tpot, bytes, flops");
@@ -52,6 +76,8 @@ void compare_options_default(compare_options *o) {
     o->exact_threshold = 0;
     o->force = 0;
     o->min_samples = 5;
+    o->n_boot = 2000;
+    o->seed = 0x5eed2021u;
 }
 
 void compare_result_free(compare_result *r) {
@@ -154,13 +180,13 @@ static compare_item *push(builder *b) {
     }
     compare_item *it = &r->items[r->n_items++];
     memset(it, 0, sizeof *it);
-    it->p = NAN;
+    it->p = it->p_adj = it->ci_lo = it->ci_hi = it->detectable = NAN;
     return it;
 }
 
-/* Sets ratio, change and verdict. `deterministic`: exact figures, any change beyond the exact
- * threshold counts; otherwise significance comes from the U test (it->tested) and the measured
- * threshold applies; untested measured figures are never called changed. */
+/* Sets ratio, change and, for deterministic figures, the verdict. Measured figures get theirs in
+ * finalize(), once the whole family's p-values are known (Holm). it->ci_lo / ci_hi arrive as the
+ * CI of the ratio NEW / BASE and leave as the CI of the oriented change. */
 static void decide(builder *b, compare_item *it, int higher_is_better, int deterministic) {
     double x = it->base, y = it->new_;
     if (x == y) it->ratio = 1;
@@ -168,20 +194,70 @@ static void decide(builder *b, compare_item *it, int higher_is_better, int deter
     else it->ratio = y / x;
     double rel = (x == y) ? 0 : (x == 0 ? INFINITY : y / x - 1);
     it->change = higher_is_better ? -rel : rel;
-    int significant;
-    double thr;
-    if (deterministic) {
-        thr = fmax(b->o->exact_threshold, 1e-9); /* 1e-9: a double's JSON round trip, nothing more */
-        significant = 1;
+    double rlo = it->ci_lo, rhi = it->ci_hi;
+    if (higher_is_better) {
+        it->ci_lo = 1 - rhi; /* change = 1 - NEW / BASE: fewer tokens/s is worse */
+        it->ci_hi = 1 - rlo;
     } else {
-        thr = b->o->threshold;
-        significant = it->tested && it->p < b->o->alpha;
+        it->ci_lo = rlo - 1;
+        it->ci_hi = rhi - 1;
     }
     it->verdict = CMP_UNCHANGED;
-    if (significant && it->change > thr) it->verdict = CMP_REGRESSION;
-    else if (significant && it->change < -thr) it->verdict = CMP_IMPROVEMENT;
-    if (it->verdict == CMP_REGRESSION) b->r->n_regressions++;
-    if (it->verdict == CMP_IMPROVEMENT) b->r->n_improvements++;
+    if (deterministic) {
+        it->method = CMP_METHOD_EXACT;
+        double thr = fmax(b->o->exact_threshold, 1e-9); /* 1e-9: a double's JSON round trip, nothing more */
+        if (it->change > thr) it->verdict = CMP_REGRESSION;
+        else if (it->change < -thr) it->verdict = CMP_IMPROVEMENT;
+        it->ci_lo = it->ci_hi = NAN;
+    } else if (!it->tested) {
+        it->method = CMP_METHOD_UNTESTED;
+    }
+}
+
+static int is_measured_method(compare_method m) { return m == CMP_METHOD_U || m == CMP_METHOD_PAIRED; }
+
+/* Holm over one family (per-op items, or the point items), then the verdicts of measured items:
+ * the CI wholly beyond the threshold, and for per-op items also the adjusted p below alpha; which
+ * items decide the exit status; the counts. */
+static xf_status finalize(compare_result *r, const compare_options *o) {
+    r->headline_gate = 0;
+    r->n_regressions = r->n_improvements = r->n_gate_regressions = 0;
+    for (int64_t i = 0; i < r->n_items; i++)
+        if (!r->items[i].is_op && is_measured_method(r->items[i].method)) r->headline_gate = 1;
+    size_t n = (size_t)(r->n_items > 0 ? r->n_items : 1);
+    double *p = malloc(2 * n * sizeof *p);
+    if (!p) return xf_errorf(XF_ENOMEM, "out of memory comparing records");
+    double *adj = p + n;
+    for (int fam = 0; fam < 2; fam++) { /* 0: per-op items; 1: point items (TTFT, TPOT, tokens/s) */
+        for (int64_t i = 0; i < r->n_items; i++) {
+            const compare_item *it = &r->items[i];
+            p[i] = (it->is_op == (fam == 0) && is_measured_method(it->method)) ? it->p : NAN;
+        }
+        xf_status s = stats_holm(p, (size_t)r->n_items, adj);
+        if (s) {
+            free(p);
+            return s;
+        }
+        for (int64_t i = 0; i < r->n_items; i++)
+            if (!isnan(p[i])) r->items[i].p_adj = adj[i];
+    }
+    free(p);
+    for (int64_t i = 0; i < r->n_items; i++) {
+        compare_item *it = &r->items[i];
+        if (is_measured_method(it->method)) {
+            int sig = !it->is_op || it->p_adj < o->alpha;
+            it->verdict = CMP_UNCHANGED;
+            if (sig && it->ci_lo > o->threshold) it->verdict = CMP_REGRESSION;
+            else if (sig && it->ci_hi < -o->threshold) it->verdict = CMP_IMPROVEMENT;
+            it->gate = !it->is_op || !r->headline_gate;
+        } else {
+            it->gate = it->method == CMP_METHOD_EXACT;
+        }
+        if (it->verdict == CMP_REGRESSION) r->n_regressions++;
+        if (it->verdict == CMP_IMPROVEMENT) r->n_improvements++;
+        if (it->verdict == CMP_REGRESSION && it->gate) r->n_gate_regressions++;
+    }
+    return XF_OK;
 }
 
 static xf_status test_samples(builder *b, compare_item *it, const double *xs, int nx, const double *ys, int ny) {
@@ -196,6 +272,16 @@ static xf_status test_samples(builder *b, compare_item *it, const double *xs, in
     it->new_ = stats_median(ys, (size_t)ny);
     it->few_samples = nx < b->o->min_samples || ny < b->o->min_samples;
     if (isnan(it->base) || isnan(it->new_)) return xf_errorf(XF_ENOMEM, "out of memory comparing samples");
+    it->method = CMP_METHOD_U;
+    /* The CI of the median ratio over repetitions (a base median of 0 has no ratio: no interval,
+     * so never a verdict). The seed moves with the item, the same records give the same CIs. */
+    uint64_t seed = b->o->seed ^ ((uint64_t)b->r->n_items * 0x9E3779B97F4A7C15ULL);
+    int positive = 1;
+    for (int i = 0; i < nx; i++) positive &= xs[i] > 0;
+    if (positive) {
+        s = stats_bootstrap_median_ratio(xs, (size_t)nx, ys, (size_t)ny, 1 - b->o->alpha, b->o->n_boot, seed, &it->ci_lo, &it->ci_hi);
+        if (s) return s;
+    }
     return XF_OK;
 }
 
@@ -389,7 +475,8 @@ static xf_status compare_pair(builder *b, int bi, int ni, const record_point *x,
     return compare_point_metrics(b, bi, ni, x, y, measured);
 }
 
-xf_status compare_records(const record *base, const record *new_, const compare_options *opt, compare_result *out) {
+static xf_status compare_impl(const record *base, const record *new_, const compare_options *opt, compare_result *out,
+                              int finalize_now) {
     memset(out, 0, sizeof *out);
     compare_options def;
     if (!opt) {
@@ -450,6 +537,121 @@ xf_status compare_records(const record *base, const record *new_, const compare_
     }
     free(used);
     if (s == XF_OK && out->n_points_matched == 0) s = xf_errorf(XF_EINVAL, "no point of BASE matches a point of NEW: nothing to compare");
+    if (s == XF_OK && finalize_now) s = finalize(out, opt);
+    if (s) compare_result_free(out);
+    return s;
+}
+
+xf_status compare_records(const record *base, const record *new_, const compare_options *opt, compare_result *out) {
+    return compare_impl(base, new_, opt, out, 1);
+}
+
+/* ---------- interleaved A/B rounds ---------- */
+
+static int same_item(const compare_item *a, const compare_item *b) {
+    return a->base_point == b->base_point && a->new_point == b->new_point && a->is_op == b->is_op && a->metric == b->metric &&
+           (!a->is_op || (a->phase == b->phase && a->layer == b->layer && a->kind == b->kind)) && a->method == b->method;
+}
+
+static int cmp_dbl(const void *x, const void *y) {
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+xf_status compare_rounds(const record *base, const record *new_, int n_rounds, const compare_options *opt,
+                         compare_result *out) {
+    memset(out, 0, sizeof *out);
+    compare_options def;
+    if (!opt) {
+        compare_options_default(&def);
+        opt = &def;
+    }
+    if (n_rounds < 2) return xf_errorf(XF_EINVAL, "a paired comparison needs at least 2 rounds (got %d)", n_rounds);
+    xf_status s = compare_impl(&base[0], &new_[0], opt, out, 0);
+    if (s) return xf_error_prefix(s, "round 1: ");
+    out->n_rounds = n_rounds;
+    int64_t n = out->n_items;
+    size_t cells = (size_t)(n > 0 ? n : 1) * (size_t)n_rounds;
+    double *bv = malloc(2 * cells * sizeof *bv); /* (n_items, n_rounds) BASE medians, then NEW */
+    double *lr = malloc((size_t)n_rounds * sizeof *lr);
+    if (!bv || !lr) {
+        free(bv);
+        free(lr);
+        compare_result_free(out);
+        return xf_errorf(XF_ENOMEM, "out of memory comparing rounds");
+    }
+    double *nv = bv + cells;
+    for (int64_t i = 0; i < n; i++) {
+        bv[(size_t)i * (size_t)n_rounds] = out->items[i].base;
+        nv[(size_t)i * (size_t)n_rounds] = out->items[i].new_;
+    }
+    for (int k = 1; k < n_rounds && s == XF_OK; k++) {
+        compare_result rk;
+        s = compare_impl(&base[k], &new_[k], opt, &rk, 0);
+        if (s) {
+            s = xf_error_prefix(s, "round %d: ", k + 1);
+            break;
+        }
+        if (rk.n_items != n) {
+            s = xf_errorf(XF_EINVAL, "round %d compares %lld items but round 1 compares %lld: the rounds are of different runs",
+                          k + 1, (long long)rk.n_items, (long long)n);
+        }
+        for (int64_t i = 0; s == XF_OK && i < n; i++) {
+            if (!same_item(&rk.items[i], &out->items[i])) {
+                s = xf_errorf(XF_EINVAL, "round %d: item %lld (%s) differs from round 1's: the rounds are of different runs", k + 1,
+                              (long long)i + 1, compare_metric_name(rk.items[i].metric));
+                break;
+            }
+            bv[(size_t)i * (size_t)n_rounds + (size_t)k] = rk.items[i].base;
+            nv[(size_t)i * (size_t)n_rounds + (size_t)k] = rk.items[i].new_;
+        }
+        compare_result_free(&rk);
+    }
+    builder b = {out, opt, n};
+    for (int64_t i = 0; s == XF_OK && i < n; i++) {
+        compare_item *it = &out->items[i];
+        if (it->method != CMP_METHOD_U) continue; /* exact (round 1's figures) or untested */
+        const double *xb = bv + (size_t)i * (size_t)n_rounds, *xn = nv + (size_t)i * (size_t)n_rounds;
+        int ok = 1;
+        for (int k = 0; k < n_rounds; k++) {
+            ok &= xb[k] > 0 && xn[k] > 0 && isfinite(xb[k]) && isfinite(xn[k]);
+            lr[k] = ok ? log(xn[k] / xb[k]) : 0;
+        }
+        if (!ok) {
+            it->method = CMP_METHOD_UNTESTED;
+            it->tested = 0;
+            it->p = NAN;
+            note(out, "point %d: %s has a zero or non-finite median in some round: shown, not tested", it->base_point + 1,
+                 compare_metric_name(it->metric));
+            continue;
+        }
+        stats_paired_result pr;
+        s = stats_paired(lr, (size_t)n_rounds, 1 - opt->alpha, opt->n_boot, opt->seed ^ ((uint64_t)i * 0x9E3779B97F4A7C15ULL), &pr);
+        if (s) break;
+        /* medians over the rounds of each round's median, for display */
+        memcpy(lr, xb, (size_t)n_rounds * sizeof *lr);
+        qsort(lr, (size_t)n_rounds, sizeof *lr, cmp_dbl);
+        it->base = (n_rounds % 2) ? lr[n_rounds / 2] : 0.5 * (lr[n_rounds / 2 - 1] + lr[n_rounds / 2]);
+        memcpy(lr, xn, (size_t)n_rounds * sizeof *lr);
+        qsort(lr, (size_t)n_rounds, sizeof *lr, cmp_dbl);
+        it->new_ = (n_rounds % 2) ? lr[n_rounds / 2] : 0.5 * (lr[n_rounds / 2 - 1] + lr[n_rounds / 2]);
+        it->method = CMP_METHOD_PAIRED;
+        it->p = pr.p;
+        it->n_rounds = n_rounds;
+        it->sd_log = pr.sd;
+        it->ci_lo = exp(pr.ci_lo); /* the ratio's CI; decide() orients it */
+        it->ci_hi = exp(pr.ci_hi);
+        int hib = it->metric == CMP_TOKENS_PER_S;
+        /* ratio and change from the geometric mean of the paired ratios, not the two medians */
+        double gm = exp(pr.mean);
+        decide(&b, it, hib, 0);
+        it->ratio = gm;
+        it->change = hib ? 1 - gm : gm - 1;
+        if (!it->is_op) it->detectable = stats_detectable_slowdown(pr.sd, (size_t)n_rounds, opt->threshold, opt->alpha, 0.8);
+    }
+    free(bv);
+    free(lr);
+    if (s == XF_OK) s = finalize(out, opt);
     if (s) compare_result_free(out);
     return s;
 }
