@@ -40,7 +40,7 @@ const char *compare_method_desc(compare_method m) {
                "median ratio over repetitions; one run per side cannot see the drift between runs (use --ab)";
     case CMP_METHOD_PAIRED:
         return "interleaved A/B rounds: t test on the per-round log ratios (Holm over the per-op items), bootstrap CI of "
-               "the geometric-mean ratio over rounds";
+               "the Hodges-Lehmann ratio (median of pairwise means of the log ratios) over rounds";
     case CMP_METHOD_UNTESTED: return "measured without per-repetition samples: shown, not tested";
     }
     return "?";
@@ -642,12 +642,18 @@ xf_status compare_rounds(const record *base, const record *new_, int n_rounds, c
         it->ci_lo = exp(pr.ci_lo); /* the ratio's CI; decide() orients it */
         it->ci_hi = exp(pr.ci_hi);
         int hib = it->metric == CMP_TOKENS_PER_S;
-        /* ratio and change from the geometric mean of the paired ratios, not the two medians */
-        double gm = exp(pr.mean);
         decide(&b, it, hib, 0);
-        it->ratio = gm;
-        it->change = hib ? 1 - gm : gm - 1;
-        if (!it->is_op) it->detectable = stats_detectable_slowdown(pr.sd, (size_t)n_rounds, opt->threshold, opt->alpha, 0.8);
+        /* ratio and change from the Hodges-Lehmann estimate of the per-round log ratios (robust to
+         * a round that a burst of load hit on one side), not from the two medians */
+        double est = exp(pr.hl);
+        it->ratio = est;
+        it->change = hib ? 1 - est : est - 1;
+        if (!it->is_op) {
+            /* what the CI's width lets the gate see: its half-width as t sd / sqrt n */
+            double t = stats_t_quantile(1 - opt->alpha / 2, (double)(n_rounds - 1));
+            double sd_eff = (pr.ci_hi - pr.ci_lo) / (2 * t) * sqrt((double)n_rounds);
+            it->detectable = stats_detectable_slowdown(sd_eff, (size_t)n_rounds, opt->threshold, opt->alpha, 0.8);
+        }
     }
     free(bv);
     free(lr);

@@ -105,7 +105,7 @@ xf_status compare_records(const record *base, const record *new_, const compare_
  * records of round k, made by the two builds one right after the other. Every round is matched
  * as compare_records does (the same refusals); the rounds must have the same items. Each measured
  * item's per-round medians give log ratios log(NEW / BASE); the verdict comes from the paired
- * test over rounds (CMP_METHOD_PAIRED): a bootstrap CI over rounds of the geometric-mean ratio,
+ * test over rounds (CMP_METHOD_PAIRED): a bootstrap CI over rounds of the Hodges-Lehmann ratio,
  * a t test for the p-value, Holm over the per-op family. Deterministic items are compared exactly
  * on round 0. On success *out owns its items: free with compare_result_free. */
 xf_status compare_rounds(const record *base, const record *new_, int n_rounds, const compare_options *opt,

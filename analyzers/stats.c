@@ -247,12 +247,25 @@ static xf_status check_boot_args(double conf, int n_boot, const char *what) {
     return XF_OK;
 }
 
+static double median_inplace(double *c, size_t n) {
+    qsort(c, n, sizeof *c, cmp_double);
+    return (n % 2) ? c[n / 2] : 0.5 * (c[n / 2 - 1] + c[n / 2]);
+}
+
+/* Hodges-Lehmann: the median of the Walsh averages of x[0..n); w holds n (n + 1) / 2 doubles. */
+static double hodges_lehmann(const double *x, size_t n, double *w) {
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = i; j < n; j++) w[k++] = 0.5 * (x[i] + x[j]);
+    return median_inplace(w, k);
+}
+
 xf_status stats_paired(const double *x, size_t n, double conf, int n_boot, uint64_t seed, stats_paired_result *out) {
     memset(out, 0, sizeof *out);
     xf_status s = check_boot_args(conf, n_boot, "paired test");
     if (s) return s;
     if (n < 1) return xf_errorf(XF_EINVAL, "paired test: no rounds");
-    if (n > (SIZE_MAX / 2) / sizeof(double)) return xf_errorf(XF_EOVERFLOW, "paired test: too many rounds");
+    if (n > STATS_PAIRED_MAX) return xf_errorf(XF_EINVAL, "paired test: %zu rounds, at most %d", n, STATS_PAIRED_MAX);
     double sum = 0;
     for (size_t i = 0; i < n; i++) {
         if (!isfinite(x[i])) return xf_errorf(XF_EINVAL, "paired test: round %zu's log ratio is not finite", i + 1);
@@ -266,31 +279,29 @@ xf_status stats_paired(const double *x, size_t n, double conf, int n_boot, uint6
     if (n < 2) {
         out->t = 0;
         out->p = 1;
-    } else if (out->sd > 0) {
+    } else if (out->sd > 1e-12 * fabs(out->mean)) {
         out->t = out->mean / (out->sd / sqrt((double)n));
         out->p = stats_t_two_sided_p(out->t, (double)(n - 1));
-    } else {
+    } else { /* every round the same (deterministic counts): rounding aside, no spread */
+        out->sd = 0;
         out->t = out->mean == 0 ? 0 : copysign(INFINITY, out->mean);
         out->p = out->mean == 0 ? 1 : 0;
     }
-    double *means = malloc((size_t)n_boot * sizeof *means);
-    if (!means) return xf_errorf(XF_ENOMEM, "out of memory in the bootstrap");
+    size_t nw = n * (n + 1) / 2;
+    double *work = malloc(((size_t)n_boot + n + nw) * sizeof *work);
+    if (!work) return xf_errorf(XF_ENOMEM, "out of memory in the bootstrap");
+    double *est = work, *rs = work + n_boot, *w = rs + n;
+    out->hl = hodges_lehmann(x, n, w);
     uint64_t st = seed;
     for (int b = 0; b < n_boot; b++) {
-        double acc = 0;
-        for (size_t i = 0; i < n; i++) acc += x[boot_index(&st, n)];
-        means[b] = acc / (double)n;
+        for (size_t i = 0; i < n; i++) rs[i] = x[boot_index(&st, n)];
+        est[b] = hodges_lehmann(rs, n, w);
     }
-    qsort(means, (size_t)n_boot, sizeof *means, cmp_double);
-    out->ci_lo = sorted_quantile(means, (size_t)n_boot, (1 - conf) / 2);
-    out->ci_hi = sorted_quantile(means, (size_t)n_boot, 1 - (1 - conf) / 2);
-    free(means);
+    qsort(est, (size_t)n_boot, sizeof *est, cmp_double);
+    out->ci_lo = sorted_quantile(est, (size_t)n_boot, (1 - conf) / 2);
+    out->ci_hi = sorted_quantile(est, (size_t)n_boot, 1 - (1 - conf) / 2);
+    free(work);
     return XF_OK;
-}
-
-static double median_inplace(double *c, size_t n) {
-    qsort(c, n, sizeof *c, cmp_double);
-    return (n % 2) ? c[n / 2] : 0.5 * (c[n / 2 - 1] + c[n / 2]);
 }
 
 xf_status stats_bootstrap_median_ratio(const double *a, size_t na, const double *b, size_t nb, double conf, int n_boot,

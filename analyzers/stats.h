@@ -59,17 +59,21 @@ xf_status stats_holm(const double *p, size_t n, double *adj);
 /* The paired test over rounds: x[0..n) are per-round log ratios log(NEW / BASE). */
 typedef struct stats_paired_result {
     size_t n;
+    double hl;           /* Hodges-Lehmann estimate: the median of the n (n + 1) / 2 pairwise means
+                            (x_i + x_j) / 2, i <= j; robust to a round hit by a burst of load */
     double mean;         /* mean log ratio: exp(mean) is the geometric-mean ratio */
     double sd;           /* sample standard deviation of the log ratios (n - 1); 0 when n < 2 */
     double t;            /* mean / (sd / sqrt n); +-inf when sd is 0 and mean is not */
     double p;            /* two-sided p of the one-sample t test of mean = 0, df n - 1; 1 when n < 2 */
-    double ci_lo, ci_hi; /* percentile-bootstrap CI of the mean over rounds, level conf */
+    double ci_lo, ci_hi; /* percentile-bootstrap CI of the Hodges-Lehmann estimate over rounds, level conf */
 } stats_paired_result;
 
-/* One-sample t test of x against 0 and a percentile-bootstrap confidence interval (level conf,
- * e.g. 0.95) of the mean, n_boot resamples of the n rounds with replacement drawn from `seed`
- * (the same data and seed give the same interval). Needs n >= 1 finite values, 0 < conf < 1,
- * n_boot >= 100 (XF_EINVAL otherwise). */
+#define STATS_PAIRED_MAX 1000 /* rounds at most (the pairwise means grow as n^2) */
+
+/* One-sample t test of x against 0 (the p-value) and a percentile-bootstrap confidence interval
+ * (level conf, e.g. 0.95) of the Hodges-Lehmann estimate, n_boot resamples of the n rounds with
+ * replacement drawn from `seed` (the same data and seed give the same interval). Needs
+ * 1 <= n <= STATS_PAIRED_MAX finite values, 0 < conf < 1, n_boot >= 100 (XF_EINVAL otherwise). */
 xf_status stats_paired(const double *x, size_t n, double conf, int n_boot, uint64_t seed, stats_paired_result *out);
 
 /* Percentile-bootstrap CI (level conf) of median(b) / median(a), a and b resampled

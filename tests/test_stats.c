@@ -203,6 +203,7 @@ Test(stats, paired_by_hand) {
     stats_paired_result r;
     cr_assert_eq(stats_paired(x, 3, 0.95, 2000, 1, &r), XF_OK);
     cr_assert_float_eq(r.mean, 0.2, 1e-15);
+    cr_assert_float_eq(r.hl, 0.2, 1e-15); /* Walsh averages .1 .15 .2 .2 .25 .3: median .2 */
     cr_assert_float_eq(r.sd, 0.1, 1e-15);
     cr_assert_float_eq(r.t, 2 * sqrt(3.0), 1e-12);
     cr_assert_float_eq(r.p, 1 - 2 * sqrt(3.0) / sqrt(14.0), 1e-10);
@@ -220,6 +221,13 @@ Test(stats, paired_by_hand) {
     double z[] = {0, 0};
     cr_assert_eq(stats_paired(z, 2, 0.95, 500, 1, &r), XF_OK);
     cr_assert_float_eq(r.p, 1.0, 0);
+    /* one round of ten hit by a burst: the mean moves to 0.1, Hodges-Lehmann stays at 0 (45 of the
+     * 55 Walsh averages are 0, nine are 0.5, one is 1) */
+    double burst[10] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 1.0};
+    cr_assert_eq(stats_paired(burst, 10, 0.95, 1000, 1, &r), XF_OK);
+    cr_assert_float_eq(r.mean, 0.1, 1e-15);
+    cr_assert_float_eq(r.hl, 0.0, 0);
+    cr_assert_float_eq(r.ci_lo, 0.0, 0);
     double bad[] = {0.1, INFINITY};
     cr_assert_eq(stats_paired(bad, 2, 0.95, 500, 1, &r), XF_EINVAL);
     cr_assert_eq(stats_paired(x, 0, 0.95, 500, 1, &r), XF_EINVAL);
