@@ -51,7 +51,7 @@ static void help(void) {
            "                       interleaved, and compare the rounds\n"
            "  --calibrate          one build against itself (A/A): measures this machine's run-to-run spread\n"
            "                       and prints the smallest slowdown the gate detects with these rounds\n"
-           "  --rounds N           --ab / --calibrate: rounds, one run of each side per round (default 10, at most 1000)\n"
+           "  --rounds N           --ab / --calibrate: rounds, one run of each side per round (default 20, at most 1000)\n"
            "  --seed N             --ab / --calibrate: seed of the order within rounds (default: from the clock)\n"
            "  --keep DIR           --ab / --calibrate: keep every run's record and stderr in DIR\n"
            "  --force              compare records of different models, devices or workloads (what matches)\n"
@@ -431,8 +431,8 @@ int cmd_compare(int argc, char **argv) {
     o.metrics = (1u << CMP_TIME) | (1u << CMP_TTFT) | (1u << CMP_TPOT) | (1u << CMP_TOKENS_PER_S);
     render_format fmt = RENDER_TABLE;
     const char *out_path = NULL, *keep = NULL;
-    int all = 0, c, ab = 0, calibrate = 0, seed_given = 0;
-    int64_t rounds = 10, seed = 0;
+    int all = 0, c, ab = 0, calibrate = 0, seed_given = 0, rounds_given = 0;
+    int64_t rounds = 20, seed = 0;
     /* Everything after the first "--" is the command the builds run (--ab, --calibrate). */
     int dd = argc;
     for (int i = 1; i < argc; i++)
@@ -463,6 +463,7 @@ int cmd_compare(int argc, char **argv) {
         case O_CAL: calibrate = 1; break;
         case O_ROUNDS:
             if (args_int("--rounds", optarg, 2, 1000, &rounds)) return cli_usage_error(CMD, "%s", xf_error_msg());
+            rounds_given = 1;
             break;
         case O_SEED:
             if (args_int("--seed", optarg, 0, (int64_t)1 << 53, &seed)) return cli_usage_error(CMD, "%s", xf_error_msg());
@@ -494,7 +495,7 @@ int cmd_compare(int argc, char **argv) {
         return compare_ab_main(&plan, calibrate, &o, fmt, all, out_path);
     }
     if (dd != argc) return cli_usage_error(CMD, "a command after -- needs --ab or --calibrate");
-    if (keep || seed_given || rounds != 10) return cli_usage_error(CMD, "--rounds, --seed and --keep go with --ab or --calibrate");
+    if (keep || seed_given || rounds_given) return cli_usage_error(CMD, "--rounds, --seed and --keep go with --ab or --calibrate");
     if (argc - optind != 2) return cli_usage_error(CMD, "needs two records: xfprof compare BASE NEW");
     const char *bp = argv[optind], *np = argv[optind + 1];
     record x, y;

@@ -15,6 +15,7 @@
 #include "args.h"
 #include "cli.h"
 #include "signals.h"
+#include "test_hooks.h"
 #include "core/device.h"
 #include "cuda_cli.h"
 #include "output.h"
@@ -972,6 +973,10 @@ int cmd_run(int argc, char **argv) {
     double rss = peak_rss_bytes();
     set_env(&rec, (int)threads, ceil_note, &ctx, rss);
     record_stamp_time(&rec);
+    if (cli_test_slow_op(&rec) != XF_OK) { /* test only (tests/, bench/ci_ab.sh) */
+        rc = cli_fail(CMD, XF_EINVAL);
+        goto out;
+    }
     rc = cli_output_write(CMD, &rec, &out);
     /* Under the table: how it was measured (ceilings used, counters, BLAS kernels). */
     if (rc == CLI_EXIT_OK && out.format == RENDER_TABLE && !(out.path && !strcmp(out.path, "-"))) print_notes(stdout, &rec, ceil_note, &ctx, rss);

@@ -28,6 +28,7 @@
 #include "output.h"
 #include "reports/record_json.h"
 #include "sweep_grid.h"
+#include "test_hooks.h"
 #include "signals.h"
 #include "sweep_line.h"
 
@@ -76,50 +77,6 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* ---------- the test-only hook: XFPROF_TEST_SLOW_OP=op:factor ---------- */
-
-/* Multiplies the time of every op of kind `op` by `factor` (and its samples), and the step times
- * it belongs to by the same added time, so that the gate's test can show that a 30% slower op is
- * caught. Test only: nothing but tests/cli_gate.sh sets the variable. Applied once per point (a
- * measured point whose record says the runner applied it already is left alone). */
-static xf_status test_slow_op(record *r) {
-    const char *spec = getenv("XFPROF_TEST_SLOW_OP");
-    if (!spec || !*spec) return XF_OK;
-    for (int i = 0; i < r->n_env; i++)
-        if (strcmp(r->env[i].key, "test_slow_op") == 0) return XF_OK;
-    char name[32];
-    const char *colon = strchr(spec, ':');
-    double f = 0;
-    if (!colon || (size_t)(colon - spec) >= sizeof name || sscanf(colon + 1, "%lf", &f) != 1 || !(f > 0) || !isfinite(f))
-        return xf_errorf(XF_EINVAL, "XFPROF_TEST_SLOW_OP must be op:factor, e.g. gate_up:1.3 (got '%.40s')", spec);
-    memcpy(name, spec, (size_t)(colon - spec));
-    name[colon - spec] = '\0';
-    op_kind kind;
-    xf_status s = op_kind_parse(name, &kind);
-    if (s) return xf_error_prefix(s, "XFPROF_TEST_SLOW_OP: ");
-    for (int i = 0; i < r->n_points; i++) {
-        record_point *p = &r->points[i];
-        double added[XF_PHASE_COUNT] = {0, 0};
-        for (int64_t k = 0; k < p->n_ops; k++) {
-            record_op *op = &p->ops[k];
-            if (op->cost.kind != kind) continue;
-            added[op->cost.phase] += op->time_s * (f - 1);
-            op->time_s *= f;
-            if (!op->measured) op->predicted_time_s *= f;
-            for (int j = 0; j < op->n_samples; j++) op->samples_s[j] *= f;
-        }
-        record_summary *sm = &p->summary;
-        sm->prefill_time_s += added[XF_PREFILL];
-        sm->decode_time_s += added[XF_DECODE];
-        sm->ttft_s += added[XF_PREFILL];
-        sm->tpot_s += added[XF_DECODE];
-        double req = sm->ttft_s + (double)p->wl.gen * sm->tpot_s;
-        sm->tokens_per_s = req > 0 ? (double)(p->wl.batch * p->wl.gen) / req : 0;
-    }
-    record_set_env(r, "test_slow_op", spec);
-    return XF_OK;
-}
-
 /* ---------- one point ---------- */
 
 typedef struct sweep_ctx {
@@ -134,7 +91,7 @@ static xf_status predict_one(sweep_ctx *c, const sweep_param *p, record *out) {
     xf_status s = predict_record(&c->cfgs[p->model], &c->devs[p->device], &p->wl, 1, out);
     if (s) return s;
     snprintf(out->kind, sizeof out->kind, "sweep");
-    return test_slow_op(out);
+    return cli_test_slow_op(out);
 }
 
 /* A measured point: `xfprof run` for this one combination in a child process, its record read
@@ -230,7 +187,7 @@ static xf_status run_one(sweep_ctx *c, const sweep_param *p, record *out) {
     if (s) return s;
     if (out->n_points != 1) return xf_errorf(XF_EINVAL, "'xfprof run' wrote %d points for one combination", out->n_points);
     snprintf(out->kind, sizeof out->kind, "sweep");
-    return test_slow_op(out);
+    return cli_test_slow_op(out);
 }
 
 /* ---------- the JSONL ---------- */
