@@ -151,7 +151,13 @@ static xf_status run_side(const ab_plan *p, int side, int round, const char *dir
     argv[n] = NULL;
     int st = spawn_wait(argv, NULL, err);
     free(argv);
-    if (cli_signal_pending()) return xf_errorf(XF_EIO, "stopped by %s in round %d", cli_signal_name(cli_signal_pending()), round + 1);
+    if (cli_signal_pending()) {
+        if (!p->keep) {
+            unlink(rec);
+            unlink(err);
+        }
+        return xf_errorf(XF_EIO, "stopped by %s in round %d", cli_signal_name(cli_signal_pending()), round + 1);
+    }
     if (st < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
         char why[64], tail[600];
         xf_status s = xf_errorf(XF_EINVAL, "the %s build's '%s' failed in round %d (%s): %s", SIDE[side], p->cmd[0], round + 1,
