@@ -553,11 +553,6 @@ static int same_item(const compare_item *a, const compare_item *b) {
            (!a->is_op || (a->phase == b->phase && a->layer == b->layer && a->kind == b->kind)) && a->method == b->method;
 }
 
-static int cmp_dbl(const void *x, const void *y) {
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
-
 xf_status compare_rounds(const record *base, const record *new_, int n_rounds, const compare_options *opt,
                          compare_result *out) {
     memset(out, 0, sizeof *out);
@@ -629,12 +624,12 @@ xf_status compare_rounds(const record *base, const record *new_, int n_rounds, c
         s = stats_paired(lr, (size_t)n_rounds, 1 - opt->alpha, opt->n_boot, opt->seed ^ ((uint64_t)i * 0x9E3779B97F4A7C15ULL), &pr);
         if (s) break;
         /* medians over the rounds of each round's median, for display */
-        memcpy(lr, xb, (size_t)n_rounds * sizeof *lr);
-        qsort(lr, (size_t)n_rounds, sizeof *lr, cmp_dbl);
-        it->base = (n_rounds % 2) ? lr[n_rounds / 2] : 0.5 * (lr[n_rounds / 2 - 1] + lr[n_rounds / 2]);
-        memcpy(lr, xn, (size_t)n_rounds * sizeof *lr);
-        qsort(lr, (size_t)n_rounds, sizeof *lr, cmp_dbl);
-        it->new_ = (n_rounds % 2) ? lr[n_rounds / 2] : 0.5 * (lr[n_rounds / 2 - 1] + lr[n_rounds / 2]);
+        it->base = stats_median(xb, (size_t)n_rounds);
+        it->new_ = stats_median(xn, (size_t)n_rounds);
+        if (isnan(it->base) || isnan(it->new_)) {
+            s = xf_errorf(XF_ENOMEM, "out of memory comparing rounds");
+            break;
+        }
         it->method = CMP_METHOD_PAIRED;
         it->p = pr.p;
         it->n_rounds = n_rounds;
