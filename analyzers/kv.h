@@ -9,7 +9,7 @@
 #include "core/status.h"
 #include "reference_model/config.h"
 #include "reference_model/serving_sim.h"
-#include "reference_model/workload.h"
+#include "core/workload.h"
 
 /* Step time = roofline_predict_time summed over the ops of cost_step_of_sums: the prefill part
  * (sums: seqs = n_prefill, rows = prefill_tokens, pairs = prefill_pairs, kv_tokens =

@@ -7,7 +7,7 @@
 #include "core/record.h"
 #include "reference_model/config.h"
 #include "reference_model/cost_model.h"
-#include "reference_model/workload.h"
+#include "core/workload.h"
 
 /* Fills *out for one workload: out->wl, out->ops (the prefill step's ops, then the decode step's
  * at workload_mean_decode_context; prefill only when gen == 0), the summary (roofline roll-ups,

@@ -1,6 +1,9 @@
 #include "args.h"
 
+#include "core/limits.h"
+
 #include <errno.h>
+#include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,4 +180,30 @@ xf_status args_size(const char *flag, const char *s, double *bytes) {
         }
     }
     return xf_errorf(XF_EINVAL, "%s: unknown unit in '%.64s' (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)", flag, s);
+}
+
+static const xf_limit *flag_limit(const char *flag) {
+    const xf_limit *l = limits_find(flag);
+    if (!l) xf_errorf(XF_EINVAL, "%s: not a shared flag (core/limits.h)", flag ? flag : "(null)");
+    return l;
+}
+
+xf_status args_flag_int(const char *flag, const char *s, int64_t *out) {
+    const xf_limit *l = flag_limit(flag);
+    return l ? args_int(flag, s, l->min, l->max, out) : XF_EINVAL;
+}
+
+xf_status args_flag_list(const char *flag, const char *s, int64_t **out, int *n) {
+    const xf_limit *l = flag_limit(flag);
+    return l ? args_int_list(flag, s, l->min, l->max, out, n) : XF_EINVAL;
+}
+
+xf_status args_kv_policy(const char *flag, const char *s, kv_policy *out) {
+    xf_status st = kv_policy_parse(s, out);
+    if (st) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", xf_error_msg());
+        return xf_errorf(st, "%s: %s", flag, msg);
+    }
+    return XF_OK;
 }

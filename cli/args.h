@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "core/status.h"
+#include "reference_model/kv_cache.h"
 
 /* Integer list: "1,8,64", ranges "1..64" (doubling), "128..2048*2" (multiply by 2),
  * "0..100+25" (add 25), mixed with commas. Every value must lie in [lo, hi]; at most 4096
@@ -26,5 +27,14 @@ xf_status args_int(const char *flag, const char *s, int64_t lo, int64_t hi, int6
 
 /* A finite number in [lo, hi]. */
 xf_status args_double(const char *flag, const char *s, double lo, double hi, double *out);
+
+/* The shared flags of core/limits.h: the bounds come from the one table, so every command
+ * accepts the same values for the same flag. XF_EINVAL for a flag the table lacks. */
+xf_status args_flag_int(const char *flag, const char *s, int64_t *out);
+xf_status args_flag_list(const char *flag, const char *s, int64_t **out, int *n);
+
+/* A KV policy ("reserve", "pow2", "oracle", "paged", "paged:B"): kv_policy_parse with the flag
+ * named in the message. */
+xf_status args_kv_policy(const char *flag, const char *s, kv_policy *out);
 
 #endif

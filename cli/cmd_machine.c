@@ -84,7 +84,7 @@ static int machine_cuda(const char *cmd, int ordinal, const char *out, int save,
     if (save) {
         if (out) {
             if ((size_t)snprintf(path, sizeof path, "%s", out) >= sizeof path) return cli_usage_error(cmd, "-o: path too long");
-        } else if ((s = cli_gpu_machine_path(path, sizeof path)) != XF_OK) {
+        } else if ((s = ceilings_gpu_machine_path(path, sizeof path)) != XF_OK) {
             return cli_fail(cmd, s);
         }
     }

@@ -1,6 +1,5 @@
 /* xfprof sweep: every combination of the list flags, predicted (--predict, the cost model) or
- * measured (each point through `xfprof run` in a child process, so the runner's own code measures
- * it). Each finished point is appended to a JSONL file at once (one self-contained line, written
+ * measured (each point a run plan for the runner, in process: the code `xfprof run` measures with). Each finished point is appended to a JSONL file at once (one self-contained line, written
  * in one write() and fsync'ed), so an interrupted sweep loses nothing it finished; --resume skips
  * the points already there. The finished sweep is one record of kind "sweep". */
 #include <errno.h>
@@ -13,7 +12,6 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -27,20 +25,20 @@
 #include "core/json_util.h"
 #include "output.h"
 #include "reports/record_json.h"
+#include "reference_model/cuda_backend.h"
+#include "runner/runner.h"
 #include "sweep_grid.h"
-#include "test_hooks.h"
 #include "signals.h"
+#include "sweep_file.h"
 #include "sweep_line.h"
 
 static const char *CMD = "sweep";
 
-#define MAX_JSONL_BYTES ((size_t)4 << 30)
-
 static void help(void) {
     printf("Usage: xfprof sweep [--predict] [options]\n\n"
            "Runs every combination of the list flags (as llama-bench does), predicted by the cost model\n"
-           "(--predict, no hardware needed) or measured by the reference model (each point through\n"
-           "'xfprof run' with -r repetitions after a warm-up).\n\n"
+           "(--predict, no hardware needed) or measured by the reference model (each point measured as\n"
+           "'xfprof run' measures it, with -r repetitions after a warm-up).\n\n"
            "  --predict          cost model against a device's roofline instead of measuring\n"
            "  --model LIST       presets or config.json paths (default stories15m)\n"
            "  --device LIST      --predict: device spec names (default h100-sxm); measured: cpu (default) or cuda\n"
@@ -83,260 +81,47 @@ typedef struct sweep_ctx {
     sweep_grid *g;
     model_config *cfgs;  /* (n_models) */
     device_spec *devs;   /* (n_devices), predict only */
-    const char *self;    /* this executable, for measured points */
-    const char *tmpdir;
 } sweep_ctx;
 
 static xf_status predict_one(sweep_ctx *c, const sweep_param *p, record *out) {
     xf_status s = predict_record(&c->cfgs[p->model], &c->devs[p->device], &p->wl, 1, out);
     if (s) return s;
     snprintf(out->kind, sizeof out->kind, "sweep");
-    return cli_test_slow_op(out);
+    return sweep_test_slow_op(out);
 }
 
-/* A measured point: `xfprof run` for this one combination in a child process, its record read
- * back. Reusing the run command keeps one measuring code path (ceilings, probes, warm-up). */
+/* A measured point: a run plan of this one combination, measured in process by the runner (the
+ * same code path as `xfprof run`: ceilings, memory gate, probes, warm-up). */
 static xf_status run_one(sweep_ctx *c, const sweep_param *p, record *out) {
-    record_init(out, "sweep");
+    record_init(out, "run");
     sweep_grid *g = c->g;
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s/xfprof-sweep-XXXXXX", c->tmpdir);
-    int fd = mkstemp(tmp);
-    if (fd < 0) return xf_errorf(XF_EIO, "cannot make a temporary file in %s: %s", c->tmpdir, strerror(errno));
-    close(fd);
-    char b[24], pr[24], gn[24], th[24], reps[16], wu[16], grp[16];
-    snprintf(b, sizeof b, "%lld", (long long)p->wl.batch);
-    snprintf(pr, sizeof pr, "%lld", (long long)p->wl.prompt);
-    snprintf(gn, sizeof gn, "%lld", (long long)p->wl.gen);
-    snprintf(th, sizeof th, "%d", p->threads);
-    snprintf(reps, sizeof reps, "%d", g->reps);
-    snprintf(wu, sizeof wu, "%d", g->warmup);
-    snprintf(grp, sizeof grp, "%d", p->wl.quant_group > 0 ? p->wl.quant_group : XF_DEFAULT_QUANT_GROUP);
-    const char *argv[40];
-    int n = 0;
-    argv[n++] = c->self;
-    argv[n++] = "run";
-    argv[n++] = "--model", argv[n++] = g->models[p->model];
-    argv[n++] = "--device", argv[n++] = g->devices[p->device];
-    argv[n++] = "--batch", argv[n++] = b;
-    argv[n++] = "--prompt", argv[n++] = pr;
-    argv[n++] = "--gen", argv[n++] = gn;
-    argv[n++] = "--wdtype", argv[n++] = dtype_name(p->wl.wdtype);
-    argv[n++] = "--kvdtype", argv[n++] = dtype_name(p->wl.kvdtype);
-    argv[n++] = "--group", argv[n++] = grp;
-    if (p->threads > 0) argv[n++] = "--threads", argv[n++] = th;
-    argv[n++] = "--kv-policy", argv[n++] = g->policies[p->policy];
-    argv[n++] = "--reps", argv[n++] = reps;
-    argv[n++] = "--warmup", argv[n++] = wu;
-    argv[n++] = "--format", argv[n++] = "json";
-    argv[n++] = "-o", argv[n++] = tmp;
-    argv[n] = NULL;
-    /* The child's messages go to a file, shown only when the point fails: a sweep's own
-     * progress stays readable. */
-    char errp[4096];
-    snprintf(errp, sizeof errp, "%s/xfprof-sweep-err-XXXXXX", c->tmpdir);
-    int efd = mkstemp(errp);
-    if (efd < 0) {
-        unlink(tmp);
-        return xf_errorf(XF_EIO, "cannot make a temporary file in %s: %s", c->tmpdir, strerror(errno));
-    }
-    pid_t pid = fork();
-    if (pid < 0) {
-        unlink(tmp);
-        unlink(errp);
-        close(efd);
-        return xf_errorf(XF_EIO, "cannot start 'xfprof run': %s", strerror(errno));
-    }
-    if (pid == 0) {
-        int nul = open("/dev/null", O_WRONLY);
-        if (nul >= 0) dup2(nul, STDOUT_FILENO);
-        dup2(efd, STDERR_FILENO);
-        /* The parent decides when to stop: SIGTERM to the sweep lets this point finish. */
-        signal(SIGTERM, SIG_DFL);
-        execv(c->self, (char *const *)argv);
-        _exit(127);
-    }
-    int st;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-    }
-    /* A runner that got Ctrl-C with the sweep finishes its point, saves it and exits 128 + signal:
-     * that point is complete and kept. */
-    int ok = WIFEXITED(st) && (WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 128 + SIGINT || WEXITSTATUS(st) == 128 + SIGTERM);
-    if (!ok) { /* pass on what the runner said */
-        char buf[2048];
-        off_t end = lseek(efd, 0, SEEK_END);
-        lseek(efd, end > (off_t)sizeof buf - 1 ? end - (off_t)sizeof buf + 1 : 0, SEEK_SET);
-        ssize_t got = read(efd, buf, sizeof buf - 1);
-        if (got > 0) {
-            buf[got] = '\0';
-            fprintf(stderr, "%s", buf);
-        }
-    }
-    close(efd);
-    unlink(errp);
-    if (!ok) {
-        unlink(tmp);
-        if (WIFSIGNALED(st)) return xf_errorf(XF_EIO, "'xfprof run' for this point was killed by signal %d", WTERMSIG(st));
-        if (WEXITSTATUS(st) == 127) return xf_errorf(XF_EUNSUPPORTED, "could not execute %s run", c->self);
-        return xf_errorf(WEXITSTATUS(st) == CLI_EXIT_USAGE ? XF_EINVAL : XF_EIO,
-                         "'xfprof run' failed for this point (exit status %d; its message is above)", WEXITSTATUS(st));
-    }
-    record_free(out);
-    xf_status s = record_load(tmp, out);
-    unlink(tmp);
+    run_plan pl;
+    run_plan_default(&pl, &c->cfgs[p->model]);
+    xf_status s = config_validate(&pl.cfg);
     if (s) return s;
-    if (out->n_points != 1) return xf_errorf(XF_EINVAL, "'xfprof run' wrote %d points for one combination", out->n_points);
+    const char *dev = g->devices[p->device];
+    if (strcmp(dev, "cpu") != 0) {
+        if (cuda_device_parse(dev, &pl.ordinal) != XF_OK)
+            return xf_errorf(XF_EINVAL, "--device: '%s' is not cpu, cuda or cuda:N (N a GPU index)", dev);
+        pl.cuda = 1;
+    }
+    int64_t batch = p->wl.batch, prompt = p->wl.prompt, gen = p->wl.gen;
+    pl.batch = &batch;
+    pl.prompt = &prompt;
+    pl.gen = &gen;
+    pl.n_batch = pl.n_prompt = pl.n_gen = 1;
+    pl.wdtype = p->wl.wdtype;
+    pl.kvdtype = p->wl.kvdtype;
+    pl.quant_group = p->wl.quant_group > 0 ? p->wl.quant_group : XF_DEFAULT_QUANT_GROUP;
+    if (p->threads > 0) pl.threads = p->threads;
+    if ((s = args_kv_policy("--kv-policy", g->policies[p->policy], &pl.kv_policy))) return s;
+    pl.reps = g->reps;
+    pl.warmup = g->warmup;
+    pl.quiet = 1; /* the sweep's own progress line stays readable */
+    if ((s = runner_run(&pl, out, NULL))) return s;
+    if (out->n_points != 1) return xf_errorf(XF_EINVAL, "the runner measured %d points for one combination", out->n_points);
     snprintf(out->kind, sizeof out->kind, "sweep");
-    return cli_test_slow_op(out);
-}
-
-/* ---------- the JSONL ---------- */
-
-/* Writes the whole line and fsyncs. On failure the file is cut back to `good` bytes so that no
- * half line stays behind. XFPROF_TEST_SWEEP_SPLIT_MS (test only): writes the first half, syncs,
- * sleeps that long, then the rest -- so a test can kill the sweep in the middle of a line. */
-static xf_status append_line(int fd, const char *path, const char *line, size_t len, off_t *good) {
-    const char *split = getenv("XFPROF_TEST_SWEEP_SPLIT_MS");
-    long split_ms = split ? strtol(split, NULL, 10) : 0;
-    size_t done = 0;
-    while (done < len) {
-        size_t chunk = len - done;
-        if (split_ms > 0 && done == 0) chunk = len / 2;
-        ssize_t w = write(fd, line + done, chunk);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            int e = errno;
-            if (ftruncate(fd, *good) != 0) { /* best effort; the reader drops a truncated last line anyway */
-            }
-            return xf_errorf(XF_EIO, "cannot append to %s: %s (the points before are kept)", path, strerror(e));
-        }
-        done += (size_t)w;
-        if (split_ms > 0 && done < len) {
-            fsync(fd);
-            struct timespec ts = {split_ms / 1000, (split_ms % 1000) * 1000000L};
-            while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-            }
-        }
-    }
-    if (fsync(fd) != 0 && errno != EINVAL && errno != EROFS) {
-        int e = errno;
-        if (ftruncate(fd, *good) != 0) {
-        }
-        return xf_errorf(XF_EIO, "cannot sync %s: %s", path, strerror(e));
-    }
-    *good += (off_t)len;
-    return XF_OK;
-}
-
-/* Reads the JSONL for --resume: every complete line must be valid (else XF_EINVAL naming it); a
- * last line without its newline is an interrupted write, dropped (the file is cut back to the end
- * of the last complete line). Points whose key is in the grid are moved into recs[] (done[i]=1). */
-static xf_status resume_load(int fd, const char *path, const sweep_param *ps, int64_t n, record *recs, unsigned char *done,
-                             int64_t *n_resumed, off_t *good) {
-    *n_resumed = 0;
-    *good = 0;
-    char *text = NULL;
-    size_t len = 0;
-    xf_status s = file_read_all(path, MAX_JSONL_BYTES, &text, &len);
-    if (s) return s;
-    size_t pos = 0;
-    int64_t lineno = 0, foreign = 0, dups = 0;
-    char key[SWEEP_KEY_LEN];
-    while (pos < len) {
-        char *nl = memchr(text + pos, '\n', len - pos);
-        lineno++;
-        if (!nl) {
-            fprintf(stderr, "xfprof %s: %s: line %lld is incomplete (an interrupted write): dropped, its point runs again\n", CMD,
-                    path, (long long)lineno);
-            break;
-        }
-        size_t ll = (size_t)(nl - (text + pos));
-        char ctx[64 + 32];
-        snprintf(ctx, sizeof ctx, "%.60s line %lld", path, (long long)lineno);
-        record r;
-        s = sweep_line_parse(text + pos, ll, ctx, key, sizeof key, &r);
-        if (s) {
-            record_free(&r);
-            free(text);
-            return xf_error_prefix(s, "cannot resume: ");
-        }
-        int64_t i = 0;
-        while (i < n && strcmp(ps[i].key, key) != 0) i++;
-        if (i == n) {
-            foreign++;
-            record_free(&r);
-        } else if (done[i]) {
-            dups++;
-            record_free(&r);
-        } else {
-            recs[i] = r;
-            done[i] = 1;
-            (*n_resumed)++;
-        }
-        pos += ll + 1;
-    }
-    free(text);
-    *good = (off_t)pos;
-    if (ftruncate(fd, *good) != 0) return xf_errorf(XF_EIO, "cannot cut the incomplete line off %s: %s", path, strerror(errno));
-    if (foreign)
-        fprintf(stderr, "xfprof %s: note: %s has %lld points of other parameters: kept in the file, not in this sweep\n", CMD,
-                path, (long long)foreign);
-    if (dups) fprintf(stderr, "xfprof %s: note: %s repeats %lld points: the first of each is used\n", CMD, path, (long long)dups);
-    return XF_OK;
-}
-
-/* ---------- the final record(s) ---------- */
-
-static void sanitize(const char *s, char *out, size_t len) {
-    const char *base = strrchr(s, '/');
-    base = base && base[1] ? base + 1 : s;
-    size_t j = 0;
-    for (const char *c = base; *c && j + 1 < len; c++)
-        out[j++] = ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '.' || *c == '_' ||
-                    *c == '-')
-                       ? *c
-                       : '_';
-    out[j] = '\0';
-}
-
-/* Moves the points of group (model, device) from recs into one record, in grid order. */
-static xf_status assemble(const sweep_param *ps, int64_t n, record *recs, const unsigned char *done, int model, int dev,
-                          record *out) {
-    record_init(out, "sweep");
-    int first = 1;
-    for (int64_t i = 0; i < n; i++) {
-        if (!done[i] || ps[i].model != model || ps[i].device != dev) continue;
-        record *src = &recs[i];
-        if (first) {
-            out->model = src->model;
-            out->model_params = src->model_params;
-            out->kv_bytes_per_token = src->kv_bytes_per_token;
-            out->device = src->device;
-            out->ceilings_measured = src->ceilings_measured;
-            out->n_env = src->n_env;
-            memcpy(out->env, src->env, sizeof out->env);
-            snprintf(out->created, sizeof out->created, "%s", src->created);
-            first = 0;
-        }
-        record_point *p = record_add_point(out);
-        if (!p) return xf_errorf(XF_ENOMEM, "out of memory assembling the sweep record");
-        *p = src->points[0];
-        memset(&src->points[0], 0, sizeof src->points[0]); /* ownership moved */
-    }
-    record_stamp_time(out);
-    return XF_OK;
-}
-
-static const char *group_path(const char *path, const char *model, const char *dev, char *buf, size_t len) {
-    char m[96], d[96];
-    sanitize(model, m, sizeof m);
-    sanitize(dev, d, sizeof d);
-    const char *slash = strrchr(path, '/');
-    const char *dot = strrchr(path, '.');
-    if (dot && (!slash || dot > slash) && dot != path)
-        snprintf(buf, len, "%.*s-%s-%s%s", (int)(dot - path), path, m, d, dot);
-    else snprintf(buf, len, "%s-%s-%s", path, m, d);
-    return buf;
+    return sweep_test_slow_op(out);
 }
 
 /* ---------- the command ---------- */
@@ -434,7 +219,7 @@ int cmd_sweep(int argc, char **argv) {
         sweep_grid_free(&g);
         return cli_fail(CMD, s);
     }
-    sweep_ctx ctx = {&g, NULL, NULL, "/proc/self/exe", NULL};
+    sweep_ctx ctx = {&g, NULL, NULL};
     record *recs = calloc((size_t)n, sizeof *recs);
     unsigned char *done = calloc((size_t)n, 1);
     ctx.cfgs = calloc((size_t)g.n_models, sizeof *ctx.cfgs);
@@ -450,16 +235,6 @@ int cmd_sweep(int argc, char **argv) {
         if ((s = config_resolve(g.models[i], &ctx.cfgs[i]))) goto fail;
     for (int i = 0; g.predict && i < g.n_devices; i++)
         if ((s = device_lookup(g.devices[i], g.device_file, &ctx.devs[i]))) goto fail;
-    ctx.tmpdir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    if (!g.predict) {
-        /* The measured path is `xfprof run`: say so plainly when this build has none. */
-        int have_run = 0;
-        for (int i = 0; i < cli_command_count; i++) have_run |= strcmp(cli_commands[i].name, "run") == 0;
-        if (!have_run) {
-            s = xf_errorf(XF_EUNSUPPORTED, "this build has no 'xfprof run' to measure with: use --predict");
-            goto fail;
-        }
-    }
     if (jsonl) {
         fd = open(jsonl, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
         if (fd < 0) {
@@ -476,7 +251,7 @@ int cmd_sweep(int argc, char **argv) {
             goto fail;
         }
         if (resume) {
-            if ((s = resume_load(fd, jsonl, ps, n, recs, done, &n_resumed, &good))) goto fail;
+            if ((s = sweep_resume_load(fd, jsonl, ps, n, recs, done, &n_resumed, &good))) goto fail;
             fprintf(stderr, "xfprof %s: resuming: %lld of %lld points already in %s\n", CMD, (long long)n_resumed, (long long)n, jsonl);
         } else if (st.st_size > 0) {
             s = xf_errorf(XF_EINVAL, "%s already holds points: add --resume to continue that sweep, or remove the file", jsonl);
@@ -519,7 +294,7 @@ int cmd_sweep(int argc, char **argv) {
                 s = xf_errorf(XF_ENOMEM, "out of memory writing a sweep line");
                 goto fail;
             }
-            s = append_line(fd, jsonl, line, len, &good);
+            s = sweep_append_line(fd, jsonl, line, len, &good);
             free(line);
             if (s) goto fail;
         }
@@ -539,7 +314,7 @@ int cmd_sweep(int argc, char **argv) {
     for (int im = 0; im < g.n_models && rc == CLI_EXIT_OK; im++)
         for (int id = 0; id < g.n_devices && rc == CLI_EXIT_OK; id++) {
             record rec;
-            if ((s = assemble(ps, n, recs, done, im, id, &rec))) {
+            if ((s = sweep_assemble(ps, n, recs, done, im, id, &rec))) {
                 record_free(&rec);
                 goto fail;
             }
@@ -550,7 +325,7 @@ int cmd_sweep(int argc, char **argv) {
             cli_output o = out;
             char path[4096];
             if (out.path && strcmp(out.path, "-") != 0 && g.n_models * g.n_devices > 1)
-                o.path = group_path(out.path, g.models[im], g.devices[id], path, sizeof path);
+                o.path = sweep_group_path(out.path, g.models[im], g.devices[id], path, sizeof path);
             rc = cli_output_write(CMD, &rec, &o);
             record_free(&rec);
         }

@@ -9,7 +9,7 @@
 #include "core/device.h"
 #include "core/dtype.h"
 #include "reference_model/config.h"
-#include "reference_model/workload.h"
+#include "core/workload.h"
 
 #define SWEEP_MAX_POINTS 100000
 #define SWEEP_KEY_LEN 640

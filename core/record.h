@@ -7,9 +7,9 @@
 #include <stdint.h>
 
 #include "device.h"
-#include "reference_model/config.h"
-#include "reference_model/cost_model.h"
-#include "reference_model/workload.h"
+#include "core/model_config.h"
+#include "core/op.h"
+#include "core/workload.h"
 
 #define RECORD_FORMAT "xfprof-record"
 #define RECORD_VERSION 1

@@ -694,3 +694,19 @@ xf_status ceilings_load(const char *path, device_spec *out) {
     device_list_free(&l);
     return XF_OK;
 }
+
+xf_status ceilings_gpu_machine_path(char *buf, size_t len) {
+    const char *env = getenv("XFPROF_GPU_MACHINE_FILE");
+    if (env && env[0]) {
+        if ((size_t)snprintf(buf, len, "%s", env) >= len) return xf_errorf(XF_EINVAL, "XFPROF_GPU_MACHINE_FILE is too long");
+        return XF_OK;
+    }
+    char cpu[4096];
+    xf_status s = ceilings_machine_path(cpu, sizeof cpu);
+    if (s) return s;
+    size_t n = strlen(cpu);
+    if (n >= 5 && !strcmp(cpu + n - 5, ".json")) cpu[n - 5] = '\0';
+    if ((size_t)snprintf(buf, len, "%s-cuda.json", cpu) >= len) return xf_errorf(XF_EINVAL, "the GPU machine file path is too long");
+    return XF_OK;
+}
+

@@ -123,4 +123,10 @@ void ceilings_env_reexec(int argc, char **argv);
 /* The CPU model name from /proc/cpuinfo ("unknown CPU" otherwise). */
 void ceilings_cpu_model(char *buf, size_t len);
 
+/* The GPU machine file (`xfprof machine --device cuda` writes it, `xfprof run --device cuda`
+ * reads it): $XFPROF_GPU_MACHINE_FILE, else the CPU machine file's path (ceilings_machine_path)
+ * with ".json" replaced by "-cuda.json" (~/.cache/xfprof/machine-cuda.json), so the CPU's and
+ * the GPU's ceilings never overwrite each other. */
+xf_status ceilings_gpu_machine_path(char *buf, size_t len);
+
 #endif

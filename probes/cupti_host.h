@@ -12,7 +12,7 @@
 
 #include "core/record.h"
 #include "core/status.h"
-#include "probes/probe.h"
+#include "core/probe.h"
 
 /* ---- Range names: "prefill/L3/qkv/s0", "decode/G/lm_head/s7" (G = outside the layers). The
  * Range Profiler's user ranges and NVTX ranges carry these names. */

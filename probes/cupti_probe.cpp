@@ -451,7 +451,7 @@ extern "C" void cupti_probe_free(cupti_probe *p) {
 }
 
 extern "C" probe cupti_probe_as_probe(cupti_probe *p) {
-    probe pr;
+    probe pr = {}; // the optional slots (core/probe.h) stay NULL
     pr.name = "cupti";
     pr.ctx = p;
     pr.range_begin = range_begin;
@@ -587,7 +587,7 @@ void nvtx_end(void *ctx, const probe_range *r) {
 } // namespace
 
 extern "C" probe cupti_nvtx_probe(void) {
-    probe pr;
+    probe pr = {}; // the optional slots (core/probe.h) stay NULL
     pr.name = "nvtx";
     pr.ctx = NULL;
     pr.range_begin = nvtx_begin;

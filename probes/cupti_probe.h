@@ -22,7 +22,7 @@
 
 #include "core/status.h"
 #include "probes/cupti_host.h"
-#include "probes/probe.h"
+#include "core/probe.h"
 
 #ifdef __cplusplus
 extern "C" {

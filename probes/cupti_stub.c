@@ -31,12 +31,12 @@ static void nop_free(void *ctx) {
 }
 
 probe cupti_probe_as_probe(cupti_probe *p) {
-    probe pr = {"cupti", p, nop_range, nop_range, nop_free};
+    probe pr = {.name = "cupti", .ctx = p, .range_begin = nop_range, .range_end = nop_range, .free = nop_free};
     return pr;
 }
 
 probe cupti_nvtx_probe(void) {
-    probe pr = {"nvtx", NULL, nop_range, nop_range, nop_free};
+    probe pr = {.name = "nvtx", .ctx = NULL, .range_begin = nop_range, .range_end = nop_range, .free = nop_free};
     return pr;
 }
 

@@ -276,8 +276,25 @@ static void perf_end(void *ctx, const probe_range *r) {
 
 static void perf_free_ctx(void *ctx) { perf_probe_free(ctx); }
 
+static xf_status perf_point_begin(void *ctx, const struct record_point *pt) {
+    (void)pt;
+    perf_probe_clear(ctx);
+    return XF_OK;
+}
+
+static void perf_rep_begin(void *ctx) { perf_probe_rep_begin(ctx); }
+
+static xf_status perf_rep_end(void *ctx, int rep) { return rep < 0 ? XF_OK : perf_probe_rep_end(ctx); }
+
+static xf_status perf_fill(void *ctx, int64_t i, int64_t n_decode_steps, record_op *op) {
+    (void)i;
+    (void)n_decode_steps;
+    perf_probe_fill(ctx, op->cost.phase, op->cost.layer, op->cost.kind, op);
+    return XF_OK;
+}
+
 probe perf_probe_as_probe(perf_probe *p) {
-    probe pr = {"perf", p, perf_begin, perf_end, perf_free_ctx};
+    probe pr = {"perf", p, perf_begin, perf_end, perf_free_ctx, perf_point_begin, perf_rep_begin, perf_rep_end, NULL, perf_fill};
     return pr;
 }
 

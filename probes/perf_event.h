@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #include "core/record.h"
-#include "probes/probe.h"
+#include "core/probe.h"
 
 typedef enum perf_counter_id {
     PERF_CYCLES = 0,

@@ -1,5 +1,7 @@
 #include "timer.h"
 
+#include "core/record.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -157,8 +159,35 @@ void timer_probe_free(timer_probe *t) {
 
 static void timer_free_ctx(void *ctx) { timer_probe_free(ctx); }
 
+static xf_status timer_point_begin(void *ctx, const struct record_point *p) {
+    (void)p;
+    timer_probe_clear(ctx);
+    return XF_OK;
+}
+
+static void timer_rep_begin(void *ctx) { timer_probe_rep_begin(ctx); }
+
+static xf_status timer_rep_end(void *ctx, int rep) { return rep < 0 ? XF_OK : timer_probe_rep_end(ctx); }
+
+/* The op's samples, their median (time_s) and interquartile range (spread_s); sets measured. */
+static xf_status timer_fill(void *ctx, int64_t i, int64_t n_decode_steps, record_op *op) {
+    (void)i;
+    (void)n_decode_steps;
+    const double *smp;
+    int n = timer_probe_samples(ctx, op->cost.phase, op->cost.layer, op->cost.kind, &smp);
+    if (n <= 0) return XF_OK; /* the model did not run this op */
+    free(op->samples_s);
+    op->samples_s = malloc((size_t)n * sizeof *op->samples_s);
+    if (!op->samples_s) return xf_errorf(XF_ENOMEM, "out of memory for samples");
+    memcpy(op->samples_s, smp, (size_t)n * sizeof *smp);
+    op->n_samples = n;
+    op->measured = 1;
+    timer_stats(smp, n, &op->time_s, &op->spread_s);
+    return XF_OK;
+}
+
 probe timer_probe_as_probe(timer_probe *t) {
-    probe p = {"timer", t, timer_begin, timer_end, timer_free_ctx};
+    probe p = {"timer", t, timer_begin, timer_end, timer_free_ctx, timer_point_begin, timer_rep_begin, timer_rep_end, NULL, timer_fill};
     return p;
 }
 

@@ -18,7 +18,7 @@
 
 #include <stdint.h>
 
-#include "probes/probe.h"
+#include "core/probe.h"
 
 #define TIMER_MAX_DEPTH 8
 

@@ -15,7 +15,7 @@
 #include "core/status.h"
 #include "reference_model/config.h"
 #include "reference_model/cost_model.h"
-#include "reference_model/workload.h"
+#include "core/workload.h"
 
 struct model_weights; /* weights.h */
 struct kv_cache;      /* kv_cache.h: the KV manager (block tables over a pool of token slots) */

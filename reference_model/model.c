@@ -55,7 +55,8 @@ void model_options_default(model_options *o) {
     o->quant_group = XF_DEFAULT_QUANT_GROUP;
     o->kvdtype = XF_FP32;
     o->threads = 0;
-    o->kv_policy = "paged:16";
+    o->kv_policy.kind = KV_POLICY_PAGED;
+    o->kv_policy.block = KV_DEFAULT_BLOCK;
     o->kv_alloc = KV_ALLOC_POOL;
     o->backend = "cpu";
     o->max_seqs = 1;
@@ -97,6 +98,10 @@ static xf_status check_options(const model_config *cfg, const model_options *o) 
                          (long long)o->max_seq_len, cfg->name, (long long)cfg->max_ctx);
     if (o->max_seq_len > INT32_MAX) return xf_errorf(XF_EINVAL, "sequence length %lld is too long", (long long)o->max_seq_len);
     if (o->kv_pool_bytes < 0) return xf_errorf(XF_EINVAL, "KV pool budget must not be negative");
+    if ((int)o->kv_policy.kind < 0 || o->kv_policy.kind >= KV_POLICY_COUNT ||
+        (o->kv_policy.kind == KV_POLICY_PAGED && (o->kv_policy.block < 1 || o->kv_policy.block > KV_MAX_BLOCK)))
+        return xf_errorf(XF_EINVAL, "KV policy %d with block %lld: use reserve, pow2, oracle or paged:B (1 <= B <= %d)",
+                         (int)o->kv_policy.kind, (long long)o->kv_policy.block, KV_MAX_BLOCK);
     if (o->kv_alloc != KV_ALLOC_POOL && o->kv_alloc != KV_ALLOC_SYSTEM)
         return xf_errorf(XF_EINVAL, "unknown kv_alloc mode %d: use pool or system", (int)o->kv_alloc);
     return XF_OK;
@@ -121,8 +126,7 @@ xf_status model_mem_of(const model_config *cfg, const model_options *o, model_me
     if ((st = weights_bytes(cfg, o->wdtype, group, &out->weights_bytes))) return st;
     int64_t bps = kv_bytes_per_slot(cfg->n_layers, cfg->n_kv_heads, cfg->head_dim, o->kvdtype, 0);
     if (bps <= 0) return xf_errorf(XF_EOVERFLOW, "KV bytes per token of %s overflow", cfg->name);
-    kv_policy pol;
-    if ((st = kv_policy_parse(o->kv_policy ? o->kv_policy : "paged:16", &pol))) return st;
+    kv_policy pol = o->kv_policy;
     int64_t slots;
     if (o->kv_alloc == KV_ALLOC_SYSTEM) {
         if (!mul_ok(o->max_seqs, o->max_seq_len, &slots) || !mul_ok(slots, bps, &out->kv_bytes))
@@ -201,6 +205,56 @@ void model_free(model *m) {
     free(m);
 }
 
+/* "name needs X (weights W at dtype, KV K, activations A) but <where> has C: nothing was allocated; <hint>" */
+static xf_status refuse_mem(const model_config *cfg, const model_mem *m, xf_dtype wd, const char *where, double cap,
+                            const char *hint) {
+    char a[64], b[64], c[64], d[64], e[64];
+    fmt_bytes(a, sizeof a, (double)m->total_bytes);
+    fmt_bytes(b, sizeof b, (double)m->weights_bytes);
+    fmt_bytes(c, sizeof c, (double)m->kv_bytes);
+    fmt_bytes(d, sizeof d, (double)m->activations_bytes);
+    fmt_bytes(e, sizeof e, cap);
+    return xf_errorf(XF_EOVERFLOW, "%s needs %s (weights %s at %s, KV %s, activations %s) but %s has %s: nothing was allocated; %s",
+                     cfg->name, a, b, dtype_name(wd), c, d, where, e, hint);
+}
+
+double model_host_memory_bytes(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    return pages > 0 && psz > 0 ? (double)pages * (double)psz : 0;
+}
+
+xf_status model_mem_gate(const model_config *cfg, const model_options *opts, xf_dtype device_wdtype, double device_bytes,
+                         model_mem *out) {
+    xf_status st = model_mem_of(cfg, opts, out);
+    if (st) return st;
+    double phys = model_host_memory_bytes();
+    if (device_bytes <= 0) {
+        if (phys > 0 && (double)out->total_bytes > phys)
+            return refuse_mem(cfg, out, opts->wdtype, "this machine", phys,
+                              "try a smaller model, --wdtype int8, or a smaller --batch/--prompt/--gen");
+        return XF_OK;
+    }
+    /* On the GPU: weights at device_wdtype, KV and activations against the GPU's memory; the host
+     * still holds the weights at opts->wdtype until they are uploaded. */
+    model_options d = *opts;
+    d.wdtype = device_wdtype;
+    model_mem dm;
+    if ((st = model_mem_of(cfg, &d, &dm))) return st;
+    if ((double)dm.total_bytes > device_bytes)
+        return refuse_mem(cfg, &dm, device_wdtype, "the GPU", device_bytes,
+                          "try a smaller model or a smaller --batch/--prompt/--gen");
+    if (phys > 0 && (double)out->weights_bytes > phys) {
+        char a[64], b[64];
+        fmt_bytes(a, sizeof a, (double)out->weights_bytes);
+        fmt_bytes(b, sizeof b, phys);
+        return xf_errorf(XF_EOVERFLOW, "%s's weights take %s at %s on the host before the upload but this machine has %s: "
+                         "nothing was allocated; use --wdtype bf16", cfg->name, a, dtype_name(opts->wdtype), b);
+    }
+    out->weights_bytes = dm.weights_bytes; /* what the device holds */
+    out->total_bytes = dm.total_bytes;
+    return XF_OK;
+}
+
 xf_status model_init(model **out, const model_config *cfg, const model_options *opts) {
     if (!out || !cfg || !opts) return xf_errorf(XF_EINVAL, "model_init: NULL argument");
     *out = NULL;
@@ -213,30 +267,14 @@ xf_status model_init(model **out, const model_config *cfg, const model_options *
             return xf_errorf(XF_EUNSUPPORTED, "backend %s: this build has no CUDA backend", opts->backend);
         return xf_errorf(XF_EINVAL, "unknown backend '%s': use cpu or cuda", opts->backend);
     }
-    /* Refuse before allocating anything large. */
-    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-    if (pages > 0 && psz > 0 && !strcmp(be->name, "cpu")) {
-        int64_t phys = (int64_t)pages * (int64_t)psz;
-        if (mem.total_bytes > phys) {
-            char a[64], b[64], c[64], d[64], e[64];
-            fmt_bytes(a, sizeof a, mem.total_bytes);
-            fmt_bytes(b, sizeof b, mem.weights_bytes);
-            fmt_bytes(c, sizeof c, mem.kv_bytes);
-            fmt_bytes(d, sizeof d, mem.activations_bytes);
-            fmt_bytes(e, sizeof e, phys);
-            return xf_errorf(XF_EOVERFLOW,
-                             "%s needs %s (weights %s at %s, KV %s, activations %s) but this machine has %s of memory: "
-                             "use a smaller model, batch or context, or bf16/int8 weights",
-                             cfg->name, a, b, dtype_name(opts->wdtype), c, d, e);
-        }
-    }
+    /* Refuse before allocating anything large (the one memory gate; the runner calls it first). */
+    if (!strcmp(be->name, "cpu") && (st = model_mem_gate(cfg, opts, XF_BF16, 0, &mem))) return st;
     model *m = calloc(1, sizeof *m);
     if (!m) return xf_errorf(XF_ENOMEM, "out of memory");
     m->cfg = *cfg;
     m->opt = *opts;
-    snprintf(m->kv_policy, sizeof m->kv_policy, "%s", opts->kv_policy ? opts->kv_policy : "paged:16");
+    kv_policy_name(&opts->kv_policy, m->kv_policy, sizeof m->kv_policy);
     snprintf(m->backend_name, sizeof m->backend_name, "%s", be->name);
-    m->opt.kv_policy = m->kv_policy;
     m->opt.backend = m->backend_name;
     m->opt.weights_dir = NULL; /* not kept: the caller's string */
     m->mem = mem;
@@ -274,8 +312,8 @@ xf_status model_init(model **out, const model_config *cfg, const model_options *
         kc.dtype = opts->kvdtype;
         kc.budget_bytes = mem.kv_bytes;
         kc.max_len = opts->max_seq_len;
-        st = kv_policy_parse(m->kv_policy, &kc.policy);
-        if (!st) st = kv_cache_init(&m->kv, &kc);
+        kc.policy = opts->kv_policy;
+        st = kv_cache_init(&m->kv, &kc);
         if (!st) kv_slots = kv_cache_n_slots(m->kv);
     }
     if (!st) {

@@ -12,9 +12,10 @@
 
 #include "core/dtype.h"
 #include "core/status.h"
-#include "probes/probe.h"
+#include "core/probe.h"
 #include "reference_model/backend.h"
 #include "reference_model/config.h"
+#include "reference_model/kv_cache.h"
 
 typedef struct model_options {
     uint64_t seed;         /* random weights (and nothing else: prompts are the caller's) */
@@ -23,7 +24,7 @@ typedef struct model_options {
     int quant_group;       /* int8: elements per scale along the input dim; 0 = 128 */
     xf_dtype kvdtype;      /* XF_FP32, XF_FP16 or XF_BF16 */
     int threads;           /* OpenMP / BLAS threads; 0 = all online CPUs */
-    const char *kv_policy; /* KV manager policy: "paged:16", "reserve", ...; NULL = "paged:16" */
+    kv_policy kv_policy;   /* KV manager policy (kv_policy_parse); default paged:16 */
     int64_t kv_pool_bytes; /* KV pool budget in bytes; 0 = exactly enough for max_seqs * max_seq_len */
     kv_alloc_mode kv_alloc;/* KV_ALLOC_POOL (default) or KV_ALLOC_SYSTEM */
     const char *backend;   /* "cpu" (default) or "cuda" */
@@ -54,6 +55,17 @@ typedef struct model_mem {
 
 /* Sizes for cfg + opts, with overflow checks (XF_EOVERFLOW when a size does not fit 63 bits). */
 xf_status model_mem_of(const model_config *cfg, const model_options *opts, model_mem *out);
+
+/* The one memory gate: model_mem_of, then weights + KV + activations against this machine's
+ * physical memory (device_bytes 0: the CPU backend), or, with device_bytes > 0, the same at
+ * device_wdtype against the GPU's memory plus the host copy of the weights at opts->wdtype against
+ * physical memory (*out then holds the device's figures). XF_EOVERFLOW with every size in the
+ * message ("nothing was allocated") when it does not fit. */
+xf_status model_mem_gate(const model_config *cfg, const model_options *opts, xf_dtype device_wdtype, double device_bytes,
+                         model_mem *out);
+
+/* Physical memory of this machine in bytes; 0 when unknown. */
+double model_host_memory_bytes(void);
 
 /* Builds the model: weights (random or loaded), KV manager, backend. Refuses, before allocating,
  * a model whose weights + KV + activations exceed physical memory (XF_EOVERFLOW, sizes in the

@@ -17,9 +17,9 @@
 
 #include "core/record_kv.h"
 #include "core/status.h"
-#include "config.h"
+#include "reference_model/config.h"
 #include "kv_cache.h"
-#include "workload.h"
+#include "core/workload.h"
 
 /* ---- deterministic random numbers (xoshiro256**, seeded by splitmix64): the same trace on
  * every machine for a seed ---- */

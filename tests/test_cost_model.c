@@ -8,7 +8,7 @@
 #include "core/device.h"
 #include "reference_model/config.h"
 #include "reference_model/cost_model.h"
-#include "reference_model/workload.h"
+#include "core/workload.h"
 
 #define EXACT(actual, expected)                                                                                 \
     cr_assert((double)(actual) == (double)(expected), "%s = %.17g, expected %.17g", #actual, (double)(actual), \

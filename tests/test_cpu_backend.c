@@ -199,7 +199,7 @@ static model *make_model(const model_config *c, xf_dtype wdt, xf_dtype kvdt, int
     o.wdtype = wdt;
     o.kvdtype = kvdt;
     o.threads = threads;
-    o.kv_policy = policy;
+    cr_assert_eq(kv_policy_parse(policy, &o.kv_policy), XF_OK);
     o.kv_alloc = mode;
     o.max_seqs = max_seqs;
     o.max_prompt = max_prompt;
@@ -493,7 +493,7 @@ Test(cpu_backend, probes_bracket_every_op_in_order) {
     model *m = make_model(&c, XF_FP32, XF_FP32, 1, "paged:16", KV_ALLOC_POOL, 2, 8, 10, 1);
     rec_probe p;
     memset(&p, 0, sizeof p);
-    probe_set ps = {1, {{"rec", &p, rec_begin, rec_end, rec_free}}};
+    probe_set ps = {1, {{.name = "rec", .ctx = &p, .range_begin = rec_begin, .range_end = rec_end, .free = rec_free}}};
     int64_t lens[2] = {3, 8};
     int32_t prompts[11];
     make_prompts(prompts, 11, c.vocab, 1);
@@ -531,7 +531,7 @@ Test(cpu_backend, memory_sizes_hand_computed) {
     model_options_default(&o);
     o.wdtype = XF_BF16;
     o.kvdtype = XF_FP16;
-    o.kv_policy = "paged:16";
+    cr_assert_eq(kv_policy_parse("paged:16", &o.kv_policy), XF_OK);
     o.max_seqs = 2;
     o.max_prompt = 8;
     o.max_seq_len = 20;
@@ -604,7 +604,7 @@ Test(cpu_backend, system_alloc_grows_per_step_and_is_timed) {
     model *m = make_model(&c, XF_FP32, XF_FP32, 1, "paged:16", KV_ALLOC_SYSTEM, 2, 8, 12, 1);
     rec_probe p;
     memset(&p, 0, sizeof p);
-    probe_set ps = {1, {{"rec", &p, rec_begin, rec_end, rec_free}}};
+    probe_set ps = {1, {{.name = "rec", .ctx = &p, .range_begin = rec_begin, .range_end = rec_end, .free = rec_free}}};
     int64_t lens[2] = {3, 8};
     int32_t prompts[11];
     make_prompts(prompts, 11, c.vocab, 1);

@@ -1,14 +1,17 @@
-/* The CLI side of `xfprof run --device cuda` that needs no GPU (cli/cuda_cli.c): per-op kernel
- * times from recorded CUPTI activity (through the real cupti_attribute), the GPU machine file's
- * path, and the plain "no CUDA device present" message. cli/ is not in xfprof_lib, so the file
- * under test is compiled into this suite. */
+/* What `xfprof run --device cuda` needs that needs no GPU: per-op kernel times from recorded CUPTI
+ * activity (probes/kernel_times.c, through the real cupti_attribute), the GPU machine file's path
+ * (probes/ceilings.c), and the plain "no CUDA device present" message (cli/cuda_cli.c, linked
+ * from the xfprof_cli library). */
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../cli/cuda_cli.c"
+#include "cli/cli.h"
+#include "cli/cuda_cli.h"
+#include "probes/ceilings.h"
+#include "probes/kernel_times.h"
 
 static cupti_kernel_rec krec(uint64_t s, uint64_t e, uint32_t corr) {
     cupti_kernel_rec k;
@@ -70,61 +73,61 @@ Test(cuda_cli, kernel_times_per_op_median_per_step) {
     memset(&p, 0, sizeof p);
     p.ops = ops;
     p.n_ops = 5;
-    cli_kernel_times kt;
-    cr_assert_eq(cli_kernel_times_init(&kt, &p, 2, 3), XF_OK);
+    kernel_times kt;
+    cr_assert_eq(kernel_times_init(&kt, &p, 2, 3), XF_OK);
     for (int r = -1; r < 3; r++) { /* r = -1: a warm-up, ignored */
         cupti_attribution a;
         one_rep(r < 0 ? 5 : r, &a);
-        cli_kernel_times_add(&kt, &a, r);
+        kernel_times_add(&kt, &a, r);
         cupti_attribution_free(&a);
     }
     cr_assert_eq(kt.unattributed, 3); /* one per kept repetition */
     cr_assert_eq(kt.bad_records, 0);
     /* prefill L0: 15, 16, 17 us -> median 16 us */
-    cr_assert_eq(cli_kernel_times_fill(&kt, 0, 2, &ops[0]), 1);
+    cr_assert_eq(kernel_times_fill(&kt, 0, 2, &ops[0]), 1);
     cr_assert_eq(ops[0].n_counters, 1);
     cr_assert_str_eq(ops[0].counters[0].name, "gpu_kernel_time_s");
     cr_assert_eq(ops[0].counters[0].supported, 1);
     cr_assert_float_eq(ops[0].counters[0].value, 16e-6, 1e-15);
     /* prefill L1: 7 and 9 us (rep 1 saw none) -> median of two = 8 us */
-    cr_assert_eq(cli_kernel_times_fill(&kt, 1, 2, &ops[1]), 1);
+    cr_assert_eq(kernel_times_fill(&kt, 1, 2, &ops[1]), 1);
     cr_assert_float_eq(ops[1].counters[0].value, 8e-6, 1e-15);
     /* decode L0: (8 + r) us over 2 steps -> 4, 4.5, 5 us per step -> median 4.5 us */
-    cr_assert_eq(cli_kernel_times_fill(&kt, 2, 2, &ops[2]), 1);
+    cr_assert_eq(kernel_times_fill(&kt, 2, 2, &ops[2]), 1);
     cr_assert_float_eq(ops[2].counters[0].value, 4.5e-6, 1e-15);
-    cr_assert_eq(cli_kernel_times_fill(&kt, 3, 2, &ops[3]), 0);
+    cr_assert_eq(kernel_times_fill(&kt, 3, 2, &ops[3]), 0);
     cr_assert_eq(ops[3].n_counters, 0);
-    cr_assert_eq(cli_kernel_times_fill(&kt, 4, 2, &ops[4]), 0);
+    cr_assert_eq(kernel_times_fill(&kt, 4, 2, &ops[4]), 0);
     cr_assert_eq(ops[4].n_counters, RECORD_MAX_COUNTERS);
-    cr_assert_eq(cli_kernel_times_fill(&kt, 5, 2, &ops[0]), 0); /* op index out of range */
-    cli_kernel_times_free(&kt);
-    cli_kernel_times_free(&kt); /* zeroed: a no-op */
-    cli_kernel_times_free(NULL);
+    cr_assert_eq(kernel_times_fill(&kt, 5, 2, &ops[0]), 0); /* op index out of range */
+    kernel_times_free(&kt);
+    kernel_times_free(&kt); /* zeroed: a no-op */
+    kernel_times_free(NULL);
 }
 
 Test(cuda_cli, kernel_times_bad_sizes) {
     record_point p;
     memset(&p, 0, sizeof p);
-    cli_kernel_times kt;
-    cr_assert_eq(cli_kernel_times_init(&kt, &p, 2, 0), XF_EINVAL);
-    cr_assert_eq(cli_kernel_times_init(&kt, &p, 0, 3), XF_EINVAL);
-    cr_assert_eq(cli_kernel_times_init(&kt, NULL, 2, 3), XF_EINVAL);
-    cli_kernel_times_add(&kt, NULL, 0); /* after a failed init: ignored */
+    kernel_times kt;
+    cr_assert_eq(kernel_times_init(&kt, &p, 2, 0), XF_EINVAL);
+    cr_assert_eq(kernel_times_init(&kt, &p, 0, 3), XF_EINVAL);
+    cr_assert_eq(kernel_times_init(&kt, NULL, 2, 3), XF_EINVAL);
+    kernel_times_add(&kt, NULL, 0); /* after a failed init: ignored */
 }
 
 Test(cuda_cli, gpu_machine_path) {
     char buf[4096];
     setenv("XFPROF_GPU_MACHINE_FILE", "/tmp/x/gpu.json", 1);
-    cr_assert_eq(cli_gpu_machine_path(buf, sizeof buf), XF_OK);
+    cr_assert_eq(ceilings_gpu_machine_path(buf, sizeof buf), XF_OK);
     cr_assert_str_eq(buf, "/tmp/x/gpu.json");
     unsetenv("XFPROF_GPU_MACHINE_FILE");
     setenv("XFPROF_MACHINE_FILE", "/tmp/x/machine.json", 1);
-    cr_assert_eq(cli_gpu_machine_path(buf, sizeof buf), XF_OK);
+    cr_assert_eq(ceilings_gpu_machine_path(buf, sizeof buf), XF_OK);
     cr_assert_str_eq(buf, "/tmp/x/machine-cuda.json");
     setenv("XFPROF_MACHINE_FILE", "/tmp/x/m", 1);
-    cr_assert_eq(cli_gpu_machine_path(buf, sizeof buf), XF_OK);
+    cr_assert_eq(ceilings_gpu_machine_path(buf, sizeof buf), XF_OK);
     cr_assert_str_eq(buf, "/tmp/x/m-cuda.json");
-    cr_assert_eq(cli_gpu_machine_path(buf, 8), XF_EINVAL); /* does not fit */
+    cr_assert_eq(ceilings_gpu_machine_path(buf, 8), XF_EINVAL); /* does not fit */
     unsetenv("XFPROF_MACHINE_FILE");
 }
 

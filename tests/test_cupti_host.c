@@ -220,7 +220,7 @@ Test(cupti_host, privileges_hint_names_the_setting) {
     cr_assert_neq(strstr(cupti_privileges_hint(), "NVreg_RestrictProfilingToAdminUsers=0"), NULL);
 }
 
-#include "probes/cupti_collect.h"
+#include "runner/cupti_collect.h"
 
 Test(cupti_host, collected_counters_go_to_matching_ops) {
     /* Results for prefill L0 qkv (step 0), decode L0 qkv at steps 1 and 2; a record point with a

@@ -1,10 +1,10 @@
 /* Sweep grid parsing: every list and range form, malformed ones, the combinations and their keys.
- * The grid code lives in cli/ (not in the library), so it is compiled into this test directly. */
+ * The grid code lives in cli/ (the xfprof_cli library the binary and this suite link). */
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "cli/args.c"
-#include "cli/sweep_grid.c"
+#include "cli/args.h"
+#include "cli/sweep_grid.h"
 
 static sweep_grid g;
 

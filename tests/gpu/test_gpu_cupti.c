@@ -75,7 +75,7 @@ Test(gpu_cupti, copy_dram_bytes_and_gemm_flops) {
 
 #include <stdlib.h>
 
-#include "probes/cupti_collect.h"
+#include "runner/cupti_collect.h"
 #include "reference_model/model.h"
 
 /* A decode step's qkv projection reads its bf16 weights once: the counters must show DRAM bytes

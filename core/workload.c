@@ -1,4 +1,4 @@
-#include "workload.h"
+#include "core/workload.h"
 
 const char *phase_name(xf_phase p) { return p == XF_PREFILL ? "prefill" : p == XF_DECODE ? "decode" : "?"; }
 

@@ -1,5 +1,5 @@
 /* Range Profiler user replay over a whole request (cupti_collect.h). */
-#include "probes/cupti_collect.h"
+#include "runner/cupti_collect.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,0 +1,37 @@
+/* The sweep's files (sweep_file.c): the JSONL checkpoint, the final records, the test hook. */
+#ifndef XF_SWEEP_FILE_H
+#define XF_SWEEP_FILE_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "core/record.h"
+#include "sweep_grid.h"
+
+/* Test only, honoured by sweep and run where they build their record.
+ * XFPROF_TEST_SLOW_OP=[phase/]op:factor (gate_up:1.3; a star for op, as in decode/ + star + :1.1,
+ * means every op): multiplies the time of every op of kind `op`, in `phase` only when given
+ * (prefill or decode), by
+ * `factor` -- its time, its raw samples and, for a predicted op, its predicted time -- and adds
+ * the difference to the step times and tokens/s it belongs to. Applied once per record (the env
+ * key test_slow_op marks it: a sweep reading a run's record leaves it alone). Unset or empty:
+ * nothing. A malformed value: XF_EINVAL naming it. */
+xf_status sweep_test_slow_op(record *r);
+
+/* Appends one line (len bytes) to the JSONL at fd and fsyncs; on failure the file is cut back to
+ * *good bytes. *good advances by len on success. */
+xf_status sweep_append_line(int fd, const char *path, const char *line, size_t len, off_t *good);
+
+/* --resume: reads every complete line of the JSONL at fd (XF_EINVAL naming a bad one), drops an
+ * incomplete last line, moves the points whose key is in ps[0..n) into recs[] (done[i] = 1). */
+xf_status sweep_resume_load(int fd, const char *path, const sweep_param *ps, int64_t n, record *recs, unsigned char *done,
+                            int64_t *n_resumed, off_t *good);
+
+/* Moves the points of group (model, dev) from recs into *out (record_init'ed here), grid order. */
+xf_status sweep_assemble(const sweep_param *ps, int64_t n, record *recs, const unsigned char *done, int model, int dev,
+                         record *out);
+
+/* FILE with -MODEL-DEVICE before its extension, into buf; returns buf. */
+const char *sweep_group_path(const char *path, const char *model, const char *dev, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,537 @@
+/* The runner: a typed run plan -> repetitions -> a record (runner.h). The GPU-only parts are in
+ * runner_cuda.c. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "analyzers/predict.h"
+#include "analyzers/roofline.h"
+#include "core/limits.h"
+#include "probes/ceilings.h"
+#include "probes/cupti_probe.h"
+#include "reference_model/cpu_kernels.h"
+#include "runner/runner_int.h"
+
+char *openblas_get_config(void);   /* OpenBLAS (linked by the CPU backend): its build string */
+
+char *openblas_get_corename(void); /* and the kernel set it picked at run time */
+
+void run_plan_default(run_plan *p, const model_config *cfg) {
+    memset(p, 0, sizeof *p);
+    if (cfg) p->cfg = *cfg;
+    p->wdtype = XF_FP32;
+    p->kvdtype = XF_FP32;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    p->threads = ncpu > 0 ? (int)ncpu : 1;
+    p->reps = XF_DEFAULT_REPS;
+    p->warmup = XF_DEFAULT_WARMUP;
+    p->seed = XF_DEFAULT_SEED;
+    p->kv_policy.kind = KV_POLICY_PAGED;
+    p->kv_policy.block = KV_DEFAULT_BLOCK;
+    p->kv_alloc = KV_ALLOC_POOL;
+    p->probes = 1;
+    p->perf = 1;
+    p->cupti = RUNNER_CUPTI_DEFAULT;
+}
+
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+static double median_of(const double *x, int n) {
+    double med, iqr;
+    timer_stats(x, n, &med, &iqr);
+    return med;
+}
+
+static double peak_rss_bytes(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+    return (double)ru.ru_maxrss * 1024.0; /* Linux: KiB */
+}
+
+/* The ceilings to judge against: the machine file, else a quick measurement (not saved). */
+static xf_status load_ceilings(int threads, device_spec *dev, int *from_file, char *path, size_t path_len) {
+    *from_file = 0;
+    xf_status s = ceilings_machine_path(path, path_len);
+    if (s == XF_OK && access(path, R_OK) == 0) {
+        if ((s = ceilings_load(path, dev)) != XF_OK) return s;
+        if (dev->bandwidth_Bps <= 0 || dev->peak_flops[XF_COMPUTE_FP32] <= 0)
+            return xf_errorf(XF_EINVAL, "%s: the machine file has no bandwidth or FP32 peak; run 'xfprof machine' again", path);
+        *from_file = 1;
+        const char *t = strstr(dev->source, " threads");
+        if (t) { /* "..., N threads": warn when the ceilings were measured with another count */
+            const char *c = t;
+            while (c > dev->source && c[-1] >= '0' && c[-1] <= '9') c--;
+            int mt = atoi(c);
+            if (c < t && mt != threads)
+                fprintf(stderr, "xfprof run: note: the machine file was measured with %d threads, this run uses %d; "
+                                "run 'xfprof machine --threads %d' for matching ceilings\n", mt, threads, threads);
+        }
+        return XF_OK;
+    }
+    fprintf(stderr,
+            "xfprof run: no machine file%s%s: measuring the ceilings quickly first (run 'xfprof machine' once to save them)\n",
+            s == XF_OK ? " at " : "", s == XF_OK ? path : "");
+    xf_error_clear();
+    ceilings_opts o;
+    memset(&o, 0, sizeof o);
+    o.threads = threads;
+    o.quick = 1;
+    o.reps = 2;
+    ceilings_result r;
+    if ((s = ceilings_measure(&o, &r)) != XF_OK) return s;
+    ceilings_to_device(&r, dev);
+    return XF_OK;
+}
+
+/* Appends the measured-only kv_alloc op of each phase in front of that phase's ops, as the runner
+ * runs it (first in every step). */
+static xf_status add_kv_alloc_ops(record_point *p, int with_decode) {
+    int64_t extra = with_decode ? 2 : 1;
+    record_op *ops = calloc((size_t)(p->n_ops + extra), sizeof *ops);
+    if (!ops) return xf_errorf(XF_ENOMEM, "out of memory for the op table");
+    int64_t j = 0;
+    for (int ph = 0; ph < XF_PHASE_COUNT; ph++) {
+        if (ph == XF_DECODE && !with_decode) break;
+        record_op *k = &ops[j++];
+        k->cost.phase = (xf_phase)ph;
+        k->cost.layer = -1;
+        k->cost.kind = OP_KV_ALLOC;
+        k->cost.compute = XF_COMPUTE_FP32;
+        for (int64_t i = 0; i < p->n_ops; i++)
+            if ((int)p->ops[i].cost.phase == ph) ops[j++] = p->ops[i];
+    }
+    free(p->ops);
+    p->ops = ops;
+    p->n_ops = j;
+    return XF_OK;
+}
+
+/* Runs one point: warm-up, reps; fills the measured ops, summary and tokens. */
+static xf_status run_point(run_ctx *c, record_point *p) {
+    const run_plan *pl = c->plan;
+    const workload *w = &p->wl;
+    xf_status s;
+    int64_t n_tok = w->batch * w->prompt;
+    int32_t *prompts = malloc((size_t)n_tok * sizeof *prompts);
+    int64_t *lens = malloc((size_t)w->batch * sizeof *lens);
+    double *pre_s = calloc((size_t)pl->reps, sizeof *pre_s), *dec_s = calloc((size_t)pl->reps, sizeof *dec_s);
+    if (!prompts || !lens || !pre_s || !dec_s) {
+        s = xf_errorf(XF_ENOMEM, "out of memory for %lld prompt tokens", (long long)n_tok);
+        goto done;
+    }
+    uint64_t st = pl->seed ^ 0x5eedULL;
+    for (int64_t b = 0; b < w->batch; b++) {
+        lens[b] = w->prompt;
+        for (int64_t i = 0; i < w->prompt; i++)
+            prompts[b * w->prompt + i] = pl->prompt_ids ? pl->prompt_ids[i] : (int32_t)(splitmix64(&st) % (uint64_t)pl->cfg.vocab);
+    }
+    const probe_set *ps = c->ps.n ? &c->ps : NULL;
+    if ((s = probe_set_point_begin(ps, p)) != XF_OK) goto done;
+    for (int r = -pl->warmup; r < pl->reps; r++) {
+        model_reset(c->m);
+        probe_set_rep_begin(ps);
+        double t0 = timer_now_s();
+        if ((s = model_prefill(c->m, (int)w->batch, prompts, lens, ps)) != XF_OK) goto done;
+        double t1 = timer_now_s();
+        for (int64_t k = 0; k < w->gen; k++)
+            if ((s = model_decode_step(c->m, NULL, ps)) != XF_OK) goto done;
+        double t2 = timer_now_s();
+        if ((s = probe_set_rep_end(ps, r)) != XF_OK) goto done; /* after the timed part; r < 0: warm-up */
+        if (r < 0) continue;
+        pre_s[r] = t1 - t0;
+        dec_s[r] = w->gen > 0 ? (t2 - t1) / (double)w->gen : 0;
+    }
+    /* Tokens of the last repetition (greedy: every repetition gives the same), before the counter
+     * replay and the graph timings run the model again. */
+    int64_t per = -1;
+    for (int64_t b = 0; b < w->batch; b++) {
+        int64_t n;
+        const int32_t *t = model_tokens(c->m, (int)b, &n);
+        if (!t) n = 0;
+        if (per < 0 || n < per) per = n;
+    }
+    if (per > 0) {
+        p->tokens = malloc((size_t)(w->batch * per) * sizeof *p->tokens);
+        if (!p->tokens) {
+            s = xf_errorf(XF_ENOMEM, "out of memory for tokens");
+            goto done;
+        }
+        for (int64_t b = 0; b < w->batch; b++) {
+            int64_t n;
+            const int32_t *t = model_tokens(c->m, (int)b, &n);
+            memcpy(&p->tokens[b * per], t, (size_t)per * sizeof *t);
+        }
+        p->n_seqs = w->batch;
+        p->n_tokens_per_seq = per;
+    }
+    probe_set_point_end(ps); /* CUPTI activity off before the replays and the graph timings */
+    if (pl->cuda && c->cupti_sel == RUNNER_CUPTI_COUNTERS && !c->counters_off) runner_collect_counters(c, p, prompts, lens);
+    /* Measured ops: every probe's samples (innermost first), then the class. */
+    roofline_thresholds th;
+    roofline_thresholds_default(&th);
+    for (int64_t i = 0; ps && i < p->n_ops; i++) {
+        record_op *op = &p->ops[i];
+        if ((s = probe_set_fill(ps, i, w->gen, op)) != XF_OK) goto done;
+        if (!op->measured) continue; /* the model did not run this op (e.g. no decode) */
+        /* CPU without an open counter: the record lists every counter as unsupported */
+        if (!pl->cuda && !c->perf) perf_probe_fill(NULL, op->cost.phase, op->cost.layer, op->cost.kind, op);
+        roofline_measure_op(op, &c->dev, &th);
+    }
+    roofline_summarize_point(p);
+    /* TTFT and TPOT are the whole steps' wall times (ops plus the gaps between them). */
+    record_summary *sm = &p->summary;
+    sm->ttft_s = median_of(pre_s, pl->reps);
+    sm->tpot_s = w->gen > 0 ? median_of(dec_s, pl->reps) : 0;
+    double request = sm->ttft_s + (double)w->gen * sm->tpot_s;
+    sm->tokens_per_s = request > 0 ? (double)(w->batch * w->gen) / request : 0;
+    sm->prefill_tokens_per_s = sm->ttft_s > 0 ? (double)(w->batch * w->prompt) / sm->ttft_s : 0;
+    sm->decode_tokens_per_s = sm->tpot_s > 0 ? (double)w->batch / sm->tpot_s : 0;
+    if (!c->timer) { /* no per-op times: the phase times are the wall times */
+        sm->prefill_time_s = sm->ttft_s;
+        sm->decode_time_s = sm->tpot_s;
+    }
+    if (pl->cuda && pl->cuda_graph && w->gen > 0 && (s = runner_graph_compare(c, p, prompts, lens)) != XF_OK) goto done;
+    s = XF_OK;
+done:
+    free(prompts);
+    free(lens);
+    free(pre_s);
+    free(dec_s);
+    return s;
+}
+
+/* "open: cycles; unsupported: imc_read_bytes, imc_write_bytes (why, for the first of them)". */
+static void perf_note(const perf_probe *p, char *buf, size_t len) {
+    char open[96] = "", unsup[96] = "";
+    const char *why = NULL;
+    for (int k = 0; k < PERF_COUNTER_COUNT; k++) {
+        perf_counter_id id = (perf_counter_id)k;
+        char *dst = perf_probe_supported(p, id) ? open : unsup;
+        size_t l = strlen(dst);
+        snprintf(dst + l, sizeof open - l, "%s%s", l ? ", " : "", perf_counter_name(id));
+        if (!perf_probe_supported(p, id) && !why) {
+            why = strchr(perf_probe_reason(p, id), ':');
+            why = why ? why + 2 : perf_probe_reason(p, id);
+        }
+    }
+    snprintf(buf, len, "open: %s; unsupported: %s%s%s%s", open[0] ? open : "none", unsup[0] ? unsup : "none",
+             why ? " (" : "", why ? why : "", why ? ")" : "");
+}
+
+static void set_env(record *rec, const run_ctx *c) {
+    const char *ceil_note = c->notes->ceilings;
+    double rss = c->notes->peak_rss_bytes;
+    int threads = c->plan->threads;
+    char buf[224];
+    char host[64] = "unknown";
+    gethostname(host, sizeof host - 1);
+    record_set_env(rec, "host", host);
+    ceilings_cpu_model(buf, sizeof buf);
+    record_set_env(rec, "cpu", buf);
+    snprintf(buf, sizeof buf, "%ld online", sysconf(_SC_NPROCESSORS_ONLN));
+    record_set_env(rec, "cpus", buf);
+    snprintf(buf, sizeof buf, "%d", threads);
+    record_set_env(rec, "threads", buf);
+#ifdef __VERSION__
+    record_set_env(rec, "compiler", "gcc-compatible " __VERSION__);
+#endif
+    if (c->plan->cuda) { /* the host's SIMD, BLAS and OpenMP do not compute this run's ops */
+        const cuda_device_info *g = &c->gpu;
+        snprintf(buf, sizeof buf, "cuda:%d %.120s, compute capability %d.%d, %d SMs, %.1f GiB", g->ordinal, g->name, g->cc_major,
+                 g->cc_minor, g->sm_count, g->total_mem_bytes / 1073741824.0);
+        record_set_env(rec, "gpu", buf);
+        snprintf(buf, sizeof buf, "driver %d.%d, runtime %d.%d", g->driver_version / 1000, g->driver_version % 1000 / 10,
+                 g->runtime_version / 1000, g->runtime_version % 1000 / 10);
+        record_set_env(rec, "cuda", buf);
+        record_set_env(rec, "timing", c->timer ? "host clock (CLOCK_MONOTONIC) per op with a device sync after every op "
+                                                 "(sync_each_op): op times include launch latency"
+                                               : "probes off (--no-probes): whole-step host wall times, sync per op");
+        record_set_env(rec, "cupti", c->notes->cupti);
+        if (c->notes->counters[0]) record_set_env(rec, "cupti_counters", c->notes->counters);
+        record_set_env(rec, "bandwidth_ceiling", ceil_note);
+        if (c->timer) {
+            snprintf(buf, sizeof buf, "%.1f ns per range, subtracted", timer_probe_overhead_s(c->timer) * 1e9);
+            record_set_env(rec, "timer_overhead", buf);
+        } else
+            record_set_env(rec, "timer_overhead", "probes off (--no-probes): whole-step times only");
+        record_set_env(rec, "perf_counters", "not opened on --device cuda (host counters do not see the GPU's work)");
+        snprintf(buf, sizeof buf, "%.0f", rss);
+        record_set_env(rec, "peak_rss_bytes", buf);
+        return;
+    }
+    record_set_env(rec, "simd", ceilings_isa());
+    for (int i = 0; i < rec->n_points; i++)
+        if (rec->points[i].wl.wdtype == XF_INT8) {
+            snprintf(buf, sizeof buf, "int8 projections take their input on a 16-bit grid per group of %d (step max|x|/32767); "
+                     "one-token decode multiplies int16 by int8 (%s)",
+                     rec->points[i].wl.quant_group > 0 ? rec->points[i].wl.quant_group : XF_DEFAULT_QUANT_GROUP,
+                     xk_i8a16_name(xk_isa_best()));
+            record_set_env(rec, "int8_inputs", buf);
+            break;
+        }
+    snprintf(buf, sizeof buf, "%s (core %s)", openblas_get_config(), openblas_get_corename());
+    record_set_env(rec, "blas", buf);
+    snprintf(buf, sizeof buf, "OMP_WAIT_POLICY=%.60s, GOMP_SPINCOUNT=%.60s",
+             getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "(unset)",
+             getenv("GOMP_SPINCOUNT") ? getenv("GOMP_SPINCOUNT") : "(unset)");
+    record_set_env(rec, "omp_wait_policy", buf);
+    record_set_env(rec, "bandwidth_ceiling", ceil_note);
+    if (c->timer) {
+        snprintf(buf, sizeof buf, "%.1f ns per range, subtracted", timer_probe_overhead_s(c->timer) * 1e9);
+        record_set_env(rec, "timer_overhead", buf);
+    } else
+        record_set_env(rec, "timer_overhead", "probes off (--no-probes): whole-step times only");
+    record_set_env(rec, "perf_counters", c->notes->perf);
+    snprintf(buf, sizeof buf, "%.0f", rss);
+    record_set_env(rec, "peak_rss_bytes", buf);
+}
+
+/* Plan checks the parsers already made; the runner repeats them so a plan built in code (a sweep,
+ * a test) gets the same answers. Bounds from core/limits.h. */
+static xf_status check_plan(const run_plan *p, int64_t *max_b, int64_t *max_p, int64_t *max_len) {
+    if (p->n_batch < 1 || p->n_prompt < 1 || p->n_gen < 1 || !p->batch || !p->prompt || !p->gen)
+        return xf_errorf(XF_EINVAL, "run plan: an empty batch, prompt or gen list");
+    if (p->reps < 1 || p->reps > XF_REPS_MAX || p->warmup < 0 || p->warmup > XF_WARMUP_MAX)
+        return xf_errorf(XF_EINVAL, "--reps %d / --warmup %d out of range: use 1..%d and 0..%d", p->reps, p->warmup, XF_REPS_MAX,
+                         XF_WARMUP_MAX);
+    if (p->threads < 1 || p->threads > XF_THREADS_MAX)
+        return xf_errorf(XF_EINVAL, "--threads %d out of range: use 1..%d", p->threads, XF_THREADS_MAX);
+    *max_b = *max_p = *max_len = 0;
+    for (int i = 0; i < p->n_batch; i++) {
+        if (p->batch[i] < 1 || p->batch[i] > XF_BATCH_MAX)
+            return xf_errorf(XF_EINVAL, "--batch %lld out of range: use 1..%d", (long long)p->batch[i], XF_BATCH_MAX);
+        if (p->batch[i] > *max_b) *max_b = p->batch[i];
+    }
+    for (int i = 0; i < p->n_prompt; i++) {
+        if (p->prompt[i] < 1 || p->prompt[i] > XF_TOKENS_MAX)
+            return xf_errorf(XF_EINVAL, "--prompt %lld out of range: use 1..%d", (long long)p->prompt[i], XF_TOKENS_MAX);
+        if (p->prompt_ids && p->prompt[i] != p->n_prompt_ids)
+            return xf_errorf(XF_EINVAL, "run plan: prompt %lld but %lld prompt ids", (long long)p->prompt[i], (long long)p->n_prompt_ids);
+        if (p->prompt[i] > *max_p) *max_p = p->prompt[i];
+    }
+    for (int j = 0; j < p->n_gen; j++)
+        if (p->gen[j] < 0 || p->gen[j] > XF_TOKENS_MAX)
+            return xf_errorf(XF_EINVAL, "--gen %lld out of range: use 0..%d", (long long)p->gen[j], XF_TOKENS_MAX);
+    for (int i = 0; i < p->n_prompt; i++)
+        for (int j = 0; j < p->n_gen; j++)
+            if (p->prompt[i] + p->gen[j] > *max_len) *max_len = p->prompt[i] + p->gen[j];
+    if (*max_len > p->cfg.max_ctx)
+        return xf_errorf(XF_EINVAL, "prompt + gen = %lld tokens exceeds %s's context of %lld", (long long)*max_len, p->cfg.name,
+                         (long long)p->cfg.max_ctx);
+    return XF_OK;
+}
+
+/* The CPU's bandwidth ceiling: in-cache when the weights fit in the last-level cache (a roofline
+ * decision: such a model never streams its weights from DRAM), else DRAM read. */
+static void choose_bandwidth(const device_spec *machine, double weights_bytes, device_spec *dev, char *note, size_t len) {
+    *dev = *machine;
+    if (machine->cache_bytes > 0 && machine->cache_bandwidth_Bps > 0 && weights_bytes <= machine->cache_bytes) {
+        dev->bandwidth_Bps = machine->cache_bandwidth_Bps;
+        size_t l = strlen(dev->source);
+        snprintf(dev->source + l, sizeof dev->source - l, "; bandwidth_Bps = in-cache read (weights fit in the LLC)");
+        snprintf(note, len, "in-cache %.2f GB/s: the weights (%.1f MiB) fit in the %.1f MiB last-level cache (DRAM read %.2f GB/s)",
+                 machine->cache_bandwidth_Bps / 1e9, weights_bytes / 1048576.0, machine->cache_bytes / 1048576.0,
+                 machine->bandwidth_Bps / 1e9);
+    } else {
+        snprintf(note, len, "DRAM read %.2f GB/s (weights %.1f MiB, last-level cache %.1f MiB)", machine->bandwidth_Bps / 1e9,
+                 weights_bytes / 1048576.0, machine->cache_bytes / 1048576.0);
+    }
+}
+
+/* The probes, outermost first: CUPTI (cuda), perf_event (CPU), the timer (innermost). The perf
+ * counters must exist before the OpenMP pool: call before model_init. */
+static xf_status open_probes(run_ctx *c) {
+    const run_plan *pl = c->plan;
+    run_notes *n = c->notes;
+    xf_status s;
+    snprintf(n->perf, sizeof n->perf, "%s", "not opened (--no-perf or --no-probes)");
+    if (pl->cuda) {
+        int asked = pl->cupti != RUNNER_CUPTI_DEFAULT;
+        c->cupti_sel = asked ? pl->cupti : RUNNER_CUPTI_ACTIVITY;
+        probe cp;
+        if (!pl->probes) {
+            if (asked && pl->cupti != RUNNER_CUPTI_OFF)
+                return xf_errorf(XF_EINVAL, "--cupti %s needs the probes: drop --no-probes",
+                                 pl->cupti == RUNNER_CUPTI_COUNTERS ? "counters" : "activity");
+            c->cupti_sel = RUNNER_CUPTI_OFF;
+            snprintf(n->cupti, sizeof n->cupti, "off (--no-probes)");
+        } else if (c->cupti_sel == RUNNER_CUPTI_OFF) {
+            snprintf(n->cupti, sizeof n->cupti, "off (--cupti off): op times from the host clock only");
+        } else if ((s = runner_cupti_probe(pl->ordinal, pl->cfg.n_layers, pl->reps, &cp, &c->cupti)) != XF_OK) {
+            if (asked) return s;
+            fprintf(stderr, "xfprof run: note: CUPTI off (%s); op times from the host clock only\n", xf_error_msg());
+            snprintf(n->cupti, sizeof n->cupti, "off: CUPTI could not be opened (%.180s)", xf_error_msg());
+            xf_error_clear();
+            c->cupti_sel = RUNNER_CUPTI_OFF;
+        }
+        if (pl->probes) /* outermost: CUPTI's external ids and NVTX ranges (or NVTX alone, for Nsight Systems) */
+            c->ps.items[c->ps.n++] = c->cupti ? cp : cupti_nvtx_probe();
+        snprintf(n->perf, sizeof n->perf, "not opened on --device cuda");
+    }
+    if (!pl->probes) return XF_OK;
+    if (pl->perf && !pl->cuda) {
+        if ((s = perf_probe_init(pl->cfg.n_layers, pl->reps, 0, &c->perf))) return s;
+        perf_note(c->perf, n->perf, sizeof n->perf);
+        if (perf_probe_n_supported(c->perf) == 0) {
+            perf_probe_free(c->perf);
+            c->perf = NULL;
+        } else
+            c->ps.items[c->ps.n++] = perf_probe_as_probe(c->perf);
+    }
+    if ((s = timer_probe_init(pl->cfg.n_layers, pl->reps, 0, &c->timer))) return s;
+    c->ps.items[c->ps.n++] = timer_probe_as_probe(c->timer); /* last: innermost */
+    n->probes = 1;
+    n->perf_open = c->perf != NULL;
+    n->timer_overhead_s = timer_probe_overhead_s(c->timer);
+    return XF_OK;
+}
+
+xf_status runner_run(const run_plan *pl, record *rec, run_notes *notes_out) {
+    run_notes local;
+    run_notes *notes = notes_out ? notes_out : &local;
+    memset(notes, 0, sizeof *notes);
+    int64_t max_b = 0, max_p = 0, max_len = 0;
+    xf_status s = check_plan(pl, &max_b, &max_p, &max_len);
+    if (s) return s;
+    notes->points_planned = pl->n_batch * pl->n_prompt * pl->n_gen;
+    const model_config *cfg = &pl->cfg;
+    run_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.plan = pl;
+    ctx.notes = notes;
+    ctx.rec = rec;
+    if (pl->cuda && (s = cuda_device_open(pl->ordinal, &ctx.gpu))) return s;
+    if (pl->cuda)
+        snprintf(notes->gpu, sizeof notes->gpu, "cuda:%d %.120s", ctx.gpu.ordinal, ctx.gpu.name);
+
+    model_options mo;
+    model_options_default(&mo);
+    mo.seed = pl->seed;
+    mo.wdtype = pl->wdtype;
+    mo.quant_group = pl->quant_group;
+    mo.kvdtype = pl->kvdtype;
+    mo.threads = pl->threads;
+    mo.kv_policy = pl->kv_policy;
+    mo.kv_alloc = pl->kv_alloc;
+    mo.backend = pl->cuda ? "cuda" : "cpu";
+    mo.device_index = pl->ordinal;
+    mo.sync_each_op = pl->cuda; /* host-clock per-op times need the asynchronous GPU to finish each op */
+    mo.weights_dir = pl->weights_dir;
+    mo.max_seqs = max_b;
+    mo.max_prompt = max_p;
+    mo.max_seq_len = max_len;
+    /* Memory first: refuse before measuring or allocating anything. */
+    xf_dtype dev_wd = XF_BF16;
+    if (pl->cuda && getenv("XFPROF_CUDA_WEIGHTS") && !strcmp(getenv("XFPROF_CUDA_WEIGHTS"), "fp16")) dev_wd = XF_FP16;
+    model_mem mm;
+    if ((s = model_mem_gate(cfg, &mo, dev_wd, pl->cuda ? (double)ctx.gpu.total_mem_bytes : 0, &mm))) return s;
+
+    /* Ceilings and the bandwidth choice. */
+    char mpath[4096];
+    int from_file = 0;
+    device_spec machine;
+    if (pl->cuda) {
+        if ((s = runner_gpu_ceilings(pl->ordinal, &machine, &from_file, mpath, sizeof mpath))) return s;
+        ctx.dev = machine;
+        snprintf(notes->ceilings, sizeof notes->ceilings, "HBM %.2f GB/s (%s; weights %.1f MiB at %s, L2 %.1f MiB)",
+                 machine.bandwidth_Bps / 1e9, from_file ? "measured" : machine.name, mm.weights_bytes / 1048576.0,
+                 dtype_name(dev_wd), machine.cache_bytes / 1048576.0);
+        if (!pl->quiet)
+            fprintf(stderr, "xfprof run: cuda:%d %s; ceilings from %s; bandwidth ceiling: %s\n", pl->ordinal, ctx.gpu.name, mpath,
+                notes->ceilings);
+    } else {
+        if ((s = load_ceilings(pl->threads, &machine, &from_file, mpath, sizeof mpath))) return s;
+        choose_bandwidth(&machine, (double)mm.weights_bytes, &ctx.dev, notes->ceilings, sizeof notes->ceilings);
+        if (!pl->quiet)
+            fprintf(stderr, "xfprof run: ceilings %s; bandwidth ceiling: %s\n", from_file ? mpath : "measured now (quick)",
+                notes->ceilings);
+    }
+    /* Probes, then the model (the perf counters must exist before the OpenMP pool). */
+    if ((s = open_probes(&ctx)) || (s = model_init(&ctx.m, cfg, &mo))) goto out;
+
+    rec->model = *cfg;
+    rec->model_params = config_param_count(cfg);
+    rec->device = ctx.dev;
+    rec->ceilings_measured = pl->cuda ? from_file : 1; /* CPU: the machine file or a quick measurement */
+    char policy[32];
+    kv_policy_name(&pl->kv_policy, policy, sizeof policy);
+    for (int ib = 0; ib < pl->n_batch; ib++)
+        for (int ip = 0; ip < pl->n_prompt; ip++)
+            for (int ig = 0; ig < pl->n_gen; ig++) {
+                if (pl->stop && (notes->stopped_by = pl->stop())) goto stopped;
+                workload w;
+                memset(&w, 0, sizeof w);
+                w.batch = pl->batch[ib];
+                w.prompt = pl->prompt[ip];
+                w.gen = pl->gen[ig];
+                w.wdtype = pl->cuda ? dev_wd : pl->wdtype;
+                w.adtype = pl->cuda ? dev_wd : XF_FP32; /* CPU: fp32; CUDA: 16-bit GEMM inputs on tensor cores */
+                w.kvdtype = pl->kvdtype;
+                w.quant_group = pl->quant_group;
+                record_point *p = record_add_point(rec);
+                if (!p) {
+                    s = xf_errorf(XF_ENOMEM, "out of memory");
+                    goto out;
+                }
+                if ((s = predict_point(cfg, &w, &ctx.dev, p)) || (s = add_kv_alloc_ops(p, w.gen > 0))) goto out;
+                p->run.threads = pl->threads;
+                p->run.reps = pl->reps;
+                p->run.warmup = pl->warmup;
+                p->run.seed = pl->seed;
+                snprintf(p->run.backend, sizeof p->run.backend, "%s", model_backend_name(ctx.m));
+                snprintf(p->run.kv_policy, sizeof p->run.kv_policy, "%s", policy);
+                snprintf(p->run.kv_alloc, sizeof p->run.kv_alloc, "%s", pl->kv_alloc == KV_ALLOC_SYSTEM ? "system" : "pool");
+                p->run.timer_overhead_s = timer_probe_overhead_s(ctx.timer);
+                if (!pl->quiet)
+                    fprintf(stderr, "xfprof run: %s batch %lld prompt %lld gen %lld, %s weights, %d threads, %d+%d reps...\n",
+                        cfg->name, (long long)w.batch, (long long)w.prompt, (long long)w.gen, dtype_name(pl->wdtype), pl->threads,
+                        pl->warmup, pl->reps);
+                ctx.point_index = rec->n_points - 1;
+                if ((s = run_point(&ctx, p))) goto out;
+                if (rec->n_points == 1) rec->kv_bytes_per_token = p->memory.kv_bytes_per_token;
+                p->memory.capacity_bytes = machine.memory_bytes;
+            }
+stopped:
+    if (ctx.timer && timer_probe_dropped(ctx.timer) > 0)
+        fprintf(stderr, "xfprof run: warning: %lld probe ranges were unbalanced or out of range and dropped\n",
+                (long long)timer_probe_dropped(ctx.timer));
+    if (ctx.cupti) runner_cupti_note(ctx.cupti, notes->cupti, sizeof notes->cupti);
+    notes->peak_rss_bytes = peak_rss_bytes();
+    set_env(rec, &ctx);
+    record_stamp_time(rec);
+out:
+    model_free(ctx.m);
+    probe_set_free(&ctx.ps);
+    return s;
+}
+
+void runner_print_notes(FILE *f, const record *rec, const run_notes *c) {
+    fprintf(f, "\nceilings: %s\n", rec->device.source);
+    fprintf(f, "bandwidth ceiling: %s\n", c->ceilings);
+    if (c->probes) fprintf(f, "timer overhead: %.1f ns per range (measured, subtracted)\n", c->timer_overhead_s * 1e9);
+    else fprintf(f, "probes off: per-op times not measured; TTFT and TPOT are whole-step wall times\n");
+    if (c->gpu[0]) {
+        fprintf(f, "GPU: %s; op times: host clock with a device sync after every op\n", c->gpu);
+        fprintf(f, "CUPTI: %s\n", c->cupti);
+        if (c->counters[0]) fprintf(f, "CUPTI counters: %s\n", c->counters);
+        fputs(c->graph, f);
+    } else if (!c->perf_open) fprintf(f, "hardware counters: none opened (the record says \"unsupported\"): %s\n", c->perf);
+    for (int i = 0; i < rec->n_points; i++) {
+        const record_point *p = &rec->points[i];
+        const record_summary *s = &p->summary;
+        fprintf(f,
+                "point %d (batch %lld, prompt %lld, gen %lld): TTFT %.3f ms, TPOT %.3f ms, %.1f tokens/s (decode %.1f, "
+                "prefill %.1f), memory-bound share %.0f%%\n",
+                i, (long long)p->wl.batch, (long long)p->wl.prompt, (long long)p->wl.gen, s->ttft_s * 1e3, s->tpot_s * 1e3,
+                s->tokens_per_s, s->decode_tokens_per_s, s->prefill_tokens_per_s, 100 * s->share_bound[XF_BOUND_MEMORY]);
+    }
+    fprintf(f, "peak memory (resident): %.1f MiB\n", c->peak_rss_bytes / 1048576.0);
+}
+

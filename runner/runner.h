@@ -1,0 +1,93 @@
+/* The runner: a typed run plan in, a record out. It owns the measuring loop that `xfprof run` and a
+ * measured `xfprof sweep` share:
+ *   1. the memory gate (model_mem_gate: host memory, and the GPU's on --device cuda), before
+ *      anything is measured or allocated;
+ *   2. the ceilings (the machine file, else a quick measurement; on cuda the GPU machine file, the
+ *      spec sheet or the device's attributes) and the bandwidth choice (in-cache when the weights
+ *      fit in the last-level cache);
+ *   3. the probes, as one probe_set of function tables (core/probe.h): CUPTI (cuda, outermost),
+ *      perf_event (CPU), the timer (innermost);
+ *   4. per point of the grid: warm-up and measured repetitions, the probes' samples into the ops,
+ *      the roofline class, TTFT/TPOT, the generated tokens; on cuda the Range Profiler counters and
+ *      the CUDA-graph A/B;
+ *   5. the record's env entries (host, CPU/GPU, BLAS, timer overhead, counters).
+ * Library code: it prints progress and notes to stderr like the model does, never exits. */
+#ifndef XF_RUNNER_H
+#define XF_RUNNER_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/dtype.h"
+#include "core/model_config.h"
+#include "core/record.h"
+#include "core/status.h"
+#include "reference_model/backend.h"
+#include "reference_model/kv_cache.h"
+
+typedef enum runner_cupti {
+    RUNNER_CUPTI_DEFAULT = -1, /* activity when CUPTI loads, else off with a note */
+    RUNNER_CUPTI_OFF = 0,
+    RUNNER_CUPTI_ACTIVITY,     /* each op's kernel time from CUPTI activity (counter gpu_kernel_time_s) */
+    RUNNER_CUPTI_COUNTERS      /* activity, then the Range Profiler replays for DRAM bytes and FLOPs */
+} runner_cupti;
+
+/* What to run. Every (batch, prompt, gen) combination of the grid is one point, batch-major.
+ * Pointers are borrowed (the caller keeps them alive during runner_run). */
+typedef struct run_plan {
+    model_config cfg;            /* validated (config_validate) */
+    const char *weights_dir;     /* a Hugging Face folder of *.safetensors; NULL: random weights from seed */
+    const int64_t *batch;        /* (n_batch) sequences run together, each >= 1 */
+    const int64_t *prompt;       /* (n_prompt) prompt tokens per sequence, each >= 1 */
+    const int64_t *gen;          /* (n_gen) tokens generated per sequence, each >= 0 */
+    int n_batch, n_prompt, n_gen;
+    const int32_t *prompt_ids;   /* (n_prompt_ids) the prompt of every sequence; NULL: random from seed */
+    int64_t n_prompt_ids;
+    xf_dtype wdtype;             /* host weights: fp32, bf16 or int8 */
+    xf_dtype kvdtype;            /* fp32, fp16 or bf16 */
+    int quant_group;             /* int8 scale group; 0 = default */
+    int threads;                 /* >= 1 */
+    int reps, warmup;            /* measured (>= 1) and discarded (>= 0) repetitions */
+    uint64_t seed;
+    kv_policy kv_policy;         /* the KV manager's policy */
+    kv_alloc_mode kv_alloc;
+    int cuda, ordinal;           /* 1: the CUDA backend on GPU `ordinal` (the caller opened it) */
+    int probes;                  /* 0: whole-step times only (--no-probes) */
+    int perf;                    /* 1: open the perf_event counters (CPU) */
+    runner_cupti cupti;          /* cuda only */
+    int cuda_graph;              /* cuda only: the decode step with and without a CUDA graph */
+    int quiet;                   /* 1: no progress lines on stderr (warnings still) */
+    int (*stop)(void);           /* polled between points: nonzero stops the run (Ctrl-C); NULL: never */
+} run_plan;
+
+/* Fills a plan with the defaults every command shares (core/limits.h) for `cfg`; the grid stays
+ * empty (the caller points it at its lists). */
+void run_plan_default(run_plan *p, const model_config *cfg);
+
+/* How the run was measured, for the notes printed under the table (the record's env has them too). */
+typedef struct run_notes {
+    char ceilings[224];     /* the bandwidth ceiling chosen and why */
+    char perf[224];         /* which counters are open, or why not */
+    char cupti[224];        /* what CUPTI did */
+    char counters[224];     /* the Range Profiler's pass, "" when not tried */
+    char graph[1024];       /* one line per point: the decode step with and without the graph */
+    char gpu[160];          /* "cuda:N name", "" on the CPU */
+    int probes;             /* 1 when the per-op timer ran */
+    int perf_open;          /* 1 when a perf counter was open */
+    double timer_overhead_s;
+    double peak_rss_bytes;
+    int stopped_by;         /* plan->stop's last nonzero answer: the run stopped early */
+    int points_planned;     /* n_batch * n_prompt * n_gen */
+} run_notes;
+
+/* Runs the plan into *rec (record_init(rec, "run") first: the caller owns it and frees it with
+ * record_free; on error it holds the points completed so far). XF_EOVERFLOW when the model does
+ * not fit memory (nothing allocated), XF_EUNSUPPORTED when the GPU or its ceilings are missing,
+ * XF_EINVAL for a bad plan (messages name the field). *notes may be NULL. */
+xf_status runner_run(const run_plan *plan, record *rec, run_notes *notes);
+
+/* Prints the notes under the op table: ceilings, bandwidth ceiling, timer overhead, GPU/CUPTI or
+ * counters, one line per point (TTFT, TPOT, tokens/s), peak memory. */
+void runner_print_notes(FILE *f, const record *rec, const run_notes *n);
+
+#endif
