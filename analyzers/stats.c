@@ -298,8 +298,16 @@ xf_status stats_paired(const double *x, size_t n, double conf, int n_boot, uint6
         est[b] = hodges_lehmann(rs, n, w);
     }
     qsort(est, (size_t)n_boot, sizeof *est, cmp_double);
-    out->ci_lo = sorted_quantile(est, (size_t)n_boot, (1 - conf) / 2);
-    out->ci_hi = sorted_quantile(est, (size_t)n_boot, 1 - (1 - conf) / 2);
+    /* Hesterberg's expanded percentile interval: the plain percentile interval is too narrow for
+     * few rounds (it behaves like z sd / sqrt n where t_{n-1} sd / sqrt(n - 1) is due), so take
+     * the quantiles at tail Phi(-sqrt(n / (n - 1)) t_{1-alpha/2, n-1}) instead of alpha / 2. */
+    double tail = (1 - conf) / 2;
+    if (n >= 2) {
+        double t = stats_t_quantile(1 - tail, (double)(n - 1));
+        tail = 0.5 * erfc(sqrt((double)n / (double)(n - 1)) * t / sqrt(2.0));
+    }
+    out->ci_lo = sorted_quantile(est, (size_t)n_boot, tail);
+    out->ci_hi = sorted_quantile(est, (size_t)n_boot, 1 - tail);
     free(work);
     return XF_OK;
 }

@@ -65,14 +65,17 @@ typedef struct stats_paired_result {
     double sd;           /* sample standard deviation of the log ratios (n - 1); 0 when n < 2 */
     double t;            /* mean / (sd / sqrt n); +-inf when sd is 0 and mean is not */
     double p;            /* two-sided p of the one-sample t test of mean = 0, df n - 1; 1 when n < 2 */
-    double ci_lo, ci_hi; /* percentile-bootstrap CI of the Hodges-Lehmann estimate over rounds, level conf */
+    double ci_lo, ci_hi; /* expanded percentile-bootstrap CI of the Hodges-Lehmann estimate, level conf */
 } stats_paired_result;
 
 #define STATS_PAIRED_MAX 1000 /* rounds at most (the pairwise means grow as n^2) */
 
-/* One-sample t test of x against 0 (the p-value) and a percentile-bootstrap confidence interval
- * (level conf, e.g. 0.95) of the Hodges-Lehmann estimate, n_boot resamples of the n rounds with
- * replacement drawn from `seed` (the same data and seed give the same interval). Needs
+/* One-sample t test of x against 0 (the p-value) and a bootstrap confidence interval (level conf,
+ * e.g. 0.95) of the Hodges-Lehmann estimate: n_boot resamples of the n rounds with replacement
+ * drawn from `seed` (the same data and seed give the same interval), the interval Hesterberg's
+ * expanded percentile one (quantiles at Phi(-sqrt(n / (n - 1)) t_{(1+conf)/2, n-1}) and its
+ * complement, so few rounds get the width Student's t gives them; with very few rounds it is
+ * still no wider than the spread of the resampled estimates). Needs
  * 1 <= n <= STATS_PAIRED_MAX finite values, 0 < conf < 1, n_boot >= 100 (XF_EINVAL otherwise). */
 xf_status stats_paired(const double *x, size_t n, double conf, int n_boot, uint64_t seed, stats_paired_result *out);
 

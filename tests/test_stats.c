@@ -236,10 +236,12 @@ Test(stats, paired_by_hand) {
 }
 
 Test(stats, paired_ci_on_generated_rounds_has_its_coverage_and_power) {
-    /* 1000 gates of 10 rounds, log ratios N(mu, 0.03^2). Under A/A (mu = 0) a 95% interval
-     * excludes 0 about 5% of the time (the percentile bootstrap is a little narrow at n = 10:
-     * allow up to 12%); beyond a 5% threshold (lower end > log 1.05) essentially never. With a
-     * true 10% slowdown (mu = log 1.1) the lower end clears log 1.05 in nearly every gate. */
+    /* 1000 gates of 10 rounds, log ratios N(mu, 0.03^2). Under A/A (mu = 0) the 95% interval
+     * excludes 0 about 5% of the time (allow 2..9%); beyond a 5% threshold (lower end > log 1.05)
+     * essentially never. With a true 10% slowdown (mu = log 1.1) the lower end clears log 1.05 in
+     * about 97% of gates: the t approximation (stats_detectable_slowdown) puts 80% power at 8.2%
+     * and the mean 10% is (log 1.1 - log 1.05) / (0.03 / sqrt 10) = 4.9 standard errors above the
+     * threshold against the 2.26 + 0.88 needed for 80% and 2.26 + 1.83 for 95%. */
     double x[10];
     stats_paired_result r;
     int excl0 = 0, false_gate = 0, caught = 0;
@@ -252,9 +254,10 @@ Test(stats, paired_ci_on_generated_rounds_has_its_coverage_and_power) {
         cr_assert_eq(stats_paired(x, 10, 0.95, 1000, (uint64_t)g, &r), XF_OK);
         caught += r.ci_lo > log(1.05);
     }
-    cr_assert(excl0 > 20 && excl0 < 120, "A/A: the 95%% interval excluded 0 in %d of 1000", excl0);
+    cr_assert(excl0 > 20 && excl0 < 90, "A/A: the 95%% interval excluded 0 in %d of 1000", excl0);
     cr_assert_lt(false_gate, 3, "A/A: %d of 1000 gates failed at a 5%% threshold", false_gate);
-    cr_assert_gt(caught, 990, "10%% slowdown caught in %d of 1000", caught);
+    cr_assert_gt(caught, 950, "10%% slowdown caught in %d of 1000", caught);
+    cr_log_info("A/A: 0 excluded in %d of 1000, gates failed %d; 10%% caught in %d", excl0, false_gate, caught);
 }
 
 Test(stats, bootstrap_median_ratio) {
