@@ -39,7 +39,8 @@ const char *compare_method_desc(compare_method m) {
         return "two records: Mann-Whitney U on the repetitions (Holm over the per-op items), bootstrap CI of the "
                "median ratio over repetitions; one run per side cannot see the drift between runs (use --ab)";
     case CMP_METHOD_PAIRED:
-        return "interleaved A/B rounds: t test on the per-round log ratios (Holm over the per-op items), bootstrap CI of "
+        return "interleaved A/B rounds: Wilcoxon signed-rank test on the per-round log ratios (Holm over the per-op items), "
+               "expanded-percentile bootstrap CI of "
                "the Hodges-Lehmann ratio (median of pairwise means of the log ratios) over rounds";
     case CMP_METHOD_UNTESTED: return "measured without per-repetition samples: shown, not tested";
     }

@@ -44,7 +44,7 @@ void compare_options_default(compare_options *o);
 typedef enum compare_method {
     CMP_METHOD_EXACT = 0, /* deterministic figure (cost model, FLOPs, bytes): no test */
     CMP_METHOD_U,         /* two records: Mann-Whitney U on the repetitions, bootstrap CI over repetitions */
-    CMP_METHOD_PAIRED,    /* interleaved A/B rounds: paired t on per-round log ratios, bootstrap CI over rounds */
+    CMP_METHOD_PAIRED,    /* interleaved A/B rounds: signed-rank test on per-round log ratios, bootstrap CI over rounds */
     CMP_METHOD_UNTESTED   /* measured but without per-repetition samples: shown, never a verdict */
 } compare_method;
 const char *compare_method_name(compare_method m); /* "exact", "u-test", "paired", "untested" */
@@ -106,7 +106,7 @@ xf_status compare_records(const record *base, const record *new_, const compare_
  * as compare_records does (the same refusals); the rounds must have the same items. Each measured
  * item's per-round medians give log ratios log(NEW / BASE); the verdict comes from the paired
  * test over rounds (CMP_METHOD_PAIRED): a bootstrap CI over rounds of the Hodges-Lehmann ratio,
- * a t test for the p-value, Holm over the per-op family. Deterministic items are compared exactly
+ * the Wilcoxon signed-rank test for the p-value, Holm over the per-op family. Deterministic items are compared exactly
  * on round 0. On success *out owns its items: free with compare_result_free. */
 xf_status compare_rounds(const record *base, const record *new_, int n_rounds, const compare_options *opt,
                          compare_result *out);
