@@ -168,6 +168,7 @@ typedef struct builder {
     compare_result *r;
     const compare_options *o;
     int64_t cap;
+    int rounds; /* 1: a round of compare_rounds (its medians are paired later; no U-test notes) */
 } builder;
 
 static compare_item *push(builder *b) {
@@ -468,7 +469,7 @@ static xf_status compare_pair(builder *b, int bi, int ni, const record_point *x,
     free(used);
     if (s) return s;
     if (unmatched) note(b->r, "point %d (%s): %lld ops are on one side only and were not compared", bi + 1, pl, (long long)unmatched);
-    if (measured && (min_x < b->o->min_samples || min_y < b->o->min_samples))
+    if (measured && !b->rounds && (min_x < b->o->min_samples || min_y < b->o->min_samples))
         note(b->r,
              "point %d (%s): fewer than %d samples per op (BASE %d, NEW %d): the U test has little power; "
              "run more repetitions (-r)",
@@ -484,7 +485,7 @@ static xf_status compare_impl(const record *base, const record *new_, const comp
         compare_options_default(&def);
         opt = &def;
     }
-    builder b = {out, opt, 0};
+    builder b = {out, opt, 0, !finalize_now};
     if (!same_model(&base->model, &new_->model)) {
         if (!opt->force)
             return xf_errorf(XF_EINVAL, "the records are of different models (BASE %s, NEW %s): --force compares them anyway",
@@ -606,7 +607,7 @@ xf_status compare_rounds(const record *base, const record *new_, int n_rounds, c
         }
         compare_result_free(&rk);
     }
-    builder b = {out, opt, n};
+    builder b = {out, opt, n, 1};
     for (int64_t i = 0; s == XF_OK && i < n; i++) {
         compare_item *it = &out->items[i];
         if (it->method != CMP_METHOD_U) continue; /* exact (round 1's figures) or untested */

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# compare --ab and --calibrate end to end, on a tiny run (stories15m, prompt 8, gen 2, 2 reps, 3-4
-# rounds): identical builds pass; a build whose decode step is 5x slower (test-only hook
+# compare --ab and --calibrate end to end, on a tiny run (stories15m, prompt 8, gen 8, 3 reps, 3-4
+# rounds): identical builds pass; a build whose decode step is 20x slower (test-only hook
 # XFPROF_TEST_SLOW_OP, set by a wrapper script for the NEW side only) fails with exit 1 naming
 # tpot and the paired method; --calibrate prints the noise; bad input exits 2 naming what is wrong:
 # a build that is not xfprof, a side whose run fails, records of different workloads, -o in the
@@ -15,7 +15,7 @@ fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 export XFPROF_MACHINE_FILE="$tmp/machine.json"
 mkdir "$tmp/t" && export TMPDIR="$tmp/t" # compare --ab's work folders go here: none may be left
 "$XF" machine --quick --threads 1 >/dev/null 2>&1 || { echo "FAIL: xfprof machine"; exit 1; }
-RUN=(run --model stories15m --prompt 8 --gen 2 --reps 2 --warmup 1 --threads 1)
+RUN=(run --model stories15m --prompt 8 --gen 8 --reps 3 --warmup 1 --threads 1)
 wrap() { # wrap NAME 'env assignments or extra args': a script standing in for a build
   printf '#!/bin/sh\n%s\n' "$2" >"$tmp/$1"
   chmod +x "$tmp/$1"
@@ -40,19 +40,19 @@ grep -q "\"order\":[[:space:]]*\"$(sed -n 's/.* order \([AB]*\) .*/\1/p' "$tmp/a
 grep -q '"method":[[:space:]]*"paired"' "$tmp/aa.json" || fail "json: no paired method"
 grep -q '"mode":[[:space:]]*"ab"' "$tmp/aa.json" || fail "json: no mode"
 
-# 2. NEW's decode step 5x slower (a busy shared machine moves a 2-rep run by 2x and more, so the
+# 2. NEW's decode step 20x slower (a busy shared machine moves a short run by 5x and more, so the
 # slowdown is large): exit 1, tpot named as the regression, method paired
-wrap slow "XFPROF_TEST_SLOW_OP='decode/*:5' exec \"$XF\" \"\$@\""
+wrap slow "XFPROF_TEST_SLOW_OP='decode/*:20' exec \"$XF\" \"\$@\""
 "$XF" compare --ab "$XF" "$tmp/slow" --rounds 4 -- "${RUN[@]}" >"$tmp/slow.txt" 2>"$tmp/slow.err"
 rc=$?
-[ $rc -eq 1 ] || fail "5x slower decode: exit $rc, expected 1: $(cat "$tmp/slow.err")"
-grep -q '^verdict: REGRESSION in.* tpot' "$tmp/slow.txt" || fail "5x slower decode: the verdict does not name tpot: $(tail -2 "$tmp/slow.txt")"
+[ $rc -eq 1 ] || fail "20x slower decode: exit $rc, expected 1: $(cat "$tmp/slow.err")"
+grep -q '^verdict: REGRESSION in.* tpot' "$tmp/slow.txt" || fail "20x slower decode: the verdict does not name tpot: $(tail -2 "$tmp/slow.txt")"
 grep -E '^1 +\(point\) +tpot .* \+[0-9.]+% +\[\+[0-9.]+%,\+[0-9.]+%\] .* paired +REGRESSION$' "$tmp/slow.txt" >/dev/null ||
-  fail "5x slower decode: no paired tpot regression row with its CI: $(grep tpot "$tmp/slow.txt" | head -2)"
+  fail "20x slower decode: no paired tpot regression row with its CI: $(grep tpot "$tmp/slow.txt" | head -2)"
 # a prefill-only slowdown: ttft regressed (whether 4 rounds also call tpot is up to the noise)
-wrap slowpre "XFPROF_TEST_SLOW_OP='prefill/*:5' exec \"$XF\" \"\$@\""
+wrap slowpre "XFPROF_TEST_SLOW_OP='prefill/*:20' exec \"$XF\" \"\$@\""
 "$XF" compare --ab "$XF" "$tmp/slowpre" --rounds 4 -- "${RUN[@]}" >"$tmp/slowpre.txt" 2>&1
-grep -q '^verdict: REGRESSION in.* ttft' "$tmp/slowpre.txt" || fail "5x slower prefill: ttft not named: $(tail -2 "$tmp/slowpre.txt")"
+grep -q '^verdict: REGRESSION in.* ttft' "$tmp/slowpre.txt" || fail "20x slower prefill: ttft not named: $(tail -2 "$tmp/slowpre.txt")"
 
 # 3. --calibrate: one build against itself, the noise and the smallest detectable slowdown
 "$XF" compare --calibrate "$XF" --rounds 3 -- "${RUN[@]}" >"$tmp/cal.txt" 2>&1
