@@ -563,13 +563,17 @@ xf_status compare_rounds(const record *base, const record *new_, int n_rounds, c
         compare_options_default(&def);
         opt = &def;
     }
-    if (n_rounds < 2) return xf_errorf(XF_EINVAL, "a paired comparison needs at least 2 rounds (got %d)", n_rounds);
+    if (n_rounds < COMPARE_MIN_ROUNDS)
+        return xf_errorf(XF_EINVAL,
+                         "a paired comparison needs at least %d rounds (got %d): over fewer, an interval is no wider than the "
+                         "rounds' own spread and noise passes for a change",
+                         COMPARE_MIN_ROUNDS, n_rounds);
     xf_status s = compare_impl(&base[0], &new_[0], opt, out, 0);
     if (s) return xf_error_prefix(s, "round 1: ");
     out->n_rounds = n_rounds;
-    if (n_rounds < 5)
-        note(out, "only %d rounds: an interval over so few rounds is no wider than their own spread, so noise can pass for a "
-                  "change; use 10 or more (--rounds)", n_rounds);
+    if (n_rounds < 10)
+        note(out, "only %d rounds: the interval is wide and the signed-rank test cannot name an op among many (its smallest p "
+                  "is 2/2^rounds); use 10 or more (--rounds)", n_rounds);
     int64_t n = out->n_items;
     size_t cells = (size_t)(n > 0 ? n : 1) * (size_t)n_rounds;
     double *bv = malloc(2 * cells * sizeof *bv); /* (n_items, n_rounds) BASE medians, then NEW */

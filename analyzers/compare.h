@@ -101,7 +101,9 @@ typedef struct compare_result {
  * compare_result_free. */
 xf_status compare_records(const record *base, const record *new_, const compare_options *opt, compare_result *out);
 
-/* Compares interleaved A/B rounds: base[k] and new_[k] (k < n_rounds, n_rounds >= 2) are the
+#define COMPARE_MIN_ROUNDS 5 /* fewer and a bootstrap interval is no wider than the rounds themselves */
+
+/* Compares interleaved A/B rounds: base[k] and new_[k] (k < n_rounds, n_rounds >= COMPARE_MIN_ROUNDS) are the
  * records of round k, made by the two builds one right after the other. Every round is matched
  * as compare_records does (the same refusals); the rounds must have the same items. Each measured
  * item's per-round medians give log ratios log(NEW / BASE); the verdict comes from the paired

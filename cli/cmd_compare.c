@@ -52,7 +52,7 @@ static void help(void) {
            "                       interleaved, and compare the rounds\n"
            "  --calibrate          one build against itself (A/A): measures this machine's run-to-run spread\n"
            "                       and prints the smallest slowdown the gate detects with these rounds\n"
-           "  --rounds N           --ab / --calibrate: rounds, one run of each side per round (default 20, at most 1000)\n"
+           "  --rounds N           --ab / --calibrate: rounds, one run of each side per round (default 20, 5 to 1000)\n"
            "  --seed N             --ab / --calibrate: seed of the order within rounds (default: from the clock)\n"
            "  --keep DIR           --ab / --calibrate: keep every run's record and stderr in DIR\n"
            "  --force              compare records of different models, devices or workloads (what matches)\n"
@@ -463,7 +463,7 @@ int cmd_compare(int argc, char **argv) {
         case O_AB: ab = 1; break;
         case O_CAL: calibrate = 1; break;
         case O_ROUNDS:
-            if (args_int("--rounds", optarg, 2, 1000, &rounds)) return cli_usage_error(CMD, "%s", xf_error_msg());
+            if (args_int("--rounds", optarg, COMPARE_MIN_ROUNDS, 1000, &rounds)) return cli_usage_error(CMD, "%s", xf_error_msg());
             rounds_given = 1;
             break;
         case O_SEED:

@@ -207,7 +207,7 @@ static xf_status ensure_machine_file(const ab_plan *p, const char *dir, char *ma
 xf_status ab_run(const ab_plan *p, ab_rounds *out) {
     memset(out, 0, sizeof *out);
     double t0 = now_s();
-    if (p->rounds < 2) return xf_errorf(XF_EINVAL, "--rounds must be at least 2 (got %d)", p->rounds);
+    if (p->rounds < 1) return xf_errorf(XF_EINVAL, "--rounds must be at least 1 (got %d)", p->rounds);
     if (p->n_cmd < 1 || (strcmp(p->cmd[0], "run") != 0 && strcmp(p->cmd[0], "sweep") != 0))
         return xf_errorf(XF_EINVAL, "after -- comes the command both builds run: 'run ...' or 'sweep ...' (got '%s')",
                          p->n_cmd ? p->cmd[0] : "");

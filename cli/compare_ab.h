@@ -13,7 +13,7 @@ typedef struct ab_plan {
     const char *bin[2];  /* [0] BASE build, [1] NEW build (paths of xfprof executables) */
     char **cmd;          /* (n_cmd) the command given after --: "run" or "sweep" and its options */
     int n_cmd;
-    int rounds;          /* rounds (pairs of runs), >= 2 */
+    int rounds;          /* rounds (pairs of runs), >= 1 (compare_rounds needs COMPARE_MIN_ROUNDS) */
     uint64_t seed;       /* draws the order within each round */
     const char *keep;    /* a folder to keep every run's record and stderr in, or NULL */
 } ab_plan;
