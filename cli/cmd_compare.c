@@ -38,8 +38,8 @@ static void help(void) {
            "deterministic figures (predicted times, FLOPs, bytes) are compared exactly. Every row names its method:\n"
            "  paired    --ab: the builds run alternately, round after round (ABAB..., the order drawn at random\n"
            "            per round), each round's medians give a paired ratio; Wilcoxon signed-rank test on the log\n"
-           "            ratios, bootstrap\n"
-           "            CI of their Hodges-Lehmann estimate over the rounds. A drift of the machine moves both alike.\n"
+           "            ratios, bootstrap CI of their Hodges-Lehmann estimate over the rounds. A drift of the\n"
+           "            machine moves both alike.\n"
            "  u-test    two records: Mann-Whitney U on the repetitions, bootstrap CI of the median ratio over the\n"
            "            repetitions. One run per side cannot see the drift between runs: prefer --ab.\n"
            "  exact     deterministic figures: any change beyond --exact-threshold.\n\n"
@@ -64,7 +64,7 @@ static void help(void) {
            "when one side's run fails, quoting its error. Fewer than 5 samples per side: a warning.\n\n"
            "Exit status: 0 no regression, 1 regression, 2 bad arguments, bad records or a failing run, 4 I/O error.\n"
            "Examples: xfprof compare base.json new.json --metric time,tpot --threshold 10%%\n"
-           "          xfprof compare --ab base/xfprof pr/xfprof -- run --model stories15m --prompt 32 --gen 16 -r 3\n");
+           "          xfprof compare --ab base/xfprof pr/xfprof -- run --model stories15m --prompt 32 --gen 16 --reps 3\n");
 }
 
 /* "5%" -> 0.05, "0.05" -> 0.05. */
