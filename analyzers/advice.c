@@ -169,9 +169,10 @@ static void find_weights(const record *r, int pi, const decode_view *v, finding_
     int64_t ridge_b;
     if (advice_ridge_batch(&r->model, w, &r->device, 1 << 16, &ridge_b) != XF_OK) return;
     int64_t fit = cost_max_batch(&r->model, w, r->device.memory_bytes);
+    if (fit <= 0) return; /* not even batch 1 fits: never recommend a batch that does not fit */
     int64_t target = ridge_b > 0 ? ridge_b : (1 << 16);
     int mem_limited = 0;
-    if (fit > 0 && fit < target) {
+    if (fit < target) {
         target = fit;
         mem_limited = 1;
     }

@@ -347,7 +347,7 @@ static int step_samples(const record_point *p, xf_phase ph, double **out) {
 }
 
 static double tps_of(const record_point *p, double ttft, double tpot) {
-    double gen = (double)p->wl.gen, den = ttft + gen * tpot;
+    double gen = (double)p->wl.gen, den = ttft + (double)workload_decode_steps(&p->wl) * tpot;
     return den > 0 ? (double)p->wl.batch * gen / den : 0;
 }
 

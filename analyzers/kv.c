@@ -284,3 +284,15 @@ double kv_default_budget(const model_config *cfg, const workload *w, const devic
     double b = 0;
     return kv_budget_default(cfg, w, d, max_len, &b) == XF_OK ? b : 0;
 }
+
+double kv_held_shares(const record_kv_policy *p, double held[KV_CAT_COUNT]) {
+    double h = 0;
+    for (int c = 0; c < KV_CAT_COUNT; c++) held[c] = 0;
+    if (!p) return 0;
+    for (int c = 0; c < KV_CAT_COUNT; c++)
+        if (c != KV_CAT_FREE) h += p->share[c];
+    if (!(h > 0)) return 0;
+    for (int c = 0; c < KV_CAT_COUNT; c++)
+        if (c != KV_CAT_FREE) held[c] = p->share[c] / h;
+    return h;
+}

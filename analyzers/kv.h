@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include "core/record_kv.h"
 #include "core/device.h"
 #include "core/status.h"
 #include "reference_model/config.h"
@@ -47,5 +48,11 @@ xf_status kv_budget_default(const model_config *cfg, const workload *w, const de
 
 /* kv_budget_default's budget, or 0 when it refuses (the message is set). */
 double kv_default_budget(const model_config *cfg, const workload *w, const device_spec *d, int64_t max_len);
+
+/* The shares of the memory a policy holds (the pool minus its free bytes: token states, reserved,
+ * internal, external fragmentation over their sum, as the vLLM paper's Figure 2 plots them), from
+ * the shares of the pool; held[KV_CAT_FREE] is 0. Returns the held fraction of the pool (0: all
+ * free, then every held share is 0). */
+double kv_held_shares(const record_kv_policy *p, double held[KV_CAT_COUNT]);
 
 #endif

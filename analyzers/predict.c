@@ -27,7 +27,7 @@ xf_status predict_point(const model_config *cfg, const workload *w, const device
                          need.weights_bytes, need.kv_bytes, need.activations_bytes);
 
     int64_t per_step = cost_step_op_count(cfg);
-    int64_t n_steps = w->gen > 0 ? 2 : 1;
+    int64_t n_steps = workload_decode_steps(w) > 0 ? 2 : 1;
     if (per_step <= 0 || per_step > (int64_t)(SIZE_MAX / sizeof(record_op) / 2))
         return xf_errorf(XF_EOVERFLOW, "predict: %lld ops per step is too many", (long long)per_step);
     cost_op *costs = calloc((size_t)per_step, sizeof *costs);
@@ -38,7 +38,7 @@ xf_status predict_point(const model_config *cfg, const workload *w, const device
         return xf_errorf(XF_ENOMEM, "predict: out of memory for %lld ops", (long long)(per_step * n_steps));
     }
 
-    int64_t decode_ctx = w->gen > 0 ? workload_mean_decode_context(w) : 0;
+    int64_t decode_ctx = n_steps > 1 ? workload_mean_decode_context(w) : 0;
     for (int64_t s = 0; s < n_steps; s++) {
         step_shape shape = s == 0 ? workload_prefill_step(w) : workload_decode_step(w, decode_ctx);
         st = cost_step(cfg, w, shape, costs, per_step);

@@ -106,17 +106,19 @@ void roofline_summarize_point(record_point *p) {
         op->share = safe_div(op->time_s, phase_time[op->cost.phase]);
     }
     const double B = (double)p->wl.batch, gen = (double)p->wl.gen, prompt = (double)p->wl.prompt;
+    const double steps = (double)workload_decode_steps(&p->wl);
     s->prefill_time_s = phase_time[XF_PREFILL];
     s->decode_time_s = phase_time[XF_DECODE];
     s->ttft_s = s->prefill_time_s;
     s->tpot_s = s->decode_time_s;
-    /* A request: one prefill step, then gen decode steps (each at the summarised context). */
-    double request = s->ttft_s + gen * s->tpot_s;
+    /* A request: one prefill step (the first token), then gen - 1 decode steps (each at the
+     * summarised context). */
+    double request = s->ttft_s + steps * s->tpot_s;
     s->tokens_per_s = safe_div(B * gen, request);
     s->prefill_tokens_per_s = safe_div(B * prompt, s->ttft_s);
     s->decode_tokens_per_s = safe_div(B, s->tpot_s);
     for (int b = 0; b < XF_BOUND_COUNT; b++)
-        s->share_bound[b] = safe_div(bound_time[XF_PREFILL][b] + gen * bound_time[XF_DECODE][b], request);
+        s->share_bound[b] = safe_div(bound_time[XF_PREFILL][b] + steps * bound_time[XF_DECODE][b], request);
 }
 
 void roofline_layer_times(const record_point *p, xf_phase phase, int64_t n_layers, double *times) {

@@ -85,9 +85,11 @@ int cmd_devices(int argc, char **argv) {
         }
         cJSON_Delete(root);
     } else {
-        printf("%-12s %-4s %9s %9s %8s %8s %8s %8s %8s %8s %9s\n", "device", "kind", "memory", "bandwidth", "fp32", "tensor16",
+        int w = 12; /* the name column fits the longest name (a devices file may have long ones) */
+        for (int i = 0; i < l.n; i++) w = (int)strlen(l.items[i].name) > w ? (int)strlen(l.items[i].name) : w;
+        printf("%-*s %-4s %9s %9s %8s %8s %8s %8s %8s %8s %9s\n", w, "device", "kind", "memory", "bandwidth", "fp32", "tensor16",
                "fp8", "int8", "L2", "ridge16", "ridge32");
-        printf("%-12s %-4s %9s %9s %8s %8s %8s %8s %8s %8s %9s\n", "", "", "GiB", "GB/s", "TFLOP/s", "TFLOP/s", "TFLOP/s", "TOP/s",
+        printf("%-*s %-4s %9s %9s %8s %8s %8s %8s %8s %8s %9s\n", w, "", "", "GiB", "GB/s", "TFLOP/s", "TFLOP/s", "TFLOP/s", "TOP/s",
                "MiB", "FLOP/B", "FLOP/B");
         for (int i = 0; i < l.n; i++) {
             const device_spec *d = &l.items[i];
@@ -95,13 +97,13 @@ int cmd_devices(int argc, char **argv) {
             for (int k = 0; k < XF_COMPUTE_COUNT; k++) tflops(d->peak_flops[k], p[k], sizeof p[k]);
             if (d->cache_bytes > 0) snprintf(cache, sizeof cache, "%.0f", d->cache_bytes / (1024.0 * 1024.0));
             else snprintf(cache, sizeof cache, "-");
-            printf("%-12s %-4s %9.1f %9.0f %8s %8s %8s %8s %8s %8.1f %9.1f\n", d->name, d->kind, d->memory_bytes / (1024.0 * 1024.0 * 1024.0),
+            printf("%-*s %-4s %9.1f %9.0f %8s %8s %8s %8s %8s %8.1f %9.1f\n", w, d->name, d->kind, d->memory_bytes / (1024.0 * 1024.0 * 1024.0),
                    d->bandwidth_Bps / 1e9, p[XF_COMPUTE_FP32], p[XF_COMPUTE_TENSOR16], p[XF_COMPUTE_FP8], p[XF_COMPUTE_INT8], cache,
                    device_ridge(d, XF_COMPUTE_TENSOR16), device_ridge(d, XF_COMPUTE_FP32));
         }
         printf("\nPeaks are dense (no 2:4 sparsity). ridge = peak / bandwidth: ops with fewer FLOP per byte are memory-bound.\n"
                "'-' = not available on the device (runs on the next slower type).\nSources:\n");
-        for (int i = 0; i < l.n; i++) printf("  %-12s %s%s\n", l.items[i].name, l.items[i].measured ? "[measured] " : "", l.items[i].source);
+        for (int i = 0; i < l.n; i++) printf("  %-*s %s%s\n", w, l.items[i].name, l.items[i].measured ? "[measured] " : "", l.items[i].source);
     }
     device_list_free(&l);
     return rc;

@@ -12,6 +12,7 @@
 
 #include "analyzers/kv.h"
 #include "args.h"
+#include "kv_size.h"
 #include "cli.h"
 #include "core/device.h"
 #include "core/fileio.h"
@@ -23,6 +24,7 @@
 #include "reference_model/kv_cache.h"
 #include "reference_model/serving_sim.h"
 #include "reports/record_json.h"
+#include "reports/render_text.h"
 
 static const char *CMD = "kv";
 
@@ -44,7 +46,8 @@ static void help(void) {
            "  --model M          preset or Hugging Face config.json (default " DEF_MODEL ")\n"
            "  --device D         device spec (xfprof devices; default " DEF_DEVICE ")\n"
            "  --device-file F    a devices file of your own\n"
-           "  --policy LIST      reserve, pow2, oracle, paged, paged:B (default " DEF_POLICIES ")\n"
+           "  --kv-policy LIST   reserve, pow2, oracle, paged, paged:B (default " DEF_POLICIES ");\n"
+           "                     --policy is the old spelling, still accepted\n"
            "  --rate R           Poisson arrivals, requests/s; inf = all at time 0 (default inf)\n"
            "  --requests N       synthetic requests (default 1000)\n"
            "  --prompt-dist D    prompt lengths: fixed:N, uniform:LO:HI, normal:MEAN:STD, lognormal:MU:SIGMA\n"
@@ -68,91 +71,7 @@ static void help(void) {
            "  --batch LIST       batches for --size (default 1)\n"
            "  --format F         table or json (default table)\n"
            "  -o, --output FILE  write the xfprof record (JSON, with its kv section) to FILE\n\n"
-           "Example: xfprof kv --model llama-2-13b --device a100-40gb --policy reserve,paged:16 --rate 2 --requests 1000\n");
-}
-
-/* ---- --size ---- */
-
-/* A byte count for the --size table: the exact integer while it has at most 19 digits (below
- * 2^63, every such double prints exactly), else binary units: a 2^80-byte KV is "1.00 YiB", not
- * a 25-digit number. Never converted to an integer type. */
-static const char *size_bytes(double b, char *buf, size_t len) {
-    if (isfinite(b) && fabs(b) < 9.2e18) snprintf(buf, len, "%.0f", b);
-    else units_bytes(b, buf, len);
-    return buf;
-}
-
-/* budget > 0 (a device or --kv-budget was given): also how much of it each size takes and how
- * many sequences of each context fit. */
-static int run_size(const model_config *cfg, xf_dtype kvd, const char *ctx_s, const char *batch_s, int json, const char *out_path,
-                    double budget) {
-    int64_t *ctxs = NULL, *bats = NULL;
-    int nc = 0, nb = 0;
-    char defctx[32];
-    snprintf(defctx, sizeof defctx, "%lld", (long long)cfg->max_ctx);
-    if (args_int_list("--context", ctx_s ? ctx_s : defctx, 1, (int64_t)1 << 30, &ctxs, &nc) ||
-        args_int_list("--batch", batch_s ? batch_s : "1", 1, (int64_t)1 << 24, &bats, &nb)) {
-        free(ctxs);
-        return cli_usage_error(CMD, "%s", xf_error_msg());
-    }
-    double bpt = cost_kv_bytes_per_token(cfg, kvd, 0);
-    int rc = CLI_EXIT_OK;
-    if (!json) {
-        printf("%s, KV %s: %.0f bytes per token (2 x %lld layers x %lld KV heads x %lld head_dim x %s)\n\n", cfg->name, dtype_name(kvd), bpt,
-               (long long)cfg->n_layers, (long long)cfg->n_kv_heads, (long long)cfg->head_dim, dtype_name(kvd));
-        char bb[32], bu[32];
-        if (budget > 0) printf("KV budget %s bytes (%s)\n\n", size_bytes(budget, bb, sizeof bb), units_bytes(budget, bu, sizeof bu));
-        printf("%10s %8s %20s %10s", "context", "batch", "bytes", "size");
-        if (budget > 0) printf(" %10s %10s", "budget%", "max seqs");
-        printf("\n");
-        for (int i = 0; i < nc; i++)
-            for (int j = 0; j < nb; j++) {
-                double b = bpt * (double)ctxs[i] * (double)bats[j];
-                printf("%10lld %8lld %20s %10s", (long long)ctxs[i], (long long)bats[j], size_bytes(b, bb, sizeof bb),
-                       units_bytes(b, bu, sizeof bu));
-                if (budget > 0) {
-                    double pct = 100 * b / budget;
-                    printf(pct < 1e7 ? " %10.1f" : " %10.3g", pct);
-                    printf(" %10.0f", floor(budget / (bpt * (double)ctxs[i])));
-                }
-                printf("\n");
-            }
-    }
-    if (json || out_path) {
-        cJSON *o = cJSON_CreateObject(), *arr = cJSON_CreateArray();
-        int ok = o && arr && cJSON_AddStringToObject(o, "format", "xfprof-kv-size") && cJSON_AddNumberToObject(o, "version", 1) &&
-                 cJSON_AddStringToObject(o, "model", cfg->name) && cJSON_AddStringToObject(o, "kvdtype", dtype_name(kvd)) &&
-                 cJSON_AddNumberToObject(o, "bytes_per_token", bpt);
-        if (ok && budget > 0) ok = cJSON_AddNumberToObject(o, "budget_bytes", budget) != NULL;
-        for (int i = 0; ok && i < nc; i++)
-            for (int j = 0; ok && j < nb; j++) {
-                cJSON *e = cJSON_CreateObject();
-                ok = e && cJSON_AddNumberToObject(e, "context", (double)ctxs[i]) && cJSON_AddNumberToObject(e, "batch", (double)bats[j]) &&
-                     cJSON_AddNumberToObject(e, "bytes", bpt * (double)ctxs[i] * (double)bats[j]) &&
-                     (budget <= 0 || cJSON_AddNumberToObject(e, "max_seqs", floor(budget / (bpt * (double)ctxs[i])))) &&
-                     cJSON_AddItemToArray(arr, e);
-                if (!ok) cJSON_Delete(e);
-            }
-        if (ok) {
-            ok = cJSON_AddItemToObject(o, "sizes", arr);
-            if (ok) arr = NULL;
-        }
-        char *text = ok ? cJSON_Print(o) : NULL;
-        cJSON_Delete(arr);
-        cJSON_Delete(o);
-        if (!text) rc = cli_fail(CMD, xf_errorf(XF_ENOMEM, "out of memory"));
-        else {
-            size_t len = strlen(text);
-            text[len] = '\n';
-            xf_status s = file_write_atomic(out_path, text, len + 1);
-            if (s) rc = cli_fail(CMD, s);
-            else if (out_path) fprintf(stderr, "xfprof kv: wrote %s\n", out_path);
-            free(text);
-        }
-    }
-    free(ctxs);
-    free(bats);
-    return rc;
+           "Example: xfprof kv --model llama-2-13b --device a100-40gb --kv-policy reserve,paged:16 --rate 2 --requests 1000\n");
 }
 
 /* ---- the simulation ---- */
@@ -161,42 +80,6 @@ static double trace_mean(const sim_trace *t, int output) {
     double s = 0;
     for (int64_t i = 0; i < t->n; i++) s += (double)(output ? t->req[i].output : t->req[i].prompt);
     return t->n ? s / (double)t->n : 0;
-}
-
-static void print_table(const record *rec, const sim_trace *tr) {
-    const record_kv *kv = rec->kv;
-    char b1[32], b2[32];
-    printf("xfprof kv: %s on %s, KV %s %lld B/token, pool budget %s\n", rec->model.name, rec->device.name, kv->kvdtype,
-           (long long)kv->bytes_per_token, units_bytes(kv->budget_bytes, b1, sizeof b1));
-    if (!strcmp(kv->arrivals, "trace"))
-        printf("%lld requests from %s", (long long)kv->n_requests, kv->trace_file);
-    else if (!strcmp(kv->arrivals, "burst"))
-        printf("%lld requests all at t=0; prompt %s, output %s, seed %llu", (long long)kv->n_requests, kv->prompt_dist, kv->output_dist,
-               (unsigned long long)kv->seed);
-    else
-        printf("%lld requests, Poisson %g/s; prompt %s, output %s, seed %llu", (long long)kv->n_requests, kv->rate, kv->prompt_dist,
-               kv->output_dist, (unsigned long long)kv->seed);
-    printf(" (mean prompt %.1f, mean output %.1f tokens); max length %lld; preempt %s\n\n", trace_mean(tr, 0), trace_mean(tr, 1),
-           (long long)kv->max_len, kv->preempt);
-    printf("KV pool, time-averaged shares (%% of the pool):\n");
-    printf("%-10s %10s %8s %9s %9s %9s %7s %9s %9s %10s %11s\n", "policy", "pool", "token%", "reserved%", "internal%", "external%", "free%",
-           "live max", "live mean", "batch mean", "preemptions");
-    for (int i = 0; i < kv->n_policies; i++) {
-        const record_kv_policy *p = &kv->policies[i];
-        printf("%-10s %10s %8.1f %9.1f %9.1f %9.1f %7.1f %9lld %9.1f %10.1f %11lld\n", p->policy, units_bytes(p->pool_bytes, b2, sizeof b2),
-               100 * p->share[KV_CAT_TOKEN], 100 * p->share[KV_CAT_RESERVED], 100 * p->share[KV_CAT_INTERNAL], 100 * p->share[KV_CAT_EXTERNAL],
-               100 * p->share[KV_CAT_FREE], (long long)p->max_live, p->mean_live, p->mean_batch, (long long)p->preemptions);
-    }
-    printf("\nThroughput and latency:\n");
-    printf("%-10s %10s %8s %10s %9s %9s %9s %9s %9s %9s\n", "policy", "tokens/s", "req/s", "duration_s", "TTFT p50", "TTFT p90", "TTFT p99",
-           "TPOT p50", "TPOT p90", "TPOT p99");
-    for (int i = 0; i < kv->n_policies; i++) {
-        const record_kv_policy *p = &kv->policies[i];
-        printf("%-10s %10.1f %8.3f %10.1f %8.3fs %8.3fs %8.3fs %7.1fms %7.1fms %7.1fms\n", p->policy, p->tokens_per_s, p->requests_per_s,
-               p->duration_s, p->ttft_s[0], p->ttft_s[1], p->ttft_s[2], 1e3 * p->tpot_s[0], 1e3 * p->tpot_s[1], 1e3 * p->tpot_s[2]);
-    }
-    printf("\ntoken%%: written K/V; reserved%%: held for tokens still to come; internal%%: held, never used;\n"
-           "external%%: free but in extents too small for the waiting request; free%%: the rest (docs/kv.md).\n");
 }
 
 static int parse_dtype_flag(const char *flag, const char *s, xf_dtype *out) {
@@ -211,7 +94,8 @@ int cmd_kv(int argc, char **argv) {
     };
     static const struct option opts[] = {
         {"model", required_argument, 0, O_MODEL},       {"device", required_argument, 0, O_DEVICE},
-        {"device-file", required_argument, 0, O_DEVFILE}, {"policy", required_argument, 0, O_POLICY},
+        {"device-file", required_argument, 0, O_DEVFILE}, {"kv-policy", required_argument, 0, O_POLICY},
+        {"policy", required_argument, 0, O_POLICY}, /* the old spelling, kept as an alias */
         {"rate", required_argument, 0, O_RATE},         {"requests", required_argument, 0, O_REQ},
         {"prompt-dist", required_argument, 0, O_PDIST}, {"output-dist", required_argument, 0, O_ODIST},
         {"trace-file", required_argument, 0, O_TRACE},  {"max-len", required_argument, 0, O_MAXLEN},
@@ -264,7 +148,7 @@ int cmd_kv(int argc, char **argv) {
         case O_KVD: if ((rc = parse_dtype_flag("--kvdtype", optarg, &kvd))) return rc; break;
         case O_WD: if ((rc = parse_dtype_flag("--wdtype", optarg, &wd))) return rc; break;
         case O_SEED:
-            if (args_int("--seed", optarg, 0, ((int64_t)1 << 53) - 1, &seed) != XF_OK) return cli_usage_error(CMD, "%s", xf_error_msg());
+            if (args_flag_int("--seed", optarg, &seed) != XF_OK) return cli_usage_error(CMD, "%s", xf_error_msg());
             break;
         case O_PREEMPT:
             if (sim_preempt_parse(optarg, &preempt) != XF_OK) return cli_usage_error(CMD, "--preempt: %s", xf_error_msg());
@@ -303,26 +187,26 @@ int cmd_kv(int argc, char **argv) {
             workload sw;
             workload_default(&sw);
             sw.wdtype = wd;
-            sw.adtype = wd == XF_FP32 ? XF_FP32 : wd == XF_BF16 ? XF_BF16 : XF_FP16;
+            sw.adtype = dtype_default_adtype(wd);
             sw.kvdtype = kvd;
             if ((s = kv_budget_default(&cfg, &sw, &sdev, max_len > 0 ? max_len : cfg.max_ctx, &budget))) return cli_fail(CMD, s);
         }
-        return run_size(&cfg, kvd, ctx_s, batch_s, json, out_path, budget);
+        return cli_kv_size(&cfg, kvd, ctx_s, batch_s, json, out_path, budget);
     }
 
     /* policies first: a typo should not wait for the rest */
     char **pol_items = NULL;
     int n_pol = 0;
-    if (args_str_list("--policy", policy_s, &pol_items, &n_pol) != XF_OK) return cli_usage_error(CMD, "%s", xf_error_msg());
+    if (args_str_list("--kv-policy", policy_s, &pol_items, &n_pol) != XF_OK) return cli_usage_error(CMD, "%s", xf_error_msg());
     kv_policy pols[64];
     if (n_pol > 64) {
         args_str_list_free(pol_items, n_pol);
         return cli_usage_error(CMD, "--policy: at most 64 policies");
     }
     for (int i = 0; i < n_pol; i++)
-        if (kv_policy_parse(pol_items[i], &pols[i]) != XF_OK) {
+        if (args_kv_policy("--kv-policy", pol_items[i], &pols[i]) != XF_OK) {
             args_str_list_free(pol_items, n_pol);
-            return cli_usage_error(CMD, "--policy: %s", xf_error_msg());
+            return cli_usage_error(CMD, "%s", xf_error_msg());
         }
     args_str_list_free(pol_items, n_pol);
     sim_dist pd, od;
@@ -338,7 +222,7 @@ int cmd_kv(int argc, char **argv) {
     workload w;
     workload_default(&w);
     w.wdtype = wd;
-    w.adtype = wd == XF_FP32 ? XF_FP32 : wd == XF_BF16 ? XF_BF16 : XF_FP16;
+    w.adtype = dtype_default_adtype(wd);
     w.kvdtype = kvd;
     if (budget == 0) {
         if ((s = kv_budget_default(&cfg, &w, &dev, max_len, &budget))) return cli_fail(CMD, s);
@@ -411,7 +295,15 @@ int cmd_kv(int argc, char **argv) {
         }
         kv->n_policies = i + 1;
     }
-    if (!json) print_table(&rec, &tr);
+    kv->mean_prompt = trace_mean(&tr, 0);
+    kv->mean_output = trace_mean(&tr, 1);
+    if (!json) {
+        char *text = NULL;
+        render_options ro = {0};
+        if ((s = render_text(&rec, RENDER_TABLE, &ro, &text))) goto fail;
+        fputs(text, stdout);
+        free(text);
+    }
     if (out_path || json) {
         s = record_save(&rec, out_path);
         if (s) goto fail;

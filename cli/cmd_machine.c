@@ -126,7 +126,7 @@ int cmd_machine(int argc, char **argv) {
         } else if (!strcmp(a, "--threads")) {
             if (!has_val) return cli_usage_error(cmd, "--threads needs a value");
             int64_t v;
-            xf_status s = args_int("--threads", argv[++i], 1, 1024, &v);
+            xf_status s = args_flag_int("--threads", argv[++i], &v);
             if (s != XF_OK) return cli_fail(cmd, s);
             o.threads = (int)v;
         } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {

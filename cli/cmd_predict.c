@@ -8,6 +8,7 @@
 #include "analyzers/advice.h"
 #include "analyzers/predict.h"
 #include "args.h"
+#include "core/limits.h"
 #include "cli.h"
 #include "core/device.h"
 #include "output.h"
@@ -26,7 +27,8 @@ static void help(void) {
            "  --device-file F   a devices file of your own (format of data/devices.json, or xfprof machine's)\n"
            "  --batch LIST      sequences per step (default 1)\n"
            "  --prompt LIST     prompt tokens per sequence (default 128)\n"
-           "  --gen LIST        tokens generated per sequence (default 128)\n"
+           "  --gen LIST        tokens generated per sequence (default 128; the first by the prefill, then gen - 1\n"
+           "                    decode steps)\n"
            "  --wdtype LIST     weights: fp32, fp16, bf16, fp8, int8, int4 (default bf16)\n"
            "  --adtype LIST     activations and GEMM compute type (default: fp32 for fp32 weights, fp16 for fp16, else bf16)\n"
            "  --kvdtype LIST    KV cache dtype (default: the activation dtype)\n"
@@ -67,7 +69,7 @@ int cmd_predict(int argc, char **argv) {
     workload *wls = NULL;
     record rec;
     record_init(&rec, "predict");
-    if (sweep_grid_set(&g, "--prompt", "128") || sweep_grid_set(&g, "--gen", "128")) {
+    if (sweep_grid_set(&g, "--prompt", limits_find("--prompt")->def) || sweep_grid_set(&g, "--gen", limits_find("--gen")->def)) {
         rc = cli_fail(CMD, XF_ENOMEM);
         goto done;
     }
@@ -91,7 +93,7 @@ int cmd_predict(int argc, char **argv) {
             }
             break;
         case O_GROUP:
-            if (args_int("--group", optarg, 1, 1 << 20, &g.group) != XF_OK) {
+            if (args_flag_int("--group", optarg, &g.group) != XF_OK) {
                 rc = cli_usage_error(CMD, "%s", xf_error_msg());
                 goto done;
             }

@@ -14,6 +14,7 @@
 #include "output.h"
 #include "reference_model/config.h"
 #include "reference_model/cuda_backend.h"
+#include "run_tokens.h"
 #include "runner/runner.h"
 #include "signals.h"
 #include "sweep_file.h"
@@ -28,17 +29,20 @@ static const char *CMD = "run";
 
 static void help(void) {
     printf("Usage: xfprof run [options]\n\n"
-           "Runs the reference LLaMA-style decoder for real (prefill, then gen decode steps), times every op of\n"
+           "Runs the reference LLaMA-style decoder for real (prefill, then gen - 1 decode steps), times every op of\n"
            "every layer, and sets each against this machine's measured ceilings: measured time (median and\n"
            "spread over the repetitions), FLOPs, bytes, intensity, utilization of each ceiling, the measured\n"
            "class, the predicted time and measured/predicted; then TTFT, TPOT, tokens/s and peak memory.\n"
-           "With no options: %s, batch %s, prompt %s, gen %s on the CPU.\n\n"
-           "  --model M         preset name (xfprof models) or a Hugging Face config.json (default %s)\n"
+           "With no options: %s, batch %s, prompt %s, gen %s on the CPU (a shorter request than predict's and\n"
+           "sweep's default 128 + 128, so that the embedded model runs in seconds).\n\n"
+           "  --model M         preset name (xfprof models) or a Hugging Face config.json (default %s, or the\n"
+           "                    --weights folder's config.json)\n"
            "  --weights DIR     real weights: a local Hugging Face folder (config.json + *.safetensors);\n"
            "                    default: random weights from --seed at the config's shapes\n"
            "  --batch LIST      sequences run together (default %s)\n"
            "  --prompt LIST     prompt tokens per sequence (default %s)\n"
-           "  --gen LIST        decode steps per sequence (default %s)\n"
+           "  --gen LIST        tokens generated per sequence (default %s): the prefill samples the first (TTFT\n"
+           "                    covers it), gen - 1 decode steps the rest, as max_new_tokens and llama-bench -n\n"
            "  --prompt-ids IDS  the prompt as token ids (1,15043,29892), the same for every sequence\n"
            "  --wdtype T        weights: fp32 (default; bf16 on cuda), bf16 or int8 (weight-only, per-group scales;\n"
            "                    their input is rounded to a 16-bit grid per group: record env int8_inputs)\n"
@@ -65,6 +69,9 @@ static void help(void) {
            "%s"
            "  --report FILE     also write the HTML report\n"
            "  --trace FILE      also write the Chrome trace (Perfetto) of the measured steps\n"
+           "  --save-tokens F   also write every sequence's prompt and generated ids, one line per step (JSON Lines,\n"
+           "                    format xfprof-tokens), from one more untimed repetition\n"
+           "  --save-logits     with --save-tokens: each step's last-position logits too (vocab floats per sequence)\n"
            "  -o FILE saves the record (JSON) there; stdout still gets the --format rendering.\n\n"
            "Ceilings: the machine file ($XFPROF_MACHINE_FILE or ~/.cache/xfprof/machine.json, made by 'xfprof\n"
            "machine'); without one a quick measurement runs first. A model whose weights fit in the last-level\n"
@@ -92,7 +99,8 @@ static int parse_prompt_ids(const char *s, const model_config *cfg, int32_t **id
 int cmd_run(int argc, char **argv) {
     enum {
         O_MODEL = 1000, O_WEIGHTS, O_BATCH, O_PROMPT, O_GEN, O_PIDS, O_WD, O_KV, O_GROUP, O_THREADS, O_REPS, O_WARMUP,
-        O_SEED, O_POLICY, O_ALLOC, O_DEVICE, O_NOPROBES, O_NOPERF, O_FORMAT, O_PERLAYER, O_REPORT, O_TRACE, O_CUPTI, O_GRAPH
+        O_SEED, O_POLICY, O_ALLOC, O_DEVICE, O_NOPROBES, O_NOPERF, O_FORMAT, O_PERLAYER, O_REPORT, O_TRACE, O_CUPTI, O_GRAPH,
+        O_SAVE_TOKENS, O_SAVE_LOGITS
     };
     static const struct option opts[] = {
         {"model", required_argument, 0, O_MODEL},     {"weights", required_argument, 0, O_WEIGHTS},
@@ -108,9 +116,11 @@ int cmd_run(int argc, char **argv) {
         {"per-layer", no_argument, 0, O_PERLAYER},    {"report", required_argument, 0, O_REPORT},
         {"trace", required_argument, 0, O_TRACE},     {"help", no_argument, 0, 'h'},
         {"cupti", required_argument, 0, O_CUPTI},     {"cuda-graph", no_argument, 0, O_GRAPH},
+        {"save-tokens", required_argument, 0, O_SAVE_TOKENS}, {"save-logits", no_argument, 0, O_SAVE_LOGITS},
         {0, 0, 0, 0}};
     const char *model_s = NULL, *weights = NULL, *batch_s = DEF_BATCH, *prompt_s = NULL, *gen_s = DEF_GEN;
-    const char *pids_s = NULL, *device = "cpu";
+    const char *pids_s = NULL, *device = "cpu", *tokens_path = NULL;
+    int save_logits = 0;
     run_plan pl;
     run_plan_default(&pl, NULL);
     int64_t v;
@@ -164,6 +174,8 @@ int cmd_run(int argc, char **argv) {
             else return cli_usage_error(CMD, "--cupti: '%s' is not off, activity or counters", optarg);
             break;
         case O_GRAPH: pl.cuda_graph = 1; break;
+        case O_SAVE_TOKENS: tokens_path = optarg; break;
+        case O_SAVE_LOGITS: save_logits = 1; break;
         case O_NOPROBES: pl.probes = 0; break;
         case O_NOPERF: pl.perf = 0; break;
         case O_FORMAT: if (cli_output_option(CMD, "format", optarg, &out) < 0) return CLI_EXIT_USAGE; break;
@@ -180,6 +192,7 @@ int cmd_run(int argc, char **argv) {
 
     if (!pl.cuda && pl.cupti > RUNNER_CUPTI_OFF) return cli_usage_error(CMD, "--cupti needs --device cuda (CUPTI traces GPU kernels)");
     if (!pl.cuda && pl.cuda_graph) return cli_usage_error(CMD, "--cuda-graph needs --device cuda");
+    if (save_logits && !tokens_path) return cli_usage_error(CMD, "--save-logits goes with --save-tokens FILE (the file it writes to)");
     /* The device first: without one, say so plainly (exit 3) before anything is resolved or measured. */
     if (pl.cuda) {
         cuda_device_info gpu;
@@ -224,11 +237,18 @@ int cmd_run(int argc, char **argv) {
     pl.prompt = prompts;
     pl.gen = gens;
     pl.stop = cli_signal_pending; /* Ctrl-C / SIGTERM: the point being measured finishes, every completed one is written */
+    run_tokens toks;
+    run_tokens_init(&toks, &pl.cfg, save_logits);
+    if (tokens_path) {
+        pl.on_step = run_tokens_step;
+        pl.on_step_ctx = &toks;
+    }
     record rec;
     record_init(&rec, "run");
     run_notes notes;
     cli_signals_install();
     if ((s = runner_run(&pl, &rec, &notes))) {
+        run_tokens_free(&toks);
         rc = s == XF_EUNSUPPORTED && pl.cuda ? cli_cuda_unsupported(CMD) : cli_fail(CMD, s);
         record_free(&rec);
         goto out;
@@ -242,6 +262,11 @@ int cmd_run(int argc, char **argv) {
         goto out;
     }
     rc = cli_output_write(CMD, &rec, &out);
+    if (tokens_path && rc == CLI_EXIT_OK) {
+        if ((s = run_tokens_write(&toks, tokens_path))) rc = cli_fail(CMD, s);
+        else fprintf(stderr, "xfprof run: wrote the tokens%s to %s\n", save_logits ? " and logits" : "", tokens_path);
+    }
+    run_tokens_free(&toks);
     /* Under the table: how it was measured (ceilings used, counters, BLAS kernels). */
     if (rc == CLI_EXIT_OK && out.format == RENDER_TABLE && !(out.path && !strcmp(out.path, "-"))) runner_print_notes(stdout, &rec, &notes);
     if (rc == CLI_EXIT_OK && notes.stopped_by) rc = 128 + notes.stopped_by;

@@ -45,7 +45,7 @@ static void help(void) {
            "  --device-file F    a devices file of your own (--predict)\n"
            "  --batch LIST       sequences per step (default 1)\n"
            "  --prompt LIST      prompt tokens per sequence (default 128)\n"
-           "  --gen LIST         tokens generated per sequence (default 32)\n"
+           "  --gen LIST         tokens generated per sequence (default 128; the first by the prefill)\n"
            "  --wdtype LIST      weight dtypes (default bf16 predicted, fp32 measured)\n"
            "  --adtype LIST      activation dtypes (--predict only; default from the weights)\n"
            "  --kvdtype LIST     KV cache dtypes (default: activation dtype predicted, fp32 measured)\n"
@@ -171,11 +171,11 @@ int cmd_sweep(int argc, char **argv) {
             g.device_file = strdup(optarg);
             break;
         case O_GROUP:
-            if (args_int("--group", optarg, 1, 1 << 20, &v)) goto usage;
+            if (args_flag_int("--group", optarg, &v)) goto usage;
             g.group = v;
             break;
         case 'r':
-            if (args_int("--reps", optarg, 1, 100000, &v)) goto usage;
+            if (args_flag_int("--reps", optarg, &v)) goto usage;
             g.reps = (int)v;
             break;
         case O_NOWARM: g.warmup = 0; break;

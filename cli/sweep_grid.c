@@ -1,5 +1,7 @@
 #include "sweep_grid.h"
 
+#include "core/limits.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,10 +78,11 @@ static xf_status set_strs(const char *flag, const char *v, char ***dst, int *n) 
 
 xf_status sweep_grid_set(sweep_grid *g, const char *flag, const char *v) {
     if (!v) return xf_errorf(XF_EINVAL, "%s needs a value", flag);
-    if (strcmp(flag, "--batch") == 0) return set_ints(flag, v, 1, 1 << 20, &g->batch, &g->n_batch);
-    if (strcmp(flag, "--prompt") == 0) return set_ints(flag, v, 1, 1 << 24, &g->prompt, &g->n_prompt);
-    if (strcmp(flag, "--gen") == 0) return set_ints(flag, v, 0, 1 << 24, &g->gen, &g->n_gen);
-    if (strcmp(flag, "--threads") == 0) return set_ints(flag, v, 0, 4096, &g->threads, &g->n_threads);
+    const xf_limit *l = limits_find(flag); /* the shared bounds (core/limits.h) */
+    if (strcmp(flag, "--batch") == 0) return set_ints(flag, v, l->min, l->max, &g->batch, &g->n_batch);
+    if (strcmp(flag, "--prompt") == 0) return set_ints(flag, v, l->min, l->max, &g->prompt, &g->n_prompt);
+    if (strcmp(flag, "--gen") == 0) return set_ints(flag, v, l->min, l->max, &g->gen, &g->n_gen);
+    if (strcmp(flag, "--threads") == 0) return set_ints(flag, v, 0, l->max, &g->threads, &g->n_threads); /* 0 = all */
     if (strcmp(flag, "--wdtype") == 0) return set_dtypes(flag, v, g->wd, &g->n_wd);
     if (strcmp(flag, "--adtype") == 0) return set_dtypes(flag, v, g->ad, &g->n_ad);
     if (strcmp(flag, "--kvdtype") == 0) return set_dtypes(flag, v, g->kv, &g->n_kv);
@@ -114,7 +117,6 @@ xf_status sweep_grid_set(sweep_grid *g, const char *flag, const char *v) {
     return xf_errorf(XF_EINVAL, "sweep: unknown list flag '%.32s'", flag);
 }
 
-static xf_dtype default_adtype(xf_dtype w) { return w == XF_FP32 ? XF_FP32 : w == XF_FP16 ? XF_FP16 : XF_BF16; }
 
 void sweep_param_key(const sweep_grid *g, const sweep_param *p, char *buf, size_t len) {
     const workload *w = &p->wl;
@@ -156,7 +158,7 @@ xf_status sweep_grid_expand(sweep_grid *gp, sweep_param **out, int64_t *n) {
     if ((s = default_strs(&gp->models, &gp->n_models, "stories15m")) ||
         (s = default_strs(&gp->devices, &gp->n_devices, gp->predict ? "h100-sxm" : "cpu")) ||
         (s = default_strs(&gp->policies, &gp->n_policies, "paged:16")) || (s = default_ints(&gp->batch, &gp->n_batch, 1)) ||
-        (s = default_ints(&gp->prompt, &gp->n_prompt, 128)) || (s = default_ints(&gp->gen, &gp->n_gen, 32)) ||
+        (s = default_ints(&gp->prompt, &gp->n_prompt, XF_DEFAULT_PROMPT)) || (s = default_ints(&gp->gen, &gp->n_gen, XF_DEFAULT_GEN)) ||
         (s = default_ints(&gp->threads, &gp->n_threads, 0)))
         return s;
     if (!gp->n_wd) gp->wd[0] = gp->predict ? XF_BF16 : XF_FP32, gp->n_wd = 1;
@@ -204,7 +206,7 @@ xf_status sweep_grid_expand(sweep_grid *gp, sweep_param **out, int64_t *n) {
                                             p->wl.prompt = g.prompt[ip];
                                             p->wl.gen = g.gen[ig];
                                             p->wl.wdtype = g.wd[iw];
-                                            p->wl.adtype = g.n_ad ? g.ad[ia] : default_adtype(p->wl.wdtype);
+                                            p->wl.adtype = g.n_ad ? g.ad[ia] : dtype_default_adtype(p->wl.wdtype);
                                             p->wl.kvdtype = g.n_kv ? g.kv[ik] : (g.predict ? p->wl.adtype : XF_FP32);
                                             p->wl.quant_group = (int)g.group;
                                             sweep_param_key(&g, p, p->key, sizeof p->key);

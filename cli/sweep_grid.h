@@ -33,7 +33,7 @@ typedef struct sweep_grid {
 } sweep_grid;
 
 /* Defaults: predict 0, model stories15m, device h100-sxm (predict) or cpu (measured, set at
- * expansion), batch 1, prompt 128, gen 32, wdtype bf16 (predict) / fp32 (measured), threads 0
+ * expansion), batch 1, prompt and gen from core/limits.h (128, 128), wdtype bf16 (predict) / fp32 (measured), threads 0
  * (all), policy paged:16, reps 5, warm-up 1. */
 void sweep_grid_init(sweep_grid *g);
 void sweep_grid_free(sweep_grid *g); /* NULL is fine */

@@ -47,3 +47,5 @@ double dtype_bytes(xf_dtype t, double n, int64_t row_len, int group) {
     }
     return bytes;
 }
+
+xf_dtype dtype_default_adtype(xf_dtype w) { return w == XF_FP32 ? XF_FP32 : w == XF_FP16 ? XF_FP16 : XF_BF16; }

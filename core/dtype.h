@@ -39,4 +39,8 @@ int dtype_is_quantized(xf_dtype t);
  * ignored. Returned as double: the cost model works in doubles (exact below 2^53). */
 double dtype_bytes(xf_dtype t, double n, int64_t row_len, int group);
 
+/* The activation (and GEMM compute) dtype a command uses when only the weights' is given: fp32 for
+ * fp32 weights, fp16 for fp16, else bf16 (bf16, fp8, int8, int4 weights compute in bf16). */
+xf_dtype dtype_default_adtype(xf_dtype wdtype);
+
 #endif

@@ -21,20 +21,161 @@ __attribute__((constructor)) static void json_hooks_install(void) {
     cJSON_InitHooks(&hooks);
 }
 
-/* 1 when the text ends inside a string or with objects/arrays still open: the mark of a file
- * cut short (an interrupted write, a full disk), worth saying plainly. */
-static int json_looks_truncated(const char *text) {
-    int depth = 0, in_str = 0, esc = 0;
-    for (const char *c = text; *c; c++) {
-        if (in_str) {
-            if (esc) esc = 0;
-            else if (*c == '\\') esc = 1;
-            else if (*c == '"') in_str = 0;
-        } else if (*c == '"') in_str = 1;
-        else if (*c == '{' || *c == '[') depth++;
-        else if (*c == '}' || *c == ']') depth--;
+/* A strict JSON syntax check (RFC 8259) that says where and what the first error is: cJSON only
+ * gives a position, and for a trailing comma or text that is not JSON at all it points at the end,
+ * which looks like a file cut short. Recursive descent, depth at most JSON_MAX_DEPTH. */
+#define JSON_MAX_DEPTH 1000
+
+typedef struct jscan {
+    const char *t;
+    size_t n, i;
+    char what[96]; /* the error, "" while none */
+    int eof;       /* 1: the error is the text ending early */
+} jscan;
+
+static int js_fail(jscan *s, const char *what) {
+    if (!s->what[0]) snprintf(s->what, sizeof s->what, "%s", what);
+    return 0;
+}
+
+static int js_eof(jscan *s, const char *what) {
+    s->eof = 1;
+    return js_fail(s, what);
+}
+
+static void js_ws(jscan *s) {
+    while (s->i < s->n && (s->t[s->i] == ' ' || s->t[s->i] == '\t' || s->t[s->i] == '\n' || s->t[s->i] == '\r')) s->i++;
+}
+
+static int js_digits(jscan *s) {
+    size_t st = s->i;
+    while (s->i < s->n && s->t[s->i] >= '0' && s->t[s->i] <= '9') s->i++;
+    return s->i > st;
+}
+
+static int js_string(jscan *s) {
+    s->i++; /* the opening quote */
+    while (s->i < s->n) {
+        unsigned char c = (unsigned char)s->t[s->i];
+        if (c == '"') {
+            s->i++;
+            return 1;
+        }
+        if (c < 0x20) return js_fail(s, "a control character inside a string (escape it, e.g. \\n)");
+        if (c == '\\') {
+            if (++s->i >= s->n) break;
+            char e = s->t[s->i];
+            if (e == 'u') {
+                for (int k = 1; k <= 4; k++) {
+                    if (s->i + (size_t)k >= s->n) return js_eof(s, "the text ends inside a \\u escape");
+                    char h = s->t[s->i + (size_t)k];
+                    if (!((h >= '0' && h <= '9') || (h >= 'a' && h <= 'f') || (h >= 'A' && h <= 'F')))
+                        return js_fail(s, "a \\u escape needs four hexadecimal digits");
+                }
+                s->i += 4;
+            } else if (!strchr("\"\\/bfnrt", e) || !e)
+                return js_fail(s, "an unknown escape in a string (use \\\" \\\\ \\/ \\b \\f \\n \\r \\t or \\uXXXX)");
+        }
+        s->i++;
     }
-    return in_str || depth > 0;
+    return js_eof(s, "the text ends inside a string (a missing closing quote)");
+}
+
+static int js_value(jscan *s, int depth);
+
+static int js_container(jscan *s, int depth, char close) {
+    if (depth >= JSON_MAX_DEPTH) return js_fail(s, "nested more than 1000 deep");
+    s->i++; /* '{' or '[' */
+    js_ws(s);
+    if (s->i < s->n && s->t[s->i] == close) {
+        s->i++;
+        return 1;
+    }
+    for (;;) {
+        js_ws(s);
+        if (s->i >= s->n) return js_eof(s, close == '}' ? "the text ends inside an object" : "the text ends inside an array");
+        if (close == '}') {
+            if (s->t[s->i] == '}') return js_fail(s, "a ',' before '}' (a trailing comma: remove it)");
+            if (s->t[s->i] != '"') return js_fail(s, "expected a key in double quotes");
+            if (!js_string(s)) return 0;
+            js_ws(s);
+            if (s->i >= s->n) return js_eof(s, "the text ends inside an object");
+            if (s->t[s->i] != ':') return js_fail(s, "expected ':' after the key");
+            s->i++;
+            js_ws(s);
+        } else if (s->t[s->i] == ']')
+            return js_fail(s, "a ',' before ']' (a trailing comma: remove it)");
+        if (!js_value(s, depth + 1)) return 0;
+        js_ws(s);
+        if (s->i >= s->n) return js_eof(s, close == '}' ? "the text ends inside an object" : "the text ends inside an array");
+        if (s->t[s->i] == close) {
+            s->i++;
+            return 1;
+        }
+        if (s->t[s->i] != ',') return js_fail(s, close == '}' ? "expected ',' or '}' after a value" : "expected ',' or ']' after a value");
+        s->i++;
+    }
+}
+
+static int js_word(jscan *s, const char *w) {
+    size_t l = strlen(w);
+    for (size_t k = 0; k < l; k++) {
+        if (s->i + k >= s->n) return js_eof(s, "the text ends inside true, false or null");
+        if (s->t[s->i + k] != w[k]) return js_fail(s, "not a JSON value (strings need double quotes; true, false, null are lower case)");
+    }
+    s->i += l;
+    return 1;
+}
+
+static int js_value(jscan *s, int depth) {
+    js_ws(s);
+    if (s->i >= s->n) return js_eof(s, "expected a value");
+    char c = s->t[s->i];
+    if (c == '{') return js_container(s, depth, '}');
+    if (c == '[') return js_container(s, depth, ']');
+    if (c == '"') return js_string(s);
+    if (c == 't') return js_word(s, "true");
+    if (c == 'f') return js_word(s, "false");
+    if (c == 'n') return js_word(s, "null");
+    if (c == '-' || (c >= '0' && c <= '9')) {
+        if (c == '-') s->i++;
+        if (s->i < s->n && s->t[s->i] == '0') s->i++;
+        else if (!js_digits(s)) return js_fail(s, "a '-' not followed by digits");
+        if (s->i < s->n && s->t[s->i] == '.') {
+            s->i++;
+            if (!js_digits(s)) return js_fail(s, "a '.' not followed by digits");
+        }
+        if (s->i < s->n && (s->t[s->i] == 'e' || s->t[s->i] == 'E')) {
+            s->i++;
+            if (s->i < s->n && (s->t[s->i] == '+' || s->t[s->i] == '-')) s->i++;
+            if (!js_digits(s)) return js_fail(s, "an exponent without digits");
+        }
+        return 1;
+    }
+    return js_fail(s, "not a JSON value (strings need double quotes; true, false, null are lower case)");
+}
+
+int json_syntax_error(const char *text, size_t len, size_t *offset, int *line, int *column, int *truncated, char *what,
+                      size_t what_len) {
+    jscan s = {text, len, 0, "", 0};
+    if (js_value(&s, 0)) {
+        js_ws(&s);
+        if (s.i < s.n) js_fail(&s, "more text after the end of the JSON document");
+    }
+    if (!s.what[0]) return 0;
+    *offset = s.i;
+    *truncated = s.eof;
+    *line = 1;
+    *column = 1;
+    for (size_t k = 0; k < s.i && k < len; k++) {
+        if (text[k] == '\n') {
+            (*line)++;
+            *column = 1;
+        } else
+            (*column)++;
+    }
+    snprintf(what, what_len, "%s", s.what);
+    return 1;
 }
 
 xf_status json_parse(const char *text, const char *ctx, cJSON **out) {
@@ -44,14 +185,17 @@ xf_status json_parse(const char *text, const char *ctx, cJSON **out) {
     cJSON *j = cJSON_ParseWithOpts(text, &end, 1);
     if (!j) {
         if (!end || g_json_alloc_failed) return xf_errorf(XF_ENOMEM, "%s: out of memory parsing JSON", ctx);
-        size_t off = (size_t)(end - text);
-        size_t len = strlen(text);
-        int line = 1;
-        for (size_t i = 0; i < off && i < len; i++)
-            if (text[i] == '\n') line++;
-        if (off >= len || json_looks_truncated(text))
-            return xf_errorf(XF_EPARSE, "%s: JSON is truncated (ends at byte %zu before the document is complete)", ctx, len);
-        return xf_errorf(XF_EPARSE, "%s: invalid JSON at line %d (byte %zu)", ctx, line, off);
+        size_t len = strlen(text), off;
+        int line, col, trunc;
+        char what[96];
+        if (json_syntax_error(text, len, &off, &line, &col, &trunc, what, sizeof what)) {
+            if (trunc)
+                return xf_errorf(XF_EPARSE, "%s: JSON is truncated: %s at byte %zu (line %d, column %d), before the document is "
+                                 "complete", ctx, what, off, line, col);
+            return xf_errorf(XF_EPARSE, "%s: invalid JSON at line %d, column %d (byte %zu): %s", ctx, line, col, off, what);
+        }
+        /* cJSON refused what the check accepts (e.g. a number beyond its range): its position */
+        return xf_errorf(XF_EPARSE, "%s: invalid JSON at byte %zu", ctx, (size_t)(end - text));
     }
     *out = j;
     return XF_OK;
@@ -62,6 +206,12 @@ xf_status json_parse_len(const char *text, size_t len, const char *ctx, cJSON **
     *out = cJSON_ParseWithLength(text, len);
     if (*out) return XF_OK;
     if (g_json_alloc_failed) return xf_errorf(XF_ENOMEM, "%s: out of memory parsing JSON", ctx);
+    size_t off;
+    int line, col, trunc;
+    char what[96];
+    if (json_syntax_error(text, len, &off, &line, &col, &trunc, what, sizeof what))
+        return xf_errorf(XF_EPARSE, "%s: %s JSON at line %d, column %d (byte %zu): %s", ctx, trunc ? "truncated" : "invalid", line,
+                         col, off, what);
     return xf_errorf(XF_EPARSE, "%s: not valid JSON", ctx);
 }
 

@@ -33,4 +33,10 @@ xf_status json_opt_bool(const cJSON *obj, const char *key, const char *ctx, int 
 /* Adds a number; non-finite values become null (JSON has no NaN). Returns 0 on OOM. */
 int json_add_number(cJSON *obj, const char *key, double v);
 
+/* The first syntax error of text[0..len) as strict JSON: returns 1 and fills the byte offset, its
+ * line and column (from 1), whether the text ended early (*truncated) and what was wrong; 0 when
+ * the text is valid JSON. json_parse's messages come from here. */
+int json_syntax_error(const char *text, size_t len, size_t *offset, int *line, int *column, int *truncated, char *what,
+                      size_t what_len);
+
 #endif

@@ -5,13 +5,13 @@
 
 static const xf_limit k_limits[] = {
     {"--batch", 1, XF_BATCH_MAX, "1"},
-    {"--prompt", 1, XF_TOKENS_MAX, XF_DEFAULT_PROMPT},
-    {"--gen", 0, XF_TOKENS_MAX, XF_DEFAULT_GEN},
+    {"--prompt", 1, XF_TOKENS_MAX, "128"},
+    {"--gen", 0, XF_TOKENS_MAX, "128"},
     {"--threads", 1, XF_THREADS_MAX, NULL},
     {"--reps", 1, XF_REPS_MAX, "5"},
     {"--warmup", 0, XF_WARMUP_MAX, "1"},
     {"--group", 1, XF_GROUP_MAX, "128"},
-    {"--seed", 0, INT64_MAX, "1"},
+    {"--seed", 0, ((int64_t)1 << 53) - 1, "1"}, /* records keep seeds as JSON numbers: exact below 2^53 */
 };
 
 const xf_limit *limits_find(const char *flag) {

@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#define XF_BATCH_MAX (1 << 20)   /* sequences run together */
+#define XF_BATCH_MAX (1 << 24)   /* sequences run together (kv --size sizes batches this large) */
 #define XF_TOKENS_MAX (1 << 24)  /* prompt or generated tokens per sequence */
 #define XF_THREADS_MAX 1024
 #define XF_REPS_MAX 10000
@@ -19,11 +19,11 @@
 #define XF_DEFAULT_WARMUP 1
 #define XF_DEFAULT_SEED 1
 #define XF_DEFAULT_KV_POLICY "paged:16"
-/* The workload of the commands that model a request (predict, sweep): a 512-token prompt and 128
- * generated tokens. `run` measures the small embedded model by default and uses its own (its help
- * says why). */
-#define XF_DEFAULT_PROMPT "512"
-#define XF_DEFAULT_GEN "128"
+/* The workload of the commands that model a request (predict, sweep): a 128-token prompt and 128
+ * generated tokens. `run` measures the small embedded model in a few seconds by default and uses
+ * its own (its help says why). */
+#define XF_DEFAULT_PROMPT 128
+#define XF_DEFAULT_GEN 128
 
 /* One row per shared integer flag. */
 typedef struct xf_limit {

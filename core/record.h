@@ -63,7 +63,7 @@ typedef struct record_summary {
     int64_t decode_context;      /* context of the decode step summarised */
     double prefill_time_s;       /* sum of the prefill step's op times */
     double decode_time_s;        /* sum of the decode step's op times */
-    double share_bound[XF_BOUND_COUNT]; /* share of request time (prefill + gen decode steps) per class */
+    double share_bound[XF_BOUND_COUNT]; /* share of request time (prefill + gen - 1 decode steps) per class */
     int64_t max_batch;           /* largest batch that fits device memory; 0 none */
 } record_summary;
 

@@ -80,6 +80,8 @@ typedef struct record_kv {
     uint64_t seed;
     char preempt[16];            /* "recompute" or "wait" */
     char step_model[64];         /* how step times were obtained ("cost-model roofline, ...") */
+    double mean_prompt;          /* mean prompt tokens over the requests (0: not recorded) */
+    double mean_output;          /* mean output tokens over the requests (0: not recorded) */
     int n_policies;
     record_kv_policy *policies;  /* (n_policies); owned */
 } record_kv;

@@ -12,7 +12,9 @@ step_shape workload_decode_step(const workload *w, int64_t context) {
     return s;
 }
 
-int64_t workload_mean_decode_context(const workload *w) { return w->prompt + (w->gen + 1) / 2; }
+int64_t workload_decode_steps(const workload *w) { return w->gen > 1 ? w->gen - 1 : 0; }
+
+int64_t workload_mean_decode_context(const workload *w) { return w->prompt + w->gen / 2; }
 
 void workload_default(workload *w) {
     w->batch = 1;

@@ -1,4 +1,4 @@
-/* What is run: one phase of one step, or a whole request (prefill then gen decode steps). */
+/* What is run: one phase of one step, or a whole request (prefill, which samples the first token, then gen - 1 decode steps). */
 #ifndef XF_WORKLOAD_H
 #define XF_WORKLOAD_H
 
@@ -13,7 +13,7 @@ const char *phase_name(xf_phase p); /* "prefill" / "decode" */
 typedef struct workload {
     int64_t batch;      /* sequences run together */
     int64_t prompt;     /* prompt tokens per sequence */
-    int64_t gen;        /* tokens generated per sequence */
+    int64_t gen;        /* tokens generated per sequence: the prefill samples the first, gen - 1 decode steps the rest */
     xf_dtype wdtype;    /* weights */
     xf_dtype adtype;    /* activations (and the compute type of GEMMs) */
     xf_dtype kvdtype;   /* KV cache */
@@ -33,8 +33,13 @@ typedef struct step_shape {
 step_shape workload_prefill_step(const workload *w);
 step_shape workload_decode_step(const workload *w, int64_t context);
 
-/* Mean decode context: prompt + (gen + 1) / 2, i.e. the context of the middle decode step
- * (the k-th decode step, k = 1..gen, attends over prompt + k tokens). */
+/* Decode steps of a request: gen - 1 (none for gen <= 1). `gen` counts the generated tokens, as
+ * transformers' max_new_tokens and llama-bench's -n do: the prefill step samples the first (TTFT
+ * covers it), each decode step one more. */
+int64_t workload_decode_steps(const workload *w);
+
+/* Mean decode context: prompt + gen / 2, the context of the middle decode step (the k-th decode
+ * step, k = 1..gen-1, attends over prompt + k tokens). */
 int64_t workload_mean_decode_context(const workload *w);
 
 /* Defaults: batch 1, prompt 512, gen 128, bf16 everywhere. */

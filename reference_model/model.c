@@ -9,6 +9,7 @@
 
 #include "reference_model/cpu_attention.h"
 #include "reference_model/kv_cache.h"
+#include "core/limits.h"
 #include "reference_model/safetensors.h"
 #include "reference_model/weights.h"
 
@@ -88,8 +89,8 @@ static xf_status check_options(const model_config *cfg, const model_options *o) 
     if (o->quant_group < 0 || o->quant_group > 65536)
         return xf_errorf(XF_EINVAL, "quant group %d out of range: use 1..65536 (0 = 128)", o->quant_group);
     if (o->threads < 0 || o->threads > 4096) return xf_errorf(XF_EINVAL, "threads %d out of range: use 1..4096 (0 = all)", o->threads);
-    if (o->max_seqs < 1 || o->max_seqs > (1 << 20))
-        return xf_errorf(XF_EINVAL, "batch %lld out of range: use 1..1048576", (long long)o->max_seqs);
+    if (o->max_seqs < 1 || o->max_seqs > XF_BATCH_MAX)
+        return xf_errorf(XF_EINVAL, "batch %lld out of range: use 1..%d", (long long)o->max_seqs, XF_BATCH_MAX);
     if (o->max_prompt < 1 || o->max_seq_len < o->max_prompt)
         return xf_errorf(XF_EINVAL, "prompt length %lld and sequence length %lld: need 1 <= prompt <= prompt + generated",
                          (long long)o->max_prompt, (long long)o->max_seq_len);

@@ -138,7 +138,8 @@ cJSON *record_kv_to_json(const record_kv *kv) {
              put_number(o, "n_requests", (double)kv->n_requests) & add_str(o, "prompt_dist", kv->prompt_dist) &
              add_str(o, "output_dist", kv->output_dist) & add_str(o, "trace_file", kv->trace_file) &
              put_number(o, "seed", (double)kv->seed) & add_str(o, "preempt", kv->preempt) &
-             add_str(o, "step_model", kv->step_model);
+             add_str(o, "step_model", kv->step_model) & put_number(o, "mean_prompt", kv->mean_prompt) &
+             put_number(o, "mean_output", kv->mean_output);
     cJSON *arr = cJSON_CreateArray();
     for (int i = 0; ok && arr && i < kv->n_policies; i++) {
         cJSON *p = policy_json(&kv->policies[i]);
@@ -309,6 +310,9 @@ xf_status record_kv_from_json(const cJSON *j, const char *ctx, record_kv **out) 
         (s = get_nonneg(j, "seed", ctx, &seed)) || (s = json_get_string(j, "preempt", ctx, kv->preempt, sizeof kv->preempt)) ||
         (s = json_get_string(j, "step_model", ctx, kv->step_model, sizeof kv->step_model)))
         return s;
+    /* mean request lengths: optional (records before they were written lack them) */
+    if (cJSON_GetObjectItemCaseSensitive(j, "mean_prompt") && (s = get_nonneg(j, "mean_prompt", ctx, &kv->mean_prompt))) return s;
+    if (cJSON_GetObjectItemCaseSensitive(j, "mean_output") && (s = get_nonneg(j, "mean_output", ctx, &kv->mean_output))) return s;
     if (seed > SEED_MAX || seed != floor(seed)) return xf_errorf(XF_EINVAL, "%s: seed must be a whole number below 2^53", ctx);
     kv->seed = (uint64_t)seed;
     if (strcmp(kv->arrivals, "poisson") && strcmp(kv->arrivals, "burst") && strcmp(kv->arrivals, "trace"))

@@ -1,5 +1,8 @@
 #include "render_text.h"
 
+#include "analyzers/rollup.h"
+#include "reports/kv_text.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,55 +30,35 @@ xf_status render_format_parse(const char *s, render_format *out) {
 xf_status render_rollup_point(const record_point *p, render_rollup **out, int64_t *n) {
     *out = NULL;
     *n = 0;
-    render_rollup *rows = calloc((size_t)(p->n_ops > 0 ? p->n_ops : 1), sizeof *rows);
-    if (!rows) return xf_errorf(XF_ENOMEM, "out of memory rendering the op table");
-    double *longest = calloc((size_t)(p->n_ops > 0 ? p->n_ops : 1), sizeof *longest);
-    if (!longest) {
-        free(rows);
+    rollup_agg *agg = NULL;
+    int64_t m = 0;
+    xf_status s = rollup_point_ops(p, &agg, &m);
+    if (s) return s;
+    render_rollup *rows = calloc((size_t)(m > 0 ? m : 1), sizeof *rows);
+    if (!rows) {
+        free(agg);
         return xf_errorf(XF_ENOMEM, "out of memory rendering the op table");
     }
-    int64_t m = 0;
-    for (int64_t i = 0; i < p->n_ops; i++) {
-        const record_op *op = &p->ops[i];
-        int64_t j = 0;
-        while (j < m && !(rows[j].phase == op->cost.phase && rows[j].kind == op->cost.kind)) j++;
-        render_rollup *r = &rows[j];
-        if (j == m) {
-            m++;
-            r->phase = op->cost.phase;
-            r->kind = op->cost.kind;
-            r->first_layer = r->last_layer = op->cost.layer;
-            longest[j] = -1;
-        }
-        if (op->cost.layer < r->first_layer) r->first_layer = op->cost.layer;
-        if (op->cost.layer > r->last_layer) r->last_layer = op->cost.layer;
-        r->count++;
-        r->flops += op->cost.flops;
-        r->bytes += op->bytes_from_counters ? op->measured_bytes : op->cost.bytes;
-        r->time_s += op->time_s;
-        r->predicted_time_s += op->predicted_time_s;
-        r->spread_s += op->spread_s;
-        r->share += op->share;
-        r->measured |= op->measured;
-        r->util_compute += op->util_compute * op->time_s;
-        r->util_memory += op->util_memory * op->time_s;
-        if (op->time_s > longest[j]) {
-            longest[j] = op->time_s;
-            r->bound = op->bound;
-        }
-    }
-    roofline_thresholds th;
-    roofline_thresholds_default(&th);
     for (int64_t j = 0; j < m; j++) {
-        if (rows[j].time_s > 0) {
-            rows[j].util_compute /= rows[j].time_s;
-            rows[j].util_memory /= rows[j].time_s;
-        }
-        /* A measured roll-up is classed on its combined utilizations (its total FLOPs and bytes
-         * over its total time), not on one instance: short layers alone can look latency-bound. */
-        if (rows[j].measured) rows[j].bound = roofline_class_measured(rows[j].util_compute, rows[j].util_memory, &th);
+        const rollup_agg *a = &agg[j];
+        render_rollup *r = &rows[j];
+        r->phase = a->phase;
+        r->kind = a->kind;
+        r->first_layer = a->first_layer;
+        r->last_layer = a->last_layer;
+        r->count = a->n;
+        r->flops = a->flops;
+        r->bytes = a->bytes;
+        r->time_s = a->time_s;
+        r->predicted_time_s = a->predicted_time_s;
+        r->spread_s = a->spread_s;
+        r->share = a->share;
+        r->bound = rollup_class(a); /* the one rule the HTML report uses too */
+        r->measured = a->measured;
+        r->util_compute = a->util_compute;
+        r->util_memory = a->util_memory;
     }
-    free(longest);
+    free(agg);
     *out = rows;
     *n = m;
     return XF_OK;
@@ -217,6 +200,10 @@ static xf_status render_table(sbuf *b, const record *r, const render_options *op
         xf_status s = table_ops(b, &r->points[i], opt);
         if (s) return s;
         table_summary(b, r, &r->points[i]);
+    }
+    if (r->kv) { /* a kv record: the policies' table, as `xfprof kv` printed it */
+        if (r->n_points) sbuf_puts(b, "\n");
+        render_kv_table(b, r);
     }
     table_advice(b, r);
     return XF_OK;

@@ -32,13 +32,13 @@ typedef struct render_rollup {
     int first_layer, last_layer; /* -1, -1 for ops outside the layers */
     int64_t count;               /* ops summed */
     double flops, bytes, time_s, predicted_time_s, spread_s, share;
-    xf_bound bound;              /* the class of the summed op (of its longest instance) */
+    xf_bound bound;              /* the class of the summed op (rollup_class, as the HTML report) */
     int measured;
     double util_compute, util_memory; /* time-weighted over the instances */
 } render_rollup;
 
-/* Rolls a point's ops up over layers, in op order, prefill first. *out (n entries) is freed by
- * the caller with free(). */
+/* Rolls a point's ops up over layers (analyzers/rollup.h), in op order, prefill first. *out (n
+ * entries) is freed by the caller with free(). */
 xf_status render_rollup_point(const record_point *p, render_rollup **out, int64_t *n);
 
 #endif

@@ -113,10 +113,41 @@ static xf_status add_kv_alloc_ops(record_point *p, int with_decode) {
     return XF_OK;
 }
 
+/* plan->on_step: one more repetition, untimed and without probes, each step's logits and ids. */
+static xf_status replay_steps(run_ctx *c, const record_point *p, const int32_t *prompts, const int64_t *lens) {
+    const workload *w = &p->wl;
+    int32_t *ids = malloc((size_t)w->batch * sizeof *ids);
+    if (!ids) return xf_errorf(XF_ENOMEM, "out of memory");
+    model_reset(c->m);
+    xf_status s = model_prefill(c->m, (int)w->batch, prompts, lens, NULL);
+    for (int64_t k = 0; !s && k < w->gen; k++) {
+        if (k > 0 && (s = model_decode_step(c->m, NULL, NULL))) break;
+        run_step_view v;
+        memset(&v, 0, sizeof v);
+        v.point = c->point_index;
+        v.step = k;
+        v.logits = model_logits(c->m, &v.n_seqs, &v.vocab);
+        for (int64_t b = 0; b < w->batch; b++) {
+            int64_t n = 0;
+            const int32_t *t = model_tokens(c->m, (int)b, &n);
+            ids[b] = t && n > 0 ? t[n - 1] : -1;
+        }
+        v.tokens = ids;
+        if (k == 0) {
+            v.prompt = prompts;
+            v.prompt_len = w->prompt;
+        }
+        s = c->plan->on_step(c->plan->on_step_ctx, &v);
+    }
+    free(ids);
+    return s;
+}
+
 /* Runs one point: warm-up, reps; fills the measured ops, summary and tokens. */
 static xf_status run_point(run_ctx *c, record_point *p) {
     const run_plan *pl = c->plan;
     const workload *w = &p->wl;
+    const int64_t n_dec = workload_decode_steps(w);
     xf_status s;
     int64_t n_tok = w->batch * w->prompt;
     int32_t *prompts = malloc((size_t)n_tok * sizeof *prompts);
@@ -140,13 +171,13 @@ static xf_status run_point(run_ctx *c, record_point *p) {
         double t0 = timer_now_s();
         if ((s = model_prefill(c->m, (int)w->batch, prompts, lens, ps)) != XF_OK) goto done;
         double t1 = timer_now_s();
-        for (int64_t k = 0; k < w->gen; k++)
+        for (int64_t k = 0; k < n_dec; k++) /* the prefill sampled the first of the gen tokens */
             if ((s = model_decode_step(c->m, NULL, ps)) != XF_OK) goto done;
         double t2 = timer_now_s();
         if ((s = probe_set_rep_end(ps, r)) != XF_OK) goto done; /* after the timed part; r < 0: warm-up */
         if (r < 0) continue;
         pre_s[r] = t1 - t0;
-        dec_s[r] = w->gen > 0 ? (t2 - t1) / (double)w->gen : 0;
+        dec_s[r] = n_dec > 0 ? (t2 - t1) / (double)n_dec : 0;
     }
     /* Tokens of the last repetition (greedy: every repetition gives the same), before the counter
      * replay and the graph timings run the model again. */
@@ -157,6 +188,7 @@ static xf_status run_point(run_ctx *c, record_point *p) {
         if (!t) n = 0;
         if (per < 0 || n < per) per = n;
     }
+    if (per > w->gen) per = w->gen; /* --gen 0: the prefill's sampled token is not one of the run's */
     if (per > 0) {
         p->tokens = malloc((size_t)(w->batch * per) * sizeof *p->tokens);
         if (!p->tokens) {
@@ -172,13 +204,14 @@ static xf_status run_point(run_ctx *c, record_point *p) {
         p->n_tokens_per_seq = per;
     }
     probe_set_point_end(ps); /* CUPTI activity off before the replays and the graph timings */
+    if (pl->on_step && w->gen > 0 && (s = replay_steps(c, p, prompts, lens)) != XF_OK) goto done;
     if (pl->cuda && c->cupti_sel == RUNNER_CUPTI_COUNTERS && !c->counters_off) runner_collect_counters(c, p, prompts, lens);
     /* Measured ops: every probe's samples (innermost first), then the class. */
     roofline_thresholds th;
     roofline_thresholds_default(&th);
     for (int64_t i = 0; ps && i < p->n_ops; i++) {
         record_op *op = &p->ops[i];
-        if ((s = probe_set_fill(ps, i, w->gen, op)) != XF_OK) goto done;
+        if ((s = probe_set_fill(ps, i, n_dec, op)) != XF_OK) goto done;
         if (!op->measured) continue; /* the model did not run this op (e.g. no decode) */
         /* CPU without an open counter: the record lists every counter as unsupported */
         if (!pl->cuda && !c->perf) perf_probe_fill(NULL, op->cost.phase, op->cost.layer, op->cost.kind, op);
@@ -188,8 +221,8 @@ static xf_status run_point(run_ctx *c, record_point *p) {
     /* TTFT and TPOT are the whole steps' wall times (ops plus the gaps between them). */
     record_summary *sm = &p->summary;
     sm->ttft_s = median_of(pre_s, pl->reps);
-    sm->tpot_s = w->gen > 0 ? median_of(dec_s, pl->reps) : 0;
-    double request = sm->ttft_s + (double)w->gen * sm->tpot_s;
+    sm->tpot_s = n_dec > 0 ? median_of(dec_s, pl->reps) : 0;
+    double request = sm->ttft_s + (double)n_dec * sm->tpot_s;
     sm->tokens_per_s = request > 0 ? (double)(w->batch * w->gen) / request : 0;
     sm->prefill_tokens_per_s = sm->ttft_s > 0 ? (double)(w->batch * w->prompt) / sm->ttft_s : 0;
     sm->decode_tokens_per_s = sm->tpot_s > 0 ? (double)w->batch / sm->tpot_s : 0;
@@ -197,7 +230,7 @@ static xf_status run_point(run_ctx *c, record_point *p) {
         sm->prefill_time_s = sm->ttft_s;
         sm->decode_time_s = sm->tpot_s;
     }
-    if (pl->cuda && pl->cuda_graph && w->gen > 0 && (s = runner_graph_compare(c, p, prompts, lens)) != XF_OK) goto done;
+    if (pl->cuda && pl->cuda_graph && n_dec > 0 && (s = runner_graph_compare(c, p, prompts, lens)) != XF_OK) goto done;
     s = XF_OK;
 done:
     free(prompts);
@@ -480,7 +513,7 @@ xf_status runner_run(const run_plan *pl, record *rec, run_notes *notes_out) {
                     s = xf_errorf(XF_ENOMEM, "out of memory");
                     goto out;
                 }
-                if ((s = predict_point(cfg, &w, &ctx.dev, p)) || (s = add_kv_alloc_ops(p, w.gen > 0))) goto out;
+                if ((s = predict_point(cfg, &w, &ctx.dev, p)) || (s = add_kv_alloc_ops(p, workload_decode_steps(&w) > 0))) goto out;
                 p->run.threads = pl->threads;
                 p->run.reps = pl->reps;
                 p->run.warmup = pl->warmup;

@@ -32,6 +32,17 @@ typedef enum runner_cupti {
     RUNNER_CUPTI_COUNTERS      /* activity, then the Range Profiler replays for DRAM bytes and FLOPs */
 } runner_cupti;
 
+/* One step of the replay run_plan.on_step asks for. */
+typedef struct run_step_view {
+    int point;             /* index of the point in the record */
+    int64_t step;          /* 0: the prefill (logits of the last prompt position), k: the k-th decode step */
+    int64_t n_seqs, vocab;
+    const float *logits;   /* (n_seqs, vocab) the last position's logits; valid during the call */
+    const int32_t *tokens; /* (n_seqs) the token each sequence sampled from them (greedy) */
+    const int32_t *prompt; /* step 0 only: (n_seqs, prompt_len) the prompt ids; NULL otherwise */
+    int64_t prompt_len;
+} run_step_view;
+
 /* What to run. Every (batch, prompt, gen) combination of the grid is one point, batch-major.
  * Pointers are borrowed (the caller keeps them alive during runner_run). */
 typedef struct run_plan {
@@ -57,6 +68,11 @@ typedef struct run_plan {
     runner_cupti cupti;          /* cuda only */
     int cuda_graph;              /* cuda only: the decode step with and without a CUDA graph */
     int quiet;                   /* 1: no progress lines on stderr (warnings still) */
+    /* Called for every step of one more, untimed repetition of each point (after the measured ones,
+     * without probes; greedy, so it generates the same tokens): the prompt, the sampled ids and the
+     * last-position logits, e.g. to check a run against another engine. NULL: no replay. */
+    xf_status (*on_step)(void *ctx, const run_step_view *v);
+    void *on_step_ctx;
     int (*stop)(void);           /* polled between points: nonzero stops the run (Ctrl-C); NULL: never */
 } run_plan;
 

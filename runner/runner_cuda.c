@@ -161,11 +161,12 @@ void runner_cupti_note(const cupti_run *c, char *buf, size_t len) {
 
 /* --cuda-graph: the decode step timed both ways in the same run, without probes and without the
  * per-op sync (which would hide what the graph saves): one warm-up repetition (it captures the
- * graph), then reps; each repetition is a prefill and gen decode steps. Host wall time per decode
+ * graph), then reps; each repetition is a prefill and gen - 1 decode steps. Host wall time per decode
  * step (the step's results copied back included) and the cudaEvent time around the step's GPU
  * work, medians over the repetitions. */
 xf_status runner_graph_compare(run_ctx *c, record_point *p, const int32_t *prompts, const int64_t *lens) {
     const workload *w = &p->wl;
+    const int64_t n_dec = workload_decode_steps(w); /* graph_compare runs only when > 0 */
     void *bctx = model_backend_ctx(c->m);
     double *host[2], *ev[2];
     double med_host[2], med_ev[2], iqr;
@@ -185,14 +186,14 @@ xf_status runner_graph_compare(run_ctx *c, record_point *p, const int32_t *promp
             model_reset(c->m);
             if ((s = model_prefill(c->m, (int)w->batch, prompts, lens, NULL)) != XF_OK) break;
             double evsum = 0, t1 = timer_now_s();
-            for (int64_t k = 0; k < w->gen && !s; k++) {
+            for (int64_t k = 0; k < n_dec && !s; k++) {
                 s = model_decode_step(c->m, NULL, NULL);
                 evsum += cuda_backend_last_step_ms(bctx) * 1e-3;
             }
             double t2 = timer_now_s();
             if (s || r < 0) continue;
-            host[g][r] = (t2 - t1) / (double)w->gen;
-            ev[g][r] = evsum / (double)w->gen;
+            host[g][r] = (t2 - t1) / (double)n_dec;
+            ev[g][r] = evsum / (double)n_dec;
         }
         timer_stats(host[g], c->plan->reps, &med_host[g], &iqr);
         timer_stats(ev[g], c->plan->reps, &med_ev[g], &iqr);
@@ -228,7 +229,7 @@ done:
  * activity timing, do not try again. */
 void runner_collect_counters(run_ctx *c, record_point *p, const int32_t *prompts, const int64_t *lens) {
     const workload *w = &p->wl;
-    int n_dec = w->gen > 0 ? (int)((w->gen + 1) / 2) : 0;
+    int n_dec = workload_decode_steps(w) > 0 ? (int)(w->gen / 2) : 0; /* up to the step at the mean decode context */
     cupti_collect_args a = {c->m, c->plan->ordinal, (int)w->batch, prompts, lens, n_dec};
     cupti_collect_result cr;
     fprintf(stderr, "xfprof run: CUPTI counters: replaying prefill and %d decode step(s) under the Range Profiler...\n", n_dec);

@@ -147,6 +147,21 @@ SMALL=(--model tinyllama-1.1b --kv-budget $((22528 * 64)) --requests 4 --prompt-
 expect 0 "" "${SMALL[@]}" --preempt recompute
 expect 2 "deadlock" "${SMALL[@]}" --preempt wait
 
+# Shares of the held memory beside the pool's, labelled; `xfprof show` reprints the same table.
+expect 0 "" --model tinyllama-1.1b --kv-budget 64MiB --requests 50 --policy reserve,paged:16 -o "$tmp/held.json"
+cp "$tmp/out" "$tmp/kv_table.txt"
+has "$tmp/kv_table.txt" "time-averaged shares (% of the pool)"
+has "$tmp/kv_table.txt" "(% of held"
+# held token% = token / (1 - free) of the pool's row, for every policy
+if awk '/% of the pool/ {s = 1; next} s == 1 && $1 ~ /^(reserve|paged)/ {tok[$1] = $4; fr[$1] = $8} /% of held/ {s = 2; next}
+     s == 2 && $1 == "policy" {next} s == 2 && $1 ~ /^(reserve|paged)/ {n++; want = 100 * tok[$1] / (100 - fr[$1]);
+       d = $4 - want; if (d < -0.11 || d > 0.11) bad = 1} /^Throughput/ {s = 3} END {exit !(n == 2 && !bad)}' "$tmp/kv_table.txt"; then
+  ok "held shares = pool shares / (1 - free)"
+else fail "held shares do not follow from the pool's: $(cat "$tmp/kv_table.txt")"; fi
+if timeout 60 "$XF" show "$tmp/held.json" >"$tmp/show.txt" 2>"$tmp/err" && diff "$tmp/kv_table.txt" "$tmp/show.txt" >/dev/null; then
+  ok "show reprints the kv table"
+else fail "xfprof show of a kv record differs from what kv printed: $(diff "$tmp/kv_table.txt" "$tmp/show.txt" | head -20)"; fi
+
 # Bad input.
 expect 2 "positive" "${TINY[@]}" --rate 0
 expect 2 "positive" "${TINY[@]}" --rate -3

@@ -38,6 +38,16 @@ has "devices a100-40gb ridge 200.6" "$(echo "$out" | grep '^a100-40gb ')" "200.6
 "$XF" devices --device-file "$SRC/tests/data/devices_custom.json" >"$tmp/o"; check "devices --device-file" 0 $?
 has "custom device listed" "$(cat "$tmp/o")" "my-gpu"
 "$XF" devices --help >/dev/null; check "devices --help" 0 $?
+# A name longer than 12 characters keeps every column aligned: each column ends at the same place in
+# the header and in every row.
+sed 's/"my-gpu"/"my-very-long-accelerator-name"/' "$SRC/tests/data/devices_custom.json" >"$tmp/long.json"
+"$XF" devices --device-file "$tmp/long.json" >"$tmp/o"; check "devices with a long name" 0 $?
+# where each right-aligned column (the third on) ends
+ends() { awk '{ s = $0; e = ""; p = 0; k = 0; while (match(s, /[^ ]+/)) { p += RSTART + RLENGTH - 1; if (++k > 2) e = e " " p; s = substr(s, RSTART + RLENGTH) } print e }'; }
+hdr=$(head -1 "$tmp/o" | ends)
+bad=$(awk '/^(my-|a100|h100)/' "$tmp/o" | ends | grep -cvx -- "$hdr")
+if [ "$bad" -eq 0 ] && grep -q '^my-very-long-accelerator-name ' "$tmp/o"; then echo "ok: devices columns aligned with a long name"
+else echo "FAIL: devices columns misaligned with a long name:"; cat "$tmp/o"; fail=1; fi
 printf '{"format":"xfprof-devices","version":9,"devices":[]}' >"$tmp/v9.json"
 "$XF" devices --device-file "$tmp/v9.json" 2>"$tmp/e"; check "devices newer version" 2 $?
 has "newer version message" "$(cat "$tmp/e")" "newer"

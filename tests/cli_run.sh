@@ -51,8 +51,81 @@ for o in meas:
 assert any(o["op"] == "kv_alloc" for o in ops)
 assert all(v in ("unsupported",) or isinstance(v, (int, float)) for o in meas for v in o["counters"].values())
 assert len(p["tokens"]) == 1                        # batch 1
+# --gen counts the generated tokens (the prefill samples the first): 32 by default, not 33
+assert p["workload"]["gen"] == 32 and len(p["tokens"][0]) == 32, (p["workload"]["gen"], len(p["tokens"][0]))
 EOF
 fi
+# --gen 1: one token, from the prefill, so no decode step ran; --gen 0: none (prompt processing only).
+for g in 1 0; do
+    expect_rc 0 "run --gen $g" "$XF" run --reps 1 --warmup 0 --prompt 8 --gen $g --format json
+    if command -v python3 >/dev/null; then
+        python3 - "$TMP/out" $g <<'EOF' && ok "--gen $g: $g token(s), no decode step" || bad "--gen $g: tokens or decode steps wrong"
+import json, sys
+p = json.load(open(sys.argv[1]))["points"][0]
+g = int(sys.argv[2])
+assert len(p.get("tokens", [[]])[0]) == g, p.get("tokens")
+assert not any(o.get("measured") for o in p["ops"] if o["phase"] == "decode")
+assert p["summary"]["tpot_s"] == 0 and p["summary"]["ttft_s"] > 0
+EOF
+    fi
+done
+
+# --weights DIR alone: the folder's config.json is the model (no --model needed).
+if command -v python3 >/dev/null; then
+    mkdir -p "$TMP/tiny-weights"
+    python3 - "$TMP/tiny-weights" <<'EOF'
+import json, struct, sys, random
+d = sys.argv[1]
+L, D, H, KV, HD, FF, V = 1, 16, 2, 1, 8, 32, 64
+json.dump({"model_type": "llama", "hidden_size": D, "num_hidden_layers": L, "num_attention_heads": H,
+           "num_key_value_heads": KV, "head_dim": HD, "intermediate_size": FF, "vocab_size": V,
+           "max_position_embeddings": 64, "rope_theta": 10000.0, "rms_norm_eps": 1e-5,
+           "tie_word_embeddings": False, "hidden_act": "silu"}, open(d + "/config.json", "w"))
+t = {"model.embed_tokens.weight": (V, D), "lm_head.weight": (V, D), "model.norm.weight": (D,)}
+for l in range(L):
+    p = "model.layers.%d." % l
+    t.update({p + "self_attn.q_proj.weight": (H * HD, D), p + "self_attn.k_proj.weight": (KV * HD, D),
+              p + "self_attn.v_proj.weight": (KV * HD, D), p + "self_attn.o_proj.weight": (D, H * HD),
+              p + "mlp.gate_proj.weight": (FF, D), p + "mlp.up_proj.weight": (FF, D), p + "mlp.down_proj.weight": (D, FF),
+              p + "input_layernorm.weight": (D,), p + "post_attention_layernorm.weight": (D,)})
+random.seed(1)
+hdr, data = {}, b""
+for name, shape in t.items():
+    n = 1
+    for x in shape: n *= x
+    vals = [1.0] * n if len(shape) == 1 else [random.uniform(-0.1, 0.1) for _ in range(n)]
+    hdr[name] = {"dtype": "F32", "shape": list(shape), "data_offsets": [len(data), len(data) + 4 * n]}
+    data += struct.pack("<%df" % n, *vals)
+h = json.dumps(hdr).encode()
+open(d + "/model.safetensors", "wb").write(struct.pack("<Q", len(h)) + h + data)
+EOF
+    expect_rc 0 "run --weights DIR alone" "$XF" run --weights "$TMP/tiny-weights" --reps 1 --warmup 0 --prompt 4 --gen 2 --threads 1 --format json
+    grep -q '"name":[[:space:]]*"tiny-weights"' "$TMP/out" && ok "--weights alone: the folder's config is the model" ||
+        bad "--weights alone did not take the folder's config: $(head -c 300 "$TMP/out")"
+fi
+
+# --save-tokens / --save-logits: the ids of every step equal the record's, each logit row's argmax is
+# the token sampled from it, the prompt is there once; nothing is written when the flags disagree.
+expect_rc 0 "run --save-tokens --save-logits" "$XF" run --reps 1 --warmup 0 --batch 2 --prompt 4 --gen 3 --threads 1 \
+    --save-tokens "$TMP/toks.jsonl" --save-logits -o "$TMP/toks.json"
+if command -v python3 >/dev/null; then
+    python3 - "$TMP/toks.jsonl" "$TMP/toks.json" <<'EOF' && ok "saved tokens and logits match the record" || bad "saved tokens or logits wrong"
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+rec = json.load(open(sys.argv[2]))
+h, steps = lines[0], lines[1:]
+assert h["format"] == "xfprof-tokens" and h["version"] == 1 and h["logits"] is True
+assert [s["step"] for s in steps] == [0, 1, 2]                  # --gen 3: three tokens, three steps
+assert len(steps[0]["prompt"]) == 2 and len(steps[0]["prompt"][0]) == 4 and "prompt" not in steps[1]
+toks = rec["points"][0]["tokens"]                                 # (seqs, gen)
+for k, s in enumerate(steps):
+    assert s["tokens"] == [toks[b][k] for b in range(2)], (k, s["tokens"])
+    for b in range(2):
+        row = s["logits"][b]
+        assert len(row) == h["vocab"] and max(range(len(row)), key=row.__getitem__) == s["tokens"][b]
+EOF
+fi
+expect_rc 2 "--save-logits needs --save-tokens" "$XF" run --save-logits
 
 # 2. Ceilings: a model whose weights fit in the LLC is judged against the in-cache bandwidth.
 sed -i 's/"cache_bytes":1048576/"cache_bytes":1e9/' "$XFPROF_MACHINE_FILE"

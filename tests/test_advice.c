@@ -2,6 +2,7 @@
  * the KV-policy and latency findings on synthetic records, and the record's "advice" JSON. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,6 +79,37 @@ Test(advice, memory_bound_decode_gets_precision_and_batch) {
     cr_assert(bt->after > bt->before);
     /* ranked best first, one per kind */
     for (int i = 1; i < r.n_advice; i++) cr_assert(r.advice[i - 1].score >= r.advice[i].score);
+    record_free(&r);
+}
+
+/* LLaMA-2-70B in bf16 (128 GiB of weights) on an 80 GiB A100: not even batch 1 fits, so no
+ * batch is recommended (it once said "run batch 157"); where a batch is recommended, it fits. */
+Test(advice, never_a_batch_that_does_not_fit) {
+    model_config cfg;
+    device_spec dev;
+    setup(&cfg, &dev, "llama-2-70b", "a100-80gb");
+    workload w = wl(1, 128, 128, XF_BF16, XF_BF16);
+    cr_assert_eq(cost_max_batch(&cfg, &w, dev.memory_bytes), 0);
+    record r;
+    cr_assert_eq(predict_record(&cfg, &dev, &w, 1, &r), XF_OK);
+    cr_assert_eq(advice_record(&r), XF_OK);
+    cr_assert_null(find_kind(&r, "batch"), "%s", find_kind(&r, "batch") ? find_kind(&r, "batch")->action : "");
+    cr_assert_not_null(find_kind(&r, "weight_precision")); /* int8 / int4 weights are what would make it fit */
+    record_free(&r);
+    /* int4 weights (about 35 GiB) fit: the batch recommended is at most the largest that fits */
+    w.wdtype = XF_INT4;
+    int64_t fit = cost_max_batch(&cfg, &w, dev.memory_bytes);
+    cr_assert(fit > 1, "int4 70B fits %lld sequences", (long long)fit);
+    cr_assert_eq(predict_record(&cfg, &dev, &w, 1, &r), XF_OK);
+    cr_assert_eq(advice_record(&r), XF_OK);
+    const record_advice *bt = find_kind(&r, "batch");
+    cr_assert_not_null(bt);
+    long long b = 0;
+    cr_assert_eq(sscanf(bt->action, "run batch %lld", &b), 1, "%s", bt->action);
+    cr_assert(b >= 1 && b <= fit, "batch %lld recommended, %lld fit", b, (long long)fit);
+    workload big = w;
+    big.batch = b;
+    cr_assert(cost_max_batch(&cfg, &big, dev.memory_bytes) >= b);
     record_free(&r);
 }
 

@@ -1,6 +1,8 @@
 /* Model configs: presets against published parameter counts, KV sizes, and the Hugging Face
  * config.json reader against good and bad files. */
 #include <criterion/criterion.h>
+
+#include "core/json_util.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -397,6 +399,33 @@ Test(config_hf, truncated_json) {
     cr_assert_eq(config_parse_hf("", "cfg.json", &c), XF_EPARSE);
     cr_assert_eq(config_parse_hf("{\"model_type\": \"llama\",}", "cfg.json", &c), XF_EPARSE);
     cr_assert_eq(config_parse_hf("[1, 2]", "cfg.json", &c), XF_EINVAL);
+}
+
+/* A syntax error is named with its position, not called "truncated" (both of these once were). */
+Test(config_hf, syntax_error_has_its_position) {
+    model_config c;
+    cr_assert_eq(config_parse_hf("{\"model_type\":\"llama\",}", "cfg.json", &c), XF_EPARSE);
+    cr_assert(strstr(xf_error_msg(), "line 1, column 23 (byte 22)") && strstr(xf_error_msg(), "trailing comma") &&
+                  !strstr(xf_error_msg(), "truncated"),
+              "%s", xf_error_msg());
+    cr_assert_eq(config_parse_hf("this is not json {", "cfg.json", &c), XF_EPARSE);
+    cr_assert(strstr(xf_error_msg(), "line 1, column 1 (byte 0)") && strstr(xf_error_msg(), "not a JSON value") &&
+                  !strstr(xf_error_msg(), "truncated"),
+              "%s", xf_error_msg());
+    cr_assert_eq(config_parse_hf("{\"a\": 1,\n \"b\": [1, 2,]\n}", "cfg.json", &c), XF_EPARSE);
+    cr_assert(strstr(xf_error_msg(), "line 2, column 13") && strstr(xf_error_msg(), "']'"), "%s", xf_error_msg());
+    cr_assert_eq(config_parse_hf("{\"a\": 'x'}", "cfg.json", &c), XF_EPARSE);
+    cr_assert(strstr(xf_error_msg(), "column 7") && strstr(xf_error_msg(), "double quotes"), "%s", xf_error_msg());
+    cr_assert_eq(config_parse_hf("{\"a\": 1} x", "cfg.json", &c), XF_EPARSE);
+    cr_assert(strstr(xf_error_msg(), "more text after"), "%s", xf_error_msg());
+    /* the checker agrees with cJSON on valid text */
+    size_t off;
+    int line, col, trunc;
+    char what[96];
+    const char *good = "{\"a\": [1, -2.5e3, true, false, null, \"x\\u00e9\\n\"], \"b\": {}}";
+    cr_assert_eq(json_syntax_error(good, strlen(good), &off, &line, &col, &trunc, what, sizeof what), 0, "%s", what);
+    cr_assert_eq(json_syntax_error("{\"a\": \"b", 8, &off, &line, &col, &trunc, what, sizeof what), 1);
+    cr_assert_eq(trunc, 1);
 }
 
 Test(config_hf, heads_not_divisible_by_kv_heads) {

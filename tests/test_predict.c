@@ -37,7 +37,7 @@ Test(predict, point_llama2_7b_h100) {
     cr_assert_eq(p.ops[387].cost.kind, OP_SAMPLING);
     cr_assert_eq(p.ops[388].cost.phase, XF_DECODE);
     cr_assert_eq(p.ops[388].cost.kind, OP_EMBEDDING);
-    /* Mean decode context 512 + (128 + 1) / 2 = 576: decode attention reads 576 tokens of KV,
+    /* Mean decode context 512 + 128 / 2 = 576 (decode steps 1..127 at 513..639): decode attention reads 576 tokens of KV,
      * 576 * 2 * 4096 * 2 B = 9,437,184 per layer. */
     cr_assert_eq(p.summary.decode_context, 576);
     EXACT(p.ops[388 + 1 + 4].cost.kv_read_bytes, 9437184.0);
@@ -52,8 +52,8 @@ Test(predict, point_llama2_7b_h100) {
     double floor_s = 13476831232.0 / 3.35e12;
     cr_assert(p.summary.tpot_s >= floor_s && p.summary.tpot_s < 1.1 * floor_s, "tpot %g floor %g", p.summary.tpot_s,
               floor_s);
-    /* tokens/s = 1 * 128 / (ttft + 128 tpot). */
-    cr_assert_float_eq(p.summary.tokens_per_s, 128.0 / (p.summary.ttft_s + 128 * p.summary.tpot_s), 1e-9);
+    /* tokens/s = 1 * 128 / (ttft + 127 tpot): the prefill gives the first of the 128 tokens. */
+    cr_assert_float_eq(p.summary.tokens_per_s, 128.0 / (p.summary.ttft_s + 127 * p.summary.tpot_s), 1e-9);
     /* Memory: weights 2 B per parameter; KV 1 * 640 tokens * 524,288 B = 335,544,320. */
     EXACT(p.memory.weights_bytes, 13476831232.0);
     EXACT(p.memory.kv_bytes, 335544320.0);

@@ -217,13 +217,14 @@ Test(roofline, summarize_point) {
     record_point p = hand_point(ops);
     roofline_summarize_point(&p);
     const record_summary *s = &p.summary;
-    /* TTFT = 0.3 + 0.1 = 0.4; TPOT = 0.02 + 0.03 = 0.05; request = 0.4 + 4 * 0.05 = 0.6 s. */
+    /* TTFT = 0.3 + 0.1 = 0.4; TPOT = 0.02 + 0.03 = 0.05; gen 4 = the prefill's token + 3 decode
+     * steps: request = 0.4 + 3 * 0.05 = 0.55 s. */
     NEAR(s->prefill_time_s, 0.4);
     NEAR(s->decode_time_s, 0.05);
     NEAR(s->ttft_s, 0.4);
     NEAR(s->tpot_s, 0.05);
-    /* tokens/s = 2 * 4 / 0.6 = 13.33; prefill 2 * 10 / 0.4 = 50; decode 2 / 0.05 = 40. */
-    NEAR(s->tokens_per_s, 8.0 / 0.6);
+    /* tokens/s = 2 * 4 / 0.55 = 14.55; prefill 2 * 10 / 0.4 = 50; decode 2 / 0.05 = 40. */
+    NEAR(s->tokens_per_s, 8.0 / 0.55);
     NEAR(s->prefill_tokens_per_s, 50.0);
     NEAR(s->decode_tokens_per_s, 40.0);
     /* Shares of their phase: 0.3/0.4, 0.1/0.4, 0.02/0.05, 0.03/0.05. */
@@ -231,11 +232,10 @@ Test(roofline, summarize_point) {
     NEAR(ops[1].share, 0.25);
     NEAR(ops[2].share, 0.4);
     NEAR(ops[3].share, 0.6);
-    /* Request shares: compute 0.3/0.6 = 0.5; memory (0.1 + 4*0.02)/0.6 = 0.3;
-     * latency 4*0.03/0.6 = 0.2; balanced 0. */
-    NEAR(s->share_bound[XF_BOUND_COMPUTE], 0.5);
-    NEAR(s->share_bound[XF_BOUND_MEMORY], 0.3);
-    NEAR(s->share_bound[XF_BOUND_LATENCY], 0.2);
+    /* Request shares: compute 0.3/0.55; memory (0.1 + 3*0.02)/0.55; latency 3*0.03/0.55; balanced 0. */
+    NEAR(s->share_bound[XF_BOUND_COMPUTE], 0.3 / 0.55);
+    NEAR(s->share_bound[XF_BOUND_MEMORY], 0.16 / 0.55);
+    NEAR(s->share_bound[XF_BOUND_LATENCY], 0.09 / 0.55);
     NEAR(s->share_bound[XF_BOUND_BALANCED], 0.0);
     /* Fields the caller owns are kept. */
     cr_assert_eq(s->max_batch, 77);

@@ -576,3 +576,26 @@ Test(serving_sim, vllm_paper_shape) {
     sim_trace_free(&t);
     sim_cost_free(cost);
 }
+
+/* The shares of held memory (pool minus free) follow from the pool's, and sum to 1 over the four
+ * held categories; an all-free pool holds nothing. */
+Test(serving_sim, held_shares_of_the_pool_minus_free) {
+    record_kv_policy p;
+    memset(&p, 0, sizeof p);
+    p.share[KV_CAT_TOKEN] = 0.30;
+    p.share[KV_CAT_RESERVED] = 0.10;
+    p.share[KV_CAT_INTERNAL] = 0.05;
+    p.share[KV_CAT_EXTERNAL] = 0.05;
+    p.share[KV_CAT_FREE] = 0.50;
+    double held[KV_CAT_COUNT];
+    cr_assert_float_eq(kv_held_shares(&p, held), 0.50, 1e-12);
+    cr_assert_float_eq(held[KV_CAT_TOKEN], 0.60, 1e-12);
+    cr_assert_float_eq(held[KV_CAT_RESERVED], 0.20, 1e-12);
+    cr_assert_float_eq(held[KV_CAT_INTERNAL], 0.10, 1e-12);
+    cr_assert_float_eq(held[KV_CAT_EXTERNAL], 0.10, 1e-12);
+    cr_assert_eq(held[KV_CAT_FREE], 0.0);
+    memset(&p, 0, sizeof p);
+    p.share[KV_CAT_FREE] = 1.0;
+    cr_assert_eq(kv_held_shares(&p, held), 0.0);
+    cr_assert_eq(held[KV_CAT_TOKEN], 0.0);
+}
