@@ -65,7 +65,7 @@ xf_status sweep_test_slow_op(record *r) {
         sm->decode_time_s += added[XF_DECODE];
         sm->ttft_s += added[XF_PREFILL];
         sm->tpot_s += added[XF_DECODE];
-        double req = sm->ttft_s + (double)p->wl.gen * sm->tpot_s;
+        double req = sm->ttft_s + (double)workload_decode_steps(&p->wl) * sm->tpot_s;
         sm->tokens_per_s = req > 0 ? (double)(p->wl.batch * p->wl.gen) / req : 0;
     }
     record_set_env(r, "test_slow_op", spec);
