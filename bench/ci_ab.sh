@@ -21,7 +21,7 @@ FACTORS=${4:-1.05 1.10 1.20}
 work=${5:-$(mktemp -d)}
 mkdir -p "$work"
 XF=$(cd "$(dirname "$XF")" && pwd)/$(basename "$XF")
-CMD=${XF_AB_CMD:-run --model stories15m --prompt 32 --gen 16 --reps 5 --threads 1}
+CMD=${XF_AB_CMD:-run --model stories15m --prompt 16 --gen 8 --reps 3 --threads 1}
 rounds=()
 [ -n "${XF_AB_ROUNDS:-}" ] && rounds=(--rounds "$XF_AB_ROUNDS")
 

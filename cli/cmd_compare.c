@@ -64,7 +64,7 @@ static void help(void) {
            "when one side's run fails, quoting its error. Fewer than 5 samples per side: a warning.\n\n"
            "Exit status: 0 no regression, 1 regression, 2 bad arguments, bad records or a failing run, 4 I/O error.\n"
            "Examples: xfprof compare base.json new.json --metric time,tpot --threshold 10%%\n"
-           "          xfprof compare --ab base/xfprof pr/xfprof -- run --model stories15m --prompt 32 --gen 16 --reps 3\n");
+           "          xfprof compare --ab base/xfprof pr/xfprof -- run --model stories15m --prompt 16 --gen 8 --reps 3\n");
 }
 
 /* "5%" -> 0.05, "0.05" -> 0.05. */
