@@ -387,10 +387,20 @@ static int emit(const record *x, const record *y, const char *bp, const char *np
     return res->n_gate_regressions ? CLI_EXIT_REGRESSION : CLI_EXIT_OK;
 }
 
+/* Round 1's records must be comparable (the same workloads and ops) before more rounds run. */
+static xf_status check_first_round(const record *base, const record *new_, void *ctx) {
+    compare_result r;
+    xf_status s = compare_records(base, new_, (const compare_options *)ctx, &r);
+    compare_result_free(&r);
+    return s ? xf_error_prefix(s, "round 1: ") : XF_OK;
+}
+
 /* --ab / --calibrate: run the rounds, compare them. */
 static int compare_ab_main(ab_plan *plan, int calibrate, const compare_options *o, render_format fmt, int all,
                            const char *out_path) {
     cli_signals_install();
+    plan->check_first = check_first_round;
+    plan->check_ctx = (void *)o;
     ab_rounds ab;
     xf_status s = ab_run(plan, &ab);
     if (s) {
@@ -492,7 +502,8 @@ int cmd_compare(int argc, char **argv) {
             clock_gettime(CLOCK_REALTIME, &ts);
             seed = (int64_t)(((uint64_t)ts.tv_sec * 1000003u ^ (uint64_t)ts.tv_nsec ^ (uint64_t)getpid() << 20) & (((uint64_t)1 << 53) - 1));
         }
-        ab_plan plan = {{argv[optind], argv[ab ? optind + 1 : optind]}, argv + dd + 1, argc - dd - 1, (int)rounds, (uint64_t)seed, keep};
+        ab_plan plan = {{argv[optind], argv[ab ? optind + 1 : optind]}, argv + dd + 1, argc - dd - 1, (int)rounds, (uint64_t)seed, keep,
+                        NULL, NULL};
         return compare_ab_main(&plan, calibrate, &o, fmt, all, out_path);
     }
     if (dd != argc) return cli_usage_error(CMD, "a command after -- needs --ab or --calibrate");

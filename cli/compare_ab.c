@@ -242,6 +242,7 @@ xf_status ab_run(const ab_plan *p, ab_rounds *out) {
         if (s1 != XF_OK) record_init(slot[!first], "run");
         out->n = k + 1; /* both records of round k are initialised: freed with the rest */
         s = s1 ? s1 : s2;
+        if (s == XF_OK && k == 0 && p->check_first) s = p->check_first(&out->base[0], &out->new_[0], p->check_ctx);
         if (s == XF_OK && isatty(2))
             fprintf(stderr, "\rxfprof compare: round %d of %d (%s first), %.0f s", k + 1, p->rounds, first ? "NEW" : "BASE",
                     now_s() - t0);

@@ -16,6 +16,10 @@ typedef struct ab_plan {
     int rounds;          /* rounds (pairs of runs), >= 1 (compare_rounds needs COMPARE_MIN_ROUNDS) */
     uint64_t seed;       /* draws the order within each round */
     const char *keep;    /* a folder to keep every run's record and stderr in, or NULL */
+    /* Called on round 1's two records before the other rounds run (NULL: not called), so records
+     * that cannot be compared (different workloads) stop the driver at once; an error stops it. */
+    xf_status (*check_first)(const record *base, const record *new_, void *ctx);
+    void *check_ctx;
 } ab_plan;
 
 typedef struct ab_rounds {
