@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyzers/kv.h"
 #include "analyzers/predict.h"
 #include "analyzers/roofline.h"
 #include "core/record_kv.h"
@@ -298,9 +299,11 @@ static void find_kv_policy(const record *r, finding_list *l) {
         if (p->block_tokens == 0 && (!worst || p->share[KV_CAT_TOKEN] < worst->share[KV_CAT_TOKEN])) worst = p;
     }
     if (!best || !worst) return;
-    /* Token states as a share of the memory in use (pool less the plain free bytes). */
-    double used_w = 1 - worst->share[KV_CAT_FREE], used_b = 1 - best->share[KV_CAT_FREE];
-    double eff_w = used_w > 0 ? worst->share[KV_CAT_TOKEN] / used_w : 0, eff_b = used_b > 0 ? best->share[KV_CAT_TOKEN] / used_b : 0;
+    /* Token states as a share of the memory held (pool less the plain free bytes). */
+    double held_w[KV_CAT_COUNT], held_b[KV_CAT_COUNT];
+    kv_held_shares(worst, held_w);
+    kv_held_shares(best, held_b);
+    double eff_w = held_w[KV_CAT_TOKEN], eff_b = held_b[KV_CAT_TOKEN];
     if (!(eff_b > eff_w + 0.1)) return;
     record_advice f;
     memset(&f, 0, sizeof f);

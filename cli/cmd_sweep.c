@@ -29,6 +29,7 @@
 #include "runner/runner.h"
 #include "sweep_grid.h"
 #include "signals.h"
+#include "probes/timer.h"
 #include "sweep_file.h"
 #include "sweep_line.h"
 
@@ -53,7 +54,8 @@ static void help(void) {
            "  --kv-policy LIST   measured: KV manager policies, e.g. reserve,paged:16 (default paged:16)\n"
            "  --threads LIST     measured: CPU threads (default 0 = all)\n"
            "  -r, --reps N       measured repetitions per point after the warm-up (default 5)\n"
-           "  --no-warmup        measured: no warm-up repetition\n"
+           "  --warmup N         measured: warm-up repetitions per point, discarded (default 1); --no-warmup is\n"
+           "                     the old spelling of --warmup 0, still accepted\n"
            "  --jsonl FILE       append each finished point to FILE at once (one JSON object per line)\n"
            "  --resume           skip the points already in --jsonl FILE (a truncated last line is dropped)\n"
            "%s"
@@ -67,12 +69,6 @@ static void help(void) {
            "Example: xfprof sweep --predict --model llama-2-7b --device h100-sxm --batch 1..64 --prompt 128..2048*4 \\\n"
            "           --jsonl sweep.jsonl -o sweep.json && xfprof report sweep.json -o sweep.html\n",
            cli_output_help);
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* ---------- one point ---------- */
@@ -114,7 +110,7 @@ static xf_status run_one(sweep_ctx *c, const sweep_param *p, record *out) {
     pl.kvdtype = p->wl.kvdtype;
     pl.quant_group = p->wl.quant_group > 0 ? p->wl.quant_group : XF_DEFAULT_QUANT_GROUP;
     if (p->threads > 0) pl.threads = p->threads;
-    if ((s = args_kv_policy("--kv-policy", g->policies[p->policy], &pl.kv_policy))) return s;
+    pl.kv_policy = g->policy[p->policy]; /* parsed once, by the grid */
     pl.reps = g->reps;
     pl.warmup = g->warmup;
     pl.quiet = 1; /* the sweep's own progress line stays readable */
@@ -128,7 +124,7 @@ static xf_status run_one(sweep_ctx *c, const sweep_param *p, record *out) {
 
 int cmd_sweep(int argc, char **argv) {
     enum { O_PREDICT = 1000, O_MODEL, O_DEVICE, O_DEVFILE, O_BATCH, O_PROMPT, O_GEN, O_WD, O_AD, O_KV, O_GROUP, O_POLICY,
-           O_THREADS, O_NOWARM, O_JSONL, O_RESUME, O_FORMAT, O_PERLAYER, O_REPORT, O_TRACE };
+           O_THREADS, O_NOWARM, O_WARMUP, O_JSONL, O_RESUME, O_FORMAT, O_PERLAYER, O_REPORT, O_TRACE };
     static const struct option opts[] = {
         {"predict", no_argument, 0, O_PREDICT},     {"model", required_argument, 0, O_MODEL},
         {"device", required_argument, 0, O_DEVICE}, {"device-file", required_argument, 0, O_DEVFILE},
@@ -137,7 +133,7 @@ int cmd_sweep(int argc, char **argv) {
         {"adtype", required_argument, 0, O_AD},     {"kvdtype", required_argument, 0, O_KV},
         {"group", required_argument, 0, O_GROUP},   {"kv-policy", required_argument, 0, O_POLICY},
         {"threads", required_argument, 0, O_THREADS}, {"reps", required_argument, 0, 'r'},
-        {"no-warmup", no_argument, 0, O_NOWARM},    {"jsonl", required_argument, 0, O_JSONL},
+        {"no-warmup", no_argument, 0, O_NOWARM},    {"warmup", required_argument, 0, O_WARMUP},    {"jsonl", required_argument, 0, O_JSONL},
         {"resume", no_argument, 0, O_RESUME},       {"format", required_argument, 0, O_FORMAT},
         {"output", required_argument, 0, 'o'},      {"per-layer", no_argument, 0, O_PERLAYER},
         {"report", required_argument, 0, O_REPORT}, {"trace", required_argument, 0, O_TRACE},
@@ -179,6 +175,10 @@ int cmd_sweep(int argc, char **argv) {
             g.reps = (int)v;
             break;
         case O_NOWARM: g.warmup = 0; break;
+        case O_WARMUP:
+            if (args_flag_int("--warmup", optarg, &v)) goto usage;
+            g.warmup = (int)v;
+            break;
         case O_JSONL: jsonl = optarg; break;
         case O_RESUME: resume = 1; break;
         case O_FORMAT:
@@ -260,21 +260,11 @@ int cmd_sweep(int argc, char **argv) {
     }
     cli_signals_install();
     int tty = isatty(STDERR_FILENO);
-    double t0 = now_s();
+    double t0 = timer_now_s();
     int64_t todo = n - n_resumed, finished = 0;
     for (int64_t i = 0; i < n && !cli_signal_pending(); i++) {
         if (done[i]) continue;
-        if (tty) {
-            double el = now_s() - t0;
-            double eta = finished > 0 ? el / (double)finished * (double)(todo - finished) : NAN;
-            char e1[32], e2[32];
-            snprintf(e1, sizeof e1, "%.1f s", el);
-            if (isfinite(eta)) snprintf(e2, sizeof e2, "%.1f s", eta);
-            else snprintf(e2, sizeof e2, "?");
-            fprintf(stderr, "\r\033[Kxfprof sweep: point %lld of %lld | elapsed %s | ETA %s", (long long)(n_resumed + finished + 1),
-                    (long long)n, e1, e2);
-            fflush(stderr);
-        }
+        if (tty) sweep_progress(n_resumed + finished + 1, n, timer_now_s() - t0, finished, todo);
         s = g.predict ? predict_one(&ctx, &ps[i], &recs[i]) : run_one(&ctx, &ps[i], &recs[i]);
         if (s && cli_signal_pending()) { /* Ctrl-C reached the runner too: this point is lost, the others are kept */
             record_free(&recs[i]);

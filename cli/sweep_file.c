@@ -221,3 +221,12 @@ const char *sweep_group_path(const char *path, const char *model, const char *de
     return buf;
 }
 
+void sweep_progress(int64_t i, int64_t n, double el, int64_t finished, int64_t todo) {
+    double eta = finished > 0 ? el / (double)finished * (double)(todo - finished) : NAN;
+    char e1[32], e2[32];
+    snprintf(e1, sizeof e1, "%.1f s", el);
+    if (isfinite(eta)) snprintf(e2, sizeof e2, "%.1f s", eta);
+    else snprintf(e2, sizeof e2, "?");
+    fprintf(stderr, "\r\033[Kxfprof sweep: point %lld of %lld | elapsed %s | ETA %s", (long long)i, (long long)n, e1, e2);
+    fflush(stderr);
+}

@@ -34,4 +34,8 @@ xf_status sweep_assemble(const sweep_param *ps, int64_t n, record *recs, const u
 /* FILE with -MODEL-DEVICE before its extension, into buf; returns buf. */
 const char *sweep_group_path(const char *path, const char *model, const char *dev, char *buf, size_t len);
 
+/* The progress line on a terminal: "point i of n | elapsed | ETA" (ETA from the `finished` of `todo`
+ * points measured in `elapsed_s`). */
+void sweep_progress(int64_t i, int64_t n, double elapsed_s, int64_t finished, int64_t todo);
+
 #endif

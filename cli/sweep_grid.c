@@ -93,14 +93,19 @@ xf_status sweep_grid_set(sweep_grid *g, const char *flag, const char *v) {
         int k;
         xf_status s = args_str_list(flag, v, &items, &k);
         if (s) return s;
+        if (k > SWEEP_MAX_POLICIES) {
+            args_str_list_free(items, k);
+            return xf_errorf(XF_EINVAL, "%s: at most %d policies", flag, SWEEP_MAX_POLICIES);
+        }
+        kv_policy pols[SWEEP_MAX_POLICIES];
         for (int i = 0; i < k; i++) {
-            kv_policy pol;
+            kv_policy *pol = &pols[i];
             char canon[32];
-            if ((s = kv_policy_parse(items[i], &pol))) {
+            if ((s = kv_policy_parse(items[i], pol))) {
                 args_str_list_free(items, k);
                 return xf_error_prefix(s, "%s: ", flag);
             }
-            kv_policy_name(&pol, canon, sizeof canon);
+            kv_policy_name(pol, canon, sizeof canon);
             char *c = strdup(canon);
             if (!c) {
                 args_str_list_free(items, k);
@@ -112,6 +117,7 @@ xf_status sweep_grid_set(sweep_grid *g, const char *flag, const char *v) {
         args_str_list_free(g->policies, g->n_policies);
         g->policies = items;
         g->n_policies = k;
+        memcpy(g->policy, pols, (size_t)k * sizeof *pols);
         return XF_OK;
     }
     return xf_errorf(XF_EINVAL, "sweep: unknown list flag '%.32s'", flag);
@@ -155,9 +161,13 @@ xf_status sweep_grid_expand(sweep_grid *gp, sweep_param **out, int64_t *n) {
         gp->threads = NULL;
         gp->n_threads = 0;
     }
+    if (gp->n_policies == 0) { /* the default, typed as well */
+        gp->policy[0].kind = KV_POLICY_PAGED;
+        gp->policy[0].block = KV_DEFAULT_BLOCK;
+    }
     if ((s = default_strs(&gp->models, &gp->n_models, "stories15m")) ||
         (s = default_strs(&gp->devices, &gp->n_devices, gp->predict ? "h100-sxm" : "cpu")) ||
-        (s = default_strs(&gp->policies, &gp->n_policies, "paged:16")) || (s = default_ints(&gp->batch, &gp->n_batch, 1)) ||
+        (s = default_strs(&gp->policies, &gp->n_policies, XF_DEFAULT_KV_POLICY)) || (s = default_ints(&gp->batch, &gp->n_batch, 1)) ||
         (s = default_ints(&gp->prompt, &gp->n_prompt, XF_DEFAULT_PROMPT)) || (s = default_ints(&gp->gen, &gp->n_gen, XF_DEFAULT_GEN)) ||
         (s = default_ints(&gp->threads, &gp->n_threads, 0)))
         return s;

@@ -10,9 +10,11 @@
 #include "core/dtype.h"
 #include "reference_model/config.h"
 #include "core/workload.h"
+#include "reference_model/kv_cache.h"
 
 #define SWEEP_MAX_POINTS 100000
 #define SWEEP_KEY_LEN 640
+#define SWEEP_MAX_POLICIES 64
 
 typedef struct sweep_grid {
     int predict;              /* 1: cost model; 0: measured through `xfprof run` */
@@ -25,8 +27,9 @@ typedef struct sweep_grid {
     int n_batch, n_prompt, n_gen, n_threads;
     xf_dtype wd[XF_DTYPE_COUNT * 4], ad[XF_DTYPE_COUNT * 4], kv[XF_DTYPE_COUNT * 4];
     int n_wd, n_ad, n_kv;     /* n_ad / n_kv 0: derived from the weights (as predict does) */
-    char **policies;          /* (n_policies) canonical kv policy names */
+    char **policies;          /* (n_policies) canonical kv policy names (the point keys) */
     int n_policies;
+    kv_policy policy[SWEEP_MAX_POLICIES]; /* (n_policies) the same, typed: what the runner gets */
     int64_t group;            /* int8/int4 elements per scale, 0 = default */
     int reps;                 /* measured repetitions (default 5) */
     int warmup;               /* 1 warm-up repetition, 0 with --no-warmup */

@@ -1,5 +1,7 @@
 #include "core/workload.h"
 
+#include "core/limits.h"
+
 const char *phase_name(xf_phase p) { return p == XF_PREFILL ? "prefill" : p == XF_DECODE ? "decode" : "?"; }
 
 step_shape workload_prefill_step(const workload *w) {
@@ -18,8 +20,8 @@ int64_t workload_mean_decode_context(const workload *w) { return w->prompt + w->
 
 void workload_default(workload *w) {
     w->batch = 1;
-    w->prompt = 512;
-    w->gen = 128;
+    w->prompt = XF_DEFAULT_PROMPT; /* core/limits.h: the request default of predict and sweep */
+    w->gen = XF_DEFAULT_GEN;
     w->wdtype = XF_BF16;
     w->adtype = XF_BF16;
     w->kvdtype = XF_BF16;

@@ -42,7 +42,7 @@ int64_t workload_decode_steps(const workload *w);
  * step, k = 1..gen-1, attends over prompt + k tokens). */
 int64_t workload_mean_decode_context(const workload *w);
 
-/* Defaults: batch 1, prompt 512, gen 128, bf16 everywhere. */
+/* Defaults: batch 1, the shared request (core/limits.h: prompt 128, gen 128), bf16 everywhere. */
 void workload_default(workload *w);
 
 /* Checks batch >= 1, prompt >= 1, gen >= 0, and sizes below sane limits. */

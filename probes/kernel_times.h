@@ -7,16 +7,16 @@
 #include "core/record.h"
 #include "core/status.h"
 #include "probes/cupti_host.h"
+#include "probes/range_table.h"
 
 /* GPU kernel time per op from CUPTI activity: every repetition's attribution (cupti_attribute /
  * cupti_probe_flush) is summed per (phase, layer, op) into that op's cell; the record counter is
  * the median over the repetitions, and for decode ops the per-step figure (divided by the decode
  * steps of a repetition), the same convention as the timer probe's samples. */
 typedef struct kernel_times {
-    int64_t n_layers, n_ops;
+    int64_t n_ops;
     int reps;
-    int64_t *slot_op; /* (XF_PHASE_COUNT, n_layers + 1, OP_KIND_COUNT) index of the point's op, -1 none */
-    double *kt;       /* (n_ops, reps) summed kernel seconds; NaN: no kernel seen in that repetition */
+    range_table rt;   /* per (phase, layer, op): each repetition's summed kernel seconds */
     double *scratch;  /* (reps) */
     int64_t unattributed, bad_records; /* over the kept repetitions */
 } kernel_times;

@@ -10,21 +10,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "probes/range_table.h"
 #include "probes/timer.h"
 
 #define PERF_MAX_IMC 16 /* IMC boxes summed per counter */
 
-typedef struct perf_acc {
-    double sum[PERF_COUNTER_COUNT];
-    int64_t last_step;
-    int32_t n_steps;
-    int32_t seen;
-} perf_acc;
-
 struct perf_probe {
-    int64_t n_layers;
-    int max_reps;
-    int64_t n_keys;
     int fd[PERF_COUNTER_COUNT][PERF_MAX_IMC]; /* -1 when not open */
     int n_fd[PERF_COUNTER_COUNT];
     int supported[PERF_COUNTER_COUNT];
@@ -34,10 +25,7 @@ struct perf_probe {
     /* range stack: counter values at begin */
     double stack_v[TIMER_MAX_DEPTH][PERF_COUNTER_COUNT];
     int depth;
-    perf_acc *acc;     /* (n_keys) */
-    double *samples;   /* (n_keys, PERF_COUNTER_COUNT, max_reps) */
-    int *n_samples;    /* (n_keys) */
-    int n_reps;
+    range_table rt;    /* one value per counter */
 };
 
 const char *perf_counter_name(perf_counter_id c) {
@@ -175,19 +163,14 @@ xf_status perf_probe_init(int64_t n_layers, int max_reps, int flags, perf_probe 
     if (max_reps < 1 || max_reps > 100000) return xf_errorf(XF_EINVAL, "perf probe: max_reps %d out of range (1 to 100000)", max_reps);
     perf_probe *p = calloc(1, sizeof *p);
     if (!p) return xf_errorf(XF_ENOMEM, "perf probe: out of memory");
-    p->n_layers = n_layers;
-    p->max_reps = max_reps;
-    p->n_keys = 2 * (n_layers + 1) * OP_KIND_COUNT;
     for (int c = 0; c < PERF_COUNTER_COUNT; c++) {
         p->scale[c] = 1.0;
         for (int i = 0; i < PERF_MAX_IMC; i++) p->fd[c][i] = -1;
     }
-    p->acc = calloc((size_t)p->n_keys, sizeof *p->acc);
-    p->n_samples = calloc((size_t)p->n_keys, sizeof *p->n_samples);
-    p->samples = calloc((size_t)p->n_keys * PERF_COUNTER_COUNT * (size_t)max_reps, sizeof *p->samples);
-    if (!p->acc || !p->n_samples || !p->samples) {
+    xf_status st = range_table_init(&p->rt, n_layers, PERF_COUNTER_COUNT, max_reps);
+    if (st) {
         perf_probe_free(p);
-        return xf_errorf(XF_ENOMEM, "perf probe: out of memory");
+        return xf_error_prefix(st, "perf: ");
     }
     if (flags & PERF_PROBE_FORCE_UNSUPPORTED) {
         for (int c = 0; c < PERF_COUNTER_COUNT; c++)
@@ -216,9 +199,7 @@ void perf_probe_free(perf_probe *p) {
     for (int c = 0; c < PERF_COUNTER_COUNT; c++)
         for (int i = 0; i < p->n_fd[c]; i++)
             if (p->fd[c][i] >= 0) close(p->fd[c][i]);
-    free(p->acc);
-    free(p->samples);
-    free(p->n_samples);
+    range_table_free(&p->rt);
     free(p);
 }
 
@@ -238,13 +219,6 @@ xf_status perf_probe_read_now(const perf_probe *p, perf_counter_id c, double *va
     return XF_OK;
 }
 
-static inline int64_t perf_key(const perf_probe *p, const probe_range *r) {
-    if ((int)r->phase < 0 || r->phase >= XF_PHASE_COUNT || r->layer < -1 || (int64_t)r->layer >= p->n_layers ||
-        (int)r->kind < 0 || r->kind >= OP_KIND_COUNT)
-        return -1;
-    return ((int64_t)r->phase * (p->n_layers + 1) + (r->layer + 1)) * OP_KIND_COUNT + r->kind;
-}
-
 static void perf_begin(void *ctx, const probe_range *r) {
     (void)r;
     perf_probe *p = ctx;
@@ -262,16 +236,10 @@ static void perf_end(void *ctx, const probe_range *r) {
     if (p->depth <= 0) return;
     p->depth--;
     if (p->depth >= TIMER_MAX_DEPTH) return;
-    int64_t k = perf_key(p, r);
-    if (k < 0) return;
-    perf_acc *a = &p->acc[k];
+    double d[PERF_COUNTER_COUNT] = {0};
     for (int c = 0; c < PERF_COUNTER_COUNT; c++)
-        if (p->supported[c]) a->sum[c] += now[c] - p->stack_v[p->depth][c];
-    if (!a->seen || a->last_step != r->step) {
-        a->n_steps++;
-        a->last_step = r->step;
-    }
-    a->seen = 1;
+        if (p->supported[c]) d[c] = now[c] - p->stack_v[p->depth][c];
+    range_table_add(&p->rt, range_table_key(&p->rt, r->phase, r->layer, r->kind), r->step, d);
 }
 
 static void perf_free_ctx(void *ctx) { perf_probe_free(ctx); }
@@ -310,54 +278,34 @@ const char *perf_probe_reason(const perf_probe *p, perf_counter_id c) {
 int perf_probe_n_supported(const perf_probe *p) { return p ? p->n_open : 0; }
 
 void perf_probe_rep_begin(perf_probe *p) {
-    memset(p->acc, 0, (size_t)p->n_keys * sizeof *p->acc);
+    range_table_rep_begin(&p->rt);
     p->depth = 0;
 }
 
 xf_status perf_probe_rep_end(perf_probe *p) {
-    if (p->n_reps >= p->max_reps)
-        return xf_errorf(XF_EOVERFLOW, "perf probe: already %d repetitions kept (the maximum given at init)", p->max_reps);
-    for (int64_t k = 0; k < p->n_keys; k++) {
-        perf_acc *a = &p->acc[k];
-        if (!a->seen) continue;
-        int decode = k >= (p->n_layers + 1) * OP_KIND_COUNT;
-        int i = p->n_samples[k]++;
-        for (int c = 0; c < PERF_COUNTER_COUNT; c++) {
-            double v = a->sum[c];
-            if (decode && a->n_steps > 0) v /= a->n_steps;
-            p->samples[(k * PERF_COUNTER_COUNT + c) * p->max_reps + i] = v;
-        }
-    }
-    p->n_reps++;
-    memset(p->acc, 0, (size_t)p->n_keys * sizeof *p->acc);
-    return XF_OK;
+    xf_status s = range_table_rep_end(&p->rt, 0);
+    return s ? xf_error_prefix(s, "perf: ") : XF_OK;
 }
 
-void perf_probe_clear(perf_probe *p) {
-    memset(p->n_samples, 0, (size_t)p->n_keys * sizeof *p->n_samples);
-    memset(p->acc, 0, (size_t)p->n_keys * sizeof *p->acc);
-    p->n_reps = 0;
-}
+void perf_probe_clear(perf_probe *p) { range_table_clear(&p->rt); }
 
 void perf_probe_fill(const perf_probe *p, xf_phase phase, int layer, op_kind kind, record_op *op) {
     op->n_counters = 0;
-    int64_t k = -1;
-    if (p) {
-        probe_range r = {phase, layer, kind, 0};
-        k = perf_key(p, &r);
-    }
+    int64_t k = p ? range_table_key(&p->rt, phase, layer, kind) : -1;
     for (int c = 0; c < PERF_COUNTER_COUNT && c < RECORD_MAX_COUNTERS; c++) {
         record_counter *rc = &op->counters[op->n_counters++];
         memset(rc, 0, sizeof *rc);
         snprintf(rc->name, sizeof rc->name, "%s", perf_counter_name((perf_counter_id)c));
-        if (p && p->supported[c] && k >= 0 && p->n_samples[k] > 0) {
+        const double *smp;
+        int n = p && p->supported[c] ? range_table_samples(&p->rt, k, c, &smp) : 0;
+        if (n > 0) {
             double med, iqr;
-            timer_stats(&p->samples[(k * PERF_COUNTER_COUNT + c) * p->max_reps], p->n_samples[k], &med, &iqr);
+            timer_stats(smp, n, &med, &iqr);
             rc->supported = 1;
             rc->value = med;
         }
     }
-    if (p && k >= 0 && p->n_samples[k] > 0 && p->supported[PERF_IMC_READ_BYTES] && p->supported[PERF_IMC_WRITE_BYTES]) {
+    if (p && k >= 0 && p->rt.n_samples[k] > 0 && p->supported[PERF_IMC_READ_BYTES] && p->supported[PERF_IMC_WRITE_BYTES]) {
         op->measured_bytes = op->counters[PERF_IMC_READ_BYTES].value + op->counters[PERF_IMC_WRITE_BYTES].value;
         op->bytes_from_counters = 1;
     }

@@ -1,26 +1,14 @@
 #include "timer.h"
 
 #include "core/record.h"
+#include "probes/range_table.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-typedef struct timer_acc {
-    int64_t sum_ns;    /* this repetition: sum of (range - overhead) */
-    int64_t last_step; /* last decode step seen, to count distinct steps */
-    int32_t n_steps;   /* distinct steps seen this repetition */
-    int32_t seen;      /* 1 when the key had a range this repetition */
-} timer_acc;
-
 struct timer_probe {
-    int64_t n_layers;
-    int max_reps;
-    int64_t n_keys;       /* 2 * (n_layers + 1) * OP_KIND_COUNT */
-    timer_acc *acc;       /* (n_keys) */
-    double *samples;      /* (n_keys, max_reps) seconds */
-    int *n_samples;       /* (n_keys) */
-    int n_reps;           /* repetitions kept */
+    range_table rt;       /* one value per range: seconds */
     int64_t stack_t0[TIMER_MAX_DEPTH];
     int depth;
     int64_t dropped;
@@ -43,13 +31,6 @@ double timer_now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static inline int64_t key_of(const timer_probe *t, xf_phase phase, int layer, op_kind kind) {
-    if ((int)phase < 0 || phase >= XF_PHASE_COUNT || layer < -1 || (int64_t)layer >= t->n_layers || (int)kind < 0 ||
-        kind >= OP_KIND_COUNT)
-        return -1;
-    return ((int64_t)phase * (t->n_layers + 1) + (layer + 1)) * OP_KIND_COUNT + kind;
 }
 
 static void timer_begin(void *ctx, const probe_range *r) {
@@ -79,19 +60,14 @@ static void timer_end(void *ctx, const probe_range *r) {
         if (t->calib_n < t->calib_cap) t->calib[t->calib_n++] = raw;
         return;
     }
-    int64_t k = key_of(t, r->phase, r->layer, r->kind);
+    int64_t k = range_table_key(&t->rt, r->phase, r->layer, r->kind);
     if (k < 0) {
         t->dropped++;
         return;
     }
-    timer_acc *a = &t->acc[k];
     /* The overhead is a median in ns; subtract its rounded value (sub-ns is far below noise). */
-    a->sum_ns += raw - (int64_t)(t->overhead_ns + 0.5);
-    if (!a->seen || a->last_step != r->step) {
-        a->n_steps++;
-        a->last_step = r->step;
-    }
-    a->seen = 1;
+    double s = (double)(raw - (int64_t)(t->overhead_ns + 0.5)) * 1e-9;
+    range_table_add(&t->rt, k, r->step, &s);
 }
 
 static int cmp_i64(const void *a, const void *b) {
@@ -113,19 +89,17 @@ xf_status timer_probe_init_clock(int64_t n_layers, int max_reps, int calib_pairs
     if (calib_pairs == 0) calib_pairs = 20000;
     timer_probe *t = calloc(1, sizeof *t);
     if (!t) return xf_errorf(XF_ENOMEM, "timer probe: out of memory");
-    t->n_layers = n_layers;
-    t->max_reps = max_reps;
-    t->n_keys = 2 * (n_layers + 1) * OP_KIND_COUNT;
     t->clock = clock;
     t->clock_arg = arg;
-    t->acc = calloc((size_t)t->n_keys, sizeof *t->acc);
-    t->n_samples = calloc((size_t)t->n_keys, sizeof *t->n_samples);
-    t->samples = calloc((size_t)t->n_keys * (size_t)max_reps, sizeof *t->samples);
+    xf_status st = range_table_init(&t->rt, n_layers, 1, max_reps);
+    if (st) {
+        free(t);
+        return xf_error_prefix(st, "timer: ");
+    }
     t->calib = malloc((size_t)calib_pairs * sizeof *t->calib);
-    if (!t->acc || !t->n_samples || !t->samples || !t->calib) {
-        long long keys = (long long)t->n_keys;
+    if (!t->calib) {
         timer_probe_free(t);
-        return xf_errorf(XF_ENOMEM, "timer probe: out of memory for %lld op keys x %d repetitions", keys, max_reps);
+        return xf_errorf(XF_ENOMEM, "timer probe: out of memory for %d calibration pairs", calib_pairs);
     }
     /* Overhead: empty ranges through the same function pointers a probe_set uses. */
     t->calib_cap = calib_pairs;
@@ -150,9 +124,7 @@ xf_status timer_probe_init(int64_t n_layers, int max_reps, int calib_pairs, time
 
 void timer_probe_free(timer_probe *t) {
     if (!t) return;
-    free(t->acc);
-    free(t->samples);
-    free(t->n_samples);
+    range_table_free(&t->rt);
     free(t->calib);
     free(t);
 }
@@ -194,39 +166,19 @@ probe timer_probe_as_probe(timer_probe *t) {
 double timer_probe_overhead_s(const timer_probe *t) { return t ? t->overhead_ns * 1e-9 : 0.0; }
 
 void timer_probe_rep_begin(timer_probe *t) {
-    memset(t->acc, 0, (size_t)t->n_keys * sizeof *t->acc);
+    range_table_rep_begin(&t->rt);
     t->depth = 0;
 }
 
 xf_status timer_probe_rep_end(timer_probe *t) {
-    if (t->n_reps >= t->max_reps)
-        return xf_errorf(XF_EOVERFLOW, "timer probe: already %d repetitions kept (the maximum given at init)", t->max_reps);
-    for (int64_t k = 0; k < t->n_keys; k++) {
-        timer_acc *a = &t->acc[k];
-        if (!a->seen) continue;
-        int decode = k >= (t->n_layers + 1) * OP_KIND_COUNT;
-        double s = (double)a->sum_ns * 1e-9;
-        if (decode && a->n_steps > 0) s /= a->n_steps;
-        if (s < 0) s = 0; /* an op shorter than the clock's jitter */
-        t->samples[k * t->max_reps + t->n_samples[k]++] = s;
-    }
-    t->n_reps++;
-    memset(t->acc, 0, (size_t)t->n_keys * sizeof *t->acc);
-    return XF_OK;
+    xf_status s = range_table_rep_end(&t->rt, 0);
+    return s ? xf_error_prefix(s, "timer: ") : XF_OK;
 }
 
-void timer_probe_clear(timer_probe *t) {
-    memset(t->n_samples, 0, (size_t)t->n_keys * sizeof *t->n_samples);
-    memset(t->acc, 0, (size_t)t->n_keys * sizeof *t->acc);
-    t->n_reps = 0;
-}
+void timer_probe_clear(timer_probe *t) { range_table_clear(&t->rt); }
 
 int timer_probe_samples(const timer_probe *t, xf_phase phase, int layer, op_kind kind, const double **samples) {
-    *samples = NULL;
-    int64_t k = key_of(t, phase, layer, kind);
-    if (k < 0 || t->n_samples[k] == 0) return 0;
-    *samples = &t->samples[k * t->max_reps];
-    return t->n_samples[k];
+    return range_table_samples(&t->rt, range_table_key(&t->rt, phase, layer, kind), 0, samples);
 }
 
 int64_t timer_probe_dropped(const timer_probe *t) { return t->dropped; }

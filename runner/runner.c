@@ -258,6 +258,21 @@ static void perf_note(const perf_probe *p, char *buf, size_t len) {
              why ? " (" : "", why ? why : "", why ? ")" : "");
 }
 
+/* The entries both backends write: the bandwidth ceiling, the timer's overhead, the counters, the
+ * peak resident memory. */
+static void set_env_common(record *rec, const run_ctx *c, const char *ceil_note, const char *perf, double rss) {
+    char buf[64];
+    record_set_env(rec, "bandwidth_ceiling", ceil_note);
+    if (c->timer) {
+        snprintf(buf, sizeof buf, "%.1f ns per range, subtracted", timer_probe_overhead_s(c->timer) * 1e9);
+        record_set_env(rec, "timer_overhead", buf);
+    } else
+        record_set_env(rec, "timer_overhead", "probes off (--no-probes): whole-step times only");
+    record_set_env(rec, "perf_counters", perf);
+    snprintf(buf, sizeof buf, "%.0f", rss);
+    record_set_env(rec, "peak_rss_bytes", buf);
+}
+
 static void set_env(record *rec, const run_ctx *c) {
     const char *ceil_note = c->notes->ceilings;
     double rss = c->notes->peak_rss_bytes;
@@ -288,15 +303,7 @@ static void set_env(record *rec, const run_ctx *c) {
                                                : "probes off (--no-probes): whole-step host wall times, sync per op");
         record_set_env(rec, "cupti", c->notes->cupti);
         if (c->notes->counters[0]) record_set_env(rec, "cupti_counters", c->notes->counters);
-        record_set_env(rec, "bandwidth_ceiling", ceil_note);
-        if (c->timer) {
-            snprintf(buf, sizeof buf, "%.1f ns per range, subtracted", timer_probe_overhead_s(c->timer) * 1e9);
-            record_set_env(rec, "timer_overhead", buf);
-        } else
-            record_set_env(rec, "timer_overhead", "probes off (--no-probes): whole-step times only");
-        record_set_env(rec, "perf_counters", "not opened on --device cuda (host counters do not see the GPU's work)");
-        snprintf(buf, sizeof buf, "%.0f", rss);
-        record_set_env(rec, "peak_rss_bytes", buf);
+        set_env_common(rec, c, ceil_note, "not opened on --device cuda (host counters do not see the GPU's work)", rss);
         return;
     }
     record_set_env(rec, "simd", ceilings_isa());
@@ -315,15 +322,7 @@ static void set_env(record *rec, const run_ctx *c) {
              getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "(unset)",
              getenv("GOMP_SPINCOUNT") ? getenv("GOMP_SPINCOUNT") : "(unset)");
     record_set_env(rec, "omp_wait_policy", buf);
-    record_set_env(rec, "bandwidth_ceiling", ceil_note);
-    if (c->timer) {
-        snprintf(buf, sizeof buf, "%.1f ns per range, subtracted", timer_probe_overhead_s(c->timer) * 1e9);
-        record_set_env(rec, "timer_overhead", buf);
-    } else
-        record_set_env(rec, "timer_overhead", "probes off (--no-probes): whole-step times only");
-    record_set_env(rec, "perf_counters", c->notes->perf);
-    snprintf(buf, sizeof buf, "%.0f", rss);
-    record_set_env(rec, "peak_rss_bytes", buf);
+    set_env_common(rec, c, ceil_note, c->notes->perf, rss);
 }
 
 /* Plan checks the parsers already made; the runner repeats them so a plan built in code (a sweep,

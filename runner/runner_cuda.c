@@ -122,7 +122,7 @@ static void cr_point_end(void *ctx) {
 static xf_status cr_fill(void *ctx, int64_t i, int64_t n_decode_steps, record_op *op) {
     cupti_run *c = ctx;
     /* the op's summed kernel time (counters mode may have filled every counter slot first) */
-    if (c->kt.kt) c->kernel_ops += kernel_times_fill(&c->kt, i, n_decode_steps, op);
+    if (c->kt.scratch) c->kernel_ops += kernel_times_fill(&c->kt, i, n_decode_steps, op);
     return XF_OK;
 }
 

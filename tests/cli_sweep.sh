@@ -121,6 +121,14 @@ if "$XF" run --help >/dev/null 2>&1; then
     fail "measured sweep: an op does not carry its 3 samples"
   grep -q '"kind":"sweep"' "$tmp/m.json" && grep -q '"backend":"cpu"' "$tmp/m.json" || fail "measured sweep record lacks kind or run info"
   "$XF" compare "$tmp/m.json" "$tmp/m.json" >/dev/null 2>&1 || fail "a measured sweep against itself is not 'no regression'"
+  # --warmup N as in run (--no-warmup is its old spelling); the typed KV policy reaches the runner;
+  # a batch beyond the shared bound is refused by the sweep's own parser (the runner's bound is the same)
+  "$XF" sweep --model stories15m --batch 1 --prompt 8 --gen 2 --threads 1 -r 1 --warmup 0 --kv-policy reserve \
+      --jsonl "$tmp/w.jsonl" -o "$tmp/w.json" 2>"$tmp/err" || fail "sweep --warmup 0 exited $?: $(cat "$tmp/err")"
+  grep -q '"warmup":0' "$tmp/w.json" && grep -q '"kv_policy":"reserve"' "$tmp/w.json" && grep -q 'warmup=0' "$tmp/w.jsonl" ||
+    fail "sweep --warmup 0 --kv-policy reserve did not reach the runner: $(head -c 300 "$tmp/w.json")"
+  "$XF" sweep --model stories15m --batch 20000000 --prompt 8 --gen 2 2>"$tmp/err"
+  [ $? -eq 2 ] && grep -q "out of range" "$tmp/err" || fail "sweep --batch 20000000 not refused: $(cat "$tmp/err")"
   "$XF" sweep --model stories15m --batch 1 --prompt 64 --gen 16 --threads 1 -r 5 --jsonl "$tmp/mt.jsonl" >/dev/null 2>"$tmp/mt.err" &
   pid=$!
   pids+=("$pid")

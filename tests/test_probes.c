@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "probes/perf_event.h"
+#include "probes/range_table.h"
 #include "probes/timer.h"
 
 /* A fake clock: every read advances it by `tick` ns; tests add `work` ns to simulate an op. */
@@ -238,4 +239,42 @@ Test(perf, machine_counters_or_reason) {
     cr_assert_eq(op.counters[PERF_INSTRUCTIONS].supported, 1);
     cr_assert(op.counters[PERF_INSTRUCTIONS].value >= 2e7, "instructions %g", op.counters[PERF_INSTRUCTIONS].value);
     perf_probe_free(p);
+}
+
+/* The range table the timer, perf_event and the kernel times share: prefill keys sum their ranges,
+ * decode keys give the mean per distinct step (or per the divisor given), negative sums clamp to 0,
+ * a key outside the model is refused, and max_reps is a hard limit. */
+Test(probes, range_table_shared_convention) {
+    range_table t;
+    cr_assert_eq(range_table_init(&t, 2, 2, 2), XF_OK);
+    int64_t kp = range_table_key(&t, XF_PREFILL, 1, OP_QKV), kd = range_table_key(&t, XF_DECODE, -1, OP_LM_HEAD);
+    cr_assert(kp >= 0 && kd >= 0 && kp != kd);
+    cr_assert_eq(range_table_key(&t, XF_PREFILL, 2, OP_QKV), -1); /* layer 2 of a 2-layer model */
+    double a[2] = {1.0, 10.0}, b[2] = {2.0, -30.0};
+    range_table_rep_begin(&t);
+    range_table_add(&t, kp, 0, a);
+    range_table_add(&t, kp, 0, b); /* same step: summed */
+    range_table_add(&t, kd, 1, a);
+    range_table_add(&t, kd, 2, a);
+    range_table_add(&t, kd, 3, b); /* three distinct steps */
+    cr_assert_eq(range_table_rep_end(&t, 0), XF_OK);
+    const double *s;
+    cr_assert_eq(range_table_samples(&t, kp, 0, &s), 1);
+    cr_assert_float_eq(s[0], 3.0, 1e-12);
+    cr_assert_eq(range_table_samples(&t, kp, 1, &s), 1);
+    cr_assert_eq(s[0], 0.0); /* 10 - 30 clamps to 0 */
+    cr_assert_eq(range_table_samples(&t, kd, 0, &s), 1);
+    cr_assert_float_eq(s[0], 4.0 / 3.0, 1e-12);
+    range_table_rep_begin(&t);
+    range_table_add(&t, kd, 1, a);
+    cr_assert_eq(range_table_rep_end(&t, 4), XF_OK); /* a fixed divisor */
+    cr_assert_eq(range_table_samples(&t, kd, 0, &s), 2);
+    cr_assert_float_eq(s[1], 0.25, 1e-12);
+    cr_assert_eq(range_table_samples(&t, kp, 0, &s), 1); /* not seen in the second repetition */
+    cr_assert_eq(range_table_rep_end(&t, 0), XF_EOVERFLOW);
+    range_table_clear(&t);
+    cr_assert_eq(range_table_samples(&t, kd, 0, &s), 0);
+    range_table_free(&t);
+    range_table_free(&t);
+    cr_assert_eq(range_table_init(&t, 2, 0, 2), XF_EINVAL);
 }

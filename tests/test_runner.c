@@ -1,0 +1,187 @@
+/* The runner (runner/runner.c): a typed plan in, a record out. A tiny model, a machine file written
+ * here (so no ceiling is measured), one repetition: the grid's points in order, gen tokens per
+ * sequence, the plan's checks, the memory gate before anything runs, the stop callback between
+ * points and the on_step replay. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "reference_model/config.h"
+#include "runner/runner.h"
+
+static char g_dir[64];
+
+static void setup(void) {
+    snprintf(g_dir, sizeof g_dir, "/tmp/xfprof-runner-XXXXXX");
+    cr_assert_not_null(mkdtemp(g_dir));
+    char path[128];
+    snprintf(path, sizeof path, "%s/machine.json", g_dir);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs("{\"format\":\"xfprof-devices\",\"version\":1,\"devices\":[{\"name\":\"test-cpu\",\"kind\":\"cpu\",\"memory_bytes\":8e9,"
+          "\"bandwidth_Bps\":1e10,\"cache_bytes\":1048576,\"cache_bandwidth_Bps\":5e10,\"peak_flops\":{\"fp32\":1e11},"
+          "\"source\":\"the runner's test, 1 threads\"}]}\n",
+          f);
+    fclose(f);
+    setenv("XFPROF_MACHINE_FILE", path, 1);
+}
+
+static void teardown(void) {
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    cr_assert_eq(system(cmd), 0);
+    unsetenv("XFPROF_MACHINE_FILE");
+}
+
+TestSuite(runner, .init = setup, .fini = teardown);
+
+static model_config tiny(void) {
+    model_config c;
+    cr_assert_eq(config_parse_hf("{\"model_type\":\"llama\",\"hidden_size\":64,\"intermediate_size\":128,\"num_attention_heads\":4,"
+                                 "\"num_key_value_heads\":2,\"num_hidden_layers\":2,\"vocab_size\":256,"
+                                 "\"max_position_embeddings\":64,\"rms_norm_eps\":1e-5,\"rope_theta\":10000.0,"
+                                 "\"tie_word_embeddings\":false}",
+                                 "tiny", &c),
+                 XF_OK, "%s", xf_error_msg());
+    return c;
+}
+
+static const int64_t k_batch[] = {1, 2}, k_prompt[] = {4}, k_gen[] = {3, 1};
+
+static void plan_of(run_plan *p, const model_config *c) {
+    run_plan_default(p, c);
+    p->batch = k_batch;
+    p->n_batch = 2;
+    p->prompt = k_prompt;
+    p->n_prompt = 1;
+    p->gen = k_gen;
+    p->n_gen = 2;
+    p->threads = 1;
+    p->reps = 2;
+    p->warmup = 0;
+    p->perf = 0;
+    p->quiet = 1;
+}
+
+Test(runner, grid_points_tokens_and_probes) {
+    model_config c = tiny();
+    run_plan p;
+    plan_of(&p, &c);
+    record r;
+    record_init(&r, "run");
+    run_notes n;
+    cr_assert_eq(runner_run(&p, &r, &n), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(r.n_points, 4); /* batch-major: (1,3) (1,1) (2,3) (2,1) */
+    cr_assert_eq(n.points_planned, 4);
+    int64_t want_b[] = {1, 1, 2, 2}, want_g[] = {3, 1, 3, 1};
+    for (int i = 0; i < 4; i++) {
+        const record_point *pt = &r.points[i];
+        cr_assert_eq(pt->wl.batch, want_b[i]);
+        cr_assert_eq(pt->wl.gen, want_g[i]);
+        cr_assert_eq(pt->n_seqs, want_b[i]);
+        cr_assert_eq(pt->n_tokens_per_seq, want_g[i]); /* gen tokens: the prefill's and gen - 1 decode steps' */
+        cr_assert_eq(pt->run.reps, 2);
+        cr_assert_str_eq(pt->run.kv_policy, "paged:16");
+        int measured = 0, decode_measured = 0;
+        for (int64_t k = 0; k < pt->n_ops; k++) {
+            const record_op *op = &pt->ops[k];
+            if (!op->measured) continue;
+            measured++;
+            decode_measured += op->cost.phase == XF_DECODE;
+            cr_assert_eq(op->n_samples, 2);
+        }
+        cr_assert(measured > 0);
+        cr_assert_eq(decode_measured > 0, want_g[i] > 1, "point %d: decode ops measured %d", i, decode_measured);
+        cr_assert(pt->summary.ttft_s > 0);
+        cr_assert_eq(pt->summary.tpot_s > 0, want_g[i] > 1);
+    }
+    cr_assert_str_eq(r.device.name, "test-cpu");
+    cr_assert(n.probes && n.timer_overhead_s >= 0);
+    record_free(&r);
+}
+
+Test(runner, plan_checks_and_the_memory_gate) {
+    model_config c = tiny();
+    run_plan p;
+    plan_of(&p, &c);
+    record r;
+    int64_t long_prompt[] = {60};
+    p.prompt = long_prompt; /* prompt 60 + gen 8 = 68 tokens > the context of 64 */
+    int64_t gen8[] = {8};
+    p.gen = gen8;
+    p.n_gen = 1;
+    record_init(&r, "run");
+    cr_assert_eq(runner_run(&p, &r, NULL), XF_EINVAL);
+    cr_assert(strstr(xf_error_msg(), "context of 64"), "%s", xf_error_msg());
+    cr_assert_eq(r.n_points, 0);
+    record_free(&r);
+    plan_of(&p, &c);
+    int64_t huge[] = {(int64_t)1 << 25};
+    p.batch = huge;
+    p.n_batch = 1;
+    record_init(&r, "run");
+    cr_assert_eq(runner_run(&p, &r, NULL), XF_EINVAL);
+    cr_assert(strstr(xf_error_msg(), "--batch"), "%s", xf_error_msg());
+    record_free(&r);
+    /* a model far beyond this machine's memory is refused by the gate, with its sizes, before
+     * anything is measured or allocated */
+    model_config big;
+    cr_assert_eq(config_preset("llama-2-70b", &big), XF_OK);
+    plan_of(&p, &big);
+    int64_t b1[] = {4096};
+    p.batch = b1;
+    p.n_batch = 1;
+    record_init(&r, "run");
+    cr_assert_eq(runner_run(&p, &r, NULL), XF_EOVERFLOW);
+    cr_assert(strstr(xf_error_msg(), "nothing was allocated") && strstr(xf_error_msg(), "weights"), "%s", xf_error_msg());
+    cr_assert_eq(r.n_points, 0);
+    record_free(&r);
+}
+
+static int g_stop_calls;
+static int stop_after_one(void) { return g_stop_calls++ >= 1 ? 2 : 0; }
+
+typedef struct steps_seen {
+    int n, last_point;
+    int64_t last_step;
+} steps_seen;
+
+static xf_status on_step(void *ctx, const run_step_view *v) {
+    steps_seen *s = ctx;
+    cr_assert_eq(v->n_seqs, 1);
+    cr_assert_eq(v->vocab, 256);
+    cr_assert((v->step == 0) == (v->prompt != NULL));
+    int best = 0;
+    for (int j = 1; j < 256; j++)
+        if (v->logits[j] > v->logits[best]) best = j;
+    cr_assert_eq(v->tokens[0], best, "greedy: the token is the argmax of its logits");
+    s->n++;
+    s->last_point = v->point;
+    s->last_step = v->step;
+    return XF_OK;
+}
+
+Test(runner, stop_between_points_and_the_step_replay) {
+    model_config c = tiny();
+    run_plan p;
+    plan_of(&p, &c);
+    p.n_batch = 1; /* batch 1: points (1,3) and (1,1) */
+    g_stop_calls = 0;
+    p.stop = stop_after_one;
+    steps_seen seen = {0, -1, -1};
+    p.on_step = on_step;
+    p.on_step_ctx = &seen;
+    record r;
+    record_init(&r, "run");
+    run_notes n;
+    cr_assert_eq(runner_run(&p, &r, &n), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(r.n_points, 1); /* the second point was not started */
+    cr_assert_eq(n.stopped_by, 2);
+    cr_assert_eq(seen.n, 3); /* gen 3: the prefill's step and two decode steps */
+    cr_assert_eq(seen.last_point, 0);
+    cr_assert_eq(seen.last_step, 2);
+    for (int k = 0; k < 3; k++) cr_assert(r.points[0].tokens[k] >= 0);
+    record_free(&r);
+}
