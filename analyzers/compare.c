@@ -9,7 +9,7 @@
 #include "stats.h"
 
 const char *compare_metric_name(compare_metric m) {
-    static const char *names[CMP_METRIC_COUNT] = {"time", "tokens_per_s", "ttft", "tpot", "bytes", "flops"};
+    static const char *names[CMP_METRIC_COUNT] = {"time", "tokens_per_s", "ttft", "tpot", "bytes", "flops", "instructions"};
     return (m >= 0 && m < CMP_METRIC_COUNT) ? names[m] : "?";
 }
 
@@ -49,7 +49,7 @@ const char *compare_method_desc(compare_method m) {
 
 xf_status compare_metrics_parse(const char *s, unsigned *mask) {
     *mask = 0;
-    if (!s || !*s) return xf_errorf(XF_EINVAL, "--metric needs a comma list of time, tokens_per_s, ttft, tpot, bytes, flops");
+    if (!s || !*s) return xf_errorf(XF_EINVAL, "--metric needs a comma list of time, tokens_per_s, ttft, tpot, bytes, flops, instructions");
     const char *p = s;
     while (1) {
         const char *comma = strchr(p, ',');
@@ -61,7 +61,7 @@ xf_status compare_metrics_parse(const char *s, unsigned *mask) {
         }
         if (len == 5 && strncmp(p, "tok/s", 5) == 0) found = CMP_TOKENS_PER_S;
         if (found < 0)
-            return xf_errorf(XF_EINVAL, "--metric: unknown metric '%.*s' (use time, tokens_per_s, ttft, tpot, bytes, flops)",
+            return xf_errorf(XF_EINVAL, "--metric: unknown metric '%.*s' (use time, tokens_per_s, ttft, tpot, bytes, flops, instructions)",
                              (int)(len > 32 ? 32 : len), p);
         *mask |= 1u << found;
         if (!comma) break;
@@ -169,6 +169,7 @@ typedef struct builder {
     const compare_options *o;
     int64_t cap;
     int rounds; /* 1: a round of compare_rounds (its medians are paired later; no U-test notes) */
+    int64_t instr_missing; /* ops of the current point without instructions on a side */
 } builder;
 
 static compare_item *push(builder *b) {
@@ -287,9 +288,25 @@ static xf_status test_samples(builder *b, compare_item *it, const double *xs, in
     return XF_OK;
 }
 
+/* The op's counter `name` when it was counted (supported), else NULL. */
+static const record_counter *find_counter(const record_op *op, const char *name) {
+    for (int i = 0; i < op->n_counters && i < RECORD_MAX_COUNTERS; i++)
+        if (op->counters[i].supported && strcmp(op->counters[i].name, name) == 0) return &op->counters[i];
+    return NULL;
+}
+
 static xf_status compare_op(builder *b, int bi, int ni, const record_op *x, const record_op *y, int measured) {
     for (int m = 0; m < CMP_METRIC_COUNT; m++) {
         if (!(b->o->metrics & (1u << m)) || m == CMP_TTFT || m == CMP_TPOT || m == CMP_TOKENS_PER_S) continue;
+        const record_counter *cx = NULL, *cy = NULL;
+        if (m == CMP_INSTRUCTIONS) {
+            cx = find_counter(x, "instructions");
+            cy = find_counter(y, "instructions");
+            if (!cx || !cy) { /* not counted on a side: no item, one note per point */
+                b->instr_missing++;
+                continue;
+            }
+        }
         compare_item *it = push(b);
         if (!it) return xf_errorf(XF_ENOMEM, "out of memory comparing records");
         it->base_point = bi;
@@ -314,6 +331,9 @@ static xf_status compare_op(builder *b, int bi, int ni, const record_op *x, cons
             it->base = x->bytes_from_counters ? x->measured_bytes : x->cost.bytes;
             it->new_ = y->bytes_from_counters ? y->measured_bytes : y->cost.bytes;
             deterministic = !x->bytes_from_counters && !y->bytes_from_counters;
+        } else if (m == CMP_INSTRUCTIONS) {
+            it->base = cx->value;
+            it->new_ = cy->value;
         } else {
             it->base = x->cost.flops;
             it->new_ = y->cost.flops;
@@ -469,6 +489,10 @@ static xf_status compare_pair(builder *b, int bi, int ni, const record_point *x,
     free(used);
     if (s) return s;
     if (unmatched) note(b->r, "point %d (%s): %lld ops are on one side only and were not compared", bi + 1, pl, (long long)unmatched);
+    if (b->instr_missing)
+        note(b->r, "point %d (%s): %lld ops have no instruction count on a side (the perf_event probe could not count them "
+                   "there): not compared", bi + 1, pl, (long long)b->instr_missing);
+    b->instr_missing = 0;
     if (measured && !b->rounds && (min_x < b->o->min_samples || min_y < b->o->min_samples))
         note(b->r,
              "point %d (%s): fewer than %d samples per op (BASE %d, NEW %d): the U test has little power; "
@@ -485,7 +509,7 @@ static xf_status compare_impl(const record *base, const record *new_, const comp
         compare_options_default(&def);
         opt = &def;
     }
-    builder b = {out, opt, 0, !finalize_now};
+    builder b = {out, opt, 0, !finalize_now, 0};
     if (!same_model(&base->model, &new_->model)) {
         if (!opt->force)
             return xf_errorf(XF_EINVAL, "the records are of different models (BASE %s, NEW %s): --force compares them anyway",
@@ -611,7 +635,7 @@ xf_status compare_rounds(const record *base, const record *new_, int n_rounds, c
         }
         compare_result_free(&rk);
     }
-    builder b = {out, opt, n, 1};
+    builder b = {out, opt, n, 1, 0};
     for (int64_t i = 0; s == XF_OK && i < n; i++) {
         compare_item *it = &out->items[i];
         if (it->method != CMP_METHOD_U) continue; /* exact (round 1's figures) or untested */

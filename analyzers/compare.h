@@ -17,10 +17,12 @@ typedef enum compare_metric {
     CMP_TPOT,         /* per point: decode step time */
     CMP_BYTES,        /* per op: compulsory (or counter) bytes, deterministic */
     CMP_FLOPS,        /* per op: FLOPs, deterministic */
+    CMP_INSTRUCTIONS, /* per op: the perf_event probe's retired instructions, where both records counted
+                         them; compared exactly (beyond exact_threshold): counts, not times */
     CMP_METRIC_COUNT
 } compare_metric;
 
-const char *compare_metric_name(compare_metric m); /* "time", "tokens_per_s", "ttft", "tpot", "bytes", "flops" */
+const char *compare_metric_name(compare_metric m); /* "time", "tokens_per_s", "ttft", "tpot", "bytes", "flops", "instructions" */
 
 /* Parses a comma list of metric names into a bit mask (1 << metric). XF_EINVAL naming the bad one. */
 xf_status compare_metrics_parse(const char *s, unsigned *mask);

@@ -43,8 +43,10 @@ static void help(void) {
            "  u-test    two records: Mann-Whitney U on the repetitions, bootstrap CI of the median ratio over the\n"
            "            repetitions. One run per side cannot see the drift between runs: prefer --ab.\n"
            "  exact     deterministic figures: any change beyond --exact-threshold.\n\n"
-           "  --metric LIST        time, tokens_per_s, ttft, tpot, bytes, flops (comma list;\n"
-           "                       default time,ttft,tpot,tokens_per_s)\n"
+           "  --metric LIST        time, tokens_per_s, ttft, tpot, bytes, flops, instructions (comma list;\n"
+           "                       default time,ttft,tpot,tokens_per_s). instructions: the perf_event\n"
+           "                       probe's per-op counts where both records have them, compared exactly\n"
+           "                       (beyond --exact-threshold; run to run they vary a little: give 1%%)\n"
            "  --alpha A            family-wise significance level and 1 - the CI level (default 0.05)\n"
            "  --threshold T        relative change that counts for measured figures: 5%% (default) or 0.05\n"
            "  --exact-threshold T  the same for deterministic figures (default 0: any change counts)\n"
@@ -85,7 +87,7 @@ static xf_status parse_fraction(const char *flag, const char *s, double *out) {
 static const char *fmt_value(compare_metric m, double v, char *buf, size_t len) {
     if (!isfinite(v)) snprintf(buf, len, "-");
     else if (m == CMP_BYTES) render_bytes(v, buf, len);
-    else if (m == CMP_FLOPS) render_si(v, "", buf, len);
+    else if (m == CMP_FLOPS || m == CMP_INSTRUCTIONS) render_si(v, "", buf, len);
     else if (m == CMP_TOKENS_PER_S) snprintf(buf, len, "%.1f", v);
     else render_time(v, buf, len);
     return buf;
@@ -216,8 +218,10 @@ static void render_table(sbuf *b, const record *x, const record *y, const char *
     sbuf_printf(b, "\n%lld items compared over %d matched points: %lld regressions, %lld improvements, %lld unchanged\n",
                 (long long)c->n_items, c->n_points_matched, (long long)c->n_regressions, (long long)c->n_improvements,
                 (long long)unchanged);
-    sbuf_printf(b, "methods:\n");
-    legend(b, c, "  - ");
+    if (c->n_items) {
+        sbuf_printf(b, "methods:\n");
+        legend(b, c, "  - ");
+    }
     if (c->n_rounds) {
         sbuf_printf(b, "noise (measured by these rounds):\n");
         noise_lines(b, c, o, "  - ");

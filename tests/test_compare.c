@@ -332,7 +332,7 @@ Test(compare, measured_op_without_samples_is_refused_by_name) {
 
 Test(compare, metric_lists) {
     unsigned m;
-    cr_assert_eq(compare_metrics_parse("time,tokens_per_s,ttft,tpot,bytes,flops", &m), XF_OK);
+    cr_assert_eq(compare_metrics_parse("time,tokens_per_s,ttft,tpot,bytes,flops,instructions", &m), XF_OK);
     cr_assert_eq(m, (1u << CMP_METRIC_COUNT) - 1);
     cr_assert_eq(compare_metrics_parse("bytes", &m), XF_OK);
     cr_assert_eq(m, 1u << CMP_BYTES);
@@ -485,6 +485,61 @@ Test(compare, every_item_names_its_method) {
         cr_assert_gt(strlen(compare_method_desc((compare_method)m)), 20);
     }
     compare_result_free(&c);
+    record_free(&a);
+    record_free(&b);
+}
+
+Test(compare, instructions_are_compared_exactly_where_counted) {
+    record a, b;
+    make_record(&a, "m", "d", 1, 5);
+    make_record(&b, "m", "d", 1, 5);
+    /* perf_event counts on every op: gate_up 1,000,000 and attention 2,000,000 instructions */
+    for (int i = 0; i < 2; i++) {
+        record_op *x = &a.points[0].ops[i], *y = &b.points[0].ops[i];
+        x->n_counters = y->n_counters = 2;
+        snprintf(x->counters[0].name, sizeof x->counters[0].name, "cycles");
+        snprintf(x->counters[1].name, sizeof x->counters[1].name, "instructions");
+        x->counters[1].supported = 1;
+        x->counters[1].value = 1e6 * (i + 1);
+        y->counters[0] = x->counters[0];
+        y->counters[1] = x->counters[1];
+    }
+    compare_options o;
+    compare_options_default(&o);
+    o.metrics = (1u << CMP_INSTRUCTIONS) | (1u << CMP_TPOT);
+    o.exact_threshold = 0.01;
+    compare_result c;
+    /* identical counts: unchanged */
+    cr_assert_eq(compare_records(&a, &b, &o, &c), XF_OK, "%s", xf_error_msg());
+    const compare_item *g = find(&c, OP_GATE_UP, CMP_INSTRUCTIONS);
+    cr_assert_not_null(g);
+    cr_assert_eq(g->method, CMP_METHOD_EXACT);
+    cr_assert_eq(g->verdict, CMP_UNCHANGED);
+    cr_assert_eq(c.n_gate_regressions, 0);
+    compare_result_free(&c);
+    /* 2% more instructions in gate_up: beyond the 1% threshold, always a regression, and it decides
+     * (exact figures gate even when a measured headline metric is compared) */
+    b.points[0].ops[0].counters[1].value = 1.02e6;
+    cr_assert_eq(compare_records(&a, &b, &o, &c), XF_OK);
+    g = find(&c, OP_GATE_UP, CMP_INSTRUCTIONS);
+    cr_assert_float_eq(g->change, 0.02, 1e-12);
+    cr_assert_eq(g->verdict, CMP_REGRESSION);
+    cr_assert_eq(g->gate, 1);
+    cr_assert_eq(find(&c, OP_ATTENTION, CMP_INSTRUCTIONS)->verdict, CMP_UNCHANGED);
+    cr_assert_eq(c.n_gate_regressions, 1);
+    compare_result_free(&c);
+    /* not counted on NEW (unsupported): no item, a note that says so */
+    b.points[0].ops[0].counters[1].supported = 0;
+    cr_assert_eq(compare_records(&a, &b, &o, &c), XF_OK);
+    cr_assert_null(find(&c, OP_GATE_UP, CMP_INSTRUCTIONS));
+    cr_assert_not_null(find(&c, OP_ATTENTION, CMP_INSTRUCTIONS));
+    int noted = 0;
+    for (int i = 0; i < c.n_notes; i++) noted |= strstr(c.notes[i], "1 ops have no instruction count") != NULL;
+    cr_assert(noted, "no note about the missing count");
+    compare_result_free(&c);
+    unsigned mask;
+    cr_assert_eq(compare_metrics_parse("time,instructions", &mask), XF_OK);
+    cr_assert_eq(mask, (1u << CMP_TIME) | (1u << CMP_INSTRUCTIONS));
     record_free(&a);
     record_free(&b);
 }
