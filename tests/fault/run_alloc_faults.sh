@@ -118,6 +118,8 @@ PREP='cp "$work/part.jsonl" s.jsonl' check sweep-resume "s.jsonl:jsonl o.json:js
   --batch 1,2 --prompt 16 --gen 4 --jsonl @OUT@/s.jsonl --resume -o @OUT@/o.json
 check run-system "" -- run --model "$tiny" --batch 2 --prompt 4 --gen 2 --reps 1 --warmup 0 --kv-alloc system --no-probes
 check run-noprobes "" -- run --model "$tiny" --batch 1 --prompt 4 --gen 2 --reps 1 --warmup 0 --no-probes
+check run-tokens "tk.jsonl:jsonl o.json:json" -- run --model "$tiny" --batch 2 --prompt 4 --gen 3 --reps 1 --warmup 0 \
+  --save-tokens @OUT@/tk.jsonl --save-logits -o @OUT@/o.json
 # stories15m takes a second a run under ASan: fewer points (the tiny config above covers every N)
 CAP=${XF_FAULT_MAX_SLOW:-40} check run-small "" -- run --model stories15m --batch 1 --prompt 4 --gen 2 --reps 1 --warmup 0
 
