@@ -9,7 +9,7 @@
 #include "stats.h"
 
 const char *compare_metric_name(compare_metric m) {
-    static const char *names[CMP_METRIC_COUNT] = {"time", "tokens_per_s", "ttft", "tpot", "bytes", "flops"};
+    static const char *names[CMP_METRIC_COUNT] = {"time", "tokens_per_s", "ttft", "tpot", "bytes", "flops", "instructions"};
     return (m >= 0 && m < CMP_METRIC_COUNT) ? names[m] : "?";
 }
 
@@ -22,9 +22,34 @@ const char *compare_verdict_name(compare_verdict v) {
     return "?";
 }
 
+const char *compare_method_name(compare_method m) {
+    switch (m) {
+    case CMP_METHOD_EXACT: return "exact";
+    case CMP_METHOD_U: return "u-test";
+    case CMP_METHOD_PAIRED: return "paired";
+    case CMP_METHOD_UNTESTED: return "untested";
+    }
+    return "?";
+}
+
+const char *compare_method_desc(compare_method m) {
+    switch (m) {
+    case CMP_METHOD_EXACT: return "deterministic figure compared exactly: any change beyond the exact threshold counts";
+    case CMP_METHOD_U:
+        return "two records: Mann-Whitney U on the repetitions (Holm over the per-op items), bootstrap CI of the "
+               "median ratio over repetitions; one run per side cannot see the drift between runs (use --ab)";
+    case CMP_METHOD_PAIRED:
+        return "interleaved A/B rounds: Wilcoxon signed-rank test on the per-round log ratios (Holm over the per-op items), "
+               "expanded-percentile bootstrap CI of "
+               "the Hodges-Lehmann ratio (median of pairwise means of the log ratios) over rounds";
+    case CMP_METHOD_UNTESTED: return "measured without per-repetition samples: shown, not tested";
+    }
+    return "?";
+}
+
 xf_status compare_metrics_parse(const char *s, unsigned *mask) {
     *mask = 0;
-    if (!s || !*s) return xf_errorf(XF_EINVAL, "--metric needs a comma list of time, tokens_per_s, ttft, tpot, bytes, flops");
+    if (!s || !*s) return xf_errorf(XF_EINVAL, "--metric needs a comma list of time, tokens_per_s, ttft, tpot, bytes, flops, instructions");
     const char *p = s;
     while (1) {
         const char *comma = strchr(p, ',');
@@ -36,7 +61,7 @@ xf_status compare_metrics_parse(const char *s, unsigned *mask) {
         }
         if (len == 5 && strncmp(p, "tok/s", 5) == 0) found = CMP_TOKENS_PER_S;
         if (found < 0)
-            return xf_errorf(XF_EINVAL, "--metric: unknown metric '%.*s' (use time, tokens_per_s, ttft, tpot, bytes, flops)",
+            return xf_errorf(XF_EINVAL, "--metric: unknown metric '%.*s' (use time, tokens_per_s, ttft, tpot, bytes, flops, instructions)",
                              (int)(len > 32 ? 32 : len), p);
         *mask |= 1u << found;
         if (!comma) break;
@@ -52,6 +77,8 @@ void compare_options_default(compare_options *o) {
     o->exact_threshold = 0;
     o->force = 0;
     o->min_samples = 5;
+    o->n_boot = 2000;
+    o->seed = 0x5eed2021u;
 }
 
 void compare_result_free(compare_result *r) {
@@ -143,6 +170,8 @@ typedef struct builder {
     compare_result *r;
     const compare_options *o;
     int64_t cap;
+    int rounds; /* 1: a round of compare_rounds (its medians are paired later; no U-test notes) */
+    int64_t instr_missing; /* ops of the current point without instructions on a side */
 } builder;
 
 static compare_item *push(builder *b) {
@@ -156,13 +185,13 @@ static compare_item *push(builder *b) {
     }
     compare_item *it = &r->items[r->n_items++];
     memset(it, 0, sizeof *it);
-    it->p = NAN;
+    it->p = it->p_adj = it->ci_lo = it->ci_hi = it->detectable = NAN;
     return it;
 }
 
-/* Sets ratio, change and verdict. `deterministic`: exact figures, any change beyond the exact
- * threshold counts; otherwise significance comes from the U test (it->tested) and the measured
- * threshold applies; untested measured figures are never called changed. */
+/* Sets ratio, change and, for deterministic figures, the verdict. Measured figures get theirs in
+ * finalize(), once the whole family's p-values are known (Holm). it->ci_lo / ci_hi arrive as the
+ * CI of the ratio NEW / BASE and leave as the CI of the oriented change. */
 static void decide(builder *b, compare_item *it, int higher_is_better, int deterministic) {
     double x = it->base, y = it->new_;
     if (x == y) it->ratio = 1;
@@ -170,20 +199,70 @@ static void decide(builder *b, compare_item *it, int higher_is_better, int deter
     else it->ratio = y / x;
     double rel = (x == y) ? 0 : (x == 0 ? INFINITY : y / x - 1);
     it->change = higher_is_better ? -rel : rel;
-    int significant;
-    double thr;
-    if (deterministic) {
-        thr = fmax(b->o->exact_threshold, 1e-9); /* 1e-9: a double's JSON round trip, nothing more */
-        significant = 1;
+    double rlo = it->ci_lo, rhi = it->ci_hi;
+    if (higher_is_better) {
+        it->ci_lo = 1 - rhi; /* change = 1 - NEW / BASE: fewer tokens/s is worse */
+        it->ci_hi = 1 - rlo;
     } else {
-        thr = b->o->threshold;
-        significant = it->tested && it->p < b->o->alpha;
+        it->ci_lo = rlo - 1;
+        it->ci_hi = rhi - 1;
     }
     it->verdict = CMP_UNCHANGED;
-    if (significant && it->change > thr) it->verdict = CMP_REGRESSION;
-    else if (significant && it->change < -thr) it->verdict = CMP_IMPROVEMENT;
-    if (it->verdict == CMP_REGRESSION) b->r->n_regressions++;
-    if (it->verdict == CMP_IMPROVEMENT) b->r->n_improvements++;
+    if (deterministic) {
+        it->method = CMP_METHOD_EXACT;
+        double thr = fmax(b->o->exact_threshold, 1e-9); /* 1e-9: a double's JSON round trip, nothing more */
+        if (it->change > thr) it->verdict = CMP_REGRESSION;
+        else if (it->change < -thr) it->verdict = CMP_IMPROVEMENT;
+        it->ci_lo = it->ci_hi = NAN;
+    } else if (!it->tested) {
+        it->method = CMP_METHOD_UNTESTED;
+    }
+}
+
+static int is_measured_method(compare_method m) { return m == CMP_METHOD_U || m == CMP_METHOD_PAIRED; }
+
+/* Holm over one family (per-op items, or the point items), then the verdicts of measured items:
+ * the CI wholly beyond the threshold, and for per-op items also the adjusted p below alpha; which
+ * items decide the exit status; the counts. */
+static xf_status finalize(compare_result *r, const compare_options *o) {
+    r->headline_gate = 0;
+    r->n_regressions = r->n_improvements = r->n_gate_regressions = 0;
+    for (int64_t i = 0; i < r->n_items; i++)
+        if (!r->items[i].is_op && is_measured_method(r->items[i].method)) r->headline_gate = 1;
+    size_t n = (size_t)(r->n_items > 0 ? r->n_items : 1);
+    double *p = malloc(2 * n * sizeof *p);
+    if (!p) return xf_errorf(XF_ENOMEM, "out of memory comparing records");
+    double *adj = p + n;
+    for (int fam = 0; fam < 2; fam++) { /* 0: per-op items; 1: point items (TTFT, TPOT, tokens/s) */
+        for (int64_t i = 0; i < r->n_items; i++) {
+            const compare_item *it = &r->items[i];
+            p[i] = (it->is_op == (fam == 0) && is_measured_method(it->method)) ? it->p : NAN;
+        }
+        xf_status s = stats_holm(p, (size_t)r->n_items, adj);
+        if (s) {
+            free(p);
+            return s;
+        }
+        for (int64_t i = 0; i < r->n_items; i++)
+            if (!isnan(p[i])) r->items[i].p_adj = adj[i];
+    }
+    free(p);
+    for (int64_t i = 0; i < r->n_items; i++) {
+        compare_item *it = &r->items[i];
+        if (is_measured_method(it->method)) {
+            int sig = !it->is_op || it->p_adj < o->alpha;
+            it->verdict = CMP_UNCHANGED;
+            if (sig && it->ci_lo > o->threshold) it->verdict = CMP_REGRESSION;
+            else if (sig && it->ci_hi < -o->threshold) it->verdict = CMP_IMPROVEMENT;
+            it->gate = !it->is_op || !r->headline_gate;
+        } else {
+            it->gate = it->method == CMP_METHOD_EXACT;
+        }
+        if (it->verdict == CMP_REGRESSION) r->n_regressions++;
+        if (it->verdict == CMP_IMPROVEMENT) r->n_improvements++;
+        if (it->verdict == CMP_REGRESSION && it->gate) r->n_gate_regressions++;
+    }
+    return XF_OK;
 }
 
 static xf_status test_samples(builder *b, compare_item *it, const double *xs, int nx, const double *ys, int ny) {
@@ -198,12 +277,38 @@ static xf_status test_samples(builder *b, compare_item *it, const double *xs, in
     it->new_ = stats_median(ys, (size_t)ny);
     it->few_samples = nx < b->o->min_samples || ny < b->o->min_samples;
     if (isnan(it->base) || isnan(it->new_)) return xf_errorf(XF_ENOMEM, "out of memory comparing samples");
+    it->method = CMP_METHOD_U;
+    /* The CI of the median ratio over repetitions (a base median of 0 has no ratio: no interval,
+     * so never a verdict). The seed moves with the item, the same records give the same CIs. */
+    uint64_t seed = b->o->seed ^ ((uint64_t)b->r->n_items * 0x9E3779B97F4A7C15ULL);
+    int positive = 1;
+    for (int i = 0; i < nx; i++) positive &= xs[i] > 0;
+    if (positive) {
+        s = stats_bootstrap_median_ratio(xs, (size_t)nx, ys, (size_t)ny, 1 - b->o->alpha, b->o->n_boot, seed, &it->ci_lo, &it->ci_hi);
+        if (s) return s;
+    }
     return XF_OK;
+}
+
+/* The op's counter `name` when it was counted (supported), else NULL. */
+static const record_counter *find_counter(const record_op *op, const char *name) {
+    for (int i = 0; i < op->n_counters && i < RECORD_MAX_COUNTERS; i++)
+        if (op->counters[i].supported && strcmp(op->counters[i].name, name) == 0) return &op->counters[i];
+    return NULL;
 }
 
 static xf_status compare_op(builder *b, int bi, int ni, const record_op *x, const record_op *y, int measured) {
     for (int m = 0; m < CMP_METRIC_COUNT; m++) {
         if (!(b->o->metrics & (1u << m)) || m == CMP_TTFT || m == CMP_TPOT || m == CMP_TOKENS_PER_S) continue;
+        const record_counter *cx = NULL, *cy = NULL;
+        if (m == CMP_INSTRUCTIONS) {
+            cx = find_counter(x, "instructions");
+            cy = find_counter(y, "instructions");
+            if (!cx || !cy) { /* not counted on a side: no item, one note per point */
+                b->instr_missing++;
+                continue;
+            }
+        }
         compare_item *it = push(b);
         if (!it) return xf_errorf(XF_ENOMEM, "out of memory comparing records");
         it->base_point = bi;
@@ -228,6 +333,9 @@ static xf_status compare_op(builder *b, int bi, int ni, const record_op *x, cons
             it->base = x->bytes_from_counters ? x->measured_bytes : x->cost.bytes;
             it->new_ = y->bytes_from_counters ? y->measured_bytes : y->cost.bytes;
             deterministic = !x->bytes_from_counters && !y->bytes_from_counters;
+        } else if (m == CMP_INSTRUCTIONS) {
+            it->base = cx->value;
+            it->new_ = cy->value;
         } else {
             it->base = x->cost.flops;
             it->new_ = y->cost.flops;
@@ -383,7 +491,11 @@ static xf_status compare_pair(builder *b, int bi, int ni, const record_point *x,
     free(used);
     if (s) return s;
     if (unmatched) note(b->r, "point %d (%s): %lld ops are on one side only and were not compared", bi + 1, pl, (long long)unmatched);
-    if (measured && (min_x < b->o->min_samples || min_y < b->o->min_samples))
+    if (b->instr_missing)
+        note(b->r, "point %d (%s): %lld ops have no instruction count on a side (the perf_event probe could not count them "
+                   "there): not compared", bi + 1, pl, (long long)b->instr_missing);
+    b->instr_missing = 0;
+    if (measured && !b->rounds && (min_x < b->o->min_samples || min_y < b->o->min_samples))
         note(b->r,
              "point %d (%s): fewer than %d samples per op (BASE %d, NEW %d): the U test has little power; "
              "run more repetitions (-r)",
@@ -391,14 +503,15 @@ static xf_status compare_pair(builder *b, int bi, int ni, const record_point *x,
     return compare_point_metrics(b, bi, ni, x, y, measured);
 }
 
-xf_status compare_records(const record *base, const record *new_, const compare_options *opt, compare_result *out) {
+static xf_status compare_impl(const record *base, const record *new_, const compare_options *opt, compare_result *out,
+                              int finalize_now) {
     memset(out, 0, sizeof *out);
     compare_options def;
     if (!opt) {
         compare_options_default(&def);
         opt = &def;
     }
-    builder b = {out, opt, 0};
+    builder b = {out, opt, 0, !finalize_now, 0};
     if (!same_model(&base->model, &new_->model)) {
         if (!opt->force)
             return xf_errorf(XF_EINVAL, "the records are of different models (BASE %s, NEW %s): --force compares them anyway",
@@ -452,6 +565,129 @@ xf_status compare_records(const record *base, const record *new_, const compare_
     }
     free(used);
     if (s == XF_OK && out->n_points_matched == 0) s = xf_errorf(XF_EINVAL, "no point of BASE matches a point of NEW: nothing to compare");
+    if (s == XF_OK && finalize_now) s = finalize(out, opt);
+    if (s) compare_result_free(out);
+    return s;
+}
+
+xf_status compare_records(const record *base, const record *new_, const compare_options *opt, compare_result *out) {
+    return compare_impl(base, new_, opt, out, 1);
+}
+
+/* ---------- interleaved A/B rounds ---------- */
+
+static int same_item(const compare_item *a, const compare_item *b) {
+    return a->base_point == b->base_point && a->new_point == b->new_point && a->is_op == b->is_op && a->metric == b->metric &&
+           (!a->is_op || (a->phase == b->phase && a->layer == b->layer && a->kind == b->kind)) && a->method == b->method;
+}
+
+xf_status compare_rounds(const record *base, const record *new_, int n_rounds, const compare_options *opt,
+                         compare_result *out) {
+    memset(out, 0, sizeof *out);
+    compare_options def;
+    if (!opt) {
+        compare_options_default(&def);
+        opt = &def;
+    }
+    if (n_rounds < COMPARE_MIN_ROUNDS)
+        return xf_errorf(XF_EINVAL,
+                         "a paired comparison needs at least %d rounds (got %d): over fewer, an interval is no wider than the "
+                         "rounds' own spread and noise passes for a change",
+                         COMPARE_MIN_ROUNDS, n_rounds);
+    xf_status s = compare_impl(&base[0], &new_[0], opt, out, 0);
+    if (s) return xf_error_prefix(s, "round 1: ");
+    out->n_rounds = n_rounds;
+    if (n_rounds < 10)
+        note(out, "only %d rounds: the interval is wide and the signed-rank test cannot name an op among many (its smallest p "
+                  "is 2/2^rounds); use 10 or more (--rounds)", n_rounds);
+    int64_t n = out->n_items;
+    size_t cells = (size_t)(n > 0 ? n : 1) * (size_t)n_rounds;
+    double *bv = malloc(2 * cells * sizeof *bv); /* (n_items, n_rounds) BASE medians, then NEW */
+    double *lr = malloc((size_t)n_rounds * sizeof *lr);
+    if (!bv || !lr) {
+        free(bv);
+        free(lr);
+        compare_result_free(out);
+        return xf_errorf(XF_ENOMEM, "out of memory comparing rounds");
+    }
+    double *nv = bv + cells;
+    for (int64_t i = 0; i < n; i++) {
+        bv[(size_t)i * (size_t)n_rounds] = out->items[i].base;
+        nv[(size_t)i * (size_t)n_rounds] = out->items[i].new_;
+    }
+    for (int k = 1; k < n_rounds && s == XF_OK; k++) {
+        compare_result rk;
+        s = compare_impl(&base[k], &new_[k], opt, &rk, 0);
+        if (s) {
+            s = xf_error_prefix(s, "round %d: ", k + 1);
+            break;
+        }
+        if (rk.n_items != n) {
+            s = xf_errorf(XF_EINVAL, "round %d compares %lld items but round 1 compares %lld: the rounds are of different runs",
+                          k + 1, (long long)rk.n_items, (long long)n);
+        }
+        for (int64_t i = 0; s == XF_OK && i < n; i++) {
+            if (!same_item(&rk.items[i], &out->items[i])) {
+                s = xf_errorf(XF_EINVAL, "round %d: item %lld (%s) differs from round 1's: the rounds are of different runs", k + 1,
+                              (long long)i + 1, compare_metric_name(rk.items[i].metric));
+                break;
+            }
+            bv[(size_t)i * (size_t)n_rounds + (size_t)k] = rk.items[i].base;
+            nv[(size_t)i * (size_t)n_rounds + (size_t)k] = rk.items[i].new_;
+        }
+        compare_result_free(&rk);
+    }
+    builder b = {out, opt, n, 1, 0};
+    for (int64_t i = 0; s == XF_OK && i < n; i++) {
+        compare_item *it = &out->items[i];
+        if (it->method != CMP_METHOD_U) continue; /* exact (round 1's figures) or untested */
+        const double *xb = bv + (size_t)i * (size_t)n_rounds, *xn = nv + (size_t)i * (size_t)n_rounds;
+        int ok = 1;
+        for (int k = 0; k < n_rounds; k++) {
+            ok &= xb[k] > 0 && xn[k] > 0 && isfinite(xb[k]) && isfinite(xn[k]);
+            lr[k] = ok ? log(xn[k] / xb[k]) : 0;
+        }
+        if (!ok) {
+            it->method = CMP_METHOD_UNTESTED;
+            it->tested = 0;
+            it->p = NAN;
+            note(out, "point %d: %s has a zero or non-finite median in some round: shown, not tested", it->base_point + 1,
+                 compare_metric_name(it->metric));
+            continue;
+        }
+        stats_paired_result pr;
+        s = stats_paired(lr, (size_t)n_rounds, 1 - opt->alpha, opt->n_boot, opt->seed ^ ((uint64_t)i * 0x9E3779B97F4A7C15ULL), &pr);
+        if (s) break;
+        /* medians over the rounds of each round's median, for display */
+        it->base = stats_median(xb, (size_t)n_rounds);
+        it->new_ = stats_median(xn, (size_t)n_rounds);
+        if (isnan(it->base) || isnan(it->new_)) {
+            s = xf_errorf(XF_ENOMEM, "out of memory comparing rounds");
+            break;
+        }
+        it->method = CMP_METHOD_PAIRED;
+        it->p = pr.p;
+        it->n_rounds = n_rounds;
+        it->sd_log = pr.sd;
+        it->ci_lo = exp(pr.ci_lo); /* the ratio's CI; decide() orients it */
+        it->ci_hi = exp(pr.ci_hi);
+        int hib = it->metric == CMP_TOKENS_PER_S;
+        decide(&b, it, hib, 0);
+        /* ratio and change from the Hodges-Lehmann estimate of the per-round log ratios (robust to
+         * a round that a burst of load hit on one side), not from the two medians */
+        double est = exp(pr.hl);
+        it->ratio = est;
+        it->change = hib ? 1 - est : est - 1;
+        if (!it->is_op) {
+            /* what the CI's width lets the gate see: its half-width as t sd / sqrt n */
+            double t = stats_t_quantile(1 - opt->alpha / 2, (double)(n_rounds - 1));
+            double sd_eff = (pr.ci_hi - pr.ci_lo) / (2 * t) * sqrt((double)n_rounds);
+            it->detectable = stats_detectable_slowdown(sd_eff, (size_t)n_rounds, opt->threshold, opt->alpha, 0.8);
+        }
+    }
+    free(bv);
+    free(lr);
+    if (s == XF_OK) s = finalize(out, opt);
     if (s) compare_result_free(out);
     return s;
 }

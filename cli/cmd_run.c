@@ -17,6 +17,7 @@
 #include "run_tokens.h"
 #include "runner/runner.h"
 #include "signals.h"
+#include "sweep_file.h"
 
 static const char *CMD = "run";
 
@@ -258,6 +259,11 @@ int cmd_run(int argc, char **argv) {
     if (notes.stopped_by)
         fprintf(stderr, "xfprof run: interrupted by %s: writing what is complete, marked partial: %s\n",
                 cli_signal_name(notes.stopped_by), rec.partial_reason);
+    if (sweep_test_slow_op(&rec) != XF_OK) { /* test only (tests/cli_ab.sh, bench/ci_ab.sh) */
+        rc = cli_fail(CMD, XF_EINVAL);
+        record_free(&rec);
+        goto out;
+    }
     rc = cli_output_write(CMD, &rec, &out);
     if (tokens_path && rc == CLI_EXIT_OK) {
         if ((s = run_tokens_write(&toks, tokens_path))) rc = cli_fail(CMD, s);

@@ -22,7 +22,7 @@ const cli_command cli_commands[] = {
     {"report", "render records as one self-contained HTML report (or md) and a Chrome trace", cmd_report},
     {"run", "run the reference model op by op under the probes: measured vs predicted, TTFT, TPOT, tokens/s", cmd_run},
     {"machine", "measure this CPU's bandwidth and FLOP/s ceilings and save them for run and predict", cmd_machine},
-    {"compare", "compare two records op by op (U test on samples, exact on predictions): the CI regression gate", cmd_compare},
+    {"compare", "the CI regression gate: two builds interleaved (--ab) or two records; headline metrics decide", cmd_compare},
     {"import", "another engine's trace (torch.profiler) as a record: measured time, FLOPs, bytes, class of every op", cmd_import},
     {"sweep", "every combination of the list flags, predicted or measured, checkpointed to JSONL (--resume)", cmd_sweep},
 };

@@ -8,8 +8,14 @@
 #include "core/record.h"
 #include "sweep_grid.h"
 
-/* XFPROF_TEST_SLOW_OP=op:factor (tests/cli_gate.sh only): multiplies the time of every op of that
- * kind, its samples and its steps' times, once per record. */
+/* Test only, honoured by sweep and run where they build their record.
+ * XFPROF_TEST_SLOW_OP=[phase/]op:factor (gate_up:1.3; a star for op, as in decode/ + star + :1.1,
+ * means every op): multiplies the time of every op of kind `op`, in `phase` only when given
+ * (prefill or decode), by
+ * `factor` -- its time, its raw samples and, for a predicted op, its predicted time -- and adds
+ * the difference to the step times and tokens/s it belongs to. Applied once per record (the env
+ * key test_slow_op marks it: a sweep reading a run's record leaves it alone). Unset or empty:
+ * nothing. A malformed value: XF_EINVAL naming it. */
 xf_status sweep_test_slow_op(record *r);
 
 /* Appends one line (len bytes) to the JSONL at fd and fsyncs; on failure the file is cut back to

@@ -332,11 +332,214 @@ Test(compare, measured_op_without_samples_is_refused_by_name) {
 
 Test(compare, metric_lists) {
     unsigned m;
-    cr_assert_eq(compare_metrics_parse("time,tokens_per_s,ttft,tpot,bytes,flops", &m), XF_OK);
+    cr_assert_eq(compare_metrics_parse("time,tokens_per_s,ttft,tpot,bytes,flops,instructions", &m), XF_OK);
     cr_assert_eq(m, (1u << CMP_METRIC_COUNT) - 1);
     cr_assert_eq(compare_metrics_parse("bytes", &m), XF_OK);
     cr_assert_eq(m, 1u << CMP_BYTES);
     cr_assert_eq(compare_metrics_parse("time,,bytes", &m), XF_EINVAL);
     cr_assert_eq(compare_metrics_parse("latency", &m), XF_EINVAL);
     cr_assert(strstr(xf_error_msg(), "latency"));
+}
+
+/* ---------- interleaved rounds, the methods, Holm, the headline gate ---------- */
+
+/* Round k of an A/B run: both sides share the machine's drift drift[k] (every op of the run
+ * moves together), each side has its own small jitter, NEW's op `slow_op` (-1 none) is slower
+ * by `slow` and, with both_ops, the other op too. */
+#define ROUNDS 8
+static const double drift[ROUNDS] = {1.0, 1.3, 0.9, 1.2, 1.05, 0.85, 1.25, 1.1};
+static double jitter(int k, int side) { return 1 + 0.01 * sin(1.7 * k + 2.1 * side); } /* within +-1% */
+static void make_rounds(record *base, record *new_, double slow, int both_ops) {
+    for (int k = 0; k < ROUNDS; k++) {
+        make_record(&base[k], "m", "d", 1, 5);
+        make_record(&new_[k], "m", "d", 1, 5);
+        for (int op = 0; op < 2; op++) {
+            scale_samples(&base[k], op, drift[k] * jitter(k, 0), 0);
+            scale_samples(&new_[k], op, drift[k] * jitter(k, 1) * (op == 0 || both_ops ? slow : 1), 0);
+        }
+    }
+}
+static void free_rounds(record *base, record *new_) {
+    for (int k = 0; k < ROUNDS; k++) {
+        record_free(&base[k]);
+        record_free(&new_[k]);
+    }
+}
+
+Test(compare, one_run_per_side_mistakes_drift_for_a_regression_rounds_do_not) {
+    record base[ROUNDS], new_[ROUNDS];
+    make_rounds(base, new_, 1.0, 0); /* A/A: identical builds */
+    compare_options o;
+    compare_options_default(&o);
+    o.metrics = (1u << CMP_TIME) | (1u << CMP_TPOT);
+    compare_result c;
+    /* the old way, one run per side: BASE from round 6 (drift 0.85 x jitter 1.00798), NEW from
+     * round 2 (drift 1.3 x jitter 0.99394): gate_up 8.57..12.00 ms against 12.92..18.09 ms, all NEW
+     * above all BASE: U = 0, exact p = 2/252, Holm over the two ops 4/252; every resampled median
+     * ratio is at least 12.92 / 12.00 = 1.077, so the CI lies beyond +5%: false regressions of both
+     * ops and of the decode step (TPOT: at least 38.77 / 35.98 = 1.077) */
+    cr_assert_eq(compare_records(&base[5], &new_[1], &o, &c), XF_OK);
+    const compare_item *g = find(&c, OP_GATE_UP, CMP_TIME);
+    cr_assert_eq(g->method, CMP_METHOD_U);
+    cr_assert_float_eq(g->p, 2.0 / 252.0, 1e-12);
+    cr_assert_float_eq(g->p_adj, 4.0 / 252.0, 1e-12);
+    cr_assert(g->ci_lo >= 12.92 / 12.00 - 1 - 1e-3, "%g", g->ci_lo);
+    cr_assert_eq(g->verdict, CMP_REGRESSION);
+    cr_assert_eq(find_point(&c, CMP_TPOT)->verdict, CMP_REGRESSION);
+    cr_assert_gt(c.n_gate_regressions, 0);
+    compare_result_free(&c);
+    /* paired by round, the drift cancels: the ratios are jitter(k,1)/jitter(k,0), within +-2% */
+    cr_assert_eq(compare_rounds(base, new_, ROUNDS, &o, &c), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(c.n_rounds, ROUNDS);
+    cr_assert_eq(c.n_regressions, 0);
+    cr_assert_eq(c.n_improvements, 0);
+    cr_assert_eq(c.n_gate_regressions, 0);
+    const compare_item *t = find_point(&c, CMP_TPOT);
+    cr_assert_eq(t->method, CMP_METHOD_PAIRED);
+    cr_assert_eq(t->n_rounds, ROUNDS);
+    cr_assert(fabs(t->change) < 0.02 && t->ci_lo > -0.03 && t->ci_hi < 0.03, "%g [%g, %g]", t->change, t->ci_lo, t->ci_hi);
+    cr_assert(t->sd_log > 0 && t->sd_log < 0.02);
+    cr_assert(t->detectable > o.threshold && t->detectable < 0.08, "detectable %g", t->detectable);
+    cr_assert_eq(t->gate, 1);
+    cr_assert_eq(find(&c, OP_GATE_UP, CMP_TIME)->gate, 0); /* a headline metric decides: ops explain */
+    compare_result_free(&c);
+    free_rounds(base, new_);
+}
+
+Test(compare, rounds_catch_a_slower_op_and_the_headline_decides) {
+    record base[ROUNDS], new_[ROUNDS];
+    compare_options o;
+    compare_options_default(&o);
+    o.metrics = (1u << CMP_TIME) | (1u << CMP_TPOT);
+    compare_result c;
+    /* gate_up x1.10: its paired ratios are 1.1 jitter(k,1)/jitter(k,0), geometric mean ~1.10, the
+     * CI well above +5% and p tiny: a per-op regression. The decode step is gate_up (10+k) +
+     * attention 2 (10+k) ms: (1.1 + 2) / 3 = +3.3%, below the 5% threshold: the gate passes, the
+     * slower op is listed as the explanation. */
+    make_rounds(base, new_, 1.10, 0);
+    cr_assert_eq(compare_rounds(base, new_, ROUNDS, &o, &c), XF_OK, "%s", xf_error_msg());
+    const compare_item *g = find(&c, OP_GATE_UP, CMP_TIME);
+    cr_assert_eq(g->method, CMP_METHOD_PAIRED);
+    cr_assert_eq(g->verdict, CMP_REGRESSION);
+    cr_assert_float_eq(g->change, 0.10, 0.01);
+    cr_assert(g->ci_lo > 0.05 && g->p_adj < 0.05);
+    cr_assert_eq(find(&c, OP_ATTENTION, CMP_TIME)->verdict, CMP_UNCHANGED);
+    const compare_item *t = find_point(&c, CMP_TPOT);
+    cr_assert_float_eq(t->change, 0.1 / 3, 0.01);
+    cr_assert_eq(t->verdict, CMP_UNCHANGED);
+    cr_assert_eq(c.n_regressions, 1);
+    cr_assert_eq(c.n_gate_regressions, 0);
+    compare_result_free(&c);
+    free_rounds(base, new_);
+    /* both ops x1.10: the decode step is 10% slower: a gate regression */
+    make_rounds(base, new_, 1.10, 1);
+    cr_assert_eq(compare_rounds(base, new_, ROUNDS, &o, &c), XF_OK);
+    t = find_point(&c, CMP_TPOT);
+    cr_assert_eq(t->verdict, CMP_REGRESSION);
+    cr_assert_float_eq(t->change, 0.10, 0.01);
+    cr_assert_eq(c.n_gate_regressions, 1);
+    compare_result_free(&c);
+    /* per-op time only (no headline metric asked): the ops decide */
+    o.metrics = 1u << CMP_TIME;
+    cr_assert_eq(compare_rounds(base, new_, ROUNDS, &o, &c), XF_OK);
+    cr_assert_eq(c.headline_gate, 0);
+    cr_assert_eq(c.n_gate_regressions, 2);
+    compare_result_free(&c);
+    /* a 10% slowdown inside a 15% threshold is not a regression */
+    o.metrics = (1u << CMP_TIME) | (1u << CMP_TPOT);
+    o.threshold = 0.15;
+    cr_assert_eq(compare_rounds(base, new_, ROUNDS, &o, &c), XF_OK);
+    cr_assert_eq(c.n_regressions, 0);
+    compare_result_free(&c);
+    free_rounds(base, new_);
+}
+
+Test(compare, rounds_refuse_bad_input) {
+    record base[ROUNDS], new_[ROUNDS];
+    make_rounds(base, new_, 1.0, 0);
+    compare_options o;
+    compare_options_default(&o);
+    compare_result c;
+    cr_assert_eq(compare_rounds(base, new_, 1, &o, &c), XF_EINVAL); /* one round is no pair of rounds */
+    /* round 3's NEW record is of another workload: refused, naming the round and what differs */
+    new_[2].points[0].wl.batch = 4;
+    cr_assert_eq(compare_rounds(base, new_, ROUNDS, &o, &c), XF_EINVAL);
+    cr_assert(strstr(xf_error_msg(), "round 3") && strstr(xf_error_msg(), "different workloads"), "%s", xf_error_msg());
+    free_rounds(base, new_);
+}
+
+Test(compare, every_item_names_its_method) {
+    record a, b;
+    make_record(&a, "m", "d", 1, 5);
+    make_record(&b, "m", "d", 1, 5);
+    compare_options o;
+    compare_options_default(&o);
+    o.metrics = (1u << CMP_TIME) | (1u << CMP_FLOPS) | (1u << CMP_TOKENS_PER_S);
+    compare_result c;
+    cr_assert_eq(compare_records(&a, &b, &o, &c), XF_OK);
+    cr_assert_eq(find(&c, OP_GATE_UP, CMP_TIME)->method, CMP_METHOD_U);
+    cr_assert_eq(find(&c, OP_GATE_UP, CMP_FLOPS)->method, CMP_METHOD_EXACT);
+    cr_assert_eq(find_point(&c, CMP_TOKENS_PER_S)->method, CMP_METHOD_UNTESTED); /* no prefill samples */
+    for (int m = CMP_METHOD_EXACT; m <= CMP_METHOD_UNTESTED; m++) {
+        cr_assert_neq(strcmp(compare_method_name((compare_method)m), "?"), 0);
+        cr_assert_gt(strlen(compare_method_desc((compare_method)m)), 20);
+    }
+    compare_result_free(&c);
+    record_free(&a);
+    record_free(&b);
+}
+
+Test(compare, instructions_are_compared_exactly_where_counted) {
+    record a, b;
+    make_record(&a, "m", "d", 1, 5);
+    make_record(&b, "m", "d", 1, 5);
+    /* perf_event counts on every op: gate_up 1,000,000 and attention 2,000,000 instructions */
+    for (int i = 0; i < 2; i++) {
+        record_op *x = &a.points[0].ops[i], *y = &b.points[0].ops[i];
+        x->n_counters = y->n_counters = 2;
+        snprintf(x->counters[0].name, sizeof x->counters[0].name, "cycles");
+        snprintf(x->counters[1].name, sizeof x->counters[1].name, "instructions");
+        x->counters[1].supported = 1;
+        x->counters[1].value = 1e6 * (i + 1);
+        y->counters[0] = x->counters[0];
+        y->counters[1] = x->counters[1];
+    }
+    compare_options o;
+    compare_options_default(&o);
+    o.metrics = (1u << CMP_INSTRUCTIONS) | (1u << CMP_TPOT);
+    o.exact_threshold = 0.01;
+    compare_result c;
+    /* identical counts: unchanged */
+    cr_assert_eq(compare_records(&a, &b, &o, &c), XF_OK, "%s", xf_error_msg());
+    const compare_item *g = find(&c, OP_GATE_UP, CMP_INSTRUCTIONS);
+    cr_assert_not_null(g);
+    cr_assert_eq(g->method, CMP_METHOD_EXACT);
+    cr_assert_eq(g->verdict, CMP_UNCHANGED);
+    cr_assert_eq(c.n_gate_regressions, 0);
+    compare_result_free(&c);
+    /* 2% more instructions in gate_up: beyond the 1% threshold, always a regression, and it decides
+     * (exact figures gate even when a measured headline metric is compared) */
+    b.points[0].ops[0].counters[1].value = 1.02e6;
+    cr_assert_eq(compare_records(&a, &b, &o, &c), XF_OK);
+    g = find(&c, OP_GATE_UP, CMP_INSTRUCTIONS);
+    cr_assert_float_eq(g->change, 0.02, 1e-12);
+    cr_assert_eq(g->verdict, CMP_REGRESSION);
+    cr_assert_eq(g->gate, 1);
+    cr_assert_eq(find(&c, OP_ATTENTION, CMP_INSTRUCTIONS)->verdict, CMP_UNCHANGED);
+    cr_assert_eq(c.n_gate_regressions, 1);
+    compare_result_free(&c);
+    /* not counted on NEW (unsupported): no item, a note that says so */
+    b.points[0].ops[0].counters[1].supported = 0;
+    cr_assert_eq(compare_records(&a, &b, &o, &c), XF_OK);
+    cr_assert_null(find(&c, OP_GATE_UP, CMP_INSTRUCTIONS));
+    cr_assert_not_null(find(&c, OP_ATTENTION, CMP_INSTRUCTIONS));
+    int noted = 0;
+    for (int i = 0; i < c.n_notes; i++) noted |= strstr(c.notes[i], "1 ops have no instruction count") != NULL;
+    cr_assert(noted, "no note about the missing count");
+    compare_result_free(&c);
+    unsigned mask;
+    cr_assert_eq(compare_metrics_parse("time,instructions", &mask), XF_OK);
+    cr_assert_eq(mask, (1u << CMP_TIME) | (1u << CMP_INSTRUCTIONS));
+    record_free(&a);
+    record_free(&b);
 }
