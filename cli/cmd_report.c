@@ -85,7 +85,7 @@ int cmd_report(int argc, char **argv) {
     if (!recs) return cli_fail(CMD, xf_errorf(XF_ENOMEM, "out of memory"));
     int rc = CLI_EXIT_OK, loaded = 0;
     for (int i = 0; i < n; i++) {
-        xf_status s = record_load(argv[optind + i], &recs[i]);
+        xf_status s = record_load_keep(argv[optind + i], point - 1, &recs[i]); /* a big sweep keeps the ops of --point */
         loaded = i + 1;
         if (s) {
             rc = cli_fail(CMD, s);
