@@ -258,6 +258,11 @@ static int find_null(const cJSON *j, const char *path, char *where, size_t len) 
 
 xf_status record_json_text(const record *r, char **out) {
     *out = NULL;
+    if (r->ops_left_out > 0)
+        return xf_errorf(XF_EINVAL,
+                         "this record was read in a stream (it is larger than 64 MiB) and holds the ops of only some of its "
+                         "points (%lld left out): it is rendered but not written again; copy the file instead",
+                         (long long)r->ops_left_out);
     cJSON *root = cJSON_CreateObject();
     if (!root) return xf_errorf(XF_ENOMEM, "out of memory writing the record");
     int ok = add_str(root, "format", RECORD_FORMAT) & json_add_number(root, "version", RECORD_VERSION) &
@@ -936,7 +941,10 @@ static xf_status stream_read(FILE *f, int64_t also, record *r) {
             break;
         }
         s = stream_read_point(f, &sp, j, &buf, &cap, r, p);
-        if (s == XF_OK && j >= RECORD_STREAM_KEEP_OPS && j != also) point_drop_ops(p);
+        if (s == XF_OK && j >= RECORD_STREAM_KEEP_OPS && j != also && p->n_ops > 0) {
+            point_drop_ops(p);
+            r->ops_left_out++;
+        }
     }
     if (s == XF_OK) s = read_tail(root, r);
     cJSON_Delete(root);
