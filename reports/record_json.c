@@ -840,6 +840,8 @@ static xf_status stream_split_file(FILE *f, stream_split *sp) {
                     key[klen++] = c;
                 }
             } else if (c == '"') {
+                if (in_points && depth == 2)
+                    return xf_errorf(XF_EINVAL, "record.points[%lld]: must be an object (byte %lld)", (long long)sp->n, (long long)at);
                 in_str = 1;
                 if (depth == 1) klen = 0;
             } else if (c == ':' && depth == 1) {
@@ -853,6 +855,9 @@ static xf_status stream_split_file(FILE *f, stream_split *sp) {
                 depth++;
                 keep = 1;
             } else if (c == '{' || c == '[') {
+                if (depth >= 1000) /* the whole-text reader's bound (core/json_util.c), counted from the top */
+                    return xf_errorf(XF_EPARSE, "JSON nested too deeply (more than 1000 levels of objects and arrays at byte %lld)",
+                                     (long long)at);
                 if (in_points && depth == 2) {
                     if (ps != P_FIRST && ps != P_NEXT)
                         return xf_errorf(XF_EPARSE, "record.points: a ',' is missing before byte %lld", (long long)at);
