@@ -50,6 +50,10 @@ echo "records: ${kib600} KiB (600 points), ${kib1200} KiB (1200 points); peak RS
 out=$("$XF" show --format json "$TMP/s1200.json" 2>&1 >/dev/null); rc=$?
 [ "$rc" = 2 ] && printf '%s' "$out" | grep -q "not written again" && ok "show --format json of it: exit 2, not written with ops missing" ||
     bad "show --format json of a streamed record: exit $rc: $out"
+# compare goes op by op: it refuses a record that kept the ops of only some points, saying why
+out=$("$XF" compare "$TMP/s1200.json" "$TMP/s1200.json" 2>&1 >/dev/null); rc=$?
+[ "$rc" = 2 ] && printf '%s' "$out" | grep -q "ops of only 256 of its 1200 points" && ok "compare of it: exit 2, says why" ||
+    bad "compare of a streamed record: exit $rc: $out"
 # every point is in the tables; the detailed sections of --point have their ops
 rows=$(grep -c '^| [0-9]' "$TMP/c.md")
 [ "$rows" -ge 1200 ] && ok "show md lists all 1200 points" || bad "show md lists $rows points"
