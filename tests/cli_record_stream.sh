@@ -57,6 +57,9 @@ out=$("$XF" compare "$TMP/s1200.json" "$TMP/s1200.json" 2>&1 >/dev/null); rc=$?
 # every point is in the tables; the detailed sections of --point have their ops
 rows=$(grep -c '^| [0-9]' "$TMP/c.md")
 [ "$rows" -ge 1200 ] && ok "show md lists all 1200 points" || bad "show md lists $rows points"
+grep -q "The ops of 944 points are not shown: the record was read in a stream" "$TMP/c.md" &&
+    [ "$(grep -c '<details>' "$TMP/c.md")" = 256 ] && ok "show md: the ops of the first 256 points, and says the rest are not shown" ||
+    bad "show md does not say which ops it left out"
 grep -q '<h4>Every point</h4>' "$TMP/b.html" && ok "the html has the sweep's table of every point" || bad "no sweep table in the html"
 "$XF" report --no-charts --point 900 -o "$TMP/p.html" "$TMP/s1200.json" 2>/dev/null
 grep -q 'id="r0-pipeline"' "$TMP/p.html" &&
