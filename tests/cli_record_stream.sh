@@ -7,22 +7,10 @@ set -u
 XF=${1:?usage: cli_record_stream.sh path/to/xfprof}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=1:malloc_context_size=2"
+. "$(dirname "$0")/peak_rss.sh" # ASAN_OPTIONS for RSS, peak_kib
 fail=0
 ok() { echo "ok   $*"; }
 bad() { echo "FAIL $*"; fail=1; }
-
-# Peak RSS (KiB) of one command, from the kernel's accounting of the child.
-peak_kib() {
-    python3 - "$@" <<'EOF'
-import resource, subprocess, sys
-r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-if r.returncode != 0:
-    sys.stderr.write(r.stderr.decode(errors="replace")[-400:])
-    sys.exit(1)
-print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
-EOF
-}
 
 "$XF" sweep --predict --batch 1..600+1 -o "$TMP/s600.json" >/dev/null 2>&1 || bad "600-point sweep failed"
 "$XF" sweep --predict --batch 1..1200+1 -o "$TMP/s1200.json" >/dev/null 2>&1 || bad "1200-point sweep failed"
