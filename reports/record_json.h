@@ -27,7 +27,7 @@ xf_status record_load(const char *path, record *r);
 /* Points of a streamed record that keep their ops (and tokens): the first RECORD_STREAM_KEEP_OPS
  * (the ones the advice analyses, analyzers/advice.h ADVICE_MAX_POINTS) and one more a renderer
  * asks for. The others keep workload, run, summary and memory: every table of points still has
- * them, and memory holds a few hundred bytes per point whatever the file's size. */
+ * them, and memory holds under a kilobyte per point (measured: 0.8 KiB) whatever the file's size. */
 #define RECORD_STREAM_KEEP_OPS 256
 
 /* record_load; a streamed read also keeps the ops of point `also` (0-based; -1 none). */
