@@ -360,6 +360,11 @@ static char *render_json(const char *bp, const char *np, const compare_result *c
 
 static int load(const char *which, const char *path, record *r) {
     xf_status s = record_load(path, r);
+    if (s == XF_OK && r->ops_left_out > 0) /* a big record read in a stream: compare goes op by op */
+        s = xf_errorf(XF_EINVAL,
+                      "%s is larger than 64 MiB and was read in a stream, which keeps the ops of only %d of its %d points; "
+                      "compare goes op by op: split the sweep into records below 64 MiB",
+                      path, r->n_points - (int)r->ops_left_out, r->n_points);
     if (s == XF_OK) return 0;
     fprintf(stderr, "xfprof %s: %s record refused: %s\n", CMD, which, xf_error_msg());
     return s == XF_ENOMEM ? CLI_EXIT_FAILURE : CLI_EXIT_USAGE; /* missing, truncated, other format: bad input */

@@ -27,7 +27,9 @@ static void help(void) {
            "  --format FMT        html (default) or md (a compact Markdown summary, e.g. for a CI comment)\n"
            "  --trace FILE        also write the op timeline of the first record as Chrome Trace Event JSON\n"
            "                      (opens in https://ui.perfetto.dev and chrome://tracing)\n"
-           "  --point N           the point of a sweep drawn in the detailed sections (1-based; default 1)\n"
+           "  --point N           the point of a sweep drawn in the detailed sections (1-based; default 1); a record\n"
+           "                      above 64 MiB is read in a stream, which keeps every point's summary and the ops\n"
+           "                      of the first 256 points and of this one (docs/record.md)\n"
            "  --title TEXT        the page title\n"
            "  --no-charts         do not run gnuplot (tables only)\n"
            "  -h, --help          this help\n\n"
@@ -85,7 +87,7 @@ int cmd_report(int argc, char **argv) {
     if (!recs) return cli_fail(CMD, xf_errorf(XF_ENOMEM, "out of memory"));
     int rc = CLI_EXIT_OK, loaded = 0;
     for (int i = 0; i < n; i++) {
-        xf_status s = record_load(argv[optind + i], &recs[i]);
+        xf_status s = record_load_keep(argv[optind + i], point - 1, &recs[i]); /* a big sweep keeps the ops of --point */
         loaded = i + 1;
         if (s) {
             rc = cli_fail(CMD, s);

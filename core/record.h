@@ -147,6 +147,8 @@ typedef struct record {
     record_env env[RECORD_MAX_ENV]; /* build, host, CPU/GPU, toolkit versions */
     int n_advice;
     record_advice advice[RECORD_MAX_ADVICE]; /* (n_advice) ranked, best first; written as "advice" */
+    int64_t ops_left_out;   /* read in a stream (record_load_stream): points whose ops were not kept; such a
+                               record is rendered but never written again (never in the JSON) */
 } record;
 
 /* The kinds a record can be, for messages; record_kind_known() says whether a kind is one. */

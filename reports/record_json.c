@@ -2,6 +2,7 @@
  * field type- and range-checked, messages name the JSON path of what was wrong. */
 #include "record_json.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -257,6 +258,11 @@ static int find_null(const cJSON *j, const char *path, char *where, size_t len) 
 
 xf_status record_json_text(const record *r, char **out) {
     *out = NULL;
+    if (r->ops_left_out > 0)
+        return xf_errorf(XF_EINVAL,
+                         "this record was read in a stream (it is larger than 64 MiB) and holds the ops of only some of its "
+                         "points (%lld left out): it is rendered but not written again; copy the file instead",
+                         (long long)r->ops_left_out);
     cJSON *root = cJSON_CreateObject();
     if (!root) return xf_errorf(XF_ENOMEM, "out of memory writing the record");
     int ok = add_str(root, "format", RECORD_FORMAT) & json_add_number(root, "version", RECORD_VERSION) &
@@ -669,7 +675,8 @@ static xf_status read_advice(const cJSON *arr, record *r) {
     return XF_OK;
 }
 
-static xf_status read_record(const cJSON *root, record *r) {
+/* Everything before the points: format, version, kind, env, model, device. */
+static xf_status read_head(const cJSON *root, record *r) {
     if (!cJSON_IsObject(root)) return xf_errorf(XF_EFORMAT, "not an xfprof record (the document is not a JSON object)");
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
     if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, RECORD_FORMAT) != 0)
@@ -710,6 +717,22 @@ static xf_status read_record(const cJSON *root, record *r) {
     }
     if ((s = read_model(cJSON_GetObjectItemCaseSensitive(root, "model"), r))) return s;
     if ((s = read_device(cJSON_GetObjectItemCaseSensitive(root, "device"), &r->device))) return s;
+    return XF_OK;
+}
+
+/* The sections after the points: they refer to points by index, so the points come first. */
+static xf_status read_tail(const cJSON *root, record *r) {
+    xf_status s;
+    const cJSON *kv = cJSON_GetObjectItemCaseSensitive(root, "kv");
+    if (kv && (s = record_kv_from_json(kv, "record.kv", &r->kv))) return s;
+    const cJSON *adv = cJSON_GetObjectItemCaseSensitive(root, "advice");
+    if (adv && (s = read_advice(adv, r))) return s;
+    return XF_OK;
+}
+
+static xf_status read_record(const cJSON *root, record *r) {
+    xf_status s = read_head(root, r);
+    if (s) return s;
     const cJSON *pts = cJSON_GetObjectItemCaseSensitive(root, "points");
     if (!cJSON_IsArray(pts)) return xf_errorf(XF_EINVAL, "record: missing array 'points'");
     if (cJSON_GetArraySize(pts) > MAX_POINTS) return xf_errorf(XF_EINVAL, "record: more than %d points", MAX_POINTS);
@@ -724,11 +747,7 @@ static xf_status read_record(const cJSON *root, record *r) {
         if (!p) return xf_errorf(XF_ENOMEM, "record: out of memory");
         if ((s = read_point(e, ctx, r, p))) return s;
     }
-    const cJSON *kv = cJSON_GetObjectItemCaseSensitive(root, "kv");
-    if (kv && (s = record_kv_from_json(kv, "record.kv", &r->kv))) return s;
-    const cJSON *adv = cJSON_GetObjectItemCaseSensitive(root, "advice");
-    if (adv && (s = read_advice(adv, r))) return s;
-    return XF_OK;
+    return read_tail(root, r);
 }
 
 xf_status record_from_json(const char *text, const char *source, record *r) {
@@ -743,14 +762,237 @@ xf_status record_from_json(const char *text, const char *source, record *r) {
     return s;
 }
 
+/* ---------- streamed reading (records too big to parse whole) ---------- */
+
+/* Pass 1 over the file: the text outside the top-level "points" array (with "points":[] left in
+ * it) goes to head, and the byte span of each element of the array to off/len. Only the bracket
+ * structure is followed here; each piece is then parsed strictly by cJSON. */
+typedef struct stream_split {
+    char *head;        /* the document without the points' text; owned */
+    size_t head_len, head_cap;
+    int64_t *off, *len; /* (n) each point's bytes in the file; owned */
+    int64_t n, cap;
+} stream_split;
+
+static xf_status split_head_put(stream_split *sp, char c) {
+    if (sp->head_len + 2 > sp->head_cap) {
+        if (sp->head_cap >= MAX_RECORD_BYTES)
+            return xf_errorf(XF_EINVAL, "the record's text outside its points is larger than %zu bytes", MAX_RECORD_BYTES);
+        size_t nc = sp->head_cap ? sp->head_cap * 2 : 65536;
+        char *nb = realloc(sp->head, nc);
+        if (!nb) return xf_errorf(XF_ENOMEM, "out of memory reading the record");
+        sp->head = nb;
+        sp->head_cap = nc;
+    }
+    sp->head[sp->head_len++] = c;
+    sp->head[sp->head_len] = '\0';
+    return XF_OK;
+}
+
+static xf_status split_add_point(stream_split *sp, int64_t off, int64_t len) {
+    if (sp->n >= MAX_POINTS) return xf_errorf(XF_EINVAL, "record: more than %d points", MAX_POINTS);
+    if (sp->n == sp->cap) {
+        int64_t nc = sp->cap ? sp->cap * 2 : 1024;
+        int64_t *a = realloc(sp->off, (size_t)nc * sizeof *a);
+        if (!a) return xf_errorf(XF_ENOMEM, "out of memory reading the record");
+        sp->off = a;
+        int64_t *b = realloc(sp->len, (size_t)nc * sizeof *b);
+        if (!b) return xf_errorf(XF_ENOMEM, "out of memory reading the record");
+        sp->len = b;
+        sp->cap = nc;
+    }
+    sp->off[sp->n] = off;
+    sp->len[sp->n] = len;
+    sp->n++;
+    return XF_OK;
+}
+
+static void stream_split_free(stream_split *sp) {
+    free(sp->head);
+    free(sp->off);
+    free(sp->len);
+    memset(sp, 0, sizeof *sp);
+}
+
+static xf_status stream_split_file(FILE *f, stream_split *sp) {
+    memset(sp, 0, sizeof *sp);
+    enum { P_FIRST, P_IN, P_AFTER, P_NEXT } ps = P_FIRST; /* inside the points array */
+    int64_t depth = 0, at = 0, start = -1;
+    int in_str = 0, esc = 0, in_points = 0, seen_points = 0, key_is_points = 0;
+    char key[8];
+    size_t klen = 0;
+    char buf[1 << 16];
+    size_t got;
+    xf_status s = XF_OK;
+    while ((got = fread(buf, 1, sizeof buf, f)) > 0) {
+        for (size_t i = 0; i < got; i++, at++) {
+            char c = buf[i];
+            int keep = !(in_points && depth >= 2); /* part of the head */
+            if (in_str) {
+                if (esc) {
+                    esc = 0;
+                } else if (c == '\\') {
+                    esc = 1;
+                    if (depth == 1) klen = sizeof key; /* a key with escapes is not taken for "points" */
+                } else if (c == '"') {
+                    in_str = 0;
+                } else if (depth == 1 && klen < sizeof key) {
+                    key[klen++] = c;
+                }
+            } else if (c == '"') {
+                if (in_points && depth == 2)
+                    return xf_errorf(XF_EINVAL, "record.points[%lld]: must be an object (byte %lld)", (long long)sp->n, (long long)at);
+                in_str = 1;
+                if (depth == 1) klen = 0;
+            } else if (c == ':' && depth == 1) {
+                key_is_points = klen == 6 && memcmp(key, "points", 6) == 0;
+            } else if (c == ',' && depth == 1) {
+                key_is_points = 0;
+            } else if (c == '[' && depth == 1 && key_is_points && !in_points) {
+                if (seen_points) return xf_errorf(XF_EINVAL, "record: 'points' appears twice (byte %lld)", (long long)at);
+                in_points = seen_points = 1;
+                ps = P_FIRST;
+                depth++;
+                keep = 1;
+            } else if (c == '{' || c == '[') {
+                if (depth >= 1000) /* the whole-text reader's bound (core/json_util.c), counted from the top */
+                    return xf_errorf(XF_EPARSE, "JSON nested too deeply (more than 1000 levels of objects and arrays at byte %lld)",
+                                     (long long)at);
+                if (in_points && depth == 2) {
+                    if (ps != P_FIRST && ps != P_NEXT)
+                        return xf_errorf(XF_EPARSE, "record.points: a ',' is missing before byte %lld", (long long)at);
+                    if (c != '{') return xf_errorf(XF_EINVAL, "record.points[%lld]: must be an object", (long long)sp->n);
+                    start = at;
+                    ps = P_IN;
+                }
+                depth++;
+            } else if (c == '}' || c == ']') {
+                depth--;
+                if (depth < 0) return xf_errorf(XF_EPARSE, "not valid JSON: unmatched '%c' at byte %lld", c, (long long)at);
+                if (in_points && depth == 1) {
+                    if (c != ']' || ps == P_NEXT || ps == P_IN)
+                        return xf_errorf(XF_EPARSE, "record.points: not valid JSON at byte %lld", (long long)at);
+                    in_points = 0;
+                    keep = 1;
+                } else if (in_points && depth == 2) {
+                    if ((s = split_add_point(sp, start, at + 1 - start))) return s;
+                    ps = P_AFTER;
+                }
+            } else if (in_points && depth == 2 && c == ',') {
+                if (ps != P_AFTER) return xf_errorf(XF_EPARSE, "record.points: unexpected ',' at byte %lld", (long long)at);
+                ps = P_NEXT;
+            } else if (in_points && depth == 2 && !(c == ' ' || c == '\t' || c == '\n' || c == '\r')) {
+                return xf_errorf(XF_EINVAL, "record.points[%lld]: must be an object (byte %lld)", (long long)sp->n, (long long)at);
+            }
+            if (keep && (s = split_head_put(sp, c))) return s;
+        }
+    }
+    if (ferror(f)) return xf_errorf(XF_EIO, "cannot read the record: read error");
+    if (in_points || in_str || depth != 0)
+        return xf_errorf(XF_EPARSE, "JSON is truncated (ends at byte %lld)", (long long)at);
+    return XF_OK;
+}
+
+static xf_status stream_read_point(FILE *f, const stream_split *sp, int64_t j, char **buf, size_t *cap, const record *r,
+                                   record_point *p) {
+    char ctx[48];
+    snprintf(ctx, sizeof ctx, "record.points[%lld]", (long long)j);
+    size_t n = (size_t)sp->len[j];
+    if (n > MAX_RECORD_BYTES) return xf_errorf(XF_EINVAL, "%s: one point of %zu bytes is larger than %zu", ctx, n, MAX_RECORD_BYTES);
+    if (n + 1 > *cap) {
+        char *nb = realloc(*buf, n + 1);
+        if (!nb) return xf_errorf(XF_ENOMEM, "%s: out of memory", ctx);
+        *buf = nb;
+        *cap = n + 1;
+    }
+    if (fseeko(f, (off_t)sp->off[j], SEEK_SET) != 0 || fread(*buf, 1, n, f) != n)
+        return xf_errorf(XF_EIO, "cannot read %s back (the file changed while it was read?)", ctx);
+    (*buf)[n] = '\0';
+    cJSON *root;
+    xf_status s = json_parse(*buf, ctx, &root);
+    if (s) return s;
+    s = read_point(root, ctx, r, p);
+    cJSON_Delete(root);
+    return s;
+}
+
+static void point_drop_ops(record_point *p) {
+    for (int64_t k = 0; k < p->n_ops; k++) free(p->ops[k].samples_s);
+    free(p->ops);
+    free(p->tokens);
+    p->ops = NULL;
+    p->tokens = NULL;
+    p->n_ops = p->n_seqs = p->n_tokens_per_seq = 0;
+}
+
+static xf_status stream_read(FILE *f, int64_t also, record *r) {
+    stream_split sp;
+    xf_status s = stream_split_file(f, &sp);
+    cJSON *root = NULL;
+    char *buf = NULL;
+    size_t cap = 0;
+    if (s == XF_OK) s = json_parse(sp.head, "record", &root);
+    if (s == XF_OK) s = read_head(root, r);
+    const cJSON *pts = s == XF_OK ? cJSON_GetObjectItemCaseSensitive(root, "points") : NULL;
+    if (s == XF_OK && !cJSON_IsArray(pts)) s = xf_errorf(XF_EINVAL, "record: missing array 'points'");
+    if (s == XF_OK && cJSON_GetArraySize(pts) > 0) /* "points" spelt with escapes: it stayed in the head */
+        s = xf_errorf(XF_EINVAL, "record: a streamed record's 'points' key must be written plainly");
+    if (s == XF_OK && sp.n == 0 && !cJSON_GetObjectItemCaseSensitive(root, "kv"))
+        s = xf_errorf(XF_EINVAL, "record: 'points' is empty and there is no 'kv' section: the record holds no result");
+    for (int64_t j = 0; s == XF_OK && j < sp.n; j++) {
+        record_point *p = record_add_point(r);
+        if (!p) {
+            s = xf_errorf(XF_ENOMEM, "record: out of memory");
+            break;
+        }
+        s = stream_read_point(f, &sp, j, &buf, &cap, r, p);
+        if (s == XF_OK && j >= RECORD_STREAM_KEEP_OPS && j != also && p->n_ops > 0) {
+            point_drop_ops(p);
+            r->ops_left_out++;
+        }
+    }
+    if (s == XF_OK) s = read_tail(root, r);
+    cJSON_Delete(root);
+    free(buf);
+    stream_split_free(&sp);
+    return s;
+}
+
+/* Records above this size are read in a stream. XFPROF_TEST_STREAM_BYTES (test-only) lowers it. */
+#define STREAM_RECORD_BYTES ((int64_t)64 << 20)
+
+static int64_t stream_threshold(void) {
+    const char *e = getenv("XFPROF_TEST_STREAM_BYTES");
+    if (e && *e) {
+        char *end;
+        long long v = strtoll(e, &end, 10);
+        if (*end == '\0' && v >= 0) return v;
+    }
+    return STREAM_RECORD_BYTES;
+}
+
+xf_status record_load_stream(const char *path, int64_t also, record *r) {
+    record_init(r, "");
+    FILE *f = fopen(path, "rb");
+    if (!f) return xf_errorf(XF_EIO, "cannot open %s: %s", path, strerror(errno));
+    xf_status s = stream_read(f, also, r);
+    fclose(f);
+    if (s) xf_error_prefix(s, "%s: ", path);
+    return s;
+}
+
 /* Reading a record parses it whole: the text, cJSON's tree and the record struct took 9.3 times
  * the file's size at peak (`show` of a 23.7 MB sweep record: 221 MB RSS, 2026-12-01). */
 #define READ_MEMORY_FACTOR 10
 
-xf_status record_load(const char *path, record *r) {
+xf_status record_load(const char *path, record *r) { return record_load_keep(path, -1, r); }
+
+xf_status record_load_keep(const char *path, int64_t also, record *r) {
     char *text;
     record_init(r, "");
     struct stat st;
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && (int64_t)st.st_size > stream_threshold())
+        return record_load_stream(path, also, r);
     if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
         char a[24], b[24], c[24];
         double need = (double)st.st_size * READ_MEMORY_FACTOR, avail = (double)sysmem_available_bytes();

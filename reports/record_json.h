@@ -19,8 +19,25 @@ char *record_to_json(const record *r);
  * error). `source` (a path, may be NULL) prefixes messages. */
 xf_status record_from_json(const char *text, const char *source, record *r);
 
-/* Reads a record file (at most 1 GiB). */
+/* Reads a record file. One of up to 64 MiB is parsed whole (at most about 10 times its size in
+ * memory, refused when that is not available); a larger one is read in a stream
+ * (record_load_stream). */
 xf_status record_load(const char *path, record *r);
+
+/* Points of a streamed record that keep their ops (and tokens): the first RECORD_STREAM_KEEP_OPS
+ * (the ones the advice analyses, analyzers/advice.h ADVICE_MAX_POINTS) and one more a renderer
+ * asks for. The others keep workload, run, summary and memory: every table of points still has
+ * them, and memory holds under a kilobyte per point (measured: 0.8 KiB) whatever the file's size. */
+#define RECORD_STREAM_KEEP_OPS 256
+
+/* record_load; a streamed read also keeps the ops of point `also` (0-based; -1 none). */
+xf_status record_load_keep(const char *path, int64_t also, record *r);
+
+/* Reads a record in a stream whatever its size: the file is scanned once for the byte spans of
+ * its points (the rest, at most 1 GiB, is parsed whole), then each point is parsed on its own,
+ * checked as record_from_json checks it, and keeps its ops only if it is among the first
+ * RECORD_STREAM_KEEP_OPS or is `also`. Refuses what record_from_json refuses. */
+xf_status record_load_stream(const char *path, int64_t also, record *r);
 
 /* Writes the record to `path` atomically (temporary file in the same folder, then rename), or
  * to stdout when path is NULL or "-". */

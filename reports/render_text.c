@@ -199,8 +199,12 @@ static xf_status render_table(sbuf *b, const record *r, const render_options *op
     for (int i = 0; i < r->n_points; i++) {
         if (i) sbuf_puts(b, "\n");
         point_heading(b, r, &r->points[i], i);
-        xf_status s = table_ops(b, &r->points[i], opt);
-        if (s) return s;
+        if (r->ops_left_out > 0 && r->points[i].n_ops == 0) { /* read in a stream: see record_load_stream */
+            sbuf_puts(b, "   (ops not kept: the record was read in a stream, which keeps the ops of its first points only)\n");
+        } else {
+            xf_status s = table_ops(b, &r->points[i], opt);
+            if (s) return s;
+        }
         table_summary(b, r, &r->points[i]);
     }
     if (r->kv) { /* a kv record: the policies' table, as `xfprof kv` printed it */
@@ -278,8 +282,13 @@ static xf_status render_md(sbuf *b, const record *r) {
                     units_bytes(p->memory.total_bytes, d, sizeof d),
                     p->memory.capacity_bytes <= 0 ? "?" : p->memory.total_bytes <= p->memory.capacity_bytes ? "yes" : "**no**");
     }
+    if (r->ops_left_out > 0)
+        sbuf_printf(b, "\nThe ops of %lld points are not shown: the record was read in a stream (it is larger than 64 MiB), "
+                       "which keeps the ops of its first points only.\n",
+                    (long long)r->ops_left_out);
     for (int i = 0; i < r->n_points; i++) {
         const record_point *p = &r->points[i];
+        if (r->ops_left_out > 0 && p->n_ops == 0) continue;
         render_rollup *rows;
         int64_t n;
         xf_status s = render_rollup_point(p, &rows, &n);

@@ -7,24 +7,11 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 export TMPDIR="$TMP/scratch"
 mkdir -p "$TMPDIR"
-# Under ASan, freed memory waits in a quarantine (256 MiB by default) and RSS grows with whatever
-# was freed: keep it small so RSS measures what is held.
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=1:malloc_context_size=2"
+. "$(dirname "$0")/peak_rss.sh" # ASAN_OPTIONS for RSS, peak_kib
 fail=0
 ok() { echo "ok   $*"; }
 bad() { echo "FAIL $*"; fail=1; }
 
-# Peak RSS (KiB) of one command, from the kernel's accounting of the child.
-peak_kib() {
-    python3 - "$@" <<'EOF'
-import resource, subprocess, sys
-r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-if r.returncode != 0:
-    sys.stderr.write(r.stderr.decode(errors="replace")[-400:])
-    sys.exit(1)
-print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
-EOF
-}
 small=$(peak_kib "$XF" sweep --predict --batch 1..300+1 -o "$TMP/s300.json") || bad "300-point sweep failed"
 large=$(peak_kib "$XF" sweep --predict --batch 1..1200+1 -o "$TMP/s1200.json") || bad "1200-point sweep failed"
 echo "peak RSS: 300 points ${small} KiB, 1200 points ${large} KiB"

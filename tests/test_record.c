@@ -398,3 +398,73 @@ Test(record, non_finite_figure_refused_on_writing) {
     cr_expect_eq(record_save(&r, "/dev/null"), XF_EINVAL);
     record_free(&r);
 }
+
+static void save_tmp(const record *r, char *path) {
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    cr_assert_eq(record_save(r, path), XF_OK, "%s", xf_error_msg());
+}
+
+/* The streamed reader (records above 64 MiB) gives the record the whole reader gives, on the
+ * generated records: every field at random, strings with quotes, backslashes, controls, UTF-8. */
+Test(record, streamed_read_is_the_whole_read) {
+    uint64_t seed = 1919;
+    for (int it = 0; it < 200; it++) {
+        record r;
+        gen_record(&seed, &r);
+        char path[] = "/tmp/xfprof-test-stream-XXXXXX";
+        save_tmp(&r, path);
+        record whole, st;
+        cr_assert_eq(record_load(path, &whole), XF_OK, "record %d: %s", it, xf_error_msg());
+        cr_assert_eq(record_load_stream(path, -1, &st), XF_OK, "record %d streamed: %s", it, xf_error_msg());
+        cr_assert_eq(st.ops_left_out, 0);
+        char *a = NULL, *b = NULL;
+        cr_assert_eq(record_json_text(&whole, &a), XF_OK);
+        cr_assert_eq(record_json_text(&st, &b), XF_OK);
+        cr_assert_str_eq(a, b, "record %d reads differently streamed", it);
+        free(a);
+        free(b);
+        record_free(&whole);
+        record_free(&st);
+        record_free(&r);
+        unlink(path);
+    }
+}
+
+/* Past RECORD_STREAM_KEEP_OPS points, a streamed read keeps every point's summary but the ops of
+ * the first ones and of `also` only, and refuses to write the record again. */
+Test(record, streamed_read_keeps_the_ops_of_the_first_points_and_also) {
+    model_config cfg;
+    cr_assert_eq(config_preset("stories15m", &cfg), XF_OK, "%s", xf_error_msg());
+    device_spec dev;
+    cr_assert_eq(device_lookup("h100-sxm", NULL, &dev), XF_OK, "%s", xf_error_msg());
+    enum { N = RECORD_STREAM_KEEP_OPS + 4 };
+    workload *w = calloc(N, sizeof *w);
+    for (int i = 0; i < N; i++) {
+        workload_default(&w[i]);
+        w[i].batch = i + 1;
+    }
+    record r;
+    cr_assert_eq(predict_record(&cfg, &dev, w, N, &r), XF_OK, "%s", xf_error_msg());
+    free(w);
+    char path[] = "/tmp/xfprof-test-stream-XXXXXX";
+    save_tmp(&r, path);
+    record st;
+    cr_assert_eq(record_load_stream(path, N - 2, &st), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(st.n_points, N);
+    cr_expect_eq(st.ops_left_out, 3);
+    for (int i = 0; i < N; i++) {
+        int kept = i < RECORD_STREAM_KEEP_OPS || i == N - 2;
+        cr_expect_eq(st.points[i].n_ops, kept ? r.points[i].n_ops : 0, "point %d", i);
+        cr_expect_eq(st.points[i].wl.batch, i + 1);
+        cr_expect_eq(st.points[i].summary.tpot_s, r.points[i].summary.tpot_s, "point %d", i);
+    }
+    char *text = NULL;
+    cr_expect_eq(record_json_text(&st, &text), XF_EINVAL);
+    cr_expect(strstr(xf_error_msg(), "not written again") != NULL, "%s", xf_error_msg());
+    cr_expect_null(text);
+    record_free(&st);
+    record_free(&r);
+    unlink(path);
+}
