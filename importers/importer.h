@@ -10,9 +10,19 @@
 #include <stdint.h>
 
 #include "core/record.h"
+#include "core/status.h"
 
 /* The largest file an importer reads unless told otherwise (--max-size). */
 #define IMPORT_DEFAULT_MAX_BYTES ((int64_t)1 << 30)
+
+/* A byte count an op may carry: records hold them as 64-bit counts (docs/record.md), so an input
+ * whose shapes or counters sum past 2^63 is refused (XF_EINVAL naming `source` and `what`)
+ * rather than written as a record that no reader accepts. */
+static inline xf_status import_check_bytes(const char *source, const char *what, double bytes) {
+    if (bytes < 0x1p63) return XF_OK;
+    return xf_errorf(XF_EINVAL, "%s: %s: %g bytes is beyond a 64-bit byte count (2^63 = 9.22e18): the input is corrupt",
+                     source, what, bytes);
+}
 
 typedef struct import_options {
     int64_t max_bytes; /* files larger than this are refused before reading; 0 = the default */

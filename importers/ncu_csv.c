@@ -411,6 +411,7 @@ xf_status import_ncu_csv_buffer(const char *buf, size_t len, const char *source,
         o->cost.bytes = o->cost.act_in_bytes;
         o->bytes_from_counters = 1;
         o->measured_bytes = o->cost.bytes;
+        if ((s = import_check_bytes(source, k->name, o->cost.bytes))) goto fail;
         o->measured = 1;
         o->n_samples = (int)k->n;
         o->samples_s = k->t;

@@ -741,6 +741,7 @@ xf_status torch_build_record(const tt_trace *t, record *out, import_stats *st) {
         o->cost.flops = g->flops / (double)steps;
         o->cost.act_in_bytes = g->bytes / (double)steps;
         o->cost.bytes = o->cost.act_in_bytes;
+        if ((s = import_check_bytes(t->source, g->source, o->cost.bytes))) goto done;
         o->measured = 1;
         o->n_samples = (int)steps;
         o->samples_s = g->samples;

@@ -177,6 +177,7 @@ assert cls["void vllm::rms_norm_"] == ("attn_norm", "latency", "counters"), cls 
 assert cls["void vllm::act_and_m"] == ("swiglu", "memory", "counters"), cls     # 66% vs 0%: gap
 EOF2
 "$XF" report "$tmp/ncu.rec.json" -o "$tmp/ncu.html" >/dev/null 2>"$tmp/err" || fail "ncu report: $(cat "$tmp/err")"
+bad "ncu bytes beyond int64" "beyond a 64-bit byte count" "$ncu/bytes-beyond-int64.csv"  # fuzz_ncu_csv's finding
 bad "ncu missing columns" "missing columns: dram__bytes_write.sum" "$ncu/missing-columns.csv"
 head -c 700 "$ncu/llama-decode-h100.csv" >"$tmp/cut.csv"
 bad "ncu truncated CSV" "" "$tmp/cut.csv"
