@@ -33,6 +33,7 @@
 #include "sweep_file.h"
 #include "sweep_store.h"
 #include "sweep_line.h"
+#include "sweep_shard.h"
 
 static const char *CMD = "sweep";
 
@@ -59,6 +60,9 @@ static void help(void) {
            "                     the old spelling of --warmup 0, still accepted\n"
            "  --jsonl FILE       append each finished point to FILE at once (one JSON object per line)\n"
            "  --resume           skip the points already in --jsonl FILE (a truncated last line is dropped)\n"
+           "  --shard i/n        run shard i of n only: the grid points k (0-based, in the grid's order) with\n"
+           "                     k mod n = i - 1, so n shards never overlap or miss a point (Slurm job arrays, CI\n"
+           "                     matrices); 'xfprof merge' joins the shards' --jsonl files (docs/cluster.md)\n"
            "%s"
            "  --report FILE      also write the HTML report\n"
            "With -o FILE and no --format the sweep record is written as JSON. A sweep over several models or\n"
@@ -131,7 +135,7 @@ static xf_status run_one(sweep_ctx *c, const sweep_param *p, record *out) {
 
 int cmd_sweep(int argc, char **argv) {
     enum { O_PREDICT = 1000, O_MODEL, O_DEVICE, O_DEVFILE, O_BATCH, O_PROMPT, O_GEN, O_WD, O_AD, O_KV, O_GROUP, O_POLICY,
-           O_THREADS, O_NOWARM, O_WARMUP, O_JSONL, O_RESUME, O_FORMAT, O_PERLAYER, O_REPORT, O_TRACE };
+           O_THREADS, O_NOWARM, O_WARMUP, O_JSONL, O_RESUME, O_SHARD, O_FORMAT, O_PERLAYER, O_REPORT, O_TRACE };
     static const struct option opts[] = {
         {"predict", no_argument, 0, O_PREDICT},     {"model", required_argument, 0, O_MODEL},
         {"device", required_argument, 0, O_DEVICE}, {"device-file", required_argument, 0, O_DEVFILE},
@@ -141,7 +145,8 @@ int cmd_sweep(int argc, char **argv) {
         {"group", required_argument, 0, O_GROUP},   {"kv-policy", required_argument, 0, O_POLICY},
         {"threads", required_argument, 0, O_THREADS}, {"reps", required_argument, 0, 'r'},
         {"no-warmup", no_argument, 0, O_NOWARM},    {"warmup", required_argument, 0, O_WARMUP},    {"jsonl", required_argument, 0, O_JSONL},
-        {"resume", no_argument, 0, O_RESUME},       {"format", required_argument, 0, O_FORMAT},
+        {"resume", no_argument, 0, O_RESUME},       {"shard", required_argument, 0, O_SHARD},
+              {"format", required_argument, 0, O_FORMAT},
         {"output", required_argument, 0, 'o'},      {"per-layer", no_argument, 0, O_PERLAYER},
         {"report", required_argument, 0, O_REPORT}, {"trace", required_argument, 0, O_TRACE},
         {"help", no_argument, 0, 'h'},              {0, 0, 0, 0}};
@@ -150,6 +155,7 @@ int cmd_sweep(int argc, char **argv) {
     cli_output out = {RENDER_TABLE, NULL, 0, NULL, NULL};
     int format_given = 0, resume = 0, c, rc = CLI_EXIT_OK;
     const char *jsonl = NULL;
+    sweep_shard shard = {1, 1}; /* the whole grid */
     int64_t v;
     xf_status s = XF_OK;
     optind = 0;
@@ -188,6 +194,9 @@ int cmd_sweep(int argc, char **argv) {
             break;
         case O_JSONL: jsonl = optarg; break;
         case O_RESUME: resume = 1; break;
+        case O_SHARD:
+            if (sweep_shard_parse("--shard", optarg, &shard)) goto usage;
+            break;
         case O_FORMAT:
             if (cli_output_option(CMD, "format", optarg, &out) < 0) {
                 sweep_grid_free(&g);
@@ -223,6 +232,13 @@ int cmd_sweep(int argc, char **argv) {
     sweep_param *ps = NULL;
     int64_t n = 0;
     if ((s = sweep_grid_expand(&g, &ps, &n))) {
+        sweep_grid_free(&g);
+        return cli_fail(CMD, s);
+    }
+    sweep_meta meta; /* the whole grid's identity, in every JSONL line */
+    int64_t *gidx = NULL; /* (n) each kept point's index in the whole grid */
+    if ((s = sweep_shard_apply(&shard, ps, &n, &meta, &gidx))) {
+        free(ps);
         sweep_grid_free(&g);
         return cli_fail(CMD, s);
     }
@@ -294,7 +310,8 @@ int cmd_sweep(int argc, char **argv) {
         }
         if (fd >= 0) {
             size_t len;
-            char *line = sweep_line_make(ps[i].key, &cur, &len);
+            sweep_line_place place = {gidx[i], &shard, &meta};
+            char *line = sweep_line_make(ps[i].key, &place, &cur, &len);
             if (!line) {
                 s = xf_errorf(XF_ENOMEM, "out of memory writing a sweep line");
                 goto fail;
@@ -327,6 +344,11 @@ int cmd_sweep(int argc, char **argv) {
                 free(idx);
                 goto fail;
             }
+            if (shard.count > 1) { /* a shard's record says which it is */
+                char sh[48];
+                sweep_shard_name(&shard, sh, sizeof sh);
+                record_set_env(&rec, "shard", sh);
+            }
             cli_output o = out;
             char path[4096];
             if (out.path && strcmp(out.path, "-") != 0 && g.n_models * g.n_devices > 1)
@@ -356,6 +378,8 @@ cleanup:
     free(ctx.cfgs);
     free(ctx.devs);
     free(ps);
+    free(gidx);
+    sweep_meta_free(&meta);
     sweep_grid_free(&g);
     return rc;
 }

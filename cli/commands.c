@@ -12,6 +12,7 @@ int cmd_compare(int argc, char **argv);
 int cmd_sweep(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_import(int argc, char **argv);
+int cmd_merge(int argc, char **argv);
 
 const cli_command cli_commands[] = {
     {"predict", "cost model against a device's roofline: FLOPs, bytes, bound, TTFT, TPOT, memory", cmd_predict},
@@ -25,5 +26,6 @@ const cli_command cli_commands[] = {
     {"compare", "the CI regression gate: two builds interleaved (--ab) or two records; headline metrics decide", cmd_compare},
     {"import", "another engine's trace (torch.profiler) as a record: measured time, FLOPs, bytes, class of every op", cmd_import},
     {"sweep", "every combination of the list flags, predicted or measured, checkpointed to JSONL (--resume)", cmd_sweep},
+    {"merge", "join the JSONL files of a sharded sweep (sweep --shard i/n) into the whole sweep's record", cmd_merge},
 };
 const int cli_command_count = (int)(sizeof cli_commands / sizeof cli_commands[0]);

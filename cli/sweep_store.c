@@ -25,12 +25,13 @@ xf_status sweep_store_init(sweep_store *st, const sweep_param *ps, int64_t n, in
     st->n_groups = max_group + 1;
     st->heads = calloc((size_t)st->n_groups, sizeof *st->heads);
     st->have = calloc((size_t)st->n_groups, 1);
+    st->latest = calloc((size_t)st->n_groups, sizeof *st->latest);
     st->rank = calloc((size_t)(n > 0 ? n : 1), sizeof *st->rank);
     st->pts = calloc((size_t)(n > 0 ? n : 1), sizeof *st->pts);
     st->off = malloc((size_t)(n > 0 ? n : 1) * sizeof *st->off);
     st->len = calloc((size_t)(n > 0 ? n : 1), sizeof *st->len);
     int64_t *count = calloc((size_t)st->n_groups, sizeof *count);
-    if (!st->heads || !st->have || !st->rank || !st->pts || !st->off || !st->len || !count) {
+    if (!st->heads || !st->have || !st->latest || !st->rank || !st->pts || !st->off || !st->len || !count) {
         free(count);
         return xf_errorf(XF_ENOMEM, "out of memory for %lld points", (long long)n);
     }
@@ -81,6 +82,7 @@ xf_status sweep_store_put(sweep_store *st, const sweep_param *ps, int64_t i, rec
             p->n_seqs = p->n_tokens_per_seq = 0;
         }
     }
+    if (strcmp(r->created, st->latest[g]) > 0) snprintf(st->latest[g], sizeof st->latest[g], "%s", r->created); /* ISO 8601 */
     st->pts[i] = *p;
     memset(p, 0, sizeof *p);
     record_free(r); /* frees the emptied point array and any kv section */
@@ -115,7 +117,8 @@ xf_status sweep_store_assemble(sweep_store *st, const sweep_param *ps, const uns
         *p = st->pts[i];
         memset(&st->pts[i], 0, sizeof st->pts[i]); /* ownership moved */
     }
-    record_stamp_time(out);
+    if (g < st->n_groups && st->latest[g][0]) snprintf(out->created, sizeof out->created, "%s", st->latest[g]);
+    else record_stamp_time(out);
     return XF_OK;
 }
 
@@ -168,6 +171,7 @@ void sweep_store_free(sweep_store *st) {
     }
     free(st->heads);
     free(st->have);
+    free(st->latest);
     free(st->rank);
     free(st->pts);
     free(st->off);

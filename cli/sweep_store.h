@@ -21,6 +21,8 @@ typedef struct sweep_store {
     int full;            /* 1: every point whole in memory, no spool */
     record *heads;       /* (n_groups) the first finished point's record of each group, its points removed; owned */
     unsigned char *have; /* (n_groups) 1 when heads[g] is set */
+    char (*latest)[32];  /* (n_groups) the latest "created" of the group's points: the record's (a merge of the
+                            same points gives the same bytes) */
     int64_t *rank;       /* (n) the point's index within its group, in grid order */
     record_point *pts;   /* (n) finished points (ownership moves out in sweep_store_assemble); owned */
     int64_t *off, *len;  /* (n) the point's JSON in the spool; off -1 when not there */
@@ -40,7 +42,8 @@ xf_status sweep_store_init(sweep_store *st, const sweep_param *ps, int64_t n, in
 /* Takes point i's record (one point): r is emptied and freed. */
 xf_status sweep_store_put(sweep_store *st, const sweep_param *ps, int64_t i, record *r);
 
-/* The record of group (model, device): the points of done[] in grid order move into *out;
+/* The record of group (model, device): the points of done[] in grid order move into *out, created
+ * the latest of theirs;
  * *idx (out->n_points) gives their grid indices (for sweep_store_save); free with free(). */
 xf_status sweep_store_assemble(sweep_store *st, const sweep_param *ps, const unsigned char *done, int model, int dev,
                                record *out, int64_t **idx);

@@ -762,6 +762,13 @@ xf_status record_from_json(const char *text, const char *source, record *r) {
     return s;
 }
 
+xf_status record_from_cjson(const struct cJSON *root, const char *source, record *r) {
+    record_init(r, "");
+    xf_status s = read_record(root, r);
+    if (s && source) xf_error_prefix(s, "%s: ", source);
+    return s;
+}
+
 /* ---------- streamed reading (records too big to parse whole) ---------- */
 
 /* Pass 1 over the file: the text outside the top-level "points" array (with "points":[] left in

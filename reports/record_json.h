@@ -19,6 +19,11 @@ char *record_to_json(const record *r);
  * error). `source` (a path, may be NULL) prefixes messages. */
 xf_status record_from_json(const char *text, const char *source, record *r);
 
+/* record_from_json of a document already parsed (a record inside another object, as in a sweep's
+ * JSONL line): the numbers as parsed, not printed again (cJSON's printing keeps 15 digits). */
+struct cJSON;
+xf_status record_from_cjson(const struct cJSON *root, const char *source, record *r);
+
 /* Reads a record file. One of up to 64 MiB is parsed whole (at most about 10 times its size in
  * memory, refused when that is not available); a larger one is read in a stream
  * (record_load_stream). */
