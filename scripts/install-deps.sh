@@ -8,6 +8,8 @@ set -euo pipefail
 # JSON); clang with its runtime (libFuzzer harnesses); valgrind (the memcheck pass).
 pkgs=(build-essential cmake pkg-config libcjson-dev libopenblas-dev libyajl-dev libsqlite3-dev libcriterion-dev gnuplot-nox
       chromium fonts-liberation fonts-dejavu-core python3 clang libclang-rt-dev valgrind)
+# tests/cli_slurm.sh: a real single-node Slurm (slurmctld, slurmd) with munge, started by the test
+pkgs+=(slurm-wlm munge)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
