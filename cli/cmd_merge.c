@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analyzers/advice.h"
 #include "args.h"
 #include "cli.h"
 #include "core/fileio.h"
@@ -82,20 +81,9 @@ static int write_records(sweep_merge *m, const char *out_path) {
         if (s == XF_OK && (s = sweep_store_put(&store, ps, k, &r)) == XF_OK) done[k] = 1;
         record_free(&r);
     }
-    for (int im = 0; s == XF_OK && im < nm && rc == CLI_EXIT_OK; im++)
-        for (int id = 0; s == XF_OK && id < nd && rc == CLI_EXIT_OK; id++) {
-            record rec;
-            int64_t *idx = NULL;
-            if ((s = sweep_store_assemble(&store, ps, done, im, id, &rec, &idx)) == XF_OK && rec.n_points > 0)
-                s = advice_record(&rec);
-            char path[4096];
-            const char *p = out_path;
-            if (strcmp(out_path, "-") != 0 && nm * nd > 1) p = sweep_group_path(out_path, models[im], devices[id], path, sizeof path);
-            if (s == XF_OK && rec.n_points > 0 && (s = sweep_store_save(&store, &rec, idx, p)) == XF_OK && strcmp(p, "-") != 0)
-                fprintf(stderr, "xfprof %s: wrote the record of %d points to %s\n", CMD, rec.n_points, p);
-            record_free(&rec);
-            free(idx);
-        }
+    sweep_shard whole = {1, 1};
+    sweep_writer w = {CMD, {RENDER_JSON, out_path, 0, NULL, NULL}, 0, &store};
+    if (s == XF_OK) rc = sweep_write_records(&w, ps, done, models, nm, devices, nd, &whole);
     if (s) rc = cli_fail(CMD, s);
     sweep_store_free(&store);
     free(done);

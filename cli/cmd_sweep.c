@@ -17,7 +17,6 @@
 
 #include <cjson/cJSON.h>
 
-#include "analyzers/advice.h"
 #include "analyzers/predict.h"
 #include "args.h"
 #include "cli.h"
@@ -334,35 +333,8 @@ int cmd_sweep(int argc, char **argv) {
         goto cleanup;
     }
     /* One record per (model, device), with the advice of what it found. */
-    for (int im = 0; im < g.n_models && rc == CLI_EXIT_OK; im++)
-        for (int id = 0; id < g.n_devices && rc == CLI_EXIT_OK; id++) {
-            record rec;
-            int64_t *idx = NULL;
-            if ((s = sweep_store_assemble(&store, ps, done, im, id, &rec, &idx)) ||
-                (rec.n_points > 0 && (s = advice_record(&rec)))) {
-                record_free(&rec);
-                free(idx);
-                goto fail;
-            }
-            if (shard.count > 1) { /* a shard's record says which it is */
-                char sh[48];
-                sweep_shard_name(&shard, sh, sizeof sh);
-                record_set_env(&rec, "shard", sh);
-            }
-            cli_output o = out;
-            char path[4096];
-            if (out.path && strcmp(out.path, "-") != 0 && g.n_models * g.n_devices > 1)
-                o.path = sweep_group_path(out.path, g.models[im], g.devices[id], path, sizeof path);
-            if (full) {
-                rc = cli_output_write(CMD, &rec, &o);
-            } else if ((s = sweep_store_save(&store, &rec, idx, o.path)) != XF_OK) {
-                rc = cli_fail(CMD, s);
-            } else if (o.path && strcmp(o.path, "-") != 0) {
-                fprintf(stderr, "xfprof %s: wrote the record to %s\n", CMD, o.path);
-            }
-            record_free(&rec);
-            free(idx);
-        }
+    sweep_writer w = {CMD, out, full, &store};
+    rc = sweep_write_records(&w, ps, done, g.models, g.n_models, g.devices, g.n_devices, &shard);
     goto cleanup;
 usage:
     rc = cli_usage_error(CMD, "%s", xf_error_msg());

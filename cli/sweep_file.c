@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "analyzers/advice.h"
+#include "cli.h"
 #include "core/fileio.h"
 #include "sweep_line.h"
 
@@ -196,6 +198,41 @@ const char *sweep_group_path(const char *path, const char *model, const char *de
         snprintf(buf, len, "%.*s-%s-%s%s", (int)(dot - path), path, m, d, dot);
     else snprintf(buf, len, "%s-%s-%s", path, m, d);
     return buf;
+}
+
+int sweep_write_records(sweep_writer *w, const sweep_param *ps, const unsigned char *done, char *const *models, int nm,
+                        char *const *devices, int nd, const sweep_shard *shard) {
+    int rc = CLI_EXIT_OK;
+    for (int im = 0; im < nm && rc == CLI_EXIT_OK; im++)
+        for (int id = 0; id < nd && rc == CLI_EXIT_OK; id++) {
+            record rec;
+            int64_t *idx = NULL;
+            xf_status s = sweep_store_assemble(w->store, ps, done, im, id, &rec, &idx);
+            if (s == XF_OK && rec.n_points > 0) s = advice_record(&rec);
+            if (s) {
+                rc = cli_fail(w->cmd, s);
+            } else if (rec.n_points == 0 && shard->count > 1) { /* nothing of this group in this shard */
+                fprintf(stderr, "xfprof %s: note: shard %lld/%lld holds no point of %s on %s: no record for them\n", w->cmd,
+                        (long long)shard->index, (long long)shard->count, models[im], devices[id]);
+            } else {
+                if (shard->count > 1) { /* a shard's record says which it is */
+                    char sh[48];
+                    sweep_shard_name(shard, sh, sizeof sh);
+                    record_set_env(&rec, "shard", sh);
+                }
+                cli_output o = w->out;
+                char path[4096];
+                if (o.path && strcmp(o.path, "-") != 0 && nm * nd > 1)
+                    o.path = sweep_group_path(w->out.path, models[im], devices[id], path, sizeof path);
+                if (w->full) rc = cli_output_write(w->cmd, &rec, &o);
+                else if ((s = sweep_store_save(w->store, &rec, idx, o.path)) != XF_OK) rc = cli_fail(w->cmd, s);
+                else if (o.path && strcmp(o.path, "-") != 0)
+                    fprintf(stderr, "xfprof %s: wrote the record of %d points to %s\n", w->cmd, rec.n_points, o.path);
+            }
+            record_free(&rec);
+            free(idx);
+        }
+    return rc;
 }
 
 void sweep_progress(int64_t i, int64_t n, double el, int64_t finished, int64_t todo) {

@@ -6,7 +6,9 @@
 #include <sys/types.h>
 
 #include "core/record.h"
+#include "output.h"
 #include "sweep_grid.h"
+#include "sweep_shard.h"
 
 /* Test only, honoured by sweep and run where they build their record.
  * XFPROF_TEST_SLOW_OP=[phase/]op:factor (gate_up:1.3; a star for op, as in decode/ + star + :1.1,
@@ -30,6 +32,25 @@ xf_status sweep_resume_load(int fd, const char *path, const sweep_param *ps, int
 
 /* FILE with -MODEL-DEVICE before its extension, into buf; returns buf. */
 const char *sweep_group_path(const char *path, const char *model, const char *dev, char *buf, size_t len);
+
+/* How the records of a sweep (or a merge) are written: `out` as the command's -o / --format /
+ * --report / --trace give it (out.path the base path); full: every op in memory, rendered by
+ * cli_output_write; else streamed from the store (JSON). */
+struct sweep_store;
+typedef struct sweep_writer {
+    const char *cmd;           /* for messages */
+    cli_output out;
+    int full;
+    struct sweep_store *store; /* borrowed */
+} sweep_writer;
+
+/* One record per (model, device) group, as `sweep -o` writes them: the group's points of done[]
+ * assembled from the store in grid order, the advice added, env "shard" set when shard->count > 1,
+ * written to out.path or, when the grid has several groups, to sweep_group_path of it. A group
+ * holding no point of a shard is skipped with a note (no empty record). Returns an exit code
+ * (messages printed). */
+int sweep_write_records(sweep_writer *w, const sweep_param *ps, const unsigned char *done, char *const *models, int n_models,
+                        char *const *devices, int n_devices, const sweep_shard *shard);
 
 /* The progress line on a terminal: "point i of n | elapsed | ETA" (ETA from the `finished` of `todo`
  * points measured in `elapsed_s`). */
