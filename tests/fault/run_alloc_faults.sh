@@ -116,6 +116,10 @@ check run "o.json:json t.json:json r.html:html" -- run --model "$tiny" --batch 1
   head -1 "$work/s2.jsonl" >"$work/part.jsonl" || { echo "setup: sweep failed"; exit 1; }
 PREP='cp "$work/part.jsonl" s.jsonl' check sweep-resume "s.jsonl:jsonl o.json:json" -- sweep --predict --model stories15m \
   --batch 1,2 --prompt 16 --gen 4 --jsonl @OUT@/s.jsonl --resume -o @OUT@/o.json
+# merge reads two shards' lines and writes the record and the merged lines (both atomic).
+for i in 1 2; do "$xf" sweep --predict --model stories15m --batch 1,2 --prompt 16 --gen 4 --shard $i/2 --jsonl "$work/sh$i.jsonl" \
+  >/dev/null 2>&1 || { echo "setup: sweep --shard failed"; exit 1; }; done
+check merge "m.json:json m.jsonl:jsonl" -- merge "$work/sh2.jsonl" "$work/sh1.jsonl" -o @OUT@/m.json --jsonl @OUT@/m.jsonl
 check run-system "" -- run --model "$tiny" --batch 2 --prompt 4 --gen 2 --reps 1 --warmup 0 --kv-alloc system --no-probes
 check run-noprobes "" -- run --model "$tiny" --batch 1 --prompt 4 --gen 2 --reps 1 --warmup 0 --no-probes
 check run-tokens "tk.jsonl:jsonl o.json:json" -- run --model "$tiny" --batch 2 --prompt 4 --gen 3 --reps 1 --warmup 0 \
