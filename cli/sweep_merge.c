@@ -193,7 +193,8 @@ xf_status sweep_merge_scan(sweep_merge *m, const char *const *paths, int n) {
         if (j < 0) first[g] = k;
         else if (m->pts[j].setup != m->pts[k].setup)
                 s = xf_errorf(XF_EINVAL, "%s line %lld and %s line %lld ran %s on %s with another model config or device "
-                              "(a config.json or device file that differs between the shards' machines): merge shards of one setup",
+                              "(a config.json, device file or measured ceilings that differ between the shards' machines): merge shards of "
+                              "one setup",
                               m->paths[m->pts[j].file], (long long)m->pts[j].line, m->paths[m->pts[k].file],
                               (long long)m->pts[k].line, models[ps[k].model], devices[ps[k].device]);
     }
