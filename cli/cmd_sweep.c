@@ -144,8 +144,8 @@ int cmd_sweep(int argc, char **argv) {
         {"group", required_argument, 0, O_GROUP},   {"kv-policy", required_argument, 0, O_POLICY},
         {"threads", required_argument, 0, O_THREADS}, {"reps", required_argument, 0, 'r'},
         {"no-warmup", no_argument, 0, O_NOWARM},    {"warmup", required_argument, 0, O_WARMUP},    {"jsonl", required_argument, 0, O_JSONL},
-        {"resume", no_argument, 0, O_RESUME},       {"shard", required_argument, 0, O_SHARD},
-              {"format", required_argument, 0, O_FORMAT},
+        {"resume", no_argument, 0, O_RESUME},       {"format", required_argument, 0, O_FORMAT},
+        {"shard", required_argument, 0, O_SHARD},
         {"output", required_argument, 0, 'o'},      {"per-layer", no_argument, 0, O_PERLAYER},
         {"report", required_argument, 0, O_REPORT}, {"trace", required_argument, 0, O_TRACE},
         {"help", no_argument, 0, 'h'},              {0, 0, 0, 0}};

@@ -51,6 +51,7 @@ static xf_status take_line(sweep_merge *m, int f, int64_t ln, int64_t off, const
         s = xf_errorf(XF_EINVAL, "%s carries no grid index (written by an xfprof before 'sweep --shard'): run that sweep again to "
                       "merge it", ctx);
     if (s == XF_OK && !m->pts) { /* the first line sets the grid */
+        m->ref = p;
         m->n_points = mt.n_points;
         m->hash = mt.hash;
         snprintf(m->tool_version, sizeof m->tool_version, "%s", mt.tool_version);
@@ -60,13 +61,13 @@ static xf_status take_line(sweep_merge *m, int f, int64_t ln, int64_t off, const
         if (!m->pts) s = xf_errorf(XF_ENOMEM, "out of memory for %lld points", (long long)m->n_points);
         for (int64_t k = 0; m->pts && k < m->n_points; k++) m->pts[k].file = -1;
     } else if (s == XF_OK && strcmp(mt.tool_version, m->tool_version) != 0) {
-        s = xf_errorf(XF_EINVAL, "%s was made by xfprof %s, the first input by xfprof %s: merge the shards of one build", ctx,
-                      mt.tool_version, m->tool_version);
+        s = xf_errorf(XF_EINVAL, "%s was made by xfprof %s, %.120s by xfprof %s: merge the shards of one build", ctx,
+                      mt.tool_version, m->ref, m->tool_version);
     } else if (s == XF_OK && (mt.n_points != m->n_points || mt.hash != m->hash)) {
         char diff[900];
-        axes_diff(m->axes, m->paths[0], mt.axes, p, diff, sizeof diff);
-        s = xf_errorf(XF_EINVAL, "%s is a point of another sweep (%lld points) than the first input's (%lld points): %s", ctx,
-                      (long long)mt.n_points, (long long)m->n_points, diff);
+        axes_diff(m->axes, m->ref, mt.axes, p, diff, sizeof diff);
+        s = xf_errorf(XF_EINVAL, "%s is a point of another sweep (%lld points) than %.120s's (%lld points): %s", ctx,
+                      (long long)mt.n_points, m->ref, (long long)m->n_points, diff);
     }
     if (s == XF_OK) {
         merge_point *pt = &m->pts[mt.index];

@@ -24,6 +24,7 @@ typedef struct sweep_merge {
     int n_files;
     const char *const *paths; /* (n_files) borrowed */
     FILE **files;             /* (n_files) open for the read back; owned */
+    const char *ref;          /* the file of the first line, which sets the grid (borrowed) */
     int64_t n_points;         /* of the grid (from the first line) */
     uint64_t hash;
     char *axes;               /* the grid's axes, JSON object text; owned */
