@@ -21,6 +21,14 @@ conf=$tmp/slurm.conf
 export SLURM_CONF=$conf
 pids=()
 log_tail() { for f in "$tmp"/*.log; do [ -f "$f" ] && { echo "--- $f"; tail -15 "$f"; }; done; }
+# the session id of a process: field 6 of /proc/PID/stat, the 4th after "(comm) "
+session_of() {
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+  stat=${stat##*) }
+  set -- $stat
+  echo "${4:-}"
+}
 cleanup() {
   # the jobs first (while the controller runs), then the daemons we started, by their PIDs
   [ -f "$conf" ] && scancel --quiet --full --user=root 2>/dev/null
@@ -34,12 +42,15 @@ cleanup() {
   for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
   # a job step still running under this test's Slurm: its environment names our slurm.conf, and it
   # runs in a session of its own (this script's own processes share its session and are left alone)
-  local me sid pid
-  me=$(ps -o sid= -p $$ | tr -d ' ')
-  while read -r pid sid; do
-    [ "$sid" = "$me" ] && continue
+  # (read from /proc: a bare Debian has no ps)
+  local me st pid
+  me=$(session_of $$)
+  for st in /proc/[0-9]*/stat; do
+    pid=${st#/proc/}
+    pid=${pid%/stat}
+    [ "$(session_of "$pid")" = "$me" ] && continue
     { tr '\0' '\n' <"/proc/$pid/environ"; } 2>/dev/null | grep -qx "SLURM_CONF=$conf" && kill -KILL "$pid" 2>/dev/null
-  done < <(ps -eo pid=,sid=)
+  done
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -61,9 +72,10 @@ for _ in $(seq 50); do [ -S "$sock" ] && break; sleep 0.1; done
 [ -S "$sock" ] || die "munged did not start"
 
 # slurm.conf: this node as `slurmd -C` sees it, ports of our own
-node=$(hostname -s)
-hw=$(slurmd -C 2>/dev/null | head -1 | sed 's/^NodeName=[^ ]* //')
-[ -n "$hw" ] || die "slurmd -C printed nothing"
+line=$(slurmd -C 2>/dev/null | head -1)
+node=$(echo "$line" | sed -n 's/^NodeName=\([^ ]*\) .*/\1/p')
+hw=${line#NodeName=* }
+[ -n "$node" ] && [ -n "$hw" ] || die "slurmd -C did not print this node's NodeName and hardware: '$line'"
 port=$((20000 + RANDOM % 20000))
 cat >"$conf" <<CONF
 ClusterName=xfprofci
