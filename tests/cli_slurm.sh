@@ -59,13 +59,16 @@ fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 die() { echo "FAIL: $*"; log_tail; exit 1; }
 
+# Every daemon runs under `timeout`: should this script be killed with SIGKILL (no trap runs), they
+# still stop by themselves within $life seconds (CTest's TIMEOUT is 150 s; XF_SLURM_LIFE_S sets it, to test this).
+life=${XF_SLURM_LIFE_S:-140}
 # munge: a fresh key and a private socket
 mkdir -p "$tmp/munge" "$tmp/state" "$tmp/spool" "$tmp/out"
 chmod 700 "$tmp/munge"
 dd if=/dev/urandom of="$tmp/munge/munge.key" bs=1024 count=1 status=none
 chmod 400 "$tmp/munge/munge.key"
 sock=$tmp/munge/munge.sock
-munged --foreground --force --key-file="$tmp/munge/munge.key" --socket="$sock" --pid-file="$tmp/munge/munged.pid" \
+timeout -k 5 "$life" munged --foreground --force --key-file="$tmp/munge/munge.key" --socket="$sock" --pid-file="$tmp/munge/munged.pid" \
   --log-file="$tmp/munged.log" --seed-file="$tmp/munge/munged.seed" 2>>"$tmp/munged.log" &
 pids+=($!)
 for _ in $(seq 50); do [ -S "$sock" ] && break; sleep 0.1; done
@@ -107,9 +110,9 @@ SlurmdTimeout=60
 NodeName=$node NodeAddr=127.0.0.1 $hw State=UNKNOWN
 PartitionName=ci Nodes=$node Default=YES MaxTime=10 State=UP
 CONF
-slurmctld -D -c -f "$conf" >>"$tmp/slurmctld.log" 2>&1 &
+timeout -k 5 "$life" slurmctld -D -c -f "$conf" >>"$tmp/slurmctld.log" 2>&1 &
 pids+=($!)
-slurmd -D -N "$node" -f "$conf" >>"$tmp/slurmd.log" 2>&1 &
+timeout -k 5 "$life" slurmd -D -N "$node" -f "$conf" >>"$tmp/slurmd.log" 2>&1 &
 pids+=($!)
 state=
 for _ in $(seq 150); do
