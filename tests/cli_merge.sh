@@ -60,6 +60,18 @@ grep -q "given twice with the same bytes" err || fail "the repeated lines were n
 cat s3-*.jsonl >cat.jsonl
 "$XF" merge cat.jsonl -o cat.json 2>err && cmp -s cat.json m3.json || fail "concatenated shards do not merge as the shards: $(cat err)"
 
+# Several models and devices: one record per (model, device), as the unsharded sweep writes them.
+margs2=(sweep --predict --model stories15m,stories110m --device h100-sxm,a100-80gb --batch 1,2 --prompt 16 --gen 4)
+"$XF" "${margs2[@]}" -o mm.json >/dev/null 2>&1 || fail "multi-model sweep failed"
+for i in 1 2 3; do "$XF" "${margs2[@]}" --shard "$i/3" --jsonl "mm$i.jsonl" >/dev/null 2>&1 || fail "multi-model shard $i/3 failed"; done
+"$XF" merge mm3.jsonl mm1.jsonl mm2.jsonl -o mmm.json 2>err || fail "merge of multi-model shards: $(cat err)"
+for m in stories15m stories110m; do
+  for d in h100-sxm a100-80gb; do
+    [ -f "mmm-$m-$d.json" ] && [ "$(nocreated "mmm-$m-$d.json")" = "$(nocreated "mm-$m-$d.json")" ] ||
+      fail "merged multi-model shards: $m on $d differs from the unsharded sweep's record"
+  done
+done
+
 # 3. Refusals, exit 2, nothing written.
 refused "a missing shard" "missing: point 3, 6" s3-1.jsonl s3-2.jsonl
 grep -q "shard 3/3" err || fail "the missing shard is not named: $(cat err)"
