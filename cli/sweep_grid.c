@@ -157,8 +157,8 @@ static xf_status expand_parallel(const sweep_grid *g, sweep_param **ps, int64_t 
     for (int64_t i = 0; i < *k; i++) (*ps)[i].tp = (*ps)[i].pp = 1;
     if (ntp * npp == 1 && (!g->n_tp || g->tp[0] == 1) && (!g->n_pp || g->pp[0] == 1)) return XF_OK;
     if (!g->predict)
-        return xf_errorf(XF_EINVAL, "--tp / --pp: a measured sweep over devices is not implemented; use sweep --predict, or "
-                                    "mpirun ... xfprof run --tp N for one measured point");
+        return xf_errorf(XF_EINVAL, "--tp / --pp: measuring a model split over devices is not implemented; use sweep --predict "
+                                    "for the cost model's split");
     const double total = (double)*k * ntp * npp;
     if (total > SWEEP_MAX_POINTS)
         return xf_errorf(XF_EINVAL, "the sweep has %.0f points, more than %d: narrow the lists", total, SWEEP_MAX_POINTS);
