@@ -8,6 +8,8 @@ set -euo pipefail
 # JSON); clang with its runtime (libFuzzer harnesses); valgrind (the memcheck pass).
 pkgs=(build-essential cmake pkg-config libcjson-dev libopenblas-dev libyajl-dev libsqlite3-dev libcriterion-dev gnuplot-nox
       chromium fonts-liberation fonts-dejavu-core python3 clang libclang-rt-dev valgrind)
+# Open MPI: the collectives of a model split over ranks (mpirun -np 2 xfprof machine --comm / run --tp).
+pkgs+=(openmpi-bin libopenmpi-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
