@@ -51,7 +51,7 @@ xf_status predict_parallel_point(const model_config *cfg, const workload *w, con
         goto fail;
     }
     const int64_t decode_ctx = n_steps > 1 ? workload_mean_decode_context(w) : 0;
-    double step_s[XF_PHASE_COUNT] = {0, 0}, comm_t[XF_PHASE_COUNT] = {0, 0}, comm_b[XF_PHASE_COUNT] = {0, 0};
+    double step_s[XF_PHASE_COUNT] = {0, 0}, comm_b[XF_PHASE_COUNT] = {0, 0};
     for (int64_t s = 0; s < n_steps; s++) {
         step_shape shape = s == 0 ? workload_prefill_step(w) : workload_decode_step(w, decode_ctx);
         cost_step_sums sums = cost_sums_of_shape(shape);
@@ -59,10 +59,7 @@ xf_status predict_parallel_point(const model_config *cfg, const workload *w, con
         for (int64_t i = 0; i < per_step; i++) {
             record_op *o = &ops[s * per_step + i];
             roofline_predict_op(&costs[i], d, o);
-            if (op_kind_is_comm(costs[i].kind)) {
-                comm_t[shape.phase] += o->time_s;
-                comm_b[shape.phase] += costs[i].comm_bytes;
-            }
+            if (op_kind_is_comm(costs[i].kind)) comm_b[shape.phase] += costs[i].comm_bytes;
         }
         /* the whole batch in m micro-batches of batch / m through the stages */
         step_shape mb = shape;
@@ -94,10 +91,8 @@ xf_status predict_parallel_point(const model_config *cfg, const workload *w, con
     q->bubble = parallel_bubble(sp.pp, m);
     q->prefill_step_s = step_s[XF_PREFILL];
     q->decode_step_s = step_s[XF_DECODE];
-    const double steps = (double)workload_decode_steps(w);
-    const double request = out->summary.ttft_s + steps * out->summary.tpot_s;
-    q->comm_share = request > 0 ? (comm_t[XF_PREFILL] + steps * comm_t[XF_DECODE]) / request : 0.0;
-    q->comm_bytes = comm_b[XF_PREFILL] + steps * comm_b[XF_DECODE];
+    q->comm_bytes = comm_b[XF_PREFILL] + (double)workload_decode_steps(w) * comm_b[XF_DECODE];
+    predict_parallel_comm_share(out);
     return XF_OK;
 fail:
     free(costs);
@@ -130,4 +125,41 @@ xf_status predict_parallel_record(const model_config *cfg, const device_spec *d,
     }
     record_stamp_time(out);
     return XF_OK;
+}
+
+void predict_parallel_comm_share(record_point *p) {
+    if (!p) return;
+    double t[XF_PHASE_COUNT] = {0, 0};
+    for (int64_t i = 0; i < p->n_ops; i++)
+        if (op_kind_is_comm(p->ops[i].cost.kind) && p->ops[i].cost.phase >= 0 && p->ops[i].cost.phase < XF_PHASE_COUNT)
+            t[p->ops[i].cost.phase] += p->ops[i].time_s;
+    const double steps = (double)workload_decode_steps(&p->wl);
+    const double req = p->summary.prefill_time_s + steps * p->summary.decode_time_s; /* the sums of the op times */
+    p->par.comm_share = req > 0 ? (t[XF_PREFILL] + steps * t[XF_DECODE]) / req : 0.0;
+}
+
+void predict_parallel_merge_allreduces(record_point *p) {
+    if (!p || !p->ops) return;
+    int64_t j = 0;
+    for (int64_t i = 0; i < p->n_ops; i++) {
+        record_op *o = &p->ops[i];
+        int64_t k = -1; /* an earlier all-reduce of the same phase and layer */
+        if (o->cost.kind == OP_ALL_REDUCE && o->cost.layer >= 0)
+            for (int64_t m = j - 1; m >= 0 && k < 0; m--)
+                if (p->ops[m].cost.kind == OP_ALL_REDUCE && p->ops[m].cost.layer == o->cost.layer &&
+                    p->ops[m].cost.phase == o->cost.phase)
+                    k = m;
+        if (k >= 0) {
+            record_op *a = &p->ops[k];
+            a->cost.comm_bytes += o->cost.comm_bytes;
+            a->cost.comm_hops += o->cost.comm_hops;
+            a->predicted_time_s += o->predicted_time_s;
+            a->time_s += o->time_s;
+            free(o->samples_s);
+            continue;
+        }
+        p->ops[j++] = *o;
+    }
+    p->n_ops = j;
+    roofline_summarize_point(p);
 }

@@ -16,6 +16,15 @@
 xf_status predict_parallel_point(const model_config *cfg, const workload *w, const parallel_plan *plan, const device_spec *d,
                                  record_point *out);
 
+/* The two all-reduces of each layer (after o_proj and after down) as one op, the first: what a
+ * measured run times under one probe key (phase, layer, all_reduce). Bytes, hops and the predicted
+ * time add up; the point's shares and summary are computed again. */
+void predict_parallel_merge_allreduces(record_point *p);
+
+/* par.comm_share from the point's op times: the collectives' share of the request's op time
+ * (prefill + gen - 1 decode steps of the ops' sums); for a measured point, after its times. */
+void predict_parallel_comm_share(record_point *p);
+
 /* As predict_record, every point split by plans[i] (n >= 1). Free *out with record_free. */
 xf_status predict_parallel_record(const model_config *cfg, const device_spec *d, const workload *points,
                                   const parallel_plan *plans, int n, record *out);

@@ -149,6 +149,7 @@ void sweep_param_plan(const sweep_grid *g, const sweep_param *p, parallel_plan *
     out->pp = p->pp > 1 ? p->pp : 1;
     out->micro_batches = g->micro_batches > 1 ? g->micro_batches : 1;
     out->gpus = g->gpus;
+    out->replicate_vocab = 0;
 }
 
 /* Every point once per (tp, pp) of the lists, tp then pp outermost; keys again. */

@@ -91,7 +91,8 @@ xf_status parallel_split_of(const model_config *cfg, const parallel_plan *plan, 
     out->shard.n_heads = cfg->n_heads / tp;
     out->shard.n_kv_heads = kv_dev;
     out->shard.d_ff = has_dense ? cfg->d_ff / tp : (cfg->d_ff + tp - 1) / tp;
-    out->shard.vocab = (cfg->vocab + tp - 1) / tp; /* vocabulary-parallel; the last slice padded */
+    out->shard.vocab = plan->replicate_vocab ? cfg->vocab : (cfg->vocab + tp - 1) / tp; /* vocabulary-parallel; the last slice padded */
+    out->replicate_vocab = plan->replicate_vocab;
     if ((s = config_validate(&out->shard))) return xf_error_prefix(s, "parallel: the shard of --tp %d: ", tp);
     out->tp = tp;
     out->pp = pp;
@@ -119,7 +120,7 @@ static int moe_split(const model_config *cfg, const parallel_split *sp, int64_t 
 int64_t parallel_step_op_count(const model_config *cfg, const parallel_split *sp) {
     if (!cfg || !sp || sp->tp < 1 || sp->pp < 1) return 0;
     const int comm = sp->tp > 1;
-    int64_t n = 4 + 2 * comm + (sp->pp - 1);
+    int64_t n = 4 + 2 * (comm && !sp->replicate_vocab) + (sp->pp - 1);
     for (int64_t l = 0; l < cfg->n_layers; l++) n += L_OPS + (moe_split(cfg, sp, l) ? 4 : 2 * comm);
     return n;
 }
@@ -181,7 +182,8 @@ xf_status parallel_step(const model_config *cfg, const workload *w, const parall
     const xf_phase ph = sums->phase;
     int64_t i = 0;
     ops[i++] = sh[0]; /* embedding of the vocabulary slice */
-    if (comm) comm_set(&ops[i++], ph, -1, OP_ALL_REDUCE, parallel_allreduce_bytes(sh[0].act_out_bytes, tp), 2 * (tp - 1), tpn);
+    if (comm && !sp->replicate_vocab)
+        comm_set(&ops[i++], ph, -1, OP_ALL_REDUCE, parallel_allreduce_bytes(sh[0].act_out_bytes, tp), 2 * (tp - 1), tpn);
     for (int64_t l = 0; l < cfg->n_layers; l++) {
         const cost_op *lo = &sh[1 + L_OPS * l], *lf = any_moe ? &full[1 + L_OPS * l] : NULL;
         const int layer = (int)l, moe = moe_split(cfg, sp, l);
@@ -209,7 +211,7 @@ xf_status parallel_step(const model_config *cfg, const workload *w, const parall
     }
     const int64_t head = 1 + L_OPS * cfg->n_layers;
     for (int j = 0; j < 3; j++) ops[i++] = sh[head + j]; /* final_norm, lm_head and argmax of the slice */
-    if (comm)
+    if (comm && !sp->replicate_vocab)
         comm_set(&ops[i++], ph, -1, OP_ALL_GATHER, parallel_allgather_bytes(PAIR_BYTES * sums->seqs * tp, tp), tp - 1, tpn);
     free(sh);
     free(full);

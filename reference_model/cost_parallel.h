@@ -45,6 +45,8 @@ typedef struct parallel_plan {
     int pp;            /* pipeline stages (1: none) */
     int micro_batches; /* pipeline micro-batches per step (1: none; needs pp > 1, divides the batch) */
     int gpus;          /* devices the user has (--gpus); 0: tp * pp */
+    int replicate_vocab; /* 1: embedding, lm_head and sampling whole on every device (the CPU reference model
+                            run over MPI): no all-reduce after the embedding, no all-gather after sampling */
 } parallel_plan;
 
 /* What one device of a tensor-parallel group holds and computes, and the stages. */
@@ -55,6 +57,7 @@ typedef struct parallel_split {
     int64_t experts_per_device;/* MoE: n_experts / tp; 0 dense */
     int tp_node;               /* 1: a tensor-parallel group spans nodes (tp > gpus_per_node): its collectives use node_link */
     int gpus_per_node;         /* the device's (0 = unknown: one node) */
+    int replicate_vocab;       /* the plan's */
     int64_t stage_first[65];   /* (pp + 1) first layer of each stage; stage_first[pp] = n_layers */
 } parallel_split;
 

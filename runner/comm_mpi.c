@@ -34,7 +34,11 @@ static double now_s(void) {
 /* Waits for a non-blocking request until the deadline. */
 static xf_status wait_req(const comm *c, MPI_Request *rq, const char *what) {
     const double end = now_s() + c->timeout_s;
-    for (;;) {
+    for (long spins = 0;; spins++) {
+        if (spins > 2000) { /* a long wait (the other rank computes, maybe on this core): poll gently */
+            struct timespec nap = {0, 20000};
+            nanosleep(&nap, NULL);
+        }
         int done = 0;
         if (MPI_Test(rq, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
             return xf_errorf(XF_EIO, "rank %d: %s failed in MPI (another rank died?)", c->rank, what);

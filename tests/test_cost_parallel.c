@@ -42,7 +42,7 @@ static workload wl(int64_t batch, int64_t prompt, int64_t gen) {
 }
 
 static parallel_split split(const model_config *c, int tp, int pp, const device_spec *d) {
-    parallel_plan p = {tp, pp, 1, 0};
+    parallel_plan p = {tp, pp, 1, 0, 0};
     parallel_split sp;
     cr_assert_eq(parallel_split_of(c, &p, d, &sp), XF_OK, "%s", xf_error_msg());
     return sp;
@@ -266,41 +266,41 @@ Test(cost_parallel, refusals) {
     device_spec d = device("h100-sxm");
     model_config c = preset("llama-2-7b");
     parallel_split sp;
-    parallel_plan p = {3, 1, 1, 0};
+    parallel_plan p = {3, 1, 1, 0, 0};
     cr_assert_eq(parallel_split_of(&c, &p, &d, &sp), XF_EINVAL);
     cr_assert(strstr(xf_error_msg(), "32 attention heads") && strstr(xf_error_msg(), "whole heads") &&
                   strstr(xf_error_msg(), "1, 2, 4, 8, 16, 32"),
               "%s", xf_error_msg());
-    p = (parallel_plan){4, 2, 1, 4};
+    p = (parallel_plan){4, 2, 1, 4, 0};
     cr_assert_eq(parallel_split_of(&c, &p, &d, &sp), XF_EINVAL);
     cr_assert(strstr(xf_error_msg(), "more than the 4 of --gpus"), "%s", xf_error_msg());
-    p = (parallel_plan){2, 1, 4, 0};
+    p = (parallel_plan){2, 1, 4, 0, 0};
     cr_assert_eq(parallel_split_of(&c, &p, &d, &sp), XF_EINVAL);
     cr_assert(strstr(xf_error_msg(), "--micro-batches"), "%s", xf_error_msg());
-    p = (parallel_plan){1, 33, 1, 0};
+    p = (parallel_plan){1, 33, 1, 0, 0};
     cr_assert_eq(parallel_split_of(&c, &p, &d, &sp), XF_EINVAL);
     cr_assert(strstr(xf_error_msg(), "32 layers"), "%s", xf_error_msg());
     model_config mx = preset("mixtral-8x7b");
-    p = (parallel_plan){16, 1, 1, 0};
+    p = (parallel_plan){16, 1, 1, 0, 0};
     cr_assert_eq(parallel_split_of(&mx, &p, &d, &sp), XF_EINVAL);
     cr_assert(strstr(xf_error_msg(), "8 experts"), "%s", xf_error_msg());
     model_config tl = preset("tinyllama-1.1b"); /* 4 KV heads: tp 8 replicates, tp 6 neither */
-    p = (parallel_plan){8, 1, 1, 0};
+    p = (parallel_plan){8, 1, 1, 0, 0};
     cr_assert_eq(parallel_split_of(&tl, &p, &d, &sp), XF_OK);
     EXACT(sp.kv_copies, 2);
     tl.n_heads = 24; /* 24 heads, 4 KV heads: tp 6 divides the heads but not the KV heads */
     tl.d_ff = 5640;
-    p = (parallel_plan){6, 1, 1, 0};
+    p = (parallel_plan){6, 1, 1, 0, 0};
     cr_assert_eq(parallel_split_of(&tl, &p, &d, &sp), XF_EINVAL);
     cr_assert(strstr(xf_error_msg(), "4 KV heads"), "%s", xf_error_msg());
     device_spec nolink = d;
     memset(&nolink.link, 0, sizeof nolink.link);
-    p = (parallel_plan){2, 1, 1, 0};
+    p = (parallel_plan){2, 1, 1, 0, 0};
     cr_assert_eq(parallel_split_of(&c, &p, &nolink, &sp), XF_EINVAL);
     cr_assert(strstr(xf_error_msg(), "no link"), "%s", xf_error_msg());
     device_spec nonode = d;
     memset(&nonode.node_link, 0, sizeof nonode.node_link);
-    p = (parallel_plan){8, 2, 1, 0};
+    p = (parallel_plan){8, 2, 1, 0, 0};
     cr_assert_eq(parallel_split_of(&c, &p, &nonode, &sp), XF_EINVAL);
     cr_assert(strstr(xf_error_msg(), "node_link"), "%s", xf_error_msg());
 }
@@ -343,7 +343,7 @@ Test(cost_parallel, record_round_trip) {
     model_config c = preset("llama-2-70b");
     device_spec d = device("h100-sxm");
     workload w[2] = {wl(8, 512, 64), wl(8, 512, 64)};
-    parallel_plan plans[2] = {{1, 1, 1, 0}, {4, 2, 4, 0}};
+    parallel_plan plans[2] = {{1, 1, 1, 0, 0}, {4, 2, 4, 0, 0}};
     record r;
     cr_assert_eq(predict_parallel_record(&c, &d, w, plans, 2, &r), XF_OK, "%s", xf_error_msg());
     const record_point *p = &r.points[1];
