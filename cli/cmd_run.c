@@ -268,7 +268,9 @@ int cmd_run(int argc, char **argv) {
         pl.on_step_ctx = &toks;
     }
     if (tp > 1) { /* a split over MPI ranks: its own path (cli/run_tp.c) */
-        rc = run_tp(CMD, &pl, tp, comm_timeout, &out);
+        int writer = 1;
+        rc = run_tp(CMD, &pl, tp, comm_timeout, &out, &writer);
+        if (tokens_path && rc == CLI_EXIT_OK && writer && (s = run_tokens_write(&toks, tokens_path))) rc = cli_fail(CMD, s);
         run_tokens_free(&toks);
         goto out;
     }

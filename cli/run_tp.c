@@ -78,20 +78,31 @@ static xf_status gather_samples(const comm *c, record *rec) {
     return XF_OK;
 }
 
-int run_tp(const char *cmd, run_plan *pl, int tp, double timeout_s, cli_output *out) {
+int run_tp(const char *cmd, run_plan *pl, int tp, double timeout_s, cli_output *out, int *writer) {
+    *writer = 1;
+    if (pl->cuda)
+        return cli_usage_error(cmd, "--tp with --device cuda (NCCL) is not implemented yet: run the split on the CPU");
+    {   /* the model's split first (heads, KV heads, d_ff), before anything starts: against any device with a link */
+        device_spec any;
+        memset(&any, 0, sizeof any);
+        any.link.bandwidth_Bps = 1;
+        parallel_plan plan = {tp, 1, 1, 0, 1};
+        parallel_split sp;
+        xf_status s = parallel_split_of(&pl->cfg, &plan, &any, &sp);
+        if (s) return cli_fail(cmd, s);
+    }
     if (!comm_built_with_mpi())
         return cli_usage_error(cmd, "--tp %d: this xfprof was built without MPI; install Open MPI (apt-get install openmpi-bin "
                                     "libopenmpi-dev) and build again", tp);
     if (!comm_launched())
         return cli_usage_error(cmd, "--tp %d runs one process per shard: start it as mpirun -np %d xfprof run --tp %d ... (as "
                                     "root add --allow-run-as-root; more ranks than cores: --oversubscribe)", tp, tp, tp);
-    if (pl->cuda)
-        return cli_usage_error(cmd, "--tp with --device cuda (NCCL) is not implemented yet: run the split on the CPU");
-    if (pl->weights_dir || pl->on_step)
-        return cli_usage_error(cmd, "--tp with --weights or --save-tokens is not implemented yet: random weights from --seed only");
+    if (pl->weights_dir)
+        return cli_usage_error(cmd, "--tp with --weights is not implemented yet: random weights from --seed only");
     comm c;
     xf_status s = comm_init(&c, timeout_s);
     if (s) return cli_fail(cmd, s);
+    *writer = c.rank == 0;
     int rc = CLI_EXIT_OK;
     model_weights *full = NULL, *shard = NULL;
     record rec;
