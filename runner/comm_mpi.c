@@ -33,10 +33,10 @@ static double now_s(void) {
 
 /* Waits for a non-blocking request until the deadline. */
 static xf_status wait_req(const comm *c, MPI_Request *rq, const char *what) {
-    const double end = now_s() + c->timeout_s;
-    for (long spins = 0;; spins++) {
-        if (spins > 2000) { /* a long wait (the other rank computes, maybe on this core): poll gently */
-            struct timespec nap = {0, 20000};
+    const double start = now_s(), end = start + c->timeout_s;
+    for (;;) {
+        if (now_s() - start > 0.05) { /* a long wait (another rank computes, maybe on this core): poll gently */
+            struct timespec nap = {0, 100000};
             nanosleep(&nap, NULL);
         }
         int done = 0;
