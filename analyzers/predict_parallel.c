@@ -104,27 +104,19 @@ fail:
 
 xf_status predict_parallel_record(const model_config *cfg, const device_spec *d, const workload *points,
                                   const parallel_plan *plans, int n, record *out) {
-    if (!out) return xf_errorf(XF_EINVAL, "predict: no output record");
-    xf_status st;
-    record_init(out, "predict");
-    if (!cfg || !d || !points || !plans || n < 1)
-        return xf_errorf(XF_EINVAL, "predict: need a model, a device, and at least one workload and plan");
-    if ((st = config_validate(cfg))) return st;
-    out->model = *cfg;
-    out->model_params = config_param_count(cfg);
-    out->kv_bytes_per_token = cost_kv_bytes_per_token(cfg, points[0].kvdtype, points[0].quant_group);
-    out->device = *d;
-    out->ceilings_measured = d->measured;
-    for (int i = 0; i < n; i++) {
-        record_point *p = record_add_point(out);
-        if (!p) return xf_errorf(XF_ENOMEM, "predict: out of memory for point %d", i + 1);
-        const parallel_plan *pl = &plans[i]; /* one device: the plain prediction */
-        st = (pl->tp > 1 || pl->pp > 1 || pl->micro_batches > 1) ? predict_parallel_point(cfg, &points[i], pl, d, p)
-                                        : predict_point(cfg, &points[i], d, p);
-        if (st != XF_OK) return xf_error_prefix(st, "point %d of %d: ", i + 1, n);
+    if (!plans && out) record_init(out, "predict");
+    if (!plans) return xf_errorf(XF_EINVAL, "predict: no plans");
+    /* the record as for one device (its head and every point), then the split points again */
+    xf_status st = predict_record(cfg, d, points, n, out);
+    for (int i = 0; !st && i < n; i++) {
+        const parallel_plan *pl = &plans[i];
+        if (!(pl->tp > 1 || pl->pp > 1 || pl->micro_batches > 1)) continue; /* one device: the plain prediction */
+        record_point *p = &out->points[i];
+        free(p->ops); /* a prediction owns nothing else */
+        st = predict_parallel_point(cfg, &points[i], pl, d, p);
+        if (st) st = xf_error_prefix(st, "point %d of %d: ", i + 1, n);
     }
-    record_stamp_time(out);
-    return XF_OK;
+    return st;
 }
 
 void predict_parallel_comm_share(record_point *p) {
