@@ -123,5 +123,22 @@ grep -q "did not complete in 3 s: another rank died or hangs" "$tmp/err" || fail
 grep -q "no record written" "$tmp/err" || fail "a hung rank: no 'no record written'"
 [ ! -e "$tmp/hang.json" ] || fail "a hung rank left a record"
 
+# A rank that dies: mpirun ends the others, non-zero, no record.
+timeout 120 "${MPI[@]}" -np 2 "$XF" run --model stories110m --tp 2 --prompt 64 --gen 400 --reps 50 --threads 1 \
+  --comm-timeout 10 -o "$tmp/died.json" >"$tmp/out" 2>"$tmp/err" &
+mp=$!
+victim=""
+for _ in $(seq 1 100); do
+  for pid in $(pgrep -P "$mp" 2>/dev/null) $(for c in $(pgrep -P "$mp" 2>/dev/null); do pgrep -P "$c"; done); do
+    grep -qa "OMPI_COMM_WORLD_RANK=1" "/proc/$pid/environ" 2>/dev/null && victim=$pid
+  done
+  [ -n "$victim" ] && break
+  sleep 0.1
+done
+if [ -n "$victim" ]; then sleep 2; kill -KILL "$victim"; else fail "no rank 1 found under mpirun $mp"; kill "$mp" 2>/dev/null; fi
+wait "$mp"
+[ $? -ne 0 ] || fail "a killed rank: mpirun exited 0"
+[ ! -e "$tmp/died.json" ] || fail "a killed rank left a record"
+
 [ "$fails" -eq 0 ] && echo "cli_mpi: all passed"
 exit $((fails > 0))
