@@ -121,12 +121,15 @@ xf_status predict_parallel_record(const model_config *cfg, const device_spec *d,
 
 void predict_parallel_comm_share(record_point *p) {
     if (!p) return;
-    double t[XF_PHASE_COUNT] = {0, 0};
-    for (int64_t i = 0; i < p->n_ops; i++)
-        if (op_kind_is_comm(p->ops[i].cost.kind) && p->ops[i].cost.phase >= 0 && p->ops[i].cost.phase < XF_PHASE_COUNT)
-            t[p->ops[i].cost.phase] += p->ops[i].time_s;
+    double t[XF_PHASE_COUNT] = {0, 0}, all[XF_PHASE_COUNT] = {0, 0}; /* collectives', every op's */
+    for (int64_t i = 0; i < p->n_ops; i++) {
+        const record_op *o = &p->ops[i];
+        if (o->cost.phase < 0 || o->cost.phase >= XF_PHASE_COUNT) continue;
+        all[o->cost.phase] += o->time_s;
+        if (op_kind_is_comm(o->cost.kind)) t[o->cost.phase] += o->time_s;
+    }
     const double steps = (double)workload_decode_steps(&p->wl);
-    const double req = p->summary.prefill_time_s + steps * p->summary.decode_time_s; /* the sums of the op times */
+    const double req = all[XF_PREFILL] + steps * all[XF_DECODE];
     p->par.comm_share = req > 0 ? (t[XF_PREFILL] + steps * t[XF_DECODE]) / req : 0.0;
 }
 

@@ -73,7 +73,16 @@ static xf_status gather_samples(const comm *c, record *rec) {
             op->time_s = slowest;
             roofline_measure_op(op, &rec->device, NULL);
         }
-        if (c->rank == 0) predict_parallel_comm_share(p); /* shares stay rank 0's: its op times over its steps */
+        if (c->rank == 0) { /* shares and classes again from the gathered times; TTFT, TPOT and rates stay rank 0's wall times */
+            const record_summary keep = p->summary;
+            roofline_summarize_point(p);
+            const record_summary got = p->summary;
+            p->summary = keep;
+            memcpy(p->summary.share_bound, got.share_bound, sizeof got.share_bound);
+            p->summary.prefill_time_s = got.prefill_time_s;
+            p->summary.decode_time_s = got.decode_time_s;
+            predict_parallel_comm_share(p);
+        }
     }
     return XF_OK;
 }
