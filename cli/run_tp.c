@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "analyzers/predict_parallel.h"
 #include "analyzers/roofline.h"
@@ -149,6 +150,11 @@ int run_tp(const char *cmd, run_plan *pl, int tp, double timeout_s, cli_output *
     }
     weights_free(full);
     full = NULL;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    if (c.rank == 0 && ncpu > 0 && (long)pl->threads * c.size > ncpu)
+        fprintf(stderr, "xfprof %s: note: %d ranks x %d threads on %ld CPUs: the ranks share cores and wait for each other in "
+                "the all-reduces; --threads %ld gives each rank its own\n", cmd, c.size, pl->threads, ncpu,
+                ncpu / c.size > 0 ? ncpu / c.size : 1);
     pl->tp = tp;
     pl->shard_cfg = &sp.shard;
     pl->shard_weights = shard;
