@@ -341,6 +341,7 @@ xf_status advice_find(const record *r, record_advice *out, int max, int *n) {
     for (int i = 0; valid && i < np; i++) {
         const record_point *p = &r->points[i];
         if (workload_validate(&p->wl) != XF_OK) continue;
+        if (p->par.tp > 0) continue; /* split over devices: the gains below are one device's predictions */
         decode_view v;
         view_phase(p, XF_DECODE, &v);
         if (v.n_ops == 0) continue; /* prefill only: the findings below are about decode */

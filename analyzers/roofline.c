@@ -50,10 +50,28 @@ double roofline_attainable(double intensity, double peak_flops, double bandwidth
     return mem < peak_flops ? mem : peak_flops;
 }
 
+const device_link *roofline_link_of(const cost_op *op, const device_spec *d) {
+    if (!op || !d || !op_kind_is_comm(op->kind)) return NULL;
+    return op->comm_node ? &d->node_link : &d->link;
+}
+
+/* A collective: hops * latency + bus bytes / link bandwidth (the alpha-beta model of the named
+ * algorithm; nccl-tests' bus bandwidth is what the link's figure bounds). */
+static void comm_terms(const cost_op *op, const device_spec *d, double *t_latency, double *t_bandwidth) {
+    const device_link *l = roofline_link_of(op, d);
+    *t_latency = l ? (double)op->comm_hops * l->latency_s : 0.0;
+    *t_bandwidth = l && l->bandwidth_Bps > 0.0 ? op->comm_bytes / l->bandwidth_Bps : 0.0;
+}
+
 /* A ceiling of 0 (unknown) leaves its term out rather than dividing by zero; devices that pass
  * device_list_parse have positive bandwidth and FP32 peak. */
 double roofline_predict_time(const cost_op *op, const device_spec *d) {
     if (!op || !d) return 0.0;
+    if (op_kind_is_comm(op->kind)) {
+        double tl, tb;
+        comm_terms(op, d, &tl, &tb);
+        return tl + tb;
+    }
     double peak = device_peak(d, op->compute);
     double t_compute = peak > 0.0 ? op->flops / peak : 0.0;
     double t_memory = d->bandwidth_Bps > 0.0 ? op->bytes / d->bandwidth_Bps : 0.0;
@@ -69,6 +87,11 @@ void roofline_predict_op(const cost_op *op, const device_spec *d, record_op *out
     out->cost = *op;
     out->intensity = safe_div(op->flops, op->bytes);
     out->bound = d ? roofline_class_predicted(out->intensity, device_ridge(d, op->compute)) : XF_BOUND_MEMORY;
+    if (d && op_kind_is_comm(op->kind)) { /* the link's bandwidth or its latency, whichever term is larger */
+        double tl, tb;
+        comm_terms(op, d, &tl, &tb);
+        out->bound = tb >= tl ? XF_BOUND_COMM : XF_BOUND_LATENCY;
+    }
     out->predicted_time_s = roofline_predict_time(op, d);
     out->time_s = out->predicted_time_s; /* utilizations stay 0: they are for measured ops */
 }
@@ -86,6 +109,16 @@ void roofline_measure_op(record_op *out, const device_spec *d, const roofline_th
         out->util_memory = 0.0;
     }
     out->bound = roofline_class_measured(out->util_compute, out->util_memory, t);
+    if (op_kind_is_comm(out->cost.kind)) { /* the link is the one unit: its utilization decides */
+        roofline_thresholds def;
+        if (!t) {
+            roofline_thresholds_default(&def);
+            t = &def;
+        }
+        const device_link *l = roofline_link_of(&out->cost, d);
+        out->util_link = out->time_s > 0.0 && l ? safe_div(out->cost.comm_bytes / out->time_s, l->bandwidth_Bps) : 0.0;
+        out->bound = out->util_link >= t->latency - THRESH_EPS ? XF_BOUND_COMM : XF_BOUND_LATENCY;
+    }
 }
 
 void roofline_summarize_point(record_point *p) {

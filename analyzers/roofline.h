@@ -25,7 +25,15 @@ xf_bound roofline_class_measured(double u_compute, double u_memory, const roofli
 /* Attainable FLOP/s at intensity I: min(P, I * B). */
 double roofline_attainable(double intensity, double peak_flops, double bandwidth_Bps);
 
-/* Predicted time max(F / P, Q / B) with P the peak for the op's compute type. */
+/* The link a collective (op_kind_is_comm) runs over: d->node_link when op->comm_node, else
+ * d->link; NULL for any other op. Points into d. */
+const device_link *roofline_link_of(const cost_op *op, const device_spec *d);
+
+/* Predicted time max(F / P, Q / B) with P the peak for the op's compute type. A collective:
+ * comm_hops * latency + comm_bytes / bandwidth of its link (0 for a term the link does not know).
+ * Its class: communication-bound when the bandwidth term is the larger, else latency-bound;
+ * measured, communication-bound when its link utilization (util_link) reaches the latency
+ * threshold (60%), else latency-bound. */
 double roofline_predict_time(const cost_op *op, const device_spec *d);
 
 /* Fills a record_op from a cost_op with the predicted time and class (not measured). */

@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "core/fileio.h"
 #include "cuda_cli.h"
+#include "machine_comm.h"
 #include "probes/ceilings.h"
 #include "probes/gpu_ceilings.h"
 #include "reference_model/cuda_backend.h"
@@ -127,7 +128,7 @@ int cmd_machine(int argc, char **argv) {
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     o.threads = ncpu > 0 ? (int)ncpu : 1;
     const char *out = NULL, *format = "table";
-    int save = 1, cuda = 0, ordinal = 0;
+    int save = 1, cuda = 0, ordinal = 0, comm_mode = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int has_val = i + 1 < argc;
@@ -160,6 +161,8 @@ int cmd_machine(int argc, char **argv) {
             }
         } else if (!strcmp(a, "--quick")) {
             o.quick = 1;
+        } else if (!strcmp(a, "--comm")) {
+            comm_mode = 1;
         } else if (!strcmp(a, "--no-save")) {
             save = 0;
         } else {
@@ -167,6 +170,7 @@ int cmd_machine(int argc, char **argv) {
         }
     }
     if (cuda) return machine_cuda(cmd, ordinal, out, save, format);
+    if (comm_mode) return machine_comm(cmd, out, save, o.quick);
     char path[4096];
     xf_status s;
     if (save) {

@@ -7,6 +7,7 @@
 
 #include "analyzers/advice.h"
 #include "analyzers/predict.h"
+#include "analyzers/predict_parallel.h"
 #include "args.h"
 #include "core/limits.h"
 #include "cli.h"
@@ -33,6 +34,17 @@ static void help(void) {
            "  --adtype LIST     activations and GEMM compute type (default: fp32 for fp32 weights, fp16 for fp16, else bf16)\n"
            "  --kvdtype LIST    KV cache dtype (default: the activation dtype)\n"
            "  --group N         elements per scale of int8/int4 weights (default 128)\n"
+           "  --tp LIST         tensor-parallel degree: heads and projections split over N devices as Megatron-LM does,\n"
+           "                    an all-reduce after attention and after the MLP (default 1); MoE experts split over the\n"
+           "                    same devices (expert parallel, all-to-all); must divide the heads (KV heads replicated\n"
+           "                    when fewer than N, said so), d_ff and the experts\n"
+           "  --pp LIST         pipeline stages: the layers split into M stages, a send/recv between them (default 1)\n"
+           "  --micro-batches N pipeline micro-batches per step, dividing the batch (needs --pp > 1; default 1): the\n"
+           "                    bubble (pp-1)/(N+pp-1) and the step time in N micro-batches\n"
+           "  --gpus N          devices available: tp x pp beyond it is refused (default tp x pp)\n"
+           "                    Collectives are timed on the device's links (data/devices.json: NVLink or PCIe per\n"
+           "                    GPU, InfiniBand per GPU between nodes of gpus_per_node): communication-bound when the\n"
+           "                    bandwidth term is larger, latency-bound when the per-step latency is\n"
            "%s"
            "  --report FILE     also write the HTML report\n"
            "  --trace FILE      also write the Chrome trace of the predicted step timeline\n\n"
@@ -41,8 +53,34 @@ static void help(void) {
            cli_output_help);
 }
 
+/* The points split over devices (--tp, --pp): what the split assumes said once, then the record. */
+static int predict_split(const sweep_grid *g, const sweep_param *ps, int64_t n, const model_config *cfg, const device_spec *dev,
+                         const workload *wls, record *rec, cli_output *out) {
+    parallel_plan *plans = calloc((size_t)n, sizeof *plans);
+    if (!plans) return cli_fail(CMD, xf_errorf(XF_ENOMEM, "out of memory"));
+    int replicated = 0, moe = 0;
+    for (int64_t i = 0; i < n; i++) {
+        sweep_param_plan(g, &ps[i], &plans[i]);
+        replicated |= plans[i].tp > cfg->n_kv_heads;
+        moe |= plans[i].tp > 1 && cfg->n_experts > 0;
+    }
+    if (replicated)
+        fprintf(stderr, "xfprof predict: note: %s has %lld KV heads, fewer than --tp: each KV head (its K/V weights and its "
+                "cache) is replicated on tp / %lld devices\n", cfg->name, (long long)cfg->n_kv_heads, (long long)cfg->n_kv_heads);
+    if (moe)
+        fprintf(stderr, "xfprof predict: note: %s's experts are split over the --tp devices (expert parallel): each device "
+                "routes 1/tp of the tokens, an all-to-all sends them to their experts and back, an all-gather joins the rows\n",
+                cfg->name);
+    xf_status s = predict_parallel_record(cfg, dev, wls, plans, (int)n, rec);
+    free(plans);
+    if (!s) s = advice_record(rec);
+    if (s) return cli_fail(CMD, s);
+    return cli_output_write(CMD, rec, out);
+}
+
 int cmd_predict(int argc, char **argv) {
-    enum { O_MODEL = 1000, O_DEVICE, O_DEVFILE, O_BATCH, O_PROMPT, O_GEN, O_WD, O_AD, O_KV, O_GROUP, O_FORMAT, O_PERLAYER, O_REPORT, O_TRACE };
+    enum { O_MODEL = 1000, O_DEVICE, O_DEVFILE, O_BATCH, O_PROMPT, O_GEN, O_WD, O_AD, O_KV, O_GROUP, O_FORMAT, O_PERLAYER, O_REPORT, O_TRACE,
+           O_TP, O_PP, O_MICRO, O_GPUS };
     static const struct option opts[] = {
         {"model", required_argument, 0, O_MODEL},   {"device", required_argument, 0, O_DEVICE},
         {"device-file", required_argument, 0, O_DEVFILE}, {"batch", required_argument, 0, O_BATCH},
@@ -52,6 +90,8 @@ int cmd_predict(int argc, char **argv) {
         {"format", required_argument, 0, O_FORMAT}, {"output", required_argument, 0, 'o'},
         {"per-layer", no_argument, 0, O_PERLAYER},  {"report", required_argument, 0, O_REPORT},
         {"trace", required_argument, 0, O_TRACE},   {"help", no_argument, 0, 'h'},
+        {"tp", required_argument, 0, O_TP},         {"pp", required_argument, 0, O_PP},
+        {"micro-batches", required_argument, 0, O_MICRO}, {"gpus", required_argument, 0, O_GPUS},
         {0, 0, 0, 0}};
     /* The list flags and their combinations are the sweep's grid (cli/sweep_grid.c), in predict
      * mode: one parser and one expansion for `predict` and `sweep --predict`. */
@@ -92,6 +132,21 @@ int cmd_predict(int argc, char **argv) {
                 goto done;
             }
             break;
+        case O_TP: case O_PP:
+            if (sweep_grid_set(&g, c == O_TP ? "--tp" : "--pp", optarg) != XF_OK) {
+                rc = cli_usage_error(CMD, "%s", xf_error_msg());
+                goto done;
+            }
+            break;
+        case O_MICRO: case O_GPUS: {
+            int64_t v;
+            if (args_flag_int(c == O_MICRO ? "--micro-batches" : "--gpus", optarg, &v) != XF_OK) {
+                rc = cli_usage_error(CMD, "%s", xf_error_msg());
+                goto done;
+            }
+            *(c == O_MICRO ? &g.micro_batches : &g.gpus) = (int)v;
+            break;
+        }
         case O_GROUP:
             if (args_flag_int("--group", optarg, &g.group) != XF_OK) {
                 rc = cli_usage_error(CMD, "%s", xf_error_msg());
@@ -152,6 +207,10 @@ int cmd_predict(int argc, char **argv) {
                 "as reading the expected number of distinct experts under uniform routing, E(1-(1-k/E)^T) (a real router "
                 "may be less even)\n", cfg.name, (long long)cfg.experts_per_tok, (long long)cfg.n_experts);
     record_free(&rec);
+    if (g.n_tp || g.n_pp || g.micro_batches || g.gpus) {
+        rc = predict_split(&g, ps, n, &cfg, &dev, wls, &rec, &out);
+        goto done;
+    }
     if ((s = predict_record(&cfg, &dev, wls, (int)n, &rec)) || (s = advice_record(&rec))) {
         rc = cli_fail(CMD, s);
         goto done;

@@ -15,6 +15,7 @@
 #include "reference_model/config.h"
 #include "reference_model/cuda_backend.h"
 #include "run_tokens.h"
+#include "run_tp.h"
 #include "runner/runner.h"
 #include "signals.h"
 #include "sweep_file.h"
@@ -64,6 +65,14 @@ static void help(void) {
            "                    profiling permission it says how to enable it and keeps activity timing)\n"
            "  --cuda-graph      cuda only: also time the decode step with and without a CUDA graph (no per-op\n"
            "                    sync, no probes) and report both (record env cuda_graph_p<N>)\n"
+           "  --tp N            tensor parallel over N MPI ranks, one shard each (Megatron-LM's splits: heads,\n"
+           "                    d_ff columns and rows; embedding and lm_head whole), an all-reduce after o_proj and\n"
+           "                    after down timed as one op per layer and set against the link measured by 'mpirun\n"
+           "                    -np N xfprof machine --comm'; start it as mpirun -np N xfprof run --tp N (as root\n"
+           "                    --allow-run-as-root, on fewer cores --oversubscribe); rank 0 writes the record, every\n"
+           "                    rank's samples in it; fp32 or bf16 weights, dense models, CPU only\n"
+           "  --comm-timeout S  --tp: a collective that takes longer (a rank died or hangs) ends every rank, no\n"
+           "                    record written (default 60)\n"
            "  --no-probes       no per-op timing (whole-step times only): the probe-overhead baseline\n"
            "  --no-perf         do not open hardware counters\n"
            "%s"
@@ -105,6 +114,7 @@ int cmd_run(int argc, char **argv) {
         O_SEED, O_POLICY, O_ALLOC, O_DEVICE, O_NOPROBES, O_NOPERF, O_FORMAT, O_PERLAYER, O_REPORT, O_TRACE, O_CUPTI, O_GRAPH,
         O_SAVE_TOKENS, O_SAVE_LOGITS
     };
+    enum { O_TP = 2000, O_COMM_TIMEOUT }; /* a split over MPI ranks (cli/run_tp.c) */
     static const struct option opts[] = {
         {"model", required_argument, 0, O_MODEL},     {"weights", required_argument, 0, O_WEIGHTS},
         {"batch", required_argument, 0, O_BATCH},     {"prompt", required_argument, 0, O_PROMPT},
@@ -120,7 +130,10 @@ int cmd_run(int argc, char **argv) {
         {"trace", required_argument, 0, O_TRACE},     {"help", no_argument, 0, 'h'},
         {"cupti", required_argument, 0, O_CUPTI},     {"cuda-graph", no_argument, 0, O_GRAPH},
         {"save-tokens", required_argument, 0, O_SAVE_TOKENS}, {"save-logits", no_argument, 0, O_SAVE_LOGITS},
+        {"tp", required_argument, 0, O_TP},           {"comm-timeout", required_argument, 0, O_COMM_TIMEOUT},
         {0, 0, 0, 0}};
+    int tp = 1;
+    double comm_timeout = 60;
     const char *model_s = NULL, *weights = NULL, *batch_s = DEF_BATCH, *prompt_s = NULL, *gen_s = DEF_GEN;
     const char *pids_s = NULL, *device = "cpu", *tokens_path = NULL;
     int save_logits = 0;
@@ -158,6 +171,14 @@ int cmd_run(int argc, char **argv) {
         case O_REPS: if (!(s = args_flag_int("--reps", optarg, &v))) pl.reps = (int)v; break;
         case O_WARMUP: if (!(s = args_flag_int("--warmup", optarg, &v))) pl.warmup = (int)v; break;
         case O_SEED: if (!(s = args_flag_int("--seed", optarg, &v))) pl.seed = (uint64_t)v; break;
+        case O_TP: if (!(s = args_flag_int("--tp", optarg, &v))) tp = (int)v; break;
+        case O_COMM_TIMEOUT: {
+            char *end = NULL;
+            comm_timeout = strtod(optarg, &end);
+            if (!end || *end || !(comm_timeout >= 1 && comm_timeout <= 86400))
+                s = xf_errorf(XF_EINVAL, "--comm-timeout '%.32s': give seconds from 1 to 86400", optarg);
+            break;
+        }
         case O_POLICY: s = args_kv_policy("--kv-policy", optarg, &pl.kv_policy); break;
         case O_ALLOC:
             if (!strcmp(optarg, "pool")) pl.kv_alloc = KV_ALLOC_POOL;
@@ -245,6 +266,13 @@ int cmd_run(int argc, char **argv) {
     if (tokens_path) {
         pl.on_step = run_tokens_step;
         pl.on_step_ctx = &toks;
+    }
+    if (tp > 1) { /* a split over MPI ranks: its own path (cli/run_tp.c) */
+        int writer = 1;
+        rc = run_tp(CMD, &pl, tp, comm_timeout, &out, &writer);
+        if (tokens_path && rc == CLI_EXIT_OK && writer && (s = run_tokens_write(&toks, tokens_path))) rc = cli_fail(CMD, s);
+        run_tokens_free(&toks);
+        goto out;
     }
     record rec;
     record_init(&rec, "run");

@@ -18,6 +18,7 @@
 #include <cjson/cJSON.h>
 
 #include "analyzers/predict.h"
+#include "analyzers/predict_parallel.h"
 #include "args.h"
 #include "cli.h"
 #include "core/fileio.h"
@@ -58,6 +59,8 @@ static void help(void) {
            "  --warmup N         measured: warm-up repetitions per point, discarded (default 1); --no-warmup is\n"
            "                     the old spelling of --warmup 0, still accepted\n"
            "  --jsonl FILE       append each finished point to FILE at once (one JSON object per line)\n"
+           "  --tp LIST, --pp LIST, --micro-batches N, --gpus N\n"
+           "                     --predict: the model split over devices, as xfprof predict (default 1: one device)\n"
            "  --resume           skip the points already in --jsonl FILE (a truncated last line is dropped)\n"
            "  --shard i/n        run shard i of n only: the grid points k (0-based, in the grid's order) with\n"
            "                     k mod n = i - 1, so n shards never overlap or miss a point (Slurm job arrays, CI\n"
@@ -87,7 +90,9 @@ typedef struct sweep_ctx {
 } sweep_ctx;
 
 static xf_status predict_one(sweep_ctx *c, const sweep_param *p, record *out) {
-    xf_status s = predict_record(&c->cfgs[p->model], &c->devs[p->device], &p->wl, 1, out);
+    parallel_plan plan;
+    sweep_param_plan(c->g, p, &plan);
+    xf_status s = predict_parallel_record(&c->cfgs[p->model], &c->devs[p->device], &p->wl, &plan, 1, out);
     if (s) return s;
     snprintf(out->kind, sizeof out->kind, "sweep");
     return sweep_test_slow_op(out);
@@ -135,6 +140,7 @@ static xf_status run_one(sweep_ctx *c, const sweep_param *p, record *out) {
 int cmd_sweep(int argc, char **argv) {
     enum { O_PREDICT = 1000, O_MODEL, O_DEVICE, O_DEVFILE, O_BATCH, O_PROMPT, O_GEN, O_WD, O_AD, O_KV, O_GROUP, O_POLICY,
            O_THREADS, O_NOWARM, O_WARMUP, O_JSONL, O_RESUME, O_SHARD, O_FORMAT, O_PERLAYER, O_REPORT, O_TRACE };
+    enum { O_TP = 2000, O_PP, O_MICRO, O_GPUS }; /* the split over devices (reference_model/cost_parallel.h) */
     static const struct option opts[] = {
         {"predict", no_argument, 0, O_PREDICT},     {"model", required_argument, 0, O_MODEL},
         {"device", required_argument, 0, O_DEVICE}, {"device-file", required_argument, 0, O_DEVFILE},
@@ -148,6 +154,8 @@ int cmd_sweep(int argc, char **argv) {
         {"shard", required_argument, 0, O_SHARD},
         {"output", required_argument, 0, 'o'},      {"per-layer", no_argument, 0, O_PERLAYER},
         {"report", required_argument, 0, O_REPORT}, {"trace", required_argument, 0, O_TRACE},
+        {"tp", required_argument, 0, O_TP},         {"pp", required_argument, 0, O_PP},
+        {"micro-batches", required_argument, 0, O_MICRO}, {"gpus", required_argument, 0, O_GPUS},
         {"help", no_argument, 0, 'h'},              {0, 0, 0, 0}};
     sweep_grid g;
     sweep_grid_init(&g);
@@ -174,6 +182,12 @@ int cmd_sweep(int argc, char **argv) {
         case O_KV: flag = "--kvdtype"; break;
         case O_POLICY: flag = "--kv-policy"; break;
         case O_THREADS: flag = "--threads"; break;
+        case O_TP: flag = "--tp"; break;
+        case O_PP: flag = "--pp"; break;
+        case O_MICRO: case O_GPUS:
+            if (args_flag_int(c == O_MICRO ? "--micro-batches" : "--gpus", optarg, &v)) goto usage;
+            *(c == O_MICRO ? &g.micro_batches : &g.gpus) = (int)v;
+            break;
         case O_DEVFILE:
             free(g.device_file);
             g.device_file = strdup(optarg);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "args.h"
+#include "reference_model/cost_parallel.h"
 #include "reference_model/kv_cache.h"
 
 void sweep_grid_init(sweep_grid *g) {
@@ -26,6 +27,8 @@ void sweep_grid_free(sweep_grid *g) {
     free(g->prompt);
     free(g->gen);
     free(g->threads);
+    free(g->tp);
+    free(g->pp);
     memset(g, 0, sizeof *g);
 }
 
@@ -86,6 +89,8 @@ xf_status sweep_grid_set(sweep_grid *g, const char *flag, const char *v) {
     if (strcmp(flag, "--wdtype") == 0) return set_dtypes(flag, v, g->wd, &g->n_wd);
     if (strcmp(flag, "--adtype") == 0) return set_dtypes(flag, v, g->ad, &g->n_ad);
     if (strcmp(flag, "--kvdtype") == 0) return set_dtypes(flag, v, g->kv, &g->n_kv);
+    if (strcmp(flag, "--tp") == 0 || strcmp(flag, "--pp") == 0) /* the split over devices */
+        return flag[2] == 't' ? set_ints(flag, v, l->min, l->max, &g->tp, &g->n_tp) : set_ints(flag, v, l->min, l->max, &g->pp, &g->n_pp);
     if (strcmp(flag, "--model") == 0) return set_strs(flag, v, &g->models, &g->n_models);
     if (strcmp(flag, "--device") == 0) return set_strs(flag, v, &g->devices, &g->n_devices);
     if (strcmp(flag, "--kv-policy") == 0) {
@@ -133,6 +138,47 @@ void sweep_param_key(const sweep_grid *g, const sweep_param *p, char *buf, size_
     if (!g->predict && n >= 0 && (size_t)n < len)
         snprintf(buf + n, len - (size_t)n, ";threads=%d;kv_policy=%s;reps=%d;warmup=%d", p->threads, g->policies[p->policy],
                  g->reps, g->warmup);
+    size_t at = strlen(buf); /* a split over devices (one device: the key as before) */
+    if ((p->tp > 1 || p->pp > 1) && at < len)
+        snprintf(buf + at, len - at, ";tp=%d;pp=%d;micro_batches=%d;gpus=%d", p->tp, p->pp,
+                 g->micro_batches > 1 ? g->micro_batches : 1, g->gpus);
+}
+
+void sweep_param_plan(const sweep_grid *g, const sweep_param *p, parallel_plan *out) {
+    out->tp = p->tp > 1 ? p->tp : 1;
+    out->pp = p->pp > 1 ? p->pp : 1;
+    out->micro_batches = g->micro_batches > 1 ? g->micro_batches : 1;
+    out->gpus = g->gpus;
+    out->replicate_vocab = 0;
+}
+
+/* Every point once per (tp, pp) of the lists, tp then pp outermost; keys again. */
+static xf_status expand_parallel(const sweep_grid *g, sweep_param **ps, int64_t *k) {
+    const int ntp = g->n_tp ? g->n_tp : 1, npp = g->n_pp ? g->n_pp : 1;
+    for (int64_t i = 0; i < *k; i++) (*ps)[i].tp = (*ps)[i].pp = 1;
+    if (ntp * npp == 1 && (!g->n_tp || g->tp[0] == 1) && (!g->n_pp || g->pp[0] == 1)) return XF_OK;
+    if (!g->predict)
+        return xf_errorf(XF_EINVAL, "--tp / --pp: measuring a model split over devices is not implemented; use sweep --predict "
+                                    "for the cost model's split");
+    const double total = (double)*k * ntp * npp;
+    if (total > SWEEP_MAX_POINTS)
+        return xf_errorf(XF_EINVAL, "the sweep has %.0f points, more than %d: narrow the lists", total, SWEEP_MAX_POINTS);
+    sweep_param *out = calloc((size_t)total, sizeof *out);
+    if (!out) return xf_errorf(XF_ENOMEM, "out of memory for %.0f sweep points", total);
+    int64_t n = 0;
+    for (int it = 0; it < ntp; it++)
+        for (int ip = 0; ip < npp; ip++)
+            for (int64_t i = 0; i < *k; i++) {
+                out[n] = (*ps)[i];
+                out[n].tp = g->n_tp ? (int)g->tp[it] : 1;
+                out[n].pp = g->n_pp ? (int)g->pp[ip] : 1;
+                sweep_param_key(g, &out[n], out[n].key, sizeof out[n].key);
+                n++;
+            }
+    free(*ps);
+    *ps = out;
+    *k = n;
+    return XF_OK;
 }
 
 static xf_status default_strs(char ***dst, int *n, const char *v) {
@@ -221,6 +267,10 @@ xf_status sweep_grid_expand(sweep_grid *gp, sweep_param **out, int64_t *n) {
                                             p->wl.quant_group = (int)g.group;
                                             sweep_param_key(&g, p, p->key, sizeof p->key);
                                         }
+    if ((s = expand_parallel(&g, &ps, &k))) {
+        free(ps);
+        return s;
+    }
     *out = ps;
     *n = k;
     return XF_OK;

@@ -33,6 +33,11 @@ typedef struct sweep_grid {
     int64_t group;            /* int8/int4 elements per scale, 0 = default */
     int reps;                 /* measured repetitions (default 5) */
     int warmup;               /* 1 warm-up repetition, 0 with --no-warmup */
+    /* Split over devices (predict only; reference_model/cost_parallel.h): */
+    int64_t *tp, *pp;         /* (n_tp), (n_pp) --tp, --pp lists; none given: 1 */
+    int n_tp, n_pp;
+    int micro_batches;        /* --micro-batches (0: 1) */
+    int gpus;                 /* --gpus: devices available (0: tp * pp) */
 } sweep_grid;
 
 /* Defaults: predict 0, model stories15m, device h100-sxm (predict) or cpu (measured, set at
@@ -42,7 +47,7 @@ void sweep_grid_init(sweep_grid *g);
 void sweep_grid_free(sweep_grid *g); /* NULL is fine */
 
 /* Sets one list flag from its text: "--model", "--device", "--batch", "--prompt", "--gen",
- * "--threads", "--wdtype", "--adtype", "--kvdtype", "--kv-policy". XF_EINVAL naming the flag and
+ * "--threads", "--wdtype", "--adtype", "--kvdtype", "--kv-policy", "--tp", "--pp". XF_EINVAL naming the flag and
  * the bad item (and the accepted forms) otherwise; the grid keeps its earlier value then. */
 xf_status sweep_grid_set(sweep_grid *g, const char *flag, const char *value);
 
@@ -53,6 +58,7 @@ typedef struct sweep_param {
     int threads;        /* 0 = all CPUs; measured only */
     int policy;         /* index into g->policies; measured only */
     char key[SWEEP_KEY_LEN]; /* canonical "mode=...;model=...;...": identifies the point */
+    int tp, pp;         /* the split over devices (1, 1: one device; then left out of the key) */
 } sweep_param;
 
 /* Fills the defaults of the lists not given into *g, then lists all combinations, in the order
@@ -61,6 +67,10 @@ typedef struct sweep_param {
  * left out of the key). Every model is resolved (config) and, in predict mode, every device looked
  * up, so a bad name fails before anything runs. *out (n) freed by the caller with free(). */
 xf_status sweep_grid_expand(sweep_grid *g, sweep_param **out, int64_t *n);
+
+/* The split of point p: its tp and pp, the grid's micro-batches and devices. */
+struct parallel_plan;
+void sweep_param_plan(const sweep_grid *g, const sweep_param *p, struct parallel_plan *out);
 
 /* Canonical key of a point (what sweep_grid_expand writes into p->key). */
 void sweep_param_key(const sweep_grid *g, const sweep_param *p, char *buf, size_t len);

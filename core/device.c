@@ -87,6 +87,27 @@ static xf_status get_figure(const cJSON *obj, const char *key, const char *ctx, 
     return XF_OK;
 }
 
+#define LIM_LATENCY 1.0 /* a second per hop: a unit mistake */
+
+/* An optional link object {"name", "bandwidth_Bps", "latency_s", "source"}. */
+static xf_status parse_link(const cJSON *o, const char *key, const char *ctx, device_link *l) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!j || cJSON_IsNull(j)) return XF_OK;
+    char lctx[256];
+    snprintf(lctx, sizeof lctx, "%.200s.%s", ctx, key);
+    if (!cJSON_IsObject(j))
+        return xf_errorf(XF_EINVAL, "%s must be an object like {\"name\": \"nvlink4\", \"bandwidth_Bps\": 450e9, \"latency_s\": 3e-6}", lctx);
+    xf_status s;
+    int present = 0;
+    if ((s = json_get_string(j, "name", lctx, l->name, sizeof l->name)) != XF_OK) return s;
+    if (!l->name[0]) return xf_errorf(XF_EINVAL, "%s: field 'name' is empty", lctx);
+    if ((s = get_figure(j, "bandwidth_Bps", lctx, 1, 0, MIN_BANDWIDTH, LIM_BANDWIDTH, "B/s", &l->bandwidth_Bps)) != XF_OK) return s;
+    if ((s = get_figure(j, "latency_s", lctx, 0, 1, 1e-9, LIM_LATENCY, "s", &l->latency_s)) != XF_OK) return s;
+    if ((s = json_opt_string(j, "source", lctx, l->source, sizeof l->source, &present)) != XF_OK) return s;
+    if (!present) snprintf(l->source, sizeof l->source, "unspecified");
+    return XF_OK;
+}
+
 static xf_status parse_device(const cJSON *o, const char *ctx, device_spec *d) {
     xf_status s;
     int present = 0;
@@ -123,6 +144,11 @@ static xf_status parse_device(const cJSON *o, const char *ctx, device_spec *d) {
         int req = c == XF_COMPUTE_FP32;
         if ((s = get_figure(pk, k_compute_names[c], pctx, req, !req, MIN_FLOPS, LIM_FLOPS, "FLOP/s", &d->peak_flops[c])) != XF_OK) return s;
     }
+    if ((s = parse_link(o, "link", ctx, &d->link)) != XF_OK || (s = parse_link(o, "node_link", ctx, &d->node_link)) != XF_OK)
+        return s;
+    int64_t gpn = 0;
+    if ((s = json_opt_int(o, "gpus_per_node", ctx, 1, 1 << 16, &gpn, &present)) != XF_OK) return s;
+    d->gpus_per_node = (int)gpn;
     for (const cJSON *it = pk->child; it; it = it->next) {
         int known = 0;
         for (int c = 0; c < XF_COMPUTE_COUNT; c++)
@@ -242,6 +268,18 @@ xf_status device_list_load(const char *path, device_list *out) {
     return s;
 }
 
+int device_link_to_json(cJSON *o, const char *key, const device_link *l) {
+    if (!l || !(l->bandwidth_Bps > 0)) return 1; /* none: nothing written */
+    cJSON *j = cJSON_AddObjectToObject(o, key);
+    return j && cJSON_AddStringToObject(j, "name", l->name) && json_add_number(j, "bandwidth_Bps", l->bandwidth_Bps) &&
+           json_add_number(j, "latency_s", l->latency_s) && cJSON_AddStringToObject(j, "source", l->source);
+}
+
+xf_status device_link_from_json(const cJSON *o, const char *key, const char *ctx, device_link *l) {
+    memset(l, 0, sizeof *l);
+    return parse_link(o, key, ctx, l);
+}
+
 char *device_spec_to_json(const device_spec *d) {
     if (!d) return NULL;
     cJSON *o = cJSON_CreateObject();
@@ -256,6 +294,8 @@ char *device_spec_to_json(const device_spec *d) {
     for (int c = 0; ok && c < XF_COMPUTE_COUNT; c++) ok = json_add_number(pk, k_compute_names[c], d->peak_flops[c]);
     if (ok) ok = cJSON_AddBoolToObject(o, "measured", d->measured ? 1 : 0) != NULL;
     if (ok) ok = cJSON_AddStringToObject(o, "source", d->source) != NULL;
+    if (ok) ok = device_link_to_json(o, "link", &d->link) && device_link_to_json(o, "node_link", &d->node_link);
+    if (ok && d->gpus_per_node > 0) ok = json_add_number(o, "gpus_per_node", d->gpus_per_node);
     char *text = ok ? cJSON_PrintUnformatted(o) : NULL;
     cJSON_Delete(o);
     return text;

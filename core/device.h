@@ -19,6 +19,16 @@ typedef enum xf_compute {
 
 const char *compute_name(xf_compute c); /* "fp32", "tensor16", "fp8", "int8": the JSON keys */
 
+/* A link between devices: the ceiling a collective's bus bandwidth is set against (nccl-tests'
+ * convention: busbw = algbw * 2(N-1)/N for all-reduce, which a ring reaches at the per-device,
+ * per-direction bandwidth of the link). */
+typedef struct device_link {
+    char name[32];        /* "nvlink4", "pcie5-x16", "ib-ndr-400", "mpi-shm"; "" = none known */
+    double bandwidth_Bps; /* per device, per direction; 0 = unknown */
+    double latency_s;     /* per sequential step (hop) of a collective; 0 = unknown */
+    char source[192];     /* where the figures come from */
+} device_link;
+
 typedef struct device_spec {
     char name[64];          /* short id: "h100-sxm" */
     char description[128];  /* "NVIDIA H100 SXM5 80GB" */
@@ -30,6 +40,10 @@ typedef struct device_spec {
     double cache_bytes;     /* last-level cache size (0 = unknown) */
     double cache_bandwidth_Bps; /* attainable bandwidth inside the last-level cache (0 = unknown) */
     double peak_flops[XF_COMPUTE_COUNT]; /* per compute type; 0 = not available on this device */
+    /* Optional ("link", "node_link", "gpus_per_node" in a devices file): */
+    device_link link;       /* between the devices of one node (NVLink, PCIe; MPI shared memory on a CPU) */
+    device_link node_link;  /* between nodes, per device (InfiniBand / RoCE NICs per GPU) */
+    int gpus_per_node;      /* devices one node holds on `link`; 0 = unknown */
 } device_spec;
 
 /* The peak for compute type c; a type the device lacks (0) falls back to the next slower type
@@ -57,6 +71,12 @@ xf_status device_list_builtin(device_list *out);
 
 /* Index of the device called `name` (case-insensitive) in l, or -1. */
 int device_list_find(const device_list *l, const char *name);
+
+/* A link as the JSON object `key` of o (nothing when l has no bandwidth); 0 on OOM. And its reader
+ * (absent or null: a zeroed link; XF_EINVAL naming ctx.key on a bad one). For the record's device. */
+struct cJSON;
+int device_link_to_json(struct cJSON *o, const char *key, const device_link *l);
+xf_status device_link_from_json(const struct cJSON *o, const char *key, const char *ctx, device_link *l);
 
 /* Serializes one device as a JSON object text; caller frees with free(). NULL on OOM. */
 char *device_spec_to_json(const device_spec *d);

@@ -12,6 +12,10 @@ static const xf_limit k_limits[] = {
     {"--warmup", 0, XF_WARMUP_MAX, "1"},
     {"--group", 1, XF_GROUP_MAX, "128"},
     {"--seed", 0, ((int64_t)1 << 53) - 1, "1"}, /* records keep seeds as JSON numbers: exact below 2^53 */
+    {"--tp", 1, XF_PARALLEL_MAX, "1"},
+    {"--pp", 1, XF_PARALLEL_MAX, "1"},
+    {"--micro-batches", 1, XF_BATCH_MAX, "1"},
+    {"--gpus", 1, XF_PARALLEL_MAX, NULL}, /* NULL: tp * pp */
 };
 
 const xf_limit *limits_find(const char *flag) {

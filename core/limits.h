@@ -15,6 +15,7 @@
 #define XF_WARMUP_MAX 1000
 #define XF_GROUP_MAX (1 << 20)   /* elements per int8/int4 scale */
 #define XF_SHARDS_MAX 10000      /* sweep --shard i/n: at most n shards (Slurm arrays default to 1001 tasks) */
+#define XF_PARALLEL_MAX 4096     /* --tp, --pp, --gpus: devices a model is split over */
 
 #define XF_DEFAULT_REPS 5
 #define XF_DEFAULT_WARMUP 1

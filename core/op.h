@@ -28,6 +28,12 @@ typedef enum op_kind {
     OP_SAMPLING,      /* layer -1: greedy argmax over the vocabulary */
     OP_KV_ALLOC,      /* measured only: time spent growing KV memory with the system allocator */
     OP_OTHER,         /* imported only: an op of another engine's trace that maps to none of the above */
+    /* Collectives of a model split over devices (reference_model/cost_parallel.h): bytes over the
+     * link, no FLOPs; the cost op's comm_bytes are the bus bytes of the named algorithm. */
+    OP_ALL_REDUCE,    /* ring all-reduce: after the attention block and after the MLP (tensor parallel) */
+    OP_ALL_GATHER,    /* ring all-gather: the token rows of an expert-parallel block, the greedy argmax of the vocabulary slices */
+    OP_ALL_TO_ALL,    /* expert parallel: the tokens to their experts' devices (dispatch) and back (combine) */
+    OP_SEND_RECV,     /* pipeline parallel: the activations from one stage to the next */
     OP_KIND_COUNT
 } op_kind;
 
@@ -35,6 +41,7 @@ const char *op_kind_name(op_kind k);             /* "qkv", "attention", ... : re
 xf_status op_kind_parse(const char *s, op_kind *out);
 int op_kind_is_per_layer(op_kind k);             /* 1 for the ops inside each layer */
 int op_kind_is_gemm(op_kind k);                  /* qkv, o_proj, gate_up, down, lm_head */
+int op_kind_is_comm(op_kind k);                  /* all_reduce, all_gather, all_to_all, send_recv */
 
 /* One op of one step. FLOPs and bytes are doubles (exact below 2^53; they feed ratios). */
 typedef struct cost_op {
@@ -49,6 +56,10 @@ typedef struct cost_op {
     double kv_read_bytes;
     double kv_write_bytes;
     double bytes;         /* sum of the five above: the compulsory traffic */
+    /* Collectives only (op_kind_is_comm), else 0: */
+    double comm_bytes;    /* bytes each device sends over the link: nccl-tests' bus bytes (ring all-reduce 2(N-1)/N of the buffer) */
+    int comm_hops;        /* sequential link steps of the algorithm (ring all-reduce 2(N-1)): each costs the link's latency */
+    int comm_node;        /* 1: over the link between nodes (device_spec.node_link); 0: within a node (device_spec.link) */
 } cost_op;
 
 #endif

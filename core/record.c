@@ -9,7 +9,7 @@
 #include "record_kv.h"
 
 const char *bound_name(xf_bound b) {
-    static const char *names[XF_BOUND_COUNT] = {"memory", "compute", "latency", "balanced", "unknown"};
+    static const char *names[XF_BOUND_COUNT] = {"memory", "compute", "latency", "balanced", "unknown", "communication"};
     return (b >= 0 && b < XF_BOUND_COUNT) ? names[b] : "?";
 }
 
@@ -20,7 +20,7 @@ xf_status bound_parse(const char *s, xf_bound *out) {
             return XF_OK;
         }
     }
-    return xf_errorf(XF_EINVAL, "unknown bound '%.32s': expected memory, compute, latency, balanced or unknown", s ? s : "");
+    return xf_errorf(XF_EINVAL, "unknown bound '%.32s': expected memory, compute, latency, balanced, unknown or communication", s ? s : "");
 }
 
 int record_kind_known(const char *kind) {

@@ -20,10 +20,11 @@ typedef enum xf_bound {
     XF_BOUND_LATENCY,
     XF_BOUND_BALANCED,
     XF_BOUND_UNKNOWN, /* imported ops whose FLOPs and bytes the importer cannot compute */
+    XF_BOUND_COMM,    /* collectives whose time is the link's bandwidth: "communication" */
     XF_BOUND_COUNT
 } xf_bound;
 
-const char *bound_name(xf_bound b); /* "memory", "compute", "latency", "balanced", "unknown" */
+const char *bound_name(xf_bound b); /* "memory", "compute", "latency", "balanced", "unknown", "communication" */
 xf_status bound_parse(const char *s, xf_bound *out);
 
 /* A hardware counter read over an op's range (perf_event on the CPU, CUPTI on the GPU). */
@@ -49,6 +50,7 @@ typedef struct record_op {
     double spread_s;         /* interquartile range of samples_s */
     double util_compute;     /* (flops / time) / peak */
     double util_memory;      /* (bytes / time) / bandwidth */
+    double util_link;        /* collectives: (comm_bytes / time) / the link's bandwidth (measured bus bandwidth over the ceiling) */
     int bytes_from_counters; /* 1: bytes are measured (CUPTI / perf); 0: the cost model's */
     double measured_bytes;   /* counter bytes when bytes_from_counters, else 0 */
     int n_counters;
@@ -90,8 +92,27 @@ typedef struct record_run_info {
     double timer_overhead_s; /* measured per range and subtracted */
 } record_run_info;
 
+/* A point of a model split over devices (tp or pp > 1; reference_model/cost_parallel.h).
+ * All zero otherwise, and then not written. The point's ops are one device's of every stage
+ * (stage s holds its layers' ops; the ops of one device of a tensor-parallel group: its shard); its
+ * memory and max_batch are per device (the fullest stage). */
+typedef struct record_parallel {
+    int tp;                   /* tensor-parallel degree: heads, columns and rows of the projections over tp devices; 0 = not split */
+    int pp;                   /* pipeline-parallel degree: the layers in pp stages */
+    int micro_batches;        /* pipeline micro-batches per step (divides the batch) */
+    int devices;              /* tp * pp */
+    int kv_copies;            /* devices holding each KV head: tp / n_kv_heads when n_kv_heads < tp (replicated), else 1 */
+    int experts_per_device;   /* MoE: routed experts each device holds (n_experts / tp, expert parallel); 0 dense */
+    double bubble;            /* pipeline bubble: (pp - 1) / (micro_batches + pp - 1) of a step */
+    double prefill_step_s;    /* the batch's prefill step in micro_batches micro-batches through pp stages */
+    double decode_step_s;     /* the same for the decode step at the summary's context */
+    double comm_share;        /* share of request time in collectives */
+    double comm_bytes;        /* bytes one device sends over the links in one request (prefill + gen - 1 decode steps) */
+} record_parallel;
+
 typedef struct record_point {
     workload wl;
+    record_parallel par;
     record_run_info run;
     int64_t n_ops;
     record_op *ops; /* (n_ops) prefill step ops then decode step ops; owned */

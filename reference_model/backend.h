@@ -64,6 +64,11 @@ typedef struct backend_init_args {
     int64_t max_step_tokens;/* most new tokens in one step (activation rows) */
     int threads;            /* CPU threads (OpenMP and BLAS); ignored by GPU backends */
     int device_index;       /* GPU ordinal; ignored by the CPU backend */
+    /* Tensor parallel (reference_model/cpu_parallel.h): sums the row-parallel outputs over the
+     * ranks (OP_ALL_REDUCE after o_proj and down, in place on their (n_tokens, d_model) output);
+     * NULL on one device. */
+    xf_status (*allreduce)(void *ctx, float *buf, int64_t n, const char *what);
+    void *allreduce_ctx;
 } backend_init_args;
 
 typedef struct backend_ops {

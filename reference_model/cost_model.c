@@ -91,6 +91,8 @@ static void op_set(cost_op *op, xf_phase phase, int layer, op_kind kind, xf_comp
     op->kv_read_bytes = kv_read;
     op->kv_write_bytes = kv_write;
     op->bytes = weight + act_in + act_out + kv_read + kv_write;
+    op->comm_bytes = 0; /* collectives only (reference_model/cost_parallel.c) */
+    op->comm_hops = op->comm_node = 0;
 }
 
 /* (query, key) pairs of one sequence under the causal mask: new token i (1..T) sits at
@@ -403,4 +405,20 @@ int64_t cost_max_batch(const model_config *cfg, const workload *w, double capaci
             hi = mid;
     }
     return lo;
+}
+
+double cost_embedding_bytes(const model_config *cfg, const workload *w) {
+    if (!cfg || !w || config_validate(cfg) != XF_OK || workload_validate(w) != XF_OK) return 0.0;
+    return wbytes(w, (double)cfg->vocab * (double)cfg->d_model, cfg->d_model);
+}
+
+double cost_moe_router_bytes(const model_config *cfg, const workload *w) {
+    if (!cfg || !w || cfg->n_experts <= 0 || config_validate(cfg) != XF_OK || workload_validate(w) != XF_OK) return 0.0;
+    return wbytes(w, (double)cfg->d_model * (double)cfg->n_experts, cfg->d_model);
+}
+
+double cost_moe_expert_bytes(const model_config *cfg, const workload *w) {
+    if (!cfg || !w || cfg->n_experts <= 0 || config_validate(cfg) != XF_OK || workload_validate(w) != XF_OK) return 0.0;
+    const double d = (double)cfg->d_model, fe = (double)cfg->d_ff_expert;
+    return wbytes(w, 2.0 * d * fe, cfg->d_model) + wbytes(w, fe * d, cfg->d_ff_expert);
 }

@@ -96,4 +96,12 @@ void cost_memory_of(const model_config *cfg, const workload *w, cost_memory *out
  * `capacity_bytes`; 0 when not even batch 1 fits. */
 int64_t cost_max_batch(const model_config *cfg, const workload *w, double capacity_bytes);
 
+/* Parts of cost_weight_bytes that a model split over devices holds separately
+ * (reference_model/cost_parallel.c): the embedding table (V x d; lm_head when untied is the same
+ * size), one MoE layer's router (d x E) and one routed expert (gate, up and down: 3 d d_ff_expert),
+ * at w->wdtype with its scales. 0 on invalid input or a dense model (router, expert). */
+double cost_embedding_bytes(const model_config *cfg, const workload *w);
+double cost_moe_router_bytes(const model_config *cfg, const workload *w);
+double cost_moe_expert_bytes(const model_config *cfg, const workload *w);
+
 #endif

@@ -95,6 +95,8 @@ typedef struct cpu_ctx {
     double *rope_inv;      /* (head_dim / 2) RoPE inverse frequencies (config_rope_freqs) */
     double rope_scale;     /* what cos and sin are multiplied by (yarn's attention factor; else 1) */
     int64_t bytes;         /* everything allocated above, KV included */
+    xf_status (*allreduce)(void *ctx, float *buf, int64_t n, const char *what); /* tensor parallel; NULL on one device */
+    void *allreduce_ctx;
 } cpu_ctx;
 
 static void *cpu_alloc(cpu_ctx *c, int64_t n, int64_t esz, xf_status *st) {
@@ -188,6 +190,8 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
     c->kv_esz = a->kvdtype == XF_FP32 ? 4 : 2;
     c->mode = a->kv_alloc;
     c->threads = a->threads > 0 ? a->threads : omp_get_num_procs();
+    c->allreduce = a->allreduce;
+    c->allreduce_ctx = a->allreduce_ctx;
     c->isa = xk_isa_best();
     c->max_seqs = a->max_seqs;
     c->max_seq_len = a->max_seq_len;
@@ -556,6 +560,12 @@ static xf_status cpu_run_op(void *ctx, op_kind k, int layer, const step_batch *b
     case OP_SAMPLING:
         for (int s = 0; s < b->n_seqs; s++) c->sampled[s] = (int32_t)xk_argmax(c->logits + s * cfg->vocab, cfg->vocab);
         return XF_OK;
+    case OP_ALL_REDUCE: { /* tensor parallel: the partial sums of o_proj / down (row-parallel) over the ranks */
+        if (!c->allreduce) return xf_errorf(XF_EINVAL, "cpu backend: an all-reduce on one device");
+        char what[64];
+        snprintf(what, sizeof what, "the all-reduce of layer %d", layer);
+        return c->allreduce(c->allreduce_ctx, c->proj, n * d, what);
+    }
     default:
         return xf_errorf(XF_EINVAL, "cpu backend: unknown op %d", (int)k);
     }

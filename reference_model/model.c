@@ -199,7 +199,7 @@ void model_free(model *m) {
     if (!m) return;
     if (m->be && m->bctx) m->be->free_ctx(m->bctx);
     kv_cache_free(m->kv);
-    weights_free(m->w);
+    if (!m->opt.weights) weights_free(m->w); /* given weights are the caller's */
     free(m->kv_ids);
     free(m->seq_len);
     free(m->gen);
@@ -315,7 +315,13 @@ xf_status model_init(model **out, const model_config *cfg, const model_options *
         return xf_errorf(XF_ENOMEM, "out of memory");
     }
     for (int64_t s = 0; s < S; s++) m->kv_ids[s] = -1;
-    if (opts->weights_dir) {
+    if (opts->weights) { /* a tensor-parallel shard, built by the caller for this config */
+        const model_config *wc = &opts->weights->cfg;
+        m->w = (model_weights *)opts->weights;
+        if (wc->n_layers != cfg->n_layers || wc->d_model != cfg->d_model || wc->n_heads != cfg->n_heads ||
+            wc->n_kv_heads != cfg->n_kv_heads || wc->d_ff != cfg->d_ff || wc->vocab != cfg->vocab || opts->weights->dtype != opts->wdtype)
+            st = xf_errorf(XF_EINVAL, "model_init: the weights given are of another shape or dtype than the config");
+    } else if (opts->weights_dir) {
         st = check_dir_config(opts->weights_dir, cfg);
         if (!st) st = st_load_weights(opts->weights_dir, cfg, opts->wdtype, group, &m->w);
     } else {
@@ -349,6 +355,8 @@ xf_status model_init(model **out, const model_config *cfg, const model_options *
         a.max_step_tokens = m->max_tokens;
         a.threads = opts->threads;
         a.device_index = opts->device_index;
+        a.allreduce = opts->allreduce;
+        a.allreduce_ctx = opts->allreduce_ctx;
         st = be->init(&m->bctx, &a);
     }
     if (st) {
@@ -386,7 +394,11 @@ static xf_status run_op(model *m, const step_batch *b, op_kind k, int layer, con
 static xf_status run_step(model *m, const step_batch *b, const probe_set *ps) {
     xf_status st = run_op(m, b, OP_EMBEDDING, -1, ps);
     for (int l = 0; !st && l < (int)m->cfg.n_layers; l++)
-        for (int k = OP_ATTN_NORM; !st && k <= OP_FFN_RESIDUAL; k++) st = run_op(m, b, (op_kind)k, l, ps);
+        for (int k = OP_ATTN_NORM; !st && k <= OP_FFN_RESIDUAL; k++) {
+            st = run_op(m, b, (op_kind)k, l, ps);
+            /* tensor parallel: the row-parallel outputs summed over the ranks before the residual */
+            if (!st && m->opt.allreduce && (k == OP_O_PROJ || k == OP_DOWN)) st = run_op(m, b, OP_ALL_REDUCE, l, ps);
+        }
     if (!st) st = run_op(m, b, OP_FINAL_NORM, -1, ps);
     if (!st) st = run_op(m, b, OP_LM_HEAD, -1, ps);
     if (!st) st = run_op(m, b, OP_SAMPLING, -1, ps);

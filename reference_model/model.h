@@ -34,6 +34,12 @@ typedef struct model_options {
     int64_t max_seqs;      /* most sequences held at once (the batch); >= 1 */
     int64_t max_prompt;    /* longest prompt (sizes prefill activations: max_seqs * max_prompt rows) */
     int64_t max_seq_len;   /* most tokens per sequence, prompt + generated; <= cfg->max_ctx */
+    /* Tensor parallel (reference_model/cpu_parallel.h; NULL / 0 on one device): the shard's weights,
+     * borrowed (they must outlive the model; their config must be the one given), and the sum over
+     * the ranks that runs as OP_ALL_REDUCE after o_proj and after down. */
+    const struct model_weights *weights;
+    xf_status (*allreduce)(void *ctx, float *buf, int64_t n, const char *what);
+    void *allreduce_ctx;
     int sync_each_op;      /* 1: call the backend's sync after every op, inside the probe range (what
                               a host-clock timer needs on an asynchronous GPU backend); the CPU's
                               sync is a no-op */

@@ -54,6 +54,7 @@ const char *html_class_color(xf_bound b) {
     case XF_BOUND_COMPUTE: return "#d0463c";
     case XF_BOUND_LATENCY: return "#e0a100";
     case XF_BOUND_BALANCED: return "#8660c0";
+    case XF_BOUND_COMM: return "#2a9d6f";
     default: return "#888888";
     }
 }

@@ -44,6 +44,8 @@ static void verdict(html_ctx *c, const record *r, const record_point *p) {
         sbuf_printf(c->b, ": speed is set by the %s compute peak; more bandwidth would not help", pk);
     else if (top == XF_BOUND_LATENCY)
         html_put(c, ": ops are too small to load either unit (launches, synchronisation); fuse ops or batch more");
+    else if (top == XF_BOUND_COMM)
+        html_put(c, ": the collectives between devices set the speed; a faster link, fewer devices or overlapping them would help");
     else
         html_put(c, ": compute and memory are both near their ceilings");
     sbuf_printf(c->b, "; the largest single cost is %s in %s (%s of the request, %s-bound).</p>\n",
@@ -130,6 +132,7 @@ static void share_bar(html_ctx *c, const double *share) {
     html_put(c, "</div>\n<p class=\"legend\">");
     char s[32];
     for (int b = 0; b < XF_BOUND_COUNT; b++) {
+        if (b == XF_BOUND_COMM && !(share[b] > 0)) continue; /* one device: no collectives */
         html_fmt_pct(s, sizeof s, share[b]);
         sbuf_printf(c->b, "<span class=\"sw\" style=\"background:%s\"></span>%s-bound <b class=\"share-%s\">%s</b> &nbsp; ",
                     html_class_color((xf_bound)b), bound_name((xf_bound)b), bound_name((xf_bound)b), s);

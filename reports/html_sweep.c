@@ -207,6 +207,8 @@ void html_sweep(html_ctx *c, const record *r, int ri) {
         html_td_int(c, p->wl.prompt);
         html_td_int(c, p->wl.gen);
         snprintf(title, sizeof title, "%s/%s/%s", dtype_name(p->wl.wdtype), dtype_name(p->wl.adtype), dtype_name(p->wl.kvdtype));
+        if (p->par.tp > 0) /* split over devices: memory is per device */
+            snprintf(title + strlen(title), sizeof title - strlen(title), ", tp %d pp %d", p->par.tp, p->par.pp);
         html_td_str(c, title);
         html_td_time(c, p->summary.ttft_s);
         html_td_time(c, p->summary.tpot_s);

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "core/fileio.h"
+#include "core/limits.h"
 #include "core/sysmem.h"
 #include "core/units.h"
 #include "core/json_util.h"
@@ -85,6 +86,8 @@ static cJSON *device_to_json(const device_spec *d) {
              json_add_number(o, "memory_bytes", d->memory_bytes) & json_add_number(o, "bandwidth_Bps", d->bandwidth_Bps) &
              json_add_number(o, "cache_bytes", d->cache_bytes) &
              json_add_number(o, "cache_bandwidth_Bps", d->cache_bandwidth_Bps);
+    ok &= device_link_to_json(o, "link", &d->link) & device_link_to_json(o, "node_link", &d->node_link); /* optional */
+    if (ok && d->gpus_per_node > 0) ok &= json_add_number(o, "gpus_per_node", d->gpus_per_node);
     for (int c = 0; c < XF_COMPUTE_COUNT; c++) {
         ok &= json_add_number(peaks, compute_name((xf_compute)c), d->peak_flops[c]);
         ok &= json_add_number(ridge, compute_name((xf_compute)c), device_ridge(d, (xf_compute)c));
@@ -124,6 +127,9 @@ static cJSON *op_to_json(const record_op *op) {
              add_str(o, "bytes_source", op->bytes_from_counters ? "counters" : "model");
     if (ok && op->bytes_from_counters) ok &= json_add_number(o, "measured_bytes", op->measured_bytes);
     if (ok && op->source[0]) ok &= add_str(o, "source", op->source);
+    if (ok && op_kind_is_comm(c->kind)) /* collectives: the bytes over the link (optional on read) */
+        ok &= json_add_number(o, "comm_bytes", c->comm_bytes) & json_add_number(o, "comm_hops", c->comm_hops) &
+              add_str(o, "comm_link", c->comm_node ? "node_link" : "link") & json_add_number(o, "util_link", op->util_link);
     if (ok && op->measured) {
         cJSON *s = cJSON_CreateArray(); /* exact numbers: cJSON's own double arrays lose the last bits */
         for (int i = 0; s && i < op->n_samples; i++) {
@@ -153,6 +159,19 @@ static cJSON *op_to_json(const record_op *op) {
     return o;
 }
 
+/* The split over devices: tp, pp, micro_batches in the workload; the section "parallel". */
+static int parallel_to_json(cJSON *o, cJSON *w, const record_point *p) {
+    const record_parallel *q = &p->par;
+    int ok = json_add_number(w, "tp", q->tp) & json_add_number(w, "pp", q->pp) &
+             json_add_number(w, "micro_batches", q->micro_batches);
+    cJSON *j = ok ? cJSON_AddObjectToObject(o, "parallel") : NULL;
+    if (!j) return 0;
+    return ok & json_add_number(j, "devices", q->devices) & json_add_number(j, "kv_copies", q->kv_copies) &
+           json_add_number(j, "experts_per_device", q->experts_per_device) & json_add_number(j, "bubble", q->bubble) &
+           json_add_number(j, "prefill_step_s", q->prefill_step_s) & json_add_number(j, "decode_step_s", q->decode_step_s) &
+           json_add_number(j, "comm_share", q->comm_share) & json_add_number(j, "comm_bytes", q->comm_bytes);
+}
+
 static cJSON *point_to_json(const record_point *p) {
     cJSON *o = cJSON_CreateObject();
     if (!o) return NULL;
@@ -164,6 +183,7 @@ static cJSON *point_to_json(const record_point *p) {
               json_add_number(w, "gen", (double)p->wl.gen) & add_str(w, "wdtype", dtype_name(p->wl.wdtype)) &
               add_str(w, "adtype", dtype_name(p->wl.adtype)) & add_str(w, "kvdtype", dtype_name(p->wl.kvdtype)) &
               json_add_number(w, "quant_group", p->wl.quant_group);
+    if (ok && p->par.tp > 0) ok &= parallel_to_json(o, w, p); /* optional on read */
     if (ok && p->run.backend[0]) {
         const record_run_info *ri = &p->run;
         cJSON *r = cJSON_AddObjectToObject(o, "run");
@@ -429,11 +449,36 @@ static xf_status read_device(const cJSON *j, device_spec *d) {
         if ((s = read_nonneg(peaks, compute_name((xf_compute)c), "record.device.peak_flops", &d->peak_flops[c]))) return s;
     if (d->bandwidth_Bps <= 0 || d->peak_flops[XF_COMPUTE_FP32] <= 0)
         return xf_errorf(XF_EINVAL, "%s: bandwidth_Bps and peak_flops.fp32 must be positive", ctx);
+    /* the links between devices: optional (records before tensor / pipeline parallel have none) */
+    int64_t gpn = 0;
+    int present = 0;
+    if ((s = device_link_from_json(j, "link", ctx, &d->link)) || (s = device_link_from_json(j, "node_link", ctx, &d->node_link)) ||
+        (s = json_opt_int(j, "gpus_per_node", ctx, 1, 1 << 16, &gpn, &present)))
+        return s;
+    d->gpus_per_node = (int)gpn;
     return XF_OK;
 }
 
 static xf_status read_enum_str(const cJSON *j, const char *key, const char *ctx, char *buf, size_t len) {
     return json_get_string(j, key, ctx, buf, len);
+}
+
+/* A collective's link fields: comm_bytes, comm_hops, comm_link ("link" or "node_link"), util_link. */
+static xf_status read_comm(const cJSON *j, const char *ctx, record_op *op) {
+    xf_status s;
+    int64_t hops = 0;
+    int present = 0;
+    char link[16] = "link";
+    if ((s = read_bytes(j, "comm_bytes", ctx, &op->cost.comm_bytes)) ||
+        (s = json_opt_int(j, "comm_hops", ctx, 0, 1 << 20, &hops, &present)) ||
+        (s = json_opt_string(j, "comm_link", ctx, link, sizeof link, &present)))
+        return s;
+    if (strcmp(link, "link") != 0 && strcmp(link, "node_link") != 0)
+        return xf_errorf(XF_EINVAL, "%s: comm_link must be \"link\" or \"node_link\", not '%s'", ctx, link);
+    op->cost.comm_hops = (int)hops;
+    op->cost.comm_node = strcmp(link, "node_link") == 0;
+    if (cJSON_GetObjectItemCaseSensitive(j, "util_link") && (s = read_nonneg(j, "util_link", ctx, &op->util_link))) return s;
+    return XF_OK;
 }
 
 static xf_status read_op(const cJSON *j, const char *ctx, int64_t n_layers, record_op *op) {
@@ -475,6 +520,7 @@ static xf_status read_op(const cJSON *j, const char *ctx, int64_t n_layers, reco
         (s = read_nonneg(j, "share", ctx, &op->share)) || (s = json_get_bool(j, "measured", ctx, &op->measured)))
         return s;
     if (op->bytes_from_counters && (s = read_bytes(j, "measured_bytes", ctx, &op->measured_bytes))) return s;
+    if (op_kind_is_comm(c->kind) && (s = read_comm(j, ctx, op))) return s;
     if (cJSON_GetObjectItemCaseSensitive(j, "source") &&
         (s = json_get_string(j, "source", ctx, op->source, sizeof op->source)))
         return s;
@@ -530,6 +576,42 @@ static xf_status read_dtype(const cJSON *j, const char *key, const char *ctx, xf
     return XF_OK;
 }
 
+static xf_status read_parallel(const cJSON *j, const cJSON *w, const char *ctx, record_point *p) {
+    int64_t tp = 0, pp = 0, mb = 0, dev = 0, kvc = 0, epd = 0;
+    int present = 0;
+    xf_status s;
+    if ((s = json_opt_int(w, "tp", ctx, 1, XF_PARALLEL_MAX, &tp, &present)) ||
+        (s = json_opt_int(w, "pp", ctx, 1, XF_PARALLEL_MAX, &pp, &present)) ||
+        (s = json_opt_int(w, "micro_batches", ctx, 1, 1LL << 20, &mb, &present)))
+        return s;
+    if (mb > p->wl.batch || (mb > 1 && p->wl.batch % mb))
+        return xf_errorf(XF_EINVAL, "%s: micro_batches %lld does not divide the batch of %lld", ctx, (long long)mb,
+                         (long long)p->wl.batch);
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(j, "parallel");
+    if (!q) {
+        if (tp || pp || mb) return xf_errorf(XF_EINVAL, "%s: tp, pp or micro_batches but no section 'parallel'", ctx);
+        return XF_OK; /* one device (records before tensor / pipeline parallel too) */
+    }
+    if (!tp || !pp || !mb) return xf_errorf(XF_EINVAL, "%s: a section 'parallel' needs tp, pp and micro_batches in the workload", ctx);
+    const char *pc = "record.points[].parallel";
+    record_parallel *r = &p->par;
+    if ((s = json_get_int(q, "devices", pc, 1, (int64_t)XF_PARALLEL_MAX * XF_PARALLEL_MAX, &dev)) ||
+        (s = json_get_int(q, "kv_copies", pc, 1, XF_PARALLEL_MAX, &kvc)) ||
+        (s = json_get_int(q, "experts_per_device", pc, 0, 1 << 20, &epd)) || (s = read_nonneg(q, "bubble", pc, &r->bubble)) ||
+        (s = read_nonneg(q, "prefill_step_s", pc, &r->prefill_step_s)) ||
+        (s = read_nonneg(q, "decode_step_s", pc, &r->decode_step_s)) || (s = read_nonneg(q, "comm_share", pc, &r->comm_share)) ||
+        (s = read_nonneg(q, "comm_bytes", pc, &r->comm_bytes)))
+        return s;
+    if (dev != tp * pp) return xf_errorf(XF_EINVAL, "%s: devices %lld is not tp * pp = %lld", pc, (long long)dev, (long long)(tp * pp));
+    r->tp = (int)tp;
+    r->pp = (int)pp;
+    r->micro_batches = (int)mb;
+    r->devices = (int)dev;
+    r->kv_copies = (int)kvc;
+    r->experts_per_device = (int)epd;
+    return XF_OK;
+}
+
 static xf_status read_point(const cJSON *j, const char *ctx, const record *r, record_point *p) {
     if (!cJSON_IsObject(j)) return xf_errorf(XF_EINVAL, "%s: must be an object", ctx);
     char sub[96];
@@ -545,6 +627,7 @@ static xf_status read_point(const cJSON *j, const char *ctx, const record *r, re
         (s = json_get_int(w, "quant_group", sub, 0, 1 << 20, &group)))
         return s;
     p->wl.quant_group = (int)group;
+    if ((s = read_parallel(j, w, sub, p))) return s;
     const cJSON *run = cJSON_GetObjectItemCaseSensitive(j, "run");
     if (run) {
         record_run_info *ri = &p->run;
@@ -601,6 +684,7 @@ static xf_status read_point(const cJSON *j, const char *ctx, const record *r, re
     if (!cJSON_IsObject(sb)) return xf_errorf(XF_EINVAL, "%s: missing object 'share_bound'", sub);
     for (int b = 0; b < XF_BOUND_COUNT; b++) {
         if (b == XF_BOUND_UNKNOWN && !cJSON_GetObjectItemCaseSensitive(sb, "unknown")) continue; /* imports only */
+        if (b == XF_BOUND_COMM && !cJSON_GetObjectItemCaseSensitive(sb, "communication")) continue; /* records before collectives */
         if ((s = read_nonneg(sb, bound_name((xf_bound)b), sub, &sm->share_bound[b]))) return s;
     }
     const cJSON *mj = cJSON_GetObjectItemCaseSensitive(j, "memory");

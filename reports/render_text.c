@@ -139,6 +139,27 @@ static xf_status table_ops(sbuf *b, const record_point *p, const render_options 
     return XF_OK;
 }
 
+/* A point split over devices: the split, the links, the collectives' share and the pipeline. */
+static void render_parallel(sbuf *b, const record *r, const record_point *p) {
+    const record_parallel *q = &p->par;
+    char a[24], c[24], d[24];
+    sbuf_printf(b, "split: tp %d x pp %d = %d devices", q->tp, q->pp, q->devices);
+    if (r->device.link.bandwidth_Bps > 0)
+        sbuf_printf(b, ", link %s %s per device", r->device.link.name, units_si(r->device.link.bandwidth_Bps, "B/s", a, sizeof a));
+    if (r->device.node_link.bandwidth_Bps > 0 && r->device.gpus_per_node > 0 && q->devices > r->device.gpus_per_node)
+        sbuf_printf(b, ", between nodes %s %s per device", r->device.node_link.name,
+                    units_si(r->device.node_link.bandwidth_Bps, "B/s", c, sizeof c));
+    if (q->kv_copies > 1) sbuf_printf(b, "; each KV head replicated on %d devices (fewer KV heads than --tp)", q->kv_copies);
+    if (q->experts_per_device > 0) sbuf_printf(b, "; %d experts per device (expert parallel)", q->experts_per_device);
+    sbuf_printf(b, "\ncollectives: %.1f%% of the request time (communication-bound %.1f%%), %s sent per device per request (bus bytes: a ring all-reduce sends 2(N-1)/N of its buffer)\n",
+                100 * q->comm_share, 100 * p->summary.share_bound[XF_BOUND_COMM], units_bytes(q->comm_bytes, d, sizeof d));
+    if (q->pp > 1)
+        sbuf_printf(b, "pipeline: %d micro-batches, bubble %.1f%% = (pp-1)/(m+pp-1); a step of the batch: prefill %s, decode %s\n",
+                    q->micro_batches, 100 * q->bubble, units_time(q->prefill_step_s, a, sizeof a),
+                    units_time(q->decode_step_s, c, sizeof c));
+    sbuf_printf(b, "memory and the largest batch below are per device (the fullest stage)\n");
+}
+
 static void table_summary(sbuf *b, const record *r, const record_point *p) {
     const record_summary *s = &p->summary;
     const record_memory *m = &p->memory;
@@ -165,6 +186,7 @@ static void table_summary(sbuf *b, const record *r, const record_point *p) {
     sbuf_printf(b, "time by class over the request: memory %.1f%%, compute %.1f%%, latency %.1f%%, balanced %.1f%%\n",
                 100 * s->share_bound[XF_BOUND_MEMORY], 100 * s->share_bound[XF_BOUND_COMPUTE],
                 100 * s->share_bound[XF_BOUND_LATENCY], 100 * s->share_bound[XF_BOUND_BALANCED]);
+    if (s->share_bound[XF_BOUND_COMM] > 0 || p->par.tp > 0) render_parallel(b, r, p);
     sbuf_printf(b, "memory: weights %s + KV %s + activations %s = %s", units_bytes(m->weights_bytes, a, sizeof a),
                 units_bytes(m->kv_bytes, c, sizeof c), units_bytes(m->activations_bytes, d, sizeof d),
                 units_bytes(m->total_bytes, e, sizeof e));
@@ -228,7 +250,7 @@ static void csv_field(sbuf *b, const char *s) {
 
 static xf_status render_csv(sbuf *b, const record *r) {
     sbuf_puts(b, "point,model,device,batch,prompt,gen,wdtype,adtype,kvdtype,phase,layer,op,compute,flops,bytes,bytes_source,"
-                 "intensity,bound,time_s,predicted_time_s,share,measured,n_samples,spread_s,util_compute,util_memory\n");
+                 "intensity,bound,time_s,predicted_time_s,share,measured,n_samples,spread_s,util_compute,util_memory,tp,pp,comm_bytes\n");
     for (int i = 0; i < r->n_points; i++) {
         const record_point *p = &r->points[i];
         for (int64_t k = 0; k < p->n_ops; k++) {
@@ -237,14 +259,14 @@ static xf_status render_csv(sbuf *b, const record *r) {
             csv_field(b, r->model.name);
             sbuf_puts(b, ",");
             csv_field(b, r->device.name);
-            sbuf_printf(b, ",%lld,%lld,%lld,%s,%s,%s,%s,%d,%s,%s,%.17g,%.17g,%s,%.17g,%s,%.17g,%.17g,%.17g,%d,%d,%.17g,%.17g,%.17g\n",
+            sbuf_printf(b, ",%lld,%lld,%lld,%s,%s,%s,%s,%d,%s,%s,%.17g,%.17g,%s,%.17g,%s,%.17g,%.17g,%.17g,%d,%d,%.17g,%.17g,%.17g,%d,%d,%.17g\n",
                         (long long)p->wl.batch, (long long)p->wl.prompt, (long long)p->wl.gen, dtype_name(p->wl.wdtype),
                         dtype_name(p->wl.adtype), dtype_name(p->wl.kvdtype), phase_name(op->cost.phase), op->cost.layer,
                         op_kind_name(op->cost.kind), compute_name(op->cost.compute), op->cost.flops,
                         op->bytes_from_counters ? op->measured_bytes : op->cost.bytes,
                         op->bytes_from_counters ? "counters" : "model", op->intensity, bound_name(op->bound), op->time_s,
                         op->predicted_time_s, op->share, op->measured, op->n_samples, op->spread_s, op->util_compute,
-                        op->util_memory);
+                        op->util_memory, p->par.tp > 0 ? p->par.tp : 1, p->par.pp > 0 ? p->par.pp : 1, op->cost.comm_bytes);
         }
     }
     return XF_OK;

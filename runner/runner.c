@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "analyzers/predict.h"
+#include "analyzers/predict_parallel.h"
 #include "analyzers/roofline.h"
 #include "core/limits.h"
 #include "probes/ceilings.h"
@@ -494,11 +495,18 @@ xf_status runner_run(const run_plan *pl, record *rec, run_notes *notes_out) {
     mo.max_seqs = max_b;
     mo.max_prompt = max_p;
     mo.max_seq_len = max_len;
+    const model_config *mcfg = cfg; /* what this process runs: the model, or its shard of a split over ranks */
+    if (pl->tp > 1) {
+        mcfg = pl->shard_cfg;
+        mo.weights = pl->shard_weights;
+        mo.allreduce = pl->allreduce;
+        mo.allreduce_ctx = pl->allreduce_ctx;
+    }
     /* Memory first: refuse before measuring or allocating anything. */
     xf_dtype dev_wd = XF_BF16;
     if (pl->cuda && getenv("XFPROF_CUDA_WEIGHTS") && !strcmp(getenv("XFPROF_CUDA_WEIGHTS"), "fp16")) dev_wd = XF_FP16;
     model_mem mm;
-    if ((s = model_mem_gate(cfg, &mo, dev_wd, pl->cuda ? (double)ctx.gpu.total_mem_bytes : 0, &mm))) return s;
+    if ((s = model_mem_gate(mcfg, &mo, dev_wd, pl->cuda ? (double)ctx.gpu.total_mem_bytes : 0, &mm))) return s;
 
     /* Ceilings and the bandwidth choice. */
     char mpath[4096];
@@ -521,7 +529,7 @@ xf_status runner_run(const run_plan *pl, record *rec, run_notes *notes_out) {
                 notes->ceilings);
     }
     /* Probes, then the model (the perf counters must exist before the OpenMP pool). */
-    if ((s = open_probes(&ctx)) || (s = model_init(&ctx.m, cfg, &mo))) goto out;
+    if ((s = open_probes(&ctx)) || (s = model_init(&ctx.m, mcfg, &mo))) goto out;
 
     rec->model = *cfg;
     rec->model_params = config_param_count(cfg);
@@ -547,7 +555,11 @@ xf_status runner_run(const run_plan *pl, record *rec, run_notes *notes_out) {
                     s = xf_errorf(XF_ENOMEM, "out of memory");
                     goto out;
                 }
-                if ((s = predict_point(cfg, &w, &ctx.dev, p)) || (s = add_kv_alloc_ops(p, workload_decode_steps(&w) > 0))) goto out;
+                const parallel_plan tp_plan = {pl->tp, 1, 1, 0, 1}; /* the split run: vocabulary whole on every rank */
+                if ((s = pl->tp > 1 ? predict_parallel_point(cfg, &w, &tp_plan, &ctx.dev, p) : predict_point(cfg, &w, &ctx.dev, p)) ||
+                    (s = add_kv_alloc_ops(p, workload_decode_steps(&w) > 0)))
+                    goto out;
+                if (pl->tp > 1) predict_parallel_merge_allreduces(p); /* the probes key ops by (phase, layer, op) */
                 p->run.threads = pl->threads;
                 p->run.reps = pl->reps;
                 p->run.warmup = pl->warmup;

@@ -73,6 +73,14 @@ typedef struct run_plan {
      * last-position logits, e.g. to check a run against another engine. NULL: no replay. */
     xf_status (*on_step)(void *ctx, const run_step_view *v);
     void *on_step_ctx;
+    /* Tensor parallel over MPI ranks (cli/run_tp.c; 0 / NULL on one device): this rank's shard of
+     * the model (reference_model/cpu_parallel.h) and the sum over the ranks; the record's ops are
+     * the parallel cost model's (replicate_vocab) with the two all-reduces of a layer as one op. */
+    int tp;
+    const model_config *shard_cfg;
+    const struct model_weights *shard_weights;
+    xf_status (*allreduce)(void *ctx, float *buf, int64_t n, const char *what);
+    void *allreduce_ctx;
     int (*stop)(void);           /* polled between repetitions: nonzero (a signal number) stops the run after the
                                     repetition it is on, the record marked partial (Ctrl-C); NULL: never */
 } run_plan;

@@ -10,6 +10,8 @@ pkgs=(build-essential cmake pkg-config libcjson-dev libopenblas-dev libyajl-dev 
       chromium fonts-liberation fonts-dejavu-core python3 clang libclang-rt-dev valgrind)
 # tests/cli_slurm.sh: a real single-node Slurm (slurmctld, slurmd) with munge, started by the test
 pkgs+=(slurm-wlm munge)
+# Open MPI: the collectives of a model split over ranks (mpirun -np 2 xfprof machine --comm / run --tp).
+pkgs+=(openmpi-bin libopenmpi-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
