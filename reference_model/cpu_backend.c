@@ -92,6 +92,10 @@ typedef struct cpu_ctx {
     float *tiles;          /* (threads, CPU_TILE_FLOATS) dequantization tiles; NULL for fp32 */
     int16_t *aq;           /* int8 weights: (max_cols) one token's input on the 16-bit grid */
     float *as;             /* int8 weights: (max_cols) its per-group scales (at most one per column) */
+    int8_t *a8q;           /* int8 packed weights: (a8_tokens, a8_cols) the decode input quantized to int8 */
+    float *a8s;            /* (a8_tokens, a8_groups) its per-group scales */
+    int32_t *a8c;          /* (a8_tokens, a8_groups) 128 * each group's sum of q */
+    int64_t a8_tokens;     /* min(max_tokens, CPU_GEMM_MIN_TOKENS - 1) */
     double *rope_inv;      /* (head_dim / 2) RoPE inverse frequencies (config_rope_freqs) */
     double rope_scale;     /* what cos and sin are multiplied by (yarn's attention factor; else 1) */
     int64_t bytes;         /* everything allocated above, KV included */
@@ -164,6 +168,9 @@ static void cpu_free(void *ctx) {
     free(c->tiles);
     free(c->aq);
     free(c->as);
+    free(c->a8q);
+    free(c->a8s);
+    free(c->a8c);
     free(c->rope_inv);
     free(c);
 }
@@ -257,6 +264,19 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
         max_cols = max_cols > c->q_dim ? max_cols : c->q_dim;
         c->aq = cpu_alloc(c, max_cols, sizeof(int16_t), &st);
         c->as = cpu_alloc(c, max_cols, sizeof(float), &st);
+        /* decode's int8 inputs (cpu_kernels.h), sized for the widest packed matrix */
+        const wmat *ms[5] = {&c->w->layers[0].qkv, &c->w->layers[0].o, &c->w->layers[0].gate_up, &c->w->layers[0].down,
+                             &c->w->lm_head};
+        int64_t qc = 1, ng = 1;
+        for (int i = 0; i < 5 && cfg->n_layers > 0; i++) {
+            if (!ms[i]->packed) continue;
+            qc = xk_act8_cols(ms[i]) > qc ? xk_act8_cols(ms[i]) : qc;
+            ng = ms[i]->n_groups > ng ? ms[i]->n_groups : ng;
+        }
+        c->a8_tokens = T < CPU_GEMM_MIN_TOKENS - 1 ? T : CPU_GEMM_MIN_TOKENS - 1;
+        c->a8q = cpu_alloc(c, c->a8_tokens * qc, 1, &st);
+        c->a8s = cpu_alloc(c, c->a8_tokens * ng, sizeof(float), &st);
+        c->a8c = cpu_alloc(c, c->a8_tokens * ng, sizeof(int32_t), &st);
     }
     c->rope_inv = cpu_alloc(c, cfg->head_dim / 2, sizeof(double), &st);
     if (!st) st = config_rope_freqs(cfg, c->rope_inv, &c->rope_scale);
@@ -275,9 +295,21 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
  * cpu_kernels.h, in place for more than one token (every input buffer feeds one projection only). */
 static void cpu_linear(cpu_ctx *c, const wmat *W, float *x, int64_t n, float *y) {
     const int64_t rows = W->rows, cols = W->cols;
-    const int q16 = W->dtype == XF_INT8 && n == 1; /* one token: the int16 x int8 kernel */
+    if (W->dtype == XF_INT8 && W->packed && n <= c->a8_tokens) { /* decode: int8 inputs, u8 x s8 kernel */
+        xk_act8_quantize(W, x, n, c->a8q, c->a8s, c->a8c);
+        const int64_t chunks = (rows + CPU_MM_CHUNK - 1) / CPU_MM_CHUNK;
+        const xk_isa isa = c->isa;
+#pragma omp parallel for num_threads(c->threads) schedule(static)
+        for (int64_t ch = 0; ch < chunks; ch++) {
+            int64_t r0 = ch * CPU_MM_CHUNK, r1 = r0 + CPU_MM_CHUNK < rows ? r0 + CPU_MM_CHUNK : rows;
+            xk_matmul_a8(isa, W, c->a8q, c->a8s, c->a8c, n, y, rows, r0, r1);
+        }
+        return;
+    }
+    if (W->dtype == XF_INT8 && W->packed) xk_act8_round(x, n, cols, W->group); /* prefill: the same int8 grid in fp32 */
+    const int q16 = W->dtype == XF_INT8 && !W->packed && n == 1; /* row-major int8: the int16 x int8 kernel */
     if (q16) xk_act16_quantize(x, cols, W->group, c->aq, c->as);
-    else if (W->dtype == XF_INT8) xk_act16_round(x, n, cols, W->group);
+    else if (W->dtype == XF_INT8 && !W->packed) xk_act16_round(x, n, cols, W->group);
     if (n < CPU_GEMM_MIN_TOKENS) {
         const int64_t chunks = (rows + CPU_MM_CHUNK - 1) / CPU_MM_CHUNK;
         const xk_isa isa = c->isa;

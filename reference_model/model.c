@@ -321,6 +321,7 @@ xf_status model_init(model **out, const model_config *cfg, const model_options *
     } else {
         st = weights_init_random(&m->w, cfg, opts->seed, opts->wdtype, group);
     }
+    if (!st) st = weights_pack(m->w); /* int8: the layout the decode kernels stream (weights.h) */
     int64_t kv_slots = 0;
     if (!st && opts->kv_alloc == KV_ALLOC_POOL) {
         kv_cache_config kc;

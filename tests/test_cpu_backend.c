@@ -105,7 +105,7 @@ static void ref_matvec(const refw *r, double *y, const double *W, const double *
         const int64_t c1 = c0 + r->grid < cols ? c0 + r->grid : cols;
         double m = 0;
         for (int64_t j = c0; j < c1; j++) m = fmax(m, fabs(x[j]));
-        for (int64_t j = c0; j < c1; j++) xg[j] = m > 0 ? nearbyint(x[j] / (m / 32767.0)) * (m / 32767.0) : 0.0;
+        for (int64_t j = c0; j < c1; j++) xg[j] = m > 0 ? nearbyint(x[j] / (m / 127.0)) * (m / 127.0) : 0.0;
     }
     for (int64_t i = 0; i < rows; i++) {
         double s = 0;
@@ -542,21 +542,23 @@ Test(cpu_backend, memory_sizes_hand_computed) {
      * = 2 * (7168 + 3584 + 9856 + 4928) = 51072; norms 2 * 56 * 4 = 448 -> 51520 per layer;
      * 2 layers 103040 + embed (tied) 101 * 56 * 2 = 11312 + final norm 224 = 114576. */
     cr_assert_eq(mm.weights_bytes, 114576);
-    /* the same bytes by tensor kind; and int8 at group 16, the scales counted at the fp32 they are
-     * held in: matrices 2 * 25536 = 51072; scales per layer 4 * (128*4 + 56*4 + 176*4 + 56*6) = 7104,
-     * x 2 + embedding 4 * 101 * 4 = 15824; embedding 101 * 56 = 5656; norms 2 * 448 + 224 = 1120 */
+    /* the same bytes by tensor kind; and int8 at group 16 as held, in the packed layout (weights.h:
+     * rows padded to 16, each group of columns to its 16, the last group 56 - 48 = 8 or 88 - 80 = 8
+     * wide padded too), the scales at fp32: matrices per layer 128*64 + 64*64 + 176*64 + 64*96 =
+     * 29696, x 2 = 59392; embedding 112 * 64 = 7168; scales per layer 4 * (128*4 + 64*4 + 176*4 +
+     * 64*6) = 7424, x 2 + embedding 4 * 112 * 4 = 16640; norms 2 * 448 + 224 = 1120 */
     weights_kinds wk;
     cr_assert_eq(weights_bytes_kinds(&c, XF_BF16, 0, &wk), XF_OK);
     cr_assert(wk.layer_matrices == 2 * 2 * 25536 && wk.embeddings == 11312 && wk.scales == 0 && wk.norms_biases == 1120,
               "bf16 kinds %lld %lld %lld %lld", (long long)wk.layer_matrices, (long long)wk.embeddings, (long long)wk.scales,
               (long long)wk.norms_biases);
     cr_assert_eq(weights_bytes_kinds(&c, XF_INT8, 16, &wk), XF_OK);
-    cr_assert(wk.layer_matrices == 51072 && wk.embeddings == 5656 && wk.scales == 15824 && wk.norms_biases == 1120,
+    cr_assert(wk.layer_matrices == 59392 && wk.embeddings == 7168 && wk.scales == 16640 && wk.norms_biases == 1120,
               "int8 kinds %lld %lld %lld %lld", (long long)wk.layer_matrices, (long long)wk.embeddings, (long long)wk.scales,
               (long long)wk.norms_biases);
     int64_t tot;
     cr_assert_eq(weights_bytes(&c, XF_INT8, 16, &tot), XF_OK);
-    cr_assert_eq(tot, 51072 + 5656 + 15824 + 1120);
+    cr_assert_eq(tot, 59392 + 7168 + 16640 + 1120);
     /* KV: slot = 2 * 2 layers * 32 * 2 bytes = 256; paged:16 holds 20 tokens in 32 slots; 2 seqs
      * -> 64 slots * 256 = 16384. */
     cr_assert_eq(mm.kv_bytes, 16384);
