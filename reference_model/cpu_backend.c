@@ -3,8 +3,8 @@
  *
  * Projections: with fewer than CPU_GEMM_MIN_TOKENS rows (decode) the own matmul kernel reads the
  * weights in their stored dtype (bf16 / int8 read at 2 / ~1 bytes per weight: what makes quantized
- * decode faster; int8 inputs go on the 16-bit grid of cpu_kernels.h, and one token runs the
- * int16 x int8 kernel). With more rows (prefill) the output rows go in fixed chunks of CPU_GEMM_ROWS
+ * decode faster; int8 weights are packed at load and take int8 inputs, cpu_kernels.h: the u8 x s8
+ * kernel, batched decode included). With more rows (prefill) the output rows go in fixed chunks of CPU_GEMM_ROWS
  * to the threads, one single-threaded cblas_sgemm call per chunk (fixed shapes: OpenBLAS picks its
  * kernel by shape, so per-thread ranges made the sums' order, and the logits, depend on the thread
  * count); bf16 / int8 weights are first dequantized into a
@@ -291,7 +291,8 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
 
 /* ---- projections ---- */
 
-/* y (n, W->rows) = x (n, W->cols) . W^T. With int8 weights x is first put on the 16-bit grid of
+/* y (n, W->rows) = x (n, W->cols) . W^T. With packed int8 weights x is quantized to int8 (decode)
+ * or rounded to that grid in place (prefill); row-major int8 weights put x on the 16-bit grid of
  * cpu_kernels.h, in place for more than one token (every input buffer feeds one projection only). */
 static void cpu_linear(cpu_ctx *c, const wmat *W, float *x, int64_t n, float *y) {
     const int64_t rows = W->rows, cols = W->cols;

@@ -321,10 +321,11 @@ static void set_env(record *rec, const run_ctx *c) {
     record_set_env(rec, "simd", ceilings_isa());
     for (int i = 0; i < rec->n_points; i++)
         if (rec->points[i].wl.wdtype == XF_INT8) {
-            snprintf(buf, sizeof buf, "int8 projections take their input on a 16-bit grid per group of %d (step max|x|/32767); "
-                     "one-token decode multiplies int16 by int8 (%s)",
+            /* docs/record.md says it in full; env values hold 223 characters */
+            snprintf(buf, sizeof buf, "int8 inputs per token and group of %d: fp32 step max|x|/127, ties to even; weights fp32 scales, "
+                     "packed u8 = int8 + 128; decode (< 32 tokens) u8 x s8 %s minus 128 * sum(q); prefill the same grid in fp32",
                      rec->points[i].wl.quant_group > 0 ? rec->points[i].wl.quant_group : XF_DEFAULT_QUANT_GROUP,
-                     xk_i8a16_name(xk_isa_best()));
+                     xk_a8_name(xk_isa_best()));
             record_set_env(rec, "int8_inputs", buf);
             break;
         }
