@@ -31,6 +31,7 @@
 
 #include "reference_model/backend.h"
 #include "reference_model/cpu_attention.h"
+#include "reference_model/cpu_dnnl.h"
 #include "reference_model/cpu_kernels.h"
 #include "reference_model/kv_cache.h"
 #include "reference_model/weights.h"
@@ -96,6 +97,8 @@ typedef struct cpu_ctx {
     float *a8s;            /* (a8_tokens, a8_groups) its per-group scales */
     int32_t *a8c;          /* (a8_tokens, a8_groups) 128 * each group's sum of q */
     int64_t a8_tokens;     /* min(max_tokens, CPU_GEMM_MIN_TOKENS - 1) */
+    uint16_t *bfx;         /* bf16 weights with oneDNN: (max_tokens, 3, max_cols) prefill input as 3 bf16 parts */
+    cpu_dnnl *dnnl;        /* bf16 weights, prefill, oneDNN built: its engine; NULL otherwise */
     double *rope_inv;      /* (head_dim / 2) RoPE inverse frequencies (config_rope_freqs) */
     double rope_scale;     /* what cos and sin are multiplied by (yarn's attention factor; else 1) */
     int64_t bytes;         /* everything allocated above, KV included */
@@ -171,6 +174,8 @@ static void cpu_free(void *ctx) {
     free(c->a8q);
     free(c->a8s);
     free(c->a8c);
+    free(c->bfx);
+    cpu_dnnl_free(c->dnnl);
     free(c->rope_inv);
     free(c);
 }
@@ -278,6 +283,13 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
         c->a8s = cpu_alloc(c, c->a8_tokens * ng, sizeof(float), &st);
         c->a8c = cpu_alloc(c, c->a8_tokens * ng, sizeof(int32_t), &st);
     }
+    if (!st && c->w->dtype == XF_BF16 && T >= CPU_GEMM_MIN_TOKENS && cpu_dnnl_built()) {
+        /* prefill GEMMs on AMX through oneDNN (cpu_dnnl.h): the input as 3 bf16 parts */
+        int64_t max_cols = cfg->d_model > cfg->d_ff ? cfg->d_model : cfg->d_ff;
+        max_cols = max_cols > c->q_dim ? max_cols : c->q_dim;
+        if (cpu_dnnl_init(&c->dnnl, c->threads) == XF_OK) /* else the fp32 path, as without oneDNN */
+            c->bfx = cpu_alloc(c, T * 3 * max_cols, sizeof(uint16_t), &st);
+    }
     c->rope_inv = cpu_alloc(c, cfg->head_dim / 2, sizeof(double), &st);
     if (!st) st = config_rope_freqs(cfg, c->rope_inv, &c->rope_scale);
     if (c->w->dtype != XF_FP32 && T >= CPU_GEMM_MIN_TOKENS) c->tiles = cpu_alloc(c, (int64_t)c->threads * CPU_TILE_FLOATS, 4, &st);
@@ -306,6 +318,12 @@ static void cpu_linear(cpu_ctx *c, const wmat *W, float *x, int64_t n, float *y)
             xk_matmul_a8(isa, W, c->a8q, c->a8s, c->a8c, n, y, rows, r0, r1);
         }
         return;
+    }
+    if (W->dtype == XF_BF16 && c->dnnl && n >= CPU_GEMM_MIN_TOKENS) { /* prefill: oneDNN (AMX where granted) */
+#pragma omp parallel for num_threads(c->threads) schedule(static)
+        for (int64_t t = 0; t < n; t++) xk_bf16x3_split_planar(x, n, cols, t, t + 1, c->bfx);
+        if (cpu_dnnl_gemm_bf16x3(c->dnnl, W, c->bfx, n, y, rows) == XF_OK) return;
+        /* a oneDNN failure (it said why in the thread's message) leaves y to the fp32 path below */
     }
     if (W->dtype == XF_INT8 && W->packed) xk_act8_round(x, n, cols, W->group); /* prefill: the same int8 grid in fp32 */
     const int q16 = W->dtype == XF_INT8 && !W->packed && n == 1; /* row-major int8: the int16 x int8 kernel */

@@ -836,6 +836,137 @@ void xk_matmul_a8(xk_isa isa, const wmat *W, const int8_t *q, const float *s, co
     a8_scalar(W, q, s, corr, n, y, ldy, r0, r1);
 }
 
+/* ---- bf16 weights times an exact 3-part bf16 input (vdpbf16ps) ---- */
+
+/* Round to nearest even bf16 (weights_f32_to_bf16 without its NaN branch, so the loop
+ * vectorizes: a NaN input gives a NaN part anyway, an infinity inf then NaN parts). */
+static inline uint16_t bf16_rne(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+static inline float bf16_f32(uint16_t h) {
+    const uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* One row of n values into its three parts. */
+static void bf16x3_row(const float *x, int64_t n, uint16_t *hi, uint16_t *mid, uint16_t *lo) {
+#pragma omp simd
+    for (int64_t c = 0; c < n; c++) {
+        const uint16_t h = bf16_rne(x[c]);
+        const float r1 = x[c] - bf16_f32(h); /* exact: the rounding error of h */
+        const uint16_t m = bf16_rne(r1);
+        hi[c] = h;
+        mid[c] = m;
+        lo[c] = bf16_rne(r1 - bf16_f32(m));
+    }
+}
+
+void xk_bf16x3_split(const float *x, int64_t n, int64_t cols, uint16_t *p) {
+    for (int64_t t = 0; t < n; t++) bf16x3_row(x + t * cols, cols, p + t * 3 * cols, p + t * 3 * cols + cols, p + t * 3 * cols + 2 * cols);
+}
+
+void xk_bf16x3_split_planar(const float *x, int64_t n, int64_t cols, int64_t t0, int64_t t1, uint16_t *p) {
+    for (int64_t t = t0; t < t1; t++)
+        bf16x3_row(x + t * cols, cols, p + t * cols, p + (n + t) * cols, p + (2 * n + t) * cols);
+}
+
+#if XK_X86
+#define TGT_AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,fma,avx512bf16")))
+static int have_bf16dp(void) {
+    static int cached = -1;
+    int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (v < 0) {
+        __builtin_cpu_init();
+        v = xk_isa_supported(XK_ISA_AVX512) && __builtin_cpu_supports("avx512bf16");
+        __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
+static inline TGT_AVX512BF16 __m512bh ld_bh(const uint16_t *p) { return (__m512bh)_mm512_loadu_si512((const void *)p); }
+
+/* R rows x T tokens (constants after inlining) from row r: 32 columns per step, three vdpbf16ps
+ * per weight vector (hi, mid, lo, in that order), then one horizontal sum and a scalar tail. Rows
+ * past rb reuse row r and tokens past tb token 0; neither is stored. */
+static inline __attribute__((always_inline)) TGT_AVX512BF16 void bf16x3_tile(const wmat *W, const uint16_t *p, const float *x,
+                                                                              int64_t r, int64_t rb, int64_t t, int64_t tb,
+                                                                              float *y, int64_t ldy, const int R, const int T) {
+    const int64_t cols = W->cols, cv = cols / 32 * 32;
+    const uint16_t *wr[8];
+    const uint16_t *xp[4];
+    for (int i = 0; i < R; i++) wr[i] = (const uint16_t *)W->data + (r + (i < rb ? i : 0)) * cols;
+    for (int j = 0; j < T; j++) xp[j] = p + (t + (j < tb ? j : 0)) * 3 * cols;
+    const int pf = R == 8 && r + 2 * R <= W->rows; /* one token: the next block of rows into L2 (XK_PREFETCH) */
+    __m512 a[8][4];
+    for (int i = 0; i < R; i++)
+        for (int j = 0; j < T; j++) a[i][j] = _mm512_setzero_ps();
+    for (int64_t c = 0; c < cv; c += 32) {
+        __m512bh xh[4], xm[4], xl[4];
+        for (int j = 0; j < T; j++) xh[j] = ld_bh(xp[j] + c), xm[j] = ld_bh(xp[j] + cols + c), xl[j] = ld_bh(xp[j] + 2 * cols + c);
+        if (pf)
+            for (int i = 0; i < R; i++) XK_PREFETCH(wr[i] + R * cols + c);
+        for (int i = 0; i < R; i++) {
+            const __m512bh w = ld_bh(wr[i] + c);
+            for (int j = 0; j < T; j++) {
+                a[i][j] = _mm512_dpbf16_ps(a[i][j], w, xh[j]);
+                a[i][j] = _mm512_dpbf16_ps(a[i][j], w, xm[j]);
+                a[i][j] = _mm512_dpbf16_ps(a[i][j], w, xl[j]);
+            }
+        }
+    }
+    for (int i = 0; i < rb && i < R; i++)
+        for (int j = 0; j < tb && j < T; j++) {
+            float tl = 0.0f;
+            const float *xt = x + (t + j) * cols;
+            for (int64_t c = cv; c < cols; c++) tl += weights_bf16_to_f32(wr[i][c]) * xt[c];
+            y[(t + j) * ldy + r + i] = _mm512_reduce_add_ps(a[i][j]) + tl;
+        }
+}
+
+static TGT_AVX512BF16 void bf16x3_avx512(const wmat *W, const uint16_t *p, const float *x, int64_t n, float *y, int64_t ldy,
+                                         int64_t r0, int64_t r1) {
+    if (n == 1) {
+        for (int64_t r = r0; r < r1; r += 8) bf16x3_tile(W, p, x, r, r1 - r < 8 ? r1 - r : 8, 0, 1, y, ldy, 8, 1);
+        return;
+    }
+    for (int64_t r = r0; r < r1; r += 4) {
+        const int64_t rb = r1 - r < 4 ? r1 - r : 4;
+        for (int64_t t = 0; t < n; t += 4) {
+            const int64_t tb = n - t < 4 ? n - t : 4;
+            if (tb == 4) bf16x3_tile(W, p, x, r, rb, t, 4, y, ldy, 4, 4);
+            else if (tb == 3) bf16x3_tile(W, p, x, r, rb, t, 3, y, ldy, 4, 3);
+            else if (tb == 2) bf16x3_tile(W, p, x, r, rb, t, 2, y, ldy, 4, 2);
+            else bf16x3_tile(W, p, x, r, rb, t, 1, y, ldy, 4, 1);
+        }
+    }
+}
+#endif
+
+int xk_bf16x3_supported(void) {
+#if XK_X86
+    return have_bf16dp();
+#else
+    return 0;
+#endif
+}
+
+void xk_matmul_bf16x3(xk_isa isa, const wmat *W, const uint16_t *p, const float *x, int64_t n, float *y, int64_t ldy,
+                      int64_t r0, int64_t r1) {
+    if (n <= 0 || r1 <= r0) return;
+#if XK_X86
+    if (isa == XK_ISA_AVX512 && W->dtype == XF_BF16 && have_bf16dp()) {
+        bf16x3_avx512(W, p, x, n, y, ldy, r0, r1);
+        return;
+    }
+#endif
+    (void)p;
+    xk_matmul(isa, W, x, n, y, ldy, r0, r1);
+}
+
 void xk_dequant_rows(const wmat *W, int64_t r0, int64_t r1, float *dst) {
     const int64_t cols = W->cols;
     for (int64_t r = r0; r < r1; r++) {

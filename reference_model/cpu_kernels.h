@@ -77,6 +77,24 @@ void xk_matmul_a8(xk_isa isa, const wmat *W, const int8_t *q, const float *s, co
 /* The variant xk_matmul_a8 runs for isa here: "avx512 vnni vpdpbusd", "avx2 pmaddwd" or "scalar". */
 const char *xk_a8_name(xk_isa isa);
 
+/* bf16 weights with AVX512-BF16 (`vdpbf16ps`): the input split exactly into three bf16 parts,
+ * x = hi + mid + lo (8 + 8 + 8 significant bits: fp32's 24), so every bf16 x bf16 product the
+ * instruction forms is exact in fp32 and the sums are as close to the fp32 kernel's as two fp32
+ * summation orders are (inputs below 2^-126, which the instruction flushes, excepted). p (n, 3,
+ * cols): per token hi, mid, lo. */
+void xk_bf16x3_split(const float *x, int64_t n, int64_t cols, uint16_t *p);
+/* The same parts of tokens [t0, t1) planar, p (3, n, cols): all hi rows, then mid, then lo (dense
+ * GEMM operands for cpu_dnnl.h). */
+void xk_bf16x3_split_planar(const float *x, int64_t n, int64_t cols, int64_t t0, int64_t t1, uint16_t *p);
+/* 1 when xk_matmul_bf16x3 runs vdpbf16ps here (avx512_bf16 and the AVX-512 variant). */
+int xk_bf16x3_supported(void);
+/* What xk_matmul computes for bf16 W, from p (xk_bf16x3_split of x) and x (n, W->cols): rows 8 at
+ * a time for one token, 4 rows x 4 tokens otherwise; each (row, token) sum in the same order
+ * whatever the tiling, so a token's result does not depend on its batch. Without avx512_bf16 it
+ * is xk_matmul(isa, ...). */
+void xk_matmul_bf16x3(xk_isa isa, const wmat *W, const uint16_t *p, const float *x, int64_t n, float *y, int64_t ldy,
+                      int64_t r0, int64_t r1);
+
 /* Rows [r0, r1) of W as fp32 into dst (r1 - r0, W->cols): the tile the BLAS GEMM reads. */
 void xk_dequant_rows(const wmat *W, int64_t r0, int64_t r1, float *dst);
 

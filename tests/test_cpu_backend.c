@@ -10,6 +10,7 @@
 #include "reference_model/kv_cache.h"
 #include "reference_model/model.h"
 #include "reference_model/weights.h"
+#include "reference_model/cpu_dnnl.h"
 
 /* ---- the reference ---- */
 
@@ -312,6 +313,17 @@ Test(cpu_backend, bf16_int8_match_reference_on_their_values) {
     run_and_check(&c, XF_BF16, XF_FP32, lens, 2, 3, TOL_FP32, "bf16");
     run_and_check(&c, XF_INT8, XF_FP32, lens, 2, 3, TOL_INT8, "int8");
     run_and_check(&c, XF_FP16, XF_FP32, lens, 2, 3, TOL_FP32, "fp16");
+}
+
+/* bf16 prefill of 40 tokens: the GEMMs through oneDNN where it is built (AMX where granted; three
+ * bf16 GEMMs of the exact 3-part input), against the reference on the same bf16 values: float
+ * rounding only, as the fp32 path. */
+Test(cpu_backend, bf16_prefill_gemm_matches_reference) {
+    model_config c = small_cfg(4, 2, 16, 1, 0);
+    int64_t lens[1] = {40};
+    run_and_check(&c, XF_BF16, XF_FP32, lens, 1, 2, TOL_FP32, "bf16 prefill 40");
+    cr_log_info("bf16 prefill GEMM: %s; %s", cpu_dnnl_built() ? cpu_dnnl_last_impl() : "fp32 OpenBLAS", cpu_dnnl_describe());
+    if (cpu_dnnl_built()) cr_assert(cpu_dnnl_last_impl()[0] != '\0', "oneDNN is built but the prefill did not use it");
 }
 
 /* Against the fp32 weights, quantization error: bf16 keeps 8 bits of mantissa (relative error

@@ -83,6 +83,43 @@ static void check_matmul(xf_dtype dt, int64_t rows, int64_t cols, int group) {
                 }
             }
         }
+        /* bf16: the vdpbf16ps kernel on the 3-part input (where this CPU has it; else xk_matmul), the
+         * same bound against double, and each token's result independent of its batch */
+        if (dt == XF_BF16) {
+            cr_log_info("bf16x3 vdpbf16ps here: %d", xk_bf16x3_supported());
+            uint16_t *p = malloc((size_t)(n * 3 * cols) * sizeof(uint16_t));
+            xk_bf16x3_split(x, n, cols, p);
+            for (int64_t i = 0; i < n * cols; i++) {
+                const int64_t t = i / cols, c = i % cols;
+                const float sum = weights_bf16_to_f32(p[t * 3 * cols + c]) + weights_bf16_to_f32(p[t * 3 * cols + cols + c]) +
+                                  weights_bf16_to_f32(p[t * 3 * cols + 2 * cols + c]);
+                cr_assert_eq(sum, x[i], "3-part split of x[%lld] not exact", (long long)i);
+            }
+            for (int64_t i = 0; i < n_max * ldy; i++) y[i] = -12345.0f;
+            xk_matmul_bf16x3(xk_isa_best(), &W, p, x, n, y, ldy, r0, r1);
+            for (int64_t t = 0; t < n_max; t++)
+                for (int64_t r = 0; r < ldy; r++) {
+                    if (t >= n || r < r0 || r >= r1) {
+                        cr_assert_eq(y[t * ldy + r], -12345.0f, "bf16x3 wrote outside at t=%lld r=%lld", (long long)t, (long long)r);
+                        continue;
+                    }
+                    double want = 0, mag = 0;
+                    for (int64_t c = 0; c < cols; c++) {
+                        const double pr = (double)weights_get(&W, r, c) * x[t * cols + c];
+                        want += pr;
+                        mag += fabs(pr);
+                    }
+                    cr_assert(fabs(y[t * ldy + r] - want) <= 1e-5 * mag + 1e-7, "bf16x3 n=%lld row %lld tok %lld: %.8g vs %.8g",
+                              (long long)n, (long long)r, (long long)t, y[t * ldy + r], want);
+                }
+            for (int64_t t = 0; t < n; t++) {
+                xk_matmul_bf16x3(xk_isa_best(), &W, p + t * 3 * cols, x + t * cols, 1, ys, ldy, r0, r1);
+                for (int64_t r = r0; r < r1; r++)
+                    cr_assert_eq(y[t * ldy + r], ys[r], "bf16x3: token %lld of %lld differs from it alone at row %lld", (long long)t,
+                                 (long long)n, (long long)r);
+            }
+            free(p);
+        }
         /* the vectorized variant against the scalar fallback */
         xk_matmul(XK_ISA_SCALAR, &W, x, n, ys, ldy, r0, r1);
         xk_matmul(xk_isa_best(), &W, x, n, y, ldy, r0, r1);
@@ -104,6 +141,7 @@ Test(cpu_kernels, matmul_int8_group128) { check_matmul(XF_INT8, 37, 200, 128); }
 Test(cpu_kernels, matmul_int8_group32) { check_matmul(XF_INT8, 21, 96, 32); }
 Test(cpu_kernels, matmul_int8_odd_group) { check_matmul(XF_INT8, 9, 61, 24); } /* vector + scalar tail per group */
 Test(cpu_kernels, matmul_tiny) { check_matmul(XF_BF16, 6, 7, 0); }           /* narrower than one vector */
+Test(cpu_kernels, matmul_bf16_wide) { check_matmul(XF_BF16, 29, 32 * 9 + 5, 0); } /* vdpbf16ps steps + a tail */
 
 /* int8 weights times the 16-bit grid: every variant against straight loops in double on the grid
  * values (each product exact), and against the float kernel fed the same grid values. */
