@@ -74,8 +74,15 @@ void xk_act8_round(float *x, int64_t n, int64_t cols, int64_t group);
  * feeds up to 4 `vpdpbusd` and a batched decode step reads the weights once. */
 void xk_matmul_a8(xk_isa isa, const wmat *W, const int8_t *q, const float *s, const int32_t *corr, int64_t n, float *y,
                   int64_t ldy, int64_t r0, int64_t r1);
-/* The variant xk_matmul_a8 runs for isa here: "avx512 vnni vpdpbusd", "avx2 pmaddwd" or "scalar". */
+/* The variant xk_matmul_a8 runs for isa here: "amx tdpbsud (4+ tokens), avx512 vnni vpdpbusd",
+ * "avx512 vnni vpdpbusd", "avx2 pmaddwd" or "scalar". With AVX-512 and 4 or more tokens it runs on
+ * AMX tiles where the CPU has AMX-INT8 and the OS grants the tile state (asked once per process,
+ * arch_prctl ARCH_REQ_XCOMP_PERM), the same bits as the VNNI kernel. */
 const char *xk_a8_name(xk_isa isa);
+/* 1 when the AMX path runs here (CPU and OS). */
+int xk_a8_amx(void);
+/* Tests and benchmarks: 1 keeps xk_matmul_a8 off AMX (the VNNI kernel for every token count). */
+void xk_a8_avoid_amx(int avoid);
 
 /* bf16 weights with AVX512-BF16 (`vdpbf16ps`): the input split exactly into three bf16 parts,
  * x = hi + mid + lo (8 + 8 + 8 significant bits: fp32's 24), so every bf16 x bf16 product the
