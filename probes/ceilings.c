@@ -697,6 +697,7 @@ void ceilings_to_device(const ceilings_result *r, device_spec *d) {
     d->peak_flops[XF_COMPUTE_FP32] = r->fp32_flops;
     /* a CPU's tensor16: the AMX BF16 tiles where measured (what oneDNN's bf16 GEMMs run on), else AVX512-BF16 */
     d->peak_flops[XF_COMPUTE_TENSOR16] = r->amx_bf16_flops > 0 ? r->amx_bf16_flops : r->bf16_flops;
+    d->peak_flops[XF_COMPUTE_INT8] = r->amx_int8_ops; /* AMX INT8 tiles (the int8 kernels' 4+ token path); 0 without */
 }
 
 xf_status ceilings_machine_path(char *buf, size_t len) {

@@ -96,7 +96,8 @@ typedef struct cpu_ctx {
     int8_t *a8q;           /* int8 packed weights: (a8_tokens, a8_cols) the decode input quantized to int8 */
     float *a8s;            /* (a8_tokens, a8_groups) its per-group scales */
     int32_t *a8c;          /* (a8_tokens, a8_groups) 128 * each group's sum of q */
-    int64_t a8_tokens;     /* min(max_tokens, CPU_GEMM_MIN_TOKENS - 1) */
+    int64_t a8_tokens;     /* steps of up to this many tokens take the int8 kernel: max_tokens with AMX tiles,
+                              else min(max_tokens, CPU_GEMM_MIN_TOKENS - 1) (prefill: fp32 GEMM on the grid) */
     uint16_t *bfx;         /* bf16 weights with oneDNN: (max_tokens, 3, max_cols) prefill input as 3 bf16 parts */
     cpu_dnnl *dnnl;        /* bf16 weights, prefill, oneDNN built: its engine; NULL otherwise */
     double *rope_inv;      /* (head_dim / 2) RoPE inverse frequencies (config_rope_freqs) */
@@ -278,7 +279,8 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
             qc = xk_act8_cols(ms[i]) > qc ? xk_act8_cols(ms[i]) : qc;
             ng = ms[i]->n_groups > ng ? ms[i]->n_groups : ng;
         }
-        c->a8_tokens = T < CPU_GEMM_MIN_TOKENS - 1 ? T : CPU_GEMM_MIN_TOKENS - 1;
+        /* with AMX tiles prefill runs the same kernel (xk_a8_amx): buffers for every token of a step */
+        c->a8_tokens = xk_a8_amx() && c->isa == XK_ISA_AVX512 ? T : T < CPU_GEMM_MIN_TOKENS - 1 ? T : CPU_GEMM_MIN_TOKENS - 1;
         c->a8q = cpu_alloc(c, c->a8_tokens * qc, 1, &st);
         c->a8s = cpu_alloc(c, c->a8_tokens * ng, sizeof(float), &st);
         c->a8c = cpu_alloc(c, c->a8_tokens * ng, sizeof(int32_t), &st);
@@ -308,8 +310,10 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
  * cpu_kernels.h, in place for more than one token (every input buffer feeds one projection only). */
 static void cpu_linear(cpu_ctx *c, const wmat *W, float *x, int64_t n, float *y) {
     const int64_t rows = W->rows, cols = W->cols;
-    if (W->dtype == XF_INT8 && W->packed && n <= c->a8_tokens) { /* decode: int8 inputs, u8 x s8 kernel */
-        xk_act8_quantize(W, x, n, c->a8q, c->a8s, c->a8c);
+    if (W->dtype == XF_INT8 && W->packed && n <= c->a8_tokens) { /* decode (prefill with AMX): int8 inputs, u8 x s8 kernel */
+        const int64_t qc = xk_act8_cols(W), ng = W->n_groups;
+#pragma omp parallel for num_threads(c->threads) schedule(static) if (n >= 4)
+        for (int64_t t = 0; t < n; t++) xk_act8_quantize(W, x + t * cols, 1, c->a8q + t * qc, c->a8s + t * ng, c->a8c + t * ng);
         const int64_t chunks = (rows + CPU_MM_CHUNK - 1) / CPU_MM_CHUNK;
         const xk_isa isa = c->isa;
 #pragma omp parallel for num_threads(c->threads) schedule(static)

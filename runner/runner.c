@@ -233,6 +233,11 @@ static xf_status run_point(run_ctx *c, record_point *p) {
             (op->cost.kind == OP_QKV || op->cost.kind == OP_O_PROJ || op->cost.kind == OP_GATE_UP || op->cost.kind == OP_DOWN) &&
             cpu_dnnl_amx_state() == 1 && c->dev.peak_flops[XF_COMPUTE_TENSOR16] > 0)
             op->cost.compute = XF_COMPUTE_TENSOR16;
+        /* int8 projections of 4+ tokens a step ran on AMX INT8 tiles (cpu_kernels.h): that peak */
+        if (!pl->cuda && w->wdtype == XF_INT8 && xk_a8_amx() && xk_isa_best() == XK_ISA_AVX512 && op_kind_is_gemm(op->cost.kind) &&
+            (op->cost.phase == XF_PREFILL && op->cost.kind != OP_LM_HEAD ? w->batch * w->prompt : w->batch) >= 4 &&
+            c->dev.peak_flops[XF_COMPUTE_INT8] > 0)
+            op->cost.compute = XF_COMPUTE_INT8;
         roofline_measure_op(op, &c->dev, &th);
     }
     roofline_summarize_point(p);
@@ -329,10 +334,10 @@ static void set_env(record *rec, const run_ctx *c) {
     for (int i = 0; i < rec->n_points; i++)
         if (rec->points[i].wl.wdtype == XF_INT8) {
             /* docs/record.md says it in full; env values hold 223 characters */
-            snprintf(buf, sizeof buf, "int8 inputs per token and group of %d: fp32 step max|x|/127, ties to even; weights fp32 scales, "
-                     "packed u8 = int8 + 128; decode (< 32 tokens) u8 x s8 %s minus 128 * sum(q); prefill the same grid in fp32",
+            snprintf(buf, sizeof buf, "int8 inputs per token, group %d: fp32 step max|x|/127, ties to even; weights fp32 scales, "
+                     "packed u8 = int8 + 128; u8 x s8 int32 minus 128 * sum(q): %s; prefill %s",
                      rec->points[i].wl.quant_group > 0 ? rec->points[i].wl.quant_group : XF_DEFAULT_QUANT_GROUP,
-                     xk_a8_name(xk_isa_best()));
+                     xk_a8_name(xk_isa_best()), xk_a8_amx() ? "on the tiles" : "the same grid in fp32");
             record_set_env(rec, "int8_inputs", buf);
             break;
         }
