@@ -450,17 +450,25 @@ void xk_act16_quantize(const float *x, int64_t cols, int64_t group, int16_t *q, 
     }
 }
 
-void xk_act16_round(float *x, int64_t n, int64_t cols, int64_t group) {
+/* Each row of x (n, cols) to its grid value per group: s * round(x / s), |q| <= qmax. */
+static void grid_round(float *x, int64_t n, int64_t cols, int64_t group, float qmax) {
+    const long qm = (long)qmax;
     for (int64_t t = 0; t < n; t++) {
         float *xt = x + t * cols;
         for (int64_t c0 = 0; c0 < cols; c0 += group) {
             const int64_t c1 = c0 + group < cols ? c0 + group : cols;
             float inv;
-            const float s = grid_scale(xt + c0, c1 - c0, XK_ACT16_MAX, &inv);
-            for (int64_t c = c0; c < c1; c++) xt[c] = (float)(int16_t)lrintf(xt[c] * inv) * s;
+            const float s = grid_scale(xt + c0, c1 - c0, qmax, &inv);
+            for (int64_t c = c0; c < c1; c++) {
+                long v = lrintf(xt[c] * inv);
+                v = v > qm ? qm : v < -qm ? -qm : v;
+                xt[c] = (float)v * s;
+            }
         }
     }
 }
+
+void xk_act16_round(float *x, int64_t n, int64_t cols, int64_t group) { grid_round(x, n, cols, group, XK_ACT16_MAX); }
 
 /* int32 lanes hold at most 2 * XK_I8A16_SPAN / LANES products of |127 * 32767|: flushed to float
  * every XK_I8A16_SPAN elements, far from overflow. */
@@ -648,21 +656,7 @@ void xk_act8_quantize(const wmat *W, const float *x, int64_t n, int8_t *q, float
     }
 }
 
-void xk_act8_round(float *x, int64_t n, int64_t cols, int64_t group) {
-    for (int64_t t = 0; t < n; t++) {
-        float *xt = x + t * cols;
-        for (int64_t c0 = 0; c0 < cols; c0 += group) {
-            const int64_t c1 = c0 + group < cols ? c0 + group : cols;
-            float inv;
-            const float s = grid_scale(xt + c0, c1 - c0, XK_ACT8_MAX, &inv);
-            for (int64_t c = c0; c < c1; c++) {
-                long v = lrintf(xt[c] * inv);
-                v = v > 127 ? 127 : v < -127 ? -127 : v;
-                xt[c] = (float)v * s;
-            }
-        }
-    }
-}
+void xk_act8_round(float *x, int64_t n, int64_t cols, int64_t group) { grid_round(x, n, cols, group, XK_ACT8_MAX); }
 
 /* The portable reference: exact dot products per group in uint32 (modulo 2^32, as the vector
  * lanes), then the group's fp32 scale product. */

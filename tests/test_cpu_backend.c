@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "reference_model/config.h"
 #include "reference_model/kv_cache.h"
 #include "reference_model/model.h"
 #include "reference_model/weights.h"
@@ -358,6 +359,57 @@ Test(cpu_backend, fp16_within_tolerance_of_fp32) { quant_vs_fp32(XF_FP16, XF_FP3
 Test(cpu_backend, int8_within_tolerance_of_fp32) { quant_vs_fp32(XF_INT8, XF_FP32, 0.03); }
 Test(cpu_backend, fp16_kv_within_tolerance) { quant_vs_fp32(XF_FP32, XF_FP16, 0.001); }
 Test(cpu_backend, bf16_kv_within_tolerance) { quant_vs_fp32(XF_FP32, XF_BF16, 0.005); }
+
+/* Token agreement with fp32 (issue 20): stories15m at its real shapes (random weights), 4
+ * sequences of 8 prompt tokens, 24 greedy tokens each, with bf16, fp16 and int8 weights (int8 at
+ * batch 4: the AMX tile path where granted; at batch 1 the VNNI kernel). Greedy sequences part at
+ * the first near-tie the quantization flips and differ from there on. Measured here: bf16 96/96
+ * and 24/24, fp16 96/96 and 24/24, int8 72/96 (one sequence parts) and 24/24 tokens equal to
+ * fp32's. Stated floors: 90% for bf16 and fp16, 2/3 at batch 4 and 90% at batch 1 for int8 (a
+ * broken kernel agrees on ~1 / vocab of them). */
+static int agreement(const model_config *c, xf_dtype wdt, int64_t batch, const int32_t *prompts, const int32_t *ref, int64_t gen) {
+    model *m = make_model(c, wdt, XF_FP32, 2, "paged:16", KV_ALLOC_POOL, batch, 8, 8 + gen, 5);
+    int64_t lens[4] = {8, 8, 8, 8};
+    cr_assert_eq(model_prefill(m, (int)batch, prompts, lens, NULL), XF_OK);
+    for (int64_t i = 1; i < gen; i++) cr_assert_eq(model_decode_step(m, NULL, NULL), XF_OK);
+    int same = 0;
+    for (int64_t b = 0; b < batch; b++) {
+        int64_t n;
+        const int32_t *t = model_tokens(m, (int)b, &n);
+        cr_assert_eq(n, gen);
+        for (int64_t i = 0; ref && i < gen; i++) same += t[i] == ref[b * gen + i];
+    }
+    model_free(m);
+    return same;
+}
+
+Test(cpu_backend, token_agreement_with_fp32_per_dtype, .timeout = 120) {
+    model_config c;
+    cr_assert_eq(config_resolve("stories15m", &c), XF_OK);
+    enum { B = 4, G = 24 };
+    int32_t prompts[B * 8], ref[B * G], ref1[G];
+    make_prompts(prompts, B * 8, c.vocab, 4242);
+    model *m = make_model(&c, XF_FP32, XF_FP32, 2, "paged:16", KV_ALLOC_POOL, B, 8, 8 + G, 5);
+    int64_t lens[B] = {8, 8, 8, 8}, n;
+    cr_assert_eq(model_prefill(m, B, prompts, lens, NULL), XF_OK);
+    for (int i = 1; i < G; i++) cr_assert_eq(model_decode_step(m, NULL, NULL), XF_OK);
+    for (int b = 0; b < B; b++) memcpy(ref + b * G, model_tokens(m, b, &n), G * sizeof(int32_t));
+    model_free(m);
+    m = make_model(&c, XF_FP32, XF_FP32, 2, "paged:16", KV_ALLOC_POOL, 1, 8, 8 + G, 5);
+    int64_t l1 = 8;
+    cr_assert_eq(model_prefill(m, 1, prompts, &l1, NULL), XF_OK);
+    for (int i = 1; i < G; i++) cr_assert_eq(model_decode_step(m, NULL, NULL), XF_OK);
+    memcpy(ref1, model_tokens(m, 0, &n), G * sizeof(int32_t));
+    model_free(m);
+    const xf_dtype dts[3] = {XF_BF16, XF_FP16, XF_INT8};
+    for (int k = 0; k < 3; k++) {
+        const int sb = agreement(&c, dts[k], B, prompts, ref, G), s1 = agreement(&c, dts[k], 1, prompts, ref1, G);
+        cr_log_info("%s: %d of %d tokens equal to fp32's at batch %d, %d of %d at batch 1", dtype_name(dts[k]), sb, B * G, B, s1, G);
+        const double floor_b = dts[k] == XF_INT8 ? 2.0 / 3.0 : 0.9;
+        cr_assert(sb >= floor_b * B * G && s1 >= 0.9 * G, "%s agrees with fp32 on %d of %d (batch %d) and %d of %d (batch 1): below its floor",
+                  dtype_name(dts[k]), sb, B * G, B, s1, G);
+    }
+}
 
 /* Runs prefill + `steps` decode steps and returns all logits (n_seqs * (steps + 1) * vocab) and tokens. */
 static float *run_all(model *m, const model_config *c, int steps, int32_t *tokens_out) {
