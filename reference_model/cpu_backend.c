@@ -7,7 +7,9 @@
  * kernel, batched decode included). With more rows (prefill) the output rows go in fixed chunks of CPU_GEMM_ROWS
  * to the threads, one single-threaded cblas_sgemm call per chunk (fixed shapes: OpenBLAS picks its
  * kernel by shape, so per-thread ranges made the sums' order, and the logits, depend on the thread
- * count); bf16 / int8 weights are first dequantized into a
+ * count); bf16 / int8 weights are first dequantized into a (bf16 prefill goes to oneDNN's AMX GEMMs
+ * where the build has oneDNN, int8 prefill to the AMX tile kernel where the OS grants AMX; this is
+ * their fallback)
  * per-thread fp32 tile of a few MB (the dequantization costs O(rows * cols) against the GEMM's
  * O(tokens * rows * cols), so it is amortized over the prompt). OpenBLAS is set to one thread:
  * all parallelism is OpenMP's, so BLAS threads never compete with OpenMP threads for the cores,
@@ -305,8 +307,9 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
 
 /* ---- projections ---- */
 
-/* y (n, W->rows) = x (n, W->cols) . W^T. With packed int8 weights x is quantized to int8 (decode)
- * or rounded to that grid in place (prefill); row-major int8 weights put x on the 16-bit grid of
+/* y (n, W->rows) = x (n, W->cols) . W^T. With packed int8 weights x is quantized to int8 (decode,
+ * and prefill on AMX tiles) or rounded to that grid in place (prefill without AMX: the fp32 GEMM);
+ * bf16 prefill goes to oneDNN where built (cpu_dnnl.h); row-major int8 weights put x on the 16-bit grid of
  * cpu_kernels.h, in place for more than one token (every input buffer feeds one projection only). */
 static void cpu_linear(cpu_ctx *c, const wmat *W, float *x, int64_t n, float *y) {
     const int64_t rows = W->rows, cols = W->cols;
