@@ -377,8 +377,13 @@ xf_status weights_pack_int8(wmat *m) {
     const int8_t *src = m->data;
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < m->rows; r++) {
-        for (int64_t c = 0; c < m->cols; c++) d[pack_off(&p, r, c)] = (uint8_t)(src[r * m->cols + c] + 128);
-        for (int64_t g = 0; g < m->n_groups; g++) sc[weights_scale_index(&p, r, g * m->group)] = m->scales[r * m->n_groups + g];
+        const int8_t *sr = src + r * m->cols;
+        for (int64_t g = 0; g < m->n_groups; g++) { /* pack_off without a division per element */
+            const int64_t c0 = g * m->group, len = (c0 + m->group < m->cols ? c0 + m->group : m->cols) - c0;
+            uint8_t *dg = d + pack_off(&p, r, c0);
+            for (int64_t k = 0; k < len; k++) dg[(k >> 2) * 4 * WMAT_PACK_ROWS + (k & 3)] = (uint8_t)(sr[c0 + k] + 128);
+            sc[weights_scale_index(&p, r, c0)] = m->scales[r * m->n_groups + g];
+        }
     }
     if (m->owned) {
         free(m->data);
