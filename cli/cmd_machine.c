@@ -14,6 +14,7 @@
 #include "probes/ceilings.h"
 #include "probes/gpu_ceilings.h"
 #include "reference_model/cuda_backend.h"
+#include "reference_model/cpu_dnnl.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -58,6 +59,7 @@ static void print_table(const ceilings_result *r, const device_spec *d, const ch
                r->amx_int8_ops / 1e9);
     else
         printf("%-28s %15s (%s)\n", "AMX peaks", "n/a", r->amx_note);
+    printf("%-28s %s\n", "bf16 prefill GEMMs", cpu_dnnl_describe()); /* oneDNN found at build or not */
     if (d->bandwidth_Bps > 0)
         printf("ridge (FP32 / DRAM read): %.1f FLOP/byte; ridge (FP32 / in-cache read): %.1f FLOP/byte\n",
                d->peak_flops[XF_COMPUTE_FP32] / d->bandwidth_Bps,

@@ -695,7 +695,9 @@ void ceilings_to_device(const ceilings_result *r, device_spec *d) {
     d->cache_bytes = r->llc_bytes;
     d->cache_bandwidth_Bps = r->cache[CEIL_READ].Bps;
     d->peak_flops[XF_COMPUTE_FP32] = r->fp32_flops;
-    d->peak_flops[XF_COMPUTE_TENSOR16] = r->bf16_flops;
+    /* a CPU's tensor16: the AMX BF16 tiles where measured (what oneDNN's bf16 GEMMs run on), else AVX512-BF16 */
+    d->peak_flops[XF_COMPUTE_TENSOR16] = r->amx_bf16_flops > 0 ? r->amx_bf16_flops : r->bf16_flops;
+    d->peak_flops[XF_COMPUTE_INT8] = r->amx_int8_ops; /* AMX INT8 tiles (the int8 kernels' 4+ token path); 0 without */
 }
 
 xf_status ceilings_machine_path(char *buf, size_t len) {

@@ -3,11 +3,13 @@
  *
  * Projections: with fewer than CPU_GEMM_MIN_TOKENS rows (decode) the own matmul kernel reads the
  * weights in their stored dtype (bf16 / int8 read at 2 / ~1 bytes per weight: what makes quantized
- * decode faster; int8 inputs go on the 16-bit grid of cpu_kernels.h, and one token runs the
- * int16 x int8 kernel). With more rows (prefill) the output rows go in fixed chunks of CPU_GEMM_ROWS
+ * decode faster; int8 weights are packed at load and take int8 inputs, cpu_kernels.h: the u8 x s8
+ * kernel, batched decode included). With more rows (prefill) the output rows go in fixed chunks of CPU_GEMM_ROWS
  * to the threads, one single-threaded cblas_sgemm call per chunk (fixed shapes: OpenBLAS picks its
  * kernel by shape, so per-thread ranges made the sums' order, and the logits, depend on the thread
- * count); bf16 / int8 weights are first dequantized into a
+ * count); bf16 / int8 weights are first dequantized into a (bf16 prefill goes to oneDNN's AMX GEMMs
+ * where the build has oneDNN, int8 prefill to the AMX tile kernel where the OS grants AMX; this is
+ * their fallback)
  * per-thread fp32 tile of a few MB (the dequantization costs O(rows * cols) against the GEMM's
  * O(tokens * rows * cols), so it is amortized over the prompt). OpenBLAS is set to one thread:
  * all parallelism is OpenMP's, so BLAS threads never compete with OpenMP threads for the cores,
@@ -31,6 +33,7 @@
 
 #include "reference_model/backend.h"
 #include "reference_model/cpu_attention.h"
+#include "reference_model/cpu_dnnl.h"
 #include "reference_model/cpu_kernels.h"
 #include "reference_model/kv_cache.h"
 #include "reference_model/weights.h"
@@ -92,6 +95,13 @@ typedef struct cpu_ctx {
     float *tiles;          /* (threads, CPU_TILE_FLOATS) dequantization tiles; NULL for fp32 */
     int16_t *aq;           /* int8 weights: (max_cols) one token's input on the 16-bit grid */
     float *as;             /* int8 weights: (max_cols) its per-group scales (at most one per column) */
+    int8_t *a8q;           /* int8 packed weights: (a8_tokens, a8_cols) the decode input quantized to int8 */
+    float *a8s;            /* (a8_tokens, a8_groups) its per-group scales */
+    int32_t *a8c;          /* (a8_tokens, a8_groups) 128 * each group's sum of q */
+    int64_t a8_tokens;     /* steps of up to this many tokens take the int8 kernel: max_tokens with AMX tiles,
+                              else min(max_tokens, CPU_GEMM_MIN_TOKENS - 1) (prefill: fp32 GEMM on the grid) */
+    uint16_t *bfx;         /* bf16 weights with oneDNN: (max_tokens, 3, max_cols) prefill input as 3 bf16 parts */
+    cpu_dnnl *dnnl;        /* bf16 weights, prefill, oneDNN built: its engine; NULL otherwise */
     double *rope_inv;      /* (head_dim / 2) RoPE inverse frequencies (config_rope_freqs) */
     double rope_scale;     /* what cos and sin are multiplied by (yarn's attention factor; else 1) */
     int64_t bytes;         /* everything allocated above, KV included */
@@ -166,6 +176,11 @@ static void cpu_free(void *ctx) {
     free(c->tiles);
     free(c->aq);
     free(c->as);
+    free(c->a8q);
+    free(c->a8s);
+    free(c->a8c);
+    free(c->bfx);
+    cpu_dnnl_free(c->dnnl);
     free(c->rope_inv);
     free(c);
 }
@@ -261,6 +276,27 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
         max_cols = max_cols > c->q_dim ? max_cols : c->q_dim;
         c->aq = cpu_alloc(c, max_cols, sizeof(int16_t), &st);
         c->as = cpu_alloc(c, max_cols, sizeof(float), &st);
+        /* decode's int8 inputs (cpu_kernels.h), sized for the widest packed matrix */
+        const wmat *ms[5] = {&c->w->layers[0].qkv, &c->w->layers[0].o, &c->w->layers[0].gate_up, &c->w->layers[0].down,
+                             &c->w->lm_head};
+        int64_t qc = 1, ng = 1;
+        for (int i = 0; i < 5 && cfg->n_layers > 0; i++) {
+            if (!ms[i]->packed) continue;
+            qc = xk_act8_cols(ms[i]) > qc ? xk_act8_cols(ms[i]) : qc;
+            ng = ms[i]->n_groups > ng ? ms[i]->n_groups : ng;
+        }
+        /* with AMX tiles prefill runs the same kernel (xk_a8_amx): buffers for every token of a step */
+        c->a8_tokens = xk_a8_amx() && c->isa == XK_ISA_AVX512 ? T : T < CPU_GEMM_MIN_TOKENS - 1 ? T : CPU_GEMM_MIN_TOKENS - 1;
+        c->a8q = cpu_alloc(c, c->a8_tokens * qc, 1, &st);
+        c->a8s = cpu_alloc(c, c->a8_tokens * ng, sizeof(float), &st);
+        c->a8c = cpu_alloc(c, c->a8_tokens * ng, sizeof(int32_t), &st);
+    }
+    if (!st && c->w->dtype == XF_BF16 && T >= CPU_GEMM_MIN_TOKENS && cpu_dnnl_built()) {
+        /* prefill GEMMs on AMX through oneDNN (cpu_dnnl.h): the input as 3 bf16 parts */
+        int64_t max_cols = cfg->d_model > cfg->d_ff ? cfg->d_model : cfg->d_ff;
+        max_cols = max_cols > c->q_dim ? max_cols : c->q_dim;
+        if (cpu_dnnl_init(&c->dnnl, c->threads) == XF_OK) /* else the fp32 path, as without oneDNN */
+            c->bfx = cpu_alloc(c, T * 3 * max_cols, sizeof(uint16_t), &st);
     }
     c->rope_inv = cpu_alloc(c, cfg->head_dim / 2, sizeof(double), &st);
     if (!st) st = config_rope_freqs(cfg, c->rope_inv, &c->rope_scale);
@@ -275,13 +311,35 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
 
 /* ---- projections ---- */
 
-/* y (n, W->rows) = x (n, W->cols) . W^T. With int8 weights x is first put on the 16-bit grid of
+/* y (n, W->rows) = x (n, W->cols) . W^T. With packed int8 weights x is quantized to int8 (decode,
+ * and prefill on AMX tiles) or rounded to that grid in place (prefill without AMX: the fp32 GEMM);
+ * bf16 prefill goes to oneDNN where built (cpu_dnnl.h); row-major int8 weights put x on the 16-bit grid of
  * cpu_kernels.h, in place for more than one token (every input buffer feeds one projection only). */
 static void cpu_linear(cpu_ctx *c, const wmat *W, float *x, int64_t n, float *y) {
     const int64_t rows = W->rows, cols = W->cols;
-    const int q16 = W->dtype == XF_INT8 && n == 1; /* one token: the int16 x int8 kernel */
+    if (W->dtype == XF_INT8 && W->packed && n <= c->a8_tokens) { /* decode (prefill with AMX): int8 inputs, u8 x s8 kernel */
+        const int64_t qc = xk_act8_cols(W), ng = W->n_groups;
+#pragma omp parallel for num_threads(c->threads) schedule(static) if (n >= 4)
+        for (int64_t t = 0; t < n; t++) xk_act8_quantize(W, x + t * cols, 1, c->a8q + t * qc, c->a8s + t * ng, c->a8c + t * ng);
+        const int64_t chunks = (rows + CPU_MM_CHUNK - 1) / CPU_MM_CHUNK;
+        const xk_isa isa = c->isa;
+#pragma omp parallel for num_threads(c->threads) schedule(static)
+        for (int64_t ch = 0; ch < chunks; ch++) {
+            int64_t r0 = ch * CPU_MM_CHUNK, r1 = r0 + CPU_MM_CHUNK < rows ? r0 + CPU_MM_CHUNK : rows;
+            xk_matmul_a8(isa, W, c->a8q, c->a8s, c->a8c, n, y, rows, r0, r1);
+        }
+        return;
+    }
+    if (W->dtype == XF_BF16 && c->dnnl && n >= CPU_GEMM_MIN_TOKENS) { /* prefill: oneDNN (AMX where granted) */
+#pragma omp parallel for num_threads(c->threads) schedule(static)
+        for (int64_t t = 0; t < n; t++) xk_bf16x3_split_planar(x, n, cols, t, t + 1, c->bfx);
+        if (cpu_dnnl_gemm_bf16x3(c->dnnl, W, c->bfx, n, y, rows) == XF_OK) return;
+        /* a oneDNN failure (it said why in the thread's message) leaves y to the fp32 path below */
+    }
+    if (W->dtype == XF_INT8 && W->packed) xk_act8_round(x, n, cols, W->group); /* prefill: the same int8 grid in fp32 */
+    const int q16 = W->dtype == XF_INT8 && !W->packed && n == 1; /* row-major int8: the int16 x int8 kernel */
     if (q16) xk_act16_quantize(x, cols, W->group, c->aq, c->as);
-    else if (W->dtype == XF_INT8) xk_act16_round(x, n, cols, W->group);
+    else if (W->dtype == XF_INT8 && !W->packed) xk_act16_round(x, n, cols, W->group);
     if (n < CPU_GEMM_MIN_TOKENS) {
         const int64_t chunks = (rows + CPU_MM_CHUNK - 1) / CPU_MM_CHUNK;
         const xk_isa isa = c->isa;

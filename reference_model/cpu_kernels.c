@@ -6,6 +6,11 @@
 
 #include "reference_model/cpu_simd.h"
 
+#if XK_X86
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 /* ---- ISA selection ---- */
 
 #if XK_X86
@@ -377,8 +382,28 @@ static TGT_AVX512 void mm_avx512_i8(const wmat *W, const float *x, int64_t n, fl
 }
 #endif
 
+/* Packed int8 (weights.h) through the float interface: element by element, the sums as mm_scalar's. */
+static void mm_scalar_packed(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
+    const int64_t cols = W->cols, group = W->group, ng = W->n_groups;
+    for (int64_t r = r0; r < r1; r++)
+        for (int64_t t = 0; t < n; t++) {
+            float acc = 0.0f;
+            for (int64_t g = 0; g < ng; g++) {
+                const int64_t c0 = g * group, c1 = c0 + group < cols ? c0 + group : cols;
+                float p = 0.0f;
+                for (int64_t c = c0; c < c1; c++) p += (float)weights_i8_at(W, r, c) * x[t * cols + c];
+                acc += p * W->scales[weights_scale_index(W, r, c0)];
+            }
+            y[t * ldy + r] = acc;
+        }
+}
+
 void xk_matmul(xk_isa isa, const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
     if (n <= 0 || r1 <= r0) return;
+    if (W->dtype == XF_INT8 && W->packed) {
+        mm_scalar_packed(W, x, n, y, ldy, r0, r1);
+        return;
+    }
 #if XK_X86
     if (isa == XK_ISA_AVX512) {
         if (W->dtype == XF_FP32) mm_avx512_f32(W, x, n, y, ldy, r0, r1);
@@ -402,9 +427,9 @@ void xk_matmul(xk_isa isa, const wmat *W, const float *x, int64_t n, float *y, i
 
 /* ---- int8 weights times a 16-bit input grid ---- */
 
-/* The grid of one group of n values: s = max|x| / 32767 (NaN when one is not finite) and the
+/* The grid of one group of n values: s = max|x| / qmax (NaN when one is not finite) and the
  * factor that maps x to q. */
-static float act16_scale(const float *x, int64_t n, float *inv) {
+static float grid_scale(const float *x, int64_t n, float qmax, float *inv) {
     float m = 0.0f;
     int finite = 1;
     for (int64_t c = 0; c < n; c++) {
@@ -412,30 +437,38 @@ static float act16_scale(const float *x, int64_t n, float *inv) {
         finite &= isfinite(a);
         m = a > m ? a : m;
     }
-    *inv = finite && m > 0.0f ? XK_ACT16_MAX / m : 0.0f;
-    return finite ? m / XK_ACT16_MAX : NAN;
+    *inv = finite && m > 0.0f ? qmax / m : 0.0f;
+    return finite ? m / qmax : NAN;
 }
 
 void xk_act16_quantize(const float *x, int64_t cols, int64_t group, int16_t *q, float *s) {
     for (int64_t g = 0, c0 = 0; c0 < cols; g++, c0 += group) {
         const int64_t c1 = c0 + group < cols ? c0 + group : cols;
         float inv;
-        s[g] = act16_scale(x + c0, c1 - c0, &inv);
+        s[g] = grid_scale(x + c0, c1 - c0, XK_ACT16_MAX, &inv);
         for (int64_t c = c0; c < c1; c++) q[c] = (int16_t)lrintf(x[c] * inv);
     }
 }
 
-void xk_act16_round(float *x, int64_t n, int64_t cols, int64_t group) {
+/* Each row of x (n, cols) to its grid value per group: s * round(x / s), |q| <= qmax. */
+static void grid_round(float *x, int64_t n, int64_t cols, int64_t group, float qmax) {
+    const long qm = (long)qmax;
     for (int64_t t = 0; t < n; t++) {
         float *xt = x + t * cols;
         for (int64_t c0 = 0; c0 < cols; c0 += group) {
             const int64_t c1 = c0 + group < cols ? c0 + group : cols;
             float inv;
-            const float s = act16_scale(xt + c0, c1 - c0, &inv);
-            for (int64_t c = c0; c < c1; c++) xt[c] = (float)(int16_t)lrintf(xt[c] * inv) * s;
+            const float s = grid_scale(xt + c0, c1 - c0, qmax, &inv);
+            for (int64_t c = c0; c < c1; c++) {
+                long v = lrintf(xt[c] * inv);
+                v = v > qm ? qm : v < -qm ? -qm : v;
+                xt[c] = (float)v * s;
+            }
         }
     }
 }
+
+void xk_act16_round(float *x, int64_t n, int64_t cols, int64_t group) { grid_round(x, n, cols, group, XK_ACT16_MAX); }
 
 /* int32 lanes hold at most 2 * XK_I8A16_SPAN / LANES products of |127 * 32767|: flushed to float
  * every XK_I8A16_SPAN elements, far from overflow. */
@@ -451,16 +484,15 @@ void xk_act16_round(float *x, int64_t n, int64_t cols, int64_t group) {
 
 static void i8a16_scalar(const wmat *W, const int16_t *q, const float *s, float *y, int64_t r0, int64_t r1) {
     const int64_t cols = W->cols, group = W->group, ng = W->n_groups;
-    const int8_t *wd = W->data;
     for (int64_t r = r0; r < r1; r++) {
         float acc = 0.0f;
         for (int64_t g = 0; g < ng; g++) {
             const int64_t c0 = g * group, c1 = c0 + group < cols ? c0 + group : cols;
-            const float sc = W->scales[r * ng + g] * s[g];
+            const float sc = W->scales[weights_scale_index(W, r, c0)] * s[g];
             for (int64_t k0 = c0; k0 < c1; k0 += XK_I8A16_SPAN) {
                 const int64_t k1 = k0 + XK_I8A16_SPAN < c1 ? k0 + XK_I8A16_SPAN : c1;
                 int32_t p = 0;
-                for (int64_t c = k0; c < k1; c++) p += (int32_t)wd[r * cols + c] * q[c];
+                for (int64_t c = k0; c < k1; c++) p += (int32_t)weights_i8_at(W, r, c) * q[c];
                 acc += sc * (float)p;
             }
         }
@@ -578,6 +610,10 @@ const char *xk_i8a16_name(xk_isa isa) {
 
 void xk_matvec_i8a16(xk_isa isa, const wmat *W, const int16_t *q, const float *s, float *y, int64_t r0, int64_t r1) {
     if (r1 <= r0) return;
+    if (W->packed) {
+        i8a16_scalar(W, q, s, y, r0, r1);
+        return;
+    }
 #if XK_X86
     if (isa == XK_ISA_AVX512) {
         if (have_vnni()) i8a16_avx512vnni(W, q, s, y, r0, r1);
@@ -592,6 +628,456 @@ void xk_matvec_i8a16(xk_isa isa, const wmat *W, const int16_t *q, const float *s
     (void)isa;
 #endif
     i8a16_scalar(W, q, s, y, r0, r1);
+}
+
+/* ---- packed int8 weights times int8 inputs (u8 x s8 vpdpbusd) ---- */
+
+int64_t xk_act8_cols(const wmat *W) { return W->n_groups * W->gpad; }
+
+void xk_act8_quantize(const wmat *W, const float *x, int64_t n, int8_t *q, float *s, int32_t *corr) {
+    const int64_t cols = W->cols, group = W->group, ng = W->n_groups, gp = W->gpad, qc = ng * gp;
+    for (int64_t t = 0; t < n; t++) {
+        const float *xt = x + t * cols;
+        for (int64_t g = 0; g < ng; g++) {
+            const int64_t c0 = g * group, len = (c0 + group < cols ? c0 + group : cols) - c0;
+            float inv;
+            s[t * ng + g] = grid_scale(xt + c0, len, XK_ACT8_MAX, &inv);
+            int8_t *qg = q + t * qc + g * gp;
+            int32_t sum = 0;
+            for (int64_t k = 0; k < len; k++) {
+                long v = lrintf(xt[c0 + k] * inv); /* |x * inv| <= 127 up to rounding; NaN: s is NaN */
+                v = v > 127 ? 127 : v < -127 ? -127 : v;
+                qg[k] = (int8_t)v;
+                sum += (int32_t)v;
+            }
+            for (int64_t k = len; k < gp; k++) qg[k] = 0;
+            corr[t * ng + g] = 128 * sum;
+        }
+    }
+}
+
+void xk_act8_round(float *x, int64_t n, int64_t cols, int64_t group) { grid_round(x, n, cols, group, XK_ACT8_MAX); }
+
+/* The portable reference: exact dot products per group in uint32 (modulo 2^32, as the vector
+ * lanes), then the group's fp32 scale product. */
+static void a8_scalar(const wmat *W, const int8_t *q, const float *s, const int32_t *corr, int64_t n, float *y, int64_t ldy,
+                      int64_t r0, int64_t r1) {
+    const int64_t ng = W->n_groups, gp = W->gpad, qc = ng * gp;
+    const uint8_t *wd = W->data;
+    for (int64_t r = r0; r < r1; r++) {
+        const int64_t b = r / WMAT_PACK_ROWS, i = r % WMAT_PACK_ROWS;
+        for (int64_t t = 0; t < n; t++) {
+            float acc = 0.0f;
+            for (int64_t g = 0; g < ng; g++) {
+                const uint8_t *wg = wd + (b * ng + g) * gp * WMAT_PACK_ROWS + i * 4;
+                const int8_t *qg = q + t * qc + g * gp;
+                uint32_t p = 0;
+                for (int64_t k = 0; k < gp; k++) p += (uint32_t)((int32_t)wg[(k >> 2) * 4 * WMAT_PACK_ROWS + (k & 3)] * qg[k]);
+                const int32_t d = (int32_t)(p - (uint32_t)corr[t * ng + g]);
+                acc += (float)d * (W->scales[(b * ng + g) * WMAT_PACK_ROWS + i] * s[t * ng + g]);
+            }
+            y[t * ldy + r] = acc;
+        }
+    }
+}
+
+/* The next weights, fetched ahead of the stream: a block's groups are contiguous and blocks follow
+ * each other, so this runs on into the next block (a prefetch never faults). */
+#define XK_A8_PF 1024
+
+#if XK_X86
+/* One 16-row block times TB tokens (TB a constant after inlining): two accumulator chains per
+ * token (columns k and k + 4) so one token's vpdpbusd do not wait on each other. */
+static inline __attribute__((always_inline)) TGT_AVX512VNNI void a8_tile512(const uint8_t *wb, const float *sb, int64_t ng,
+                                                                            int64_t gp, const int8_t *q, int64_t qc,
+                                                                            const float *s, const int32_t *corr, const int TB,
+                                                                            float *out) {
+    __m512 f[4];
+    for (int j = 0; j < TB; j++) f[j] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < ng; g++) {
+        const uint8_t *wg = wb + g * gp * WMAT_PACK_ROWS;
+        const int8_t *qg = q + g * gp;
+        __m512i aa[4], ab[4];
+        for (int j = 0; j < TB; j++) aa[j] = _mm512_setzero_si512(), ab[j] = _mm512_setzero_si512();
+        int64_t k = 0;
+        for (; k + 8 <= gp; k += 8) {
+            const __m512i w0 = _mm512_loadu_si512((const void *)(wg + k * WMAT_PACK_ROWS));
+            const __m512i w1 = _mm512_loadu_si512((const void *)(wg + k * WMAT_PACK_ROWS + 64));
+            XK_PREFETCH(wg + k * WMAT_PACK_ROWS + XK_A8_PF);
+            XK_PREFETCH(wg + k * WMAT_PACK_ROWS + 64 + XK_A8_PF);
+            for (int j = 0; j < TB; j++) {
+                int32_t x0, x1;
+                memcpy(&x0, qg + j * qc + k, 4);
+                memcpy(&x1, qg + j * qc + k + 4, 4);
+                aa[j] = _mm512_dpbusd_epi32(aa[j], w0, _mm512_set1_epi32(x0));
+                ab[j] = _mm512_dpbusd_epi32(ab[j], w1, _mm512_set1_epi32(x1));
+            }
+        }
+        if (k < gp) {
+            const __m512i w0 = _mm512_loadu_si512((const void *)(wg + k * WMAT_PACK_ROWS));
+            for (int j = 0; j < TB; j++) {
+                int32_t x0;
+                memcpy(&x0, qg + j * qc + k, 4);
+                aa[j] = _mm512_dpbusd_epi32(aa[j], w0, _mm512_set1_epi32(x0));
+            }
+        }
+        const __m512 sv = _mm512_loadu_ps(sb + g * WMAT_PACK_ROWS);
+        for (int j = 0; j < TB; j++) {
+            const __m512i d = _mm512_sub_epi32(_mm512_add_epi32(aa[j], ab[j]), _mm512_set1_epi32(corr[j * ng + g]));
+            f[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(sv, _mm512_set1_ps(s[j * ng + g])), f[j]);
+        }
+    }
+    for (int j = 0; j < TB; j++) _mm512_storeu_ps(out + j * WMAT_PACK_ROWS, f[j]);
+}
+
+/* vpdpbusd on 8 rows of 4 bytes without VNNI: the even and odd bytes as int16 (the weights are
+ * unsigned, 0..255), the 4 inputs sign-extended to int16 pairs (x0, x2) and (x1, x3), two pmaddwd. */
+static inline TGT_AVX2 __m256i dp4_avx2(__m256i acc, __m256i w, __m256i xe, __m256i xo) {
+    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_and_si256(w, _mm256_set1_epi16(0x00ff)), xe));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_srli_epi16(w, 8), xo));
+}
+static inline __attribute__((always_inline)) TGT_AVX2 void a8_tile256(const uint8_t *wb, const float *sb, int64_t ng, int64_t gp,
+                                                                      const int8_t *q, int64_t qc, const float *s,
+                                                                      const int32_t *corr, const int TB, float *out) {
+    __m256 f[4][2];
+    for (int j = 0; j < TB; j++) f[j][0] = f[j][1] = _mm256_setzero_ps();
+    for (int64_t g = 0; g < ng; g++) {
+        const uint8_t *wg = wb + g * gp * WMAT_PACK_ROWS;
+        const int8_t *qg = q + g * gp;
+        __m256i a[4][2];
+        for (int j = 0; j < TB; j++) a[j][0] = a[j][1] = _mm256_setzero_si256();
+        for (int64_t k = 0; k < gp; k += 4) {
+            const __m256i w0 = _mm256_loadu_si256((const __m256i *)(wg + k * WMAT_PACK_ROWS));
+            const __m256i w1 = _mm256_loadu_si256((const __m256i *)(wg + k * WMAT_PACK_ROWS + 32));
+            XK_PREFETCH(wg + k * WMAT_PACK_ROWS + XK_A8_PF);
+            for (int j = 0; j < TB; j++) {
+                int32_t x4;
+                memcpy(&x4, qg + j * qc + k, 4);
+                const __m256i v = _mm256_set1_epi32(x4);
+                const __m256i xe = _mm256_srai_epi16(_mm256_slli_epi16(v, 8), 8), xo = _mm256_srai_epi16(v, 8);
+                a[j][0] = dp4_avx2(a[j][0], w0, xe, xo);
+                a[j][1] = dp4_avx2(a[j][1], w1, xe, xo);
+            }
+        }
+        for (int h = 0; h < 2; h++) {
+            const __m256 sv = _mm256_loadu_ps(sb + g * WMAT_PACK_ROWS + 8 * h);
+            for (int j = 0; j < TB; j++) {
+                const __m256i d = _mm256_sub_epi32(a[j][h], _mm256_set1_epi32(corr[j * ng + g]));
+                f[j][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_mul_ps(sv, _mm256_set1_ps(s[j * ng + g])), f[j][h]);
+            }
+        }
+    }
+    for (int j = 0; j < TB; j++) {
+        _mm256_storeu_ps(out + j * WMAT_PACK_ROWS, f[j][0]);
+        _mm256_storeu_ps(out + j * WMAT_PACK_ROWS + 8, f[j][1]);
+    }
+}
+
+/* Blocks of 16 rows meeting [r0, r1), tokens 4 at a time; the block's results go through a local
+ * tile so that only rows in [r0, r1) are stored. */
+#define XK_A8_DRIVER(TILE)                                                                                  \
+    const int64_t ng = W->n_groups, gp = W->gpad, qc = ng * gp;                                             \
+    for (int64_t b = r0 / WMAT_PACK_ROWS; b * WMAT_PACK_ROWS < r1; b++) {                                   \
+        const uint8_t *wb = (const uint8_t *)W->data + b * ng * gp * WMAT_PACK_ROWS;                       \
+        const float *sb = W->scales + b * ng * WMAT_PACK_ROWS;                                              \
+        const int64_t lo = b * WMAT_PACK_ROWS > r0 ? b * WMAT_PACK_ROWS : r0;                               \
+        const int64_t hi = (b + 1) * WMAT_PACK_ROWS < r1 ? (b + 1) * WMAT_PACK_ROWS : r1;                   \
+        for (int64_t t = 0; t < n; t += 4) {                                                                \
+            float out[4 * WMAT_PACK_ROWS];                                                                  \
+            const int8_t *qt = q + t * qc;                                                                  \
+            const float *st = s + t * ng;                                                                   \
+            const int32_t *ct = corr + t * ng;                                                              \
+            const int64_t tb = n - t < 4 ? n - t : 4;                                                       \
+            if (tb == 1) TILE(wb, sb, ng, gp, qt, qc, st, ct, 1, out);                                      \
+            else if (tb == 2) TILE(wb, sb, ng, gp, qt, qc, st, ct, 2, out);                                 \
+            else if (tb == 3) TILE(wb, sb, ng, gp, qt, qc, st, ct, 3, out);                                 \
+            else TILE(wb, sb, ng, gp, qt, qc, st, ct, 4, out);                                              \
+            for (int64_t j = 0; j < tb; j++)                                                                \
+                for (int64_t r = lo; r < hi; r++) y[(t + j) * ldy + r] = out[j * WMAT_PACK_ROWS + r - b * WMAT_PACK_ROWS]; \
+        }                                                                                                   \
+    }
+
+static TGT_AVX512VNNI void a8_avx512vnni(const wmat *W, const int8_t *q, const float *s, const int32_t *corr, int64_t n, float *y,
+                                         int64_t ldy, int64_t r0, int64_t r1) {
+    XK_A8_DRIVER(a8_tile512)
+}
+static TGT_AVX2 void a8_avx2(const wmat *W, const int8_t *q, const float *s, const int32_t *corr, int64_t n, float *y,
+                             int64_t ldy, int64_t r0, int64_t r1) {
+    XK_A8_DRIVER(a8_tile256)
+}
+#endif
+
+#if XK_X86
+/* ---- the same on AMX tiles (tdpbsud: s8 inputs x u8 packed weights) ----
+ * The packed layout is AMX's B-tile layout: for 4 consecutive columns, 16 rows x 4 bytes per 64
+ * bytes, so Kc / 4 such lines are one B tile (Kc columns of 16 weight rows). A tile: up to 16
+ * tokens x Kc input bytes, row stride the token's q row. Per group the int32 tile C (tokens x 16
+ * rows) is stored and finished as the VNNI kernel finishes its lanes (minus 128 * sum(q), times
+ * the weight scale times s, one fp32 FMA), so both give the same bits. The tile state needs the
+ * kernel's permission (arch_prctl ARCH_REQ_XCOMP_PERM), asked once per process; each call loads
+ * its tile configuration and releases the tiles at the end. */
+typedef struct xk_tilecfg {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} xk_tilecfg;
+
+#define XK_AMX_MIN_TOKENS 4 /* fewer tokens: the VNNI kernel (decode at batch 1 is memory-bound there) */
+#define TGT_AMX __attribute__((target("avx512f,avx512bw,avx512vl,fma,avx512vnni,amx-tile,amx-int8")))
+
+static int amx_off; /* xk_a8_avoid_amx */
+
+static int have_amx(void) {
+    static int granted = -1;
+    if (__atomic_load_n(&amx_off, __ATOMIC_RELAXED)) return 0;
+    int v = __atomic_load_n(&granted, __ATOMIC_RELAXED);
+    if (v < 0) {
+        unsigned a, b, c, d;
+        v = 0;
+        if (have_vnni() && __get_cpuid_max(0, NULL) >= 7) {
+            __cpuid_count(7, 0, a, b, c, d);
+            (void)a, (void)b, (void)c;
+            /* AMX-TILE (bit 24) and AMX-INT8 (25), then the OS's permission for the tile data (18) */
+            if (((d >> 24) & 1u) && ((d >> 25) & 1u)) v = syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18) == 0;
+        }
+        __atomic_store_n(&granted, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
+/* Loaded on every call: another library (oneDNN's AMX GEMMs) may have loaded its own on this
+ * thread since; released at the end of each call. */
+static TGT_AMX void amx_config(int m, int kc) {
+    xk_tilecfg c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    c.rows[0] = (uint8_t)m, c.colsb[0] = 64;               /* C: tokens x 16 int32 */
+    c.rows[1] = (uint8_t)m, c.colsb[1] = (uint16_t)kc;     /* A: tokens x Kc int8 */
+    c.rows[2] = (uint8_t)(kc / 4), c.colsb[2] = 64;        /* B: Kc / 4 lines of 16 rows x 4 */
+    __asm__ __volatile__("" : : "m"(c) : "memory");        /* keep the stores ldtilecfg reads */
+    _tile_loadconfig(&c);
+}
+
+static TGT_AMX void a8_amx(const wmat *W, const int8_t *q, const float *s, const int32_t *corr, int64_t n, float *y, int64_t ldy,
+                           int64_t r0, int64_t r1) {
+    const int64_t ng = W->n_groups, gp = W->gpad, qc = ng * gp;
+    const int kc = (int)(gp % 64 == 0 ? 64 : gp % 32 == 0 ? 32 : gp % 16 == 0 ? 16 : gp % 8 == 0 ? 8 : 4);
+    int32_t ct[16 * 16] __attribute__((aligned(64)));
+    float out[16 * 16] __attribute__((aligned(64)));
+    for (int64_t t = 0; t < n; t += 16) {
+        const int m = (int)(n - t < 16 ? n - t : 16);
+        amx_config(m, kc);
+        const int8_t *qt = q + t * qc;
+        const float *st = s + t * ng;
+        const int32_t *cr = corr + t * ng;
+        for (int64_t b = r0 / WMAT_PACK_ROWS; b * WMAT_PACK_ROWS < r1; b++) {
+            const uint8_t *wb = (const uint8_t *)W->data + b * ng * gp * WMAT_PACK_ROWS;
+            const float *sb = W->scales + b * ng * WMAT_PACK_ROWS;
+            for (int j = 0; j < m; j++) _mm512_store_ps(out + j * 16, _mm512_setzero_ps());
+            for (int64_t g = 0; g < ng; g++) {
+                _tile_zero(0);
+                for (int64_t k = 0; k < gp; k += kc) {
+                    _tile_loadd(1, qt + g * gp + k, qc);
+                    _tile_loadd(2, wb + (g * gp + k) * WMAT_PACK_ROWS, 64);
+                    _tile_dpbsud(0, 1, 2);
+                }
+                _tile_stored(0, ct, 64);
+                const __m512 sv = _mm512_loadu_ps(sb + g * WMAT_PACK_ROWS);
+                for (int j = 0; j < m; j++) {
+                    const __m512i d = _mm512_sub_epi32(_mm512_load_si512((const void *)(ct + j * 16)), _mm512_set1_epi32(cr[j * ng + g]));
+                    const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(sv, _mm512_set1_ps(st[j * ng + g])),
+                                                     _mm512_load_ps(out + j * 16));
+                    _mm512_store_ps(out + j * 16, f);
+                }
+            }
+            const int64_t lo = b * WMAT_PACK_ROWS > r0 ? b * WMAT_PACK_ROWS : r0;
+            const int64_t hi = (b + 1) * WMAT_PACK_ROWS < r1 ? (b + 1) * WMAT_PACK_ROWS : r1;
+            for (int j = 0; j < m; j++)
+                for (int64_t r = lo; r < hi; r++) y[(t + j) * ldy + r] = out[j * 16 + r - b * WMAT_PACK_ROWS];
+        }
+    }
+    _tile_release();
+}
+#endif
+
+void xk_a8_avoid_amx(int avoid) {
+#if XK_X86
+    __atomic_store_n(&amx_off, avoid != 0, __ATOMIC_RELAXED);
+#else
+    (void)avoid;
+#endif
+}
+
+int xk_a8_amx(void) {
+#if XK_X86
+    return have_amx();
+#else
+    return 0;
+#endif
+}
+
+const char *xk_a8_name(xk_isa isa) {
+#if XK_X86
+    if (isa == XK_ISA_AVX512 && have_amx()) return "amx tdpbsud (4+ tokens), avx512 vnni vpdpbusd";
+    if (isa == XK_ISA_AVX512 && have_vnni()) return "avx512 vnni vpdpbusd";
+    if (isa >= XK_ISA_AVX2 && xk_isa_supported(XK_ISA_AVX2)) return "avx2 pmaddwd";
+#else
+    (void)isa;
+#endif
+    return "scalar";
+}
+
+void xk_matmul_a8(xk_isa isa, const wmat *W, const int8_t *q, const float *s, const int32_t *corr, int64_t n, float *y,
+                  int64_t ldy, int64_t r0, int64_t r1) {
+    if (n <= 0 || r1 <= r0) return;
+#if XK_X86
+    if (isa == XK_ISA_AVX512 && n >= XK_AMX_MIN_TOKENS && have_amx()) {
+        a8_amx(W, q, s, corr, n, y, ldy, r0, r1);
+        return;
+    }
+    if (isa == XK_ISA_AVX512 && have_vnni()) {
+        a8_avx512vnni(W, q, s, corr, n, y, ldy, r0, r1);
+        return;
+    }
+    if (isa >= XK_ISA_AVX2 && xk_isa_supported(XK_ISA_AVX2)) {
+        a8_avx2(W, q, s, corr, n, y, ldy, r0, r1);
+        return;
+    }
+#else
+    (void)isa;
+#endif
+    a8_scalar(W, q, s, corr, n, y, ldy, r0, r1);
+}
+
+/* ---- bf16 weights times an exact 3-part bf16 input (vdpbf16ps) ---- */
+
+/* Round to nearest even bf16 (weights_f32_to_bf16 without its NaN branch, so the loop
+ * vectorizes: a NaN input gives a NaN part anyway, an infinity inf then NaN parts). */
+static inline uint16_t bf16_rne(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+static inline float bf16_f32(uint16_t h) {
+    const uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* One row of n values into its three parts. */
+static void bf16x3_row(const float *x, int64_t n, uint16_t *hi, uint16_t *mid, uint16_t *lo) {
+#pragma omp simd
+    for (int64_t c = 0; c < n; c++) {
+        const uint16_t h = bf16_rne(x[c]);
+        const float r1 = x[c] - bf16_f32(h); /* exact: the rounding error of h */
+        const uint16_t m = bf16_rne(r1);
+        hi[c] = h;
+        mid[c] = m;
+        lo[c] = bf16_rne(r1 - bf16_f32(m));
+    }
+}
+
+void xk_bf16x3_split(const float *x, int64_t n, int64_t cols, uint16_t *p) {
+    for (int64_t t = 0; t < n; t++) bf16x3_row(x + t * cols, cols, p + t * 3 * cols, p + t * 3 * cols + cols, p + t * 3 * cols + 2 * cols);
+}
+
+void xk_bf16x3_split_planar(const float *x, int64_t n, int64_t cols, int64_t t0, int64_t t1, uint16_t *p) {
+    for (int64_t t = t0; t < t1; t++)
+        bf16x3_row(x + t * cols, cols, p + t * cols, p + (n + t) * cols, p + (2 * n + t) * cols);
+}
+
+#if XK_X86
+#define TGT_AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,fma,avx512bf16")))
+static int have_bf16dp(void) {
+    static int cached = -1;
+    int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (v < 0) {
+        __builtin_cpu_init();
+        v = xk_isa_supported(XK_ISA_AVX512) && __builtin_cpu_supports("avx512bf16");
+        __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
+static inline TGT_AVX512BF16 __m512bh ld_bh(const uint16_t *p) { return (__m512bh)_mm512_loadu_si512((const void *)p); }
+
+/* R rows x T tokens (constants after inlining) from row r: 32 columns per step, three vdpbf16ps
+ * per weight vector (hi, mid, lo, in that order), then one horizontal sum and a scalar tail. Rows
+ * past rb reuse row r and tokens past tb token 0; neither is stored. */
+static inline __attribute__((always_inline)) TGT_AVX512BF16 void bf16x3_tile(const wmat *W, const uint16_t *p, const float *x,
+                                                                              int64_t r, int64_t rb, int64_t t, int64_t tb,
+                                                                              float *y, int64_t ldy, const int R, const int T) {
+    const int64_t cols = W->cols, cv = cols / 32 * 32;
+    const uint16_t *wr[8];
+    const uint16_t *xp[4];
+    for (int i = 0; i < R; i++) wr[i] = (const uint16_t *)W->data + (r + (i < rb ? i : 0)) * cols;
+    for (int j = 0; j < T; j++) xp[j] = p + (t + (j < tb ? j : 0)) * 3 * cols;
+    const int pf = R == 8 && r + 2 * R <= W->rows; /* one token: the next block of rows into L2 (XK_PREFETCH) */
+    __m512 a[8][4];
+    for (int i = 0; i < R; i++)
+        for (int j = 0; j < T; j++) a[i][j] = _mm512_setzero_ps();
+    for (int64_t c = 0; c < cv; c += 32) {
+        __m512bh xh[4], xm[4], xl[4];
+        for (int j = 0; j < T; j++) xh[j] = ld_bh(xp[j] + c), xm[j] = ld_bh(xp[j] + cols + c), xl[j] = ld_bh(xp[j] + 2 * cols + c);
+        if (pf)
+            for (int i = 0; i < R; i++) XK_PREFETCH(wr[i] + R * cols + c);
+        for (int i = 0; i < R; i++) {
+            const __m512bh w = ld_bh(wr[i] + c);
+            for (int j = 0; j < T; j++) {
+                a[i][j] = _mm512_dpbf16_ps(a[i][j], w, xh[j]);
+                a[i][j] = _mm512_dpbf16_ps(a[i][j], w, xm[j]);
+                a[i][j] = _mm512_dpbf16_ps(a[i][j], w, xl[j]);
+            }
+        }
+    }
+    for (int i = 0; i < rb && i < R; i++)
+        for (int j = 0; j < tb && j < T; j++) {
+            float tl = 0.0f;
+            const float *xt = x + (t + j) * cols;
+            for (int64_t c = cv; c < cols; c++) tl += weights_bf16_to_f32(wr[i][c]) * xt[c];
+            y[(t + j) * ldy + r + i] = _mm512_reduce_add_ps(a[i][j]) + tl;
+        }
+}
+
+static TGT_AVX512BF16 void bf16x3_avx512(const wmat *W, const uint16_t *p, const float *x, int64_t n, float *y, int64_t ldy,
+                                         int64_t r0, int64_t r1) {
+    if (n == 1) {
+        for (int64_t r = r0; r < r1; r += 8) bf16x3_tile(W, p, x, r, r1 - r < 8 ? r1 - r : 8, 0, 1, y, ldy, 8, 1);
+        return;
+    }
+    for (int64_t r = r0; r < r1; r += 4) {
+        const int64_t rb = r1 - r < 4 ? r1 - r : 4;
+        for (int64_t t = 0; t < n; t += 4) {
+            const int64_t tb = n - t < 4 ? n - t : 4;
+            if (tb == 4) bf16x3_tile(W, p, x, r, rb, t, 4, y, ldy, 4, 4);
+            else if (tb == 3) bf16x3_tile(W, p, x, r, rb, t, 3, y, ldy, 4, 3);
+            else if (tb == 2) bf16x3_tile(W, p, x, r, rb, t, 2, y, ldy, 4, 2);
+            else bf16x3_tile(W, p, x, r, rb, t, 1, y, ldy, 4, 1);
+        }
+    }
+}
+#endif
+
+int xk_bf16x3_supported(void) {
+#if XK_X86
+    return have_bf16dp();
+#else
+    return 0;
+#endif
+}
+
+void xk_matmul_bf16x3(xk_isa isa, const wmat *W, const uint16_t *p, const float *x, int64_t n, float *y, int64_t ldy,
+                      int64_t r0, int64_t r1) {
+    if (n <= 0 || r1 <= r0) return;
+#if XK_X86
+    if (isa == XK_ISA_AVX512 && W->dtype == XF_BF16 && have_bf16dp()) {
+        bf16x3_avx512(W, p, x, n, y, ldy, r0, r1);
+        return;
+    }
+#endif
+    (void)p;
+    xk_matmul(isa, W, x, n, y, ldy, r0, r1);
 }
 
 void xk_dequant_rows(const wmat *W, int64_t r0, int64_t r1, float *dst) {
@@ -612,6 +1098,19 @@ void xk_dequant_rows(const wmat *W, int64_t r0, int64_t r1, float *dst) {
         } else if (W->dtype == XF_FP16) {
             const uint16_t *s = (const uint16_t *)W->data + r * cols;
             for (int64_t c = 0; c < cols; c++) d[c] = weights_f16_to_f32(s[c]);
+        } else if (W->packed) { /* one row of a 16-row block: 4 bytes of every 64 */
+            const int64_t ng = W->n_groups, gp = W->gpad, i = r % WMAT_PACK_ROWS;
+            const uint8_t *blk = (const uint8_t *)W->data + (r / WMAT_PACK_ROWS) * ng * gp * WMAT_PACK_ROWS;
+            const float *sb = W->scales + (r / WMAT_PACK_ROWS) * ng * WMAT_PACK_ROWS;
+            for (int64_t g = 0; g < ng; g++) {
+                const int64_t c0 = g * W->group, c1 = c0 + W->group < cols ? c0 + W->group : cols;
+                const uint8_t *wg = blk + g * gp * WMAT_PACK_ROWS + i * 4;
+                const float k = sb[g * WMAT_PACK_ROWS + i];
+                for (int64_t c = c0; c < c1; c++) {
+                    const int64_t kk = c - c0;
+                    d[c] = (float)((int)wg[(kk >> 2) * 4 * WMAT_PACK_ROWS + (kk & 3)] - 128) * k;
+                }
+            }
         } else {
             const int8_t *s = (const int8_t *)W->data + r * cols;
             const float *sc = W->scales + r * W->n_groups;

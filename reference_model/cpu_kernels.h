@@ -18,7 +18,8 @@ const char *xk_isa_name(xk_isa isa); /* "scalar", "avx2", "avx512" */
 /* 1 when `isa` can run here. */
 int xk_isa_supported(xk_isa isa);
 
-/* y[t][r] = sum_c W[r][c] * x[t][c] for tokens t in [0, n) and rows r in [r0, r1).
+/* y[t][r] = sum_c W[r][c] * x[t][c] for tokens t in [0, n) and rows r in [r0, r1) (packed int8
+ * weights, weights.h, take the scalar path here: their fast kernel is xk_matmul_a8).
  * x (n, W->cols) row-major; y (n, ldy) row-major, columns r0..r1 written. Weights fp32, bf16, fp16
  * or int8 (dequantized per group with W->scales). Tokens are taken 2 at a time and rows 4 at a time,
  * so each weight vector loaded feeds up to 8 FMAs. Results do not depend on how [r0, r1) is split. */
@@ -42,10 +43,64 @@ void xk_act16_round(float *x, int64_t n, int64_t cols, int64_t group);
 /* y[r] = sum_g W->scales[r][g] * s[g] * sum_{c in g} W[r][c] * q[c] for rows r in [r0, r1); W int8
  * with W->group the grid's group. */
 void xk_matvec_i8a16(xk_isa isa, const wmat *W, const int16_t *q, const float *s, float *y, int64_t r0, int64_t r1);
+/* (Row-major int8 only in vector form; a packed W takes the scalar path.) */
 /* The variant xk_matvec_i8a16 runs for isa here: "avx512 vnni vpdpwssd", "avx512 pmaddwd", "avx2 pmaddwd" or "scalar". */
 const char *xk_i8a16_name(xk_isa isa);
 /* Tests: 1 makes the AVX-512 variant use pmaddwd even where VNNI exists (so both are checked). */
 void xk_i8a16_avoid_vnni(int avoid);
+
+/* int8 weights in the packed layout (weights.h, what loading makes) take int8 inputs: per token
+ * and per group of W->group elements (the weights' quantization group), symmetric, s = max|x| / 127
+ * (fp32) and q = round-half-even(x * 127 / max|x|) in [-127, 127]. The kernels run u8 x s8
+ * `vpdpbusd` with the weights as the unsigned operand (int8 + 128, stored so at load) and the
+ * int8 inputs as the signed one, and subtract the offset's share, 128 * sum(q) per group, computed
+ * once per token: exact int32 dot products per group (int32 wraps modulo 2^32, and the true dot
+ * product |sum w q| <= 127 * 127 * 65536 < 2^31 fits), then one fp32 FMA per group with the
+ * weight scale times s. Prefill rounds its input to the same grid in fp32 (xk_act8_round), so
+ * every int8 projection computes the same values whatever the batch or phase. A non-finite group
+ * gives s = NaN (the result is NaN, as in fp32). */
+#define XK_ACT8_MAX 127.0f
+
+/* Elements per token of xk_act8_quantize's q: n_groups * gpad (W int8 packed). */
+int64_t xk_act8_cols(const wmat *W);
+/* x (n, W->cols) to q (n, xk_act8_cols(W)) int8 (each group padded to W->gpad with zeros), s (n,
+ * W->n_groups) and corr (n, W->n_groups) = 128 * sum of the group's q. */
+void xk_act8_quantize(const wmat *W, const float *x, int64_t n, int8_t *q, float *s, int32_t *corr);
+/* Each of the n rows of x (n, cols) replaced by its grid value s * q, in place. */
+void xk_act8_round(float *x, int64_t n, int64_t cols, int64_t group);
+/* y[t][r] = sum_g W->scales[r][g] * s[t][g] * sum_{c in g} W[r][c] * q[t][c], tokens t in [0, n),
+ * rows r in [r0, r1) (any range; blocks of 16 rows are computed whole and only [r0, r1) stored);
+ * y (n, ldy). W int8 packed. Tokens go 4 at a time over each block, so each weight vector loaded
+ * feeds up to 4 `vpdpbusd` and a batched decode step reads the weights once. */
+void xk_matmul_a8(xk_isa isa, const wmat *W, const int8_t *q, const float *s, const int32_t *corr, int64_t n, float *y,
+                  int64_t ldy, int64_t r0, int64_t r1);
+/* The variant xk_matmul_a8 runs for isa here: "amx tdpbsud (4+ tokens), avx512 vnni vpdpbusd",
+ * "avx512 vnni vpdpbusd", "avx2 pmaddwd" or "scalar". With AVX-512 and 4 or more tokens it runs on
+ * AMX tiles where the CPU has AMX-INT8 and the OS grants the tile state (asked once per process,
+ * arch_prctl ARCH_REQ_XCOMP_PERM), the same bits as the VNNI kernel. */
+const char *xk_a8_name(xk_isa isa);
+/* 1 when the AMX path runs here (CPU and OS). */
+int xk_a8_amx(void);
+/* Tests and benchmarks: 1 keeps xk_matmul_a8 off AMX (the VNNI kernel for every token count). */
+void xk_a8_avoid_amx(int avoid);
+
+/* bf16 weights with AVX512-BF16 (`vdpbf16ps`): the input split exactly into three bf16 parts,
+ * x = hi + mid + lo (8 + 8 + 8 significant bits: fp32's 24), so every bf16 x bf16 product the
+ * instruction forms is exact in fp32 and the sums are as close to the fp32 kernel's as two fp32
+ * summation orders are (inputs below 2^-126, which the instruction flushes, excepted). p (n, 3,
+ * cols): per token hi, mid, lo. */
+void xk_bf16x3_split(const float *x, int64_t n, int64_t cols, uint16_t *p);
+/* The same parts of tokens [t0, t1) planar, p (3, n, cols): all hi rows, then mid, then lo (dense
+ * GEMM operands for cpu_dnnl.h). */
+void xk_bf16x3_split_planar(const float *x, int64_t n, int64_t cols, int64_t t0, int64_t t1, uint16_t *p);
+/* 1 when xk_matmul_bf16x3 runs vdpbf16ps here (avx512_bf16 and the AVX-512 variant). */
+int xk_bf16x3_supported(void);
+/* What xk_matmul computes for bf16 W, from p (xk_bf16x3_split of x) and x (n, W->cols): rows 8 at
+ * a time for one token, 4 rows x 4 tokens otherwise; each (row, token) sum in the same order
+ * whatever the tiling, so a token's result does not depend on its batch. Without avx512_bf16 it
+ * is xk_matmul(isa, ...). */
+void xk_matmul_bf16x3(xk_isa isa, const wmat *W, const uint16_t *p, const float *x, int64_t n, float *y, int64_t ldy,
+                      int64_t r0, int64_t r1);
 
 /* Rows [r0, r1) of W as fp32 into dst (r1 - r0, W->cols): the tile the BLAS GEMM reads. */
 void xk_dequant_rows(const wmat *W, int64_t r0, int64_t r1, float *dst);

@@ -13,6 +13,7 @@
 #include "core/sysmem.h"
 #include "reference_model/safetensors.h"
 #include "reference_model/weights.h"
+#include "reference_model/cpu_dnnl.h"
 
 #ifdef XFPROF_HAVE_CUDA_BACKEND
 extern const backend_ops cuda_backend_ops; /* defined by the CUDA backend when it is built */
@@ -165,6 +166,12 @@ xf_status model_mem_of(const model_config *cfg, const model_options *o, model_me
             return xf_errorf(XF_EOVERFLOW, "attention tiles of %d threads x %lld positions overflow 64-bit byte counts: give a "
                              "smaller --prompt + --gen or fewer --threads", threads, (long long)o->max_seq_len);
     }
+    /* bf16 prefill through oneDNN (cpu_dnnl.h): the input as 3 bf16 parts, (T, 3, widest input) */
+    int64_t wide = cfg->d_model > cfg->d_ff ? cfg->d_model : cfg->d_ff, bfx;
+    wide = wide > q_dim ? wide : q_dim;
+    if (o->wdtype == XF_BF16 && T >= 32 && cpu_dnnl_built() && (!mul_ok(T, 6 * wide, &bfx) || !add_ok(acts, bfx, &acts)))
+        return xf_errorf(XF_EOVERFLOW, "bf16 prefill inputs of %lld tokens overflow 64-bit byte counts: give a smaller --batch or "
+                         "--prompt", (long long)T);
     out->activations_bytes = acts;
     if (!add_ok(out->weights_bytes, out->kv_bytes, &out->total_bytes) || !add_ok(out->total_bytes, acts, &out->total_bytes))
         return xf_errorf(XF_EOVERFLOW, "the model's memory (weights %.3g + KV %.3g + activations %.3g bytes) overflows 64 bits",
@@ -327,6 +334,7 @@ xf_status model_init(model **out, const model_config *cfg, const model_options *
     } else {
         st = weights_init_random(&m->w, cfg, opts->seed, opts->wdtype, group);
     }
+    if (!st) st = weights_pack(m->w); /* int8: the layout the decode kernels stream (weights.h) */
     int64_t kv_slots = 0;
     if (!st && opts->kv_alloc == KV_ALLOC_POOL) {
         kv_cache_config kc;

@@ -19,8 +19,8 @@
 
 typedef struct model_options {
     uint64_t seed;         /* random weights (and nothing else: prompts are the caller's) */
-    xf_dtype wdtype;       /* XF_FP32, XF_BF16, XF_FP16 or XF_INT8 (weight-only, per-group scales; CPU projections
-                              take their input on the 16-bit grid of cpu_kernels.h) */
+    xf_dtype wdtype;       /* XF_FP32, XF_BF16, XF_FP16 or XF_INT8 (per-group fp32 scales, packed at load; CPU
+                              projections quantize their input to int8, cpu_kernels.h) */
     int quant_group;       /* int8: elements per scale along the input dim; 0 = 128 */
     xf_dtype kvdtype;      /* XF_FP32, XF_FP16 or XF_BF16 */
     int threads;           /* OpenMP / BLAS threads; 0 = all online CPUs */

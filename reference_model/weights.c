@@ -93,13 +93,32 @@ static xf_status check_dtype(xf_dtype dtype, int group) {
     return XF_OK;
 }
 
-/* The int8 values (scales 0) or the scales (values 0) of a matrix: wmat_bytes split in two. */
+/* Columns per group in the packed layout: the group (at most cols) rounded up to 4. */
+static int64_t pack_gpad(int64_t cols, int group) {
+    const int64_t g = group < cols ? group : cols;
+    return (g + 3) / 4 * 4;
+}
+
+int64_t weights_packed_values_bytes(int64_t rows, int64_t cols, int group) {
+    if (rows < 0 || cols < 1 || group < 1) return 0;
+    const int64_t rp = (rows + WMAT_PACK_ROWS - 1) / WMAT_PACK_ROWS * WMAT_PACK_ROWS, ng = (cols + group - 1) / group;
+    int64_t n;
+    return mul_ok(rp, ng, &n) && mul_ok(n, pack_gpad(cols, group), &n) ? n : 0;
+}
+
+int64_t weights_packed_scales_bytes(int64_t rows, int64_t cols, int group) {
+    if (rows < 0 || cols < 1 || group < 1) return 0;
+    const int64_t rp = (rows + WMAT_PACK_ROWS - 1) / WMAT_PACK_ROWS * WMAT_PACK_ROWS, ng = (cols + group - 1) / group;
+    int64_t n;
+    return mul_ok(rp, ng, &n) && mul_ok(n, 4, &n) ? n : 0;
+}
+
+/* The int8 values (scales 0) or the scales (values 0) of a matrix as held: int8 in the packed
+ * layout (weights.h), its padding included. */
 static int64_t wmat_part(xf_dtype dt, int64_t rows, int64_t cols, int group, int scales) {
     if (dt != XF_INT8) return scales ? 0 : wmat_bytes(dt, rows, cols, group);
-    int64_t n, s;
-    if (!mul_ok(rows, cols, &n)) return -1;
-    if (!scales) return n;
-    return mul_ok(rows, (cols + group - 1) / group, &s) && mul_ok(s, 4, &s) ? s : -1;
+    const int64_t b = scales ? weights_packed_scales_bytes(rows, cols, group) : weights_packed_values_bytes(rows, cols, group);
+    return b > 0 || rows == 0 ? b : -1;
 }
 
 xf_status weights_bytes_kinds(const model_config *c, xf_dtype dtype, int group, weights_kinds *out) {
@@ -266,6 +285,8 @@ xf_status weights_alloc(model_weights **out, const model_config *c, xf_dtype dty
 
 /* ---- conversion ---- */
 
+static inline int64_t pack_off(const wmat *m, int64_t r, int64_t c);
+
 void weights_set_rows(wmat *m, int64_t row0, int64_t n_rows, const float *src) {
     int64_t cols = m->cols;
     for (int64_t r = 0; r < n_rows; r++) {
@@ -280,8 +301,8 @@ void weights_set_rows(wmat *m, int64_t row0, int64_t n_rows, const float *src) {
             uint16_t *d = (uint16_t *)m->data + row * cols;
             for (int64_t c = 0; c < cols; c++) d[c] = weights_f32_to_f16(s[c]);
         } else {
-            int8_t *d = (int8_t *)m->data + row * cols;
-            float *sc = m->scales + row * m->n_groups;
+            int8_t *d = m->packed ? NULL : (int8_t *)m->data + row * cols; /* packed: through pack_off */
+            float *sc = m->packed ? NULL : m->scales + row * m->n_groups;
             for (int64_t g = 0; g < m->n_groups; g++) {
                 int64_t c0 = g * m->group, c1 = c0 + m->group < cols ? c0 + m->group : cols;
                 float amax = 0.0f;
@@ -290,7 +311,8 @@ void weights_set_rows(wmat *m, int64_t row0, int64_t n_rows, const float *src) {
                     amax = a > amax ? a : amax;
                 }
                 float scale = amax / 127.0f;
-                sc[g] = scale;
+                if (m->packed) m->scales[weights_scale_index(m, row, c0)] = scale;
+                else sc[g] = scale;
                 float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
                 for (int64_t c = c0; c < c1; c++) {
                     /* round to nearest even without a libm call: |q| <= 127 < 2^22, so adding and
@@ -298,11 +320,29 @@ void weights_set_rows(wmat *m, int64_t row0, int64_t n_rows, const float *src) {
                     float q = (s[c] * inv + 12582912.0f) - 12582912.0f;
                     q = q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q;
                     if (q != q) q = 0.0f; /* a NaN in a loaded file: never cast NaN to an integer */
-                    d[c] = (int8_t)q;
+                    if (m->packed) ((uint8_t *)m->data)[pack_off(m, row, c)] = (uint8_t)((int)q + 128);
+                    else d[c] = (int8_t)q;
                 }
             }
         }
     }
+}
+
+/* Byte offset of element (r, c) in the packed layout (weights.h). */
+static inline int64_t pack_off(const wmat *m, int64_t r, int64_t c) {
+    const int64_t g = c / m->group, k = c - g * m->group;
+    return (((r / WMAT_PACK_ROWS) * m->n_groups + g) * m->gpad + (k & ~(int64_t)3)) * WMAT_PACK_ROWS + (r % WMAT_PACK_ROWS) * 4 + (k & 3);
+}
+
+int8_t weights_i8_at(const wmat *m, int64_t r, int64_t c) {
+    if (m->packed) return (int8_t)((int)((const uint8_t *)m->data)[pack_off(m, r, c)] - 128);
+    return ((const int8_t *)m->data)[r * m->cols + c];
+}
+
+int64_t weights_scale_index(const wmat *m, int64_t r, int64_t c) {
+    const int64_t g = c / m->group;
+    if (m->packed) return ((r / WMAT_PACK_ROWS) * m->n_groups + g) * WMAT_PACK_ROWS + r % WMAT_PACK_ROWS;
+    return r * m->n_groups + g;
 }
 
 float weights_get(const wmat *m, int64_t r, int64_t c) {
@@ -310,7 +350,66 @@ float weights_get(const wmat *m, int64_t r, int64_t c) {
     if (m->dtype == XF_FP32) return ((const float *)m->data)[i];
     if (m->dtype == XF_BF16) return weights_bf16_to_f32(((const uint16_t *)m->data)[i]);
     if (m->dtype == XF_FP16) return weights_f16_to_f32(((const uint16_t *)m->data)[i]);
-    return (float)((const int8_t *)m->data)[i] * m->scales[r * m->n_groups + c / m->group];
+    return (float)weights_i8_at(m, r, c) * m->scales[weights_scale_index(m, r, c)];
+}
+
+xf_status weights_pack_int8(wmat *m) {
+    if (!m || m->dtype != XF_INT8 || m->packed || !m->data) return XF_OK;
+    const int64_t vb = weights_packed_values_bytes(m->rows, m->cols, m->group);
+    const int64_t sb = weights_packed_scales_bytes(m->rows, m->cols, m->group);
+    if (vb <= 0 || sb <= 0) return xf_errorf(XF_EOVERFLOW, "packing a %lld x %lld int8 matrix: its size overflows",
+                                             (long long)m->rows, (long long)m->cols);
+    uint8_t *d = alloc64(vb);
+    float *sc = alloc64(sb);
+    if (!d || !sc) {
+        free(d);
+        free(sc);
+        return xf_errorf(XF_ENOMEM, "out of memory packing a %lld x %lld int8 matrix (%lld bytes)", (long long)m->rows,
+                         (long long)m->cols, (long long)(vb + sb));
+    }
+    memset(d, 128, (size_t)vb); /* padding: weight 0 */
+    memset(sc, 0, (size_t)sb);
+    wmat p = *m;
+    p.packed = 1;
+    p.gpad = pack_gpad(m->cols, m->group);
+    p.data = d;
+    p.scales = sc;
+    const int8_t *src = m->data;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < m->rows; r++) {
+        const int8_t *sr = src + r * m->cols;
+        for (int64_t g = 0; g < m->n_groups; g++) { /* pack_off without a division per element */
+            const int64_t c0 = g * m->group, len = (c0 + m->group < m->cols ? c0 + m->group : m->cols) - c0;
+            uint8_t *dg = d + pack_off(&p, r, c0);
+            for (int64_t k = 0; k < len; k++) dg[(k >> 2) * 4 * WMAT_PACK_ROWS + (k & 3)] = (uint8_t)(sr[c0 + k] + 128);
+            sc[weights_scale_index(&p, r, c0)] = m->scales[r * m->n_groups + g];
+        }
+    }
+    if (m->owned) {
+        free(m->data);
+        free(m->scales);
+    }
+    p.owned = 1;
+    *m = p;
+    return XF_OK;
+}
+
+xf_status weights_pack(model_weights *w) {
+    if (!w || w->dtype != XF_INT8) return XF_OK;
+    xf_status st = weights_pack_int8(&w->embed);
+    if (!st && w->lm_head.owned) st = weights_pack_int8(&w->lm_head);
+    else if (!st) {
+        w->lm_head = w->embed; /* tied: the same (now packed) buffers */
+        w->lm_head.owned = 0;
+    }
+    for (int64_t l = 0; !st && l < w->cfg.n_layers; l++) {
+        layer_weights *L = &w->layers[l];
+        if (!st) st = weights_pack_int8(&L->qkv);
+        if (!st) st = weights_pack_int8(&L->o);
+        if (!st) st = weights_pack_int8(&L->gate_up);
+        if (!st) st = weights_pack_int8(&L->down);
+    }
+    return st;
 }
 
 /* ---- random values ---- */

@@ -21,7 +21,20 @@ typedef struct wmat {
     void *data;      /* (rows, cols): float, uint16_t (bf16 / fp16 bits) or int8_t */
     float *scales;   /* int8: (rows, n_groups); NULL otherwise */
     int owned;       /* 1 when data/scales are this struct's to free (0 for the tied lm_head) */
+    int packed;      /* int8: 1 once weights_pack_int8 put data and scales in the VNNI layout below */
+    int64_t gpad;    /* int8 packed: columns per group in the layout (group rounded up to 4) */
 } wmat;
+
+/* The packed int8 layout (what the u8 x s8 `vpdpbusd` kernels of cpu_kernels.h stream): rows in
+ * blocks of WMAT_PACK_ROWS (the last one padded with zero weights), and within a block, group by
+ * group, 4 consecutive columns of the 16 rows side by side, so one 64-byte load holds 16 rows x 4
+ * columns and each 32-bit lane is one row's dot product of 4:
+ *   data   (ceil(rows / 16), n_groups, gpad / 4, 16, 4) uint8: the int8 weight + 128 (the
+ *          kernels take the weights as the unsigned operand and correct with 128 * the sum of the
+ *          int8 activations, computed once per token and group); columns past the group's end 128
+ *   scales (ceil(rows / 16), n_groups, 16) fp32: the same per-group scales, 0 for padded rows
+ * Bytes: the unpacked ones when rows is a multiple of 16 and the group one of 4 dividing cols. */
+#define WMAT_PACK_ROWS 16
 
 typedef struct layer_weights {
     float *attn_norm; /* (d_model) */
@@ -75,8 +88,22 @@ xf_status weights_alloc(model_weights **out, const model_config *cfg, xf_dtype d
 /* Fills rows [row0, row0 + n_rows) of m from fp32 values src (n_rows, m->cols), converting. */
 void weights_set_rows(wmat *m, int64_t row0, int64_t n_rows, const float *src);
 
-/* Reads element (r, c) of m as fp32 (dequantized): for tests and references. */
+/* Reads element (r, c) of m as fp32 (dequantized), packed or not: for tests and references. */
 float weights_get(const wmat *m, int64_t r, int64_t c);
+
+/* The int8 value of element (r, c) (before its scale) and the index of its scale, packed or not. */
+int8_t weights_i8_at(const wmat *m, int64_t r, int64_t c);
+int64_t weights_scale_index(const wmat *m, int64_t r, int64_t c);
+
+/* Puts an int8 matrix in the packed layout above (in place: new buffers, the row-major ones freed;
+ * a no-op for other dtypes and packed matrices). XF_ENOMEM leaves m as it was. */
+xf_status weights_pack_int8(wmat *m);
+/* Every int8 matrix of w (the tied lm_head follows the embedding): what loading does last. */
+xf_status weights_pack(model_weights *w);
+/* Packed bytes of the values and of the scales of an int8 (rows, cols) matrix at group; 0 on
+ * overflow. */
+int64_t weights_packed_values_bytes(int64_t rows, int64_t cols, int group);
+int64_t weights_packed_scales_bytes(int64_t rows, int64_t cols, int group);
 
 void weights_free(model_weights *w); /* NULL is a no-op */
 

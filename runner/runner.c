@@ -14,6 +14,7 @@
 #include "probes/ceilings.h"
 #include "probes/cupti_probe.h"
 #include "reference_model/cpu_kernels.h"
+#include "reference_model/cpu_dnnl.h"
 #include "reference_model/weights.h"
 #include "runner/runner_int.h"
 
@@ -227,6 +228,17 @@ static xf_status run_point(run_ctx *c, record_point *p) {
         if (!op->measured) continue; /* the model did not run this op (e.g. no decode) */
         /* CPU without an open counter: the record lists every counter as unsupported */
         if (!pl->cuda && !c->perf) perf_probe_fill(NULL, op->cost.phase, op->cost.layer, op->cost.kind, op);
+        /* bf16 prefill GEMMs that oneDNN ran on AMX tiles (cpu_dnnl.h; every one of this process's):
+         * judged against the AMX BF16 peak, a CPU's tensor16 (env.gemm_bf16 says what ran) */
+        if (!pl->cuda && w->wdtype == XF_BF16 && op->cost.phase == XF_PREFILL && w->batch * w->prompt >= 32 &&
+            (op->cost.kind == OP_QKV || op->cost.kind == OP_O_PROJ || op->cost.kind == OP_GATE_UP || op->cost.kind == OP_DOWN) &&
+            cpu_dnnl_amx_state() == 1 && c->dev.peak_flops[XF_COMPUTE_TENSOR16] > 0)
+            op->cost.compute = XF_COMPUTE_TENSOR16;
+        /* int8 projections of 4+ tokens a step ran on AMX INT8 tiles (cpu_kernels.h): that peak */
+        if (!pl->cuda && w->wdtype == XF_INT8 && xk_a8_amx() && xk_isa_best() == XK_ISA_AVX512 && op_kind_is_gemm(op->cost.kind) &&
+            (op->cost.phase == XF_PREFILL && op->cost.kind != OP_LM_HEAD ? w->batch * w->prompt : w->batch) >= 4 &&
+            c->dev.peak_flops[XF_COMPUTE_INT8] > 0)
+            op->cost.compute = XF_COMPUTE_INT8;
         roofline_measure_op(op, &c->dev, &th);
     }
     roofline_summarize_point(p);
@@ -322,11 +334,23 @@ static void set_env(record *rec, const run_ctx *c) {
     record_set_env(rec, "simd", ceilings_isa());
     for (int i = 0; i < rec->n_points; i++)
         if (rec->points[i].wl.wdtype == XF_INT8) {
-            snprintf(buf, sizeof buf, "int8 projections take their input on a 16-bit grid per group of %d (step max|x|/32767); "
-                     "one-token decode multiplies int16 by int8 (%s)",
+            /* docs/record.md says it in full; env values hold 223 characters */
+            snprintf(buf, sizeof buf, "int8 inputs per token, group %d: fp32 step max|x|/127, ties to even; weights fp32 scales, "
+                     "packed u8 = int8 + 128; u8 x s8 int32 minus 128 * sum(q): %s; prefill %s",
                      rec->points[i].wl.quant_group > 0 ? rec->points[i].wl.quant_group : XF_DEFAULT_QUANT_GROUP,
-                     xk_i8a16_name(xk_isa_best()));
+                     xk_a8_name(xk_isa_best()), xk_a8_amx() ? "on the tiles" : "the same grid in fp32");
             record_set_env(rec, "int8_inputs", buf);
+            break;
+        }
+    for (int i = 0; i < rec->n_points; i++)
+        if (rec->points[i].wl.wdtype == XF_BF16) {
+            const int amx = cpu_dnnl_amx_state();
+            if (!cpu_dnnl_built()) snprintf(buf, sizeof buf, "prefill (>= 32 tokens): fp32 OpenBLAS on dequantized tiles; %s", cpu_dnnl_describe());
+            else if (!cpu_dnnl_last_impl()[0]) snprintf(buf, sizeof buf, "no prefill of 32 tokens or more ran: decode only (own kernels)");
+            else
+                snprintf(buf, sizeof buf, "prefill: %.60s, last %.40s, %s; 3 bf16 GEMMs of the exact 3-part input (3x the op's FLOPs)",
+                         cpu_dnnl_describe(), cpu_dnnl_last_impl(), amx == 1 ? "all on AMX (ops: compute tensor16)" : amx < 0 ? "some not on AMX (ops: fp32)" : "not on AMX (ops: fp32)");
+            record_set_env(rec, "gemm_bf16", buf);
             break;
         }
     snprintf(buf, sizeof buf, "%s (core %s)", openblas_get_config(), openblas_get_corename());

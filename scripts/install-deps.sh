@@ -3,10 +3,10 @@
 # Installs only what is missing, so a second run is quick. The CUDA toolkit is not installed
 # here: the CUDA parts build when nvcc is found (e.g. /usr/local/cuda).
 set -euo pipefail
-# Build: compiler, CMake, cJSON, OpenBLAS (prefill GEMMs), yajl (streaming import of traces), SQLite (Nsight Systems exports). Tests: Criterion; gnuplot (report
+# Build: compiler, CMake, cJSON, OpenBLAS (prefill GEMMs), oneDNN (optional: bf16 prefill on AMX), yajl (streaming import of traces), SQLite (Nsight Systems exports). Tests: Criterion; gnuplot (report
 # charts); chromium and fonts (the report opened in a real browser); python3 (shell tests read
 # JSON); clang with its runtime (libFuzzer harnesses); valgrind (the memcheck pass).
-pkgs=(build-essential cmake pkg-config libcjson-dev libopenblas-dev libyajl-dev libsqlite3-dev libcriterion-dev gnuplot-nox
+pkgs=(build-essential cmake pkg-config libcjson-dev libopenblas-dev libdnnl-dev libyajl-dev libsqlite3-dev libcriterion-dev gnuplot-nox
       chromium fonts-liberation fonts-dejavu-core python3 clang libclang-rt-dev valgrind)
 # tests/cli_slurm.sh: a real single-node Slurm (slurmctld, slurmd) with munge, started by the test
 pkgs+=(slurm-wlm munge)

@@ -83,6 +83,43 @@ static void check_matmul(xf_dtype dt, int64_t rows, int64_t cols, int group) {
                 }
             }
         }
+        /* bf16: the vdpbf16ps kernel on the 3-part input (where this CPU has it; else xk_matmul), the
+         * same bound against double, and each token's result independent of its batch */
+        if (dt == XF_BF16) {
+            cr_log_info("bf16x3 vdpbf16ps here: %d", xk_bf16x3_supported());
+            uint16_t *p = malloc((size_t)(n * 3 * cols) * sizeof(uint16_t));
+            xk_bf16x3_split(x, n, cols, p);
+            for (int64_t i = 0; i < n * cols; i++) {
+                const int64_t t = i / cols, c = i % cols;
+                const float sum = weights_bf16_to_f32(p[t * 3 * cols + c]) + weights_bf16_to_f32(p[t * 3 * cols + cols + c]) +
+                                  weights_bf16_to_f32(p[t * 3 * cols + 2 * cols + c]);
+                cr_assert_eq(sum, x[i], "3-part split of x[%lld] not exact", (long long)i);
+            }
+            for (int64_t i = 0; i < n_max * ldy; i++) y[i] = -12345.0f;
+            xk_matmul_bf16x3(xk_isa_best(), &W, p, x, n, y, ldy, r0, r1);
+            for (int64_t t = 0; t < n_max; t++)
+                for (int64_t r = 0; r < ldy; r++) {
+                    if (t >= n || r < r0 || r >= r1) {
+                        cr_assert_eq(y[t * ldy + r], -12345.0f, "bf16x3 wrote outside at t=%lld r=%lld", (long long)t, (long long)r);
+                        continue;
+                    }
+                    double want = 0, mag = 0;
+                    for (int64_t c = 0; c < cols; c++) {
+                        const double pr = (double)weights_get(&W, r, c) * x[t * cols + c];
+                        want += pr;
+                        mag += fabs(pr);
+                    }
+                    cr_assert(fabs(y[t * ldy + r] - want) <= 1e-5 * mag + 1e-7, "bf16x3 n=%lld row %lld tok %lld: %.8g vs %.8g",
+                              (long long)n, (long long)r, (long long)t, y[t * ldy + r], want);
+                }
+            for (int64_t t = 0; t < n; t++) {
+                xk_matmul_bf16x3(xk_isa_best(), &W, p + t * 3 * cols, x + t * cols, 1, ys, ldy, r0, r1);
+                for (int64_t r = r0; r < r1; r++)
+                    cr_assert_eq(y[t * ldy + r], ys[r], "bf16x3: token %lld of %lld differs from it alone at row %lld", (long long)t,
+                                 (long long)n, (long long)r);
+            }
+            free(p);
+        }
         /* the vectorized variant against the scalar fallback */
         xk_matmul(XK_ISA_SCALAR, &W, x, n, ys, ldy, r0, r1);
         xk_matmul(xk_isa_best(), &W, x, n, y, ldy, r0, r1);
@@ -104,6 +141,7 @@ Test(cpu_kernels, matmul_int8_group128) { check_matmul(XF_INT8, 37, 200, 128); }
 Test(cpu_kernels, matmul_int8_group32) { check_matmul(XF_INT8, 21, 96, 32); }
 Test(cpu_kernels, matmul_int8_odd_group) { check_matmul(XF_INT8, 9, 61, 24); } /* vector + scalar tail per group */
 Test(cpu_kernels, matmul_tiny) { check_matmul(XF_BF16, 6, 7, 0); }           /* narrower than one vector */
+Test(cpu_kernels, matmul_bf16_wide) { check_matmul(XF_BF16, 29, 32 * 9 + 5, 0); } /* vdpbf16ps steps + a tail */
 
 /* int8 weights times the 16-bit grid: every variant against straight loops in double on the grid
  * values (each product exact), and against the float kernel fed the same grid values. */
@@ -157,6 +195,196 @@ Test(cpu_kernels, int8_grid_group32) { check_i8a16(21, 96, 32); }
 Test(cpu_kernels, int8_grid_odd_group) { check_i8a16(9, 61, 24); }   /* no full vector in a group */
 Test(cpu_kernels, int8_grid_big_group) { check_i8a16(5, 1300, 1300); } /* one group over several int32 spans */
 
+/* Packed int8 weights times int8 inputs (xk_matmul_a8): the packing keeps every value and scale;
+ * every variant against exact dot products in double on the grid values, over partial row ranges
+ * and 1..9 tokens; and the whole scheme against the double product of the unquantized inputs,
+ * within its stated bound. */
+static void check_a8(int64_t rows, int64_t cols, int group, float xscale) {
+    wmat W = make_wmat(XF_INT8, rows, cols, group, 41);
+    float *before = malloc((size_t)(rows * cols) * sizeof(float));
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) before[r * cols + c] = weights_get(&W, r, c);
+    cr_assert_eq(weights_pack_int8(&W), XF_OK);
+    cr_assert(W.packed && W.gpad % 4 == 0 && W.gpad >= (group < cols ? group : cols));
+    float *drow = malloc((size_t)cols * sizeof(float));
+    for (int64_t r = 0; r < rows; r++) {
+        xk_dequant_rows(&W, r, r + 1, drow);
+        for (int64_t c = 0; c < cols; c++) {
+            cr_assert_eq(weights_get(&W, r, c), before[r * cols + c], "packing changed (%lld, %lld)", (long long)r, (long long)c);
+            cr_assert_eq(drow[c], before[r * cols + c], "packed dequant differs at (%lld, %lld)", (long long)r, (long long)c);
+        }
+    }
+    const int64_t n_max = 9, r0 = 3, r1 = rows - 2, ldy = rows + 3, qc = xk_act8_cols(&W), ng = W.n_groups;
+    uint32_t sd = 7;
+    float *x = malloc((size_t)(n_max * cols) * sizeof(float)), *xr = malloc((size_t)(n_max * cols) * sizeof(float));
+    for (int64_t i = 0; i < n_max * cols; i++) x[i] = frand(&sd) * xscale * (i % 5 == 0 ? 3.0f : 1.0f);
+    int8_t *q = malloc((size_t)(n_max * qc));
+    float *s = malloc((size_t)(n_max * ng) * sizeof(float));
+    int32_t *corr = malloc((size_t)(n_max * ng) * sizeof(int32_t));
+    xk_act8_quantize(&W, x, n_max, q, s, corr);
+    memcpy(xr, x, (size_t)(n_max * cols) * sizeof(float));
+    xk_act8_round(xr, n_max, cols, group);
+    for (int64_t t = 0; t < n_max; t++)
+        for (int64_t g = 0; g < ng; g++) {
+            int32_t sum = 0;
+            for (int64_t k = 0; k < W.gpad; k++) {
+                const int64_t c = g * group + k;
+                const int8_t v = q[t * qc + g * W.gpad + k];
+                sum += v;
+                if (k >= group || c >= cols) {
+                    cr_assert_eq(v, 0, "padding of group %lld not zero", (long long)g);
+                    continue;
+                }
+                cr_assert_eq(xr[t * cols + c], (float)v * s[t * ng + g], "round and quantize disagree at %lld", (long long)c);
+                cr_assert(fabsf(xr[t * cols + c] - x[t * cols + c]) <= 0.5f * s[t * ng + g] * (1.0f + 1e-5f), "grid error at %lld",
+                          (long long)c);
+            }
+            cr_assert_eq(corr[t * ng + g], 128 * sum);
+        }
+    float *y = malloc((size_t)(n_max * ldy) * sizeof(float));
+    double worst_rel = 0;
+    for (int64_t n = 1; n <= n_max; n++) {
+        for (int isa = 0; isa < XK_ISA_COUNT; isa++) {
+            if (!xk_isa_supported((xk_isa)isa)) continue;
+            for (int64_t i = 0; i < n_max * ldy; i++) y[i] = -12345.0f;
+            xk_matmul_a8((xk_isa)isa, &W, q, s, corr, n, y, ldy, r0, r1);
+            for (int64_t t = 0; t < n_max; t++)
+                for (int64_t r = 0; r < ldy; r++) {
+                    const float got = y[t * ldy + r];
+                    if (t >= n || r < r0 || r >= r1) {
+                        cr_assert_eq(got, -12345.0f, "%s n=%lld wrote outside at t=%lld r=%lld", xk_a8_name((xk_isa)isa),
+                                     (long long)n, (long long)t, (long long)r);
+                        continue;
+                    }
+                    double want = 0, mag = 0, exact = 0, bound = 0;
+                    for (int64_t c = 0; c < cols; c++) {
+                        const double w = weights_get(&W, r, c), p = w * xr[t * cols + c];
+                        want += p;
+                        mag += fabs(p);
+                        exact += w * x[t * cols + c];
+                        bound += fabs(w) * 0.5 * s[t * ng + c / group];
+                    }
+                    /* on the grid: exact int32 per group, one fp32 product and sum per group */
+                    cr_assert(fabs(got - want) <= 1e-6 * mag + 1e-9, "%s n=%lld row %lld tok %lld: %.9g vs %.9g",
+                              xk_a8_name((xk_isa)isa), (long long)n, (long long)r, (long long)t, got, want);
+                    /* the scheme: half a step per input at most, times |w| (stated in docs/record.md) */
+                    cr_assert(fabs(got - exact) <= bound * (1.0 + 1e-5) + 1e-6 * mag + 1e-9,
+                              "%s row %lld: %.9g vs exact %.9g beyond the bound %.3g", xk_a8_name((xk_isa)isa), (long long)r, got,
+                              exact, bound);
+                    const double ex_mag = mag > 0 ? mag : 1;
+                    if (fabs(got - exact) / ex_mag > worst_rel) worst_rel = fabs(got - exact) / ex_mag;
+                }
+        }
+    }
+    cr_log_info("a8 %lldx%lld group %d (%s): worst |y - exact| / sum|w x| = %.3g", (long long)rows, (long long)cols, group,
+                xk_a8_name(xk_isa_best()), worst_rel);
+    free(before), free(drow), free(x), free(xr), free(q), free(s), free(corr), free(y), free(W.data), free(W.scales);
+}
+
+Test(cpu_kernels, a8_group128) { check_a8(37, 2048 + 128 + 72, 128, 1.0f); } /* 3 row blocks, last one partial */
+Test(cpu_kernels, a8_group32) { check_a8(21, 96, 32, 1.0f); }
+Test(cpu_kernels, a8_odd_group) { check_a8(9, 61, 22, 1.0f); }          /* gpad 24: columns padded in every group */
+Test(cpu_kernels, a8_group_over_cols) { check_a8(18, 100, 65536, 50.0f); } /* one group, gpad 100 */
+
+/* The AMX tile path (4+ tokens, where the CPU and OS allow it) gives the VNNI kernel's bits, and
+ * every token's result is the same whatever batch it is computed in (1..20 tokens: tile rows
+ * 4..16 and a second tile of tokens). */
+static void check_a8_batches(int64_t rows, int64_t cols, int group) {
+    wmat W = make_wmat(XF_INT8, rows, cols, group, 77);
+    cr_assert_eq(weights_pack_int8(&W), XF_OK);
+    const int64_t n_max = 20, qc = xk_act8_cols(&W), ng = W.n_groups;
+    uint32_t sd = 19;
+    float *x = malloc((size_t)(n_max * cols) * sizeof(float));
+    for (int64_t i = 0; i < n_max * cols; i++) x[i] = frand(&sd);
+    int8_t *q = malloc((size_t)(n_max * qc));
+    float *s = malloc((size_t)(n_max * ng) * sizeof(float)), *y = malloc((size_t)(n_max * rows) * sizeof(float));
+    float *y1 = malloc((size_t)rows * sizeof(float)), *yv = malloc((size_t)(n_max * rows) * sizeof(float));
+    int32_t *corr = malloc((size_t)(n_max * ng) * sizeof(int32_t));
+    xk_act8_quantize(&W, x, n_max, q, s, corr);
+    cr_log_info("a8 AMX here: %d (%s)", xk_a8_amx(), xk_a8_name(xk_isa_best()));
+    for (int64_t n = 1; n <= n_max; n++) {
+        xk_matmul_a8(xk_isa_best(), &W, q, s, corr, n, y, rows, 1, rows);
+        xk_a8_avoid_amx(1);
+        xk_matmul_a8(xk_isa_best(), &W, q, s, corr, n, yv, rows, 1, rows);
+        xk_a8_avoid_amx(0);
+        for (int64_t t = 0; t < n; t++) {
+            xk_matmul_a8(xk_isa_best(), &W, q + t * qc, s + t * ng, corr + t * ng, 1, y1, rows, 1, rows);
+            for (int64_t r = 1; r < rows; r++) {
+                cr_assert_eq(y[t * rows + r], yv[t * rows + r], "n=%lld tok %lld row %lld: tiles %.9g, vnni %.9g", (long long)n,
+                             (long long)t, (long long)r, y[t * rows + r], yv[t * rows + r]);
+                cr_assert_eq(y[t * rows + r], y1[r], "n=%lld: token %lld differs from it alone at row %lld", (long long)n, (long long)t,
+                             (long long)r);
+            }
+        }
+    }
+    free(x), free(q), free(s), free(y), free(y1), free(yv), free(corr), free(W.data), free(W.scales);
+}
+
+Test(cpu_kernels, a8_batches_group128) { check_a8_batches(35, 384, 128); } /* K tiles of 64 */
+Test(cpu_kernels, a8_batches_odd_group) { check_a8_batches(20, 70, 22); }  /* gpad 24: K tiles of 8 */
+
+/* The extreme: 65536 columns of 127 times inputs all at 127: 127 * 127 * 65536 ~ 1.06e9 in int32,
+ * with (127 + 128) * 127 * 65536 ~ 2.12e9 before the correction. */
+Test(cpu_kernels, a8_int32_extreme) {
+    const int64_t rows = 16, cols = 65536;
+    wmat W = make_wmat(XF_INT8, rows, cols, 65536, 3);
+    float *ones = malloc((size_t)cols * sizeof(float)), *x = malloc((size_t)cols * sizeof(float));
+    for (int64_t c = 0; c < cols; c++) ones[c] = 1.0f, x[c] = 2.0f; /* weights 127 * (1 / 127) */
+    for (int64_t r = 0; r < rows; r++) weights_set_rows(&W, r, 1, ones);
+    cr_assert_eq(weights_pack_int8(&W), XF_OK);
+    int8_t *q = malloc((size_t)xk_act8_cols(&W));
+    float s;
+    int32_t corr;
+    xk_act8_quantize(&W, x, 1, q, &s, &corr);
+    cr_assert(q[0] == 127 && q[cols - 1] == 127 && corr == 128 * 127 * 65536);
+    float y[16];
+    for (int isa = 0; isa < XK_ISA_COUNT; isa++) {
+        if (!xk_isa_supported((xk_isa)isa)) continue;
+        xk_matmul_a8((xk_isa)isa, &W, q, &s, &corr, 1, y, rows, 0, rows);
+        for (int64_t r = 0; r < rows; r++) /* 65536 * 1 * 2 */
+            cr_assert(fabsf(y[r] - 131072.0f) <= 131072.0f * 1e-6f, "%s row %lld: %.9g", xk_a8_name((xk_isa)isa), (long long)r, y[r]);
+    }
+    free(ones), free(x), free(q), free(W.data), free(W.scales);
+}
+
+Test(cpu_kernels, a8_grid_hand_computed_and_non_finite) {
+    /* one group of 4, max |x| = 2 -> step 2 / 127: 1.0 -> 63.5 -> 64 (ties to even), -2 -> -127, 0.5 -> 31.75 -> 32 */
+    wmat W = make_wmat(XF_INT8, 1, 4, 4, 9);
+    cr_assert_eq(weights_pack_int8(&W), XF_OK);
+    float x[4] = {1.0f, -2.0f, 0.0f, 0.5f}, s;
+    int8_t q[4];
+    int32_t corr;
+    xk_act8_quantize(&W, x, 1, q, &s, &corr);
+    cr_assert_float_eq(s, 2.0f / 127.0f, 1e-12);
+    cr_assert(q[0] == 64 && q[1] == -127 && q[2] == 0 && q[3] == 32, "q %d %d %d %d", q[0], q[1], q[2], q[3]);
+    cr_assert_eq(corr, 128 * (64 - 127 + 32));
+    float bad[4] = {1.0f, INFINITY, 2.0f, 3.0f};
+    xk_act8_quantize(&W, bad, 1, q, &s, &corr);
+    cr_assert(isnan(s), "a group with inf gets a NaN scale");
+    float y = 0;
+    xk_matmul_a8(xk_isa_best(), &W, q, &s, &corr, 1, &y, 1, 0, 1);
+    cr_assert(isnan(y), "and the result is NaN, as in fp32");
+    xk_act8_round(bad, 1, 4, 2);
+    cr_assert(isnan(bad[0]) && isnan(bad[1]) && bad[3] == 3.0f);
+    free(W.data), free(W.scales);
+}
+
+/* Setting rows of a packed matrix stores what setting them before packing does. */
+Test(cpu_kernels, a8_set_rows_packed) {
+    wmat A = make_wmat(XF_INT8, 19, 70, 32, 12), B = make_wmat(XF_INT8, 19, 70, 32, 12);
+    cr_assert_eq(weights_pack_int8(&B), XF_OK);
+    uint32_t sd = 5;
+    float row[70];
+    for (int c = 0; c < 70; c++) row[c] = frand(&sd);
+    weights_set_rows(&A, 17, 1, row);
+    weights_set_rows(&B, 17, 1, row);
+    cr_assert_eq(weights_pack_int8(&A), XF_OK);
+    cr_assert_eq(memcmp(A.data, B.data, (size_t)weights_packed_values_bytes(19, 70, 32)), 0);
+    cr_assert_eq(memcmp(A.scales, B.scales, (size_t)weights_packed_scales_bytes(19, 70, 32)), 0);
+    cr_assert_eq(weights_packed_values_bytes(19, 70, 32), 32 * 3 * 32);
+    free(A.data), free(A.scales), free(B.data), free(B.scales);
+}
+
 Test(cpu_kernels, act16_grid_hand_computed_and_non_finite) {
     /* max |x| = 2 -> step 2 / 32767; 1.0 -> 16383.5 -> 16384 (ties to even), -2 -> -32767, 0 -> 0 */
     float x[4] = {1.0f, -2.0f, 0.0f, 0.5f}, s[2];
@@ -200,7 +428,7 @@ Test(cpu_kernels, int8_quantization_hand_computed) {
     float row[4] = {0.5f, -1.27f, -0.333f, 1.27f};
     int8_t q[4];
     float sc;
-    wmat W = {XF_INT8, 1, 4, 4, 1, q, &sc, 0};
+    wmat W = {XF_INT8, 1, 4, 4, 1, q, &sc, 0, 0, 0};
     weights_set_rows(&W, 0, 1, row);
     cr_assert_float_eq(sc, 0.01f, 1e-7);
     cr_assert_eq(q[0], 50);
