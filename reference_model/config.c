@@ -594,7 +594,14 @@ static xf_status parse_obj(const cJSON *root, const char *ctx, model_config *cfg
     cfg->norm_topk_prob = 0;
     memset(cfg->dense_layers, 0, sizeof cfg->dense_layers);
     if (is_mixtral || is_qwen3_moe) {
-        const char *ne = is_mixtral ? "num_local_experts" : "num_experts";
+        /* qwen writes num_experts; transformers 5 saves qwen3_moe's as num_local_experts (its attribute_map) */
+        const char *ne = is_mixtral || (!cJSON_GetObjectItemCaseSensitive(root, "num_experts") &&
+                                        cJSON_GetObjectItemCaseSensitive(root, "num_local_experts"))
+                             ? "num_local_experts"
+                             : "num_experts";
+        if (!is_mixtral && cJSON_GetObjectItemCaseSensitive(root, "num_experts") &&
+            cJSON_GetObjectItemCaseSensitive(root, "num_local_experts"))
+            return xf_errorf(XF_EINVAL, "%s: both 'num_experts' and 'num_local_experts' are set; keep one (they name the same count)", ctx);
         if ((s = json_get_int(root, ne, ctx, 1, CFG_MAX_EXPERTS, &cfg->n_experts)) != XF_OK) return s;
         if ((s = json_get_int(root, "num_experts_per_tok", ctx, 1, cfg->n_experts, &cfg->experts_per_tok)) != XF_OK) return s;
         if (is_mixtral) {
@@ -626,7 +633,8 @@ static xf_status parse_obj(const cJSON *root, const char *ctx, model_config *cfg
         const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, k_unknown_math[i]);
         if (!f || cJSON_IsNull(f)) continue;
         if (is_mixtral && strcmp(k_unknown_math[i], "num_local_experts") == 0) continue;
-        if (is_qwen3_moe && strcmp(k_unknown_math[i], "num_experts") == 0) continue;
+        if (is_qwen3_moe && (strcmp(k_unknown_math[i], "num_experts") == 0 || strcmp(k_unknown_math[i], "num_local_experts") == 0))
+            continue;
         if (strcmp(k_unknown_math[i], "partial_rotary_factor") == 0 && cJSON_IsNumber(f) && f->valuedouble == 1.0) continue;
         return xf_errorf(XF_EINVAL, "%s: field '%s' is set; xfprof does not implement what it changes for model_type '%s'",
                          ctx, k_unknown_math[i], arch);

@@ -32,6 +32,7 @@
 #include "reference_model/backend.h"
 #include "reference_model/cpu_attention.h"
 #include "reference_model/cpu_kernels.h"
+#include "reference_model/cpu_moe.h"
 #include "reference_model/kv_cache.h"
 #include "reference_model/weights.h"
 
@@ -94,6 +95,7 @@ typedef struct cpu_ctx {
     float *as;             /* int8 weights: (max_cols) its per-group scales (at most one per column) */
     double *rope_inv;      /* (head_dim / 2) RoPE inverse frequencies (config_rope_freqs) */
     double rope_scale;     /* what cos and sin are multiplied by (yarn's attention factor; else 1) */
+    cpu_moe *moe;          /* the experts' buffers and router choices (cpu_moe.h); NULL for a dense model */
     int64_t bytes;         /* everything allocated above, KV included */
 } cpu_ctx;
 
@@ -165,6 +167,7 @@ static void cpu_free(void *ctx) {
     free(c->aq);
     free(c->as);
     free(c->rope_inv);
+    cpu_moe_free(c->moe);
     free(c);
 }
 
@@ -255,11 +258,17 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
     if (c->w->dtype == XF_INT8) {
         int64_t max_cols = cfg->d_model > cfg->d_ff ? cfg->d_model : cfg->d_ff;
         max_cols = max_cols > c->q_dim ? max_cols : c->q_dim;
+        max_cols = max_cols > cfg->d_ff_expert ? max_cols : cfg->d_ff_expert; /* the experts' down inputs */
+        max_cols = max_cols > cfg->d_ff_shared ? max_cols : cfg->d_ff_shared;
         c->aq = cpu_alloc(c, max_cols, sizeof(int16_t), &st);
         c->as = cpu_alloc(c, max_cols, sizeof(float), &st);
     }
     c->rope_inv = cpu_alloc(c, cfg->head_dim / 2, sizeof(double), &st);
     if (!st) st = config_rope_freqs(cfg, c->rope_inv, &c->rope_scale);
+    if (!st && cfg->n_experts > 0) {
+        st = cpu_moe_init(&c->moe, cfg, T, c->threads);
+        c->bytes += cpu_moe_bytes(c->moe);
+    }
     if (c->w->dtype != XF_FP32 && T >= CPU_GEMM_MIN_TOKENS) c->tiles = cpu_alloc(c, (int64_t)c->threads * CPU_TILE_FLOATS, 4, &st);
     if (st) {
         cpu_free(c);
@@ -312,6 +321,9 @@ static void cpu_linear(cpu_ctx *c, const wmat *W, float *x, int64_t n, float *y)
         }
     }
 }
+
+/* cpu_linear for the experts (cpu_moe.h) */
+static void cpu_moe_lin(void *be, const wmat *W, float *x, int64_t n, float *y) { cpu_linear(be, W, x, n, y); }
 
 /* ---- KV ---- */
 
@@ -532,17 +544,26 @@ static xf_status cpu_run_op(void *ctx, op_kind k, int layer, const step_batch *b
         for (int64_t t = 0; t < n; t++) xk_add(c->x + t * d, c->proj + t * d, d);
         return XF_OK;
     case OP_GATE_UP:
+        if (Lw->exp_gate_up) return cpu_moe_gate_up(c->moe, Lw, layer, c->xn, n, cpu_moe_lin, c);
         cpu_linear(c, &Lw->gate_up, c->xn, n, c->gu);
         if (Lw->gate_up_bias) cpu_add_bias(c, c->gu, Lw->gate_up_bias, n, 2 * cfg->d_ff);
         return XF_OK;
     case OP_SWIGLU: {
         const int64_t ff = cfg->d_ff;
+        if (Lw->exp_gate_up) {
+            cpu_moe_swiglu(c->moe, n);
+            return XF_OK;
+        }
         /* per token; one token (decode) runs on the calling thread: a fork costs more than it */
 #pragma omp parallel for num_threads(nth) schedule(static) if (n > 1 && n * ff >= CPU_PAR_MIN / 8)
         for (int64_t t = 0; t < n; t++) xk_swiglu(c->hff + t * ff, c->gu + t * 2 * ff, c->gu + t * 2 * ff + ff, ff);
         return XF_OK;
     }
     case OP_DOWN:
+        if (Lw->exp_gate_up) {
+            cpu_moe_down(c->moe, Lw, n, c->proj, cpu_moe_lin, c);
+            return XF_OK;
+        }
         cpu_linear(c, &Lw->down, c->hff, n, c->proj);
         if (Lw->down_bias) cpu_add_bias(c, c->proj, Lw->down_bias, n, d);
         return XF_OK;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "reference_model/cpu_attention.h"
+#include "reference_model/cpu_moe.h"
 #include "reference_model/kv_cache.h"
 #include "core/limits.h"
 #include "core/sysmem.h"
@@ -81,10 +82,6 @@ static int add_ok(int64_t a, int64_t b, int64_t *out) {
 static xf_status check_options(const model_config *cfg, const model_options *o) {
     xf_status st = config_validate(cfg);
     if (st) return st;
-    if (cfg->n_experts > 0)
-        return xf_errorf(XF_EINVAL, "%s has mixture-of-experts layers (%lld experts, top-%lld): the reference model does not run "
-                         "them yet; 'xfprof predict' and 'xfprof kv' model them", cfg->name, (long long)cfg->n_experts,
-                         (long long)cfg->experts_per_tok);
     if (o->wdtype != XF_FP32 && o->wdtype != XF_BF16 && o->wdtype != XF_FP16 && o->wdtype != XF_INT8)
         return xf_errorf(XF_EINVAL, "weight dtype %s is not supported by the reference model: use fp32, bf16, fp16 or int8",
                          dtype_name(o->wdtype));
@@ -149,6 +146,7 @@ xf_status model_mem_of(const model_config *cfg, const model_options *o, model_me
     /* Activations: what cpu_backend.c allocates (rows = max_seqs * max_prompt). */
     int64_t T, per_tok, acts, q_dim = cfg->n_heads * cfg->head_dim, kv_dim = cfg->n_kv_heads * cfg->head_dim;
     per_tok = 3 * cfg->d_model + (q_dim + 2 * kv_dim) + q_dim + 3 * cfg->d_ff + 2; /* floats + tok_seq */
+    per_tok += cpu_moe_floats_per_token(cfg); /* the experts' buffers (cpu_moe.c) */
     int64_t tail = (cfg->d_model + cfg->vocab + 1) * o->max_seqs + o->max_seqs * o->max_seq_len * 2;
     int threads = o->threads > 0 ? o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (threads < 1) threads = 1;
@@ -187,6 +185,11 @@ static xf_status check_dir_config(const char *dir, const model_config *cfg) {
     XF_SAME(n_layers) XF_SAME(d_model) XF_SAME(n_heads) XF_SAME(n_kv_heads) XF_SAME(head_dim) XF_SAME(d_ff)
     XF_SAME(vocab) XF_SAME(tied_embeddings) XF_SAME(qkv_bias) XF_SAME(o_bias) XF_SAME(mlp_bias) XF_SAME(qk_norm)
     XF_SAME(rope.kind) XF_SAME(sliding_window)
+    XF_SAME(n_experts) XF_SAME(experts_per_tok) XF_SAME(d_ff_expert) XF_SAME(norm_topk_prob) XF_SAME(d_ff_shared)
+    XF_SAME(shared_expert_gate)
+    if (memcmp(f.dense_layers, cfg->dense_layers, sizeof f.dense_layers) != 0)
+        return xf_errorf(XF_EINVAL, "%s: its dense (non-MoE) layers differ from the model asked for: use the folder's own config (--model %s)",
+                         path, dir);
 #undef XF_SAME
     return XF_OK;
 }

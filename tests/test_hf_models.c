@@ -188,3 +188,18 @@ Test(hf_models, qwen3_mixed_window_layers) {
     cr_assert_eq(model_layer_window(&c, 1), 8);
     check_fp32("qwen3-window");
 }
+
+/* Mixture of experts: mixtral (8 experts, top-2, per-expert tensors as save_pretrained writes
+ * them) and qwen3_moe (8 experts of 32, top-2 renormalized, layer 1 dense through mlp_only_layers,
+ * the fused experts.gate_up_proj / down_proj layout of transformers 5). Routing matters: top-1
+ * routing or dropping the renormalization changes 14 of the 16 tokens (expected.json). */
+Test(hf_models, mixtral_experts) { check_fp32("mixtral"); }
+Test(hf_models, qwen3_moe_fused_experts_dense_layer) {
+    model_config c;
+    cr_assert_eq(config_resolve(HF_DIR "qwen3-moe", &c), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(c.n_experts, 8);
+    cr_assert(model_layer_is_moe(&c, 0) && !model_layer_is_moe(&c, 1) && model_layer_is_moe(&c, 2));
+    check_fp32("qwen3-moe");
+}
+Test(hf_models_lowp, mixtral) { check_lowp("mixtral"); }
+Test(hf_models_lowp, qwen3_moe) { check_lowp("qwen3-moe"); }
