@@ -221,6 +221,11 @@ PUBLISHED = {
     "qwen3-8b": ("qwen3", dict(hidden_size=4096, intermediate_size=12288, num_hidden_layers=36, num_attention_heads=32,
                                num_key_value_heads=8, head_dim=128, vocab_size=151936, max_position_embeddings=40960,
                                rope_theta=1000000.0, tie_word_embeddings=False)),
+    "qwen1.5-moe-a2.7b": ("qwen2_moe", dict(hidden_size=2048, intermediate_size=5632, moe_intermediate_size=1408,
+                                             shared_expert_intermediate_size=5632, num_experts=60, num_experts_per_tok=4,
+                                             num_hidden_layers=24, num_attention_heads=16, num_key_value_heads=16,
+                                             vocab_size=151936, max_position_embeddings=8192, rope_theta=1000000.0,
+                                             norm_topk_prob=False, tie_word_embeddings=False, decoder_sparse_step=1)),
 }
 
 

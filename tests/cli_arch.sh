@@ -40,12 +40,12 @@ refuse() { # description, field expected in the message, json text
 }
 base='"hidden_size":64,"intermediate_size":128,"num_hidden_layers":2,"num_attention_heads":4,"vocab_size":512,"max_position_embeddings":64'
 refuse "mixtral without experts" num_local_experts "{\"model_type\":\"mixtral\",$base}"
-refuse "qwen2_moe" shared_expert_intermediate_size "{\"model_type\":\"qwen2_moe\",$base,\"num_experts\":8}"
+refuse "qwen2_moe without its shared expert's size" shared_expert_intermediate_size "{\"model_type\":\"qwen2_moe\",$base,\"num_experts\":8,\"num_experts_per_tok\":2,\"moe_intermediate_size\":32}"
 # MoE: predict models it, the reference model refuses it naming what it lacks
 out=$("$XF" predict --model mixtral-8x7b --device h100-sxm --batch 1,8 --prompt 128 --gen 16 --wdtype bf16 2>"$tmp/e"); check "predict mixtral" 0 $?
 has "predict says the expert reads are expected under uniform routing" "$(cat "$tmp/e")" "uniform routing"
 # MoE runs: per-expert (mixtral) and fused (qwen3-moe) tensors, and random weights at a config's shapes
-for f in mixtral qwen3-moe; do
+for f in mixtral qwen3-moe qwen2-moe; do
     "$XF" run --model "$HF/$f" --weights "$HF/$f" --threads 1 --batch 2 --prompt 8 --gen 4 -o "$tmp/$f.json" >"$tmp/o" 2>"$tmp/e"
     check "run $f from its folder" 0 $?
 done

@@ -203,3 +203,14 @@ Test(hf_models, qwen3_moe_fused_experts_dense_layer) {
 }
 Test(hf_models_lowp, mixtral) { check_lowp("mixtral"); }
 Test(hf_models_lowp, qwen3_moe) { check_lowp("qwen3-moe"); }
+
+/* qwen2_moe: a shared expert of 48 beside 8 routed experts of 32, its output scaled by
+ * sigmoid(shared_expert_gate . x); top-2 not renormalized; qkv biases. Dropping the shared expert
+ * changes 14 of the 16 tokens. */
+Test(hf_models, qwen2_moe_shared_expert) {
+    model_config c;
+    cr_assert_eq(config_resolve(HF_DIR "qwen2-moe", &c), XF_OK, "%s", xf_error_msg());
+    cr_assert(c.d_ff_shared == 48 && c.shared_expert_gate && !c.norm_topk_prob && c.qkv_bias);
+    check_fp32("qwen2-moe");
+}
+Test(hf_models_lowp, qwen2_moe) { check_lowp("qwen2-moe"); }
