@@ -610,6 +610,11 @@ static void cpu_seq_release(void *ctx, int64_t seq) {
 
 static int64_t cpu_mem_bytes(void *ctx) { return ((cpu_ctx *)ctx)->bytes; }
 
+static const int64_t *cpu_expert_counts(void *ctx, int layer) {
+    const cpu_ctx *c = ctx;
+    return c->moe && model_layer_is_moe(&c->cfg, layer) ? cpu_moe_counts(c->moe, layer) : NULL;
+}
+
 /* ---- which BLAS kernels ---- */
 
 char *openblas_get_corename(void); /* OpenBLAS's own API (not in every cblas.h) */
@@ -624,4 +629,5 @@ const backend_ops cpu_backend_ops = {
     .read_tokens = cpu_read_tokens,
     .seq_release = cpu_seq_release,
     .mem_bytes = cpu_mem_bytes,
+    .expert_counts = cpu_expert_counts,
 };

@@ -49,6 +49,9 @@ struct model {
     int64_t *tok_off;       /* (max_seqs + 1) */
     int32_t *tok;           /* (max_tokens) */
     int32_t *sampled;       /* (max_seqs) */
+    int64_t *exp_tokens;    /* (XF_PHASE_COUNT, n_layers, n_experts) MoE: tokens per expert since the prefill */
+    int64_t *exp_distinct;  /* (XF_PHASE_COUNT, n_layers) distinct experts read, summed over steps */
+    int64_t exp_steps[XF_PHASE_COUNT];
 };
 
 void model_options_default(model_options *o) {
@@ -212,6 +215,8 @@ void model_free(model *m) {
     free(m->tok_off);
     free(m->tok);
     free(m->sampled);
+    free(m->exp_tokens);
+    free(m->exp_distinct);
     free(m);
 }
 
@@ -313,7 +318,11 @@ xf_status model_init(model **out, const model_config *cfg, const model_options *
     m->tok_off = calloc((size_t)S + 1, sizeof *m->tok_off);
     m->tok = malloc((size_t)m->max_tokens * sizeof *m->tok);
     m->sampled = malloc((size_t)S * sizeof *m->sampled);
-    if (!m->kv_ids || !m->seq_len || !m->gen || !m->n_gen || !m->logits || !m->sseq || !m->tok_off || !m->tok || !m->sampled) {
+    if (cfg->n_experts > 0) {
+        m->exp_tokens = calloc((size_t)(XF_PHASE_COUNT * cfg->n_layers * cfg->n_experts), sizeof *m->exp_tokens);
+        m->exp_distinct = calloc((size_t)(XF_PHASE_COUNT * cfg->n_layers), sizeof *m->exp_distinct);
+    }
+    if ((cfg->n_experts > 0 && (!m->exp_tokens || !m->exp_distinct)) || !m->kv_ids || !m->seq_len || !m->gen || !m->n_gen || !m->logits || !m->sseq || !m->tok_off || !m->tok || !m->sampled) {
         model_free(m);
         return xf_errorf(XF_ENOMEM, "out of memory");
     }
@@ -373,6 +382,37 @@ void model_reset(model *m) {
     }
     m->n_seqs = 0;
     m->decode_steps = 0;
+    if (m->exp_tokens) {
+        memset(m->exp_tokens, 0, (size_t)(XF_PHASE_COUNT * m->cfg.n_layers * m->cfg.n_experts) * sizeof *m->exp_tokens);
+        memset(m->exp_distinct, 0, (size_t)(XF_PHASE_COUNT * m->cfg.n_layers) * sizeof *m->exp_distinct);
+        memset(m->exp_steps, 0, sizeof m->exp_steps);
+    }
+}
+
+/* Adds the last step's router choices to the phase's sums. */
+static void add_expert_counts(model *m, xf_phase ph) {
+    if (!m->exp_tokens || !m->be->expert_counts) return;
+    const int64_t E = m->cfg.n_experts, L = m->cfg.n_layers;
+    for (int64_t l = 0; l < L; l++) {
+        const int64_t *c = m->be->expert_counts(m->bctx, (int)l);
+        if (!c) continue;
+        int64_t *t = m->exp_tokens + ((int64_t)ph * L + l) * E;
+        for (int64_t e = 0; e < E; e++) {
+            t[e] += c[e];
+            m->exp_distinct[(int64_t)ph * L + l] += c[e] > 0;
+        }
+    }
+    m->exp_steps[ph]++;
+}
+
+xf_status model_expert_stats(const model *m, xf_phase ph, const int64_t **tokens, const int64_t **distinct, int64_t *steps) {
+    if (!m || !m->exp_tokens || !m->be->expert_counts || ph < 0 || ph >= XF_PHASE_COUNT)
+        return xf_errorf(XF_EUNSUPPORTED, "no router statistics: the model has no experts or its backend does not report them");
+    const int64_t L = m->cfg.n_layers;
+    if (tokens) *tokens = m->exp_tokens + (int64_t)ph * L * m->cfg.n_experts;
+    if (distinct) *distinct = m->exp_distinct + (int64_t)ph * L;
+    if (steps) *steps = m->exp_steps[ph];
+    return XF_OK;
 }
 
 /* One op inside its probe range. */
@@ -396,6 +436,7 @@ static xf_status run_step(model *m, const step_batch *b, const probe_set *ps) {
     if (!st) st = m->be->sync(m->bctx);
     if (!st) st = m->be->read_logits(m->bctx, m->logits, b->n_seqs);
     if (!st) st = m->be->read_tokens(m->bctx, m->sampled, b->n_seqs);
+    if (!st) add_expert_counts(m, b->phase);
     return st;
 }
 

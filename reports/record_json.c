@@ -153,6 +153,31 @@ static cJSON *op_to_json(const record_op *op) {
     return o;
 }
 
+/* "experts": {"n_experts": E, "prefill": {"steps": s, "tokens": [[per expert] per layer],
+ * "distinct": [per layer]}, "decode": {...}}. */
+static int experts_to_json(cJSON *o, const record_point *p) {
+    cJSON *ej = cJSON_AddObjectToObject(o, "experts");
+    int ok = ej != NULL && json_add_number(ej, "n_experts", (double)p->n_experts);
+    const int64_t L = p->n_expert_layers, E = p->n_experts;
+    for (int ph = 0; ok && ph < XF_PHASE_COUNT; ph++) {
+        cJSON *pj = cJSON_AddObjectToObject(ej, ph == XF_PREFILL ? "prefill" : "decode");
+        ok &= pj != NULL && json_add_number(pj, "steps", (double)p->expert_steps[ph]);
+        cJSON *tj = ok ? cJSON_AddArrayToObject(pj, "tokens") : NULL, *dj = ok ? cJSON_AddArrayToObject(pj, "distinct") : NULL;
+        ok &= tj && dj;
+        for (int64_t l = 0; ok && l < L; l++) {
+            cJSON *row = cJSON_CreateArray();
+            ok &= row != NULL && cJSON_AddItemToArray(tj, row);
+            for (int64_t e = 0; ok && e < E; e++) {
+                cJSON *v = cJSON_CreateNumber((double)p->expert_tokens[((int64_t)ph * L + l) * E + e]);
+                ok &= v != NULL && cJSON_AddItemToArray(row, v);
+            }
+            cJSON *dv = ok ? cJSON_CreateNumber((double)p->expert_distinct[(int64_t)ph * L + l]) : NULL;
+            ok &= dv != NULL && cJSON_AddItemToArray(dj, dv);
+        }
+    }
+    return ok;
+}
+
 static cJSON *point_to_json(const record_point *p) {
     cJSON *o = cJSON_CreateObject();
     if (!o) return NULL;
@@ -211,6 +236,7 @@ static cJSON *point_to_json(const record_point *p) {
             ok &= row != NULL && cJSON_AddItemToArray(toks, row);
         }
     }
+    if (ok && p->n_experts > 0 && p->expert_tokens && p->expert_distinct) ok &= experts_to_json(o, p);
     if (!ok) {
         cJSON_Delete(o);
         return NULL;
@@ -530,6 +556,62 @@ static xf_status read_dtype(const cJSON *j, const char *key, const char *ctx, xf
     return XF_OK;
 }
 
+/* A count in a record: a whole number in [0, 2^53). */
+static xf_status read_count(const cJSON *v, const char *ctx, int64_t *out) {
+    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble >= 0x1p53 || v->valuedouble != floor(v->valuedouble))
+        return xf_errorf(XF_EINVAL, "%s: must be a whole number in [0, 2^53)", ctx);
+    *out = (int64_t)v->valuedouble;
+    return XF_OK;
+}
+
+/* The optional "experts" object of a point (experts_to_json). */
+static xf_status read_experts(const cJSON *ej, const char *ctx, const record *r, record_point *p) {
+    char sub[160];
+    snprintf(sub, sizeof sub, "%s.experts", ctx);
+    if (!cJSON_IsObject(ej)) return xf_errorf(XF_EINVAL, "%s: must be an object", sub);
+    int64_t E = 0;
+    xf_status s = read_count(cJSON_GetObjectItemCaseSensitive(ej, "n_experts"), sub, &E);
+    if (s) return s;
+    const int64_t L = r->model.n_layers;
+    if (E < 1 || E != r->model.n_experts || L < 1 || L > MODEL_MAX_LAYERS)
+        return xf_errorf(XF_EINVAL, "%s: n_experts %lld does not match the model's %lld routed experts", sub, (long long)E,
+                         (long long)r->model.n_experts);
+    p->expert_tokens = calloc((size_t)(XF_PHASE_COUNT * L * E), sizeof *p->expert_tokens);
+    p->expert_distinct = calloc((size_t)(XF_PHASE_COUNT * L), sizeof *p->expert_distinct);
+    if (!p->expert_tokens || !p->expert_distinct) return xf_errorf(XF_ENOMEM, "%s: out of memory", sub);
+    p->n_experts = E;
+    p->n_expert_layers = L;
+    for (int ph = 0; ph < XF_PHASE_COUNT; ph++) {
+        char pc[200];
+        snprintf(pc, sizeof pc, "%s.%s", sub, ph == XF_PREFILL ? "prefill" : "decode");
+        const cJSON *pj = cJSON_GetObjectItemCaseSensitive(ej, ph == XF_PREFILL ? "prefill" : "decode");
+        if (!cJSON_IsObject(pj)) return xf_errorf(XF_EINVAL, "%s: missing object", pc);
+        if ((s = read_count(cJSON_GetObjectItemCaseSensitive(pj, "steps"), pc, &p->expert_steps[ph]))) return s;
+        const cJSON *tj = cJSON_GetObjectItemCaseSensitive(pj, "tokens"), *dj = cJSON_GetObjectItemCaseSensitive(pj, "distinct");
+        if (!cJSON_IsArray(tj) || cJSON_GetArraySize(tj) != (int)L || !cJSON_IsArray(dj) || cJSON_GetArraySize(dj) != (int)L)
+            return xf_errorf(XF_EINVAL, "%s: 'tokens' and 'distinct' must be arrays of n_layers (%lld) entries", pc, (long long)L);
+        int64_t l = 0;
+        const cJSON *row, *dv = dj->child;
+        cJSON_ArrayForEach(row, tj) {
+            if (!cJSON_IsArray(row) || cJSON_GetArraySize(row) != (int)E)
+                return xf_errorf(XF_EINVAL, "%s: tokens[%lld] must be an array of n_experts (%lld) counts", pc, (long long)l, (long long)E);
+            int64_t e = 0;
+            const cJSON *v;
+            cJSON_ArrayForEach(v, row) {
+                if ((s = read_count(v, pc, &p->expert_tokens[((int64_t)ph * L + l) * E + e]))) return s;
+                e++;
+            }
+            int64_t *dd = &p->expert_distinct[(int64_t)ph * L + l];
+            if ((s = read_count(dv, pc, dd))) return s;
+            if (*dd > p->expert_steps[ph] * E)
+                return xf_errorf(XF_EINVAL, "%s: distinct[%lld] = %lld exceeds steps x n_experts", pc, (long long)l, (long long)*dd);
+            dv = dv->next;
+            l++;
+        }
+    }
+    return XF_OK;
+}
+
 static xf_status read_point(const cJSON *j, const char *ctx, const record *r, record_point *p) {
     if (!cJSON_IsObject(j)) return xf_errorf(XF_EINVAL, "%s: must be an object", ctx);
     char sub[96];
@@ -613,6 +695,8 @@ static xf_status read_point(const cJSON *j, const char *ctx, const record *r, re
         (s = read_bytes(mj, "total_bytes", sub, &m->total_bytes)) ||
         (s = read_bytes(mj, "capacity_bytes", sub, &m->capacity_bytes)))
         return s;
+    const cJSON *exj = cJSON_GetObjectItemCaseSensitive(j, "experts");
+    if (exj && (s = read_experts(exj, ctx, r, p))) return s;
     const cJSON *toks = cJSON_GetObjectItemCaseSensitive(j, "tokens");
     if (toks) {
         if (!cJSON_IsArray(toks)) return xf_errorf(XF_EINVAL, "%s: 'tokens' must be an array of arrays", ctx);
