@@ -76,6 +76,8 @@ typedef struct record_memory {
     double activations_bytes;
     double total_bytes;
     double capacity_bytes; /* the device's memory */
+    double active_weights_bytes; /* what one token reads of the weights: all but the routed experts it does
+                                    not select (MoE); = weights_bytes when dense; 0 unknown (older records) */
 } record_memory;
 
 /* How a measured point was run (empty for predictions). */
@@ -144,6 +146,8 @@ typedef struct record {
     char tool_version[32];
     model_config model;
     int64_t model_params;
+    int64_t model_active_params; /* parameters one token uses (MoE: the selected experts only); = model_params
+                                    when dense; 0 unknown (older records, imports) */
     double kv_bytes_per_token; /* at the first point's KV dtype */
     device_spec device;
     int n_points;

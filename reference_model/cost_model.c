@@ -398,6 +398,13 @@ void cost_memory_of(const model_config *cfg, const workload *w, cost_memory *out
     memset(out, 0, sizeof *out);
     if (!cfg || !w || config_validate(cfg) != XF_OK || workload_validate(w) != XF_OK) return;
     memory_for_batch(cfg, w, cost_weight_bytes(cfg, w), (double)w->batch, out);
+    out->active_weights_bytes = out->weights_bytes;
+    if (cfg->n_experts > 0) { /* less the unselected experts of every MoE layer */
+        const double E = (double)cfg->n_experts, k = (double)cfg->experts_per_tok;
+        const double one = moe_weight_bytes(cfg, w, OP_GATE_UP, 1) - moe_weight_bytes(cfg, w, OP_GATE_UP, 0) +
+                           moe_weight_bytes(cfg, w, OP_DOWN, 1) - moe_weight_bytes(cfg, w, OP_DOWN, 0);
+        out->active_weights_bytes -= (double)model_moe_layers(cfg) * (E - k) * one;
+    }
 }
 
 /* Largest batch workload_validate accepts (its MAX_BATCH). */

@@ -90,6 +90,8 @@ xf_status cost_step_of_sums(const model_config *cfg, const workload *w, const co
 /* Memory a workload needs on the device. */
 typedef struct cost_memory {
     double weights_bytes;     /* all parameters at wdtype (embeddings too; scales counted) */
+    double active_weights_bytes; /* what one token reads of them: all but the routed experts it does not
+                                    select (experts_per_tok of n_experts per MoE layer); = weights_bytes when dense */
     double kv_bytes;          /* batch * (prompt + gen) tokens of KV at kvdtype; windowed layers hold at most the window */
     double kv_bytes_per_token;/* 2 * n_layers * n_kv_heads * head_dim * bytes(kvdtype) */
     double activations_bytes; /* peak live activations of the prefill step (working buffers) */

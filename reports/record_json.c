@@ -50,6 +50,8 @@ static cJSON *model_to_json(const record *r) {
              json_add_number(o, "kv_bytes_per_token", r->kv_bytes_per_token);
     /* newer architectures (optional on reading: older records lack them) */
     ok = ok && add_bool(o, "o_bias", m->o_bias) && add_bool(o, "mlp_bias", m->mlp_bias) && add_bool(o, "qk_norm", m->qk_norm);
+    ok = ok && json_add_number(o, "active_params", (double)r->model_active_params) &&
+         json_add_number(o, "d_ff_shared", (double)m->d_ff_shared) && add_bool(o, "shared_expert_gate", m->shared_expert_gate);
     cJSON *rs = ok ? cJSON_AddObjectToObject(o, "rope_scaling") : NULL;
     ok = rs && add_str(rs, "type", rope_kind_name(m->rope.kind)) && json_add_number(rs, "factor", m->rope.factor) &&
          json_add_number(rs, "low_freq_factor", m->rope.low_freq_factor) &&
@@ -227,7 +229,8 @@ static cJSON *point_to_json(const record_point *p) {
         ok &= json_add_number(mj, "weights_bytes", m->weights_bytes) & json_add_number(mj, "kv_bytes", m->kv_bytes) &
               json_add_number(mj, "kv_bytes_per_token", m->kv_bytes_per_token) &
               json_add_number(mj, "activations_bytes", m->activations_bytes) &
-              json_add_number(mj, "total_bytes", m->total_bytes) & json_add_number(mj, "capacity_bytes", m->capacity_bytes);
+              json_add_number(mj, "total_bytes", m->total_bytes) & json_add_number(mj, "capacity_bytes", m->capacity_bytes) &
+              json_add_number(mj, "active_weights_bytes", m->active_weights_bytes);
     if (ok && p->tokens && p->n_seqs > 0) {
         cJSON *toks = cJSON_AddArrayToObject(o, "tokens");
         ok &= toks != NULL;
@@ -406,6 +409,18 @@ static xf_status read_model(const cJSON *j, record *r) {
         (s = json_opt_bool(j, "norm_topk_prob", ctx, &m->norm_topk_prob, &present)))
         return s;
     if ((s = json_opt_index_bits(j, "dense_layers", ctx, m->n_layers, m->dense_layers, MODEL_MAX_LAYERS / 64))) return s;
+    m->d_ff_shared = 0;
+    m->shared_expert_gate = 0;
+    m->moe_score = MOE_SCORE_SOFTMAX;
+    double active = 0;
+    if ((s = json_opt_int(j, "d_ff_shared", ctx, 0, 1 << 24, &m->d_ff_shared, &present)) ||
+        (s = json_opt_bool(j, "shared_expert_gate", ctx, &m->shared_expert_gate, &present)) ||
+        (cJSON_GetObjectItemCaseSensitive(j, "active_params") && (s = json_get_number(j, "active_params", ctx, &active))))
+        return s;
+    if (!(active >= 0 && active < 0x1p63)) return xf_errorf(XF_EINVAL, "%s: field 'active_params' out of range", ctx);
+    r->model_active_params = (int64_t)active;
+    if ((m->d_ff_shared > 0 || m->shared_expert_gate) && m->n_experts <= 0)
+        return xf_errorf(XF_EINVAL, "%s: a shared expert (d_ff_shared, shared_expert_gate) without routed experts", ctx);
     if (m->n_experts > 0 && (m->experts_per_tok < 1 || m->experts_per_tok > m->n_experts || m->d_ff_expert < 1))
         return xf_errorf(XF_EINVAL, "%s: n_experts %lld needs 1 <= experts_per_tok (%lld) <= n_experts and d_ff_expert >= 1", ctx,
                          (long long)m->n_experts, (long long)m->experts_per_tok);
@@ -694,6 +709,9 @@ static xf_status read_point(const cJSON *j, const char *ctx, const record *r, re
         (s = read_bytes(mj, "activations_bytes", sub, &m->activations_bytes)) ||
         (s = read_bytes(mj, "total_bytes", sub, &m->total_bytes)) ||
         (s = read_bytes(mj, "capacity_bytes", sub, &m->capacity_bytes)))
+        return s;
+    m->active_weights_bytes = 0; /* optional: older records lack it */
+    if (cJSON_GetObjectItemCaseSensitive(mj, "active_weights_bytes") && (s = read_bytes(mj, "active_weights_bytes", sub, &m->active_weights_bytes)))
         return s;
     const cJSON *exj = cJSON_GetObjectItemCaseSensitive(j, "experts");
     if (exj && (s = read_experts(exj, ctx, r, p))) return s;

@@ -557,6 +557,7 @@ xf_status runner_run(const run_plan *pl, record *rec, run_notes *notes_out) {
 
     rec->model = *cfg;
     rec->model_params = config_param_count(cfg);
+    rec->model_active_params = config_active_param_count(cfg);
     rec->device = ctx.dev;
     rec->ceilings_measured = pl->cuda ? from_file : 1; /* CPU: the machine file or a quick measurement */
     char policy[32];

@@ -49,6 +49,17 @@ for f in mixtral qwen3-moe qwen2-moe; do
     "$XF" run --model "$HF/$f" --weights "$HF/$f" --threads 1 --batch 2 --prompt 8 --gen 4 -o "$tmp/$f.json" >"$tmp/o" 2>"$tmp/e"
     check "run $f from its folder" 0 $?
 done
+# the record keeps the router's choices; the table and the report show total against active weights and the load
+out=$("$XF" show "$tmp/qwen2-moe.json"); check "show an MoE run" 0 $?
+has "show: total and active parameters" "$out" "parameters 209 k total, 135 k active per token"
+has "show: the router's load per phase" "$out" "router (decode, 3 steps)"
+has "the record keeps the router's counts" "$(cat "$tmp/qwen2-moe.json")" '"experts":{"n_experts":8'
+"$XF" report "$tmp/qwen2-moe.json" -o "$tmp/moe.html" 2>"$tmp/e"; check "report an MoE run" 0 $?
+has "report: the expert-load section" "$(cat "$tmp/moe.html")" 'id="r0-experts"'
+has "report: active parameters in the summary" "$(cat "$tmp/moe.html")" "active parameters per token"
+if command -v gnuplot >/dev/null; then
+    has "report: the expert-load heat map is drawn" "$(sed -n '/id="r0-experts"/,/<\/section>/p' "$tmp/moe.html")" "<image"
+fi
 "$XF" run --model "$HF/qwen3-moe" --threads 1 --batch 1 --prompt 8 --gen 2 --wdtype int8 >/dev/null 2>"$tmp/e"
 check "run qwen3-moe with random int8 weights" 0 $?
 # a folder whose tensors do not match the config: exit 2 naming the tensor; extra layers warned about
