@@ -322,8 +322,34 @@ static void cpu_linear(cpu_ctx *c, const wmat *W, float *x, int64_t n, float *y)
     }
 }
 
-/* cpu_linear for the experts (cpu_moe.h) */
-static void cpu_moe_lin(void *be, const wmat *W, float *x, int64_t n, float *y) { cpu_linear(be, W, x, n, y); }
+/* The experts' projections (cpu_moe.h): with fp32 / bf16 / fp16 weights and few rows each (decode),
+ * the output rows of all of them in CPU_MM_CHUNK chunks dealt to the threads in one parallel
+ * region (one fork and barrier per op, not per expert; every chunk is computed as cpu_linear
+ * computes it, so the results are the same); otherwise cpu_linear one after the other. */
+static void cpu_moe_lin(void *be, int count, const wmat *const *W, float *const *x, const int64_t *n, float *const *y) {
+    cpu_ctx *c = be;
+    int direct = count <= 1024;
+    for (int i = 0; direct && i < count; i++) direct = W[i]->dtype != XF_INT8 && n[i] < CPU_GEMM_MIN_TOKENS;
+    if (!direct) {
+        for (int i = 0; i < count; i++) cpu_linear(c, W[i], x[i], n[i], y[i]);
+        return;
+    }
+    int64_t pre[1025]; /* chunks before projection i */
+    pre[0] = 0;
+    for (int i = 0; i < count; i++) pre[i + 1] = pre[i] + (W[i]->rows + CPU_MM_CHUNK - 1) / CPU_MM_CHUNK;
+    const xk_isa isa = c->isa;
+#pragma omp parallel for num_threads(c->threads) schedule(static) if (pre[count] > 1)
+    for (int64_t ch = 0; ch < pre[count]; ch++) {
+        int lo = 0, hi = count - 1; /* the projection holding chunk ch: pre[lo] <= ch < pre[lo + 1] */
+        while (lo < hi) {
+            const int mid = (lo + hi + 1) / 2;
+            if (pre[mid] <= ch) lo = mid;
+            else hi = mid - 1;
+        }
+        const int64_t rows = W[lo]->rows, r0 = (ch - pre[lo]) * CPU_MM_CHUNK, r1 = r0 + CPU_MM_CHUNK < rows ? r0 + CPU_MM_CHUNK : rows;
+        xk_matmul(isa, W[lo], x[lo], n[lo], y[lo], rows, r0, r1);
+    }
+}
 
 /* ---- KV ---- */
 

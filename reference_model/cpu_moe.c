@@ -28,6 +28,9 @@ struct cpu_moe {
     float *sh;        /* (max_tokens, fs) its swiglu */
     float *sgate;     /* (max_tokens) sigmoid(x . w_gate); NULL without the shared gate */
     int64_t *counts;  /* (n_layers, E) tokens per expert, last step */
+    const wmat **lw;  /* (E + 1) the projections handed to the backend at once, and their */
+    float **lx, **ly; /* (E + 1) inputs and outputs */
+    int64_t *ln;      /* (E + 1) rows */
     int64_t bytes;
 };
 
@@ -69,6 +72,10 @@ void cpu_moe_free(cpu_moe *m) {
     free(m->sh);
     free(m->sgate);
     free(m->counts);
+    free(m->lw);
+    free(m->lx);
+    free(m->ly);
+    free(m->ln);
     free(m);
 }
 
@@ -106,6 +113,10 @@ xf_status cpu_moe_init(cpu_moe **out, const model_config *c, int64_t max_tokens,
         m->sh = moe_alloc(m, T * m->fs, 4, &st);
     }
     if (c->shared_expert_gate) m->sgate = moe_alloc(m, T, 4, &st);
+    m->lw = moe_alloc(m, m->E + 1, sizeof *m->lw, &st);
+    m->lx = moe_alloc(m, m->E + 1, sizeof *m->lx, &st);
+    m->ly = moe_alloc(m, m->E + 1, sizeof *m->ly, &st);
+    m->ln = moe_alloc(m, m->E + 1, sizeof *m->ln, &st);
     if (!st) {
         m->counts = calloc((size_t)(c->n_layers * m->E), sizeof *m->counts);
         if (!m->counts) st = xf_errorf(XF_ENOMEM, "out of memory");
@@ -188,7 +199,11 @@ xf_status cpu_moe_gate_up(cpu_moe *m, const layer_weights *L, int layer, float *
             m->sgate[t] = 1.0f / (1.0f + expf(-(float)s));
         }
     memcpy(m->xr, xn, (size_t)(n * d) * sizeof(float));
-    lin(be, &L->router, m->xr, n, m->logits);
+    {
+        const wmat *rw = &L->router;
+        int64_t rn = n;
+        lin(be, 1, &rw, &m->xr, &rn, &m->logits);
+    }
     for (int64_t t = 0; t < n; t++)
         cpu_moe_route(m->cfg.moe_score, m->logits + t * E, E, k, m->cfg.norm_topk_prob, m->sel + t * k, m->selw + t * k);
     /* group the (token, choice) rows by expert, tokens in order within an expert */
@@ -203,9 +218,11 @@ xf_status cpu_moe_gate_up(cpu_moe *m, const layer_weights *L, int layer, float *
     }
 #pragma omp parallel for num_threads(m->threads) schedule(static) if (n * k * d >= MOE_PAR_MIN)
     for (int64_t a = 0; a < n * k; a++) memcpy(m->xg + m->row_of[a] * d, xn + (a / k) * d, (size_t)d * sizeof(float));
+    int q = 0; /* the chosen experts' gate/up, then the shared expert's: xn's last use (int8 may round it) */
     for (int64_t e = 0; e < E; e++)
-        if (cnt[e] > 0) lin(be, &L->exp_gate_up[e], m->xg + m->off[e] * d, cnt[e], m->gu + m->off[e] * 2 * fe);
-    if (m->sgu) lin(be, &L->sh_gate_up, xn, n, m->sgu); /* xn's last use: int8 may round it */
+        if (cnt[e] > 0) m->lw[q] = &L->exp_gate_up[e], m->lx[q] = m->xg + m->off[e] * d, m->ln[q] = cnt[e], m->ly[q++] = m->gu + m->off[e] * 2 * fe;
+    if (m->sgu) m->lw[q] = &L->sh_gate_up, m->lx[q] = xn, m->ln[q] = n, m->ly[q++] = m->sgu;
+    lin(be, q, m->lw, m->lx, m->ln, m->ly);
     return XF_OK;
 }
 
@@ -219,13 +236,15 @@ void cpu_moe_swiglu(cpu_moe *m, int64_t n) {
 
 void cpu_moe_down(cpu_moe *m, const layer_weights *L, int64_t n, float *out, cpu_moe_linear_fn lin, void *be) {
     const int64_t E = m->E, k = m->k, d = m->d, fe = m->fe;
-    for (int64_t e = 0; e < E; e++) {
-        const int64_t c = m->off[e + 1] - m->off[e];
-        if (c > 0) lin(be, &L->exp_down[e], m->h + m->off[e] * fe, c, m->y + m->off[e] * d);
-    }
     /* the shared expert's down output goes to out first, scaled by its gate, then the routed sum
      * is added to it: transformers adds expert_output + gated shared output */
-    if (m->sgu) lin(be, &L->sh_down, m->sh, n, out);
+    int q = 0;
+    for (int64_t e = 0; e < E; e++) {
+        const int64_t c = m->off[e + 1] - m->off[e];
+        if (c > 0) m->lw[q] = &L->exp_down[e], m->lx[q] = m->h + m->off[e] * fe, m->ln[q] = c, m->ly[q++] = m->y + m->off[e] * d;
+    }
+    if (m->sgu) m->lw[q] = &L->sh_down, m->lx[q] = m->sh, m->ln[q] = n, m->ly[q++] = out;
+    lin(be, q, m->lw, m->lx, m->ln, m->ly);
 #pragma omp parallel for num_threads(m->threads) schedule(static) if (n * k * d >= MOE_PAR_MIN)
     for (int64_t t = 0; t < n; t++) {
         float *o = out + t * d;

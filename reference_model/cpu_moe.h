@@ -22,8 +22,11 @@
 #include "core/status.h"
 #include "reference_model/weights.h"
 
-/* y (n, W->rows) = x (n, W->cols) . W^T; x may be overwritten (int8 inputs are rounded in place). */
-typedef void (*cpu_moe_linear_fn)(void *be, const wmat *W, float *x, int64_t n, float *y);
+/* count projections y[i] (n[i], W[i]->rows) = x[i] (n[i], W[i]->cols) . W[i]^T, in one parallel
+ * region where the backend can (decode: every chosen expert's rows dealt to the threads at once, so
+ * a step pays one fork and barrier, not one per expert), else one after the other in index order;
+ * x[i] may be overwritten (int8 inputs are rounded in place). */
+typedef void (*cpu_moe_linear_fn)(void *be, int count, const wmat *const *W, float *const *x, const int64_t *n, float *const *y);
 
 typedef struct cpu_moe cpu_moe;
 

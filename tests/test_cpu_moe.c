@@ -43,15 +43,20 @@ typedef struct lin_log {
     int n;
 } lin_log;
 
-static void plain_lin(void *be, const wmat *W, float *x, int64_t n, float *y) {
+static void plain_lin(void *be, int count, const wmat *const *Ws, float *const *xs, const int64_t *ns, float *const *ys) {
     lin_log *lg = be;
-    if (lg && lg->n < 64) lg->seen[lg->n++] = W;
-    for (int64_t t = 0; t < n; t++)
-        for (int64_t r = 0; r < W->rows; r++) {
-            double s = 0;
-            for (int64_t c = 0; c < W->cols; c++) s += (double)weights_get(W, r, c) * x[t * W->cols + c];
-            y[t * W->rows + r] = (float)s;
-        }
+    for (int i = 0; i < count; i++) {
+        const wmat *W = Ws[i];
+        const float *x = xs[i];
+        float *y = ys[i];
+        if (lg && lg->n < 64) lg->seen[lg->n++] = W;
+        for (int64_t t = 0; t < ns[i]; t++)
+            for (int64_t r = 0; r < W->rows; r++) {
+                double s = 0;
+                for (int64_t c = 0; c < W->cols; c++) s += (double)weights_get(W, r, c) * x[t * W->cols + c];
+                y[t * W->rows + r] = (float)s;
+            }
+    }
 }
 
 static double dsilu(double g) { return g / (1.0 + exp(-g)); }
