@@ -3,6 +3,18 @@
 
 #include <string.h>
 
+experts_layer experts_layer_of(const record_point *p, xf_phase ph, int64_t layer) {
+    experts_layer r = {0, 0, 0, 0};
+    if (!p || !p->expert_tokens || ph < 0 || ph >= XF_PHASE_COUNT || layer < 0 || layer >= p->n_expert_layers) return r;
+    const int64_t E = p->n_experts, *t = p->expert_tokens + ((int64_t)ph * p->n_expert_layers + layer) * E;
+    for (int64_t e = 0; e < E; e++) {
+        r.sum += t[e];
+        r.idle += t[e] == 0;
+        if (t[e] > r.max) r.max = t[e], r.hot = e;
+    }
+    return r;
+}
+
 int experts_load_of(const record *r, const record_point *p, xf_phase ph, experts_load *out) {
     memset(out, 0, sizeof *out);
     if (!r || !p || ph < 0 || ph >= XF_PHASE_COUNT || p->n_experts <= 0 || !p->expert_tokens || !p->expert_distinct ||
@@ -12,13 +24,8 @@ int experts_load_of(const record *r, const record_point *p, xf_phase ph, experts
     double dist = 0;
     int64_t idle = 0;
     for (int64_t l = 0; l < L; l++) {
-        const int64_t *t = p->expert_tokens + ((int64_t)ph * L + l) * E;
-        int64_t sum = 0, mx = 0, hot = 0, zero = 0;
-        for (int64_t e = 0; e < E; e++) {
-            sum += t[e];
-            zero += t[e] == 0;
-            if (t[e] > mx) mx = t[e], hot = e;
-        }
+        const experts_layer x = experts_layer_of(p, ph, l);
+        const int64_t sum = x.sum, mx = x.max, hot = x.hot, zero = x.idle;
         if (sum == 0) continue; /* a dense layer */
         out->moe_layers++;
         idle += zero;

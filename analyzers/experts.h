@@ -20,6 +20,13 @@ typedef struct experts_load {
     double idle_share;        /* experts no token chose, share over all MoE layers' experts */
 } experts_load;
 
+/* One layer of phase ph: the routed (token, expert) pairs summed over the steps (0 for a dense
+ * layer or without statistics), the busiest expert and its count, the experts no token chose. */
+typedef struct experts_layer {
+    int64_t sum, hot, max, idle;
+} experts_layer;
+experts_layer experts_layer_of(const record_point *p, xf_phase ph, int64_t layer);
+
 /* Fills *out for phase ph of p; 1 when p has router statistics with at least one step and one MoE
  * layer in that phase, 0 (and *out zeroed) otherwise. */
 int experts_load_of(const record *r, const record_point *p, xf_phase ph, experts_load *out);

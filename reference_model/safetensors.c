@@ -306,9 +306,9 @@ static xf_status st_set_open(st_set *s, const char *dir) {
     return st;
 }
 
-/* The tensor `name` across the folder's files, checked for dtype and shape (rows, cols); cols = 0
- * for a vector. */
-static xf_status st_set_get(const st_set *s, const char *name, int64_t rows, int64_t cols, const st_tensor **out) {
+/* The tensor `name` across the folder's files, found once, marked used, of a dtype the reference
+ * model reads; its shape is the caller's to check. */
+static xf_status st_set_take(const st_set *s, const char *name, const st_tensor **out) {
     const st_tensor *found = NULL;
     for (int i = 0; i < s->n; i++) {
         const st_tensor *t = st_file_find(s->files[i], name);
@@ -319,16 +319,31 @@ static xf_status st_set_get(const st_set *s, const char *name, int64_t rows, int
     ((st_tensor *)found)->used = 1; /* the set's own tensors: st_set_open mapped them */
     if (found->dtype == ST_OTHER)
         return xf_errorf(XF_EFORMAT, "tensor '%s' has dtype %s: the reference model reads F32, F16 and BF16", name, found->dtype_name);
+    *out = found;
+    return XF_OK;
+}
+
+/* "d0, d1, ..." of t's shape into got (len bytes). */
+static const char *shape_str(const st_tensor *t, char *got, size_t len) {
+    size_t o = 0;
+    got[0] = '\0';
+    for (int d = 0; d < t->n_dims && o < len; d++) o += (size_t)snprintf(got + o, len - o, d ? ", %lld" : "%lld", (long long)t->shape[d]);
+    return got;
+}
+
+/* The tensor `name`, checked for dtype and shape (rows, cols); cols = 0 for a vector. */
+static xf_status st_set_get(const st_set *s, const char *name, int64_t rows, int64_t cols, const st_tensor **out) {
+    const st_tensor *found;
+    xf_status st = st_set_take(s, name, &found);
+    if (st) return st;
     int want_dims = cols ? 2 : 1;
     if (found->n_dims != want_dims || found->shape[0] != rows || (cols && found->shape[1] != cols)) {
-        char got[128] = "";
-        size_t o = 0;
-        for (int d = 0; d < found->n_dims && o < sizeof got; d++)
-            o += (size_t)snprintf(got + o, sizeof got - o, d ? ", %lld" : "%lld", (long long)found->shape[d]);
+        char got[128];
         if (cols)
-            return xf_errorf(XF_EFORMAT, "tensor '%s' has shape [%s] but the config needs [%lld, %lld]", name, got,
-                             (long long)rows, (long long)cols);
-        return xf_errorf(XF_EFORMAT, "tensor '%s' has shape [%s] but the config needs [%lld]", name, got, (long long)rows);
+            return xf_errorf(XF_EFORMAT, "tensor '%s' has shape [%s] but the config needs [%lld, %lld]", name,
+                             shape_str(found, got, sizeof got), (long long)rows, (long long)cols);
+        return xf_errorf(XF_EFORMAT, "tensor '%s' has shape [%s] but the config needs [%lld]", name, shape_str(found, got, sizeof got),
+                         (long long)rows);
     }
     *out = found;
     return XF_OK;
@@ -397,23 +412,13 @@ static int st_set_has(const st_set *s, const char *name) {
 
 /* A fused expert tensor `name`, (n_experts, rows, cols), checked like st_set_get. */
 static xf_status st_set_get3(const st_set *s, const char *name, int64_t n, int64_t rows, int64_t cols, const st_tensor **out) {
-    const st_tensor *found = NULL;
-    for (int i = 0; i < s->n; i++) {
-        const st_tensor *t = st_file_find(s->files[i], name);
-        if (t && found) return xf_errorf(XF_EFORMAT, "tensor '%s' appears in more than one safetensors file", name);
-        if (t) found = t;
-    }
-    if (!found) return xf_errorf(XF_EINVAL, "tensor '%s' is missing from the weights folder", name);
-    ((st_tensor *)found)->used = 1;
-    if (found->dtype == ST_OTHER)
-        return xf_errorf(XF_EFORMAT, "tensor '%s' has dtype %s: the reference model reads F32, F16 and BF16", name, found->dtype_name);
+    const st_tensor *found;
+    xf_status st = st_set_take(s, name, &found);
+    if (st) return st;
     if (found->n_dims != 3 || found->shape[0] != n || found->shape[1] != rows || found->shape[2] != cols) {
-        char got[128] = "";
-        size_t o = 0;
-        for (int d = 0; d < found->n_dims && o < sizeof got; d++)
-            o += (size_t)snprintf(got + o, sizeof got - o, d ? ", %lld" : "%lld", (long long)found->shape[d]);
+        char got[128];
         return xf_errorf(XF_EFORMAT, "tensor '%s' has shape [%s] but the config needs [%lld, %lld, %lld] (experts, out, in)", name,
-                         got, (long long)n, (long long)rows, (long long)cols);
+                         shape_str(found, got, sizeof got), (long long)n, (long long)rows, (long long)cols);
     }
     *out = found;
     return XF_OK;

@@ -47,13 +47,8 @@ static void experts_phase(html_ctx *c, const record *r, int ri, const record_poi
     html_put(c, "<table class=\"sortable\"><thead><tr><th>layer</th><th>experts read per step</th><th>busiest expert</th>"
                 "<th>its share</th><th>busiest / mean</th><th>idle experts</th></tr></thead><tbody>\n");
     for (int64_t l = 0; l < L; l++) {
-        const int64_t *t = p->expert_tokens + ((int64_t)ph * L + l) * E;
-        int64_t sum = 0, mx = 0, hot = 0, idle = 0;
-        for (int64_t e = 0; e < E; e++) {
-            sum += t[e];
-            idle += t[e] == 0;
-            if (t[e] > mx) mx = t[e], hot = e;
-        }
+        const experts_layer x = experts_layer_of(p, ph, l);
+        const int64_t sum = x.sum, mx = x.max, hot = x.hot, idle = x.idle;
         if (sum == 0) continue; /* dense */
         char s[32];
         html_put(c, "<tr>");

@@ -46,7 +46,7 @@ out=$("$XF" predict --model mixtral-8x7b --device h100-sxm --batch 1,8 --prompt 
 has "predict says the expert reads are expected under uniform routing" "$(cat "$tmp/e")" "uniform routing"
 # MoE runs: per-expert (mixtral) and fused (qwen3-moe) tensors, and random weights at a config's shapes
 for f in mixtral qwen3-moe qwen2-moe; do
-    "$XF" run --model "$HF/$f" --weights "$HF/$f" --threads 1 --batch 2 --prompt 8 --gen 4 -o "$tmp/$f.json" >"$tmp/o" 2>"$tmp/e"
+    "$XF" run --model "$HF/$f" --weights "$HF/$f" --threads 1 --batch 2 --prompt 8 --gen 4 --reps 1 --warmup 0 -o "$tmp/$f.json" >"$tmp/o" 2>"$tmp/e"
     check "run $f from its folder" 0 $?
 done
 # the record keeps the router's choices; the table and the report show total against active weights and the load
@@ -60,27 +60,27 @@ has "report: active parameters in the summary" "$(cat "$tmp/moe.html")" "active 
 if command -v gnuplot >/dev/null; then
     has "report: the expert-load heat map is drawn" "$(sed -n '/id="r0-experts"/,/<\/section>/p' "$tmp/moe.html")" "<image"
 fi
-"$XF" run --model "$HF/qwen3-moe" --threads 1 --batch 1 --prompt 8 --gen 2 --wdtype int8 >/dev/null 2>"$tmp/e"
+"$XF" run --model "$HF/qwen3-moe" --threads 1 --batch 1 --prompt 8 --gen 2 --reps 1 --warmup 0 --wdtype int8 >/dev/null 2>"$tmp/e"
 check "run qwen3-moe with random int8 weights" 0 $?
 # a folder whose tensors do not match the config: exit 2 naming the tensor; extra layers warned about
 mkdir "$tmp/moe"
 cp "$HF/qwen3-moe/model.safetensors" "$tmp/moe/"
 sed 's/"moe_intermediate_size": 32/"moe_intermediate_size": 48/' "$HF/qwen3-moe/config.json" >"$tmp/moe/config.json"
-"$XF" run --model "$tmp/moe" --weights "$tmp/moe" --threads 1 --batch 1 --prompt 8 --gen 2 >/dev/null 2>"$tmp/e"
+"$XF" run --model "$tmp/moe" --weights "$tmp/moe" --threads 1 --batch 1 --prompt 8 --gen 2 --reps 1 --warmup 0 >/dev/null 2>"$tmp/e"
 check "mis-shaped fused experts: exit 2" 2 $?
 has "mis-shaped fused experts named" "$(cat "$tmp/e")" "experts.gate_up_proj"
 sed 's/"mlp_only_layers": \[/"mlp_only_layers": [0, /' "$HF/qwen3-moe/config.json" >"$tmp/moe/config.json"
-"$XF" run --model "$tmp/moe" --weights "$tmp/moe" --threads 1 --batch 1 --prompt 8 --gen 2 >/dev/null 2>"$tmp/e"
+"$XF" run --model "$tmp/moe" --weights "$tmp/moe" --threads 1 --batch 1 --prompt 8 --gen 2 --reps 1 --warmup 0 >/dev/null 2>"$tmp/e"
 check "a dense layer whose folder has experts: exit 2" 2 $?
 has "the missing dense tensor named" "$(cat "$tmp/e")" "model.layers.0.mlp.gate_proj.weight"
 sed 's/"num_hidden_layers": 3/"num_hidden_layers": 2/' "$HF/qwen3-moe/config.json" >"$tmp/moe/config.json"
-"$XF" run --model "$tmp/moe" --weights "$tmp/moe" --threads 1 --batch 1 --prompt 8 --gen 2 >/dev/null 2>"$tmp/e"
+"$XF" run --model "$tmp/moe" --weights "$tmp/moe" --threads 1 --batch 1 --prompt 8 --gen 2 --reps 1 --warmup 0 >/dev/null 2>"$tmp/e"
 check "experts of a layer the config lacks: still runs" 0 $?
 has "unused experts warned" "$(cat "$tmp/e")" "model.layers.2.mlp.experts.gate_up_proj"
 mkdir "$tmp/mx"
 cp "$HF/mixtral/model.safetensors" "$tmp/mx/"
 sed 's/"num_local_experts": 8/"num_local_experts": 4/' "$HF/mixtral/config.json" >"$tmp/mx/config.json"
-"$XF" run --model "$tmp/mx" --weights "$tmp/mx" --threads 1 --batch 1 --prompt 8 --gen 2 >/dev/null 2>"$tmp/e"
+"$XF" run --model "$tmp/mx" --weights "$tmp/mx" --threads 1 --batch 1 --prompt 8 --gen 2 --reps 1 --warmup 0 >/dev/null 2>"$tmp/e"
 check "a router of another size: exit 2" 2 $?
 has "the router named" "$(cat "$tmp/e")" "block_sparse_moe.gate.weight"
 out=$("$XF" models); has "models: mixtral total 46.7B, active 12.9B" "$(echo "$out" | grep '^mixtral-8x7b ')" "46.7B    12.9B"
