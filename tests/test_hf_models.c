@@ -218,3 +218,66 @@ Test(hf_models, qwen2_moe_shared_expert) {
     check_fp32("qwen2-moe");
 }
 Test(hf_models_lowp, qwen2_moe) { check_lowp("qwen2-moe"); }
+
+/* The CUDA backend (where built) refuses mixture-of-experts models by name, before it looks for a
+ * device: the CPU reference model runs them. */
+Test(hf_models, cuda_refuses_experts) {
+    if (!backend_find("cuda")) {
+        cr_log_info("no CUDA backend in this build: nothing to check");
+        return;
+    }
+    model_config c;
+    cr_assert_eq(config_resolve(HF_DIR "qwen2-moe", &c), XF_OK, "%s", xf_error_msg());
+    model_options o;
+    model_options_default(&o);
+    o.backend = "cuda";
+    o.max_prompt = 8;
+    o.max_seq_len = 16;
+    model *m = NULL;
+    cr_assert_eq(model_init(&m, &c, &o), XF_EINVAL, "%s", xf_error_msg());
+    cr_assert(strstr(xf_error_msg(), "mixture of experts"), "%s", xf_error_msg());
+    cr_assert_null(m);
+}
+
+/* A prefill large enough that the experts' GEMMs take the BLAS path (8 sequences of the prompt:
+ * 160 tokens, about 40 rows per expert against CPU_GEMM_MIN_TOKENS = 32): every sequence's logits
+ * still equal transformers' within 1e-4, in fp32 and bf16. */
+Test(hf_models, moe_batched_prefill_takes_the_gemm_path) {
+    const char *name = "qwen3-moe";
+    char dir[512];
+    snprintf(dir, sizeof dir, HF_DIR "%s", name);
+    model_config c;
+    cr_assert_eq(config_resolve(dir, &c), XF_OK, "%s", xf_error_msg());
+    fixture f;
+    load_fixture(name, c.vocab, &f);
+    const xf_dtype dts[2] = {XF_FP32, XF_BF16};
+    for (int k = 0; k < 2; k++) {
+        model_options o;
+        model_options_default(&o);
+        o.wdtype = dts[k];
+        o.threads = 2;
+        o.max_seqs = 8;
+        o.max_prompt = f.n_prompt;
+        o.max_seq_len = f.n_prompt + 2;
+        o.weights_dir = dir;
+        model *m = NULL;
+        cr_assert_eq(model_init(&m, &c, &o), XF_OK, "%s", xf_error_msg());
+        int32_t prompts[8 * 64];
+        int64_t lens[8];
+        for (int s = 0; s < 8; s++) {
+            lens[s] = f.n_prompt;
+            memcpy(prompts + s * f.n_prompt, f.prompt, (size_t)f.n_prompt * sizeof *prompts);
+        }
+        cr_assert_eq(model_prefill(m, 8, prompts, lens, NULL), XF_OK, "%s", xf_error_msg());
+        int64_t ns = 0;
+        const float *lg = model_logits(m, &ns, NULL);
+        cr_assert_eq(ns, 8);
+        for (int s = 0; s < 8; s++) {
+            float d = max_diff(lg + s * c.vocab, f.first, c.vocab);
+            cr_assert(d <= 1e-4f, "%s sequence %d: logits differ from transformers' by %.3g", dtype_name(dts[k]), s, d);
+        }
+        model_free(m);
+    }
+    free(f.first);
+    free(f.last);
+}
