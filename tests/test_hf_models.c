@@ -160,13 +160,15 @@ Test(hf_models_lowp, qwen3) { check_lowp("qwen3"); }
 
 /* The CUDA backend (where built) refuses what it does not run yet, naming it, before it looks for
  * a device: the same answer on a machine without a GPU. */
-Test(hf_models, cuda_refuses_new_features) {
+static void check_cuda_refuses(const char *fixture, const char *needle) {
     if (!backend_find("cuda")) {
         cr_log_info("no CUDA backend in this build: nothing to check");
         return;
     }
+    char dir[512];
+    snprintf(dir, sizeof dir, HF_DIR "%s", fixture);
     model_config c;
-    cr_assert_eq(config_resolve(HF_DIR "llama-rope-llama3", &c), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(config_resolve(dir, &c), XF_OK, "%s", xf_error_msg());
     model_options o;
     model_options_default(&o);
     o.backend = "cuda";
@@ -174,9 +176,11 @@ Test(hf_models, cuda_refuses_new_features) {
     o.max_seq_len = 16;
     model *m = NULL;
     cr_assert_eq(model_init(&m, &c, &o), XF_EINVAL, "%s", xf_error_msg());
-    cr_assert(strstr(xf_error_msg(), "rope_scaling"), "%s", xf_error_msg());
+    cr_assert(strstr(xf_error_msg(), needle), "%s", xf_error_msg());
     cr_assert_null(m);
 }
+
+Test(hf_models, cuda_refuses_new_features) { check_cuda_refuses("llama-rope-llama3", "rope_scaling"); }
 
 /* Sliding windows: mistral windows every layer, qwen3 (use_sliding_window, max_window_layers 1)
  * only layer 1; window 8 against 20 prompt + 16 generated tokens, in prefill and decode. */
@@ -221,23 +225,7 @@ Test(hf_models_lowp, qwen2_moe) { check_lowp("qwen2-moe"); }
 
 /* The CUDA backend (where built) refuses mixture-of-experts models by name, before it looks for a
  * device: the CPU reference model runs them. */
-Test(hf_models, cuda_refuses_experts) {
-    if (!backend_find("cuda")) {
-        cr_log_info("no CUDA backend in this build: nothing to check");
-        return;
-    }
-    model_config c;
-    cr_assert_eq(config_resolve(HF_DIR "qwen2-moe", &c), XF_OK, "%s", xf_error_msg());
-    model_options o;
-    model_options_default(&o);
-    o.backend = "cuda";
-    o.max_prompt = 8;
-    o.max_seq_len = 16;
-    model *m = NULL;
-    cr_assert_eq(model_init(&m, &c, &o), XF_EINVAL, "%s", xf_error_msg());
-    cr_assert(strstr(xf_error_msg(), "mixture of experts"), "%s", xf_error_msg());
-    cr_assert_null(m);
-}
+Test(hf_models, cuda_refuses_experts) { check_cuda_refuses("qwen2-moe", "mixture of experts"); }
 
 /* A prefill large enough that the experts' GEMMs take the BLAS path (8 sequences of the prompt:
  * 160 tokens, about 40 rows per expert against CPU_GEMM_MIN_TOKENS = 32): every sequence's logits
