@@ -293,6 +293,7 @@ int cmd_kv(int argc, char **argv) {
     record_init(&rec, "kv");
     rec.model = cfg;
     rec.model_params = config_param_count(&cfg);
+    rec.model_active_params = config_active_param_count(&cfg);
     rec.kv_bytes_per_token = (double)bpt;
     rec.device = dev;
     rec.ceilings_measured = dev.measured;

@@ -19,6 +19,15 @@ typedef enum rope_kind {
     ROPE_KIND_COUNT
 } rope_kind;
 
+/* How a router turns its logits into the experts' weights. A new scoring function (DeepSeek-V3's
+ * sigmoid with a correction bias, group-limited top-k) is a new member here and a new case in
+ * reference_model/cpu_moe.c's scoring switch; the rest of the expert code does not change. */
+typedef enum moe_scoring {
+    MOE_SCORE_SOFTMAX = 0, /* softmax over all n_experts logits, top-k of the probabilities, renormalized
+                              over the chosen ones when norm_topk_prob (mixtral, qwen2_moe, qwen3_moe) */
+    MOE_SCORING_COUNT
+} moe_scoring;
+
 typedef struct rope_scaling {
     rope_kind kind;
     double factor;           /* linear, dynamic, llama3, yarn; 1 for default */
@@ -33,7 +42,7 @@ typedef struct rope_scaling {
 
 typedef struct model_config {
     char name[64];       /* preset name or the path's last components */
-    char arch[16];       /* "llama", "mistral", "qwen2", "qwen3", "mixtral" or "qwen3_moe" */
+    char arch[16];       /* "llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe" or "qwen3_moe" */
     int64_t n_layers;
     int64_t d_model;     /* hidden size */
     int64_t n_heads;     /* query heads */
@@ -64,6 +73,10 @@ typedef struct model_config {
     int64_t d_ff_expert;     /* each expert's intermediate size */
     int norm_topk_prob;
     uint64_t dense_layers[MODEL_MAX_LAYERS / 64]; /* bit l set: layer l has the dense FFN (MoE models) */
+    moe_scoring moe_score;   /* the router's scoring (MOE_SCORE_SOFTMAX, 0, for every family read today) */
+    int64_t d_ff_shared;     /* qwen2_moe: intermediate size of the shared expert every token of an MoE
+                                layer runs beside the routed ones; 0: none */
+    int shared_expert_gate;  /* qwen2_moe: the shared expert's output is scaled by sigmoid(x . w), w (d_model) */
 } model_config;
 
 /* 1 when layer l's FFN is a mixture of experts. */

@@ -256,7 +256,14 @@ xf_status config_validate(const model_config *cfg) {
         if (s2) return s2;
         if (cfg->norm_topk_prob != 0 && cfg->norm_topk_prob != 1)
             return xf_errorf(XF_EINVAL, "model config: norm_topk_prob must be 0 or 1");
+        if ((int)cfg->moe_score < 0 || cfg->moe_score >= MOE_SCORING_COUNT)
+            return xf_errorf(XF_EINVAL, "model config: router scoring %d is unknown", (int)cfg->moe_score);
     }
+    if (cfg->d_ff_shared < 0 || cfg->d_ff_shared > CFG_MAX_D_FF || (cfg->d_ff_shared > 0 && cfg->n_experts <= 0))
+        return xf_errorf(XF_EINVAL, "model config: d_ff_shared = %lld: a shared expert needs routed experts and a size in [1, %lld]",
+                         (long long)cfg->d_ff_shared, (long long)CFG_MAX_D_FF);
+    if ((cfg->shared_expert_gate != 0 && cfg->shared_expert_gate != 1) || (cfg->shared_expert_gate && cfg->d_ff_shared <= 0))
+        return xf_errorf(XF_EINVAL, "model config: shared_expert_gate must be 0 or 1, and 1 only with a shared expert (d_ff_shared)");
     return rope_validate(&cfg->rope, cfg->max_ctx, "model config: rope scaling");
 }
 
@@ -290,6 +297,9 @@ static int64_t param_count(const model_config *cfg, int64_t experts) {
     if (cfg->mlp_bias) dense = mul_add(2, cfg->d_ff, mul_add(1, d, dense)); /* gate, up (d_ff), down (d) biases */
     /* MoE layer: the router (n_experts, d) and `experts` SwiGLU experts of d_ff_expert */
     int64_t moe = cfg->n_experts > 0 ? mul_add(cfg->n_experts, d, mul_add(experts, mul_add(3 * d, cfg->d_ff_expert, 0), 0)) : 0;
+    /* qwen2_moe: the shared expert (every token uses it) and its gate (1, d) */
+    if (cfg->n_experts > 0 && cfg->d_ff_shared > 0) moe = mul_add(3 * d, cfg->d_ff_shared, moe);
+    if (cfg->n_experts > 0 && cfg->shared_expert_gate) moe = mul_add(1, d, moe);
     const int64_t n_moe = model_moe_layers(cfg);
     if (layer < 0 || dense < 0 || moe < 0) return -1;
     int64_t total = mul_add(layer, cfg->n_layers, 0);
@@ -473,7 +483,6 @@ static xf_status parse_obj(const cJSON *root, const char *ctx, model_config *cfg
     /* Families whose layers xfprof does not implement yet: refused, naming the field that asks
      * for them. */
     static const struct { const char *type, *field, *what; } k_refused[] = {
-        {"qwen2_moe", "shared_expert_intermediate_size", "a shared expert beside the routed ones"},
         {"deepseek_v3", "kv_lora_rank", "multi-head latent attention (and group-limited, sigmoid-scored experts)"},
     };
     for (size_t i = 0; i < sizeof k_refused / sizeof k_refused[0]; i++) {
@@ -483,19 +492,20 @@ static xf_status parse_obj(const cJSON *root, const char *ctx, model_config *cfg
         if (cJSON_IsNumber(f)) snprintf(val, sizeof val, " (%.0f)", f->valuedouble);
         return xf_errorf(XF_EINVAL,
                          "%s: model_type '%s': field '%s'%s asks for %s, which xfprof does not implement yet "
-                         "(it reads llama, mistral, qwen2, qwen3, mixtral and qwen3_moe)",
+                         "(it reads llama, mistral, qwen2, qwen3, mixtral, qwen2_moe and qwen3_moe)",
                          ctx, mtype, k_refused[i].field, val, k_refused[i].what);
     }
-    static const char *const k_types[] = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe"};
+    static const char *const k_types[] = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe"};
     const char *arch = NULL;
     for (size_t i = 0; i < sizeof k_types / sizeof k_types[0]; i++)
         if (strcmp(mtype, k_types[i]) == 0) arch = k_types[i];
     if (!arch)
-        return xf_errorf(XF_EINVAL, "%s: field 'model_type' is '%s'; xfprof reads llama, mistral, qwen2, qwen3, mixtral and "
-                         "qwen3_moe (qwen2_moe and deepseek_v3 are recognised and refused until implemented)", ctx, mtype);
+        return xf_errorf(XF_EINVAL, "%s: field 'model_type' is '%s'; xfprof reads llama, mistral, qwen2, qwen3, mixtral, "
+                         "qwen2_moe and qwen3_moe (deepseek_v3 is recognised and refused until implemented)", ctx, mtype);
     /* mixtral's attention is mistral's, qwen3_moe's is qwen3's */
     const int is_mixtral = strcmp(arch, "mixtral") == 0, is_qwen3_moe = strcmp(arch, "qwen3_moe") == 0;
-    const int is_qwen2 = strcmp(arch, "qwen2") == 0, is_qwen3 = strcmp(arch, "qwen3") == 0 || is_qwen3_moe;
+    const int is_qwen2_moe = strcmp(arch, "qwen2_moe") == 0; /* qwen2's attention (qkv_bias), a shared expert */
+    const int is_qwen2 = strcmp(arch, "qwen2") == 0 || is_qwen2_moe, is_qwen3 = strcmp(arch, "qwen3") == 0 || is_qwen3_moe;
     const int is_llama = strcmp(arch, "llama") == 0, is_mistral = strcmp(arch, "mistral") == 0 || is_mixtral;
     memcpy(cfg->arch, arch, strlen(arch) + 1);
 
@@ -540,6 +550,7 @@ static xf_status parse_obj(const cJSON *root, const char *ctx, model_config *cfg
     if ((s = json_opt_bool(root, "attention_bias", ctx, &attn_bias, &present)) != XF_OK) return s;
     if ((s = json_opt_bool(root, "mlp_bias", ctx, &mlp_bias, &present)) != XF_OK) return s;
     cfg->qkv_bias = is_qwen2 ? 1 : (is_llama || is_qwen3) ? attn_bias : 0;
+    if (is_qwen2_moe && (s = json_opt_bool(root, "qkv_bias", ctx, &cfg->qkv_bias, &present)) != XF_OK) return s; /* default true */
     cfg->o_bias = (is_llama || is_qwen3) ? attn_bias : 0;
     cfg->mlp_bias = is_llama ? mlp_bias : 0;
     cfg->qk_norm = is_qwen3;
@@ -551,7 +562,9 @@ static xf_status parse_obj(const cJSON *root, const char *ctx, model_config *cfg
     int win_present = 0, use_sw = 0;
     memset(cfg->window_layers, 0, sizeof cfg->window_layers);
     cfg->sliding_window = 0;
-    if ((s = json_opt_int(root, "sliding_window", ctx, 1, CFG_MAX_CTX, &win, &win_present)) != XF_OK) return s;
+    const cJSON *swf = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
+    const int sw_zero = is_qwen2_moe && cJSON_IsNumber(swf) && swf->valuedouble == 0; /* qwen2_moe's "no window" */
+    if (!sw_zero && (s = json_opt_int(root, "sliding_window", ctx, 1, CFG_MAX_CTX, &win, &win_present)) != XF_OK) return s;
     if (is_qwen2 || is_qwen3) {
         if ((s = json_opt_bool(root, "use_sliding_window", ctx, &use_sw, &present)) != XF_OK) return s;
         if (use_sw && !win_present)
@@ -592,9 +605,19 @@ static xf_status parse_obj(const cJSON *root, const char *ctx, model_config *cfg
     /* Mixture of experts. */
     cfg->n_experts = cfg->experts_per_tok = cfg->d_ff_expert = 0;
     cfg->norm_topk_prob = 0;
+    cfg->d_ff_shared = 0;
+    cfg->shared_expert_gate = 0;
+    cfg->moe_score = MOE_SCORE_SOFTMAX;
     memset(cfg->dense_layers, 0, sizeof cfg->dense_layers);
-    if (is_mixtral || is_qwen3_moe) {
-        const char *ne = is_mixtral ? "num_local_experts" : "num_experts";
+    if (is_mixtral || is_qwen3_moe || is_qwen2_moe) {
+        /* qwen writes num_experts; transformers 5 saves qwen3_moe's as num_local_experts (its attribute_map) */
+        const char *ne = is_mixtral || (!cJSON_GetObjectItemCaseSensitive(root, "num_experts") &&
+                                        cJSON_GetObjectItemCaseSensitive(root, "num_local_experts"))
+                             ? "num_local_experts"
+                             : "num_experts";
+        if (!is_mixtral && cJSON_GetObjectItemCaseSensitive(root, "num_experts") &&
+            cJSON_GetObjectItemCaseSensitive(root, "num_local_experts"))
+            return xf_errorf(XF_EINVAL, "%s: both 'num_experts' and 'num_local_experts' are set; keep one (they name the same count)", ctx);
         if ((s = json_get_int(root, ne, ctx, 1, CFG_MAX_EXPERTS, &cfg->n_experts)) != XF_OK) return s;
         if ((s = json_get_int(root, "num_experts_per_tok", ctx, 1, cfg->n_experts, &cfg->experts_per_tok)) != XF_OK) return s;
         if (is_mixtral) {
@@ -611,8 +634,13 @@ static xf_status parse_obj(const cJSON *root, const char *ctx, model_config *cfg
             if ((s = json_opt_index_bits(root, "mlp_only_layers", ctx, cfg->n_layers, cfg->dense_layers, MODEL_MAX_LAYERS / 64)) != XF_OK)
                 return s;
             if (model_moe_layers(cfg) == 0)
-                return xf_errorf(XF_EINVAL, "%s: qwen3_moe config with no MoE layer (decoder_sparse_step / mlp_only_layers): "
-                                 "give it as model_type qwen3", ctx);
+                return xf_errorf(XF_EINVAL, "%s: %s config with no MoE layer (decoder_sparse_step / mlp_only_layers): "
+                                 "give it as model_type %s", ctx, arch, is_qwen2_moe ? "qwen2" : "qwen3");
+            if (is_qwen2_moe) { /* Qwen2MoeSparseMoeBlock: a shared expert and its sigmoid gate in every MoE layer */
+                if ((s = json_get_int(root, "shared_expert_intermediate_size", ctx, 1, CFG_MAX_D_FF, &cfg->d_ff_shared)) != XF_OK)
+                    return s;
+                cfg->shared_expert_gate = 1;
+            }
         }
         double jitter = 0;
         if ((s = json_opt_number(root, "router_jitter_noise", ctx, &jitter, &present)) != XF_OK) return s;
@@ -626,7 +654,8 @@ static xf_status parse_obj(const cJSON *root, const char *ctx, model_config *cfg
         const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, k_unknown_math[i]);
         if (!f || cJSON_IsNull(f)) continue;
         if (is_mixtral && strcmp(k_unknown_math[i], "num_local_experts") == 0) continue;
-        if (is_qwen3_moe && strcmp(k_unknown_math[i], "num_experts") == 0) continue;
+        if ((is_qwen3_moe || is_qwen2_moe) && (strcmp(k_unknown_math[i], "num_experts") == 0 || strcmp(k_unknown_math[i], "num_local_experts") == 0))
+            continue;
         if (strcmp(k_unknown_math[i], "partial_rotary_factor") == 0 && cJSON_IsNumber(f) && f->valuedouble == 1.0) continue;
         return xf_errorf(XF_EINVAL, "%s: field '%s' is set; xfprof does not implement what it changes for model_type '%s'",
                          ctx, k_unknown_math[i], arch);

@@ -35,6 +35,7 @@
 #include "reference_model/cpu_attention.h"
 #include "reference_model/cpu_dnnl.h"
 #include "reference_model/cpu_kernels.h"
+#include "reference_model/cpu_moe.h"
 #include "reference_model/kv_cache.h"
 #include "reference_model/weights.h"
 
@@ -104,6 +105,7 @@ typedef struct cpu_ctx {
     cpu_dnnl *dnnl;        /* bf16 weights, prefill, oneDNN built: its engine; NULL otherwise */
     double *rope_inv;      /* (head_dim / 2) RoPE inverse frequencies (config_rope_freqs) */
     double rope_scale;     /* what cos and sin are multiplied by (yarn's attention factor; else 1) */
+    cpu_moe *moe;          /* the experts' buffers and router choices (cpu_moe.h); NULL for a dense model */
     int64_t bytes;         /* everything allocated above, KV included */
     xf_status (*allreduce)(void *ctx, float *buf, int64_t n, const char *what); /* tensor parallel; NULL on one device */
     void *allreduce_ctx;
@@ -182,6 +184,7 @@ static void cpu_free(void *ctx) {
     free(c->bfx);
     cpu_dnnl_free(c->dnnl);
     free(c->rope_inv);
+    cpu_moe_free(c->moe);
     free(c);
 }
 
@@ -274,6 +277,8 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
     if (c->w->dtype == XF_INT8) {
         int64_t max_cols = cfg->d_model > cfg->d_ff ? cfg->d_model : cfg->d_ff;
         max_cols = max_cols > c->q_dim ? max_cols : c->q_dim;
+        max_cols = max_cols > cfg->d_ff_expert ? max_cols : cfg->d_ff_expert; /* the experts' down inputs */
+        max_cols = max_cols > cfg->d_ff_shared ? max_cols : cfg->d_ff_shared;
         c->aq = cpu_alloc(c, max_cols, sizeof(int16_t), &st);
         c->as = cpu_alloc(c, max_cols, sizeof(float), &st);
         /* decode's int8 inputs (cpu_kernels.h), sized for the widest packed matrix */
@@ -300,6 +305,10 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
     }
     c->rope_inv = cpu_alloc(c, cfg->head_dim / 2, sizeof(double), &st);
     if (!st) st = config_rope_freqs(cfg, c->rope_inv, &c->rope_scale);
+    if (!st && cfg->n_experts > 0) {
+        st = cpu_moe_init(&c->moe, cfg, T, c->threads);
+        c->bytes += cpu_moe_bytes(c->moe);
+    }
     if (c->w->dtype != XF_FP32 && T >= CPU_GEMM_MIN_TOKENS) c->tiles = cpu_alloc(c, (int64_t)c->threads * CPU_TILE_FLOATS, 4, &st);
     if (st) {
         cpu_free(c);
@@ -372,6 +381,35 @@ static void cpu_linear(cpu_ctx *c, const wmat *W, float *x, int64_t n, float *y)
                             1.0f, x, (blasint)cols, tile, (blasint)cols, 0.0f, y + t0, (blasint)rows);
             }
         }
+    }
+}
+
+/* The experts' projections (cpu_moe.h): with fp32 / bf16 / fp16 weights and few rows each (decode),
+ * the output rows of all of them in CPU_MM_CHUNK chunks dealt to the threads in one parallel
+ * region (one fork and barrier per op, not per expert; every chunk is computed as cpu_linear
+ * computes it, so the results are the same); otherwise cpu_linear one after the other. */
+static void cpu_moe_lin(void *be, int count, const wmat *const *W, float *const *x, const int64_t *n, float *const *y) {
+    cpu_ctx *c = be;
+    int direct = count <= 1024;
+    for (int i = 0; direct && i < count; i++) direct = W[i]->dtype != XF_INT8 && n[i] < CPU_GEMM_MIN_TOKENS;
+    if (!direct) {
+        for (int i = 0; i < count; i++) cpu_linear(c, W[i], x[i], n[i], y[i]);
+        return;
+    }
+    int64_t pre[1025]; /* chunks before projection i */
+    pre[0] = 0;
+    for (int i = 0; i < count; i++) pre[i + 1] = pre[i] + (W[i]->rows + CPU_MM_CHUNK - 1) / CPU_MM_CHUNK;
+    const xk_isa isa = c->isa;
+#pragma omp parallel for num_threads(c->threads) schedule(static) if (pre[count] > 1)
+    for (int64_t ch = 0; ch < pre[count]; ch++) {
+        int lo = 0, hi = count - 1; /* the projection holding chunk ch: pre[lo] <= ch < pre[lo + 1] */
+        while (lo < hi) {
+            const int mid = (lo + hi + 1) / 2;
+            if (pre[mid] <= ch) lo = mid;
+            else hi = mid - 1;
+        }
+        const int64_t rows = W[lo]->rows, r0 = (ch - pre[lo]) * CPU_MM_CHUNK, r1 = r0 + CPU_MM_CHUNK < rows ? r0 + CPU_MM_CHUNK : rows;
+        xk_matmul(isa, W[lo], x[lo], n[lo], y[lo], rows, r0, r1);
     }
 }
 
@@ -594,17 +632,26 @@ static xf_status cpu_run_op(void *ctx, op_kind k, int layer, const step_batch *b
         for (int64_t t = 0; t < n; t++) xk_add(c->x + t * d, c->proj + t * d, d);
         return XF_OK;
     case OP_GATE_UP:
+        if (Lw->exp_gate_up) return cpu_moe_gate_up(c->moe, Lw, layer, c->xn, n, cpu_moe_lin, c);
         cpu_linear(c, &Lw->gate_up, c->xn, n, c->gu);
         if (Lw->gate_up_bias) cpu_add_bias(c, c->gu, Lw->gate_up_bias, n, 2 * cfg->d_ff);
         return XF_OK;
     case OP_SWIGLU: {
         const int64_t ff = cfg->d_ff;
+        if (Lw->exp_gate_up) {
+            cpu_moe_swiglu(c->moe, n);
+            return XF_OK;
+        }
         /* per token; one token (decode) runs on the calling thread: a fork costs more than it */
 #pragma omp parallel for num_threads(nth) schedule(static) if (n > 1 && n * ff >= CPU_PAR_MIN / 8)
         for (int64_t t = 0; t < n; t++) xk_swiglu(c->hff + t * ff, c->gu + t * 2 * ff, c->gu + t * 2 * ff + ff, ff);
         return XF_OK;
     }
     case OP_DOWN:
+        if (Lw->exp_gate_up) {
+            cpu_moe_down(c->moe, Lw, n, c->proj, cpu_moe_lin, c);
+            return XF_OK;
+        }
         cpu_linear(c, &Lw->down, c->hff, n, c->proj);
         if (Lw->down_bias) cpu_add_bias(c, c->proj, Lw->down_bias, n, d);
         return XF_OK;
@@ -657,6 +704,11 @@ static void cpu_seq_release(void *ctx, int64_t seq) {
 
 static int64_t cpu_mem_bytes(void *ctx) { return ((cpu_ctx *)ctx)->bytes; }
 
+static const int64_t *cpu_expert_counts(void *ctx, int layer) {
+    const cpu_ctx *c = ctx;
+    return c->moe && model_layer_is_moe(&c->cfg, layer) ? cpu_moe_counts(c->moe, layer) : NULL;
+}
+
 /* ---- which BLAS kernels ---- */
 
 char *openblas_get_corename(void); /* OpenBLAS's own API (not in every cblas.h) */
@@ -671,4 +723,5 @@ const backend_ops cpu_backend_ops = {
     .read_tokens = cpu_read_tokens,
     .seq_release = cpu_seq_release,
     .mem_bytes = cpu_mem_bytes,
+    .expert_counts = cpu_expert_counts,
 };

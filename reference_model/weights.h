@@ -49,6 +49,14 @@ typedef struct layer_weights {
     float *gate_up_bias; /* (2 * d_ff) gate then up, NULL unless cfg.mlp_bias */
     wmat down;        /* (d_model, d_ff) */
     float *down_bias; /* (d_model), NULL unless cfg.mlp_bias */
+    /* Mixture of experts, in the layers model_layer_is_moe marks (gate_up and down above are then
+     * empty: rows 0, data NULL). Each expert is stored like the dense FFN, at the same dtype. */
+    wmat router;      /* (n_experts, d_model), at the matrices' dtype */
+    wmat *exp_gate_up;/* (n_experts) each (2 * d_ff_expert, d_model): gate rows then up rows */
+    wmat *exp_down;   /* (n_experts) each (d_model, d_ff_expert) */
+    wmat sh_gate_up;  /* (2 * d_ff_shared, d_model) the shared expert (qwen2_moe); empty without */
+    wmat sh_down;     /* (d_model, d_ff_shared) */
+    float *sh_gate;   /* (d_model) shared_expert_gate weight, fp32; NULL unless cfg.shared_expert_gate */
 } layer_weights;
 
 typedef struct model_weights {
@@ -111,8 +119,11 @@ void weights_free(model_weights *w); /* NULL is a no-op */
 enum {
     WT_EMBED = 0, WT_Q, WT_K, WT_V, WT_O, WT_GATE, WT_UP, WT_DOWN, WT_ATTN_NORM, WT_FFN_NORM,
     WT_BQ, WT_BK, WT_BV, WT_FINAL_NORM, WT_LM_HEAD, WT_BO, WT_BGATE, WT_BUP, WT_BDOWN, WT_Q_NORM, WT_K_NORM,
+    WT_ROUTER, WT_SH_GATE, WT_SH_UP, WT_SH_DOWN, WT_SH_GATE_W,
+    WT_EXP_GATE, WT_EXP_UP, WT_EXP_DOWN, /* expert e of these is tensor WT_EXP_* + (e + 1) * WT_EXPERT_STRIDE */
     WT_COUNT
 };
+#define WT_EXPERT_STRIDE 256
 
 /* The random value of element (row, col) of tensor `tensor` (WT_*; layer -1 for global tensors).
  * What weights_init_random stores, before conversion; tests use it to rebuild weights in double. */
