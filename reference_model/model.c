@@ -81,6 +81,9 @@ static int add_ok(int64_t a, int64_t b, int64_t *out) {
 static xf_status check_options(const model_config *cfg, const model_options *o) {
     xf_status st = config_validate(cfg);
     if (st) return st;
+    if (model_is_mla(cfg))
+        return xf_errorf(XF_EINVAL, "%s uses multi-head latent attention (kv_lora_rank %lld): the reference model does not run it "
+                         "yet; 'xfprof predict' and 'xfprof kv' model it", cfg->name, (long long)cfg->kv_lora_rank);
     if (cfg->n_experts > 0)
         return xf_errorf(XF_EINVAL, "%s has mixture-of-experts layers (%lld experts, top-%lld): the reference model does not run "
                          "them yet; 'xfprof predict' and 'xfprof kv' model them", cfg->name, (long long)cfg->n_experts,
