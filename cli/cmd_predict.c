@@ -35,14 +35,17 @@ static void help(void) {
            "  --group N         elements per scale of int8/int4 weights (default 128)\n"
            "%s"
            "  --report FILE     also write the HTML report\n"
-           "  --trace FILE      also write the Chrome trace of the predicted step timeline\n\n"
+           "  --trace FILE      also write the Chrome trace of the predicted step timeline\n"
+           "  --mla FORM        latent attention (deepseek_v3): naive (default; decompress every cached latent into\n"
+           "                    K and V per head, as transformers runs it) or absorbed (kv_b folded into Q and the\n"
+           "                    output: attention in the latent space)\n\n"
            "LIST: comma list and ranges: 1,8,64 | 1..64 (doubling) | 128..2048*2 | 0..512+128. All combinations run.\n"
            "Example: xfprof predict --model llama-2-7b --device h100-sxm --batch 1,8,64 --prompt 512 --gen 128\n",
            cli_output_help);
 }
 
 int cmd_predict(int argc, char **argv) {
-    enum { O_MODEL = 1000, O_DEVICE, O_DEVFILE, O_BATCH, O_PROMPT, O_GEN, O_WD, O_AD, O_KV, O_GROUP, O_FORMAT, O_PERLAYER, O_REPORT, O_TRACE };
+    enum { O_MODEL = 1000, O_DEVICE, O_DEVFILE, O_BATCH, O_PROMPT, O_GEN, O_WD, O_AD, O_KV, O_GROUP, O_FORMAT, O_PERLAYER, O_REPORT, O_TRACE, O_MLA };
     static const struct option opts[] = {
         {"model", required_argument, 0, O_MODEL},   {"device", required_argument, 0, O_DEVICE},
         {"device-file", required_argument, 0, O_DEVFILE}, {"batch", required_argument, 0, O_BATCH},
@@ -52,6 +55,7 @@ int cmd_predict(int argc, char **argv) {
         {"format", required_argument, 0, O_FORMAT}, {"output", required_argument, 0, 'o'},
         {"per-layer", no_argument, 0, O_PERLAYER},  {"report", required_argument, 0, O_REPORT},
         {"trace", required_argument, 0, O_TRACE},   {"help", no_argument, 0, 'h'},
+        {"mla", required_argument, 0, O_MLA},
         {0, 0, 0, 0}};
     /* The list flags and their combinations are the sweep's grid (cli/sweep_grid.c), in predict
      * mode: one parser and one expansion for `predict` and `sweep --predict`. */
@@ -63,7 +67,7 @@ int cmd_predict(int argc, char **argv) {
     sweep_grid_init(&g);
     g.predict = 1;
     cli_output out = {RENDER_TABLE, NULL, 0, NULL, NULL};
-    int c, rc = CLI_EXIT_USAGE, have_device = 0;
+    int c, rc = CLI_EXIT_USAGE, have_device = 0, mla_form = -1;
     xf_status s;
     sweep_param *ps = NULL;
     workload *wls = NULL;
@@ -103,6 +107,13 @@ int cmd_predict(int argc, char **argv) {
         case O_PERLAYER: cli_output_option(CMD, "per-layer", NULL, &out); break;
         case O_REPORT: cli_output_option(CMD, "report", optarg, &out); break;
         case O_TRACE: cli_output_option(CMD, "trace", optarg, &out); break;
+        case O_MLA:
+            mla_form = strcmp(optarg, "naive") == 0 ? 0 : strcmp(optarg, "absorbed") == 0 ? 1 : -2;
+            if (mla_form == -2) {
+                rc = cli_usage_error(CMD, "--mla: '%s' is not a form: give naive or absorbed", optarg);
+                goto done;
+            }
+            break;
         case ':': rc = cli_usage_error(CMD, "option '%s' needs a value", argv[optind - 1]); goto done;
         default: rc = cli_usage_error(CMD, "unknown option '%s'", argv[optind - 1]); goto done;
         }
@@ -146,6 +157,15 @@ int cmd_predict(int argc, char **argv) {
                     (long long)(wls[i].prompt + wls[i].gen), cfg.name, (long long)cfg.max_ctx);
             warned_ctx = 1;
         }
+    }
+    if (mla_form >= 0 && !model_is_mla(&cfg)) {
+        rc = cli_usage_error(CMD, "--mla: %s has no latent attention (kv_lora_rank)", cfg.name);
+        goto done;
+    }
+    if (model_is_mla(&cfg)) {
+        if (mla_form >= 0) cfg.mla_absorbed = mla_form;
+        fprintf(stderr, "xfprof predict: note: %s's latent attention is costed in the %s form (--mla naive|absorbed); the "
+                "record's model.mla.form says which\n", cfg.name, cfg.mla_absorbed ? "absorbed" : "naive");
     }
     if (cfg.n_experts > 0) /* what the expert weights per step rest on */
         fprintf(stderr, "xfprof predict: note: %s routes each token to %lld of %lld experts; a step of T tokens is costed "
