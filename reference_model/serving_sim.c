@@ -544,9 +544,9 @@ static xf_status check_fits(const sim_state *S, int g) {
             return xf_errorf(XF_EINVAL, "request %lld (prompt %lld, output %lld) is longer than the maximum length %lld", (long long)q->id,
                              (long long)q->prompt, (long long)q->output, (long long)S->cfg->max_len);
         int64_t peak = B > 0 ? (fin + B - 1) / B * B : need; /* paged grows to its final length */
-        /* ... or, windowed, to at most the blocks a window spans plus the one being filled (a bound:
-         * it may hold one block less) */
-        if (B > 0 && W > 0 && ((W + B - 1) / B + 1) * B < peak) peak = ((W + B - 1) / B + 1) * B;
+        /* ... or, windowed, to at most the blocks that positions L - W .. L - 1 span while position
+         * L - 1 is appended: floor((L - 1) / B) - floor((L - W) / B) + 1 <= ceil((W - 1) / B) + 1 */
+        if (B > 0 && W > 0 && ((W - 1 + B - 1) / B + 1) * B < peak) peak = ((W - 1 + B - 1) / B + 1) * B;
         if (peak < need) peak = need;
         if (peak > n_slots) {
             double bps = (double)kv_cache_bytes_per_slot(kv);
