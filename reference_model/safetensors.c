@@ -384,6 +384,23 @@ static void warn_unused(const st_set *s, const char *dir) {
     fprintf(stderr, "%s\n", n > shown ? ", ..." : "");
 }
 
+/* DeepseekV3Attention's tensors into layer_weights' MLA layout (weights.h): q_a_proj (or q_proj)
+ * and kv_a_proj_with_mqa stacked in qkv, q_b_proj, kv_b_proj, the two RMSNorms (o_proj: the caller). */
+static xf_status load_mla(const st_set *s, const model_config *c, layer_weights *L, int64_t l) {
+    char name[256];
+    const int64_t lat = c->kv_lora_rank + c->qk_rope_head_dim, q_rows = L->qkv.rows - lat;
+#define XF_NAME(fmt) (snprintf(name, sizeof name, "model.layers.%lld.self_attn." fmt, (long long)l), name)
+    xf_status st = c->q_lora_rank > 0 ? load_mat(s, XF_NAME("q_a_proj.weight"), &L->qkv, 0, q_rows)
+                                      : load_mat(s, XF_NAME("q_proj.weight"), &L->qkv, 0, q_rows);
+    if (!st) st = load_mat(s, XF_NAME("kv_a_proj_with_mqa.weight"), &L->qkv, q_rows, lat);
+    if (!st && c->q_lora_rank > 0) st = load_vec(s, XF_NAME("q_a_layernorm.weight"), L->q_a_norm, c->q_lora_rank);
+    if (!st && c->q_lora_rank > 0) st = load_mat(s, XF_NAME("q_b_proj.weight"), &L->q_b, 0, L->q_b.rows);
+    if (!st) st = load_vec(s, XF_NAME("kv_a_layernorm.weight"), L->kv_a_norm, c->kv_lora_rank);
+    if (!st) st = load_mat(s, XF_NAME("kv_b_proj.weight"), &L->kv_b, 0, L->kv_b.rows);
+#undef XF_NAME
+    return st;
+}
+
 xf_status st_load_weights(const char *dir, const model_config *c, xf_dtype dtype, int group, model_weights **out) {
     if (!dir || !c || !out) return xf_errorf(XF_EINVAL, "st_load_weights: NULL argument");
     *out = NULL;
@@ -400,9 +417,13 @@ xf_status st_load_weights(const char *dir, const model_config *c, xf_dtype dtype
     for (int64_t l = 0; !st && l < c->n_layers; l++) {
         layer_weights *L = &w->layers[l];
 #define XF_NAME(fmt) (snprintf(name, sizeof name, "model.layers.%lld." fmt, (long long)l), name)
-        st = load_mat(&s, XF_NAME("self_attn.q_proj.weight"), &L->qkv, 0, q_dim);
-        if (!st) st = load_mat(&s, XF_NAME("self_attn.k_proj.weight"), &L->qkv, q_dim, kv_dim);
-        if (!st) st = load_mat(&s, XF_NAME("self_attn.v_proj.weight"), &L->qkv, q_dim + kv_dim, kv_dim);
+        if (model_is_mla(c)) {
+            st = load_mla(&s, c, L, l);
+        } else {
+            st = load_mat(&s, XF_NAME("self_attn.q_proj.weight"), &L->qkv, 0, q_dim);
+            if (!st) st = load_mat(&s, XF_NAME("self_attn.k_proj.weight"), &L->qkv, q_dim, kv_dim);
+            if (!st) st = load_mat(&s, XF_NAME("self_attn.v_proj.weight"), &L->qkv, q_dim + kv_dim, kv_dim);
+        }
         if (!st) st = load_mat(&s, XF_NAME("self_attn.o_proj.weight"), &L->o, 0, d);
         if (!st) st = load_mat(&s, XF_NAME("mlp.gate_proj.weight"), &L->gate_up, 0, c->d_ff);
         if (!st) st = load_mat(&s, XF_NAME("mlp.up_proj.weight"), &L->gate_up, c->d_ff, c->d_ff);

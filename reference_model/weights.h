@@ -36,6 +36,13 @@ typedef struct layer_weights {
     float *gate_up_bias; /* (2 * d_ff) gate then up, NULL unless cfg.mlp_bias */
     wmat down;        /* (d_model, d_ff) */
     float *down_bias; /* (d_model), NULL unless cfg.mlp_bias */
+    /* Latent attention (cfg.kv_lora_rank > 0): qkv is then (q_rows + kv_lora_rank + qk_rope_head_dim,
+     * d_model), rows q_a (q_rows = q_lora_rank) or q_proj (q_rows = n_heads * qk_head_dim) then
+     * kv_a_proj_with_mqa; o is (d_model, n_heads * v_head_dim). */
+    wmat q_b;         /* (n_heads * qk_head_dim, q_lora_rank); rows 0 without a q rank */
+    wmat kv_b;        /* (n_heads * (qk_nope_head_dim + v_head_dim), kv_lora_rank): per head K_nope then V rows */
+    float *q_a_norm;  /* (q_lora_rank), NULL without a q rank */
+    float *kv_a_norm; /* (kv_lora_rank) */
 } layer_weights;
 
 typedef struct model_weights {
@@ -84,6 +91,7 @@ void weights_free(model_weights *w); /* NULL is a no-op */
 enum {
     WT_EMBED = 0, WT_Q, WT_K, WT_V, WT_O, WT_GATE, WT_UP, WT_DOWN, WT_ATTN_NORM, WT_FFN_NORM,
     WT_BQ, WT_BK, WT_BV, WT_FINAL_NORM, WT_LM_HEAD, WT_BO, WT_BGATE, WT_BUP, WT_BDOWN, WT_Q_NORM, WT_K_NORM,
+    WT_Q_B, WT_KV_B, WT_Q_A_NORM, WT_KV_A_NORM, /* latent attention (WT_Q: q_a or q_proj, WT_K: kv_a) */
     WT_COUNT
 };
 

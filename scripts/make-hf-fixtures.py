@@ -76,6 +76,18 @@ def drop_qk_norm(m):
         layer.self_attn.k_norm.forward = lambda x: x
 
 
+def no_interleave(c):
+    c = dict(c)
+    c["rope_interleave"] = False
+    return c
+
+
+# deepseek_v3 with every layer dense (first_k_dense_replace = num_hidden_layers: a legal config
+# whose routing fields are unused): multi-head latent attention alone
+MLA = dict(q_lora_rank=16, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16, num_key_value_heads=4,
+           head_dim=8, first_k_dense_replace=2, n_routed_experts=4, n_shared_experts=1, moe_intermediate_size=32,
+           num_experts_per_tok=2, n_group=1, topk_group=1, rope_interleave=True, attention_bias=False)
+
 FIXTURES = {
     "llama-rope-llama3": ("llama", {"rope_scaling": llama3_rope()}, ("plain RoPE", no_rope_scaling, None)),
     "llama-rope-linear": ("llama", {"rope_scaling": {"rope_type": "linear", "factor": 4.0}},
@@ -92,6 +104,12 @@ FIXTURES = {
                      ("full attention", no_window, None)),
     "qwen3-bias": ("qwen3", {"attention_bias": True, "rope_scaling": llama3_rope()},
                    ("o_proj.bias dropped", None, zero_o_bias)),
+    "deepseek-mla": ("deepseek_v3", MLA, ("half-split RoPE instead of interleaved", no_interleave, None)),
+    "deepseek-mla-yarn": ("deepseek_v3", dict(MLA, q_lora_rank=None,
+                                              rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                                                               "original_max_position_embeddings": 16, "mscale": 1.0,
+                                                               "mscale_all_dim": 1.0}),
+                          ("plain RoPE and softmax scale", no_rope_scaling, None)),
 }
 
 

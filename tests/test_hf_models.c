@@ -188,3 +188,37 @@ Test(hf_models, qwen3_mixed_window_layers) {
     cr_assert_eq(model_layer_window(&c, 1), 8);
     check_fp32("qwen3-window");
 }
+
+/* DeepSeek-V3's multi-head latent attention (every layer dense: first_k_dense_replace =
+ * num_hidden_layers), in the naive form transformers runs: q rank 16, kv rank 32, heads of 16 + 8
+ * (Q/K) and 16 (V), interleaved RoPE (dropping the interleave changes 16 of 16 tokens); then no q
+ * rank, yarn with mscale_all_dim (its softmax correction; plain RoPE changes 15 of 16). */
+Test(hf_models, deepseek_mla) { check_fp32("deepseek-mla"); }
+Test(hf_models, deepseek_mla_yarn_without_q_rank) {
+    model_config c;
+    cr_assert_eq(config_resolve(HF_DIR "deepseek-mla-yarn", &c), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(c.q_lora_rank, 0);
+    cr_assert_eq(c.rope.kind, ROPE_YARN);
+    check_fp32("deepseek-mla-yarn");
+}
+Test(hf_models_lowp, deepseek_mla) { check_lowp("deepseek-mla"); }
+
+/* The CUDA backend refuses latent attention by name, before it looks for a device. */
+Test(hf_models, cuda_refuses_mla) {
+    if (!backend_find("cuda")) {
+        cr_log_info("no CUDA backend in this build: nothing to check");
+        return;
+    }
+    model_config c;
+    cr_assert_eq(config_resolve(HF_DIR "deepseek-mla", &c), XF_OK, "%s", xf_error_msg());
+    model_options o;
+    model_options_default(&o);
+    o.backend = "cuda";
+    o.max_prompt = 8;
+    o.max_seq_len = 16;
+    o.weights_dir = HF_DIR "deepseek-mla";
+    model *m = NULL;
+    cr_assert_eq(model_init(&m, &c, &o), XF_EINVAL, "%s", xf_error_msg());
+    cr_assert(strstr(xf_error_msg(), "kv_lora_rank"), "%s", xf_error_msg());
+    cr_assert_null(m);
+}
