@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyzers/experts.h"
 #include "analyzers/kv.h"
 #include "analyzers/predict.h"
 #include "analyzers/roofline.h"
@@ -326,6 +327,133 @@ static void find_kv_policy(const record *r, finding_list *l) {
     offer(l, &f);
 }
 
+/* Mixture of experts. expert_imbalance (measured runs): the router sends far more tokens to some
+ * experts than uniform routing would; with experts sharded over devices the busiest one sets the
+ * MoE layers' time. */
+static void find_expert_imbalance(const record *r, int pi, const decode_view *v, finding_list *l) {
+    const record_point *p = &r->points[pi];
+    experts_load ld;
+    xf_phase ph = XF_DECODE;
+    if (!experts_load_of(r, p, ph, &ld) && !experts_load_of(r, p, ph = XF_PREFILL, &ld)) return;
+    if (!(ld.max_over_mean >= ADVICE_MOE_IMBALANCE)) return;
+    double moe_t = 0, step = 0; /* the phase's time in MoE layers' expert ops */
+    for (int64_t i = 0; i < p->n_ops; i++) {
+        const record_op *op = &p->ops[i];
+        if (op->cost.phase != ph) continue;
+        step += op->time_s;
+        if (model_layer_is_moe(&r->model, op->cost.layer) &&
+            (op->cost.kind == OP_GATE_UP || op->cost.kind == OP_SWIGLU || op->cost.kind == OP_DOWN))
+            moe_t += op->time_s;
+    }
+    (void)v;
+    if (!(step > 0)) return;
+    record_advice f;
+    memset(&f, 0, sizeof f);
+    snprintf(f.kind, sizeof f.kind, "expert_imbalance");
+    f.point = pi;
+    snprintf(f.title, sizeof f.title, "the router's load is uneven: the busiest expert gets %.1fx its share", ld.max_over_mean);
+    snprintf(f.evidence, sizeof f.evidence,
+             "point %d %s (%lld steps, %lld routed tokens per layer and step): expert %lld of layer %d got %.0f%% of the "
+             "layer's tokens where uniform routing gives %.1f%%; %.0f%% of the (layer, expert) pairs got no token; the expert ops "
+             "take %.0f%% of the step",
+             pi + 1, phase_name(ph), (long long)ld.steps, (long long)ld.tokens, (long long)ld.hot_expert, ld.worst_layer,
+             100 * ld.hot_share, 100.0 / (double)r->model.n_experts, 100 * ld.idle_share, 100 * moe_t / step);
+    snprintf(f.action, sizeof f.action,
+             "before sharding experts over devices (expert parallelism), balance them: the device holding the busiest expert "
+             "would take %.1fx the balanced time; replicate hot experts or cap tokens per expert (capacity factor)",
+             ld.max_over_mean);
+    snprintf(f.gain_metric, sizeof f.gain_metric, "expert_max_over_mean");
+    f.before = ld.max_over_mean;
+    f.after = 1.0;
+    f.score = (1.0 - 1.0 / ld.max_over_mean) * moe_t / step; /* the expert ops' time lost to the imbalance */
+    offer(l, &f);
+}
+
+/* expert_parallelism: the routed experts hold most of the weights and the weights most of the
+ * device's memory; sharding the experts over N devices divides that part by N. */
+static void find_expert_parallelism(const record *r, int pi, finding_list *l) {
+    const record_point *p = &r->points[pi];
+    const model_config *m = &r->model;
+    const double W = p->memory.weights_bytes, A = p->memory.active_weights_bytes, cap = p->memory.capacity_bytes;
+    if (m->n_experts <= m->experts_per_tok || !(A > 0) || !(W > A) || !(cap > 0)) return;
+    const double experts = (W - A) * (double)m->n_experts / (double)(m->n_experts - m->experts_per_tok);
+    if (experts < 0.5 * W || W < 0.5 * cap) return;
+    const double rest = p->memory.total_bytes - W; /* KV and activations stay per device */
+    int n = 2;
+    while (n < 64 && W - experts + experts / n + rest > 0.8 * cap) n *= 2;
+    if (n > m->n_experts) n = (int)m->n_experts;
+    const double per = W - experts + experts / n;
+    char b1[24], b2[24], b3[24], b4[24], b5[24];
+    record_advice f;
+    memset(&f, 0, sizeof f);
+    snprintf(f.kind, sizeof f.kind, "expert_parallelism");
+    f.point = pi;
+    snprintf(f.title, sizeof f.title, "the experts fill the device's memory: shard them (expert parallelism)");
+    snprintf(f.evidence, sizeof f.evidence,
+             "point %d: the %lld routed experts hold %s of the %s of weights (a token reads %s of them); with KV and "
+             "activations the point needs %s of %s",
+             pi + 1, (long long)m->n_experts, units_bytes(experts, b1, sizeof b1), units_bytes(W, b2, sizeof b2),
+             units_bytes(A, b3, sizeof b3), units_bytes(p->memory.total_bytes, b4, sizeof b4), units_bytes(cap, b5, sizeof b5));
+    snprintf(f.action, sizeof f.action,
+             "shard the experts over %d devices (%lld experts each; attention and the shared weights replicated): weights per "
+             "device %s -> %s, the rest of memory for KV and a larger batch",
+             n, (long long)(m->n_experts / n), units_bytes(W, b2, sizeof b2), units_bytes(per, b3, sizeof b3));
+    snprintf(f.gain_metric, sizeof f.gain_metric, "weights_per_device");
+    f.before = W;
+    f.after = per;
+    f.score = (1.0 - per / W) * (p->memory.total_bytes > cap ? 1.0 : 0.5); /* memory saved; more when it does not fit */
+    offer(l, &f);
+}
+
+/* expert_batching: a decode step reads the weights of every distinct expert its tokens choose; at
+ * a small batch each expert read serves few tokens. A larger batch reads E (1 - (1 - k/E)^B)
+ * experts (uniform routing) for B tokens: the weights read per token fall. */
+static void find_expert_batching(const record *r, int pi, finding_list *l) {
+    const record_point *p = &r->points[pi];
+    const model_config *m = &r->model;
+    const workload *w = &p->wl;
+    if (m->n_experts <= 0) return;
+    experts_load ld;
+    const int measured = experts_load_of(r, p, XF_DECODE, &ld);
+    const double E = (double)m->n_experts, k = (double)m->experts_per_tok;
+    const double D = measured ? ld.distinct_per_step : cost_moe_experts_read(m->n_experts, m->experts_per_tok, (double)w->batch);
+    const double per_read = D > 0 ? (double)w->batch * k / D : 0; /* tokens served per expert read */
+    if (!(per_read > 0) || per_read >= ADVICE_MOE_TOKENS_PER_READ) return;
+    int64_t fit = cost_max_batch(m, w, r->device.memory_bytes), target = w->batch;
+    while (target < (1 << 16) && (double)target * k / cost_moe_experts_read(m->n_experts, m->experts_per_tok, (double)target) <
+                                     ADVICE_MOE_TOKENS_PER_READ)
+        target *= 2;
+    if (fit > 0 && target > fit) target = fit;
+    if (target <= w->batch) return;
+    workload big = *w;
+    big.batch = target;
+    double before, after;
+    if (tpot_of(m, w, &r->device, &before) || tpot_of(m, &big, &r->device, &after) || !(before > 0) || !(after > 0)) return;
+    const double tps0 = (double)w->batch / before, tps1 = (double)target / after;
+    if (!(tps1 > tps0)) return;
+    const double D1 = cost_moe_experts_read(m->n_experts, m->experts_per_tok, (double)target);
+    record_advice f;
+    memset(&f, 0, sizeof f);
+    snprintf(f.kind, sizeof f.kind, "expert_batching");
+    f.point = pi;
+    snprintf(f.title, sizeof f.title, "each expert read serves few tokens: batch more to amortize it");
+    snprintf(f.evidence, sizeof f.evidence,
+             "point %d (batch %lld, top-%lld of %lld): a decode step reads %.1f experts per MoE layer (%s) for %lld tokens: "
+             "%.2f tokens per expert read",
+             pi + 1, (long long)w->batch, (long long)m->experts_per_tok, (long long)m->n_experts, D,
+             measured ? "the router's choices" : "uniform routing", (long long)w->batch, per_read);
+    snprintf(f.action, sizeof f.action,
+             "run batch %lld%s: %.1f of %.0f experts read per layer for %.1f tokens each (uniform routing); predicted decode %.1f "
+             "-> %.1f tokens/s",
+             (long long)target, fit > 0 && target == fit ? " (the most that fits memory)" : "", D1, E, (double)target * k / D1, tps0,
+             tps1);
+    snprintf(f.gain_metric, sizeof f.gain_metric, "decode_tokens_per_s");
+    f.before = tps0;
+    f.after = tps1;
+    f.score = 1 - tps0 / tps1;
+    offer(l, &f);
+}
+
 static int by_score(const void *a, const void *b) {
     double x = ((const record_advice *)a)->score, y = ((const record_advice *)b)->score;
     return (x < y) - (x > y);
@@ -334,8 +462,8 @@ static int by_score(const void *a, const void *b) {
 xf_status advice_find(const record *r, record_advice *out, int max, int *n) {
     *n = 0;
     if (max <= 0) return XF_OK;
-    record_advice all[8];
-    finding_list l = {all, 0, 8};
+    record_advice all[12];
+    finding_list l = {all, 0, 12};
     int np = r->n_points < ADVICE_MAX_POINTS ? r->n_points : ADVICE_MAX_POINTS;
     int valid = config_validate(&r->model) == XF_OK && r->device.bandwidth_Bps > 0;
     for (int i = 0; valid && i < np; i++) {
@@ -347,6 +475,9 @@ xf_status advice_find(const record *r, record_advice *out, int max, int *n) {
         find_weights(r, i, &v, &l);
         find_kv(r, i, &v, &l);
         find_fusion(r, i, &v, &l);
+        find_expert_imbalance(r, i, &v, &l);
+        find_expert_parallelism(r, i, &l);
+        find_expert_batching(r, i, &l);
     }
     xf_error_clear(); /* a workload the cost model refused is skipped, not an error of the record */
     find_kv_policy(r, &l);

@@ -9,7 +9,13 @@
  *   kv_policy         the record's KV section shows a policy wasting memory -> paged, and the
  *                     sequences it fits
  *   fusion            latency-bound ops (measured) or many tiny kernels (predicted on a GPU,
- *                     launch cost ADVICE_LAUNCH_S assumed) -> fusion, CUDA Graphs */
+ *                     launch cost ADVICE_LAUNCH_S assumed) -> fusion, CUDA Graphs
+ *   expert_imbalance  MoE, measured: the busiest expert of a layer gets ADVICE_MOE_IMBALANCE x the
+ *                     mean or more (the record's router counts) -> balance before expert parallelism
+ *   expert_parallelism MoE: the routed experts hold most weights and the weights most of memory ->
+ *                     shard the experts over N devices, weights per device predicted
+ *   expert_batching   MoE decode: fewer than ADVICE_MOE_TOKENS_PER_READ tokens per expert read
+ *                     (measured choices, else uniform routing) -> the batch that amortizes it */
 #ifndef XF_ADVICE_H
 #define XF_ADVICE_H
 
@@ -18,6 +24,8 @@
 #define ADVICE_MIN_SHARE 0.30    /* an op group must take this share of its step to matter */
 #define ADVICE_LAUNCH_S 4e-6     /* assumed cost of one GPU kernel launch (typical: 3-5 us) */
 #define ADVICE_MAX_POINTS 256    /* points of a sweep analysed (the first ones) */
+#define ADVICE_MOE_IMBALANCE 1.5 /* busiest expert / mean tokens per expert from which the load is uneven */
+#define ADVICE_MOE_TOKENS_PER_READ 4.0 /* tokens per expert weight read below which batching is advised */
 
 /* Findings of the record, ranked by score (best first), one per kind (the point where it scores
  * highest). Writes at most `max` into out[]; *n gets the count. Records without points give 0. */

@@ -61,6 +61,7 @@ xf_status predict_point(const model_config *cfg, const workload *w, const device
     cost_memory m;
     cost_memory_of(cfg, w, &m);
     out->memory.weights_bytes = m.weights_bytes;
+    out->memory.active_weights_bytes = m.active_weights_bytes;
     out->memory.kv_bytes = m.kv_bytes;
     out->memory.kv_bytes_per_token = m.kv_bytes_per_token;
     out->memory.activations_bytes = m.activations_bytes;
@@ -78,6 +79,7 @@ xf_status predict_record(const model_config *cfg, const device_spec *d, const wo
     if (st != XF_OK) return st;
     out->model = *cfg;
     out->model_params = config_param_count(cfg);
+    out->model_active_params = config_active_param_count(cfg);
     out->kv_bytes_per_token = cost_kv_bytes_per_token(cfg, points[0].kvdtype, points[0].quant_group);
     out->device = *d;
     out->ceilings_measured = d->measured;

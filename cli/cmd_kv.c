@@ -53,7 +53,7 @@ static void help(void) {
            "                     --policy is the old spelling, still accepted\n"
            "  --rate R           Poisson arrivals, requests/s; inf = all at time 0 (default inf)\n"
            "  --requests N       synthetic requests (default 1000; at most 10000000, and no more than half the\n"
-           "                     memory available holds at 88 bytes each); a progress line with ETA on a terminal\n"
+           "                     memory available holds at 96 bytes each); a progress line with ETA on a terminal\n"
            "  --prompt-dist D    prompt lengths: fixed:N, uniform:LO:HI, normal:MEAN:STD, lognormal:MU:SIGMA\n"
            "                     (length = e^(MU + SIGMA z)); default " DEF_PROMPT " (ShareGPT-like)\n"
            "  --output-dist D    output lengths, same forms (default " DEF_OUTPUT ", ShareGPT-like)\n"
@@ -293,6 +293,7 @@ int cmd_kv(int argc, char **argv) {
     record_init(&rec, "kv");
     rec.model = cfg;
     rec.model_params = config_param_count(&cfg);
+    rec.model_active_params = config_active_param_count(&cfg);
     rec.kv_bytes_per_token = (double)bpt;
     rec.device = dev;
     rec.ceilings_measured = dev.measured;

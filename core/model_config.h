@@ -19,6 +19,20 @@ typedef enum rope_kind {
     ROPE_KIND_COUNT
 } rope_kind;
 
+/* How a router turns its logits into the experts' weights. A new scoring function (DeepSeek-V3's
+ * sigmoid with a correction bias, group-limited top-k) is a new member here and a new case in
+ * reference_model/cpu_moe.c's scoring switch; the rest of the expert code does not change. */
+typedef enum moe_scoring {
+    MOE_SCORE_SOFTMAX = 0, /* softmax over all n_experts logits, top-k of the probabilities, renormalized
+                              over the chosen ones when norm_topk_prob (mixtral, qwen2_moe, qwen3_moe) */
+    MOE_SCORE_SIGMOID_GROUPED, /* deepseek_v3: sigmoid scores; the choice adds e_score_correction_bias,
+                                  keeps the topk_group of n_group groups with the best sum of their
+                                  two best, then top-k among them; the weights are the chosen experts'
+                                  sigmoid scores (renormalized when norm_topk_prob) times
+                                  routed_scaling_factor */
+    MOE_SCORING_COUNT
+} moe_scoring;
+
 typedef struct rope_scaling {
     rope_kind kind;
     double factor;           /* linear, dynamic, llama3, yarn; 1 for default */
@@ -35,7 +49,7 @@ typedef struct rope_scaling {
 
 typedef struct model_config {
     char name[64];       /* preset name or the path's last components */
-    char arch[16];       /* "llama", "mistral", "qwen2", "qwen3", "mixtral" or "qwen3_moe" */
+    char arch[16];       /* "llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe" or "deepseek_v3" */
     int64_t n_layers;
     int64_t d_model;     /* hidden size */
     int64_t n_heads;     /* query heads */
@@ -66,6 +80,10 @@ typedef struct model_config {
     int64_t d_ff_expert;     /* each expert's intermediate size */
     int norm_topk_prob;
     uint64_t dense_layers[MODEL_MAX_LAYERS / 64]; /* bit l set: layer l has the dense FFN (MoE models) */
+    moe_scoring moe_score;   /* the router's scoring (MOE_SCORE_SOFTMAX, 0, but for deepseek_v3) */
+    int64_t d_ff_shared;     /* qwen2_moe, deepseek_v3: intermediate size of the shared expert every token of an MoE
+                                layer runs beside the routed ones; 0: none */
+    int shared_expert_gate;  /* qwen2_moe: the shared expert's output is scaled by sigmoid(x . w), w (d_model) */
     /* Multi-head latent attention (deepseek_v3), on when kv_lora_rank > 0. Per token and layer:
      * Q = q_b(RMSNorm(q_a(x))) (or q_proj(x) when q_lora_rank is 0), (n_heads, qk_nope + qk_rope);
      * [c_kv | k_rope] = kv_a(x), (kv_lora_rank + qk_rope_head_dim): the cache holds c_kv after its
@@ -82,16 +100,12 @@ typedef struct model_config {
                                  0 naive (decompress every cached c_kv into K and V per head, as
                                  transformers runs it), 1 absorbed (kv_b folded into Q and the
                                  output: attention in the latent space) */
-    /* DeepSeek routing (deepseek_v3): sigmoid scores, plus e_score_correction_bias for the choice
-     * only; experts split into n_group groups, the topk_group groups with the best sum of their
-     * two best scores kept; top-k among them; weights renormalized when norm_topk_prob, then
-     * times routed_scaling_factor. n_shared_experts SwiGLU experts of d_ff_expert each (one MLP
-     * of n_shared * d_ff_expert) run on every token beside the routed ones. */
-    int moe_sigmoid;              /* 0: softmax over the router's logits (mixtral, qwen3_moe) */
-    int64_t n_group;              /* 0 or 1: no group limit */
-    int64_t topk_group;
-    double routed_scaling_factor; /* 0 is read as 1 */
-    int64_t n_shared_experts;
+    /* DeepSeek routing (moe_score MOE_SCORE_SIGMOID_GROUPED, deepseek_v3): the groups and the
+     * scaling factor; its shared experts are d_ff_shared = n_shared_experts * moe_intermediate_size
+     * (one ungated SwiGLU MLP). 0 for the other scorings. */
+    int64_t n_group;              /* experts split into n_group groups of n_experts / n_group */
+    int64_t topk_group;           /* groups kept: those with the best sum of their two best scores */
+    double routed_scaling_factor; /* the chosen experts' weights are multiplied by it */
 } model_config;
 
 /* 1 when cfg uses multi-head latent attention. */

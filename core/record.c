@@ -50,6 +50,8 @@ static void point_free(record_point *p) {
     for (int64_t i = 0; i < p->n_ops; i++) free(p->ops[i].samples_s);
     free(p->ops);
     free(p->tokens);
+    free(p->expert_tokens);
+    free(p->expert_distinct);
 }
 
 void record_pop_point(record *r) {

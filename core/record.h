@@ -76,6 +76,8 @@ typedef struct record_memory {
     double activations_bytes;
     double total_bytes;
     double capacity_bytes; /* the device's memory */
+    double active_weights_bytes; /* what one token reads of the weights: all but the routed experts it does
+                                    not select (MoE); = weights_bytes when dense; 0 unknown (older records) */
 } record_memory;
 
 /* How a measured point was run (empty for predictions). */
@@ -100,6 +102,15 @@ typedef struct record_point {
     int64_t n_seqs;           /* rows of tokens (== batch for runs, 0 for predictions) */
     int64_t n_tokens_per_seq; /* generated tokens per sequence */
     int32_t *tokens;          /* (n_seqs, n_tokens_per_seq) greedy tokens generated; owned */
+    /* Mixture of experts, measured runs (0 / NULL otherwise): the router's choices in the last
+     * repetition; optional in the JSON ("experts"), so older records load without them. */
+    int64_t n_experts;        /* routed experts per MoE layer; 0: no router statistics */
+    int64_t n_expert_layers;  /* the model's n_layers (a dense layer's rows are zero) */
+    int64_t *expert_tokens;   /* (XF_PHASE_COUNT, n_expert_layers, n_experts) tokens routed to each expert,
+                                 summed over the phase's steps; owned */
+    int64_t *expert_distinct; /* (XF_PHASE_COUNT, n_expert_layers) distinct experts read, summed over the
+                                 phase's steps (the expert ops' bytes use the mean per step); owned */
+    int64_t expert_steps[XF_PHASE_COUNT]; /* steps summed in each phase */
 } record_point;
 
 /* One finding of the advice analyzer (analyzers/advice.h): what the record shows, what to do,
@@ -135,6 +146,8 @@ typedef struct record {
     char tool_version[32];
     model_config model;
     int64_t model_params;
+    int64_t model_active_params; /* parameters one token uses (MoE: the selected experts only); = model_params
+                                    when dense; 0 unknown (older records, imports) */
     double kv_bytes_per_token; /* at the first point's KV dtype */
     device_spec device;
     int n_points;

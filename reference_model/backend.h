@@ -88,6 +88,10 @@ typedef struct backend_ops {
     void (*seq_release)(void *ctx, int64_t seq);
     /* Bytes the backend allocated for activations and KV (for the memory report). */
     int64_t (*mem_bytes)(void *ctx);
+    /* Mixture of experts: tokens the router of layer `layer` sent to each expert in the last step,
+     * (n_experts) counts owned by the backend; NULL for a dense layer. Optional: a backend that does
+     * not run experts leaves it NULL. */
+    const int64_t *(*expert_counts)(void *ctx, int layer);
 } backend_ops;
 
 /* The CPU backend's table (cpu_backend.c). */

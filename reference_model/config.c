@@ -79,7 +79,8 @@ static const model_config k_presets[] = {
               .attention_factor = 1.0, .truncate = 1, .mscale_all_dim = 1.0},
      .n_experts = 256, .experts_per_tok = 8, .d_ff_expert = 2048, .norm_topk_prob = 1, .dense_layers = {UINT64_C(0x7)},
      .q_lora_rank = 1536, .kv_lora_rank = 512, .qk_nope_head_dim = 128, .qk_rope_head_dim = 64, .v_head_dim = 128,
-     .rope_interleave = 1, .moe_sigmoid = 1, .n_group = 8, .topk_group = 4, .routed_scaling_factor = 2.5, .n_shared_experts = 1},
+     .rope_interleave = 1, .moe_score = MOE_SCORE_SIGMOID_GROUPED, .n_group = 8, .topk_group = 4, .routed_scaling_factor = 2.5,
+     .d_ff_shared = 2048},
 };
 #undef XF_DENSE
 #undef XF_LLAMA3_ROPE
@@ -260,14 +261,13 @@ static xf_status mla_validate(const model_config *cfg) {
         if (cfg->n_heads * (cfg->qk_nope_head_dim + cfg->qk_rope_head_dim + cfg->v_head_dim) > 4 * CFG_MAX_D_MODEL)
             return xf_errorf(XF_EINVAL, "model config: n_heads * (qk_nope + qk_rope + v head dims) is absurdly large");
     }
-    if (!cfg->moe_sigmoid) {
-        if (cfg->n_group || cfg->topk_group || cfg->routed_scaling_factor != 0 || cfg->n_shared_experts)
-            return xf_errorf(XF_EINVAL, "model config: n_group, topk_group, routed_scaling_factor and n_shared_experts belong to "
-                             "DeepSeek routing (moe_sigmoid)");
+    if (cfg->moe_score != MOE_SCORE_SIGMOID_GROUPED) {
+        if (cfg->n_group || cfg->topk_group || cfg->routed_scaling_factor != 0)
+            return xf_errorf(XF_EINVAL, "model config: n_group, topk_group and routed_scaling_factor belong to DeepSeek routing "
+                             "(sigmoid, grouped)");
         return XF_OK;
     }
-    if (cfg->moe_sigmoid != 1 || cfg->n_experts <= 0)
-        return xf_errorf(XF_EINVAL, "model config: moe_sigmoid must be 0 or 1, and 1 needs n_experts > 0");
+    if (cfg->n_experts <= 0) return xf_errorf(XF_EINVAL, "model config: DeepSeek routing needs n_experts > 0");
     if (cfg->n_group < 1 || cfg->n_experts % cfg->n_group != 0 || cfg->n_experts / cfg->n_group < 2)
         return xf_errorf(XF_EINVAL, "model config: n_experts (%lld) must split into n_group (%lld) groups of at least 2",
                          (long long)cfg->n_experts, (long long)cfg->n_group);
@@ -278,10 +278,8 @@ static xf_status mla_validate(const model_config *cfg) {
                          (long long)cfg->n_group, (long long)cfg->experts_per_tok);
     if (!isfinite(cfg->routed_scaling_factor) || cfg->routed_scaling_factor <= 0 || cfg->routed_scaling_factor > 1e6)
         return xf_errorf(XF_EINVAL, "model config: routed_scaling_factor must lie in (0, 1e6], got %g", cfg->routed_scaling_factor);
-    if (cfg->n_shared_experts < 0 || cfg->n_shared_experts > CFG_MAX_EXPERTS ||
-        cfg->n_shared_experts * cfg->d_ff_expert > CFG_MAX_D_FF)
-        return xf_errorf(XF_EINVAL, "model config: n_shared_experts = %lld out of range (n_shared_experts * d_ff_expert must stay "
-                         "<= %lld)", (long long)cfg->n_shared_experts, (long long)CFG_MAX_D_FF);
+    if (cfg->shared_expert_gate)
+        return xf_errorf(XF_EINVAL, "model config: DeepSeek routing's shared experts have no gate (shared_expert_gate)");
     return XF_OK;
 }
 
@@ -337,7 +335,14 @@ xf_status config_validate(const model_config *cfg) {
         if (s2) return s2;
         if (cfg->norm_topk_prob != 0 && cfg->norm_topk_prob != 1)
             return xf_errorf(XF_EINVAL, "model config: norm_topk_prob must be 0 or 1");
+        if ((int)cfg->moe_score < 0 || cfg->moe_score >= MOE_SCORING_COUNT)
+            return xf_errorf(XF_EINVAL, "model config: router scoring %d is unknown", (int)cfg->moe_score);
     }
+    if (cfg->d_ff_shared < 0 || cfg->d_ff_shared > CFG_MAX_D_FF || (cfg->d_ff_shared > 0 && cfg->n_experts <= 0))
+        return xf_errorf(XF_EINVAL, "model config: d_ff_shared = %lld: a shared expert needs routed experts and a size in [1, %lld]",
+                         (long long)cfg->d_ff_shared, (long long)CFG_MAX_D_FF);
+    if ((cfg->shared_expert_gate != 0 && cfg->shared_expert_gate != 1) || (cfg->shared_expert_gate && cfg->d_ff_shared <= 0))
+        return xf_errorf(XF_EINVAL, "model config: shared_expert_gate must be 0 or 1, and 1 only with a shared expert (d_ff_shared)");
     if ((s = mla_validate(cfg)) != XF_OK) return s;
     return rope_validate(&cfg->rope, cfg->max_ctx, "model config: rope scaling");
 }
@@ -389,9 +394,11 @@ static int64_t param_count(const model_config *cfg, int64_t experts) {
     if (cfg->mlp_bias) dense = mul_add(2, cfg->d_ff, mul_add(1, d, dense)); /* gate, up (d_ff), down (d) biases */
     /* MoE layer: the router (n_experts, d) and `experts` SwiGLU experts of d_ff_expert */
     int64_t moe = cfg->n_experts > 0 ? mul_add(cfg->n_experts, d, mul_add(experts, mul_add(3 * d, cfg->d_ff_expert, 0), 0)) : 0;
-    /* deepseek_v3's shared experts: one SwiGLU MLP of n_shared * d_ff_expert on every token (the
-     * router's e_score_correction_bias is a buffer, not a parameter: transformers does not count it) */
-    if (cfg->n_shared_experts > 0) moe = mul_add(3 * d, mul_add(cfg->n_shared_experts, cfg->d_ff_expert, 0), moe);
+    /* deepseek_v3's shared experts are one ungated MLP of d_ff_shared (the router's
+     * e_score_correction_bias is a buffer, not a parameter: transformers does not count it);
+     * qwen2_moe's shared expert and its gate (1, d) */
+    if (cfg->n_experts > 0 && cfg->d_ff_shared > 0) moe = mul_add(3 * d, cfg->d_ff_shared, moe);
+    if (cfg->n_experts > 0 && cfg->shared_expert_gate) moe = mul_add(1, d, moe);
     const int64_t n_moe = model_moe_layers(cfg);
     if (layer < 0 || dense < 0 || moe < 0) return -1;
     int64_t total = mul_add(layer, cfg->n_layers, 0);
@@ -665,11 +672,11 @@ static xf_status parse_deepseek_moe(const cJSON *root, const char *ctx, model_co
     cfg->experts_per_tok = k;
     cfg->d_ff_expert = fe;
     cfg->norm_topk_prob = norm;
-    cfg->moe_sigmoid = 1;
+    cfg->moe_score = MOE_SCORE_SIGMOID_GROUPED;
     cfg->n_group = groups;
     cfg->topk_group = topk_group;
     cfg->routed_scaling_factor = scale;
-    cfg->n_shared_experts = shared;
+    cfg->d_ff_shared = shared * fe; /* DeepseekV3MLP(intermediate_size = moe_intermediate_size * n_shared_experts) */
     for (int64_t l = 0; l < first_dense && l < cfg->n_layers; l++) cfg->dense_layers[l / 64] |= UINT64_C(1) << (l % 64);
     return XF_OK;
 }
@@ -684,31 +691,17 @@ static xf_status parse_obj(const cJSON *root, const char *ctx, model_config *cfg
             return xf_errorf(XF_EINVAL, "%s: field 'model_type' is not supported (too long); xfprof reads llama, mistral and qwen2", ctx);
         return s;
     }
-    /* Families whose layers xfprof does not implement yet: refused, naming the field that asks
-     * for them. */
-    static const struct { const char *type, *field, *what; } k_refused[] = {
-        {"qwen2_moe", "shared_expert_intermediate_size", "a shared expert beside the routed ones"},
-        };
-    for (size_t i = 0; i < sizeof k_refused / sizeof k_refused[0]; i++) {
-        if (strcmp(mtype, k_refused[i].type) != 0) continue;
-        const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, k_refused[i].field);
-        char val[48] = "";
-        if (cJSON_IsNumber(f)) snprintf(val, sizeof val, " (%.0f)", f->valuedouble);
-        return xf_errorf(XF_EINVAL,
-                         "%s: model_type '%s': field '%s'%s asks for %s, which xfprof does not implement yet "
-                         "(it reads llama, mistral, qwen2, qwen3, mixtral, qwen3_moe and deepseek_v3)",
-                         ctx, mtype, k_refused[i].field, val, k_refused[i].what);
-    }
-    static const char *const k_types[] = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe", "deepseek_v3"};
+    static const char *const k_types[] = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3"};
     const char *arch = NULL;
     for (size_t i = 0; i < sizeof k_types / sizeof k_types[0]; i++)
         if (strcmp(mtype, k_types[i]) == 0) arch = k_types[i];
     if (!arch)
-        return xf_errorf(XF_EINVAL, "%s: field 'model_type' is '%s'; xfprof reads llama, mistral, qwen2, qwen3, mixtral, qwen3_moe and "
-                         "deepseek_v3 (qwen2_moe is recognised and refused until implemented)", ctx, mtype);
+        return xf_errorf(XF_EINVAL, "%s: field 'model_type' is '%s'; xfprof reads llama, mistral, qwen2, qwen3, mixtral, "
+                         "qwen2_moe, qwen3_moe and deepseek_v3", ctx, mtype);
     /* mixtral's attention is mistral's, qwen3_moe's is qwen3's */
     const int is_mixtral = strcmp(arch, "mixtral") == 0, is_qwen3_moe = strcmp(arch, "qwen3_moe") == 0;
-    const int is_qwen2 = strcmp(arch, "qwen2") == 0, is_qwen3 = strcmp(arch, "qwen3") == 0 || is_qwen3_moe;
+    const int is_qwen2_moe = strcmp(arch, "qwen2_moe") == 0; /* qwen2's attention (qkv_bias), a shared expert */
+    const int is_qwen2 = strcmp(arch, "qwen2") == 0 || is_qwen2_moe, is_qwen3 = strcmp(arch, "qwen3") == 0 || is_qwen3_moe;
     const int is_llama = strcmp(arch, "llama") == 0, is_mistral = strcmp(arch, "mistral") == 0 || is_mixtral;
     const int is_deepseek = strcmp(arch, "deepseek_v3") == 0;
     memcpy(cfg->arch, arch, strlen(arch) + 1);
@@ -759,6 +752,7 @@ static xf_status parse_obj(const cJSON *root, const char *ctx, model_config *cfg
         return xf_errorf(XF_EINVAL, "%s: field 'attention_bias' is true: biases on deepseek_v3's q_a_proj, kv_a_proj_with_mqa "
                          "and o_proj are not implemented in xfprof", ctx);
     cfg->qkv_bias = is_qwen2 ? 1 : (is_llama || is_qwen3) ? attn_bias : 0;
+    if (is_qwen2_moe && (s = json_opt_bool(root, "qkv_bias", ctx, &cfg->qkv_bias, &present)) != XF_OK) return s; /* default true */
     cfg->o_bias = (is_llama || is_qwen3) ? attn_bias : 0;
     cfg->mlp_bias = is_llama ? mlp_bias : 0;
     cfg->qk_norm = is_qwen3;
@@ -770,7 +764,9 @@ static xf_status parse_obj(const cJSON *root, const char *ctx, model_config *cfg
     int win_present = 0, use_sw = 0;
     memset(cfg->window_layers, 0, sizeof cfg->window_layers);
     cfg->sliding_window = 0;
-    if ((s = json_opt_int(root, "sliding_window", ctx, 1, CFG_MAX_CTX, &win, &win_present)) != XF_OK) return s;
+    const cJSON *swf = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
+    const int sw_zero = is_qwen2_moe && cJSON_IsNumber(swf) && swf->valuedouble == 0; /* qwen2_moe's "no window" */
+    if (!sw_zero && (s = json_opt_int(root, "sliding_window", ctx, 1, CFG_MAX_CTX, &win, &win_present)) != XF_OK) return s;
     if (is_qwen2 || is_qwen3) {
         if ((s = json_opt_bool(root, "use_sliding_window", ctx, &use_sw, &present)) != XF_OK) return s;
         if (use_sw && !win_present)
@@ -811,9 +807,19 @@ static xf_status parse_obj(const cJSON *root, const char *ctx, model_config *cfg
     /* Mixture of experts. */
     cfg->n_experts = cfg->experts_per_tok = cfg->d_ff_expert = 0;
     cfg->norm_topk_prob = 0;
+    cfg->d_ff_shared = 0;
+    cfg->shared_expert_gate = 0;
+    cfg->moe_score = MOE_SCORE_SOFTMAX;
     memset(cfg->dense_layers, 0, sizeof cfg->dense_layers);
-    if (is_mixtral || is_qwen3_moe) {
-        const char *ne = is_mixtral ? "num_local_experts" : "num_experts";
+    if (is_mixtral || is_qwen3_moe || is_qwen2_moe) {
+        /* qwen writes num_experts; transformers 5 saves qwen3_moe's as num_local_experts (its attribute_map) */
+        const char *ne = is_mixtral || (!cJSON_GetObjectItemCaseSensitive(root, "num_experts") &&
+                                        cJSON_GetObjectItemCaseSensitive(root, "num_local_experts"))
+                             ? "num_local_experts"
+                             : "num_experts";
+        if (!is_mixtral && cJSON_GetObjectItemCaseSensitive(root, "num_experts") &&
+            cJSON_GetObjectItemCaseSensitive(root, "num_local_experts"))
+            return xf_errorf(XF_EINVAL, "%s: both 'num_experts' and 'num_local_experts' are set; keep one (they name the same count)", ctx);
         if ((s = json_get_int(root, ne, ctx, 1, CFG_MAX_EXPERTS, &cfg->n_experts)) != XF_OK) return s;
         if ((s = json_get_int(root, "num_experts_per_tok", ctx, 1, cfg->n_experts, &cfg->experts_per_tok)) != XF_OK) return s;
         if (is_mixtral) {
@@ -830,8 +836,13 @@ static xf_status parse_obj(const cJSON *root, const char *ctx, model_config *cfg
             if ((s = json_opt_index_bits(root, "mlp_only_layers", ctx, cfg->n_layers, cfg->dense_layers, MODEL_MAX_LAYERS / 64)) != XF_OK)
                 return s;
             if (model_moe_layers(cfg) == 0)
-                return xf_errorf(XF_EINVAL, "%s: qwen3_moe config with no MoE layer (decoder_sparse_step / mlp_only_layers): "
-                                 "give it as model_type qwen3", ctx);
+                return xf_errorf(XF_EINVAL, "%s: %s config with no MoE layer (decoder_sparse_step / mlp_only_layers): "
+                                 "give it as model_type %s", ctx, arch, is_qwen2_moe ? "qwen2" : "qwen3");
+            if (is_qwen2_moe) { /* Qwen2MoeSparseMoeBlock: a shared expert and its sigmoid gate in every MoE layer */
+                if ((s = json_get_int(root, "shared_expert_intermediate_size", ctx, 1, CFG_MAX_D_FF, &cfg->d_ff_shared)) != XF_OK)
+                    return s;
+                cfg->shared_expert_gate = 1;
+            }
         }
         double jitter = 0;
         if ((s = json_opt_number(root, "router_jitter_noise", ctx, &jitter, &present)) != XF_OK) return s;
@@ -846,7 +857,8 @@ static xf_status parse_obj(const cJSON *root, const char *ctx, model_config *cfg
         const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, k_unknown_math[i]);
         if (!f || cJSON_IsNull(f)) continue;
         if (is_mixtral && strcmp(k_unknown_math[i], "num_local_experts") == 0) continue;
-        if (is_qwen3_moe && strcmp(k_unknown_math[i], "num_experts") == 0) continue;
+        if ((is_qwen3_moe || is_qwen2_moe) && (strcmp(k_unknown_math[i], "num_experts") == 0 || strcmp(k_unknown_math[i], "num_local_experts") == 0))
+            continue;
         if (is_deepseek && (strcmp(k_unknown_math[i], "n_routed_experts") == 0 || strcmp(k_unknown_math[i], "kv_lora_rank") == 0 ||
                             strcmp(k_unknown_math[i], "q_lora_rank") == 0))
             continue;

@@ -119,6 +119,25 @@ double cost_moe_experts_read(int64_t n_experts, int64_t top_k, double tokens) {
     return E * (1.0 - pow(1.0 - k / E, tokens));
 }
 
+/* Weights an MoE layer's gate_up (router, `experts` experts' gate/up, the shared expert's gate/up
+ * and gate) or down (`experts` experts' down, the shared expert's) reads; 0 for other kinds. */
+static double moe_weight_bytes(const model_config *cfg, const workload *w, op_kind kind, double experts) {
+    const int64_t d = cfg->d_model, fe = cfg->d_ff_expert, fs = cfg->d_ff_shared;
+    if (kind == OP_GATE_UP)
+        return wbytes(w, (double)d * (double)cfg->n_experts, d) + experts * wbytes(w, 2.0 * (double)d * (double)fe, d) +
+               (fs > 0 ? wbytes(w, 2.0 * (double)d * (double)fs, d) : 0) +
+               (cfg->shared_expert_gate ? dtype_bytes(small_param_dtype(w->wdtype), (double)d, 0, 0) : 0);
+    if (kind == OP_DOWN) return experts * wbytes(w, (double)fe * (double)d, fe) + (fs > 0 ? wbytes(w, (double)fs * (double)d, fs) : 0);
+    return 0;
+}
+
+void cost_moe_set_experts(const model_config *cfg, const workload *w, cost_op *op, double experts) {
+    if (!cfg || !w || !op || !(experts >= 0) || !model_layer_is_moe(cfg, op->layer) || (op->kind != OP_GATE_UP && op->kind != OP_DOWN))
+        return;
+    op->weight_bytes = moe_weight_bytes(cfg, w, op->kind, experts);
+    op->bytes = op->weight_bytes + op->act_in_bytes + op->act_out_bytes + op->kv_read_bytes + op->kv_write_bytes;
+}
+
 cost_step_sums cost_sums_of_shape(step_shape s) {
     cost_step_sums r = {s.phase, 0, 0, 0, 0, 0, 0, 0};
     if (s.batch < 1 || s.tokens < 1 || s.context < s.tokens) return r; /* cost_step_of_sums refuses it */
@@ -345,29 +364,26 @@ xf_status cost_step_of_sums(const model_config *cfg, const workload *w, const co
 
         if (model_layer_is_moe(cfg, l)) {
             /* Mixture of experts. gate_up: the router (d -> E logits, softmax and top-k: 5 FLOPs per
-             * logit) and the chosen experts' gate/up GEMMs, k per token; the weights read are those
-             * of the distinct experts the step's N tokens select: the expected number under
-             * uniform routing, E (1 - (1 - k/E)^N) (cost_moe_experts_read). down: the experts'
-             * down GEMMs and the sum of the k outputs weighted by the router (2 FLOPs per element). */
-            const double E = (double)cfg->n_experts, k = (double)cfg->experts_per_tok, fe = (double)cfg->d_ff_expert;
-            const double D = cost_moe_experts_read(cfg->n_experts, cfg->experts_per_tok, N);
-            /* deepseek_v3: a shared SwiGLU MLP of fs = n_shared * d_ff_expert on every token, priced
-             * with the routed experts (its N rows beside their N k rows); the sigmoid scores and
-             * the group choice count like the softmax, 5 FLOPs per logit */
-            const int64_t fs_i = cfg->n_shared_experts * cfg->d_ff_expert;
-            const double fs = (double)fs_i;
+             * logit), the chosen experts' gate/up GEMMs, k per token, and the shared expert's (with
+             * its gate's dot product); the weights read are those of the distinct experts the
+             * step's N tokens select: the expected number under uniform routing,
+             * E (1 - (1 - k/E)^N) (cost_moe_experts_read); a measured run sets the number its
+             * router chose (cost_moe_set_experts). down: the experts' down GEMMs, the sum of the k
+             * outputs weighted by the router (2 FLOPs per element), the shared expert's down, its
+             * gate and add (2 per element). deepseek_v3's sigmoid scores and group choice count
+             * like the softmax (5 FLOPs per logit), its ungated shared MLP like qwen2_moe's. */
+            const double k = (double)cfg->experts_per_tok, fe = (double)cfg->d_ff_expert, fs = (double)cfg->d_ff_shared;
+            const double E = (double)cfg->n_experts, D = cost_moe_experts_read(cfg->n_experts, cfg->experts_per_tok, N);
+            const double sh_fl = fs > 0 ? 2.0 * N * (double)d * 2.0 * fs : 0, gate_fl = cfg->shared_expert_gate ? 2.0 * N * (double)d : 0;
+            const double rows_ff = N * k * fe + N * fs; /* expert and shared intermediate elements */
+            const double ff_b = abytes(w, N * k, cfg->d_ff_expert) + (fs > 0 ? abytes(w, N, cfg->d_ff_shared) : 0); /* their bytes */
             op_set(&ops[i++], ph, layer, OP_GATE_UP, gemm,
-                   2.0 * N * (double)d * E + FLOPS_SOFTMAX * N * E + 2.0 * N * k * (double)d * 2.0 * fe +
-                       2.0 * N * (double)d * 2.0 * fs,
-                   wbytes(w, (double)d * E, d) + D * wbytes(w, 2.0 * (double)d * fe, d) + wbytes(w, 2.0 * (double)d * fs, d),
-                   abytes(w, N, d), 2.0 * abytes(w, N * k, cfg->d_ff_expert) + (fs_i ? 2.0 * abytes(w, N, fs_i) : 0), 0, 0);
-            op_set(&ops[i++], ph, layer, OP_SWIGLU, ew, FLOPS_SWIGLU * (N * k * fe + N * fs), 0,
-                   2.0 * abytes(w, N * k, cfg->d_ff_expert) + (fs_i ? 2.0 * abytes(w, N, fs_i) : 0),
-                   abytes(w, N * k, cfg->d_ff_expert) + (fs_i ? abytes(w, N, fs_i) : 0), 0, 0);
+                   2.0 * N * (double)d * E + FLOPS_SOFTMAX * N * E + 2.0 * N * k * (double)d * 2.0 * fe + sh_fl + gate_fl,
+                   moe_weight_bytes(cfg, w, OP_GATE_UP, D), abytes(w, N, d), 2.0 * ff_b, 0, 0);
+            op_set(&ops[i++], ph, layer, OP_SWIGLU, ew, FLOPS_SWIGLU * rows_ff, 0, 2.0 * ff_b, ff_b, 0, 0);
             op_set(&ops[i++], ph, layer, OP_DOWN, gemm,
-                   2.0 * N * k * fe * (double)d + 2.0 * N * k * (double)d + (fs_i ? 2.0 * N * fs * (double)d + N * (double)d : 0),
-                   D * wbytes(w, fe * (double)d, cfg->d_ff_expert) + (fs_i ? wbytes(w, fs * (double)d, fs_i) : 0),
-                   abytes(w, N * k, cfg->d_ff_expert) + (fs_i ? abytes(w, N, fs_i) : 0), abytes(w, N, d), 0, 0);
+                   2.0 * N * k * fe * (double)d + 2.0 * N * k * (double)d + (fs > 0 ? 2.0 * N * fs * (double)d + 2.0 * N * (double)d : 0),
+                   moe_weight_bytes(cfg, w, OP_DOWN, D), ff_b, abytes(w, N, d), 0, 0);
             op_set(&ops[i++], ph, layer, OP_FFN_RESIDUAL, ew, N * (double)d, 0, 2.0 * abytes(w, N, d), abytes(w, N, d), 0, 0);
             continue;
         }
@@ -418,12 +434,8 @@ double cost_weight_bytes(const model_config *cfg, const workload *w) {
                        dtype_bytes(small, 2.0 * (double)d, 0, 0); /* attn_norm and ffn_norm */
     const double dense_ffn = wbytes(w, 2.0 * (double)d * (double)f, d) + wbytes(w, (double)f * (double)d, f);
     /* an MoE layer holds the router and every expert */
-    const double fe = (double)cfg->d_ff_expert, E = (double)cfg->n_experts;
-    const int64_t fs = cfg->n_shared_experts * cfg->d_ff_expert; /* deepseek_v3's shared experts */
-    const double moe_ffn = cfg->n_experts > 0 ? wbytes(w, (double)d * E, d) + E * (wbytes(w, 2.0 * (double)d * fe, d) +
-                                                                                   wbytes(w, fe * (double)d, cfg->d_ff_expert)) +
-                                                    (fs > 0 ? wbytes(w, 2.0 * (double)d * (double)fs, d) + wbytes(w, (double)fs * (double)d, fs) : 0.0)
-                                              : 0.0;
+    const double E = (double)cfg->n_experts;
+    const double moe_ffn = cfg->n_experts > 0 ? moe_weight_bytes(cfg, w, OP_GATE_UP, E) + moe_weight_bytes(cfg, w, OP_DOWN, E) : 0.0;
     const double n_moe = (double)model_moe_layers(cfg);
     if (cfg->qkv_bias) per_layer += dtype_bytes(small, (double)qkv_out, 0, 0);
     if (cfg->o_bias) per_layer += dtype_bytes(small, (double)d, 0, 0);
@@ -458,8 +470,8 @@ static double prefill_activation_peak(const model_config *cfg, const workload *w
     double ffn = 2.0 * abytes(w, N, d) + 2.0 * abytes(w, N, f) + abytes(w, N, f);
     if (cfg->n_experts > 0) { /* an MoE layer: k expert rows per token */
         const double k = (double)cfg->experts_per_tok;
-        double moe = 2.0 * abytes(w, N, d) + 3.0 * abytes(w, N * k, cfg->d_ff_expert) + N * (double)cfg->n_experts * 4.0;
-        if (cfg->n_shared_experts > 0) moe += 3.0 * abytes(w, N, cfg->n_shared_experts * cfg->d_ff_expert);
+        double moe = 2.0 * abytes(w, N, d) + 3.0 * abytes(w, N * k, cfg->d_ff_expert) + N * (double)cfg->n_experts * 4.0 +
+                     3.0 * abytes(w, N, cfg->d_ff_shared);
         ffn = ffn > moe ? ffn : moe;
     }
     double head = abytes(w, N, d) + abytes(w, B, d) + B * (double)V * LOGIT_BYTES + B * TOKEN_BYTES;
@@ -484,6 +496,13 @@ void cost_memory_of(const model_config *cfg, const workload *w, cost_memory *out
     memset(out, 0, sizeof *out);
     if (!cfg || !w || config_validate(cfg) != XF_OK || workload_validate(w) != XF_OK) return;
     memory_for_batch(cfg, w, cost_weight_bytes(cfg, w), (double)w->batch, out);
+    out->active_weights_bytes = out->weights_bytes;
+    if (cfg->n_experts > 0) { /* less the unselected experts of every MoE layer */
+        const double E = (double)cfg->n_experts, k = (double)cfg->experts_per_tok;
+        const double one = moe_weight_bytes(cfg, w, OP_GATE_UP, 1) - moe_weight_bytes(cfg, w, OP_GATE_UP, 0) +
+                           moe_weight_bytes(cfg, w, OP_DOWN, 1) - moe_weight_bytes(cfg, w, OP_DOWN, 0);
+        out->active_weights_bytes -= (double)model_moe_layers(cfg) * (E - k) * one;
+    }
 }
 
 /* Largest batch workload_validate accepts (its MAX_BATCH). */

@@ -39,6 +39,12 @@ double cost_attention_pairs(int64_t tokens, int64_t context);
  * What `predict` assumes; a measured run knows what its router chose. 0 for a dense model. */
 double cost_moe_experts_read(int64_t n_experts, int64_t top_k, double tokens);
 
+/* A measured run's expert ops: sets the weight bytes (and the total bytes) of an MoE layer's
+ * gate_up or down op to those of `experts` distinct experts (the number its router really chose;
+ * a mean over decode steps may be fractional), the router and the shared expert included. Any
+ * other op is left as it is. */
+void cost_moe_set_experts(const model_config *cfg, const workload *w, cost_op *op, double experts);
+
 /* Sums of flops and bytes over ops[0..count); either output may be NULL. */
 void cost_step_totals(const cost_op *ops, int64_t count, double *flops, double *bytes);
 
@@ -84,6 +90,8 @@ xf_status cost_step_of_sums(const model_config *cfg, const workload *w, const co
 /* Memory a workload needs on the device. */
 typedef struct cost_memory {
     double weights_bytes;     /* all parameters at wdtype (embeddings too; scales counted) */
+    double active_weights_bytes; /* what one token reads of them: all but the routed experts it does not
+                                    select (experts_per_tok of n_experts per MoE layer); = weights_bytes when dense */
     double kv_bytes;          /* batch * (prompt + gen) tokens of KV at kvdtype; windowed layers hold at most the window */
     double kv_bytes_per_token;/* 2 * n_layers * n_kv_heads * head_dim * bytes(kvdtype) */
     double activations_bytes; /* peak live activations of the prefill step (working buffers) */

@@ -34,6 +34,7 @@
 #include "reference_model/cpu_attention.h"
 #include "reference_model/cpu_kernels.h"
 #include "reference_model/cpu_mla.h"
+#include "reference_model/cpu_moe.h"
 #include "reference_model/kv_cache.h"
 #include "reference_model/weights.h"
 
@@ -96,6 +97,7 @@ typedef struct cpu_ctx {
     float *as;             /* int8 weights: (max_cols) its per-group scales (at most one per column) */
     double *rope_inv;      /* (head_dim / 2) RoPE inverse frequencies (config_rope_freqs) */
     double rope_scale;     /* what cos and sin are multiplied by (yarn's attention factor; else 1) */
+    cpu_moe *moe;          /* the experts' buffers and router choices (cpu_moe.h); NULL for a dense model */
     /* latent attention (cpu_mla.h): kpool rows are the latent (kv_dim = kv_lora_rank + qk_rope_head_dim),
      * no vpool; qkv rows [q_a or q | c_kv | k_rope] (qkv_dim = q_rows + kv_dim); att rows n_heads * v_head_dim */
     int64_t q_rows;        /* q_lora_rank, or n_heads * qk_head_dim without a q rank */
@@ -183,6 +185,7 @@ static void cpu_free(void *ctx) {
     free(c->mla_krope);
     free(c->mla_kvdec);
     free(c->mla_scores);
+    cpu_moe_free(c->moe);
     free(c);
 }
 
@@ -300,11 +303,17 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
         max_cols = max_cols > c->q_dim ? max_cols : c->q_dim;
         if (mla && cfg->q_lora_rank > max_cols) max_cols = cfg->q_lora_rank;
         if (mla && cfg->kv_lora_rank > max_cols) max_cols = cfg->kv_lora_rank;
+        max_cols = max_cols > cfg->d_ff_expert ? max_cols : cfg->d_ff_expert; /* the experts' down inputs */
+        max_cols = max_cols > cfg->d_ff_shared ? max_cols : cfg->d_ff_shared;
         c->aq = cpu_alloc(c, max_cols, sizeof(int16_t), &st);
         c->as = cpu_alloc(c, max_cols, sizeof(float), &st);
     }
     c->rope_inv = cpu_alloc(c, cfg->head_dim / 2, sizeof(double), &st);
     if (!st) st = config_rope_freqs(cfg, c->rope_inv, &c->rope_scale);
+    if (!st && cfg->n_experts > 0) {
+        st = cpu_moe_init(&c->moe, cfg, T, c->threads);
+        c->bytes += cpu_moe_bytes(c->moe);
+    }
     /* latent attention's kv_b runs over a whole context: as many rows as max_seq_len */
     if (c->w->dtype != XF_FP32 && (T >= CPU_GEMM_MIN_TOKENS || (mla && c->max_seq_len >= CPU_GEMM_MIN_TOKENS))) c->tiles = cpu_alloc(c, (int64_t)c->threads * CPU_TILE_FLOATS, 4, &st);
     if (st) {
@@ -358,6 +367,9 @@ static void cpu_linear(cpu_ctx *c, const wmat *W, float *x, int64_t n, float *y)
         }
     }
 }
+
+/* cpu_linear for the experts (cpu_moe.h) */
+static void cpu_moe_lin(void *be, const wmat *W, float *x, int64_t n, float *y) { cpu_linear(be, W, x, n, y); }
 
 /* ---- KV ---- */
 
@@ -656,17 +668,26 @@ static xf_status cpu_run_op(void *ctx, op_kind k, int layer, const step_batch *b
         for (int64_t t = 0; t < n; t++) xk_add(c->x + t * d, c->proj + t * d, d);
         return XF_OK;
     case OP_GATE_UP:
+        if (Lw->exp_gate_up) return cpu_moe_gate_up(c->moe, Lw, layer, c->xn, n, cpu_moe_lin, c);
         cpu_linear(c, &Lw->gate_up, c->xn, n, c->gu);
         if (Lw->gate_up_bias) cpu_add_bias(c, c->gu, Lw->gate_up_bias, n, 2 * cfg->d_ff);
         return XF_OK;
     case OP_SWIGLU: {
         const int64_t ff = cfg->d_ff;
+        if (Lw->exp_gate_up) {
+            cpu_moe_swiglu(c->moe, n);
+            return XF_OK;
+        }
         /* per token; one token (decode) runs on the calling thread: a fork costs more than it */
 #pragma omp parallel for num_threads(nth) schedule(static) if (n > 1 && n * ff >= CPU_PAR_MIN / 8)
         for (int64_t t = 0; t < n; t++) xk_swiglu(c->hff + t * ff, c->gu + t * 2 * ff, c->gu + t * 2 * ff + ff, ff);
         return XF_OK;
     }
     case OP_DOWN:
+        if (Lw->exp_gate_up) {
+            cpu_moe_down(c->moe, Lw, n, c->proj, cpu_moe_lin, c);
+            return XF_OK;
+        }
         cpu_linear(c, &Lw->down, c->hff, n, c->proj);
         if (Lw->down_bias) cpu_add_bias(c, c->proj, Lw->down_bias, n, d);
         return XF_OK;
@@ -713,6 +734,11 @@ static void cpu_seq_release(void *ctx, int64_t seq) {
 
 static int64_t cpu_mem_bytes(void *ctx) { return ((cpu_ctx *)ctx)->bytes; }
 
+static const int64_t *cpu_expert_counts(void *ctx, int layer) {
+    const cpu_ctx *c = ctx;
+    return c->moe && model_layer_is_moe(&c->cfg, layer) ? cpu_moe_counts(c->moe, layer) : NULL;
+}
+
 /* ---- which BLAS kernels ---- */
 
 char *openblas_get_corename(void); /* OpenBLAS's own API (not in every cblas.h) */
@@ -727,4 +753,5 @@ const backend_ops cpu_backend_ops = {
     .read_tokens = cpu_read_tokens,
     .seq_release = cpu_seq_release,
     .mem_bytes = cpu_mem_bytes,
+    .expert_counts = cpu_expert_counts,
 };

@@ -841,6 +841,7 @@ int64_t cuda_mem_bytes(void *ctx) {
 
 extern "C" const backend_ops cuda_backend_ops = {
     "cuda", cuda_init, cuda_free_ctx, cuda_run_op, cuda_sync, cuda_read_logits, cuda_read_tokens, cuda_seq_release, cuda_mem_bytes,
+    nullptr, /* expert_counts: the CUDA backend refuses MoE (config_first_extension) */
 };
 
 extern "C" void cuda_backend_set_graph(void *ctx, int on) {

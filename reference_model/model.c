@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "reference_model/cpu_attention.h"
+#include "reference_model/cpu_moe.h"
 #include "reference_model/kv_cache.h"
 #include "core/limits.h"
 #include "core/sysmem.h"
@@ -48,6 +49,9 @@ struct model {
     int64_t *tok_off;       /* (max_seqs + 1) */
     int32_t *tok;           /* (max_tokens) */
     int32_t *sampled;       /* (max_seqs) */
+    int64_t *exp_tokens;    /* (XF_PHASE_COUNT, n_layers, n_experts) MoE: tokens per expert since the prefill */
+    int64_t *exp_distinct;  /* (XF_PHASE_COUNT, n_layers) distinct experts read, summed over steps */
+    int64_t exp_steps[XF_PHASE_COUNT];
 };
 
 void model_options_default(model_options *o) {
@@ -84,10 +88,6 @@ static xf_status check_options(const model_config *cfg, const model_options *o) 
     if (cfg->mla_absorbed)
         return xf_errorf(XF_EINVAL, "%s: the reference model runs latent attention in the naive form (kv_b decompresses the "
                          "cached latents), not the absorbed one", cfg->name);
-    if (cfg->n_experts > 0)
-        return xf_errorf(XF_EINVAL, "%s has mixture-of-experts layers (%lld experts, top-%lld): the reference model does not run "
-                         "them yet; 'xfprof predict' and 'xfprof kv' model them", cfg->name, (long long)cfg->n_experts,
-                         (long long)cfg->experts_per_tok);
     if (o->wdtype != XF_FP32 && o->wdtype != XF_BF16 && o->wdtype != XF_FP16 && o->wdtype != XF_INT8)
         return xf_errorf(XF_EINVAL, "weight dtype %s is not supported by the reference model: use fp32, bf16, fp16 or int8",
                          dtype_name(o->wdtype));
@@ -153,6 +153,7 @@ xf_status model_mem_of(const model_config *cfg, const model_options *o, model_me
     /* Activations: what cpu_backend.c allocates (rows = max_seqs * max_prompt). */
     int64_t T, per_tok, acts, q_dim = cfg->n_heads * cfg->head_dim, kv_dim = cfg->n_kv_heads * cfg->head_dim;
     per_tok = 3 * cfg->d_model + (q_dim + 2 * kv_dim) + q_dim + 3 * cfg->d_ff + 2; /* floats + tok_seq */
+    per_tok += cpu_moe_floats_per_token(cfg); /* the experts' buffers (cpu_moe.c) */
     int64_t tail = (cfg->d_model + cfg->vocab + 1) * o->max_seqs + o->max_seqs * o->max_seq_len * 2;
     if (model_is_mla(cfg)) { /* cpu_backend.c's latent buffers: Q and q_a per token, one sequence's decompressed context */
         per_tok += cfg->n_heads * (cfg->qk_nope_head_dim + cfg->qk_rope_head_dim + cfg->v_head_dim) + cfg->q_lora_rank;
@@ -197,6 +198,11 @@ static xf_status check_dir_config(const char *dir, const model_config *cfg) {
     XF_SAME(vocab) XF_SAME(tied_embeddings) XF_SAME(qkv_bias) XF_SAME(o_bias) XF_SAME(mlp_bias) XF_SAME(qk_norm)
     XF_SAME(rope.kind) XF_SAME(sliding_window) XF_SAME(q_lora_rank) XF_SAME(kv_lora_rank) XF_SAME(qk_nope_head_dim)
     XF_SAME(v_head_dim) XF_SAME(rope_interleave)
+    XF_SAME(n_experts) XF_SAME(experts_per_tok) XF_SAME(d_ff_expert) XF_SAME(norm_topk_prob) XF_SAME(d_ff_shared)
+    XF_SAME(shared_expert_gate)
+    if (memcmp(f.dense_layers, cfg->dense_layers, sizeof f.dense_layers) != 0)
+        return xf_errorf(XF_EINVAL, "%s: its dense (non-MoE) layers differ from the model asked for: use the folder's own config (--model %s)",
+                         path, dir);
 #undef XF_SAME
     return XF_OK;
 }
@@ -219,6 +225,8 @@ void model_free(model *m) {
     free(m->tok_off);
     free(m->tok);
     free(m->sampled);
+    free(m->exp_tokens);
+    free(m->exp_distinct);
     free(m);
 }
 
@@ -320,7 +328,11 @@ xf_status model_init(model **out, const model_config *cfg, const model_options *
     m->tok_off = calloc((size_t)S + 1, sizeof *m->tok_off);
     m->tok = malloc((size_t)m->max_tokens * sizeof *m->tok);
     m->sampled = malloc((size_t)S * sizeof *m->sampled);
-    if (!m->kv_ids || !m->seq_len || !m->gen || !m->n_gen || !m->logits || !m->sseq || !m->tok_off || !m->tok || !m->sampled) {
+    if (cfg->n_experts > 0) {
+        m->exp_tokens = calloc((size_t)(XF_PHASE_COUNT * cfg->n_layers * cfg->n_experts), sizeof *m->exp_tokens);
+        m->exp_distinct = calloc((size_t)(XF_PHASE_COUNT * cfg->n_layers), sizeof *m->exp_distinct);
+    }
+    if ((cfg->n_experts > 0 && (!m->exp_tokens || !m->exp_distinct)) || !m->kv_ids || !m->seq_len || !m->gen || !m->n_gen || !m->logits || !m->sseq || !m->tok_off || !m->tok || !m->sampled) {
         model_free(m);
         return xf_errorf(XF_ENOMEM, "out of memory");
     }
@@ -381,6 +393,37 @@ void model_reset(model *m) {
     }
     m->n_seqs = 0;
     m->decode_steps = 0;
+    if (m->exp_tokens) {
+        memset(m->exp_tokens, 0, (size_t)(XF_PHASE_COUNT * m->cfg.n_layers * m->cfg.n_experts) * sizeof *m->exp_tokens);
+        memset(m->exp_distinct, 0, (size_t)(XF_PHASE_COUNT * m->cfg.n_layers) * sizeof *m->exp_distinct);
+        memset(m->exp_steps, 0, sizeof m->exp_steps);
+    }
+}
+
+/* Adds the last step's router choices to the phase's sums. */
+static void add_expert_counts(model *m, xf_phase ph) {
+    if (!m->exp_tokens || !m->be->expert_counts) return;
+    const int64_t E = m->cfg.n_experts, L = m->cfg.n_layers;
+    for (int64_t l = 0; l < L; l++) {
+        const int64_t *c = m->be->expert_counts(m->bctx, (int)l);
+        if (!c) continue;
+        int64_t *t = m->exp_tokens + ((int64_t)ph * L + l) * E;
+        for (int64_t e = 0; e < E; e++) {
+            t[e] += c[e];
+            m->exp_distinct[(int64_t)ph * L + l] += c[e] > 0;
+        }
+    }
+    m->exp_steps[ph]++;
+}
+
+xf_status model_expert_stats(const model *m, xf_phase ph, const int64_t **tokens, const int64_t **distinct, int64_t *steps) {
+    if (!m || !m->exp_tokens || !m->be->expert_counts || ph < 0 || ph >= XF_PHASE_COUNT)
+        return xf_errorf(XF_EUNSUPPORTED, "no router statistics: the model has no experts or its backend does not report them");
+    const int64_t L = m->cfg.n_layers;
+    if (tokens) *tokens = m->exp_tokens + (int64_t)ph * L * m->cfg.n_experts;
+    if (distinct) *distinct = m->exp_distinct + (int64_t)ph * L;
+    if (steps) *steps = m->exp_steps[ph];
+    return XF_OK;
 }
 
 /* One op inside its probe range. */
@@ -404,6 +447,7 @@ static xf_status run_step(model *m, const step_batch *b, const probe_set *ps) {
     if (!st) st = m->be->sync(m->bctx);
     if (!st) st = m->be->read_logits(m->bctx, m->logits, b->n_seqs);
     if (!st) st = m->be->read_tokens(m->bctx, m->sampled, b->n_seqs);
+    if (!st) add_expert_counts(m, b->phase);
     return st;
 }
 

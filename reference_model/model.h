@@ -112,6 +112,13 @@ void *model_backend_ctx(model *m);
 /* Turns the per-op backend sync (model_options.sync_each_op) on or off for the following steps:
  * off to time whole steps of an asynchronous backend without a sync between ops. */
 void model_set_sync_each_op(model *m, int on);
+/* Mixture of experts: the router's choices since the last prefill (model_reset clears them), for
+ * phase ph: *tokens (n_layers, n_experts) tokens routed to each expert summed over the phase's
+ * steps, *distinct (n_layers) the distinct experts each step read summed over the steps, *steps
+ * the steps summed. Owned by the model. XF_EUNSUPPORTED for a dense model or a backend that does
+ * not report its router. */
+xf_status model_expert_stats(const model *m, xf_phase ph, const int64_t **tokens, const int64_t **distinct, int64_t *steps);
+
 /* The memory figures model_init checked (and the backend's real allocation in backend_bytes). */
 void model_get_mem(const model *m, model_mem *out, int64_t *backend_bytes);
 

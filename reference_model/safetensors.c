@@ -334,10 +334,8 @@ static xf_status st_set_get(const st_set *s, const char *name, int64_t rows, int
     return XF_OK;
 }
 
-static xf_status load_mat(const st_set *s, const char *name, wmat *m, int64_t row0, int64_t rows) {
-    const st_tensor *t;
-    xf_status st = st_set_get(s, name, rows, m->cols, &t);
-    if (st) return st;
+/* Rows [row0, row0 + rows) of m from t's elements starting at elem0, (rows, m->cols) row-major. */
+static xf_status convert_rows(const st_tensor *t, int64_t elem0, const char *name, wmat *m, int64_t row0, int64_t rows) {
     const int64_t cols = m->cols;
     int failed = 0;
 #pragma omp parallel
@@ -350,12 +348,18 @@ static xf_status load_mat(const st_set *s, const char *name, wmat *m, int64_t ro
 #pragma omp for schedule(static)
         for (int64_t r = 0; r < rows; r++) {
             if (!buf) continue;
-            for (int64_t c = 0; c < cols; c++) buf[c] = st_tensor_get(t, r * cols + c);
+            for (int64_t c = 0; c < cols; c++) buf[c] = st_tensor_get(t, elem0 + r * cols + c);
             weights_set_rows(m, row0 + r, 1, buf);
         }
         free(buf);
     }
     return failed ? xf_errorf(XF_ENOMEM, "out of memory converting '%s'", name) : XF_OK;
+}
+
+static xf_status load_mat(const st_set *s, const char *name, wmat *m, int64_t row0, int64_t rows) {
+    const st_tensor *t;
+    xf_status st = st_set_get(s, name, rows, m->cols, &t);
+    return st ? st : convert_rows(t, 0, name, m, row0, rows);
 }
 
 static xf_status load_vec(const st_set *s, const char *name, float *v, int64_t n) {
@@ -382,6 +386,87 @@ static void warn_unused(const st_set *s, const char *dir) {
             for (const char *c = t->name; *c && c - t->name < 200; c++) fputc(*c >= 0x20 && *c < 0x7f ? *c : '?', stderr);
         }
     fprintf(stderr, "%s\n", n > shown ? ", ..." : "");
+}
+
+/* 1 when some file of the set holds `name` (nothing is marked used). */
+static int st_set_has(const st_set *s, const char *name) {
+    for (int i = 0; i < s->n; i++)
+        if (st_file_find(s->files[i], name)) return 1;
+    return 0;
+}
+
+/* A fused expert tensor `name`, (n_experts, rows, cols), checked like st_set_get. */
+static xf_status st_set_get3(const st_set *s, const char *name, int64_t n, int64_t rows, int64_t cols, const st_tensor **out) {
+    const st_tensor *found = NULL;
+    for (int i = 0; i < s->n; i++) {
+        const st_tensor *t = st_file_find(s->files[i], name);
+        if (t && found) return xf_errorf(XF_EFORMAT, "tensor '%s' appears in more than one safetensors file", name);
+        if (t) found = t;
+    }
+    if (!found) return xf_errorf(XF_EINVAL, "tensor '%s' is missing from the weights folder", name);
+    ((st_tensor *)found)->used = 1;
+    if (found->dtype == ST_OTHER)
+        return xf_errorf(XF_EFORMAT, "tensor '%s' has dtype %s: the reference model reads F32, F16 and BF16", name, found->dtype_name);
+    if (found->n_dims != 3 || found->shape[0] != n || found->shape[1] != rows || found->shape[2] != cols) {
+        char got[128] = "";
+        size_t o = 0;
+        for (int d = 0; d < found->n_dims && o < sizeof got; d++)
+            o += (size_t)snprintf(got + o, sizeof got - o, d ? ", %lld" : "%lld", (long long)found->shape[d]);
+        return xf_errorf(XF_EFORMAT, "tensor '%s' has shape [%s] but the config needs [%lld, %lld, %lld] (experts, out, in)", name,
+                         got, (long long)n, (long long)rows, (long long)cols);
+    }
+    *out = found;
+    return XF_OK;
+}
+
+/* The MoE FFN of layer l, in either layout: per-expert tensors (what save_pretrained writes:
+ * mixtral's block_sparse_moe.experts.E.{w1,w3,w2}, qwen's mlp.experts.E.{gate,up,down}_proj) or
+ * the fused ones transformers 5 holds in memory (mlp.experts.gate_up_proj (E, 2 I, H), gate rows
+ * first, and mlp.experts.down_proj (E, H, I)); the router is <prefix>gate.weight (E, H); qwen2_moe's
+ * shared expert mlp.shared_expert.{gate,up,down}_proj and mlp.shared_expert_gate.weight (1, H). */
+static xf_status load_moe_layer(const st_set *s, const model_config *c, layer_weights *L, int64_t l) {
+    const int64_t E = c->n_experts, fe = c->d_ff_expert, d = c->d_model;
+    const int mixtral = strcmp(c->arch, "mixtral") == 0;
+    char pre[96], name[256];
+    snprintf(pre, sizeof pre, "model.layers.%lld.%s", (long long)l, "block_sparse_moe.");
+    if (!mixtral || (snprintf(name, sizeof name, "%sgate.weight", pre), !st_set_has(s, name)))
+        snprintf(pre, sizeof pre, "model.layers.%lld.mlp.", (long long)l);
+#define XF_MNAME(...) (snprintf(name, sizeof name, __VA_ARGS__), name)
+    xf_status st = load_mat(s, XF_MNAME("%sgate.weight", pre), &L->router, 0, E);
+    if (!st && st_set_has(s, XF_MNAME("%sexperts.gate_up_proj", pre))) {
+        const st_tensor *gu, *dn;
+        st = st_set_get3(s, name, E, 2 * fe, d, &gu);
+        if (!st) st = st_set_get3(s, XF_MNAME("%sexperts.down_proj", pre), E, d, fe, &dn);
+        for (int64_t e = 0; !st && e < E; e++) {
+            st = convert_rows(gu, e * 2 * fe * d, "experts.gate_up_proj", &L->exp_gate_up[e], 0, 2 * fe);
+            if (!st) st = convert_rows(dn, e * d * fe, "experts.down_proj", &L->exp_down[e], 0, d);
+        }
+    } else {
+        static const char *const k_names[2][3] = {{"gate_proj", "up_proj", "down_proj"}, {"w1", "w3", "w2"}};
+        const char *const *nm = k_names[mixtral && strstr(pre, "block_sparse_moe") != NULL];
+        for (int64_t e = 0; !st && e < E; e++) {
+            st = load_mat(s, XF_MNAME("%sexperts.%lld.%s.weight", pre, (long long)e, nm[0]), &L->exp_gate_up[e], 0, fe);
+            if (!st) st = load_mat(s, XF_MNAME("%sexperts.%lld.%s.weight", pre, (long long)e, nm[1]), &L->exp_gate_up[e], fe, fe);
+            if (!st) st = load_mat(s, XF_MNAME("%sexperts.%lld.%s.weight", pre, (long long)e, nm[2]), &L->exp_down[e], 0, d);
+        }
+    }
+    /* deepseek_v3: mlp.shared_experts.* (one MLP of n_shared * moe_intermediate_size) and the
+     * router's e_score_correction_bias (E) */
+    const char *sh = c->moe_score == MOE_SCORE_SIGMOID_GROUPED ? "shared_experts" : "shared_expert";
+    if (!st && c->d_ff_shared > 0) {
+        const int64_t fs = c->d_ff_shared;
+        st = load_mat(s, XF_MNAME("%s%s.gate_proj.weight", pre, sh), &L->sh_gate_up, 0, fs);
+        if (!st) st = load_mat(s, XF_MNAME("%s%s.up_proj.weight", pre, sh), &L->sh_gate_up, fs, fs);
+        if (!st) st = load_mat(s, XF_MNAME("%s%s.down_proj.weight", pre, sh), &L->sh_down, 0, d);
+    }
+    if (!st && L->router_bias) st = load_vec(s, XF_MNAME("%sgate.e_score_correction_bias", pre), L->router_bias, E);
+    if (!st && c->shared_expert_gate) {
+        const st_tensor *t;
+        st = st_set_get(s, XF_MNAME("%sshared_expert_gate.weight", pre), 1, d, &t);
+        for (int64_t i = 0; !st && i < d; i++) L->sh_gate[i] = st_tensor_get(t, i);
+    }
+#undef XF_MNAME
+    return st;
 }
 
 /* DeepseekV3Attention's tensors into layer_weights' MLA layout (weights.h): q_a_proj (or q_proj)
@@ -425,9 +510,11 @@ xf_status st_load_weights(const char *dir, const model_config *c, xf_dtype dtype
             if (!st) st = load_mat(&s, XF_NAME("self_attn.v_proj.weight"), &L->qkv, q_dim + kv_dim, kv_dim);
         }
         if (!st) st = load_mat(&s, XF_NAME("self_attn.o_proj.weight"), &L->o, 0, d);
-        if (!st) st = load_mat(&s, XF_NAME("mlp.gate_proj.weight"), &L->gate_up, 0, c->d_ff);
-        if (!st) st = load_mat(&s, XF_NAME("mlp.up_proj.weight"), &L->gate_up, c->d_ff, c->d_ff);
-        if (!st) st = load_mat(&s, XF_NAME("mlp.down_proj.weight"), &L->down, 0, d);
+        const int moe = model_layer_is_moe(c, l);
+        if (!st && moe) st = load_moe_layer(&s, c, L, l);
+        if (!st && !moe) st = load_mat(&s, XF_NAME("mlp.gate_proj.weight"), &L->gate_up, 0, c->d_ff);
+        if (!st && !moe) st = load_mat(&s, XF_NAME("mlp.up_proj.weight"), &L->gate_up, c->d_ff, c->d_ff);
+        if (!st && !moe) st = load_mat(&s, XF_NAME("mlp.down_proj.weight"), &L->down, 0, d);
         if (!st) st = load_vec(&s, XF_NAME("input_layernorm.weight"), L->attn_norm, d);
         if (!st) st = load_vec(&s, XF_NAME("post_attention_layernorm.weight"), L->ffn_norm, d);
         if (!st && c->qkv_bias) {
@@ -440,7 +527,7 @@ xf_status st_load_weights(const char *dir, const model_config *c, xf_dtype dtype
             st = load_vec(&s, XF_NAME("self_attn.q_norm.weight"), L->q_norm, c->head_dim);
             if (!st) st = load_vec(&s, XF_NAME("self_attn.k_norm.weight"), L->k_norm, c->head_dim);
         }
-        if (!st && c->mlp_bias) {
+        if (!st && c->mlp_bias && !moe) {
             st = load_vec(&s, XF_NAME("mlp.gate_proj.bias"), L->gate_up_bias, c->d_ff);
             if (!st) st = load_vec(&s, XF_NAME("mlp.up_proj.bias"), L->gate_up_bias + c->d_ff, c->d_ff);
             if (!st) st = load_vec(&s, XF_NAME("mlp.down_proj.bias"), L->down_bias, d);

@@ -128,26 +128,50 @@ xf_status weights_bytes_kinds(const model_config *c, xf_dtype dtype, int group, 
     if (!mul_ok(c->n_heads, c->head_dim, &q_dim) || !mul_ok(c->n_kv_heads, c->head_dim, &kv_dim) ||
         !add_ok(q_dim, 2 * kv_dim, &qkv_rows) || kv_dim > INT64_MAX / 4)
         return xf_errorf(XF_EOVERFLOW, "weights of %s: head sizes overflow 64 bits", c->name);
-    int64_t shapes[6][2] = {{qkv_rows, c->d_model}, {c->d_model, q_dim}, {2 * c->d_ff, c->d_model}, {c->d_model, c->d_ff}};
-    const int n_shapes = mla_shapes(c, shapes);
-    int64_t vals = 0, scl = 0; /* one layer's */
-    for (int i = 0; i < n_shapes; i++) {
-        if (shapes[i][0] == 0) continue; /* no q_b without a q rank */
-        const int64_t v = wmat_part(dtype, shapes[i][0], shapes[i][1], group, 0), q = wmat_part(dtype, shapes[i][0], shapes[i][1], group, 1);
-        if (v <= 0 || q < 0 || !add_ok(vals, v, &vals) || !add_ok(scl, q, &scl))
+    /* the matrices of every layer (attention), of a dense FFN and of an MoE FFN (router, experts,
+     * shared expert), as (rows, cols, count) */
+    const int64_t fe = c->d_ff_expert, fs = c->d_ff_shared, E = c->n_experts;
+    int64_t mla_sh[6][2] = {{qkv_rows, c->d_model}, {c->d_model, q_dim}, {0, 0}, {0, 0}};
+    const int mla = mla_shapes(c, mla_sh) == 6; /* latent attention: its qkv rows, o columns, q_b and kv_b */
+    const int64_t shapes[9][3] = {{mla_sh[0][0], c->d_model, 1}, {c->d_model, mla_sh[1][1], 1}, /* attention */
+                                  {2 * c->d_ff, c->d_model, 1}, {c->d_model, c->d_ff, 1},     /* dense FFN */
+                                  {E, c->d_model, 1}, {2 * fe, c->d_model, E}, {c->d_model, fe, E}, /* MoE */
+                                  {2 * fs, c->d_model, 1}, {c->d_model, fs, 1}};
+    int64_t vals[3] = {0, 0, 0}, scl[3] = {0, 0, 0}; /* attention, dense FFN, MoE FFN of one layer */
+    for (int i = 0; i < 9; i++) {
+        const int part = i < 2 ? 0 : i < 4 ? 1 : 2;
+        if (part == 2 && E <= 0) break;
+        if (i >= 7 && fs <= 0) break;
+        int64_t v = wmat_part(dtype, shapes[i][0], shapes[i][1], group, 0), q = wmat_part(dtype, shapes[i][0], shapes[i][1], group, 1);
+        if (v <= 0 || q < 0 || !mul_ok(v, shapes[i][2], &v) || !mul_ok(q, shapes[i][2], &q) || !add_ok(vals[part], v, &vals[part]) ||
+            !add_ok(scl[part], q, &scl[part]))
             return xf_errorf(XF_EOVERFLOW, "weights of %s: a layer's size overflows 64 bits", c->name);
     }
-    /* norms and biases, fp32 */
+    for (int i = 4; mla && i < 6; i++) { /* q_b (none without a q rank) and kv_b: attention's */
+        if (mla_sh[i][0] == 0) continue;
+        const int64_t v = wmat_part(dtype, mla_sh[i][0], mla_sh[i][1], group, 0), q = wmat_part(dtype, mla_sh[i][0], mla_sh[i][1], group, 1);
+        if (v <= 0 || q < 0 || !add_ok(vals[0], v, &vals[0]) || !add_ok(scl[0], q, &scl[0]))
+            return xf_errorf(XF_EOVERFLOW, "weights of %s: a layer's size overflows 64 bits", c->name);
+    }
+    const int64_t n_moe = model_moe_layers(c), n_dense = c->n_layers - n_moe;
+    /* norms and biases, fp32 (mlp biases on dense FFNs only; the shared expert's gate on MoE layers) */
     int64_t small = 2 * c->d_model + (c->qkv_bias ? qkv_rows : 0) + (c->o_bias ? c->d_model : 0) +
-                    (c->qk_norm ? 2 * c->head_dim : 0) + (c->mlp_bias ? 2 * c->d_ff + c->d_model : 0) +
+                    (c->qk_norm ? 2 * c->head_dim : 0) +
                     (model_is_mla(c) ? c->q_lora_rank + c->kv_lora_rank : 0); /* q_a and kv_a RMSNorms */
+    const int64_t small_dense = c->mlp_bias ? 2 * c->d_ff + c->d_model : 0, small_moe = (c->shared_expert_gate ? c->d_model : 0) +
+                          (c->moe_score == MOE_SCORE_SIGMOID_GROUPED ? c->n_experts : 0); /* e_score_correction_bias */
     const int64_t n_emb = c->tied_embeddings ? 1 : 2;
     const int64_t ev = wmat_part(dtype, c->vocab, c->d_model, group, 0);
     int64_t es = wmat_part(dtype, c->vocab, c->d_model, group, 1);
-    int64_t nb;
-    if (ev <= 0 || es < 0 || !mul_ok(vals, c->n_layers, &out->layer_matrices) || !mul_ok(ev, n_emb, &out->embeddings) ||
-        !mul_ok(scl, c->n_layers, &out->scales) || !mul_ok(es, n_emb, &es) || !add_ok(out->scales, es, &out->scales) ||
-        !mul_ok(small, 4 * (int64_t)c->n_layers, &nb) || !add_ok(nb, c->d_model * 4, &out->norms_biases))
+    int64_t nb, a, b2;
+    if (ev <= 0 || es < 0 || !mul_ok(vals[0], c->n_layers, &out->layer_matrices) || !mul_ok(vals[1], n_dense, &a) ||
+        !add_ok(out->layer_matrices, a, &out->layer_matrices) || !mul_ok(vals[2], n_moe, &a) ||
+        !add_ok(out->layer_matrices, a, &out->layer_matrices) || !mul_ok(ev, n_emb, &out->embeddings) ||
+        !mul_ok(scl[0], c->n_layers, &out->scales) || !mul_ok(scl[1], n_dense, &a) || !add_ok(out->scales, a, &out->scales) ||
+        !mul_ok(scl[2], n_moe, &a) || !add_ok(out->scales, a, &out->scales) || !mul_ok(es, n_emb, &es) ||
+        !add_ok(out->scales, es, &out->scales) || !mul_ok(small, 4 * (int64_t)c->n_layers, &nb) ||
+        !mul_ok(small_dense, 4 * n_dense, &a) || !mul_ok(small_moe, 4 * n_moe, &b2) || !add_ok(nb, a, &nb) || !add_ok(nb, b2, &nb) ||
+        !add_ok(nb, c->d_model * 4, &out->norms_biases))
         return xf_errorf(XF_EOVERFLOW, "weights of %s overflow 64 bits", c->name);
     int64_t t;
     if (!add_ok(out->layer_matrices, out->embeddings, &t) || !add_ok(t, out->scales, &t) || !add_ok(t, out->norms_biases, &t))
@@ -223,6 +247,17 @@ void weights_free(model_weights *w) {
             wmat_free(&L->kv_b);
             free(L->q_a_norm);
             free(L->kv_a_norm);
+            for (int64_t e = 0; e < w->cfg.n_experts; e++) {
+                if (L->exp_gate_up) wmat_free(&L->exp_gate_up[e]);
+                if (L->exp_down) wmat_free(&L->exp_down[e]);
+            }
+            free(L->exp_gate_up);
+            free(L->exp_down);
+            wmat_free(&L->router);
+            wmat_free(&L->sh_gate_up);
+            wmat_free(&L->sh_down);
+            free(L->sh_gate);
+            free(L->router_bias);
         }
         free(w->layers);
     }
@@ -230,6 +265,25 @@ void weights_free(model_weights *w) {
     wmat_free(&w->embed);
     free(w->final_norm);
     free(w);
+}
+
+/* The MoE FFN of one layer: router, experts, shared expert (cfg.d_ff_shared > 0) and its gate. */
+static xf_status weights_alloc_moe(layer_weights *L, const model_config *c, xf_dtype dtype, int group) {
+    xf_status st = wmat_alloc(&L->router, dtype, c->n_experts, c->d_model, group);
+    if (st) return st;
+    L->exp_gate_up = calloc((size_t)c->n_experts, sizeof *L->exp_gate_up);
+    L->exp_down = calloc((size_t)c->n_experts, sizeof *L->exp_down);
+    if (!L->exp_gate_up || !L->exp_down) return xf_errorf(XF_ENOMEM, "out of memory");
+    for (int64_t e = 0; e < c->n_experts; e++) {
+        if ((st = wmat_alloc(&L->exp_gate_up[e], dtype, 2 * c->d_ff_expert, c->d_model, group))) return st;
+        if ((st = wmat_alloc(&L->exp_down[e], dtype, c->d_model, c->d_ff_expert, group))) return st;
+    }
+    if (c->d_ff_shared > 0) {
+        if ((st = wmat_alloc(&L->sh_gate_up, dtype, 2 * c->d_ff_shared, c->d_model, group))) return st;
+        if ((st = wmat_alloc(&L->sh_down, dtype, c->d_model, c->d_ff_shared, group))) return st;
+    }
+    if (c->shared_expert_gate && !(L->sh_gate = alloc64(c->d_model * 4))) return xf_errorf(XF_ENOMEM, "out of memory");
+    return XF_OK;
 }
 
 xf_status weights_alloc(model_weights **out, const model_config *c, xf_dtype dtype, int group) {
@@ -270,9 +324,10 @@ xf_status weights_alloc(model_weights **out, const model_config *c, xf_dtype dty
         if (c->qkv_bias) L->qkv_bias = alloc64(qkv_rows * 4);
         if (c->o_bias) L->o_bias = alloc64(c->d_model * 4);
         if (c->qk_norm) L->q_norm = alloc64(c->head_dim * 4), L->k_norm = alloc64(c->head_dim * 4);
-        if (c->mlp_bias) L->gate_up_bias = alloc64(2 * c->d_ff * 4), L->down_bias = alloc64(c->d_model * 4);
+        const int moe = model_layer_is_moe(c, l);
+        if (c->mlp_bias && !moe) L->gate_up_bias = alloc64(2 * c->d_ff * 4), L->down_bias = alloc64(c->d_model * 4);
         if (!L->attn_norm || !L->ffn_norm || (c->qkv_bias && !L->qkv_bias) || (c->o_bias && !L->o_bias) ||
-            (c->qk_norm && (!L->q_norm || !L->k_norm)) || (c->mlp_bias && (!L->gate_up_bias || !L->down_bias))) {
+            (c->qk_norm && (!L->q_norm || !L->k_norm)) || (c->mlp_bias && !moe && (!L->gate_up_bias || !L->down_bias))) {
             st = xf_errorf(XF_ENOMEM, "out of memory");
             break;
         }
@@ -284,6 +339,14 @@ xf_status weights_alloc(model_weights **out, const model_config *c, xf_dtype dty
             if (c->q_lora_rank > 0 && !(L->q_a_norm = alloc64(c->q_lora_rank * 4))) st = xf_errorf(XF_ENOMEM, "out of memory");
             if (!st && !(L->kv_a_norm = alloc64(c->kv_lora_rank * 4))) st = xf_errorf(XF_ENOMEM, "out of memory");
             if (st) break;
+        }
+        if (moe) {
+            if ((st = weights_alloc_moe(L, c, dtype, group))) break;
+            if (c->moe_score == MOE_SCORE_SIGMOID_GROUPED && !(L->router_bias = alloc64(c->n_experts * 4))) {
+                st = xf_errorf(XF_ENOMEM, "out of memory");
+                break;
+            }
+            continue;
         }
         if ((st = wmat_alloc(&L->gate_up, dtype, 2 * c->d_ff, c->d_model, group))) break;
         if ((st = wmat_alloc(&L->down, dtype, c->d_model, c->d_ff, group))) break;
@@ -441,6 +504,22 @@ xf_status weights_init_random(model_weights **out, const model_config *c, uint64
             if (!st) st = fill_random(&L->qkv, q_dim + kv_dim, kv_dim, seed, WT_V, l);
         }
         if (!st) st = fill_random(&L->o, 0, c->d_model, seed, WT_O, l);
+        if (model_layer_is_moe(c, l)) {
+            const int64_t fe = c->d_ff_expert, fs = c->d_ff_shared;
+            if (!st) st = fill_random(&L->router, 0, c->n_experts, seed, WT_ROUTER, l);
+            for (int64_t e = 0; !st && e < c->n_experts; e++) {
+                const int ex = (int)(e + 1) * WT_EXPERT_STRIDE;
+                st = fill_random(&L->exp_gate_up[e], 0, fe, seed, WT_EXP_GATE + ex, l);
+                if (!st) st = fill_random(&L->exp_gate_up[e], fe, fe, seed, WT_EXP_UP + ex, l);
+                if (!st) st = fill_random(&L->exp_down[e], 0, c->d_model, seed, WT_EXP_DOWN + ex, l);
+            }
+            if (!st && fs > 0) st = fill_random(&L->sh_gate_up, 0, fs, seed, WT_SH_GATE, l);
+            if (!st && fs > 0) st = fill_random(&L->sh_gate_up, fs, fs, seed, WT_SH_UP, l);
+            if (!st && fs > 0) st = fill_random(&L->sh_down, 0, c->d_model, seed, WT_SH_DOWN, l);
+            if (L->sh_gate) fill_vec(L->sh_gate, c->d_model, seed, WT_SH_GATE_W, l);
+            if (L->router_bias) fill_vec(L->router_bias, c->n_experts, seed, WT_ROUTER_BIAS, l);
+            continue;
+        }
         if (!st) st = fill_random(&L->gate_up, 0, c->d_ff, seed, WT_GATE, l);
         if (!st) st = fill_random(&L->gate_up, c->d_ff, c->d_ff, seed, WT_UP, l);
         if (!st) st = fill_random(&L->down, 0, c->d_model, seed, WT_DOWN, l);

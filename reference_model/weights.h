@@ -36,6 +36,15 @@ typedef struct layer_weights {
     float *gate_up_bias; /* (2 * d_ff) gate then up, NULL unless cfg.mlp_bias */
     wmat down;        /* (d_model, d_ff) */
     float *down_bias; /* (d_model), NULL unless cfg.mlp_bias */
+    /* Mixture of experts, in the layers model_layer_is_moe marks (gate_up and down above are then
+     * empty: rows 0, data NULL). Each expert is stored like the dense FFN, at the same dtype. */
+    wmat router;      /* (n_experts, d_model), at the matrices' dtype */
+    wmat *exp_gate_up;/* (n_experts) each (2 * d_ff_expert, d_model): gate rows then up rows */
+    wmat *exp_down;   /* (n_experts) each (d_model, d_ff_expert) */
+    wmat sh_gate_up;  /* (2 * d_ff_shared, d_model) the shared expert (qwen2_moe); empty without */
+    wmat sh_down;     /* (d_model, d_ff_shared) */
+    float *sh_gate;   /* (d_model) shared_expert_gate weight, fp32; NULL unless cfg.shared_expert_gate */
+    float *router_bias; /* (n_experts) deepseek_v3's e_score_correction_bias (the choice only), fp32; NULL otherwise */
     /* Latent attention (cfg.kv_lora_rank > 0): qkv is then (q_rows + kv_lora_rank + qk_rope_head_dim,
      * d_model), rows q_a (q_rows = q_lora_rank) or q_proj (q_rows = n_heads * qk_head_dim) then
      * kv_a_proj_with_mqa; o is (d_model, n_heads * v_head_dim). */
@@ -91,9 +100,12 @@ void weights_free(model_weights *w); /* NULL is a no-op */
 enum {
     WT_EMBED = 0, WT_Q, WT_K, WT_V, WT_O, WT_GATE, WT_UP, WT_DOWN, WT_ATTN_NORM, WT_FFN_NORM,
     WT_BQ, WT_BK, WT_BV, WT_FINAL_NORM, WT_LM_HEAD, WT_BO, WT_BGATE, WT_BUP, WT_BDOWN, WT_Q_NORM, WT_K_NORM,
-    WT_Q_B, WT_KV_B, WT_Q_A_NORM, WT_KV_A_NORM, /* latent attention (WT_Q: q_a or q_proj, WT_K: kv_a) */
+    WT_ROUTER, WT_SH_GATE, WT_SH_UP, WT_SH_DOWN, WT_SH_GATE_W,
+    WT_EXP_GATE, WT_EXP_UP, WT_EXP_DOWN, /* expert e of these is tensor WT_EXP_* + (e + 1) * WT_EXPERT_STRIDE */
+    WT_Q_B, WT_KV_B, WT_Q_A_NORM, WT_KV_A_NORM, WT_ROUTER_BIAS, /* latent attention (WT_Q: q_a or q_proj, WT_K: kv_a) */
     WT_COUNT
 };
+#define WT_EXPERT_STRIDE 256
 
 /* The random value of element (row, col) of tensor `tensor` (WT_*; layer -1 for global tensors).
  * What weights_init_random stores, before conversion; tests use it to rebuild weights in double. */

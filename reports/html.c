@@ -98,6 +98,7 @@ static void render_record(html_ctx *c, const record *r, int ri, int n_recs) {
         html_pipeline(c, r, ri, p);
         html_roofline(c, r, ri, p);
         html_layers(c, r, ri, p);
+        if (p->n_experts > 0) html_experts(c, r, ri, p);
         html_optable(c, ri, p);
         if (html_point_any_measured(p)) html_measured(c, ri, p);
     }
@@ -121,6 +122,7 @@ static void nav(html_ctx *c, const record *recs, int n_recs) {
                               "<a href=\"#r%d-layers\">layers</a><a href=\"#r%d-optable\">ops</a>",
                         ri, ri, ri, ri);
             if (html_point_any_measured(p)) sbuf_printf(c->b, "<a href=\"#r%d-measured\">measured</a>", ri);
+            if (p->n_experts > 0 && p->expert_tokens) sbuf_printf(c->b, "<a href=\"#r%d-experts\">experts</a>", ri);
         }
         if (r->kv) sbuf_printf(c->b, "<a href=\"#r%d-kv\">KV</a>", ri);
         if (r->n_points > 1) sbuf_printf(c->b, "<a href=\"#r%d-sweep\">sweep</a>", ri);

@@ -59,6 +59,7 @@ void html_summary(html_ctx *c, const record *r, int ri, const record_point *p, i
 void html_pipeline(html_ctx *c, const record *r, int ri, const record_point *p);
 void html_roofline(html_ctx *c, const record *r, int ri, const record_point *p);
 void html_layers(html_ctx *c, const record *r, int ri, const record_point *p);
+void html_experts(html_ctx *c, const record *r, int ri, const record_point *p); /* MoE runs only (html_experts.c) */
 void html_optable(html_ctx *c, int ri, const record_point *p);
 void html_measured(html_ctx *c, int ri, const record_point *p);
 void html_kv(html_ctx *c, const record *r, int ri);

@@ -152,6 +152,25 @@ void html_summary(html_ctx *c, const record *r, int ri, const record_point *p, i
     units_si((double)r->model_params, "", w, sizeof w);
     snprintf(v, sizeof v, "%lld (%s)", (long long)r->model_params, w);
     html_kv_row(c, "parameters", v);
+    if (r->model.n_experts > 0) { /* mixture of experts: what one token uses of them */
+        snprintf(v, sizeof v, "%lld routed, top-%lld%s, in %lld of %lld layers%s", (long long)r->model.n_experts,
+                 (long long)r->model.experts_per_tok, r->model.norm_topk_prob ? " (renormalized)" : "",
+                 (long long)model_moe_layers(&r->model), (long long)r->model.n_layers,
+                 r->model.d_ff_shared > 0 ? ", and a shared expert every token runs" : "");
+        html_kv_row(c, "experts", v);
+        if (r->model_active_params > 0) {
+            units_si((double)r->model_active_params, "", w, sizeof w);
+            snprintf(v, sizeof v, "%lld (%s, %.1f%% of the total)", (long long)r->model_active_params, w,
+                     100.0 * html_safe_div((double)r->model_active_params, (double)r->model_params));
+            html_kv_row(c, "active parameters per token", v);
+        }
+        if (p && p->memory.active_weights_bytes > 0) {
+            units_bytes(p->memory.weights_bytes, a, sizeof a);
+            units_bytes(p->memory.active_weights_bytes, b2, sizeof b2);
+            snprintf(v, sizeof v, "%s total, %s active per token (at %s)", a, b2, dtype_name(p->wl.wdtype));
+            html_kv_row(c, "weights", v);
+        }
+    }
     snprintf(v, sizeof v, "%lld layers, d_model %lld, d_ff %lld, vocab %lld", (long long)r->model.n_layers,
              (long long)r->model.d_model, (long long)r->model.d_ff, (long long)r->model.vocab);
     html_kv_row(c, "shape", v);

@@ -50,12 +50,11 @@ static int write_mla(cJSON *o, const model_config *m) {
               add_bool(a, "rope_interleave", m->rope_interleave) && add_str(a, "form", m->mla_absorbed ? "absorbed" : "naive")))
             return 0;
     }
-    if (m->moe_sigmoid) {
+    if (m->moe_score == MOE_SCORE_SIGMOID_GROUPED) { /* the shared experts are d_ff_shared */
         cJSON *g = cJSON_AddObjectToObject(o, "moe_routing");
         if (!(g && add_str(g, "scoring", "sigmoid") && json_add_number(g, "n_group", (double)m->n_group) &&
               json_add_number(g, "topk_group", (double)m->topk_group) &&
-              json_add_number(g, "routed_scaling_factor", m->routed_scaling_factor) &&
-              json_add_number(g, "n_shared_experts", (double)m->n_shared_experts)))
+              json_add_number(g, "routed_scaling_factor", m->routed_scaling_factor)))
             return 0;
     }
     return 1;
@@ -92,11 +91,10 @@ static xf_status read_mla(const cJSON *j, const char *ctx, model_config *m) {
         if ((s = json_get_string(g, "scoring", gctx, scoring, sizeof scoring)) ||
             (s = json_get_int(g, "n_group", gctx, 1, 65536, &m->n_group)) ||
             (s = json_get_int(g, "topk_group", gctx, 1, 65536, &m->topk_group)) ||
-            (s = json_get_number(g, "routed_scaling_factor", gctx, &m->routed_scaling_factor)) ||
-            (s = json_get_int(g, "n_shared_experts", gctx, 0, 65536, &m->n_shared_experts)))
+            (s = json_get_number(g, "routed_scaling_factor", gctx, &m->routed_scaling_factor)))
             return s;
         if (strcmp(scoring, "sigmoid") != 0) return xf_errorf(XF_EINVAL, "%s: field 'scoring' is '%s': sigmoid", gctx, scoring);
-        m->moe_sigmoid = 1;
+        m->moe_score = MOE_SCORE_SIGMOID_GROUPED;
     }
     return XF_OK;
 }
@@ -115,6 +113,8 @@ static cJSON *model_to_json(const record *r) {
              json_add_number(o, "kv_bytes_per_token", r->kv_bytes_per_token);
     /* newer architectures (optional on reading: older records lack them) */
     ok = ok && add_bool(o, "o_bias", m->o_bias) && add_bool(o, "mlp_bias", m->mlp_bias) && add_bool(o, "qk_norm", m->qk_norm);
+    ok = ok && json_add_number(o, "active_params", (double)r->model_active_params) &&
+         json_add_number(o, "d_ff_shared", (double)m->d_ff_shared) && add_bool(o, "shared_expert_gate", m->shared_expert_gate);
     cJSON *rs = ok ? cJSON_AddObjectToObject(o, "rope_scaling") : NULL;
     ok = rs && add_str(rs, "type", rope_kind_name(m->rope.kind)) && json_add_number(rs, "factor", m->rope.factor) &&
          json_add_number(rs, "low_freq_factor", m->rope.low_freq_factor) &&
@@ -219,6 +219,31 @@ static cJSON *op_to_json(const record_op *op) {
     return o;
 }
 
+/* "experts": {"n_experts": E, "prefill": {"steps": s, "tokens": [[per expert] per layer],
+ * "distinct": [per layer]}, "decode": {...}}. */
+static int experts_to_json(cJSON *o, const record_point *p) {
+    cJSON *ej = cJSON_AddObjectToObject(o, "experts");
+    int ok = ej != NULL && json_add_number(ej, "n_experts", (double)p->n_experts);
+    const int64_t L = p->n_expert_layers, E = p->n_experts;
+    for (int ph = 0; ok && ph < XF_PHASE_COUNT; ph++) {
+        cJSON *pj = cJSON_AddObjectToObject(ej, ph == XF_PREFILL ? "prefill" : "decode");
+        ok &= pj != NULL && json_add_number(pj, "steps", (double)p->expert_steps[ph]);
+        cJSON *tj = ok ? cJSON_AddArrayToObject(pj, "tokens") : NULL, *dj = ok ? cJSON_AddArrayToObject(pj, "distinct") : NULL;
+        ok &= tj && dj;
+        for (int64_t l = 0; ok && l < L; l++) {
+            cJSON *row = cJSON_CreateArray();
+            ok &= row != NULL && cJSON_AddItemToArray(tj, row);
+            for (int64_t e = 0; ok && e < E; e++) {
+                cJSON *v = cJSON_CreateNumber((double)p->expert_tokens[((int64_t)ph * L + l) * E + e]);
+                ok &= v != NULL && cJSON_AddItemToArray(row, v);
+            }
+            cJSON *dv = ok ? cJSON_CreateNumber((double)p->expert_distinct[(int64_t)ph * L + l]) : NULL;
+            ok &= dv != NULL && cJSON_AddItemToArray(dj, dv);
+        }
+    }
+    return ok;
+}
+
 static cJSON *point_to_json(const record_point *p) {
     cJSON *o = cJSON_CreateObject();
     if (!o) return NULL;
@@ -268,7 +293,8 @@ static cJSON *point_to_json(const record_point *p) {
         ok &= json_add_number(mj, "weights_bytes", m->weights_bytes) & json_add_number(mj, "kv_bytes", m->kv_bytes) &
               json_add_number(mj, "kv_bytes_per_token", m->kv_bytes_per_token) &
               json_add_number(mj, "activations_bytes", m->activations_bytes) &
-              json_add_number(mj, "total_bytes", m->total_bytes) & json_add_number(mj, "capacity_bytes", m->capacity_bytes);
+              json_add_number(mj, "total_bytes", m->total_bytes) & json_add_number(mj, "capacity_bytes", m->capacity_bytes) &
+              json_add_number(mj, "active_weights_bytes", m->active_weights_bytes);
     if (ok && p->tokens && p->n_seqs > 0) {
         cJSON *toks = cJSON_AddArrayToObject(o, "tokens");
         ok &= toks != NULL;
@@ -277,6 +303,7 @@ static cJSON *point_to_json(const record_point *p) {
             ok &= row != NULL && cJSON_AddItemToArray(toks, row);
         }
     }
+    if (ok && p->n_experts > 0 && p->expert_tokens && p->expert_distinct) ok &= experts_to_json(o, p);
     if (!ok) {
         cJSON_Delete(o);
         return NULL;
@@ -446,6 +473,18 @@ static xf_status read_model(const cJSON *j, record *r) {
         (s = json_opt_bool(j, "norm_topk_prob", ctx, &m->norm_topk_prob, &present)))
         return s;
     if ((s = json_opt_index_bits(j, "dense_layers", ctx, m->n_layers, m->dense_layers, MODEL_MAX_LAYERS / 64))) return s;
+    m->d_ff_shared = 0;
+    m->shared_expert_gate = 0;
+    m->moe_score = MOE_SCORE_SOFTMAX;
+    double active = 0;
+    if ((s = json_opt_int(j, "d_ff_shared", ctx, 0, 1 << 24, &m->d_ff_shared, &present)) ||
+        (s = json_opt_bool(j, "shared_expert_gate", ctx, &m->shared_expert_gate, &present)) ||
+        (cJSON_GetObjectItemCaseSensitive(j, "active_params") && (s = json_get_number(j, "active_params", ctx, &active))))
+        return s;
+    if (!(active >= 0 && active < 0x1p63)) return xf_errorf(XF_EINVAL, "%s: field 'active_params' out of range", ctx);
+    r->model_active_params = (int64_t)active;
+    if ((m->d_ff_shared > 0 || m->shared_expert_gate) && m->n_experts <= 0)
+        return xf_errorf(XF_EINVAL, "%s: a shared expert (d_ff_shared, shared_expert_gate) without routed experts", ctx);
     if ((s = read_mla(j, ctx, m))) return s;
     if (m->n_experts > 0 && (m->experts_per_tok < 1 || m->experts_per_tok > m->n_experts || m->d_ff_expert < 1))
         return xf_errorf(XF_EINVAL, "%s: n_experts %lld needs 1 <= experts_per_tok (%lld) <= n_experts and d_ff_expert >= 1", ctx,
@@ -597,6 +636,62 @@ static xf_status read_dtype(const cJSON *j, const char *key, const char *ctx, xf
     return XF_OK;
 }
 
+/* A count in a record: a whole number in [0, 2^53). */
+static xf_status read_count(const cJSON *v, const char *ctx, int64_t *out) {
+    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble >= 0x1p53 || v->valuedouble != floor(v->valuedouble))
+        return xf_errorf(XF_EINVAL, "%s: must be a whole number in [0, 2^53)", ctx);
+    *out = (int64_t)v->valuedouble;
+    return XF_OK;
+}
+
+/* The optional "experts" object of a point (experts_to_json). */
+static xf_status read_experts(const cJSON *ej, const char *ctx, const record *r, record_point *p) {
+    char sub[160];
+    snprintf(sub, sizeof sub, "%s.experts", ctx);
+    if (!cJSON_IsObject(ej)) return xf_errorf(XF_EINVAL, "%s: must be an object", sub);
+    int64_t E = 0;
+    xf_status s = read_count(cJSON_GetObjectItemCaseSensitive(ej, "n_experts"), sub, &E);
+    if (s) return s;
+    const int64_t L = r->model.n_layers;
+    if (E < 1 || E != r->model.n_experts || L < 1 || L > MODEL_MAX_LAYERS)
+        return xf_errorf(XF_EINVAL, "%s: n_experts %lld does not match the model's %lld routed experts", sub, (long long)E,
+                         (long long)r->model.n_experts);
+    p->expert_tokens = calloc((size_t)(XF_PHASE_COUNT * L * E), sizeof *p->expert_tokens);
+    p->expert_distinct = calloc((size_t)(XF_PHASE_COUNT * L), sizeof *p->expert_distinct);
+    if (!p->expert_tokens || !p->expert_distinct) return xf_errorf(XF_ENOMEM, "%s: out of memory", sub);
+    p->n_experts = E;
+    p->n_expert_layers = L;
+    for (int ph = 0; ph < XF_PHASE_COUNT; ph++) {
+        char pc[200];
+        snprintf(pc, sizeof pc, "%s.%s", sub, ph == XF_PREFILL ? "prefill" : "decode");
+        const cJSON *pj = cJSON_GetObjectItemCaseSensitive(ej, ph == XF_PREFILL ? "prefill" : "decode");
+        if (!cJSON_IsObject(pj)) return xf_errorf(XF_EINVAL, "%s: missing object", pc);
+        if ((s = read_count(cJSON_GetObjectItemCaseSensitive(pj, "steps"), pc, &p->expert_steps[ph]))) return s;
+        const cJSON *tj = cJSON_GetObjectItemCaseSensitive(pj, "tokens"), *dj = cJSON_GetObjectItemCaseSensitive(pj, "distinct");
+        if (!cJSON_IsArray(tj) || cJSON_GetArraySize(tj) != (int)L || !cJSON_IsArray(dj) || cJSON_GetArraySize(dj) != (int)L)
+            return xf_errorf(XF_EINVAL, "%s: 'tokens' and 'distinct' must be arrays of n_layers (%lld) entries", pc, (long long)L);
+        int64_t l = 0;
+        const cJSON *row, *dv = dj->child;
+        cJSON_ArrayForEach(row, tj) {
+            if (!cJSON_IsArray(row) || cJSON_GetArraySize(row) != (int)E)
+                return xf_errorf(XF_EINVAL, "%s: tokens[%lld] must be an array of n_experts (%lld) counts", pc, (long long)l, (long long)E);
+            int64_t e = 0;
+            const cJSON *v;
+            cJSON_ArrayForEach(v, row) {
+                if ((s = read_count(v, pc, &p->expert_tokens[((int64_t)ph * L + l) * E + e]))) return s;
+                e++;
+            }
+            int64_t *dd = &p->expert_distinct[(int64_t)ph * L + l];
+            if ((s = read_count(dv, pc, dd))) return s;
+            if (*dd > p->expert_steps[ph] * E)
+                return xf_errorf(XF_EINVAL, "%s: distinct[%lld] = %lld exceeds steps x n_experts", pc, (long long)l, (long long)*dd);
+            dv = dv->next;
+            l++;
+        }
+    }
+    return XF_OK;
+}
+
 static xf_status read_point(const cJSON *j, const char *ctx, const record *r, record_point *p) {
     if (!cJSON_IsObject(j)) return xf_errorf(XF_EINVAL, "%s: must be an object", ctx);
     char sub[96];
@@ -680,6 +775,11 @@ static xf_status read_point(const cJSON *j, const char *ctx, const record *r, re
         (s = read_bytes(mj, "total_bytes", sub, &m->total_bytes)) ||
         (s = read_bytes(mj, "capacity_bytes", sub, &m->capacity_bytes)))
         return s;
+    m->active_weights_bytes = 0; /* optional: older records lack it */
+    if (cJSON_GetObjectItemCaseSensitive(mj, "active_weights_bytes") && (s = read_bytes(mj, "active_weights_bytes", sub, &m->active_weights_bytes)))
+        return s;
+    const cJSON *exj = cJSON_GetObjectItemCaseSensitive(j, "experts");
+    if (exj && (s = read_experts(exj, ctx, r, p))) return s;
     const cJSON *toks = cJSON_GetObjectItemCaseSensitive(j, "tokens");
     if (toks) {
         if (!cJSON_IsArray(toks)) return xf_errorf(XF_EINVAL, "%s: 'tokens' must be an array of arrays", ctx);

@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "analyzers/advice.h"
+#include "analyzers/experts.h"
 #include "core/units.h"
 #include "analyzers/roofline.h"
 #include "escape.h"
@@ -139,6 +140,29 @@ static xf_status table_ops(sbuf *b, const record_point *p, const render_options 
     return XF_OK;
 }
 
+/* Mixture of experts: total against active weights, and the router's load of a measured point. */
+static void table_experts(sbuf *b, const record *r, const record_point *p) {
+    const model_config *c = &r->model;
+    if (c->n_experts <= 0) return;
+    char t[32], a[32], wt[32], wa[32];
+    sbuf_printf(b, "experts: %lld routed (top-%lld%s) in %lld of %lld layers%s | parameters %s total, %s active per token",
+                (long long)c->n_experts, (long long)c->experts_per_tok, c->norm_topk_prob ? ", renormalized" : "",
+                (long long)model_moe_layers(c), (long long)c->n_layers, c->d_ff_shared > 0 ? ", a shared expert" : "",
+                units_si((double)r->model_params, "", t, sizeof t), units_si((double)r->model_active_params, "", a, sizeof a));
+    if (p->memory.active_weights_bytes > 0)
+        sbuf_printf(b, " | weights %s total, %s active", units_bytes(p->memory.weights_bytes, wt, sizeof wt),
+                    units_bytes(p->memory.active_weights_bytes, wa, sizeof wa));
+    sbuf_printf(b, "\n");
+    for (int ph = 0; ph < XF_PHASE_COUNT; ph++) {
+        experts_load ld;
+        if (!experts_load_of(r, p, (xf_phase)ph, &ld)) continue;
+        sbuf_printf(b, "router (%s, %lld step%s): %.2f of %lld experts read per step and layer; busiest: expert %lld of layer %d "
+                       "with %.0f%% of its tokens (%.2fx the mean)\n",
+                    phase_name((xf_phase)ph), (long long)ld.steps, ld.steps == 1 ? "" : "s", ld.distinct_per_step,
+                    (long long)c->n_experts, (long long)ld.hot_expert, ld.worst_layer, 100 * ld.hot_share, ld.max_over_mean);
+    }
+}
+
 static void table_summary(sbuf *b, const record *r, const record_point *p) {
     const record_summary *s = &p->summary;
     const record_memory *m = &p->memory;
@@ -174,7 +198,7 @@ static void table_summary(sbuf *b, const record *r, const record_point *p) {
         sbuf_printf(b, " | largest batch that fits: %lld", (long long)s->max_batch);
     }
     sbuf_printf(b, "\n");
-    (void)r;
+    table_experts(b, r, p);
 }
 
 /* The record's advice (analyzers/advice.h), or, for a record made without it, the advice the

@@ -145,6 +145,37 @@ static xf_status replay_steps(run_ctx *c, const record_point *p, const int32_t *
     return s;
 }
 
+/* Mixture of experts: the router's choices of the last repetition into the point, and the expert
+ * ops' bytes set to the distinct experts it really chose (the mean per step of the phase), through
+ * the cost model. Nothing for a dense model. */
+static xf_status fill_experts(run_ctx *c, record_point *p) {
+    const model_config *cfg = &c->plan->cfg;
+    if (cfg->n_experts <= 0) return XF_OK;
+    const int64_t L = cfg->n_layers, E = cfg->n_experts;
+    p->expert_tokens = calloc((size_t)(XF_PHASE_COUNT * L * E), sizeof *p->expert_tokens);
+    p->expert_distinct = calloc((size_t)(XF_PHASE_COUNT * L), sizeof *p->expert_distinct);
+    if (!p->expert_tokens || !p->expert_distinct) return xf_errorf(XF_ENOMEM, "out of memory for the router's statistics");
+    p->n_experts = E;
+    p->n_expert_layers = L;
+    for (int ph = 0; ph < XF_PHASE_COUNT; ph++) {
+        const int64_t *tok, *dis;
+        int64_t steps;
+        if (model_expert_stats(c->m, (xf_phase)ph, &tok, &dis, &steps) != XF_OK) {
+            xf_error_clear(); /* a backend without router statistics: the uniform-routing figures stay */
+            continue;
+        }
+        memcpy(p->expert_tokens + (int64_t)ph * L * E, tok, (size_t)(L * E) * sizeof *tok);
+        memcpy(p->expert_distinct + (int64_t)ph * L, dis, (size_t)L * sizeof *dis);
+        p->expert_steps[ph] = steps;
+        for (int64_t i = 0; steps > 0 && i < p->n_ops; i++) {
+            cost_op *op = &p->ops[i].cost;
+            if ((int)op->phase == ph && op->layer >= 0 && op->layer < L)
+                cost_moe_set_experts(cfg, &p->wl, op, (double)dis[op->layer] / (double)steps);
+        }
+    }
+    return XF_OK;
+}
+
 /* Runs one point: warm-up, reps; fills the measured ops, summary and tokens. */
 static xf_status run_point(run_ctx *c, record_point *p) {
     const run_plan *pl = c->plan;
@@ -214,6 +245,7 @@ static xf_status run_point(run_ctx *c, record_point *p) {
         p->n_seqs = w->batch;
         p->n_tokens_per_seq = per;
     }
+    if ((s = fill_experts(c, p)) != XF_OK) goto done; /* before the replays run the model again */
     probe_set_point_end(ps); /* CUPTI activity off before the replays and the graph timings */
     if (pl->on_step && w->gen > 0 && !stopped && (s = replay_steps(c, p, prompts, lens)) != XF_OK) goto done;
     if (pl->cuda && c->cupti_sel == RUNNER_CUPTI_COUNTERS && !c->counters_off && !stopped) runner_collect_counters(c, p, prompts, lens);
@@ -525,6 +557,7 @@ xf_status runner_run(const run_plan *pl, record *rec, run_notes *notes_out) {
 
     rec->model = *cfg;
     rec->model_params = config_param_count(cfg);
+    rec->model_active_params = config_active_param_count(cfg);
     rec->device = ctx.dev;
     rec->ceilings_measured = pl->cuda ? from_file : 1; /* CPU: the machine file or a quick measurement */
     char policy[32];

@@ -76,6 +76,34 @@ def drop_qk_norm(m):
         layer.self_attn.k_norm.forward = lambda x: x
 
 
+def no_topk_norm(c):
+    c = dict(c)
+    c["norm_topk_prob"] = not c.get("norm_topk_prob", False)
+    return c
+
+
+def top1(c):
+    c = dict(c)
+    c["num_experts_per_tok"] = 1
+    return c
+
+
+def zero_shared_gate(m):
+    for layer in m.model.layers:
+        g = getattr(layer.mlp, "shared_expert_gate", None)
+        if g is not None:
+            g.weight.data.fill_(-1e4)  # sigmoid -> 0: the shared expert dropped
+
+
+MOE = dict(intermediate_size=96, decoder_sparse_step=1)
+
+
+def no_group_limit(c):
+    c = dict(c)
+    c["topk_group"] = c["n_group"]
+    return c
+
+
 def no_interleave(c):
     c = dict(c)
     c["rope_interleave"] = False
@@ -104,6 +132,35 @@ FIXTURES = {
                      ("full attention", no_window, None)),
     "qwen3-bias": ("qwen3", {"attention_bias": True, "rope_scaling": llama3_rope()},
                    ("o_proj.bias dropped", None, zero_o_bias)),
+    # Mixture of experts. mixtral: 8 experts of intermediate_size, top-2 renormalized; saved by
+    # save_pretrained (per-expert block_sparse_moe.experts.E.w1/w2/w3 on disk).
+    "mixtral": ("mixtral", {"num_local_experts": 8, "num_experts_per_tok": 2, "sliding_window": None},
+                ("top-1 routing", top1, None)),
+    # qwen3_moe: 8 experts of 32, top-2 renormalized, layer 1 dense (mlp_only_layers); written in the
+    # fused layout transformers 5 holds in memory (mlp.experts.gate_up_proj [E, 2I, H], down_proj [E, H, I]).
+    "qwen3-moe": ("qwen3_moe", dict(MOE, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32, norm_topk_prob=True,
+                                    mlp_only_layers=[1], num_hidden_layers=3, use_sliding_window=False, sliding_window=None),
+                  ("top-k weights not renormalized", no_topk_norm, None)),
+    # qwen2_moe: a shared expert (sigmoid shared_expert_gate) beside 8 routed experts, top-2 not
+    # renormalized (qwen2_moe's default), qkv bias.
+    "qwen2-moe": ("qwen2_moe", dict(MOE, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
+                                    shared_expert_intermediate_size=48, norm_topk_prob=False, use_sliding_window=False,
+                                    sliding_window=None),
+                  ("shared expert dropped", None, zero_shared_gate)),
+    # deepseek_v3 with its experts: layer 0 dense, layers 1-2 MoE of 8 routed experts of 32 in 4
+    # groups (top-2 within the best 2 groups, sigmoid scores with the correction bias, x2.5) and a
+    # shared expert
+    "deepseek-moe": ("deepseek_v3", dict(MLA, num_hidden_layers=3, first_k_dense_replace=1, n_routed_experts=8, n_group=4,
+                                         topk_group=2, num_experts_per_tok=2, n_shared_experts=1, routed_scaling_factor=2.5,
+                                         norm_topk_prob=True),
+                     ("no group limit", no_group_limit, None)),
+    "deepseek-moe-yarn": ("deepseek_v3", dict(MLA, num_hidden_layers=3, first_k_dense_replace=1, n_routed_experts=8, n_group=4,
+                                              topk_group=2, num_experts_per_tok=2, n_shared_experts=1, routed_scaling_factor=2.5,
+                                              norm_topk_prob=True,
+                                              rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                                                               "original_max_position_embeddings": 16, "mscale": 1.0,
+                                                               "mscale_all_dim": 1.0}),
+                          ("plain RoPE and softmax scale", no_rope_scaling, None)),
     "deepseek-mla": ("deepseek_v3", MLA, ("half-split RoPE instead of interleaved", no_interleave, None)),
     "deepseek-mla-yarn": ("deepseek_v3", dict(MLA, q_lora_rank=None,
                                               rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
@@ -111,6 +168,10 @@ FIXTURES = {
                                                                "mscale_all_dim": 1.0}),
                           ("plain RoPE and softmax scale", no_rope_scaling, None)),
 }
+
+# fixtures written with safetensors' save_file from the in-memory state dict (transformers 5's fused
+# expert tensors) instead of save_pretrained (which converts back to per-expert tensors)
+FUSED = {"qwen3-moe"}
 
 
 def bf16_exact(t):
@@ -128,6 +189,10 @@ def randomize(model, seed):
             else:  # norm weights
                 v = 1.0 + torch.randn(p.shape, generator=g) * 0.3
             p.copy_(bf16_exact(v))
+        # deepseek_v3's router correction bias is a buffer (zeros at init): non-trivial too
+        for name, b in sorted(model.named_buffers()):
+            if name.endswith("e_score_correction_bias"):
+                b.copy_(bf16_exact(torch.randn(b.shape, generator=g) * 0.3))
 
 
 def build(model_type, cfg):
@@ -166,7 +231,13 @@ def make(name, out_dir):
         sys.exit(f"{name}: removing the feature ({what}) does not change the tokens: the fixture would not test it")
     d = os.path.join(out_dir, name)
     os.makedirs(d, exist_ok=True)
-    model.to(torch.bfloat16).save_pretrained(d, safe_serialization=True)
+    if name in FUSED:
+        from safetensors.torch import save_file
+        model.config.save_pretrained(d)
+        sd = {k: v.to(torch.bfloat16).contiguous() for k, v in model.state_dict().items()}
+        save_file(sd, os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
+    else:
+        model.to(torch.bfloat16).save_pretrained(d, safe_serialization=True)
     for extra in ("generation_config.json",):
         p = os.path.join(d, extra)
         if os.path.exists(p):
@@ -193,6 +264,11 @@ PUBLISHED = {
     "qwen3-8b": ("qwen3", dict(hidden_size=4096, intermediate_size=12288, num_hidden_layers=36, num_attention_heads=32,
                                num_key_value_heads=8, head_dim=128, vocab_size=151936, max_position_embeddings=40960,
                                rope_theta=1000000.0, tie_word_embeddings=False)),
+    "qwen1.5-moe-a2.7b": ("qwen2_moe", dict(hidden_size=2048, intermediate_size=5632, moe_intermediate_size=1408,
+                                             shared_expert_intermediate_size=5632, num_experts=60, num_experts_per_tok=4,
+                                             num_hidden_layers=24, num_attention_heads=16, num_key_value_heads=16,
+                                             vocab_size=151936, max_position_embeddings=8192, rope_theta=1000000.0,
+                                             norm_topk_prob=False, tie_word_embeddings=False, decoder_sparse_step=1)),
 }
 
 

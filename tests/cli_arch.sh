@@ -40,12 +40,49 @@ refuse() { # description, field expected in the message, json text
 }
 base='"hidden_size":64,"intermediate_size":128,"num_hidden_layers":2,"num_attention_heads":4,"vocab_size":512,"max_position_embeddings":64'
 refuse "mixtral without experts" num_local_experts "{\"model_type\":\"mixtral\",$base}"
-refuse "qwen2_moe" shared_expert_intermediate_size "{\"model_type\":\"qwen2_moe\",$base,\"num_experts\":8}"
+refuse "qwen2_moe without its shared expert's size" shared_expert_intermediate_size "{\"model_type\":\"qwen2_moe\",$base,\"num_experts\":8,\"num_experts_per_tok\":2,\"moe_intermediate_size\":32}"
 # MoE: predict models it, the reference model refuses it naming what it lacks
 out=$("$XF" predict --model mixtral-8x7b --device h100-sxm --batch 1,8 --prompt 128 --gen 16 --wdtype bf16 2>"$tmp/e"); check "predict mixtral" 0 $?
 has "predict says the expert reads are expected under uniform routing" "$(cat "$tmp/e")" "uniform routing"
-"$XF" run --model qwen3-30b-a3b --threads 1 --batch 1 --prompt 8 --gen 2 >/dev/null 2>"$tmp/e"; check "run refuses MoE: exit 2" 2 $?
-has "run refuses MoE: says so" "$(cat "$tmp/e")" "mixture-of-experts"
+# MoE runs: per-expert (mixtral) and fused (qwen3-moe) tensors, and random weights at a config's shapes
+for f in mixtral qwen3-moe qwen2-moe; do
+    "$XF" run --model "$HF/$f" --weights "$HF/$f" --threads 1 --batch 2 --prompt 8 --gen 4 -o "$tmp/$f.json" >"$tmp/o" 2>"$tmp/e"
+    check "run $f from its folder" 0 $?
+done
+# the record keeps the router's choices; the table and the report show total against active weights and the load
+out=$("$XF" show "$tmp/qwen2-moe.json"); check "show an MoE run" 0 $?
+has "show: total and active parameters" "$out" "parameters 209 k total, 135 k active per token"
+has "show: the router's load per phase" "$out" "router (decode, 3 steps)"
+has "the record keeps the router's counts" "$(cat "$tmp/qwen2-moe.json")" '"experts":{"n_experts":8'
+"$XF" report "$tmp/qwen2-moe.json" -o "$tmp/moe.html" 2>"$tmp/e"; check "report an MoE run" 0 $?
+has "report: the expert-load section" "$(cat "$tmp/moe.html")" 'id="r0-experts"'
+has "report: active parameters in the summary" "$(cat "$tmp/moe.html")" "active parameters per token"
+if command -v gnuplot >/dev/null; then
+    has "report: the expert-load heat map is drawn" "$(sed -n '/id="r0-experts"/,/<\/section>/p' "$tmp/moe.html")" "<image"
+fi
+"$XF" run --model "$HF/qwen3-moe" --threads 1 --batch 1 --prompt 8 --gen 2 --wdtype int8 >/dev/null 2>"$tmp/e"
+check "run qwen3-moe with random int8 weights" 0 $?
+# a folder whose tensors do not match the config: exit 2 naming the tensor; extra layers warned about
+mkdir "$tmp/moe"
+cp "$HF/qwen3-moe/model.safetensors" "$tmp/moe/"
+sed 's/"moe_intermediate_size": 32/"moe_intermediate_size": 48/' "$HF/qwen3-moe/config.json" >"$tmp/moe/config.json"
+"$XF" run --model "$tmp/moe" --weights "$tmp/moe" --threads 1 --batch 1 --prompt 8 --gen 2 >/dev/null 2>"$tmp/e"
+check "mis-shaped fused experts: exit 2" 2 $?
+has "mis-shaped fused experts named" "$(cat "$tmp/e")" "experts.gate_up_proj"
+sed 's/"mlp_only_layers": \[/"mlp_only_layers": [0, /' "$HF/qwen3-moe/config.json" >"$tmp/moe/config.json"
+"$XF" run --model "$tmp/moe" --weights "$tmp/moe" --threads 1 --batch 1 --prompt 8 --gen 2 >/dev/null 2>"$tmp/e"
+check "a dense layer whose folder has experts: exit 2" 2 $?
+has "the missing dense tensor named" "$(cat "$tmp/e")" "model.layers.0.mlp.gate_proj.weight"
+sed 's/"num_hidden_layers": 3/"num_hidden_layers": 2/' "$HF/qwen3-moe/config.json" >"$tmp/moe/config.json"
+"$XF" run --model "$tmp/moe" --weights "$tmp/moe" --threads 1 --batch 1 --prompt 8 --gen 2 >/dev/null 2>"$tmp/e"
+check "experts of a layer the config lacks: still runs" 0 $?
+has "unused experts warned" "$(cat "$tmp/e")" "model.layers.2.mlp.experts.gate_up_proj"
+mkdir "$tmp/mx"
+cp "$HF/mixtral/model.safetensors" "$tmp/mx/"
+sed 's/"num_local_experts": 8/"num_local_experts": 4/' "$HF/mixtral/config.json" >"$tmp/mx/config.json"
+"$XF" run --model "$tmp/mx" --weights "$tmp/mx" --threads 1 --batch 1 --prompt 8 --gen 2 >/dev/null 2>"$tmp/e"
+check "a router of another size: exit 2" 2 $?
+has "the router named" "$(cat "$tmp/e")" "block_sparse_moe.gate.weight"
 out=$("$XF" models); has "models: mixtral total 46.7B, active 12.9B" "$(echo "$out" | grep '^mixtral-8x7b ')" "46.7B    12.9B"
 refuse "deepseek_v3" kv_lora_rank "{\"model_type\":\"deepseek_v3\",$base}"
 refuse "longrope" longrope "{\"model_type\":\"llama\",$base,\"rope_scaling\":{\"rope_type\":\"longrope\",\"factor\":4}}"

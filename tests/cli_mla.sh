@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # DeepSeek-V3 through the CLI (issue 12): the preset's counts in `models`, a deepseek_v3
 # config.json read, latent attention costed in both forms by `predict` and named in the record,
-# incompatible fields refused with the arithmetic, `run` running a dense MLA fixture and refusing
-# DeepSeek's experts by name, and
+# incompatible fields refused with the arithmetic, `run` running the MLA and DeepSeek-MoE fixtures, and
 # `kv` sizing pools by the latent row and holding windowed layers at their window. $1 = xfprof.
 set -u
 XF="$1"
@@ -58,15 +57,19 @@ bad "top-k over the kept groups" 's/"num_experts_per_tok":2/"num_experts_per_tok
 bad "fewer KV heads" 's/"num_key_value_heads":4/"num_key_value_heads":2/' "must equal num_attention_heads"
 bad "attention bias" 's/"norm_topk_prob":true/"attention_bias":true/' "attention_bias"
 
-# the reference model runs latent attention (the naive form) from a transformers folder; DeepSeek's
-# experts wait for the MoE forward: refused by name
+# the reference model runs latent attention (the naive form) and DeepSeek's routing from a
+# transformers folder
 SRC="${XF_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
 "$XF" run --model "$SRC/tests/data/hf/deepseek-mla" --weights "$SRC/tests/data/hf/deepseek-mla" --threads 1 --batch 2 --prompt 8 \
     --gen 4 -o "$tmp/run.json" >/dev/null 2>"$tmp/e"
 check "run the dense MLA fixture" 0 $?
 has "its record says the naive form" "$(cat "$tmp/run.json")" '"form":"naive"'
-"$XF" run --model "$tmp/config.json" --threads 1 --batch 1 --prompt 8 --gen 2 >/dev/null 2>"$tmp/e"; check "run refuses DeepSeek's MoE: exit 2" 2 $?
-has "run names the experts" "$(cat "$tmp/e")" "mixture-of-experts"
+"$XF" run --model "$SRC/tests/data/hf/deepseek-moe" --weights "$SRC/tests/data/hf/deepseek-moe" --threads 1 --batch 1 --prompt 8 \
+    --gen 4 -o "$tmp/moe.json" >/dev/null 2>"$tmp/e"
+check "run the DeepSeek MoE fixture" 0 $?
+has "its record keeps the grouped routing" "$(cat "$tmp/moe.json")" '"scoring":"sigmoid"'
+"$XF" run --model "$tmp/config.json" --threads 1 --batch 1 --prompt 8 --gen 2 --mla absorbed >/dev/null 2>"$tmp/e"
+check "run has no --mla" 2 $?
 
 # kv: the latent row sizes the pool; windowed layers hold their window
 out=$("$XF" kv --size --model deepseek-v3 --kvdtype bf16 --context 4096); check "kv --size deepseek-v3" 0 $?

@@ -242,3 +242,75 @@ Test(advice, json_round_trip_and_checked_read) {
     free(text);
     record_free(&r);
 }
+
+/* Mixture of experts. mixtral-8x7b bf16 on an H100 (80 GiB) at batch 1: 87 GiB of weights, the
+ * experts 84 of them -> shard the experts (2 devices: 3 + 84 / 2 = 45 GiB each); one token reads 2
+ * of 8 experts, 1 token per expert read -> batch 16 (8 (1 - (3/4)^16) = 7.92 experts for 32
+ * routed tokens: 4.04 per read, the first power of two past 4). */
+Test(advice, moe_expert_parallelism_and_batching) {
+    model_config cfg;
+    device_spec dev;
+    setup(&cfg, &dev, "mixtral-8x7b", "h100-sxm");
+    workload w = wl(1, 128, 16, XF_BF16, XF_BF16);
+    record r;
+    cr_assert_eq(predict_record(&cfg, &dev, &w, 1, &r), XF_OK);
+    cr_assert_eq(advice_record(&r), XF_OK);
+    const record_advice *ep = find_kind(&r, "expert_parallelism"), *eb = find_kind(&r, "expert_batching");
+    cr_assert_not_null(ep);
+    cr_assert_not_null(eb);
+    const double gib = 1024.0 * 1024 * 1024;
+    cr_assert(fabs(ep->before / gib - 87.0) < 0.1, "%g GiB", ep->before / gib);
+    cr_assert(fabs(ep->after / gib - 45.0) < 0.1, "%g GiB", ep->after / gib);
+    cr_assert(strstr(ep->action, "2 devices"), "%s", ep->action);
+    cr_assert(strstr(eb->action, "batch 16"), "%s", eb->action);
+    cr_assert(strstr(eb->evidence, "1.00 tokens per expert read"), "%s", eb->evidence);
+    cr_assert_gt(eb->after, eb->before);
+    cr_assert_null(find_kind(&r, "expert_imbalance"), "a prediction has no router counts");
+    record_free(&r);
+    /* a dense model gets none of them */
+    setup(&cfg, &dev, "llama-2-7b", "h100-sxm");
+    cr_assert_eq(predict_record(&cfg, &dev, &w, 1, &r), XF_OK);
+    cr_assert_eq(advice_record(&r), XF_OK);
+    cr_assert(!find_kind(&r, "expert_parallelism") && !find_kind(&r, "expert_batching"));
+    record_free(&r);
+}
+
+/* The router's counts of a measured point: expert 3 of layer 1 gets 12 of 16 routed decode tokens
+ * (4 steps x batch 2 x top-2), 6x the mean of 2 -> expert_imbalance; a balanced load gets none. */
+Test(advice, moe_imbalance_from_the_router_counts) {
+    model_config cfg;
+    device_spec dev;
+    setup(&cfg, &dev, "mixtral-8x7b", "h100-sxm");
+    cfg.n_layers = 2;
+    workload w = wl(2, 16, 5, XF_BF16, XF_BF16);
+    record r;
+    cr_assert_eq(predict_record(&cfg, &dev, &w, 1, &r), XF_OK);
+    record_point *p = &r.points[0];
+    for (int64_t i = 0; i < p->n_ops; i++) p->ops[i].measured = 1; /* as a run's */
+    const int64_t E = 8, L = 2;
+    p->n_experts = E;
+    p->n_expert_layers = L;
+    p->expert_tokens = calloc(XF_PHASE_COUNT * L * E, sizeof(int64_t));
+    p->expert_distinct = calloc(XF_PHASE_COUNT * L, sizeof(int64_t));
+    p->expert_steps[XF_PREFILL] = 1;
+    p->expert_steps[XF_DECODE] = 4;
+    for (int64_t l = 0; l < L; l++) {
+        for (int64_t e = 0; e < E; e++) p->expert_tokens[(XF_PREFILL * L + l) * E + e] = 8; /* 64 = 32 tokens x 2 */
+        p->expert_distinct[XF_PREFILL * L + l] = 8;
+        int64_t *d = p->expert_tokens + (XF_DECODE * L + l) * E;
+        for (int64_t e = 0; e < E; e++) d[e] = 2; /* balanced: 16 */
+        p->expert_distinct[XF_DECODE * L + l] = 4 * 4;
+    }
+    cr_assert_eq(advice_record(&r), XF_OK);
+    cr_assert_null(find_kind(&r, "expert_imbalance"), "a balanced load is not advised on");
+    int64_t *d = p->expert_tokens + (XF_DECODE * L + 1) * E;
+    memset(d, 0, (size_t)E * sizeof *d);
+    d[0] = 2, d[1] = 2, d[3] = 12; /* 16 */
+    cr_assert_eq(advice_record(&r), XF_OK);
+    const record_advice *im = find_kind(&r, "expert_imbalance");
+    cr_assert_not_null(im);
+    cr_assert_float_eq(im->before, 6.0, 1e-9);
+    cr_assert(strstr(im->evidence, "expert 3 of layer 1 got 75%"), "%s", im->evidence);
+    cr_assert(strstr(im->action, "6.0x"), "%s", im->action);
+    record_free(&r);
+}

@@ -608,7 +608,7 @@ Test(config_hf, unsupported_features) {
     /* the MoE / MLA families are recognised and refused naming the field that asks for them */
     expect_hf_error(build(NULL, "model_type", "\"mixtral\""), XF_EINVAL, "num_local_experts"); /* missing */
     expect_hf_error(build(NULL, "model_type", "\"qwen3_moe\""), XF_EINVAL, "num_experts");
-    expect_hf_error(build(NULL, "model_type", "\"qwen2_moe\""), XF_EINVAL, "shared_expert_intermediate_size");
+    expect_hf_error(build(NULL, "model_type", "\"qwen2_moe\""), XF_EINVAL, "num_experts");
     expect_hf_error(build(NULL, "model_type", "\"deepseek_v3\""), XF_EINVAL, "kv_lora_rank");
     expect_hf_error(build(NULL, "model_type", "\"gemma3_text\""), XF_EINVAL, "model_type");
 }
@@ -816,4 +816,39 @@ Test(config_hf, every_prefix_and_mutations) {
         else cr_assert(xf_error_msg()[0] != '\0', "error without a message for %s", buf);
     }
     free(buf);
+}
+
+/* qwen2_moe: the shared expert (3 * d * shared_expert_intermediate_size) and its gate (d) counted
+ * in every MoE layer, in the active count too. Qwen1.5-MoE-A2.7B: 14,315,784,192 as transformers
+ * counts it (scripts/make-hf-fixtures.py --counts); active = total - 24 layers x 56 unselected
+ * experts x 3 * 2048 * 1408 = 2,689,173,504 (the "A2.7B"). The tiny fixtures: transformers' own
+ * count of the loaded models. */
+Test(config_params, qwen2_moe_shared_expert) {
+    const char *q = "{\"model_type\":\"qwen2_moe\",\"hidden_size\":2048,\"intermediate_size\":5632,\"moe_intermediate_size\":1408,"
+                    "\"shared_expert_intermediate_size\":5632,\"num_experts\":60,\"num_experts_per_tok\":4,\"num_hidden_layers\":24,"
+                    "\"num_attention_heads\":16,\"num_key_value_heads\":16,\"vocab_size\":151936,\"max_position_embeddings\":8192,"
+                    "\"rope_theta\":1000000.0,\"norm_topk_prob\":false,\"tie_word_embeddings\":false,\"decoder_sparse_step\":1,"
+                    "\"sliding_window\":0,\"use_sliding_window\":false}";
+    model_config c;
+    cr_assert_eq(config_parse_hf(q, NULL, &c), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(c.d_ff_shared, 5632);
+    cr_assert_eq(c.shared_expert_gate, 1);
+    cr_assert_eq(c.qkv_bias, 1);
+    cr_assert_eq(c.sliding_window, 0);
+    cr_assert_eq(config_param_count(&c), INT64_C(14315784192));
+    cr_assert_eq(config_active_param_count(&c), INT64_C(2689173504));
+    const struct { const char *dir; int64_t n; } fx[] = {{"mixtral", 484672}, {"qwen3-moe", 220704}, {"qwen2-moe", 208576}};
+    for (int i = 0; i < 3; i++) {
+        char path[512];
+        snprintf(path, sizeof path, XF_SOURCE_DIR "/tests/data/hf/%s", fx[i].dir);
+        cr_assert_eq(config_resolve(path, &c), XF_OK, "%s", xf_error_msg());
+        cr_assert_eq(config_param_count(&c), fx[i].n, "%s: %lld parameters, transformers counts %lld", fx[i].dir,
+                     (long long)config_param_count(&c), (long long)fx[i].n);
+    }
+    /* the shared expert's size is required */
+    char t[1024];
+    snprintf(t, sizeof t, "%s", q);
+    char *f = strstr(t, "\"shared_expert_intermediate_size\"");
+    memcpy(f, "\"shared_expert_intermediate_sizX\"", strlen("\"shared_expert_intermediate_sizX\""));
+    expect_hf_error(t, XF_EINVAL, "shared_expert_intermediate_size");
 }

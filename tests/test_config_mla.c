@@ -68,11 +68,11 @@ Test(config_mla, published_config_reads_as_the_preset) {
     cr_assert_float_eq(c.rope.factor, 40.0, 0);
     cr_assert_float_eq(c.rope.mscale_all_dim, 1.0, 0);
     cr_assert_float_eq(c.rope.attention_factor, 1.0, 1e-15); /* get_mscale(40, 1) / get_mscale(40, 1) */
-    cr_assert_eq(c.moe_sigmoid, 1);
+    cr_assert_eq(c.moe_score, MOE_SCORE_SIGMOID_GROUPED);
     cr_assert_eq(c.n_experts, 256);
     cr_assert_eq(c.experts_per_tok, 8);
     cr_assert_eq(c.d_ff_expert, 2048);
-    cr_assert_eq(c.n_shared_experts, 1);
+    cr_assert_eq(c.d_ff_shared, 2048); /* one shared expert of moe_intermediate_size */
     cr_assert_eq(c.n_group, 8);
     cr_assert_eq(c.topk_group, 4);
     cr_assert_float_eq(c.routed_scaling_factor, 2.5, 0);
@@ -121,7 +121,7 @@ Test(config_mla, q_without_rank_and_all_dense) {
     cr_assert_eq(config_parse_hf(edit("\"first_k_dense_replace\": 3", "\"first_k_dense_replace\": 61"), NULL, &c), XF_OK, "%s",
                  xf_error_msg());
     cr_assert_eq(c.n_experts, 0);
-    cr_assert_eq(c.moe_sigmoid, 0);
+    cr_assert_eq(c.moe_score, MOE_SCORE_SOFTMAX);
     cr_assert_eq(model_moe_layers(&c), 0);
     cr_assert_eq(config_param_count(&c), config_active_param_count(&c));
     cr_assert_eq(config_parse_hf(edit("\"rope_interleave\": true", "\"rope_interleave\": false"), NULL, &c), XF_OK);

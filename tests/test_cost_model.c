@@ -657,3 +657,32 @@ Test(cost_model, moe_reads_the_distinct_experts) {
     /* the resident weights hold every expert: cost_weight_bytes follows the total parameter count */
     cr_assert_float_eq(cost_weight_bytes(&c, &w), 2.0 * (double)config_param_count(&c), 1.0);
 }
+
+/* qwen2_moe's shared expert is read by every step, its gate too; a measured run's chosen count
+ * (cost_moe_set_experts) replaces the uniform-routing expectation in the expert ops only. */
+Test(cost_model, moe_shared_expert_and_chosen_experts) {
+    model_config c;
+    cr_assert_eq(config_resolve(XF_SOURCE_DIR "/tests/data/hf/qwen2-moe", &c), XF_OK, "%s", xf_error_msg());
+    workload w = wl(1, 8, 4, XF_FP32, XF_FP32, XF_FP32);
+    cost_op *d = step(&c, &w, (step_shape){XF_DECODE, 1, 1, 9});
+    cost_op *gu = &d[op_index(&c, 1, OP_GATE_UP)], *dn = &d[op_index(&c, 1, OP_DOWN)];
+    /* d 64, E 8, k 2, expert 32, shared 48: router 8 x 64, 2 experts' gate+up 2 x 64 x 32, the shared
+     * expert's 2 x 64 x 48 and its gate 64; fp32 */
+    cr_assert_float_eq(gu->weight_bytes, 4.0 * (8 * 64 + 2 * 2 * 64 * 32 + 2 * 64 * 48 + 64), 1e-9);
+    cr_assert_float_eq(dn->weight_bytes, 4.0 * (2 * 32 * 64 + 48 * 64), 1e-9);
+    const double gu_other = gu->bytes - gu->weight_bytes, dn_other = dn->bytes - dn->weight_bytes;
+    cost_moe_set_experts(&c, &w, gu, 5.0);
+    cost_moe_set_experts(&c, &w, dn, 5.0);
+    cr_assert_float_eq(gu->weight_bytes, 4.0 * (8 * 64 + 5 * 2 * 64 * 32 + 2 * 64 * 48 + 64), 1e-9);
+    cr_assert_float_eq(dn->weight_bytes, 4.0 * (5 * 32 * 64 + 48 * 64), 1e-9);
+    cr_assert_float_eq(gu->bytes - gu->weight_bytes, gu_other, 1e-9);
+    cr_assert_float_eq(dn->bytes - dn->weight_bytes, dn_other, 1e-9);
+    /* other ops are left alone */
+    cost_op *qkv = &d[op_index(&c, 1, OP_QKV)];
+    const double q0 = qkv->weight_bytes;
+    cost_moe_set_experts(&c, &w, qkv, 5.0);
+    cr_assert_float_eq(qkv->weight_bytes, q0, 0);
+    free(d);
+    /* every weight once: fp32 bytes = 4 x the parameter count (transformers': 208,576) */
+    cr_assert_float_eq(cost_weight_bytes(&c, &w), 4.0 * 208576, 0);
+}

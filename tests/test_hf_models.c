@@ -222,3 +222,42 @@ Test(hf_models, cuda_refuses_mla) {
     cr_assert(strstr(xf_error_msg(), "kv_lora_rank"), "%s", xf_error_msg());
     cr_assert_null(m);
 }
+/* Mixture of experts: mixtral (8 experts, top-2, per-expert tensors as save_pretrained writes
+ * them) and qwen3_moe (8 experts of 32, top-2 renormalized, layer 1 dense through mlp_only_layers,
+ * the fused experts.gate_up_proj / down_proj layout of transformers 5). Routing matters: top-1
+ * routing or dropping the renormalization changes 14 of the 16 tokens (expected.json). */
+Test(hf_models, mixtral_experts) { check_fp32("mixtral"); }
+Test(hf_models, qwen3_moe_fused_experts_dense_layer) {
+    model_config c;
+    cr_assert_eq(config_resolve(HF_DIR "qwen3-moe", &c), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(c.n_experts, 8);
+    cr_assert(model_layer_is_moe(&c, 0) && !model_layer_is_moe(&c, 1) && model_layer_is_moe(&c, 2));
+    check_fp32("qwen3-moe");
+}
+Test(hf_models_lowp, mixtral) { check_lowp("mixtral"); }
+Test(hf_models_lowp, qwen3_moe) { check_lowp("qwen3-moe"); }
+
+/* qwen2_moe: a shared expert of 48 beside 8 routed experts of 32, its output scaled by
+ * sigmoid(shared_expert_gate . x); top-2 not renormalized; qkv biases. Dropping the shared expert
+ * changes 14 of the 16 tokens. */
+Test(hf_models, qwen2_moe_shared_expert) {
+    model_config c;
+    cr_assert_eq(config_resolve(HF_DIR "qwen2-moe", &c), XF_OK, "%s", xf_error_msg());
+    cr_assert(c.d_ff_shared == 48 && c.shared_expert_gate && !c.norm_topk_prob && c.qkv_bias);
+    check_fp32("qwen2-moe");
+}
+Test(hf_models_lowp, qwen2_moe) { check_lowp("qwen2-moe"); }
+
+/* DeepSeek-V3 with its experts: layer 0 dense, layers 1-2 MoE (8 routed experts of 32 in 4 groups,
+ * top-2 within the best 2 groups by sigmoid score plus the correction bias, x2.5, and a shared
+ * expert); dropping the group limit changes 15 of 16 tokens; with yarn, plain RoPE 16 of 16. */
+Test(hf_models, deepseek_moe) {
+    model_config c;
+    cr_assert_eq(config_resolve(HF_DIR "deepseek-moe", &c), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(c.moe_score, MOE_SCORE_SIGMOID_GROUPED);
+    cr_assert(!model_layer_is_moe(&c, 0) && model_layer_is_moe(&c, 1) && model_layer_is_moe(&c, 2));
+    cr_assert_eq(c.d_ff_shared, 32);
+    check_fp32("deepseek-moe");
+}
+Test(hf_models, deepseek_moe_yarn) { check_fp32("deepseek-moe-yarn"); }
+Test(hf_models_lowp, deepseek_moe) { check_lowp("deepseek-moe"); }

@@ -3,6 +3,7 @@
  * sequence, the plan's checks, the memory gate before anything runs, the stop callback between
  * points and the on_step replay. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,5 +216,78 @@ Test(runner, stop_inside_a_point_keeps_the_finished_repetitions) {
     cr_assert(r.partial);
     cr_assert(strstr(r.partial_reason, "1 of 5 repetitions") != NULL, "%s", r.partial_reason);
     cr_assert_eq(seen.n, 0); /* the replay is not run for a cut point */
+    record_free(&r);
+}
+
+/* Mixture of experts: the record keeps the router's choices of the last repetition, and every MoE
+ * layer's gate_up / down op reads the bytes of the distinct experts it really chose (mean per step),
+ * not the uniform-routing expectation; the counts survive the JSON round trip. */
+#include "reference_model/cost_model.h"
+#include "reports/record_json.h"
+
+Test(runner, moe_bytes_follow_the_chosen_experts) {
+    model_config c;
+    cr_assert_eq(config_resolve(XF_SOURCE_DIR "/tests/data/hf/qwen3-moe", &c), XF_OK, "%s", xf_error_msg());
+    run_plan p;
+    plan_of(&p, &c);
+    static const int64_t b[] = {2}, pr[] = {8}, g[] = {5};
+    p.batch = b, p.n_batch = 1, p.prompt = pr, p.n_prompt = 1, p.gen = g, p.n_gen = 1;
+    p.weights_dir = XF_SOURCE_DIR "/tests/data/hf/qwen3-moe";
+    record r;
+    record_init(&r, "run");
+    run_notes n;
+    cr_assert_eq(runner_run(&p, &r, &n), XF_OK, "%s", xf_error_msg());
+    const record_point *pt = &r.points[0];
+    const int64_t E = c.n_experts, L = c.n_layers, k = c.experts_per_tok, d = c.d_model, fe = c.d_ff_expert;
+    cr_assert_eq(pt->n_experts, E);
+    cr_assert_eq(pt->expert_steps[XF_PREFILL], 1);
+    cr_assert_eq(pt->expert_steps[XF_DECODE], 4); /* gen 5: 4 decode steps */
+    int differs = 0;
+    for (int ph = 0; ph < XF_PHASE_COUNT; ph++) {
+        const int64_t steps = pt->expert_steps[ph], tokens_per_step = ph == XF_PREFILL ? 2 * 8 : 2;
+        for (int64_t l = 0; l < L; l++) {
+            const int64_t *t = pt->expert_tokens + ((int64_t)ph * L + l) * E;
+            int64_t sum = 0, used = 0;
+            for (int64_t e = 0; e < E; e++) sum += t[e], used += t[e] > 0;
+            const int64_t dis = pt->expert_distinct[(int64_t)ph * L + l];
+            if (!model_layer_is_moe(&c, l)) {
+                cr_assert(sum == 0 && dis == 0, "dense layer %lld has router counts", (long long)l);
+                continue;
+            }
+            cr_assert_eq(sum, steps * tokens_per_step * k, "layer %lld: %lld routed tokens", (long long)l, (long long)sum);
+            if (ph == XF_PREFILL) cr_assert_eq(dis, used); /* one step: the experts that got a token */
+            cr_assert(dis >= used || ph == XF_PREFILL);
+            cr_assert(dis <= steps * (tokens_per_step * k < E ? tokens_per_step * k : E));
+            /* the op's weights: the router (E x d) and the chosen experts' gate/up (2 fe x d), fp32 */
+            const double D = (double)dis / (double)steps;
+            for (int64_t i = 0; i < pt->n_ops; i++) {
+                const cost_op *op = &pt->ops[i].cost;
+                if ((int)op->phase != ph || op->layer != l) continue;
+                if (op->kind == OP_GATE_UP)
+                    cr_assert_float_eq(op->weight_bytes, 4.0 * ((double)E * d + D * 2.0 * fe * d), 1e-6, "layer %lld phase %d", (long long)l, ph);
+                if (op->kind == OP_DOWN) cr_assert_float_eq(op->weight_bytes, 4.0 * D * fe * d, 1e-6);
+            }
+            differs |= fabs(D - cost_moe_experts_read(E, k, (double)tokens_per_step)) > 1e-9;
+        }
+    }
+    cr_assert(differs, "the chosen counts equal the uniform expectation everywhere: the test would not see the difference");
+    char *js = record_to_json(&r);
+    cr_assert_not_null(js);
+    record back;
+    cr_assert_eq(record_from_json(js, "test", &back), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(back.points[0].n_experts, E);
+    cr_assert_eq(memcmp(back.points[0].expert_tokens, pt->expert_tokens, (size_t)(XF_PHASE_COUNT * L * E) * sizeof(int64_t)), 0);
+    cr_assert_eq(memcmp(back.points[0].expert_distinct, pt->expert_distinct, (size_t)(XF_PHASE_COUNT * L) * sizeof(int64_t)), 0);
+    cr_assert_eq(back.points[0].expert_steps[XF_DECODE], 4);
+    /* a record without them (older, or a dense model) still loads; a wrong one is refused naming it */
+    char *at = strstr(js, "\"experts\":{\"n_experts\":8");
+    cr_assert_not_null(at);
+    at[strlen("\"experts\":{\"n_experts\":")] = '9';
+    record bad;
+    cr_assert_eq(record_from_json(js, "test", &bad), XF_EINVAL);
+    cr_assert(strstr(xf_error_msg(), "experts"), "%s", xf_error_msg());
+    record_free(&bad);
+    free(js);
+    record_free(&back);
     record_free(&r);
 }
