@@ -160,13 +160,12 @@ Test(hf_models_lowp, qwen3) { check_lowp("qwen3"); }
 
 /* The CUDA backend (where built) refuses what it does not run yet, naming it, before it looks for
  * a device: the same answer on a machine without a GPU. */
-Test(hf_models, cuda_refuses_new_features) {
-    if (!backend_find("cuda")) {
-        cr_log_info("no CUDA backend in this build: nothing to check");
-        return;
-    }
+/* model_init of fixture `name` on the CUDA backend fails, naming `needle`, with no model left. */
+static void expect_cuda_refusal(const char *name, const char *needle) {
+    char dir[512];
+    snprintf(dir, sizeof dir, HF_DIR "%s", name);
     model_config c;
-    cr_assert_eq(config_resolve(HF_DIR "llama-rope-llama3", &c), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(config_resolve(dir, &c), XF_OK, "%s", xf_error_msg());
     model_options o;
     model_options_default(&o);
     o.backend = "cuda";
@@ -174,8 +173,16 @@ Test(hf_models, cuda_refuses_new_features) {
     o.max_seq_len = 16;
     model *m = NULL;
     cr_assert_eq(model_init(&m, &c, &o), XF_EINVAL, "%s", xf_error_msg());
-    cr_assert(strstr(xf_error_msg(), "rope_scaling"), "%s", xf_error_msg());
+    cr_assert(strstr(xf_error_msg(), needle), "%s", xf_error_msg());
     cr_assert_null(m);
+}
+
+Test(hf_models, cuda_refuses_new_features) {
+    if (!backend_find("cuda")) {
+        cr_log_info("no CUDA backend in this build: nothing to check");
+        return;
+    }
+    expect_cuda_refusal("llama-rope-llama3", "rope_scaling");
 }
 
 /* Sliding windows: mistral windows every layer, qwen3 (use_sliding_window, max_window_layers 1)
@@ -209,18 +216,7 @@ Test(hf_models, cuda_refuses_mla) {
         cr_log_info("no CUDA backend in this build: nothing to check");
         return;
     }
-    model_config c;
-    cr_assert_eq(config_resolve(HF_DIR "deepseek-mla", &c), XF_OK, "%s", xf_error_msg());
-    model_options o;
-    model_options_default(&o);
-    o.backend = "cuda";
-    o.max_prompt = 8;
-    o.max_seq_len = 16;
-    o.weights_dir = HF_DIR "deepseek-mla";
-    model *m = NULL;
-    cr_assert_eq(model_init(&m, &c, &o), XF_EINVAL, "%s", xf_error_msg());
-    cr_assert(strstr(xf_error_msg(), "kv_lora_rank"), "%s", xf_error_msg());
-    cr_assert_null(m);
+    expect_cuda_refusal("deepseek-mla", "kv_lora_rank");
 }
 /* Mixture of experts: mixtral (8 experts, top-2, per-expert tensors as save_pretrained writes
  * them) and qwen3_moe (8 experts of 32, top-2 renormalized, layer 1 dense through mlp_only_layers,
