@@ -78,8 +78,10 @@ static double lin_time(const sim_cost *c, const cost_step_sums *s) {
 
 static double phase_time(sim_cost *c, const cost_step_sums *s) {
     if (s->seqs < 1) return 0.0;
-    /* Past the vocabulary the embedding gathers the whole table at most: not affine. */
-    if (s->rows > (double)c->cfg.vocab) return exact_time(c, s);
+    /* Past the vocabulary the embedding gathers the whole table at most: not affine. Windowed
+     * layers' attention (min(window, context) keys per query) and the experts an MoE step reads
+     * (E (1 - (1 - k/E)^N)) are not affine either. */
+    if (s->rows > (double)c->cfg.vocab || c->cfg.sliding_window > 0 || c->cfg.n_experts > 0) return exact_time(c, s);
     return lin_time(c, s);
 }
 
@@ -147,7 +149,7 @@ static xf_status build_phase(sim_cost *c, xf_phase ph) {
                                       {3, 700, 90000, 5000}, {256, 256, 4e6, 4e6},      {7, 7, 7, 7}};
     for (int p = 0; p < 6; p++) {
         cost_step_sums s = {ph, probes[p][0], probes[p][1], probes[p][2], probes[p][3], 0, 0, 0};
-        if (s.rows > (double)c->cfg.vocab) continue;
+        if (s.rows > (double)c->cfg.vocab || c->cfg.sliding_window > 0 || c->cfg.n_experts > 0) continue; /* exact_time there */
         double a = lin_time(c, &s), e = exact_time(c, &s);
         if (!(e > 0) || fabs(a - e) > 1e-9 * e)
             return xf_errorf(XF_EINVAL, "the step-cost model is not affine in the step's sums (%s probe %d: %.9g s vs %.9g s)",

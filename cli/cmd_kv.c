@@ -53,7 +53,7 @@ static void help(void) {
            "                     --policy is the old spelling, still accepted\n"
            "  --rate R           Poisson arrivals, requests/s; inf = all at time 0 (default inf)\n"
            "  --requests N       synthetic requests (default 1000; at most 10000000, and no more than half the\n"
-           "                     memory available holds at 88 bytes each); a progress line with ETA on a terminal\n"
+           "                     memory available holds at 96 bytes each); a progress line with ETA on a terminal\n"
            "  --prompt-dist D    prompt lengths: fixed:N, uniform:LO:HI, normal:MEAN:STD, lognormal:MU:SIGMA\n"
            "                     (length = e^(MU + SIGMA z)); default " DEF_PROMPT " (ShareGPT-like)\n"
            "  --output-dist D    output lengths, same forms (default " DEF_OUTPUT ", ShareGPT-like)\n"
@@ -276,7 +276,7 @@ int cmd_kv(int argc, char **argv) {
     if (budget == 0) {
         if ((s = kv_budget_default(&cfg, &w, &dev, max_len, &budget))) return cli_fail(CMD, s);
     }
-    int64_t bpt = kv_bytes_per_slot(cfg.n_layers, cfg.n_kv_heads, cfg.head_dim, kvd, 0);
+    int64_t bpt = sim_bytes_per_token(&cfg, kvd); /* K and V rows, or the latent row, every layer */
     if (bpt <= 0) return cli_fail(CMD, xf_errorf(XF_EINVAL, "KV bytes per token overflow"));
 
     sim_trace tr = {0, NULL};
@@ -326,12 +326,8 @@ int cmd_kv(int argc, char **argv) {
     for (int i = 0; i < n_pol; i++) {
         sim_config sc;
         memset(&sc, 0, sizeof sc);
-        sc.kv.n_layers = cfg.n_layers;
-        sc.kv.n_kv_heads = cfg.n_kv_heads;
-        sc.kv.head_dim = cfg.head_dim;
-        sc.kv.dtype = kvd;
-        sc.kv.budget_bytes = budget > 9e18 ? INT64_MAX : (int64_t)budget;
-        sc.kv.policy = pols[i];
+        /* one pool, or one per layer group (windowed and full-attention layers), docs/kv.md */
+        if ((s = sim_pools_of_model(&cfg, kvd, budget > 9e18 ? INT64_MAX : (int64_t)budget, pols[i], max_len, &sc))) goto fail;
         sc.max_len = max_len;
         sc.preempt = preempt;
         sc.max_batch = max_batch;

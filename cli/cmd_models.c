@@ -12,6 +12,7 @@
 #include "core/dtype.h"
 #include "core/json_util.h"
 #include "reference_model/config.h"
+#include "reference_model/cost_model.h"
 
 static const char *CMD = "models";
 
@@ -44,7 +45,7 @@ static cJSON *model_json(const model_config *c, xf_dtype kv) {
     cJSON *o = cJSON_CreateObject();
     if (!o) return NULL;
     int64_t params = config_param_count(c);
-    double kvb = dtype_bytes(kv, (double)config_kv_elems_per_token(c), c->head_dim, XF_DEFAULT_QUANT_GROUP);
+    double kvb = cost_kv_bytes_per_token(c, kv, XF_DEFAULT_QUANT_GROUP);
     int ok = cJSON_AddStringToObject(o, "name", c->name) && cJSON_AddStringToObject(o, "arch", c->arch) &&
              json_add_number(o, "n_layers", (double)c->n_layers) && json_add_number(o, "d_model", (double)c->d_model) &&
              json_add_number(o, "n_heads", (double)c->n_heads) && json_add_number(o, "n_kv_heads", (double)c->n_kv_heads) &&
@@ -54,6 +55,7 @@ static cJSON *model_json(const model_config *c, xf_dtype kv) {
              cJSON_AddBoolToObject(o, "tied_embeddings", c->tied_embeddings) && cJSON_AddBoolToObject(o, "qkv_bias", c->qkv_bias) &&
              json_add_number(o, "params", (double)params) && json_add_number(o, "active_params", (double)config_active_param_count(c)) &&
              json_add_number(o, "n_experts", (double)c->n_experts) && json_add_number(o, "experts_per_tok", (double)c->experts_per_tok) &&
+             json_add_number(o, "kv_lora_rank", (double)c->kv_lora_rank) &&
              cJSON_AddStringToObject(o, "kv_dtype", dtype_name(kv)) &&
              json_add_number(o, "kv_bytes_per_token", kvb);
     if (!ok) {
@@ -132,7 +134,7 @@ int cmd_models(int argc, char **argv) {
         }
         cJSON_Delete(root);
     } else {
-        printf("%-20s %-9s %7s %6s %9s %8s %6s %7s %6s %8s %8s %6s %12s\n", "model", "arch", "d_model", "layers", "heads/kv",
+        printf("%-20s %-11s %7s %6s %9s %8s %6s %7s %6s %8s %8s %6s %12s\n", "model", "arch", "d_model", "layers", "heads/kv",
                "head_dim", "d_ff", "vocab", "ctx", "params", "active", "tied", "KV B/token");
         for (int i = 0; i < n; i++) {
             const model_config *m = &cfgs[i];
@@ -141,15 +143,16 @@ int cmd_models(int argc, char **argv) {
             human_count((double)config_param_count(m), params, sizeof params);
             human_count((double)config_active_param_count(m), active, sizeof active);
             snprintf(heads, sizeof heads, "%lld/%lld", (long long)m->n_heads, (long long)m->n_kv_heads);
-            double kvb = dtype_bytes(kv, (double)config_kv_elems_per_token(m), m->head_dim, XF_DEFAULT_QUANT_GROUP);
-            printf("%-20s %-9s %7lld %6lld %9s %8lld %6lld %7lld %6lld %8s %8s %6s %12.0f\n", m->name, m->arch, (long long)m->d_model,
+            double kvb = cost_kv_bytes_per_token(m, kv, XF_DEFAULT_QUANT_GROUP);
+            printf("%-20s %-11s %7lld %6lld %9s %8lld %6lld %7lld %6lld %8s %8s %6s %12.0f\n", m->name, m->arch, (long long)m->d_model,
                    (long long)m->n_layers, heads, (long long)m->head_dim, (long long)m->d_ff, (long long)m->vocab,
                    (long long)m->max_ctx, params, active, m->tied_embeddings ? "yes" : "no", kvb);
         }
-        printf("\nKV B/token: K and V of every layer for one token, stored as %s (2 * layers * kv_heads * head_dim * bytes).\n",
+        printf("\nKV B/token: K and V of every layer for one token, stored as %s (2 * layers * kv_heads * head_dim * bytes;\n"
+               "latent attention caches one row per layer instead: layers * (kv_lora_rank + qk_rope_head_dim) * bytes).\n",
                dtype_name(kv));
         printf("active: the parameters one token uses (mixture-of-experts models: experts_per_tok of the routed experts per MoE\n"
-               "layer, the router included; the total for a dense model).\n");
+               "layer, the router and shared experts included; the total for a dense model).\n");
     }
     free(cfgs);
     return rc;

@@ -47,7 +47,10 @@ static void help(void) {
            "                    bandwidth term is larger, latency-bound when the per-step latency is\n"
            "%s"
            "  --report FILE     also write the HTML report\n"
-           "  --trace FILE      also write the Chrome trace of the predicted step timeline\n\n"
+           "  --trace FILE      also write the Chrome trace of the predicted step timeline\n"
+           "  --mla FORM        latent attention (deepseek_v3): naive (default; decompress every cached latent into\n"
+           "                    K and V per head, as transformers runs it) or absorbed (kv_b folded into Q and the\n"
+           "                    output: attention in the latent space)\n\n"
            "LIST: comma list and ranges: 1,8,64 | 1..64 (doubling) | 128..2048*2 | 0..512+128. All combinations run.\n"
            "Example: xfprof predict --model llama-2-7b --device h100-sxm --batch 1,8,64 --prompt 512 --gen 128\n",
            cli_output_help);
@@ -80,7 +83,7 @@ static int predict_split(const sweep_grid *g, const sweep_param *ps, int64_t n, 
 
 int cmd_predict(int argc, char **argv) {
     enum { O_MODEL = 1000, O_DEVICE, O_DEVFILE, O_BATCH, O_PROMPT, O_GEN, O_WD, O_AD, O_KV, O_GROUP, O_FORMAT, O_PERLAYER, O_REPORT, O_TRACE,
-           O_TP, O_PP, O_MICRO, O_GPUS };
+           O_TP, O_PP, O_MICRO, O_GPUS, O_MLA };
     static const struct option opts[] = {
         {"model", required_argument, 0, O_MODEL},   {"device", required_argument, 0, O_DEVICE},
         {"device-file", required_argument, 0, O_DEVFILE}, {"batch", required_argument, 0, O_BATCH},
@@ -92,6 +95,7 @@ int cmd_predict(int argc, char **argv) {
         {"trace", required_argument, 0, O_TRACE},   {"help", no_argument, 0, 'h'},
         {"tp", required_argument, 0, O_TP},         {"pp", required_argument, 0, O_PP},
         {"micro-batches", required_argument, 0, O_MICRO}, {"gpus", required_argument, 0, O_GPUS},
+        {"mla", required_argument, 0, O_MLA},
         {0, 0, 0, 0}};
     /* The list flags and their combinations are the sweep's grid (cli/sweep_grid.c), in predict
      * mode: one parser and one expansion for `predict` and `sweep --predict`. */
@@ -103,7 +107,7 @@ int cmd_predict(int argc, char **argv) {
     sweep_grid_init(&g);
     g.predict = 1;
     cli_output out = {RENDER_TABLE, NULL, 0, NULL, NULL};
-    int c, rc = CLI_EXIT_USAGE, have_device = 0;
+    int c, rc = CLI_EXIT_USAGE, have_device = 0, mla_form = -1;
     xf_status s;
     sweep_param *ps = NULL;
     workload *wls = NULL;
@@ -158,6 +162,13 @@ int cmd_predict(int argc, char **argv) {
         case O_PERLAYER: cli_output_option(CMD, "per-layer", NULL, &out); break;
         case O_REPORT: cli_output_option(CMD, "report", optarg, &out); break;
         case O_TRACE: cli_output_option(CMD, "trace", optarg, &out); break;
+        case O_MLA:
+            mla_form = strcmp(optarg, "naive") == 0 ? 0 : strcmp(optarg, "absorbed") == 0 ? 1 : -2;
+            if (mla_form == -2) {
+                rc = cli_usage_error(CMD, "--mla: '%s' is not a form: give naive or absorbed", optarg);
+                goto done;
+            }
+            break;
         case ':': rc = cli_usage_error(CMD, "option '%s' needs a value", argv[optind - 1]); goto done;
         default: rc = cli_usage_error(CMD, "unknown option '%s'", argv[optind - 1]); goto done;
         }
@@ -201,6 +212,15 @@ int cmd_predict(int argc, char **argv) {
                     (long long)(wls[i].prompt + wls[i].gen), cfg.name, (long long)cfg.max_ctx);
             warned_ctx = 1;
         }
+    }
+    if (mla_form >= 0 && !model_is_mla(&cfg)) {
+        rc = cli_usage_error(CMD, "--mla: %s has no latent attention (kv_lora_rank)", cfg.name);
+        goto done;
+    }
+    if (model_is_mla(&cfg)) {
+        if (mla_form >= 0) cfg.mla_absorbed = mla_form;
+        fprintf(stderr, "xfprof predict: note: %s's latent attention is costed in the %s form (--mla naive|absorbed); the "
+                "record's model.mla.form says which\n", cfg.name, cfg.mla_absorbed ? "absorbed" : "naive");
     }
     if (cfg.n_experts > 0) /* what the expert weights per step rest on */
         fprintf(stderr, "xfprof predict: note: %s routes each token to %lld of %lld experts; a step of T tokens is costed "

@@ -11,6 +11,7 @@
 #include "core/fileio.h"
 #include "core/units.h"
 #include "kv_size.h"
+#include "reference_model/serving_sim.h"
 #include "reference_model/kv_cache.h"
 
 static const char *CMD = "kv";
@@ -40,7 +41,7 @@ int cli_kv_size(const model_config *cfg, xf_dtype kvd, const char *ctx_s, const 
         return cli_usage_error(CMD, "%s", xf_error_msg());
     }
     /* the KV manager's bytes per slot: the one formula, the pool's (kv_cache.h) */
-    double bpt = (double)kv_bytes_per_slot(cfg->n_layers, cfg->n_kv_heads, cfg->head_dim, kvd, 0);
+    double bpt = (double)sim_bytes_per_token(cfg, kvd); /* the pools' slots over every layer (serving_sim.h) */
     if (!(bpt > 0)) {
         free(ctxs);
         free(bats);
@@ -48,8 +49,16 @@ int cli_kv_size(const model_config *cfg, xf_dtype kvd, const char *ctx_s, const 
     }
     int rc = CLI_EXIT_OK;
     if (!json) {
-        printf("%s, KV %s: %.0f bytes per token (2 x %lld layers x %lld KV heads x %lld head_dim x %s)\n\n", cfg->name, dtype_name(kvd), bpt,
-               (long long)cfg->n_layers, (long long)cfg->n_kv_heads, (long long)cfg->head_dim, dtype_name(kvd));
+        if (model_is_mla(cfg))
+            printf("%s, KV %s: %.0f bytes per token (%lld layers x the latent row, kv_lora_rank %lld + qk_rope_head_dim %lld, x %s)\n\n",
+                   cfg->name, dtype_name(kvd), bpt, (long long)cfg->n_layers, (long long)cfg->kv_lora_rank,
+                   (long long)cfg->qk_rope_head_dim, dtype_name(kvd));
+        else
+            printf("%s, KV %s: %.0f bytes per token (2 x %lld layers x %lld KV heads x %lld head_dim x %s)\n\n", cfg->name, dtype_name(kvd), bpt,
+                   (long long)cfg->n_layers, (long long)cfg->n_kv_heads, (long long)cfg->head_dim, dtype_name(kvd));
+        if (cfg->sliding_window > 0)
+            printf("%lld of %lld layers are windowed: they hold at most %lld tokens of a sequence\n\n", (long long)model_windowed_layers(cfg),
+                   (long long)cfg->n_layers, (long long)cfg->sliding_window);
         char bb[32], bu[32];
         if (budget > 0) printf("KV budget %s bytes (%s)\n\n", size_bytes(budget, bb, sizeof bb), units_bytes(budget, bu, sizeof bu));
         printf("%10s %8s %20s %10s", "context", "batch", "bytes", "size");
@@ -57,13 +66,13 @@ int cli_kv_size(const model_config *cfg, xf_dtype kvd, const char *ctx_s, const 
         printf("\n");
         for (int i = 0; i < nc; i++)
             for (int j = 0; j < nb; j++) {
-                double b = bpt * (double)ctxs[i] * (double)bats[j];
+                double b = sim_kv_bytes_at(cfg, kvd, ctxs[i]) * (double)bats[j]; /* windowed layers hold the window */
                 printf("%10lld %8lld %20s %10s", (long long)ctxs[i], (long long)bats[j], size_bytes(b, bb, sizeof bb),
                        units_bytes(b, bu, sizeof bu));
                 if (budget > 0) {
                     double pct = 100 * b / budget;
                     printf(pct < 1e7 ? " %10.1f" : " %10.3g", pct);
-                    printf(" %10.0f", floor(budget / (bpt * (double)ctxs[i])));
+                    printf(" %10.0f", floor(budget / sim_kv_bytes_at(cfg, kvd, ctxs[i])));
                 }
                 printf("\n");
             }
@@ -78,8 +87,8 @@ int cli_kv_size(const model_config *cfg, xf_dtype kvd, const char *ctx_s, const 
             for (int j = 0; ok && j < nb; j++) {
                 cJSON *e = cJSON_CreateObject();
                 ok = e && cJSON_AddNumberToObject(e, "context", (double)ctxs[i]) && cJSON_AddNumberToObject(e, "batch", (double)bats[j]) &&
-                     cJSON_AddNumberToObject(e, "bytes", bpt * (double)ctxs[i] * (double)bats[j]) &&
-                     (budget <= 0 || cJSON_AddNumberToObject(e, "max_seqs", floor(budget / (bpt * (double)ctxs[i])))) &&
+                     cJSON_AddNumberToObject(e, "bytes", sim_kv_bytes_at(cfg, kvd, ctxs[i]) * (double)bats[j]) &&
+                     (budget <= 0 || cJSON_AddNumberToObject(e, "max_seqs", floor(budget / sim_kv_bytes_at(cfg, kvd, ctxs[i])))) &&
                      cJSON_AddItemToArray(arr, e);
                 if (!ok) cJSON_Delete(e);
             }

@@ -25,6 +25,11 @@ typedef enum rope_kind {
 typedef enum moe_scoring {
     MOE_SCORE_SOFTMAX = 0, /* softmax over all n_experts logits, top-k of the probabilities, renormalized
                               over the chosen ones when norm_topk_prob (mixtral, qwen2_moe, qwen3_moe) */
+    MOE_SCORE_SIGMOID_GROUPED, /* deepseek_v3: sigmoid scores; the choice adds e_score_correction_bias,
+                                  keeps the topk_group of n_group groups with the best sum of their
+                                  two best, then top-k among them; the weights are the chosen experts'
+                                  sigmoid scores (renormalized when norm_topk_prob) times
+                                  routed_scaling_factor */
     MOE_SCORING_COUNT
 } moe_scoring;
 
@@ -38,11 +43,13 @@ typedef struct rope_scaling {
     double beta_slow;        /* yarn (1 when absent) */
     double attention_factor; /* yarn: cos/sin scale, from the config or computed from factor and mscale */
     int truncate;            /* yarn: floor/ceil the correction range (transformers' default 1) */
+    double mscale_all_dim;   /* deepseek_v3 (any scaled type): the softmax scale is multiplied by
+                                (0.1 mscale_all_dim ln(factor) + 1)^2 when factor > 1; 0: unchanged */
 } rope_scaling;
 
 typedef struct model_config {
     char name[64];       /* preset name or the path's last components */
-    char arch[16];       /* "llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe" or "qwen3_moe" */
+    char arch[16];       /* "llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe" or "deepseek_v3" */
     int64_t n_layers;
     int64_t d_model;     /* hidden size */
     int64_t n_heads;     /* query heads */
@@ -73,11 +80,36 @@ typedef struct model_config {
     int64_t d_ff_expert;     /* each expert's intermediate size */
     int norm_topk_prob;
     uint64_t dense_layers[MODEL_MAX_LAYERS / 64]; /* bit l set: layer l has the dense FFN (MoE models) */
-    moe_scoring moe_score;   /* the router's scoring (MOE_SCORE_SOFTMAX, 0, for every family read today) */
-    int64_t d_ff_shared;     /* qwen2_moe: intermediate size of the shared expert every token of an MoE
+    moe_scoring moe_score;   /* the router's scoring (MOE_SCORE_SOFTMAX, 0, but for deepseek_v3) */
+    int64_t d_ff_shared;     /* qwen2_moe, deepseek_v3: intermediate size of the shared expert every token of an MoE
                                 layer runs beside the routed ones; 0: none */
     int shared_expert_gate;  /* qwen2_moe: the shared expert's output is scaled by sigmoid(x . w), w (d_model) */
+    /* Multi-head latent attention (deepseek_v3), on when kv_lora_rank > 0. Per token and layer:
+     * Q = q_b(RMSNorm(q_a(x))) (or q_proj(x) when q_lora_rank is 0), (n_heads, qk_nope + qk_rope);
+     * [c_kv | k_rope] = kv_a(x), (kv_lora_rank + qk_rope_head_dim): the cache holds c_kv after its
+     * RMSNorm and k_rope after RoPE, one row shared by every head; kv_b(c_kv) gives each head's
+     * K_nope (qk_nope_head_dim) and V (v_head_dim); o_proj reads n_heads * v_head_dim. head_dim is
+     * qk_rope_head_dim (the rotated part, as transformers sets it) and n_kv_heads == n_heads. */
+    int64_t q_lora_rank;      /* 0: Q straight from q_proj */
+    int64_t kv_lora_rank;     /* 0: not MLA */
+    int64_t qk_nope_head_dim; /* un-rotated part of each Q/K head */
+    int64_t qk_rope_head_dim; /* rotated part (== head_dim) */
+    int64_t v_head_dim;
+    int rope_interleave;      /* rotate pairs (x0, x1), (x2, x3)... instead of (x_i, x_{i+d/2}) */
+    int mla_absorbed;         /* how the cost model prices MLA (not a property of the weights):
+                                 0 naive (decompress every cached c_kv into K and V per head, as
+                                 transformers runs it), 1 absorbed (kv_b folded into Q and the
+                                 output: attention in the latent space) */
+    /* DeepSeek routing (moe_score MOE_SCORE_SIGMOID_GROUPED, deepseek_v3): the groups and the
+     * scaling factor; its shared experts are d_ff_shared = n_shared_experts * moe_intermediate_size
+     * (one ungated SwiGLU MLP). 0 for the other scorings. */
+    int64_t n_group;              /* experts split into n_group groups of n_experts / n_group */
+    int64_t topk_group;           /* groups kept: those with the best sum of their two best scores */
+    double routed_scaling_factor; /* the chosen experts' weights are multiplied by it */
 } model_config;
+
+/* 1 when cfg uses multi-head latent attention. */
+static inline int model_is_mla(const model_config *c) { return c->kv_lora_rank > 0; }
 
 /* 1 when layer l's FFN is a mixture of experts. */
 static inline int model_layer_is_moe(const model_config *c, int64_t l) {

@@ -31,6 +31,17 @@ typedef struct record_kv_sample {
 #define RECORD_KV_PCT_COUNT 3 /* p50, p90, p99 */
 extern const double record_kv_pcts[RECORD_KV_PCT_COUNT]; /* 0.50, 0.90, 0.99 */
 
+/* One layer group's own pool (models mixing sliding-window and full-attention layers hold their
+ * KV in one pool per group, docs/kv.md). */
+#define RECORD_KV_MAX_GROUPS 2
+typedef struct record_kv_group {
+    int64_t n_layers;            /* layers whose KV the pool holds */
+    int64_t window;              /* their sliding window, 0 for full attention */
+    int64_t n_slots;             /* the pool in tokens */
+    double pool_bytes;
+    double share[KV_CAT_COUNT];  /* time-averaged fractions of this pool */
+} record_kv_group;
+
 typedef struct record_kv_policy {
     char policy[32];             /* "reserve", "pow2", "oracle", "paged:16" */
     int64_t n_slots;             /* the pool in tokens (whole blocks for paged) */
@@ -62,6 +73,11 @@ typedef struct record_kv_policy {
     double *req_tpot_s;          /* (n_requests_kept) in request order, -1 for one-token outputs; owned */
     int64_t n_series;
     record_kv_sample *series;    /* (n_series) in time order, covering [0, duration_s]; owned */
+    /* Added for windowed and latent-attention models (optional in JSON: written when a pool has
+     * a window or there are two). With two groups n_slots is the first group's, pool_bytes the
+     * sum, and share / bytes / series the byte-weighted whole. */
+    int n_groups;                                 /* 0 (not recorded), 1 or 2 */
+    record_kv_group groups[RECORD_KV_MAX_GROUPS]; /* (n_groups) full-attention layers first */
 } record_kv_policy;
 
 #define RECORD_KV_MAX_PER_REQUEST 10000 /* per-request latencies are kept up to this many requests */

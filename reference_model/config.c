@@ -69,6 +69,18 @@ static const model_config k_presets[] = {
     /* Qwen/Qwen3-8B: q/k RMSNorm, no biases */
     {.name = "qwen3-8b", .arch = "qwen3", .n_layers = 36, .d_model = 4096, .n_heads = 32, .n_kv_heads = 8, .head_dim = 128,
      .d_ff = 12288, .vocab = 151936, .max_ctx = 40960, .rope_theta = 1000000.0, .norm_eps = 1e-6, .qk_norm = 1},
+    /* deepseek-ai/DeepSeek-V3: multi-head latent attention (q rank 1536, kv rank 512, heads of 128 + 64
+     * for Q/K and 128 for V), yarn RoPE (factor 40 over 4096, mscale = mscale_all_dim = 1), 3 dense
+     * layers then 58 MoE layers of 256 routed experts of 2048 (top-8 within 4 of 8 groups, sigmoid
+     * scores, x2.5) and one shared expert; the MTP module is not part of the decoder */
+    {.name = "deepseek-v3", .arch = "deepseek_v3", .n_layers = 61, .d_model = 7168, .n_heads = 128, .n_kv_heads = 128,
+     .head_dim = 64, .d_ff = 18432, .vocab = 129280, .max_ctx = 163840, .rope_theta = 10000.0, .norm_eps = 1e-6,
+     .rope = {.kind = ROPE_YARN, .factor = 40.0, .original_ctx = 4096, .beta_fast = 32.0, .beta_slow = 1.0,
+              .attention_factor = 1.0, .truncate = 1, .mscale_all_dim = 1.0},
+     .n_experts = 256, .experts_per_tok = 8, .d_ff_expert = 2048, .norm_topk_prob = 1, .dense_layers = {UINT64_C(0x7)},
+     .q_lora_rank = 1536, .kv_lora_rank = 512, .qk_nope_head_dim = 128, .qk_rope_head_dim = 64, .v_head_dim = 128,
+     .rope_interleave = 1, .moe_score = MOE_SCORE_SIGMOID_GROUPED, .n_group = 8, .topk_group = 4, .routed_scaling_factor = 2.5,
+     .d_ff_shared = 2048},
 };
 #undef XF_DENSE
 #undef XF_LLAMA3_ROPE
@@ -187,8 +199,21 @@ xf_status config_rope_freqs(const model_config *cfg, double *inv_freq, double *a
     return XF_OK;
 }
 
+double config_softmax_scale(const model_config *cfg) {
+    if (!cfg || cfg->head_dim <= 0) return 0.0;
+    if (!model_is_mla(cfg)) return 1.0 / sqrt((double)cfg->head_dim);
+    double scale = 1.0 / sqrt((double)(cfg->qk_nope_head_dim + cfg->qk_rope_head_dim));
+    const rope_scaling *r = &cfg->rope;
+    if (r->kind != ROPE_DEFAULT && r->mscale_all_dim != 0 && r->factor > 1.0) { /* yarn_apply_mscale */
+        const double m = 0.1 * r->mscale_all_dim * log(r->factor) + 1.0;
+        scale *= m * m;
+    }
+    return scale;
+}
+
 const char *config_first_extension(const model_config *cfg) {
     if (!cfg) return NULL;
+    if (model_is_mla(cfg)) return "kv_lora_rank (multi-head latent attention)";
     if (cfg->rope.kind != ROPE_DEFAULT && cfg->rope.kind != ROPE_DYNAMIC) return "rope_scaling";
     if (cfg->o_bias) return "attention_bias (o_proj.bias)";
     if (cfg->mlp_bias) return "mlp_bias";
@@ -201,6 +226,60 @@ const char *config_first_extension(const model_config *cfg) {
 static xf_status check_range(const char *field, int64_t v, int64_t hi) {
     if (v <= 0) return xf_errorf(XF_EINVAL, "model config: %s must be > 0, got %lld", field, (long long)v);
     if (v > hi) return xf_errorf(XF_EINVAL, "model config: %s = %lld is absurdly large (limit %lld)", field, (long long)v, (long long)hi);
+    return XF_OK;
+}
+
+/* The MLA and DeepSeek-routing fields: all zero unless used, and consistent when used. */
+static xf_status mla_validate(const model_config *cfg) {
+    xf_status s;
+    if (cfg->rope_interleave != 0 && cfg->rope_interleave != 1) return xf_errorf(XF_EINVAL, "model config: rope_interleave must be 0 or 1");
+    if (cfg->mla_absorbed != 0 && cfg->mla_absorbed != 1) return xf_errorf(XF_EINVAL, "model config: mla_absorbed must be 0 or 1");
+    if (!isfinite(cfg->rope.mscale_all_dim) || cfg->rope.mscale_all_dim < 0 || cfg->rope.mscale_all_dim > 1e3)
+        return xf_errorf(XF_EINVAL, "model config: mscale_all_dim must lie in [0, 1000], got %g", cfg->rope.mscale_all_dim);
+    if (cfg->kv_lora_rank == 0) {
+        if (cfg->q_lora_rank || cfg->qk_nope_head_dim || cfg->qk_rope_head_dim || cfg->v_head_dim || cfg->mla_absorbed ||
+            cfg->rope_interleave)
+            return xf_errorf(XF_EINVAL, "model config: q_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim, mla_absorbed and "
+                             "rope_interleave need kv_lora_rank > 0 (multi-head latent attention)");
+    } else {
+        if ((s = check_range("kv_lora_rank", cfg->kv_lora_rank, CFG_MAX_D_MODEL)) != XF_OK) return s;
+        if ((s = check_range("qk_nope_head_dim", cfg->qk_nope_head_dim, CFG_MAX_HEAD_DIM)) != XF_OK) return s;
+        if ((s = check_range("v_head_dim", cfg->v_head_dim, CFG_MAX_HEAD_DIM)) != XF_OK) return s;
+        if (cfg->q_lora_rank < 0 || cfg->q_lora_rank > CFG_MAX_D_MODEL)
+            return xf_errorf(XF_EINVAL, "model config: q_lora_rank = %lld out of range [0, %lld]", (long long)cfg->q_lora_rank,
+                             (long long)CFG_MAX_D_MODEL);
+        if (cfg->qk_rope_head_dim != cfg->head_dim)
+            return xf_errorf(XF_EINVAL, "model config: latent attention needs head_dim (%lld) == qk_rope_head_dim (%lld)",
+                             (long long)cfg->head_dim, (long long)cfg->qk_rope_head_dim);
+        if (cfg->n_kv_heads != cfg->n_heads)
+            return xf_errorf(XF_EINVAL, "model config: latent attention needs n_kv_heads (%lld) == n_heads (%lld)",
+                             (long long)cfg->n_kv_heads, (long long)cfg->n_heads);
+        if (cfg->sliding_window > 0)
+            return xf_errorf(XF_EINVAL, "model config: latent attention with a sliding window is not implemented (no such family)");
+        if (cfg->qkv_bias || cfg->o_bias || cfg->qk_norm)
+            return xf_errorf(XF_EINVAL, "model config: latent attention with qkv_bias, o_bias or qk_norm is not implemented");
+        if (cfg->n_heads * (cfg->qk_nope_head_dim + cfg->qk_rope_head_dim + cfg->v_head_dim) > 4 * CFG_MAX_D_MODEL)
+            return xf_errorf(XF_EINVAL, "model config: n_heads * (qk_nope + qk_rope + v head dims) is absurdly large");
+    }
+    if (cfg->moe_score != MOE_SCORE_SIGMOID_GROUPED) {
+        if (cfg->n_group || cfg->topk_group || cfg->routed_scaling_factor != 0)
+            return xf_errorf(XF_EINVAL, "model config: n_group, topk_group and routed_scaling_factor belong to DeepSeek routing "
+                             "(sigmoid, grouped)");
+        return XF_OK;
+    }
+    if (cfg->n_experts <= 0) return xf_errorf(XF_EINVAL, "model config: DeepSeek routing needs n_experts > 0");
+    if (cfg->n_group < 1 || cfg->n_experts % cfg->n_group != 0 || cfg->n_experts / cfg->n_group < 2)
+        return xf_errorf(XF_EINVAL, "model config: n_experts (%lld) must split into n_group (%lld) groups of at least 2",
+                         (long long)cfg->n_experts, (long long)cfg->n_group);
+    if (cfg->topk_group < 1 || cfg->topk_group > cfg->n_group ||
+        cfg->experts_per_tok > cfg->topk_group * (cfg->n_experts / cfg->n_group))
+        return xf_errorf(XF_EINVAL, "model config: topk_group (%lld) must lie in [1, n_group = %lld] and keep at least "
+                         "experts_per_tok (%lld) experts (topk_group * n_experts / n_group)", (long long)cfg->topk_group,
+                         (long long)cfg->n_group, (long long)cfg->experts_per_tok);
+    if (!isfinite(cfg->routed_scaling_factor) || cfg->routed_scaling_factor <= 0 || cfg->routed_scaling_factor > 1e6)
+        return xf_errorf(XF_EINVAL, "model config: routed_scaling_factor must lie in (0, 1e6], got %g", cfg->routed_scaling_factor);
+    if (cfg->shared_expert_gate)
+        return xf_errorf(XF_EINVAL, "model config: DeepSeek routing's shared experts have no gate (shared_expert_gate)");
     return XF_OK;
 }
 
@@ -264,6 +343,7 @@ xf_status config_validate(const model_config *cfg) {
                          (long long)cfg->d_ff_shared, (long long)CFG_MAX_D_FF);
     if ((cfg->shared_expert_gate != 0 && cfg->shared_expert_gate != 1) || (cfg->shared_expert_gate && cfg->d_ff_shared <= 0))
         return xf_errorf(XF_EINVAL, "model config: shared_expert_gate must be 0 or 1, and 1 only with a shared expert (d_ff_shared)");
+    if ((s = mla_validate(cfg)) != XF_OK) return s;
     return rope_validate(&cfg->rope, cfg->max_ctx, "model config: rope scaling");
 }
 
@@ -273,6 +353,19 @@ static int64_t mul_add(int64_t a, int64_t b, int64_t c) {
     if (a < 0 || b < 0 || c < 0) return -1;
     if (__builtin_mul_overflow(a, b, &p) || __builtin_add_overflow(p, c, &r)) return -1;
     return r;
+}
+
+/* Parameters of one MLA attention block (DeepseekV3Attention, no biases): q_a (q_lora, d), its
+ * RMSNorm (q_lora) and q_b (h * qk_head, q_lora), or q_proj (h * qk_head, d) without a q rank;
+ * kv_a_proj_with_mqa (kv_lora + qk_rope, d), its RMSNorm (kv_lora), kv_b (h * (qk_nope + v),
+ * kv_lora), o_proj (d, h * v). -1 on overflow. */
+static int64_t mla_attn_params(const model_config *cfg) {
+    const int64_t d = cfg->d_model, h = cfg->n_heads, r = cfg->kv_lora_rank, qr = cfg->q_lora_rank;
+    const int64_t q_out = mul_add(h, cfg->qk_nope_head_dim + cfg->qk_rope_head_dim, 0);
+    int64_t n = qr > 0 ? mul_add(d, qr, mul_add(qr, q_out, qr)) : mul_add(d, q_out, 0);
+    n = mul_add(d, r + cfg->qk_rope_head_dim, mul_add(1, r, n));
+    n = mul_add(r, mul_add(h, cfg->qk_nope_head_dim + cfg->v_head_dim, 0), n);
+    return mul_add(mul_add(h, cfg->v_head_dim, 0), d, n);
 }
 
 /* Parameters of the model, counting `experts` routed experts per MoE layer (all of them for the
@@ -286,9 +379,13 @@ static int64_t param_count(const model_config *cfg, int64_t experts) {
     int64_t kv_width = mul_add(cfg->n_kv_heads, cfg->head_dim, 0);
     if (q_width < 0 || kv_width < 0) return -1;
     int64_t layer = 0;
-    layer = mul_add(d, q_width, layer);        /* wq (q_width, d) */
-    layer = mul_add(d, 2 * kv_width, layer);   /* wk, wv (kv_width, d) each */
-    layer = mul_add(q_width, d, layer);        /* wo (d, q_width) */
+    if (model_is_mla(cfg)) {
+        layer = mla_attn_params(cfg);
+    } else {
+        layer = mul_add(d, q_width, layer);        /* wq (q_width, d) */
+        layer = mul_add(d, 2 * kv_width, layer);   /* wk, wv (kv_width, d) each */
+        layer = mul_add(q_width, d, layer);        /* wo (d, q_width) */
+    }
     if (cfg->qkv_bias) layer = mul_add(1, q_width + 2 * kv_width, layer);
     if (cfg->o_bias) layer = mul_add(1, d, layer);
     if (cfg->qk_norm) layer = mul_add(2, cfg->head_dim, layer); /* q_norm, k_norm (head_dim) */
@@ -297,7 +394,9 @@ static int64_t param_count(const model_config *cfg, int64_t experts) {
     if (cfg->mlp_bias) dense = mul_add(2, cfg->d_ff, mul_add(1, d, dense)); /* gate, up (d_ff), down (d) biases */
     /* MoE layer: the router (n_experts, d) and `experts` SwiGLU experts of d_ff_expert */
     int64_t moe = cfg->n_experts > 0 ? mul_add(cfg->n_experts, d, mul_add(experts, mul_add(3 * d, cfg->d_ff_expert, 0), 0)) : 0;
-    /* qwen2_moe: the shared expert (every token uses it) and its gate (1, d) */
+    /* deepseek_v3's shared experts are one ungated MLP of d_ff_shared (the router's
+     * e_score_correction_bias is a buffer, not a parameter: transformers does not count it);
+     * qwen2_moe's shared expert and its gate (1, d) */
     if (cfg->n_experts > 0 && cfg->d_ff_shared > 0) moe = mul_add(3 * d, cfg->d_ff_shared, moe);
     if (cfg->n_experts > 0 && cfg->shared_expert_gate) moe = mul_add(1, d, moe);
     const int64_t n_moe = model_moe_layers(cfg);
@@ -317,6 +416,7 @@ int64_t config_active_param_count(const model_config *cfg) { return param_count(
 
 int64_t config_kv_elems_per_token(const model_config *cfg) {
     if (!cfg || cfg->n_layers <= 0 || cfg->n_kv_heads <= 0 || cfg->head_dim <= 0) return -1;
+    if (model_is_mla(cfg)) return mul_add(cfg->n_layers, cfg->kv_lora_rank + cfg->qk_rope_head_dim, 0); /* c_kv, k_rope */
     int64_t r = mul_add(cfg->n_layers, cfg->n_kv_heads, 0);
     r = mul_add(r, cfg->head_dim, 0);
     return mul_add(r, 2, 0);
@@ -425,6 +525,7 @@ static xf_status parse_rope(const cJSON *root, const char *ctx, model_config *cf
     r->kind = (rope_kind)kind;
     r->factor = 1.0;
     if (kind == ROPE_DEFAULT) return XF_OK;
+    if ((s = rope_num(obj, "mscale_all_dim", rctx, 0, &r->mscale_all_dim)) != XF_OK) return s; /* deepseek_v3's softmax scale */
     int64_t orig = 0;
     if ((s = json_opt_int(obj, "original_max_position_embeddings", rctx, 1, CFG_MAX_CTX, &orig, &present)) != XF_OK) return s;
     if (kind == ROPE_LINEAR || kind == ROPE_DYNAMIC || kind == ROPE_LLAMA3) {
@@ -470,6 +571,116 @@ static xf_status parse_rope(const cJSON *root, const char *ctx, model_config *cf
     return XF_OK;
 }
 
+/* deepseek_v3's multi-head latent attention (DeepseekV3Attention): the ranks and head parts, and
+ * the shapes they must agree with. `head_dim_given`: the config holds head_dim (transformers writes
+ * qk_rope_head_dim there). */
+static xf_status parse_mla(const cJSON *root, const char *ctx, int head_dim_given, model_config *cfg) {
+    xf_status s;
+    int present = 0;
+    cfg->q_lora_rank = 0;
+    if ((s = json_opt_int(root, "q_lora_rank", ctx, 1, CFG_MAX_D_MODEL, &cfg->q_lora_rank, &present)) != XF_OK) return s;
+    if ((s = json_get_int(root, "kv_lora_rank", ctx, 1, CFG_MAX_D_MODEL, &cfg->kv_lora_rank)) != XF_OK) return s;
+    if ((s = json_get_int(root, "qk_nope_head_dim", ctx, 1, CFG_MAX_HEAD_DIM, &cfg->qk_nope_head_dim)) != XF_OK) return s;
+    if ((s = json_get_int(root, "qk_rope_head_dim", ctx, 1, CFG_MAX_HEAD_DIM, &cfg->qk_rope_head_dim)) != XF_OK) return s;
+    if ((s = json_get_int(root, "v_head_dim", ctx, 1, CFG_MAX_HEAD_DIM, &cfg->v_head_dim)) != XF_OK) return s;
+    if (cfg->qk_rope_head_dim % 2 != 0)
+        return xf_errorf(XF_EINVAL, "%s: field 'qk_rope_head_dim' (%lld) must be even: RoPE rotates pairs of dimensions", ctx,
+                         (long long)cfg->qk_rope_head_dim);
+    if (head_dim_given && cfg->head_dim != cfg->qk_rope_head_dim)
+        return xf_errorf(XF_EINVAL, "%s: field 'head_dim' (%lld) must equal 'qk_rope_head_dim' (%lld): deepseek_v3's head_dim "
+                         "is the rotated part of each head", ctx, (long long)cfg->head_dim, (long long)cfg->qk_rope_head_dim);
+    cfg->head_dim = cfg->qk_rope_head_dim;
+    int64_t qk_head = 0;
+    if ((s = json_opt_int(root, "qk_head_dim", ctx, 1, 2 * CFG_MAX_HEAD_DIM, &qk_head, &present)) != XF_OK) return s;
+    if (present && qk_head != cfg->qk_nope_head_dim + cfg->qk_rope_head_dim)
+        return xf_errorf(XF_EINVAL, "%s: field 'qk_head_dim' is %lld but qk_nope_head_dim + qk_rope_head_dim = %lld + %lld = %lld",
+                         ctx, (long long)qk_head, (long long)cfg->qk_nope_head_dim, (long long)cfg->qk_rope_head_dim,
+                         (long long)(cfg->qk_nope_head_dim + cfg->qk_rope_head_dim));
+    if (cfg->n_kv_heads != cfg->n_heads)
+        return xf_errorf(XF_EINVAL, "%s: field 'num_key_value_heads' (%lld) must equal num_attention_heads (%lld) for latent "
+                         "attention: kv_b_proj makes one K and V per query head (num_attention_heads * (qk_nope_head_dim + "
+                         "v_head_dim) = %lld * (%lld + %lld) outputs)", ctx, (long long)cfg->n_kv_heads, (long long)cfg->n_heads,
+                         (long long)cfg->n_heads, (long long)cfg->qk_nope_head_dim, (long long)cfg->v_head_dim);
+    cfg->rope_interleave = 1; /* DeepseekV3Config's default */
+    if ((s = json_opt_bool(root, "rope_interleave", ctx, &cfg->rope_interleave, &present)) != XF_OK) return s;
+    cfg->mla_absorbed = 0;    /* transformers' form */
+    return XF_OK;
+}
+
+/* deepseek_v3's MoE (DeepseekV3MoE, DeepseekV3TopkRouter): dense first layers, sigmoid scores
+ * with a correction bias, group-limited top-k, a scaling factor and shared experts. All layers may
+ * be dense (first_k_dense_replace >= num_hidden_layers): then n_experts stays 0, but the routing
+ * fields given must still agree. */
+static xf_status parse_deepseek_moe(const cJSON *root, const char *ctx, model_config *cfg) {
+    xf_status s;
+    int present = 0;
+    char str[32];
+    /* the original (remote-code) config's switches: transformers implements one choice of each */
+    static const struct { const char *key, *only; } k_only[] = {{"scoring_func", "sigmoid"}, {"topk_method", "noaux_tc"}};
+    for (size_t i = 0; i < sizeof k_only / sizeof k_only[0]; i++) {
+        if ((s = json_opt_string(root, k_only[i].key, ctx, str, sizeof str, &present)) != XF_OK) return s;
+        if (present && strcmp(str, k_only[i].only) != 0)
+            return xf_errorf(XF_EINVAL, "%s: field '%s' is '%s'; xfprof implements deepseek_v3's '%s' only", ctx, k_only[i].key, str,
+                             k_only[i].only);
+    }
+    int64_t freq = 1;
+    if ((s = json_opt_int(root, "moe_layer_freq", ctx, 1, CFG_MAX_LAYERS, &freq, &present)) != XF_OK) return s;
+    if (freq != 1)
+        return xf_errorf(XF_EINVAL, "%s: field 'moe_layer_freq' is %lld; xfprof implements 1 (every layer from "
+                         "first_k_dense_replace on is MoE, as transformers builds it)", ctx, (long long)freq);
+    int64_t E = 256, k = 8, first_dense = 3, groups = 8, topk_group = 4, shared = 1;
+    int e_present = 0;
+    if ((s = json_opt_int(root, "n_routed_experts", ctx, 1, CFG_MAX_EXPERTS, &E, &e_present)) != XF_OK) return s;
+    if ((s = json_opt_int(root, "num_experts_per_tok", ctx, 1, CFG_MAX_EXPERTS, &k, &present)) != XF_OK) return s;
+    if ((s = json_opt_int(root, "first_k_dense_replace", ctx, 0, CFG_MAX_LAYERS, &first_dense, &present)) != XF_OK) return s;
+    if ((s = json_opt_int(root, "n_group", ctx, 1, CFG_MAX_EXPERTS, &groups, &present)) != XF_OK) return s;
+    if ((s = json_opt_int(root, "topk_group", ctx, 1, CFG_MAX_EXPERTS, &topk_group, &present)) != XF_OK) return s;
+    if ((s = json_opt_int(root, "n_shared_experts", ctx, 0, CFG_MAX_EXPERTS, &shared, &present)) != XF_OK) return s;
+    int64_t fe = 2048;
+    if ((s = json_opt_int(root, "moe_intermediate_size", ctx, 1, CFG_MAX_D_FF, &fe, &present)) != XF_OK) return s;
+    double scale = 2.5;
+    if ((s = json_opt_number(root, "routed_scaling_factor", ctx, &scale, &present)) != XF_OK) return s;
+    int norm = 1;
+    if ((s = json_opt_bool(root, "norm_topk_prob", ctx, &norm, &present)) != XF_OK) return s;
+    const int any_moe = first_dense < cfg->n_layers;
+    if (any_moe && !e_present)
+        return xf_errorf(XF_EINVAL, "%s: missing field 'n_routed_experts' (layers %lld.. are MoE: first_k_dense_replace = %lld < "
+                         "num_hidden_layers = %lld)", ctx, (long long)first_dense, (long long)first_dense, (long long)cfg->n_layers);
+    if (!e_present) return XF_OK; /* an all-dense model without routing fields */
+    if (k > E)
+        return xf_errorf(XF_EINVAL, "%s: field 'num_experts_per_tok' (%lld) exceeds n_routed_experts (%lld)", ctx, (long long)k,
+                         (long long)E);
+    if (E % groups != 0)
+        return xf_errorf(XF_EINVAL, "%s: field 'n_routed_experts' (%lld) is not divisible by n_group (%lld): %lld = %lld * %lld + %lld",
+                         ctx, (long long)E, (long long)groups, (long long)E, (long long)groups, (long long)(E / groups),
+                         (long long)(E % groups));
+    if (topk_group > groups)
+        return xf_errorf(XF_EINVAL, "%s: field 'topk_group' (%lld) exceeds n_group (%lld)", ctx, (long long)topk_group,
+                         (long long)groups);
+    if (E / groups < 2)
+        return xf_errorf(XF_EINVAL, "%s: n_routed_experts / n_group = %lld / %lld = %lld expert(s) per group; the group score sums "
+                         "each group's two best experts, so a group needs at least 2", ctx, (long long)E, (long long)groups,
+                         (long long)(E / groups));
+    if (k > topk_group * (E / groups))
+        return xf_errorf(XF_EINVAL, "%s: field 'num_experts_per_tok' (%lld) exceeds the experts of the kept groups: topk_group * "
+                         "n_routed_experts / n_group = %lld * %lld = %lld", ctx, (long long)k, (long long)topk_group,
+                         (long long)(E / groups), (long long)(topk_group * (E / groups)));
+    if (!(isfinite(scale) && scale > 0 && scale <= 1e6))
+        return xf_errorf(XF_EINVAL, "%s: field 'routed_scaling_factor' must be a finite number in (0, 1e6], got %g", ctx, scale);
+    if (!any_moe) return XF_OK;
+    cfg->n_experts = E;
+    cfg->experts_per_tok = k;
+    cfg->d_ff_expert = fe;
+    cfg->norm_topk_prob = norm;
+    cfg->moe_score = MOE_SCORE_SIGMOID_GROUPED;
+    cfg->n_group = groups;
+    cfg->topk_group = topk_group;
+    cfg->routed_scaling_factor = scale;
+    cfg->d_ff_shared = shared * fe; /* DeepseekV3MLP(intermediate_size = moe_intermediate_size * n_shared_experts) */
+    for (int64_t l = 0; l < first_dense && l < cfg->n_layers; l++) cfg->dense_layers[l / 64] |= UINT64_C(1) << (l % 64);
+    return XF_OK;
+}
+
 static xf_status parse_obj(const cJSON *root, const char *ctx, model_config *cfg) {
     xf_status s;
     int present = 0;
@@ -480,33 +691,19 @@ static xf_status parse_obj(const cJSON *root, const char *ctx, model_config *cfg
             return xf_errorf(XF_EINVAL, "%s: field 'model_type' is not supported (too long); xfprof reads llama, mistral and qwen2", ctx);
         return s;
     }
-    /* Families whose layers xfprof does not implement yet: refused, naming the field that asks
-     * for them. */
-    static const struct { const char *type, *field, *what; } k_refused[] = {
-        {"deepseek_v3", "kv_lora_rank", "multi-head latent attention (and group-limited, sigmoid-scored experts)"},
-    };
-    for (size_t i = 0; i < sizeof k_refused / sizeof k_refused[0]; i++) {
-        if (strcmp(mtype, k_refused[i].type) != 0) continue;
-        const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, k_refused[i].field);
-        char val[48] = "";
-        if (cJSON_IsNumber(f)) snprintf(val, sizeof val, " (%.0f)", f->valuedouble);
-        return xf_errorf(XF_EINVAL,
-                         "%s: model_type '%s': field '%s'%s asks for %s, which xfprof does not implement yet "
-                         "(it reads llama, mistral, qwen2, qwen3, mixtral, qwen2_moe and qwen3_moe)",
-                         ctx, mtype, k_refused[i].field, val, k_refused[i].what);
-    }
-    static const char *const k_types[] = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe"};
+    static const char *const k_types[] = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3"};
     const char *arch = NULL;
     for (size_t i = 0; i < sizeof k_types / sizeof k_types[0]; i++)
         if (strcmp(mtype, k_types[i]) == 0) arch = k_types[i];
     if (!arch)
         return xf_errorf(XF_EINVAL, "%s: field 'model_type' is '%s'; xfprof reads llama, mistral, qwen2, qwen3, mixtral, "
-                         "qwen2_moe and qwen3_moe (deepseek_v3 is recognised and refused until implemented)", ctx, mtype);
+                         "qwen2_moe, qwen3_moe and deepseek_v3", ctx, mtype);
     /* mixtral's attention is mistral's, qwen3_moe's is qwen3's */
     const int is_mixtral = strcmp(arch, "mixtral") == 0, is_qwen3_moe = strcmp(arch, "qwen3_moe") == 0;
     const int is_qwen2_moe = strcmp(arch, "qwen2_moe") == 0; /* qwen2's attention (qkv_bias), a shared expert */
     const int is_qwen2 = strcmp(arch, "qwen2") == 0 || is_qwen2_moe, is_qwen3 = strcmp(arch, "qwen3") == 0 || is_qwen3_moe;
     const int is_llama = strcmp(arch, "llama") == 0, is_mistral = strcmp(arch, "mistral") == 0 || is_mixtral;
+    const int is_deepseek = strcmp(arch, "deepseek_v3") == 0;
     memcpy(cfg->arch, arch, strlen(arch) + 1);
 
     /* Required sizes: whole numbers in [1, limit]; json_get_int names the field on error. */
@@ -528,7 +725,9 @@ static xf_status parse_obj(const cJSON *root, const char *ctx, model_config *cfg
 
     /* head_dim, when given, is authoritative (it need not equal hidden_size / heads). */
     if ((s = json_opt_int(root, "head_dim", ctx, 1, CFG_MAX_HEAD_DIM, &cfg->head_dim, &present)) != XF_OK) return s;
-    if (!present) {
+    if (is_deepseek) {
+        if ((s = parse_mla(root, ctx, present, cfg)) != XF_OK) return s;
+    } else if (!present) {
         if (cfg->d_model % cfg->n_heads != 0)
             return xf_errorf(XF_EINVAL, "%s: field 'hidden_size' (%lld) is not a multiple of 'num_attention_heads' (%lld) and no 'head_dim' is given", ctx,
                              (long long)cfg->d_model, (long long)cfg->n_heads);
@@ -549,6 +748,9 @@ static xf_status parse_obj(const cJSON *root, const char *ctx, model_config *cfg
     int attn_bias = 0, mlp_bias = 0;
     if ((s = json_opt_bool(root, "attention_bias", ctx, &attn_bias, &present)) != XF_OK) return s;
     if ((s = json_opt_bool(root, "mlp_bias", ctx, &mlp_bias, &present)) != XF_OK) return s;
+    if (is_deepseek && attn_bias)
+        return xf_errorf(XF_EINVAL, "%s: field 'attention_bias' is true: biases on deepseek_v3's q_a_proj, kv_a_proj_with_mqa "
+                         "and o_proj are not implemented in xfprof", ctx);
     cfg->qkv_bias = is_qwen2 ? 1 : (is_llama || is_qwen3) ? attn_bias : 0;
     if (is_qwen2_moe && (s = json_opt_bool(root, "qkv_bias", ctx, &cfg->qkv_bias, &present)) != XF_OK) return s; /* default true */
     cfg->o_bias = (is_llama || is_qwen3) ? attn_bias : 0;
@@ -571,7 +773,7 @@ static xf_status parse_obj(const cJSON *root, const char *ctx, model_config *cfg
             return xf_errorf(XF_EINVAL, "%s: field 'use_sliding_window' is true but 'sliding_window' is not set", ctx);
         if (!use_sw) win_present = 0; /* transformers: sliding_window = None without use_sliding_window */
     }
-    if (is_llama) win_present = 0; /* LlamaAttention has no window */
+    if (is_llama || is_deepseek) win_present = 0; /* LlamaAttention and DeepseekV3Attention have no window */
     const cJSON *lt = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
     if (lt && !cJSON_IsNull(lt)) {
         if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != (int)cfg->n_layers)
@@ -646,6 +848,7 @@ static xf_status parse_obj(const cJSON *root, const char *ctx, model_config *cfg
         if ((s = json_opt_number(root, "router_jitter_noise", ctx, &jitter, &present)) != XF_OK) return s;
         (void)jitter; /* applied in training only */
     }
+    if (is_deepseek && (s = parse_deepseek_moe(root, ctx, cfg)) != XF_OK) return s;
     /* Other fields that would change the math and that no supported family uses. */
     static const char *const k_unknown_math[] = {"attn_logit_softcapping", "final_logit_softcapping", "partial_rotary_factor",
                                                  "num_local_experts", "num_experts", "n_routed_experts", "kv_lora_rank",
@@ -655,6 +858,9 @@ static xf_status parse_obj(const cJSON *root, const char *ctx, model_config *cfg
         if (!f || cJSON_IsNull(f)) continue;
         if (is_mixtral && strcmp(k_unknown_math[i], "num_local_experts") == 0) continue;
         if ((is_qwen3_moe || is_qwen2_moe) && (strcmp(k_unknown_math[i], "num_experts") == 0 || strcmp(k_unknown_math[i], "num_local_experts") == 0))
+            continue;
+        if (is_deepseek && (strcmp(k_unknown_math[i], "n_routed_experts") == 0 || strcmp(k_unknown_math[i], "kv_lora_rank") == 0 ||
+                            strcmp(k_unknown_math[i], "q_lora_rank") == 0))
             continue;
         if (strcmp(k_unknown_math[i], "partial_rotary_factor") == 0 && cJSON_IsNumber(f) && f->valuedouble == 1.0) continue;
         return xf_errorf(XF_EINVAL, "%s: field '%s' is set; xfprof does not implement what it changes for model_type '%s'",

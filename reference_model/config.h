@@ -49,7 +49,13 @@ xf_status config_rope_freqs(const model_config *cfg, double *inv_freq, double *a
  * A static string. */
 const char *config_first_extension(const model_config *cfg);
 
-/* Elements of one token's K plus V over all layers: 2 * n_layers * n_kv_heads * head_dim.
+/* The factor attention scores are multiplied by before the softmax: 1 / sqrt(head_dim); for latent
+ * attention 1 / sqrt(qk_nope_head_dim + qk_rope_head_dim), times DeepSeek's yarn correction
+ * (0.1 mscale_all_dim ln(factor) + 1)^2 when the RoPE is scaled with mscale_all_dim. 0 on invalid input. */
+double config_softmax_scale(const model_config *cfg);
+
+/* Elements of one token's K plus V over all layers: 2 * n_layers * n_kv_heads * head_dim; for
+ * latent attention the cached latent, n_layers * (kv_lora_rank + qk_rope_head_dim).
  * -1 when a size is <= 0 or on overflow. */
 int64_t config_kv_elems_per_token(const model_config *cfg);
 

@@ -73,6 +73,10 @@ static double kvbytes(const model_config *cfg, const workload *w, double vectors
 double cost_kv_bytes_per_token(const model_config *cfg, xf_dtype kvdtype, int quant_group) {
     if (!cfg || cfg->n_layers <= 0 || cfg->n_kv_heads <= 0 || cfg->head_dim <= 0) return 0.0;
     int g = quant_group > 0 ? quant_group : XF_DEFAULT_QUANT_GROUP;
+    if (model_is_mla(cfg)) { /* one latent row [c_kv | k_rope] per layer, shared by every head */
+        const int64_t row = cfg->kv_lora_rank + cfg->qk_rope_head_dim;
+        return dtype_bytes(kvdtype, (double)cfg->n_layers * (double)row, row, g);
+    }
     /* K and V, every layer, every KV head: 2 * L * kv head vectors. */
     double vectors = 2.0 * (double)cfg->n_layers * (double)cfg->n_kv_heads;
     return dtype_bytes(kvdtype, vectors * (double)cfg->head_dim, cfg->head_dim, g);
@@ -163,6 +167,85 @@ xf_status cost_sums_add(cost_step_sums *s, int64_t tokens, int64_t context) {
     return XF_OK;
 }
 
+/* The five attention ops of an MLA layer (DeepseekV3Attention), into ops[0..5): qkv, rope,
+ * kv_append, attention, o_proj. h heads, dn = qk_nope, dr = qk_rope, dv = v_head, r = kv_lora,
+ * qr = q_lora, qh = dn + dr; N rows, P causal pairs, C context tokens summed over sequences.
+ * - qkv: Q = q_b(RMSNorm(q_a(x))) (or q_proj(x)), [c_kv | k_rope] = kv_a(x), RMSNorm of c_kv;
+ *   absorbed, also q_nope times each head's K block of kv_b (dn x r): Q in the latent space, h (r + dr);
+ * - rope: the rotated parts, h + 1 vectors of dr per row (k_rope is one vector shared by the heads);
+ * - kv_append: the latent row (r + dr) per token into the cache;
+ * - attention, naive (transformers' form): kv_b decompresses every cached c_kv of the context into
+ *   K_nope and V per head (2 C r h (dn + dv) FLOPs, kv_b read once, the K and V written and read
+ *   back: transformers materializes them), then h heads of qh-dim scores and dv-dim values;
+ *   absorbed: scores and values in the latent space, the cache row read once for every head,
+ *   h heads of (r + dr)-dim scores and r-dim values;
+ * - o_proj: h dv -> d; absorbed, first each head's latent output times its V block of kv_b (r x dv).
+ * kv_b's weights are read in one op (naive: attention) or split over qkv and o_proj (absorbed):
+ * the same bytes per layer either way. */
+static void mla_attention_ops(const model_config *cfg, const workload *w, xf_phase ph, int layer, double N, double P,
+                              double C, cost_op *o) {
+    const int64_t d = cfg->d_model, r = cfg->kv_lora_rank, qr = cfg->q_lora_rank, dn = cfg->qk_nope_head_dim,
+                  dr = cfg->qk_rope_head_dim, dv = cfg->v_head_dim, qh = dn + dr, lat = r + dr;
+    const double h = (double)cfg->n_heads;
+    const xf_dtype small = small_param_dtype(w->wdtype);
+    const xf_compute gemm = cost_compute_of(w->adtype), ew = XF_COMPUTE_FP32;
+    const int absorbed = cfg->mla_absorbed;
+    const int64_t q_width = cfg->n_heads * qh;
+    /* Q side */
+    double fl, wb;
+    if (qr > 0) {
+        fl = 2.0 * N * (double)d * (double)qr + FLOPS_NORM * N * (double)qr + 2.0 * N * (double)qr * (double)q_width;
+        wb = wbytes(w, (double)d * (double)qr, d) + dtype_bytes(small, (double)qr, 0, 0) + wbytes(w, (double)qr * (double)q_width, qr);
+    } else {
+        fl = 2.0 * N * (double)d * (double)q_width;
+        wb = wbytes(w, (double)d * (double)q_width, d);
+    }
+    /* KV side: kv_a and the latent's RMSNorm */
+    fl += 2.0 * N * (double)d * (double)lat + FLOPS_NORM * N * (double)r;
+    wb += wbytes(w, (double)d * (double)lat, d) + dtype_bytes(small, (double)r, 0, 0);
+    double q_out = abytes(w, N * h, qh); /* Q as the attention reads it */
+    if (absorbed) {
+        fl += 2.0 * N * h * (double)dn * (double)r;
+        wb += wbytes(w, h * (double)dn * (double)r, dn); /* W_UK: (h, dn, r), reduced over dn */
+        q_out = abytes(w, N * h, lat);
+    }
+    op_set(&o[0], ph, layer, OP_QKV, gemm, fl, wb, abytes(w, N, d), q_out + abytes(w, N, lat), 0, 0);
+    const double rope_io = abytes(w, N * (h + 1.0), dr);
+    op_set(&o[1], ph, layer, OP_ROPE, ew, FLOPS_ROPE * N * (h + 1.0) * (double)dr, 0, rope_io, rope_io, 0, 0);
+    op_set(&o[2], ph, layer, OP_KV_APPEND, ew, 0.0, 0, abytes(w, N, lat), 0, 0,
+           dtype_bytes(w->kvdtype, N * (double)lat, lat, group_of(w)));
+    const double kv_read = dtype_bytes(w->kvdtype, C * (double)lat, lat, group_of(w));
+    if (!absorbed) {
+        const double kvb_fl = 2.0 * C * (double)r * h * (double)(dn + dv);
+        const double kv_mat = abytes(w, C * h, dn + dv); /* the decompressed K_nope and V */
+        const double att = P * h * (2.0 * (double)qh + 2.0 * (double)dv + FLOPS_SOFTMAX);
+        op_set(&o[3], ph, layer, OP_ATTENTION, gemm, kvb_fl + att, wbytes(w, (double)r * h * (double)(dn + dv), r),
+               abytes(w, N * h, qh) + kv_mat, kv_mat + abytes(w, N * h, dv), kv_read, 0);
+        op_set(&o[4], ph, layer, OP_O_PROJ, gemm, 2.0 * N * h * (double)dv * (double)d,
+               wbytes(w, h * (double)dv * (double)d, cfg->n_heads * dv), abytes(w, N * h, dv), abytes(w, N, d), 0, 0);
+    } else {
+        const double att = P * h * (2.0 * (double)lat + 2.0 * (double)r + FLOPS_SOFTMAX);
+        op_set(&o[3], ph, layer, OP_ATTENTION, gemm, att, 0, abytes(w, N * h, lat), abytes(w, N * h, r), kv_read, 0);
+        op_set(&o[4], ph, layer, OP_O_PROJ, gemm, 2.0 * N * h * (double)r * (double)dv + 2.0 * N * h * (double)dv * (double)d,
+               wbytes(w, h * (double)r * (double)dv, r) + wbytes(w, h * (double)dv * (double)d, cfg->n_heads * dv),
+               abytes(w, N * h, r), abytes(w, N, d), 0, 0);
+    }
+}
+
+/* Weight bytes of one MLA attention block (the matrices of mla_attention_ops, kv_b whole). */
+static double mla_weight_bytes(const model_config *cfg, const workload *w) {
+    const int64_t d = cfg->d_model, r = cfg->kv_lora_rank, qr = cfg->q_lora_rank, dn = cfg->qk_nope_head_dim,
+                  dr = cfg->qk_rope_head_dim, dv = cfg->v_head_dim;
+    const double h = (double)cfg->n_heads, q_width = h * (double)(dn + dr);
+    const xf_dtype small = small_param_dtype(w->wdtype);
+    double b = qr > 0 ? wbytes(w, (double)d * (double)qr, d) + dtype_bytes(small, (double)qr, 0, 0) + wbytes(w, (double)qr * q_width, qr)
+                      : wbytes(w, (double)d * q_width, d);
+    b += wbytes(w, (double)d * (double)(r + dr), d) + dtype_bytes(small, (double)r, 0, 0);
+    b += cfg->mla_absorbed ? wbytes(w, h * (double)dn * (double)r, dn) + wbytes(w, h * (double)r * (double)dv, r)
+                           : wbytes(w, (double)r * h * (double)(dn + dv), r);
+    return b + wbytes(w, h * (double)dv * (double)d, cfg->n_heads * dv);
+}
+
 xf_status cost_step(const model_config *cfg, const workload *w, step_shape s, cost_op *ops, int64_t count) {
     if (s.batch < 1 || s.tokens < 1 || s.context < s.tokens)
         return xf_errorf(XF_EINVAL,
@@ -229,6 +312,12 @@ xf_status cost_step_of_sums(const model_config *cfg, const workload *w, const co
         op_set(&ops[i++], ph, layer, OP_ATTN_NORM, ew, FLOPS_NORM * N * (double)d, norm_w, abytes(w, N, d),
                abytes(w, N, d), 0, 0);
 
+        const int windowed = model_layer_window(cfg, l) > 0;
+        if (model_is_mla(cfg)) {
+            mla_attention_ops(cfg, w, ph, layer, N, sums->pairs, KVT, &ops[i]);
+            i += 5; /* qkv, rope, kv_append, attention, o_proj */
+            goto residual;
+        }
         double qkv_flops = 2.0 * N * (double)d * (double)qkv_out;
         double qkv_w = wbytes(w, (double)d * (double)qkv_out, d);
         if (cfg->qkv_bias) {
@@ -258,7 +347,6 @@ xf_status cost_step_of_sums(const model_config *cfg, const workload *w, const co
          * h / kv query heads of a group), O written once; no score matrix reaches memory. */
         /* A sliding-window layer's queries see at most the window: fewer pairs, and only the
          * keys some query of the step sees are read. */
-        const int windowed = model_layer_window(cfg, l) > 0;
         double pairs = windowed ? win_pairs : sums->pairs, kv_read_tokens = windowed ? win_kvt : KVT;
         double att_flops = pairs * h * (4.0 * (double)hd + FLOPS_SOFTMAX);
         double q_bytes = abytes(w, N * h, hd);
@@ -269,6 +357,7 @@ xf_status cost_step_of_sums(const model_config *cfg, const workload *w, const co
         op_set(&ops[i++], ph, layer, OP_O_PROJ, gemm, 2.0 * N * (double)q_dim * (double)d + o_bias_fl,
                wbytes(w, (double)q_dim * (double)d, q_dim) + o_bias_w, abytes(w, N, q_dim), abytes(w, N, d), 0, 0);
 
+    residual:
         op_set(&ops[i++], ph, layer, OP_ATTN_RESIDUAL, ew, N * (double)d, 0, 2.0 * abytes(w, N, d), abytes(w, N, d),
                0, 0);
 
@@ -283,7 +372,8 @@ xf_status cost_step_of_sums(const model_config *cfg, const workload *w, const co
              * E (1 - (1 - k/E)^N) (cost_moe_experts_read); a measured run sets the number its
              * router chose (cost_moe_set_experts). down: the experts' down GEMMs, the sum of the k
              * outputs weighted by the router (2 FLOPs per element), the shared expert's down, its
-             * gate and add (2 per element). */
+             * gate and add (2 per element). deepseek_v3's sigmoid scores and group choice count
+             * like the softmax (5 FLOPs per logit), its ungated shared MLP like qwen2_moe's. */
             const double k = (double)cfg->experts_per_tok, fe = (double)cfg->d_ff_expert, fs = (double)cfg->d_ff_shared;
             const double E = (double)cfg->n_experts, D = cost_moe_experts_read(cfg->n_experts, cfg->experts_per_tok, N);
             const double sh_fl = fs > 0 ? 2.0 * N * (double)d * 2.0 * fs : 0, gate_fl = cfg->shared_expert_gate ? 2.0 * N * (double)d : 0;
@@ -341,7 +431,8 @@ double cost_weight_bytes(const model_config *cfg, const workload *w) {
     const int64_t d = cfg->d_model, hd = cfg->head_dim, f = cfg->d_ff, V = cfg->vocab;
     const int64_t q_dim = cfg->n_heads * hd, kv_dim = cfg->n_kv_heads * hd, qkv_out = q_dim + 2 * kv_dim;
     const xf_dtype small = small_param_dtype(w->wdtype);
-    double per_layer = wbytes(w, (double)d * (double)qkv_out, d) + wbytes(w, (double)q_dim * (double)d, q_dim) +
+    double per_layer = (model_is_mla(cfg) ? mla_weight_bytes(cfg, w)
+                                          : wbytes(w, (double)d * (double)qkv_out, d) + wbytes(w, (double)q_dim * (double)d, q_dim)) +
                        dtype_bytes(small, 2.0 * (double)d, 0, 0); /* attn_norm and ffn_norm */
     const double dense_ffn = wbytes(w, 2.0 * (double)d * (double)f, d) + wbytes(w, (double)f * (double)d, f);
     /* an MoE layer holds the router and every expert */
@@ -371,6 +462,13 @@ static double prefill_activation_peak(const model_config *cfg, const workload *w
     const int64_t q_dim = cfg->n_heads * hd, kv_dim = cfg->n_kv_heads * hd;
     const double N = B * (double)w->prompt;
     double attn = 2.0 * abytes(w, N, d) + abytes(w, N, q_dim) + 2.0 * abytes(w, N, kv_dim) + abytes(w, N, q_dim);
+    if (model_is_mla(cfg)) { /* x + xb, Q, the latent rows, then (naive) the decompressed K_nope and V, the output */
+        const int64_t h = cfg->n_heads, dn = cfg->qk_nope_head_dim, dr = cfg->qk_rope_head_dim, dv = cfg->v_head_dim,
+                      r = cfg->kv_lora_rank;
+        attn = 2.0 * abytes(w, N, d) + abytes(w, N, r + dr) + abytes(w, N * (double)h, dv) +
+               (cfg->mla_absorbed ? abytes(w, N * (double)h, r + dr) + abytes(w, N * (double)h, r)
+                                  : abytes(w, N * (double)h, dn + dr) + abytes(w, N * (double)h, dn + dv));
+    }
     double ffn = 2.0 * abytes(w, N, d) + 2.0 * abytes(w, N, f) + abytes(w, N, f);
     if (cfg->n_experts > 0) { /* an MoE layer: k expert rows per token */
         const double k = (double)cfg->experts_per_tok;

@@ -23,7 +23,8 @@
  * P.V go through single-threaded cblas_sgemm. The blocking depends on the shapes only, so results
  * do not depend on the thread count either. Sliding-window layers run the per-query kernel on the
  * window's slots in both phases (the KV of older positions stays allocated: the KV manager does
- * not free per layer group yet). */
+ * not free per layer group yet). Latent attention (deepseek_v3) takes its own qkv, rope, kv_append
+ * and attention (cpu_mla_op, kernels in cpu_mla.c): the pool holds one latent row per token. */
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
@@ -35,6 +36,7 @@
 #include "reference_model/cpu_attention.h"
 #include "reference_model/cpu_dnnl.h"
 #include "reference_model/cpu_kernels.h"
+#include "reference_model/cpu_mla.h"
 #include "reference_model/cpu_moe.h"
 #include "reference_model/kv_cache.h"
 #include "reference_model/weights.h"
@@ -106,6 +108,16 @@ typedef struct cpu_ctx {
     double *rope_inv;      /* (head_dim / 2) RoPE inverse frequencies (config_rope_freqs) */
     double rope_scale;     /* what cos and sin are multiplied by (yarn's attention factor; else 1) */
     cpu_moe *moe;          /* the experts' buffers and router choices (cpu_moe.h); NULL for a dense model */
+    /* latent attention (cpu_mla.h): kpool rows are the latent (kv_dim = kv_lora_rank + qk_rope_head_dim),
+     * no vpool; qkv rows [q_a or q | c_kv | k_rope] (qkv_dim = q_rows + kv_dim); att rows n_heads * v_head_dim */
+    int64_t q_rows;        /* q_lora_rank, or n_heads * qk_head_dim without a q rank */
+    float *mla_q;          /* (max_tokens, n_heads * qk_head_dim) the queries */
+    float *mla_qa;         /* (max_tokens, q_lora_rank) the normed q_a rows, q_b's input */
+    float *mla_ckv;        /* (max_seq_len, kv_lora_rank) one sequence's cached c_kv, fp32 */
+    float *mla_krope;      /* (max_seq_len, qk_rope_head_dim) its k_rope */
+    float *mla_kvdec;      /* (max_seq_len, n_heads * (qk_nope + v)) kv_b(c_kv): per head [K_nope | V] */
+    float *mla_scores;     /* (threads, mla_scores_n) scores of one (query, head), the rope's scratch, or a latent row */
+    int64_t mla_scores_n;
     int64_t bytes;         /* everything allocated above, KV included */
     xf_status (*allreduce)(void *ctx, float *buf, int64_t n, const char *what); /* tensor parallel; NULL on one device */
     void *allreduce_ctx;
@@ -184,6 +196,12 @@ static void cpu_free(void *ctx) {
     free(c->bfx);
     cpu_dnnl_free(c->dnnl);
     free(c->rope_inv);
+    free(c->mla_q);
+    free(c->mla_qa);
+    free(c->mla_ckv);
+    free(c->mla_krope);
+    free(c->mla_kvdec);
+    free(c->mla_scores);
     cpu_moe_free(c->moe);
     free(c);
 }
@@ -219,6 +237,20 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
     c->kv_dim = cfg->n_kv_heads * cfg->head_dim;
     c->qkv_dim = c->q_dim + 2 * c->kv_dim;
     c->n_rep = cfg->n_heads / cfg->n_kv_heads;
+    const int mla = model_is_mla(cfg);
+    if (mla) { /* the latent row is the cached "K"; att holds the larger of Q's and the output's rows */
+        const int64_t qh = cfg->qk_nope_head_dim + cfg->qk_rope_head_dim;
+        c->q_rows = cfg->q_lora_rank > 0 ? cfg->q_lora_rank : cfg->n_heads * qh;
+        c->kv_dim = cfg->kv_lora_rank + cfg->qk_rope_head_dim;
+        c->qkv_dim = c->q_rows + c->kv_dim;
+        c->q_dim = cfg->n_heads * (qh > cfg->v_head_dim ? qh : cfg->v_head_dim);
+        c->n_rep = 1;
+        if (a->kv_alloc != KV_ALLOC_POOL) {
+            free(c);
+            return xf_errorf(XF_EINVAL, "cpu backend: latent attention (kv_lora_rank) keeps its KV in the pool only: "
+                             "--kv-alloc system is not implemented for it");
+        }
+    }
     /* All parallelism is OpenMP's (see the top of this file). */
     openblas_set_num_threads(1);
 
@@ -242,7 +274,7 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
             st = xf_errorf(XF_EOVERFLOW, "cpu backend: KV pool of %lld slots overflows", (long long)c->kv_slots);
         for (int64_t l = 0; !st && l < L; l++) {
             c->kpool[l] = cpu_alloc(c, c->kv_slots * c->kv_dim, c->kv_esz, &st);
-            c->vpool[l] = cpu_alloc(c, c->kv_slots * c->kv_dim, c->kv_esz, &st);
+            if (!mla) c->vpool[l] = cpu_alloc(c, c->kv_slots * c->kv_dim, c->kv_esz, &st); /* MLA: one latent row */
         }
     }
     c->tok_seq = cpu_alloc(c, T, sizeof(int64_t), &st);
@@ -274,9 +306,22 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
                            (long long)cfg->head_dim);
         c->att_tiles = cpu_alloc(c, (int64_t)c->threads * c->att_tiles_n, 4, &st);
     }
+    if (mla) {
+        const int64_t qh = cfg->qk_nope_head_dim + cfg->qk_rope_head_dim, dec = cfg->n_heads * (cfg->qk_nope_head_dim + cfg->v_head_dim);
+        c->mla_q = cpu_alloc(c, T * cfg->n_heads * qh, 4, &st);
+        c->mla_qa = cpu_alloc(c, T * (cfg->q_lora_rank > 0 ? cfg->q_lora_rank : 1), 4, &st);
+        c->mla_ckv = cpu_alloc(c, c->max_seq_len * cfg->kv_lora_rank, 4, &st);
+        c->mla_krope = cpu_alloc(c, c->max_seq_len * cfg->qk_rope_head_dim, 4, &st);
+        if (!st && c->max_seq_len > INT64_MAX / 4 / dec) st = xf_errorf(XF_EOVERFLOW, "cpu backend: the decompressed K and V overflow");
+        c->mla_kvdec = cpu_alloc(c, c->max_seq_len * dec, 4, &st);
+        c->mla_scores_n = ((c->max_seq_len > c->kv_dim ? c->max_seq_len : c->kv_dim) + 15) & ~(int64_t)15; /* scores, a latent row */
+        c->mla_scores = cpu_alloc(c, (int64_t)c->threads * c->mla_scores_n, 4, &st);
+    }
     if (c->w->dtype == XF_INT8) {
         int64_t max_cols = cfg->d_model > cfg->d_ff ? cfg->d_model : cfg->d_ff;
         max_cols = max_cols > c->q_dim ? max_cols : c->q_dim;
+        if (mla && cfg->q_lora_rank > max_cols) max_cols = cfg->q_lora_rank;
+        if (mla && cfg->kv_lora_rank > max_cols) max_cols = cfg->kv_lora_rank;
         max_cols = max_cols > cfg->d_ff_expert ? max_cols : cfg->d_ff_expert; /* the experts' down inputs */
         max_cols = max_cols > cfg->d_ff_shared ? max_cols : cfg->d_ff_shared;
         c->aq = cpu_alloc(c, max_cols, sizeof(int16_t), &st);
@@ -309,7 +354,8 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
         st = cpu_moe_init(&c->moe, cfg, T, c->threads);
         c->bytes += cpu_moe_bytes(c->moe);
     }
-    if (c->w->dtype != XF_FP32 && T >= CPU_GEMM_MIN_TOKENS) c->tiles = cpu_alloc(c, (int64_t)c->threads * CPU_TILE_FLOATS, 4, &st);
+    /* latent attention's kv_b runs over a whole context: as many rows as max_seq_len */
+    if (c->w->dtype != XF_FP32 && (T >= CPU_GEMM_MIN_TOKENS || (mla && c->max_seq_len >= CPU_GEMM_MIN_TOKENS))) c->tiles = cpu_alloc(c, (int64_t)c->threads * CPU_TILE_FLOATS, 4, &st);
     if (st) {
         cpu_free(c);
         return st;
@@ -433,8 +479,9 @@ static xf_status cpu_kv_alloc(cpu_ctx *c, const step_batch *b) {
             for (int64_t l = 0; l < c->cfg.n_layers; l++) {
                 memmove((char *)c->kpool[l] + cp[i].dst_slot * row_bytes, (char *)c->kpool[l] + cp[i].src_slot * row_bytes,
                         (size_t)(cp[i].n_slots * row_bytes));
-                memmove((char *)c->vpool[l] + cp[i].dst_slot * row_bytes, (char *)c->vpool[l] + cp[i].src_slot * row_bytes,
-                        (size_t)(cp[i].n_slots * row_bytes));
+                if (c->vpool[l]) /* none for latent attention */
+                    memmove((char *)c->vpool[l] + cp[i].dst_slot * row_bytes, (char *)c->vpool[l] + cp[i].src_slot * row_bytes,
+                            (size_t)(cp[i].n_slots * row_bytes));
             }
         }
         if (ncp) kv_cache_clear_copies(c->kv);
@@ -494,6 +541,81 @@ static void cpu_add_bias(cpu_ctx *c, float *y, const float *bias, int64_t n, int
     for (int64_t t = 0; t < n; t++) xk_add(y + t * width, bias, width);
 }
 
+/* Latent attention's qkv, rope, kv_append and attention (cpu_mla.h); o_proj and the rest are the
+ * common code (att rows of n_heads * v_head_dim). */
+static xf_status cpu_mla_op(cpu_ctx *c, op_kind k, int layer, const step_batch *b, const layer_weights *Lw) {
+    const model_config *cfg = &c->cfg;
+    const int64_t n = b->n_tokens, h = cfg->n_heads, dn = cfg->qk_nope_head_dim, dr = cfg->qk_rope_head_dim,
+                  dv = cfg->v_head_dim, r = cfg->kv_lora_rank, qr = cfg->q_lora_rank, qh = dn + dr, qw = h * qh;
+    const int nth = c->threads;
+    switch (k) {
+    case OP_QKV:
+        cpu_linear(c, &Lw->qkv, c->xn, n, c->qkv); /* [q_a | c_kv | k_rope] or [q | c_kv | k_rope] */
+#pragma omp parallel for num_threads(nth) schedule(static) if (n * c->qkv_dim >= CPU_PAR_MIN)
+        for (int64_t t = 0; t < n; t++) {
+            float *row = c->qkv + t * c->qkv_dim;
+            if (qr > 0) xk_rmsnorm(c->mla_qa + t * qr, row, Lw->q_a_norm, qr, MLA_NORM_EPS);
+            else memcpy(c->mla_q + t * qw, row, (size_t)qw * sizeof(float));
+            xk_rmsnorm(row + c->q_rows, row + c->q_rows, Lw->kv_a_norm, r, MLA_NORM_EPS);
+        }
+        if (qr > 0) cpu_linear(c, &Lw->q_b, c->mla_qa, n, c->mla_q);
+        return XF_OK;
+    case OP_ROPE:
+#pragma omp parallel num_threads(nth) if (n * qw >= CPU_PAR_MIN)
+        {
+            const int id = omp_get_thread_num();
+            float *cs = c->att_scratch + (int64_t)id * c->att_scratch_n, *scr = c->mla_scores + (int64_t)id * c->mla_scores_n;
+#pragma omp for schedule(static)
+            for (int64_t t = 0; t < n; t++) {
+                const int64_t s = c->tok_seq[t], pos = b->seqs[s].pos + (t - b->tok_off[s]);
+                xk_rope_table_freqs(cs, cs + dr / 2, pos, c->rope_inv, dr / 2, c->rope_scale);
+                for (int64_t hh = 0; hh < h; hh++) mla_rope(c->mla_q + t * qw + hh * qh + dn, dr, cs, cs + dr / 2, cfg->rope_interleave, scr);
+                mla_rope(c->qkv + t * c->qkv_dim + c->q_rows + r, dr, cs, cs + dr / 2, cfg->rope_interleave, scr);
+            }
+        }
+        return XF_OK;
+    case OP_KV_APPEND: {
+        const int64_t row_bytes = c->kv_dim * c->kv_esz;
+        for (int64_t t = 0; t < n; t++) {
+            const int64_t s = c->tok_seq[t], pos = b->seqs[s].pos + (t - b->tok_off[s]);
+            xk_store(c->kpool[layer] + c->seqs[s].slots[pos] * row_bytes, c->kvdt, c->qkv + t * c->qkv_dim + c->q_rows, c->kv_dim);
+        }
+        return XF_OK;
+    }
+    case OP_ATTENTION: {
+        const float scale = (float)config_softmax_scale(cfg);
+        const int64_t row_bytes = c->kv_dim * c->kv_esz, ld = h * (dn + dv);
+        for (int s = 0; s < b->n_seqs; s++) {
+            const int64_t ctx_len = b->seqs[s].pos + b->seqs[s].n_new;
+            const int64_t *slots = c->seqs[s].slots;
+            /* the context's latents, fp32: c_kv (ctx, r) and k_rope (ctx, dr) */
+            float *lat = c->mla_scores; /* thread 0's scratch holds one row at a time */
+            for (int64_t j = 0; j < ctx_len; j++) {
+                xk_load(lat, (const char *)c->kpool[layer] + slots[j] * row_bytes, c->kvdt, c->kv_dim);
+                memcpy(c->mla_ckv + j * r, lat, (size_t)r * sizeof(float));
+                memcpy(c->mla_krope + j * dr, lat + r, (size_t)dr * sizeof(float));
+            }
+            /* the naive form: every cached latent decompressed into each head's K_nope and V */
+            cpu_linear(c, &Lw->kv_b, c->mla_ckv, ctx_len, c->mla_kvdec);
+            const int64_t t0 = b->tok_off[s], nn = b->tok_off[s + 1] - t0;
+#pragma omp parallel num_threads(nth) if (nn * h * ctx_len >= CPU_PAR_MIN / 16)
+            {
+                float *sc = c->mla_scores + (int64_t)omp_get_thread_num() * c->mla_scores_n;
+#pragma omp for schedule(static)
+                for (int64_t it = 0; it < nn * h; it++) {
+                    const int64_t i = it / h, hh = it % h, pos = b->seqs[s].pos + i;
+                    mla_attend_head(c->att + (t0 + i) * h * dv + hh * dv, c->mla_q + (t0 + i) * qw + hh * qh, dn, dr, dv,
+                                    c->mla_kvdec + hh * (dn + dv), ld, c->mla_krope, pos + 1, scale, sc);
+                }
+            }
+        }
+        return XF_OK;
+    }
+    default:
+        return xf_errorf(XF_EINVAL, "cpu backend: op %d is not one of latent attention's", (int)k);
+    }
+}
+
 static xf_status cpu_run_op(void *ctx, op_kind k, int layer, const step_batch *b) {
     cpu_ctx *c = ctx;
     const model_config *cfg = &c->cfg;
@@ -507,6 +629,8 @@ static xf_status cpu_run_op(void *ctx, op_kind k, int layer, const step_batch *b
         Lw = &c->w->layers[layer];
     }
     const int nth = c->threads;
+    if (model_is_mla(cfg) && (k == OP_QKV || k == OP_ROPE || k == OP_KV_APPEND || k == OP_ATTENTION))
+        return cpu_mla_op(c, k, layer, b, Lw);
     switch (k) {
     case OP_KV_ALLOC:
         return cpu_kv_alloc(c, b);

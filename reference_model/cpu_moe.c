@@ -17,6 +17,7 @@ struct cpu_moe {
     float *logits;    /* (max_tokens, E) */
     int32_t *sel;     /* (max_tokens, k) chosen experts of each token, increasing */
     float *selw;      /* (max_tokens, k) their weights */
+    float *route_scr; /* (2 E + n_group) cpu_moe_route_grouped's scratch */
     int64_t *off;     /* (E + 1) first row of each expert in the grouped buffers */
     int64_t *fill;    /* (E) rows placed so far (grouping) */
     int64_t *row_of;  /* (max_tokens, k) grouped row of each (token, choice) */
@@ -61,6 +62,7 @@ void cpu_moe_free(cpu_moe *m) {
     free(m->logits);
     free(m->sel);
     free(m->selw);
+    free(m->route_scr);
     free(m->off);
     free(m->fill);
     free(m->row_of);
@@ -101,6 +103,7 @@ xf_status cpu_moe_init(cpu_moe **out, const model_config *c, int64_t max_tokens,
     m->logits = moe_alloc(m, T * m->E, 4, &st);
     m->sel = moe_alloc(m, TK, sizeof(int32_t), &st);
     m->selw = moe_alloc(m, TK, 4, &st);
+    m->route_scr = moe_alloc(m, 2 * c->n_experts + (c->n_group > 0 ? c->n_group : 1), 4, &st);
     m->off = moe_alloc(m, m->E + 1, sizeof(int64_t), &st);
     m->fill = moe_alloc(m, m->E, sizeof(int64_t), &st);
     m->row_of = moe_alloc(m, TK, sizeof(int64_t), &st);
@@ -139,6 +142,19 @@ const int64_t *cpu_moe_counts(const cpu_moe *m, int layer) {
 
 /* ---- scoring ---- */
 
+/* Sorts the k choices into increasing expert order, their weights with them. */
+static void sort_choices(int32_t *idx, float *w, int64_t k) {
+    for (int64_t a = 1; a < k; a++)
+        for (int64_t b = a; b > 0 && idx[b] < idx[b - 1]; b--) {
+            int32_t ti = idx[b];
+            idx[b] = idx[b - 1];
+            idx[b - 1] = ti;
+            float tw = w[b];
+            w[b] = w[b - 1];
+            w[b - 1] = tw;
+        }
+}
+
 /* Softmax over the E logits (in float, as transformers computes router_probs), top-k. */
 static void route_softmax(const float *logits, int64_t E, int64_t k, int norm, int32_t *idx, float *w) {
     float mx = logits[0];
@@ -163,16 +179,49 @@ static void route_softmax(const float *logits, int64_t E, int64_t k, int norm, i
     }
     if (norm)
         for (int64_t j = 0; j < k; j++) w[j] /= wsum;
-    /* increasing expert order (the order transformers sums the outputs in) */
-    for (int64_t a = 1; a < k; a++)
-        for (int64_t b = a; b > 0 && idx[b] < idx[b - 1]; b--) {
-            int32_t ti = idx[b];
-            idx[b] = idx[b - 1];
-            idx[b - 1] = ti;
-            float tw = w[b];
-            w[b] = w[b - 1];
-            w[b - 1] = tw;
+    sort_choices(idx, w, k); /* increasing expert order (the order transformers sums the outputs in) */
+}
+
+void cpu_moe_route_grouped(const float *logits, const float *bias, int64_t E, int64_t k, int64_t n_group, int64_t topk_group,
+                           int norm, double scale, float *scratch, int32_t *idx, float *w) {
+    float *score = scratch, *choice = scratch + E;
+    const int64_t per = E / n_group;
+    for (int64_t e = 0; e < E; e++) {
+        score[e] = 1.0f / (1.0f + expf(-logits[e]));
+        choice[e] = score[e] + (bias ? bias[e] : 0.0f);
+    }
+    /* each group's score: the sum of its two best choices; keep the topk_group best groups */
+    float *gscore = scratch + 2 * E;
+    for (int64_t g = 0; g < n_group; g++) {
+        float b1 = -INFINITY, b2 = -INFINITY;
+        for (int64_t e = g * per; e < (g + 1) * per; e++) {
+            if (choice[e] > b1) b2 = b1, b1 = choice[e];
+            else if (choice[e] > b2) b2 = choice[e];
         }
+        gscore[g] = b1 + b2;
+    }
+    for (int64_t j = 0; j < n_group - topk_group; j++) { /* drop the worst groups, the higher index on a tie */
+        int64_t worst = -1;
+        for (int64_t g = 0; g < n_group; g++)
+            if (gscore[g] != -INFINITY && (worst < 0 || gscore[g] <= gscore[worst])) worst = g;
+        gscore[worst] = -INFINITY;
+        for (int64_t e = worst * per; e < (worst + 1) * per; e++) choice[e] = -INFINITY;
+    }
+    /* top-k of the masked choices; the weights are the plain sigmoid scores */
+    for (int64_t j = 0; j < k; j++) {
+        int64_t best = -1;
+        for (int64_t e = 0; e < E; e++) {
+            int taken = 0;
+            for (int64_t i = 0; i < j; i++) taken |= idx[i] == (int32_t)e;
+            if (!taken && choice[e] != -INFINITY && (best < 0 || choice[e] > choice[best])) best = e;
+        }
+        idx[j] = (int32_t)best;
+        w[j] = score[best];
+    }
+    float wsum = 0;
+    for (int64_t j = 0; j < k; j++) wsum += w[j];
+    for (int64_t j = 0; j < k; j++) w[j] = (float)((norm ? w[j] / (wsum + 1e-20f) : w[j]) * scale);
+    sort_choices(idx, w, k);
 }
 
 void cpu_moe_route(moe_scoring scoring, const float *logits, int64_t E, int64_t k, int norm, int32_t *idx, float *w) {
@@ -204,8 +253,13 @@ xf_status cpu_moe_gate_up(cpu_moe *m, const layer_weights *L, int layer, float *
         int64_t rn = n;
         lin(be, 1, &rw, &m->xr, &rn, &m->logits);
     }
-    for (int64_t t = 0; t < n; t++)
-        cpu_moe_route(m->cfg.moe_score, m->logits + t * E, E, k, m->cfg.norm_topk_prob, m->sel + t * k, m->selw + t * k);
+    for (int64_t t = 0; t < n; t++) {
+        if (m->cfg.moe_score == MOE_SCORE_SIGMOID_GROUPED) /* deepseek_v3: needs the layer's correction bias */
+            cpu_moe_route_grouped(m->logits + t * E, L->router_bias, E, k, m->cfg.n_group, m->cfg.topk_group, m->cfg.norm_topk_prob,
+                                  m->cfg.routed_scaling_factor, m->route_scr, m->sel + t * k, m->selw + t * k);
+        else
+            cpu_moe_route(m->cfg.moe_score, m->logits + t * E, E, k, m->cfg.norm_topk_prob, m->sel + t * k, m->selw + t * k);
+    }
     /* group the (token, choice) rows by expert, tokens in order within an expert */
     int64_t *cnt = m->counts + (int64_t)layer * E;
     memset(cnt, 0, (size_t)E * sizeof *cnt);

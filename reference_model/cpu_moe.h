@@ -51,9 +51,17 @@ void cpu_moe_down(cpu_moe *m, const layer_weights *L, int64_t n, float *out, cpu
  * summing to n * experts_per_tok; zeros for a dense layer. Owned by m. */
 const int64_t *cpu_moe_counts(const cpu_moe *m, int layer);
 
-/* The scoring and top-k choice of one token, exposed for tests: logits (E) -> idx (k) the chosen
+/* The softmax scoring and top-k choice of one token, exposed for tests: logits (E) -> idx (k) the chosen
  * experts in increasing order and w (k) their weights (the probabilities, renormalized to sum 1
  * when norm). Ties go to the lower index (torch.topk's order on distinct values). */
 void cpu_moe_route(moe_scoring scoring, const float *logits, int64_t E, int64_t k, int norm, int32_t *idx, float *w);
+
+/* DeepSeek-V3's routing (MOE_SCORE_SIGMOID_GROUPED, DeepseekV3TopkRouter): scores = sigmoid(logits);
+ * the choice adds bias (E, e_score_correction_bias; NULL: zeros), keeps the topk_group of n_group
+ * groups (E / n_group experts each) whose two best choices sum highest, and takes the top-k of
+ * the kept experts; the weights are their sigmoid scores, divided by their sum (+ 1e-20) when
+ * norm, times scale. idx in increasing order. scratch: 2 E + n_group floats. */
+void cpu_moe_route_grouped(const float *logits, const float *bias, int64_t E, int64_t k, int64_t n_group, int64_t topk_group,
+                           int norm, double scale, float *scratch, int32_t *idx, float *w);
 
 #endif

@@ -23,6 +23,7 @@ typedef struct kv_seq {
     int64_t n_entries;
     int64_t table_cap;
     int32_t last;    /* paged: block id of the last entry (table[n_entries - 1] / B), -1 none */
+    int64_t dead;    /* windowed paged: leading entries released (table entries -1); base = dead * B */
 } kv_seq;
 
 struct kv_cache {
@@ -110,6 +111,13 @@ int64_t kv_bytes_per_slot(int64_t n_layers, int64_t n_kv_heads, int64_t head_dim
     return (int64_t)b;
 }
 
+int64_t kv_bytes_per_latent_slot(int64_t n_layers, int64_t latent_dim, xf_dtype dtype, int quant_group) {
+    if (n_layers <= 0 || latent_dim <= 0 || (int)dtype < 0 || dtype >= XF_DTYPE_COUNT) return 0;
+    double b = (double)n_layers * ceil(dtype_bytes(dtype, (double)latent_dim, latent_dim, quant_group));
+    if (!(b > 0) || b > 4e18) return 0;
+    return (int64_t)b;
+}
+
 /* ---- small helpers ---- */
 
 static int seq_ok(const kv_cache *kv, int id) {
@@ -118,15 +126,25 @@ static int seq_ok(const kv_cache *kv, int id) {
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-/* Slots a sequence holds that it will still write: min(final, cap) - len, at least 0. */
-static int64_t seq_res(const kv_seq *s) {
-    int64_t r = (s->final < s->cap ? s->final : s->cap) - s->len;
+/* Slots a sequence holds that it will still write: min(final, end) - min(len, end), at least 0,
+ * with end = base + cap the first position past what it holds (paged: its blocks; contiguous:
+ * its region; a windowed ring's len may pass it). */
+static int64_t seq_res(const kv_seq *s, int64_t B) {
+    const int64_t end = s->dead * B + s->cap;
+    int64_t r = (s->final < end ? s->final : end) - (s->len < end ? s->len : end);
     return r > 0 ? r : 0;
+}
+
+/* Written slots a sequence holds: len less the released blocks (paged), at most its region
+ * (a contiguous ring). */
+static int64_t seq_tok(const kv_seq *s, int64_t B) {
+    const int64_t t = s->len - s->dead * B;
+    return t < s->cap ? t : s->cap;
 }
 
 /* The sequence's contribution to res_sum and cap_sum: sign -1 before a change, +1 after. */
 static void seq_account(kv_cache *kv, const kv_seq *s, int sign) {
-    kv->res_sum += sign * seq_res(s);
+    kv->res_sum += sign * seq_res(s, kv->B);
     kv->cap_sum += sign * s->cap;
 }
 
@@ -138,6 +156,37 @@ static void ref_inc(kv_cache *kv, int32_t b) {
 static int32_t ref_dec(kv_cache *kv, int32_t b) {
     if (--kv->ref[b] == 1) kv->n_shared--;
     return kv->ref[b];
+}
+
+/* The first position past what a sequence can write without new slots: paged, its blocks'
+ * end; contiguous, its region's (a windowed ring is handled by the callers: it never needs more
+ * once it holds the window). */
+static int64_t seq_end(const kv_cache *kv, const kv_seq *s) { return s->dead * kv->B + s->cap; }
+
+/* 1 when a contiguous region is a full ring: it holds the window, new positions overwrite the
+ * oldest. */
+static int seq_ring(const kv_cache *kv, const kv_seq *s) {
+    return !kv->paged && kv->cfg.window > 0 && s->cap >= kv->cfg.window;
+}
+
+/* Windowed paged pools: releases the leading blocks no later query sees. The next query sits at
+ * position len and sees keys len - window + 1 .. len, so block e is dead once (e + 1) B <=
+ * len - window + 1; the last block (the newest position) is always kept. The caller brackets
+ * this with seq_account. */
+static void window_release(kv_cache *kv, kv_seq *s) {
+    if (!kv->paged || kv->cfg.window <= 0) return;
+    const int64_t B = kv->B, first_seen = s->len - kv->cfg.window + 1;
+    while (s->dead < s->n_entries - 1 && (s->dead + 1) * B <= first_seen) {
+        int32_t b = s->table[s->dead] / (int32_t)B;
+        if (ref_dec(kv, b) == 0) {
+            kv->tok -= kv->used[b];
+            kv->used[b] = 0;
+            kv->held -= B;
+            kv->free_stack[kv->n_free++] = b;
+        }
+        s->table[s->dead++] = -1;
+        s->cap -= B;
+    }
 }
 
 static int64_t next_pow2(int64_t x) {
@@ -190,7 +239,7 @@ static int take_id(kv_cache *kv) {
     kv->free_id = kv->seqs[id].next_free;
     kv_seq *q = &kv->seqs[id];
     q->live = 1;
-    q->len = q->final = q->cap = 0;
+    q->len = q->final = q->cap = q->dead = 0;
     q->n_entries = 0;
     q->last = -1;
     kv->live++;
@@ -200,7 +249,7 @@ static int take_id(kv_cache *kv) {
 static void release_id(kv_cache *kv, int id) {
     kv_seq *q = &kv->seqs[id];
     q->live = 0;
-    q->len = q->final = q->cap = 0;
+    q->len = q->final = q->cap = q->dead = 0;
     q->n_entries = 0; /* the table's memory is kept for the next user of the id */
     q->last = -1;
     q->next_free = kv->free_id;
@@ -283,8 +332,12 @@ xf_status kv_cache_init(kv_cache **out, const kv_cache_config *cfg) {
     if (!out || !cfg) return xf_errorf(XF_EINVAL, "kv_cache_init: NULL argument");
     *out = NULL;
     if (cfg->n_layers <= 0 || cfg->n_layers > 100000) return xf_errorf(XF_EINVAL, "KV cache: n_layers %lld must be 1..100000", (long long)cfg->n_layers);
-    if (cfg->n_kv_heads <= 0 || cfg->n_kv_heads > 100000) return xf_errorf(XF_EINVAL, "KV cache: n_kv_heads %lld must be 1..100000", (long long)cfg->n_kv_heads);
-    if (cfg->head_dim <= 0 || cfg->head_dim > 100000) return xf_errorf(XF_EINVAL, "KV cache: head_dim %lld must be 1..100000", (long long)cfg->head_dim);
+    if (cfg->latent_dim < 0 || cfg->latent_dim > 1000000)
+        return xf_errorf(XF_EINVAL, "KV cache: latent_dim %lld must be 0..1000000", (long long)cfg->latent_dim);
+    if (cfg->window < 0 || cfg->window > INT32_MAX)
+        return xf_errorf(XF_EINVAL, "KV cache: window %lld must be 0..%d", (long long)cfg->window, INT32_MAX);
+    if (cfg->latent_dim == 0 && (cfg->n_kv_heads <= 0 || cfg->n_kv_heads > 100000)) return xf_errorf(XF_EINVAL, "KV cache: n_kv_heads %lld must be 1..100000", (long long)cfg->n_kv_heads);
+    if (cfg->latent_dim == 0 && (cfg->head_dim <= 0 || cfg->head_dim > 100000)) return xf_errorf(XF_EINVAL, "KV cache: head_dim %lld must be 1..100000", (long long)cfg->head_dim);
     if ((int)cfg->dtype < 0 || cfg->dtype >= XF_DTYPE_COUNT) return xf_errorf(XF_EINVAL, "KV cache: unknown dtype %d", (int)cfg->dtype);
     if (cfg->quant_group < 0) return xf_errorf(XF_EINVAL, "KV cache: quant_group %d must be >= 0", cfg->quant_group);
     const kv_policy *p = &cfg->policy;
@@ -292,7 +345,8 @@ xf_status kv_cache_init(kv_cache **out, const kv_cache_config *cfg) {
     if (p->kind == KV_POLICY_PAGED && (p->block < 1 || p->block > KV_MAX_BLOCK))
         return xf_errorf(XF_EINVAL, "KV cache: block size %lld must be 1..%d", (long long)p->block, KV_MAX_BLOCK);
     if (cfg->max_len < 0) return xf_errorf(XF_EINVAL, "KV cache: max_len %lld must be >= 0", (long long)cfg->max_len);
-    int64_t bps = kv_bytes_per_slot(cfg->n_layers, cfg->n_kv_heads, cfg->head_dim, cfg->dtype, cfg->quant_group);
+    int64_t bps = cfg->latent_dim > 0 ? kv_bytes_per_latent_slot(cfg->n_layers, cfg->latent_dim, cfg->dtype, cfg->quant_group)
+                                      : kv_bytes_per_slot(cfg->n_layers, cfg->n_kv_heads, cfg->head_dim, cfg->dtype, cfg->quant_group);
     if (bps <= 0) return xf_errorf(XF_EINVAL, "KV cache: bytes per token overflow");
     if (cfg->budget_bytes <= 0) return xf_errorf(XF_EINVAL, "KV cache: budget %lld bytes must be positive", (long long)cfg->budget_bytes);
     int paged = p->kind == KV_POLICY_PAGED;
@@ -361,16 +415,24 @@ const kv_policy *kv_cache_policy(const kv_cache *kv) { return kv ? &kv->cfg.poli
 
 /* ---- admission ---- */
 
+/* A contiguous region's slots: at most the window (a ring), when the pool has one. */
+static int64_t win_cap(const kv_cache *kv, int64_t slots) {
+    return kv->cfg.window > 0 && slots > kv->cfg.window ? kv->cfg.window : slots;
+}
+
 int64_t kv_cache_admit_slots(const kv_cache *kv, int64_t prompt_len, int64_t final_len, int64_t max_len) {
     if (!kv || prompt_len < 0 || final_len < 1 || final_len < prompt_len) return -1;
     switch (kv->cfg.policy.kind) {
     case KV_POLICY_RESERVE: {
         int64_t m = max_len > 0 ? max_len : kv->cfg.max_len;
         if (m <= 0 || final_len > m) return -1;
-        return m;
+        return win_cap(kv, m);
     }
-    case KV_POLICY_POW2: return next_pow2(final_len);
-    case KV_POLICY_ORACLE: return final_len;
+    case KV_POLICY_POW2: {
+        int64_t p = next_pow2(final_len);
+        return p < 0 ? -1 : win_cap(kv, p);
+    }
+    case KV_POLICY_ORACLE: return win_cap(kv, final_len);
     case KV_POLICY_PAGED:
         if (prompt_len > INT64_MAX - kv->B) return -1;
         return ceil_div(prompt_len, kv->B) * kv->B;
@@ -452,7 +514,8 @@ xf_status kv_cache_add_seq(kv_cache *kv, int64_t prompt_len, int64_t final_len, 
     s->len = prompt_len;
     s->final = final_len;
     kv->held += need;
-    kv->tok += prompt_len;
+    kv->tok += seq_tok(s, kv->B); /* a ring keeps the prompt's last `window` positions */
+    window_release(kv, s);
     seq_account(kv, s, +1);
     *seq_id = id;
     return XF_OK;
@@ -473,7 +536,9 @@ static int64_t append_need(const kv_cache *kv, const kv_seq *s, int64_t n, int *
         }
         return (nb + *cow) * kv->B;
     }
-    return new_len > s->cap ? new_len - s->cap : 0;
+    if (seq_ring(kv, s)) return 0;
+    int64_t target = win_cap(kv, new_len);
+    return target > s->cap ? target - s->cap : 0;
 }
 
 /* Contiguous in-place extension: index of the free extent right after the region, holding
@@ -489,10 +554,11 @@ int kv_cache_can_append(const kv_cache *kv, int seq_id, int64_t n_tokens) {
     if (!seq_ok(kv, seq_id) || n_tokens < 0) return 0;
     const kv_seq *s = &kv->seqs[seq_id];
     if (n_tokens == 1) { /* the decode step's case, without divisions */
-        if (s->len < s->cap) return !kv->paged || kv->ref[s->last] == 1 || kv->n_free > 0;
+        if (s->len < seq_end(kv, s)) return !kv->paged || kv->ref[s->last] == 1 || kv->n_free > 0;
         if (kv->paged) return kv->n_free > 0;
+        if (seq_ring(kv, s)) return 1;
     }
-    if (n_tokens > INT32_MAX || s->len + n_tokens > kv->n_slots) return 0;
+    if (n_tokens > INT32_MAX || (kv->cfg.window == 0 && s->len + n_tokens > kv->n_slots)) return 0;
     int cow;
     int64_t need = append_need(kv, s, n_tokens, &cow);
     if (need == 0) return 1;
@@ -543,9 +609,10 @@ static xf_status paged_append(kv_cache *kv, kv_seq *s, int64_t n, int cow) {
         kv->tok += take;
         pos += take;
     }
-    s->cap = s->n_entries * B;
+    s->cap = (s->n_entries - s->dead) * B;
     s->len = new_len;
     s->last = s->n_entries > 0 ? s->table[s->n_entries - 1] / (int32_t)B : -1;
+    window_release(kv, s);
     return XF_OK;
 }
 
@@ -553,17 +620,18 @@ xf_status kv_cache_append(kv_cache *kv, int seq_id, int64_t n_tokens) {
     if (!seq_ok(kv, seq_id)) return xf_errorf(XF_EINVAL, "kv_cache_append: unknown sequence %d", seq_id);
     if (n_tokens < 0 || n_tokens > INT32_MAX) return xf_errorf(XF_EINVAL, "kv_cache_append: %lld tokens out of range", (long long)n_tokens);
     kv_seq *s = &kv->seqs[seq_id];
-    if (n_tokens == 1 && s->len < s->cap && (!kv->paged || kv->ref[s->last] == 1)) {
+    if (n_tokens == 1 && s->len < seq_end(kv, s) && (!kv->paged || kv->ref[s->last] == 1)) {
         /* the decode step's case: a free slot in the region or the (unshared) last block */
         seq_account(kv, s, -1);
         if (kv->paged) kv->used[s->last]++;
         s->len++;
         kv->tok++;
         if (s->final < s->len) s->final = s->len;
+        window_release(kv, s);
         seq_account(kv, s, +1);
         return XF_OK;
     }
-    if (s->len + n_tokens > kv->n_slots) {
+    if (kv->cfg.window == 0 && s->len + n_tokens > kv->n_slots) {
         kv->failures++;
         return xf_errorf(KV_CACHE_FULL, "sequence of %lld tokens cannot grow by %lld: the whole pool has %lld slots",
                          (long long)s->len, (long long)n_tokens, (long long)kv->n_slots);
@@ -576,6 +644,7 @@ xf_status kv_cache_append(kv_cache *kv, int seq_id, int64_t n_tokens) {
     int cow;
     int64_t need = append_need(kv, s, n_tokens, &cow);
     seq_account(kv, s, -1);
+    const int64_t tok_before = seq_tok(s, kv->B);
     if (kv->paged) {
         xf_status st = paged_append(kv, s, n_tokens, cow);
         if (st != XF_OK) {
@@ -593,10 +662,10 @@ xf_status kv_cache_append(kv_cache *kv, int seq_id, int64_t n_tokens) {
         s->cap += need;
         kv->held += need;
         s->len += n_tokens;
-        kv->tok += n_tokens;
+        kv->tok += seq_tok(s, kv->B) - tok_before;
     } else {
         s->len += n_tokens;
-        kv->tok += n_tokens;
+        kv->tok += seq_tok(s, kv->B) - tok_before;
     }
     if (s->final < s->len) s->final = s->len;
     seq_account(kv, s, +1);
@@ -608,7 +677,7 @@ xf_status kv_cache_free_seq(kv_cache *kv, int seq_id) {
     kv_seq *s = &kv->seqs[seq_id];
     seq_account(kv, s, -1);
     if (kv->paged) {
-        for (int64_t e = 0; e < s->n_entries; e++) {
+        for (int64_t e = s->dead; e < s->n_entries; e++) {
             int32_t b = s->table[e] / (int32_t)kv->B;
             if (ref_dec(kv, b) == 0) {
                 kv->tok -= kv->used[b];
@@ -620,7 +689,7 @@ xf_status kv_cache_free_seq(kv_cache *kv, int seq_id) {
     } else {
         ext_release(kv, s->table[0], s->cap);
         kv->held -= s->cap;
-        kv->tok -= s->len;
+        kv->tok -= seq_tok(s, kv->B);
     }
     release_id(kv, seq_id);
     return XF_OK;
@@ -648,17 +717,18 @@ xf_status kv_cache_fork(kv_cache *kv, int parent, int *child) {
     if (kv->paged) {
         for (int64_t e = 0; e < p->n_entries; e++) {
             c->table[e] = p->table[e];
-            ref_inc(kv, p->table[e] / (int32_t)kv->B);
+            if (e >= p->dead) ref_inc(kv, p->table[e] / (int32_t)kv->B);
         }
         c->n_entries = p->n_entries;
         c->last = p->last;
+        c->dead = p->dead;
     } else {
         int64_t i = ext_first_fit(kv, need);
         c->table[0] = (int32_t)ext_take_front(kv, i, need);
         c->n_entries = 1;
         kv->held += need;
-        kv->tok += p->len;
-        push_copy(kv, p->table[0], c->table[0], p->len);
+        kv->tok += seq_tok(p, kv->B);
+        push_copy(kv, p->table[0], c->table[0], seq_tok(p, kv->B)); /* a ring: the whole region */
     }
     c->cap = p->cap;
     c->len = p->len;
@@ -684,8 +754,15 @@ int64_t kv_cache_seq_capacity(const kv_cache *kv, int id) { return seq_ok(kv, id
 int64_t kv_cache_slot(const kv_cache *kv, int seq_id, int64_t pos) {
     if (!seq_ok(kv, seq_id)) return -1;
     const kv_seq *s = &kv->seqs[seq_id];
+    if (kv->paged) {
+        if (pos < s->dead * kv->B || pos >= seq_end(kv, s)) return -1; /* released, or past the blocks */
+        return (int64_t)s->table[pos / kv->B] + pos % kv->B;
+    }
+    if (kv->cfg.window > 0) { /* a ring: the last `cap` positions written, and those still to come */
+        if (pos < 0 || pos < s->len - s->cap || pos >= (s->len > s->cap ? s->len : s->cap)) return -1;
+        return (int64_t)s->table[0] + pos % s->cap;
+    }
     if (pos < 0 || pos >= s->cap) return -1;
-    if (kv->paged) return (int64_t)s->table[pos / kv->B] + pos % kv->B;
     return (int64_t)s->table[0] + pos;
 }
 
@@ -719,7 +796,7 @@ void kv_cache_stats_get(const kv_cache *kv, int64_t waiting_slots, kv_cache_stat
             for (int i = 0; i < kv->seq_cap; i++) {
                 const kv_seq *s = &kv->seqs[i];
                 if (!s->live) continue;
-                int64_t r = seq_res(s);
+                int64_t r = seq_res(s, B);
                 if (r <= 0) continue;
                 int32_t b = s->table[s->n_entries - 1] / (int32_t)B;
                 if (kv->ref[b] == 1) res += r;
@@ -772,14 +849,14 @@ xf_status kv_cache_check(const kv_cache *kv) {
         const kv_seq *s = &kv->seqs[i];
         if (!s->live) continue;
         live++;
-        if (s->len < 0 || s->len > s->cap || s->final < s->len)
+        if (s->len < 0 || (s->len > seq_end(kv, s) && !seq_ring(kv, s)) || s->final < s->len)
             return xf_errorf(XF_EINVAL, "seq %d: len %lld, cap %lld, final %lld inconsistent", i, (long long)s->len,
                              (long long)s->cap, (long long)s->final);
     }
     int64_t res_sum = 0, cap_sum = 0;
     for (int i = 0; i < kv->seq_cap; i++)
         if (kv->seqs[i].live) {
-            res_sum += seq_res(&kv->seqs[i]);
+            res_sum += seq_res(&kv->seqs[i], kv->B);
             cap_sum += kv->seqs[i].cap;
         }
     if (res_sum != kv->res_sum || cap_sum != kv->cap_sum)
@@ -804,9 +881,20 @@ xf_status kv_cache_check(const kv_cache *kv) {
             if (!s->live) continue;
             if (s->last != (s->n_entries > 0 ? s->table[s->n_entries - 1] / (int32_t)B : -1))
                 st = xf_errorf(XF_EINVAL, "seq %d: cached last block %d disagrees with its table", i, s->last);
-            else if (s->cap != s->n_entries * B) st = xf_errorf(XF_EINVAL, "seq %d: cap %lld != %lld blocks * %lld", i, (long long)s->cap, (long long)s->n_entries, (long long)B);
+            else if (s->cap != (s->n_entries - s->dead) * B) st = xf_errorf(XF_EINVAL, "seq %d: cap %lld != %lld live blocks * %lld", i, (long long)s->cap, (long long)(s->n_entries - s->dead), (long long)B);
             else if (s->n_entries != ceil_div(s->len, B)) st = xf_errorf(XF_EINVAL, "seq %d: %lld blocks for %lld tokens (waste over B-1)", i, (long long)s->n_entries, (long long)s->len);
-            for (int64_t e = 0; e < s->n_entries && st == XF_OK; e++) {
+            else if (kv->cfg.window > 0) {
+                /* every block no later query sees is released, the last one never */
+                int64_t want_dead = (s->len - kv->cfg.window + 1) / B;
+                if (s->len - kv->cfg.window + 1 < 0) want_dead = 0;
+                if (want_dead > s->n_entries - 1) want_dead = s->n_entries - 1 > 0 ? s->n_entries - 1 : 0;
+                if (s->dead != want_dead)
+                    st = xf_errorf(XF_EINVAL, "seq %d: %lld blocks released, the window of %lld over %lld tokens releases %lld", i,
+                                   (long long)s->dead, (long long)kv->cfg.window, (long long)s->len, (long long)want_dead);
+                for (int64_t e = 0; e < s->dead && st == XF_OK; e++)
+                    if (s->table[e] != -1) st = xf_errorf(XF_EINVAL, "seq %d: released entry %lld is %d, not -1", i, (long long)e, s->table[e]);
+            } else if (s->dead != 0) st = xf_errorf(XF_EINVAL, "seq %d: %lld blocks released without a window", i, (long long)s->dead);
+            for (int64_t e = s->dead; e < s->n_entries && st == XF_OK; e++) {
                 int32_t first = s->table[e];
                 if (first < 0 || first % B != 0 || first / B >= nb) {
                     st = xf_errorf(XF_EINVAL, "seq %d: table entry %lld = %d is not a block start", i, (long long)e, first);
@@ -867,8 +955,13 @@ xf_status kv_cache_check(const kv_cache *kv) {
                 free(all);
                 return xf_errorf(XF_EINVAL, "seq %d: contiguous region must be one non-empty entry", i);
             }
+            if (kv->cfg.window > 0 && s->cap > kv->cfg.window) {
+                free(all);
+                return xf_errorf(XF_EINVAL, "seq %d: region of %lld slots exceeds the window %lld", i, (long long)s->cap,
+                                 (long long)kv->cfg.window);
+            }
             all[k++] = (kv_extent){s->table[0], s->cap};
-            tok += s->len;
+            tok += seq_tok(s, kv->B);
             held += s->cap;
         }
         qsort(all, (size_t)k, sizeof *all, cmp_extent);

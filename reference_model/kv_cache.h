@@ -70,7 +70,21 @@ typedef struct kv_cache_config {
                              paged; the remainder (< one block) is outside the pool */
     kv_policy policy;
     int64_t max_len;      /* reserve: slots per sequence when kv_cache_add_seq gets max_len <= 0 */
+    /* Added for newer architectures (zero: the Llama-2 behaviour). */
+    int64_t window;       /* sliding-window layers: a query sees at most `window` keys, its own
+                             included; 0 = all earlier tokens. Paged: after each admission and
+                             append, the blocks whose positions no later query sees (all <=
+                             len - window) are released. Contiguous: a region holds at most
+                             `window` slots, used as a ring (position p at base + p % region) */
+    int64_t latent_dim;   /* latent attention (MLA): a slot holds one row of latent_dim elements
+                             (kv_lora_rank + qk_rope_head_dim) per layer instead of K and V;
+                             n_kv_heads and head_dim are then unused; 0 = K and V */
 } kv_cache_config;
+
+/* Bytes of one slot of a latent-attention pool: n_layers rows of latent_dim at dtype (int8/int4:
+ * one fp16 scale per quant_group elements of the row), rounded up to whole bytes. 0 when a size
+ * is not positive or overflows. */
+int64_t kv_bytes_per_latent_slot(int64_t n_layers, int64_t latent_dim, xf_dtype dtype, int quant_group);
 
 typedef struct kv_cache kv_cache;
 
@@ -87,7 +101,7 @@ const kv_policy *kv_cache_policy(const kv_cache *kv);
 
 /* Slots a new request takes at admission under this pool's policy: reserve -> max_len
  * (cfg.max_len when max_len <= 0), pow2 -> next power of two of final_len, oracle ->
- * final_len, paged -> prompt_len rounded up to whole blocks. -1 when the arguments are
+ * final_len, each at most cfg.window when set; paged -> prompt_len rounded up to whole blocks. -1 when the arguments are
  * invalid (negative, final < prompt, final > reserve length). */
 int64_t kv_cache_admit_slots(const kv_cache *kv, int64_t prompt_len, int64_t final_len, int64_t max_len);
 
@@ -136,13 +150,16 @@ const kv_copy *kv_cache_copies(const kv_cache *kv, int64_t *n);
 void kv_cache_clear_copies(kv_cache *kv);
 
 /* Written positions of a sequence (its length), its final_len, and the slots it holds
- * (region length, or blocks * B). -1 for an unknown id. */
+ * (region length, or blocks * B; windowed paged pools: the blocks not yet released). -1 for an
+ * unknown id. */
 int64_t kv_cache_seq_len(const kv_cache *kv, int seq_id);
 int64_t kv_cache_seq_final(const kv_cache *kv, int seq_id);
 int64_t kv_cache_seq_capacity(const kv_cache *kv, int seq_id);
 
 /* The slot of (seq, pos): table[pos / tokens_per_entry] + pos % tokens_per_entry. Valid for
- * 0 <= pos < capacity; -1 for an unknown sequence or position out of range. */
+ * 0 <= pos < capacity; -1 for an unknown sequence or position out of range. Windowed pools: -1
+ * too for a position whose block was released (paged) or whose slot was overwritten by a later
+ * one (contiguous ring: base + pos % region); released blocks' table entries are -1. */
 int64_t kv_cache_slot(const kv_cache *kv, int seq_id, int64_t pos);
 
 /* A sequence's block table, for backends that copy it to the device. Entry i is the first slot

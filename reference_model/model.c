@@ -86,6 +86,9 @@ static int add_ok(int64_t a, int64_t b, int64_t *out) {
 static xf_status check_options(const model_config *cfg, const model_options *o) {
     xf_status st = config_validate(cfg);
     if (st) return st;
+    if (cfg->mla_absorbed)
+        return xf_errorf(XF_EINVAL, "%s: the reference model runs latent attention in the naive form (kv_b decompresses the "
+                         "cached latents), not the absorbed one", cfg->name);
     if (o->wdtype != XF_FP32 && o->wdtype != XF_BF16 && o->wdtype != XF_FP16 && o->wdtype != XF_INT8)
         return xf_errorf(XF_EINVAL, "weight dtype %s is not supported by the reference model: use fp32, bf16, fp16 or int8",
                          dtype_name(o->wdtype));
@@ -131,7 +134,8 @@ xf_status model_mem_of(const model_config *cfg, const model_options *o, model_me
     memset(out, 0, sizeof *out);
     int group = o->quant_group > 0 ? o->quant_group : XF_DEFAULT_QUANT_GROUP;
     if ((st = weights_bytes(cfg, o->wdtype, group, &out->weights_bytes))) return st;
-    int64_t bps = kv_bytes_per_slot(cfg->n_layers, cfg->n_kv_heads, cfg->head_dim, o->kvdtype, 0);
+    int64_t bps = model_is_mla(cfg) ? kv_bytes_per_latent_slot(cfg->n_layers, cfg->kv_lora_rank + cfg->qk_rope_head_dim, o->kvdtype, 0)
+                                    : kv_bytes_per_slot(cfg->n_layers, cfg->n_kv_heads, cfg->head_dim, o->kvdtype, 0);
     if (bps <= 0) return xf_errorf(XF_EOVERFLOW, "KV bytes per token of %s overflow", cfg->name);
     kv_policy pol = o->kv_policy;
     int64_t slots;
@@ -152,11 +156,16 @@ xf_status model_mem_of(const model_config *cfg, const model_options *o, model_me
     per_tok = 3 * cfg->d_model + (q_dim + 2 * kv_dim) + q_dim + 3 * cfg->d_ff + 2; /* floats + tok_seq */
     per_tok += cpu_moe_floats_per_token(cfg); /* the experts' buffers (cpu_moe.c) */
     int64_t tail = (cfg->d_model + cfg->vocab + 1) * o->max_seqs + o->max_seqs * o->max_seq_len * 2;
+    if (model_is_mla(cfg)) { /* cpu_backend.c's latent buffers: Q and q_a per token, one sequence's decompressed context */
+        per_tok += cfg->n_heads * (cfg->qk_nope_head_dim + cfg->qk_rope_head_dim + cfg->v_head_dim) + cfg->q_lora_rank;
+        tail += o->max_seq_len * (cfg->kv_lora_rank + cfg->qk_rope_head_dim + cfg->n_heads * (cfg->qk_nope_head_dim + cfg->v_head_dim));
+    }
     int threads = o->threads > 0 ? o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (threads < 1) threads = 1;
     if (!mul_ok(o->max_seqs, o->max_prompt, &T) || !mul_ok(T, per_tok, &acts) || !add_ok(acts, tail, &acts) ||
         !mul_ok(acts, 4, &acts) ||
-        (o->wdtype != XF_FP32 && T >= 32 /* CPU_GEMM_MIN_TOKENS */ && !add_ok(acts, (int64_t)threads * (4 << 20), &acts)))
+        (o->wdtype != XF_FP32 && (T >= 32 /* CPU_GEMM_MIN_TOKENS */ || (model_is_mla(cfg) && o->max_seq_len >= 32)) &&
+         !add_ok(acts, (int64_t)threads * (4 << 20), &acts)))
         return xf_errorf(XF_EOVERFLOW, "activations of %lld sequences x %lld prompt tokens overflow 64-bit byte counts: give a "
                          "smaller --batch or --prompt", (long long)o->max_seqs, (long long)o->max_prompt);
     /* The CPU backend's prefill attention tiles: per thread, a KV head's K and V over max_seq_len in
@@ -194,7 +203,8 @@ static xf_status check_dir_config(const char *dir, const model_config *cfg) {
                          path, (long long)f.field, (long long)cfg->field, dir);
     XF_SAME(n_layers) XF_SAME(d_model) XF_SAME(n_heads) XF_SAME(n_kv_heads) XF_SAME(head_dim) XF_SAME(d_ff)
     XF_SAME(vocab) XF_SAME(tied_embeddings) XF_SAME(qkv_bias) XF_SAME(o_bias) XF_SAME(mlp_bias) XF_SAME(qk_norm)
-    XF_SAME(rope.kind) XF_SAME(sliding_window)
+    XF_SAME(rope.kind) XF_SAME(sliding_window) XF_SAME(q_lora_rank) XF_SAME(kv_lora_rank) XF_SAME(qk_nope_head_dim)
+    XF_SAME(v_head_dim) XF_SAME(rope_interleave)
     XF_SAME(n_experts) XF_SAME(experts_per_tok) XF_SAME(d_ff_expert) XF_SAME(norm_topk_prob) XF_SAME(d_ff_shared)
     XF_SAME(shared_expert_gate)
     if (memcmp(f.dense_layers, cfg->dense_layers, sizeof f.dense_layers) != 0)
@@ -354,6 +364,7 @@ xf_status model_init(model **out, const model_config *cfg, const model_options *
         kc.n_layers = cfg->n_layers;
         kc.n_kv_heads = cfg->n_kv_heads;
         kc.head_dim = cfg->head_dim;
+        kc.latent_dim = model_is_mla(cfg) ? cfg->kv_lora_rank + cfg->qk_rope_head_dim : 0;
         kc.dtype = opts->kvdtype;
         kc.budget_bytes = mem.kv_bytes;
         kc.max_len = opts->max_seq_len;

@@ -455,18 +455,39 @@ static xf_status load_moe_layer(const st_set *s, const model_config *c, layer_we
             if (!st) st = load_mat(s, XF_MNAME("%sexperts.%lld.%s.weight", pre, (long long)e, nm[2]), &L->exp_down[e], 0, d);
         }
     }
+    /* deepseek_v3: mlp.shared_experts.* (one MLP of n_shared * moe_intermediate_size) and the
+     * router's e_score_correction_bias (E) */
+    const char *sh = c->moe_score == MOE_SCORE_SIGMOID_GROUPED ? "shared_experts" : "shared_expert";
     if (!st && c->d_ff_shared > 0) {
         const int64_t fs = c->d_ff_shared;
-        st = load_mat(s, XF_MNAME("%sshared_expert.gate_proj.weight", pre), &L->sh_gate_up, 0, fs);
-        if (!st) st = load_mat(s, XF_MNAME("%sshared_expert.up_proj.weight", pre), &L->sh_gate_up, fs, fs);
-        if (!st) st = load_mat(s, XF_MNAME("%sshared_expert.down_proj.weight", pre), &L->sh_down, 0, d);
+        st = load_mat(s, XF_MNAME("%s%s.gate_proj.weight", pre, sh), &L->sh_gate_up, 0, fs);
+        if (!st) st = load_mat(s, XF_MNAME("%s%s.up_proj.weight", pre, sh), &L->sh_gate_up, fs, fs);
+        if (!st) st = load_mat(s, XF_MNAME("%s%s.down_proj.weight", pre, sh), &L->sh_down, 0, d);
     }
+    if (!st && L->router_bias) st = load_vec(s, XF_MNAME("%sgate.e_score_correction_bias", pre), L->router_bias, E);
     if (!st && c->shared_expert_gate) {
         const st_tensor *t;
         st = st_set_get(s, XF_MNAME("%sshared_expert_gate.weight", pre), 1, d, &t);
         for (int64_t i = 0; !st && i < d; i++) L->sh_gate[i] = st_tensor_get(t, i);
     }
 #undef XF_MNAME
+    return st;
+}
+
+/* DeepseekV3Attention's tensors into layer_weights' MLA layout (weights.h): q_a_proj (or q_proj)
+ * and kv_a_proj_with_mqa stacked in qkv, q_b_proj, kv_b_proj, the two RMSNorms (o_proj: the caller). */
+static xf_status load_mla(const st_set *s, const model_config *c, layer_weights *L, int64_t l) {
+    char name[256];
+    const int64_t lat = c->kv_lora_rank + c->qk_rope_head_dim, q_rows = L->qkv.rows - lat;
+#define XF_NAME(fmt) (snprintf(name, sizeof name, "model.layers.%lld.self_attn." fmt, (long long)l), name)
+    xf_status st = c->q_lora_rank > 0 ? load_mat(s, XF_NAME("q_a_proj.weight"), &L->qkv, 0, q_rows)
+                                      : load_mat(s, XF_NAME("q_proj.weight"), &L->qkv, 0, q_rows);
+    if (!st) st = load_mat(s, XF_NAME("kv_a_proj_with_mqa.weight"), &L->qkv, q_rows, lat);
+    if (!st && c->q_lora_rank > 0) st = load_vec(s, XF_NAME("q_a_layernorm.weight"), L->q_a_norm, c->q_lora_rank);
+    if (!st && c->q_lora_rank > 0) st = load_mat(s, XF_NAME("q_b_proj.weight"), &L->q_b, 0, L->q_b.rows);
+    if (!st) st = load_vec(s, XF_NAME("kv_a_layernorm.weight"), L->kv_a_norm, c->kv_lora_rank);
+    if (!st) st = load_mat(s, XF_NAME("kv_b_proj.weight"), &L->kv_b, 0, L->kv_b.rows);
+#undef XF_NAME
     return st;
 }
 
@@ -486,9 +507,13 @@ xf_status st_load_weights(const char *dir, const model_config *c, xf_dtype dtype
     for (int64_t l = 0; !st && l < c->n_layers; l++) {
         layer_weights *L = &w->layers[l];
 #define XF_NAME(fmt) (snprintf(name, sizeof name, "model.layers.%lld." fmt, (long long)l), name)
-        st = load_mat(&s, XF_NAME("self_attn.q_proj.weight"), &L->qkv, 0, q_dim);
-        if (!st) st = load_mat(&s, XF_NAME("self_attn.k_proj.weight"), &L->qkv, q_dim, kv_dim);
-        if (!st) st = load_mat(&s, XF_NAME("self_attn.v_proj.weight"), &L->qkv, q_dim + kv_dim, kv_dim);
+        if (model_is_mla(c)) {
+            st = load_mla(&s, c, L, l);
+        } else {
+            st = load_mat(&s, XF_NAME("self_attn.q_proj.weight"), &L->qkv, 0, q_dim);
+            if (!st) st = load_mat(&s, XF_NAME("self_attn.k_proj.weight"), &L->qkv, q_dim, kv_dim);
+            if (!st) st = load_mat(&s, XF_NAME("self_attn.v_proj.weight"), &L->qkv, q_dim + kv_dim, kv_dim);
+        }
         if (!st) st = load_mat(&s, XF_NAME("self_attn.o_proj.weight"), &L->o, 0, d);
         const int moe = model_layer_is_moe(c, l);
         if (!st && moe) st = load_moe_layer(&s, c, L, l);

@@ -361,7 +361,7 @@ const char *sim_preempt_name(sim_preempt p) { return p == SIM_PREEMPT_WAIT ? "wa
 
 typedef struct rq {
     int64_t generated; /* tokens emitted */
-    int seq;           /* KV sequence, -1 when not in the pool */
+    int seq[RECORD_KV_MAX_GROUPS]; /* KV sequence in each pool, -1 when not in the pools */
     int step_kind;     /* 0 idle/stalled, 1 prefill this step, 2 decode this step */
     double first_t;    /* time of the first token */
 } rq;
@@ -426,7 +426,8 @@ static double percentile(const double *sorted, int64_t n, double p) {
 typedef struct sim_state {
     const sim_config *cfg;
     const sim_trace *tr;
-    kv_cache *kv;
+    kv_cache *kv[RECORD_KV_MAX_GROUPS]; /* one pool per layer group (sim_config.kv_window) */
+    int n_kv;
     rq *r;                 /* (n) */
     int64_t *wq;           /* (n + 1) ring buffer of waiting request indices */
     int64_t wq_head, wq_len, wq_cap;
@@ -436,6 +437,7 @@ typedef struct sim_state {
     record_kv_policy *out;
     series ser;
     double acc_share[KV_CAT_COUNT]; /* sum of share * dt */
+    double acc_group[RECORD_KV_MAX_GROUPS][KV_CAT_COUNT]; /* the same per pool */
     double acc_live, acc_batch, t_total;
 } sim_state;
 
@@ -458,18 +460,68 @@ static void wq_pop_front(sim_state *S) {
 static int64_t prefill_len(const sim_request *q, int64_t generated) { return q->prompt + generated; }
 static int64_t final_len(const sim_request *q) { return q->prompt + q->output - 1; }
 
-static void account(sim_state *S, double t, double dt, int64_t waiting_slots, int64_t batch) {
+/* A request lives in every pool at once: admitted, grown, freed together. */
+static int pools_can_append(const sim_state *S, const rq *r) {
+    for (int g = 0; g < S->n_kv; g++)
+        if (!kv_cache_can_append(S->kv[g], r->seq[g], 1)) return 0;
+    return 1;
+}
+
+static xf_status pools_append(sim_state *S, const rq *r) {
+    for (int g = 0; g < S->n_kv; g++) {
+        xf_status st = kv_cache_append(S->kv[g], r->seq[g], 1);
+        if (st != XF_OK) return st; /* cannot happen after pools_can_append */
+    }
+    return XF_OK;
+}
+
+static void pools_free(sim_state *S, rq *r) {
+    for (int g = 0; g < S->n_kv; g++) {
+        kv_cache_free_seq(S->kv[g], r->seq[g]);
+        r->seq[g] = -1;
+    }
+}
+
+static int pools_can_add(const sim_state *S, int64_t plen, int64_t fin) {
+    for (int g = 0; g < S->n_kv; g++)
+        if (!kv_cache_can_add(S->kv[g], plen, fin, S->cfg->max_len)) return 0;
+    return 1;
+}
+
+static xf_status pools_add(sim_state *S, int64_t plen, int64_t fin, rq *r) {
+    for (int g = 0; g < S->n_kv; g++) {
+        xf_status st = kv_cache_add_seq(S->kv[g], plen, fin, S->cfg->max_len, &r->seq[g]);
+        if (st != XF_OK) { /* cannot happen after pools_can_add; undo the pools already taken */
+            for (int h = 0; h < g; h++) kv_cache_free_seq(S->kv[h], r->seq[h]), r->seq[h] = -1;
+            return st;
+        }
+    }
+    return XF_OK;
+}
+
+/* waiting_slots: per pool, the slots the head of the queue needs (0 none). Shares of the whole
+ * are byte-weighted over the pools; each pool's own go to acc_group. */
+static void account(sim_state *S, double t, double dt, const int64_t *waiting_slots, int64_t batch) {
     kv_cache_stats st;
-    kv_cache_stats_get(S->kv, waiting_slots, &st);
     record_kv_sample x;
     x.t_s = t;
     x.dt_s = dt;
-    double n = (double)st.n_slots;
-    x.share[KV_CAT_TOKEN] = (double)st.token_slots / n;
-    x.share[KV_CAT_RESERVED] = (double)st.reserved_slots / n;
-    x.share[KV_CAT_INTERNAL] = (double)st.internal_slots / n;
-    x.share[KV_CAT_EXTERNAL] = (double)st.external_slots / n;
-    x.share[KV_CAT_FREE] = (double)st.free_slots / n;
+    double bytes[KV_CAT_COUNT] = {0}, total = 0;
+    int64_t live = 0;
+    for (int g = 0; g < S->n_kv; g++) {
+        kv_cache_stats_get(S->kv[g], waiting_slots[g], &st);
+        const double slots[KV_CAT_COUNT] = {(double)st.token_slots, (double)st.reserved_slots, (double)st.internal_slots,
+                                            (double)st.external_slots, (double)st.free_slots};
+        const double n = (double)st.n_slots, bps = (double)st.bytes_per_slot;
+        for (int c = 0; c < KV_CAT_COUNT; c++) {
+            S->acc_group[g][c] += slots[c] / n * dt;
+            bytes[c] += slots[c] * bps;
+        }
+        total += n * bps;
+        live = st.live_seqs;
+    }
+    for (int c = 0; c < KV_CAT_COUNT; c++) x.share[c] = bytes[c] / total;
+    st.live_seqs = live;
     x.batch = (double)batch;
     x.live = (double)st.live_seqs;
     for (int c = 0; c < KV_CAT_COUNT; c++) S->acc_share[c] += x.share[c] * dt;
@@ -480,9 +532,10 @@ static void account(sim_state *S, double t, double dt, int64_t waiting_slots, in
     series_push(&S->ser, &x);
 }
 
-static xf_status check_fits(const sim_state *S) {
-    const kv_cache *kv = S->kv;
+static xf_status check_fits(const sim_state *S, int g) {
+    const kv_cache *kv = S->kv[g];
     int64_t n_slots = kv_cache_n_slots(kv), B = kv_cache_block_tokens(kv);
+    const int64_t W = g == 0 ? S->cfg->kv.window : S->cfg->kv_window.window;
     for (int64_t i = 0; i < S->tr->n; i++) {
         const sim_request *q = &S->tr->req[i];
         int64_t fin = final_len(q);
@@ -491,6 +544,9 @@ static xf_status check_fits(const sim_state *S) {
             return xf_errorf(XF_EINVAL, "request %lld (prompt %lld, output %lld) is longer than the maximum length %lld", (long long)q->id,
                              (long long)q->prompt, (long long)q->output, (long long)S->cfg->max_len);
         int64_t peak = B > 0 ? (fin + B - 1) / B * B : need; /* paged grows to its final length */
+        /* ... or, windowed, to at most the blocks that positions L - W .. L - 1 span while position
+         * L - 1 is appended: floor((L - 1) / B) - floor((L - W) / B) + 1 <= ceil((W - 1) / B) + 1 */
+        if (B > 0 && W > 0 && ((W - 1 + B - 1) / B + 1) * B < peak) peak = ((W - 1 + B - 1) / B + 1) * B;
         if (peak < need) peak = need;
         if (peak > n_slots) {
             double bps = (double)kv_cache_bytes_per_slot(kv);
@@ -509,8 +565,7 @@ static xf_status check_fits(const sim_state *S) {
 static void finish_request(sim_state *S, int64_t i, double t) {
     const sim_request *q = &S->tr->req[i];
     rq *r = &S->r[i];
-    kv_cache_free_seq(S->kv, r->seq);
-    r->seq = -1;
+    pools_free(S, r);
     S->ttft[i] = r->first_t - q->arrival_s;
     S->tpot[i] = q->output > 1 ? (t - r->first_t) / (double)(q->output - 1) : -1.0;
     S->out->n_completed++;
@@ -534,14 +589,13 @@ static xf_status run_loop(sim_state *S) {
             rq *r = &S->r[i];
             r->step_kind = 0;
             int gone = 0;
-            int can = kv_cache_can_append(S->kv, r->seq, 1);
+            int can = pools_can_append(S, r);
             if (!can) out->alloc_failures++; /* a growth refused (then preempt or wait) */
             while (!can && cfg->preempt == SIM_PREEMPT_RECOMPUTE) {
                 int64_t v = S->run[--S->n_run];
                 rq *rv = &S->r[v];
                 /* victims come from the end of the list: not yet grown this step */
-                kv_cache_free_seq(S->kv, rv->seq);
-                rv->seq = -1;
+                pools_free(S, rv);
                 rv->step_kind = 0;
                 wq_push_front(S, v);
                 out->preemptions++;
@@ -550,18 +604,18 @@ static xf_status run_loop(sim_state *S) {
                     gone = 1;
                     break;
                 }
-                can = kv_cache_can_append(S->kv, r->seq, 1);
+                can = pools_can_append(S, r);
             }
             if (gone) break;
             if (!can) {
                 stalled = 1; /* wait: this one sits out the step */
                 continue;
             }
-            xf_status ast = kv_cache_append(S->kv, r->seq, 1);
+            xf_status ast = pools_append(S, r);
             if (ast != XF_OK) return ast;
             r->step_kind = 2;
             n_decode++;
-            ctx_sum += kv_cache_seq_len(S->kv, r->seq);
+            ctx_sum += kv_cache_seq_len(S->kv[0], r->seq[0]);
         }
         /* 2. admit waiting requests first-come-first-served (not while anyone was preempted or
          * stalls: memory goes to running sequences first) */
@@ -572,11 +626,11 @@ static xf_status run_loop(sim_state *S) {
             const sim_request *q = &tr->req[i];
             rq *r = &S->r[i];
             int64_t plen = prefill_len(q, r->generated);
-            if (!kv_cache_can_add(S->kv, plen, final_len(q), cfg->max_len)) {
+            if (!pools_can_add(S, plen, final_len(q))) {
                 out->alloc_failures++; /* the head of the queue is refused: once per step */
                 break;
             }
-            xf_status st = kv_cache_add_seq(S->kv, plen, final_len(q), cfg->max_len, &r->seq);
+            xf_status st = pools_add(S, plen, final_len(q), r);
             if (st != XF_OK) return st;
             wq_pop_front(S);
             S->run[S->n_run++] = i;
@@ -585,11 +639,11 @@ static xf_status run_loop(sim_state *S) {
             pref_tokens += plen;
             pref_pairs += (double)plen * (double)(plen + 1) / 2.0;
         }
-        int64_t waiting_slots = 0;
-        if (S->wq_len > 0) {
+        int64_t waiting_slots[RECORD_KV_MAX_GROUPS] = {0};
+        for (int g = 0; g < S->n_kv && S->wq_len > 0; g++) {
             const sim_request *q = &tr->req[wq_front(S)];
-            waiting_slots = kv_cache_admit_slots(S->kv, prefill_len(q, S->r[wq_front(S)].generated), final_len(q), cfg->max_len);
-            if (waiting_slots < 0) waiting_slots = 0;
+            waiting_slots[g] = kv_cache_admit_slots(S->kv[g], prefill_len(q, S->r[wq_front(S)].generated), final_len(q), cfg->max_len);
+            if (waiting_slots[g] < 0) waiting_slots[g] = 0;
         }
         if (n_pref == 0 && n_decode == 0) {
             if (S->n_run > 0)
@@ -603,7 +657,8 @@ static xf_status run_loop(sim_state *S) {
             if (next >= n) break; /* cannot happen: everything completed */
             /* idle until the next arrival: the pool is empty */
             double ta = tr->req[next].arrival_s;
-            account(S, t - t0, ta - t, 0, 0);
+            const int64_t none[RECORD_KV_MAX_GROUPS] = {0};
+            account(S, t - t0, ta - t, none, 0);
             t = ta;
             continue;
         }
@@ -652,24 +707,39 @@ xf_status sim_run(const sim_config *cfg, const sim_trace *trace, record_kv_polic
     if (cfg->max_batch < 0) return xf_errorf(XF_EINVAL, "the maximum batch must be >= 0 (got %lld)", (long long)cfg->max_batch);
     for (int64_t i = 1; i < trace->n; i++)
         if (trace->req[i].arrival_s < trace->req[i - 1].arrival_s) return xf_errorf(XF_EINVAL, "sim_run: the trace is not sorted by arrival");
-    kv_cache_config kc = cfg->kv;
-    if (kc.max_len == 0) kc.max_len = cfg->max_len;
+    const kv_cache_config *pools[RECORD_KV_MAX_GROUPS] = {&cfg->kv, &cfg->kv_window};
+    const int n_kv = cfg->kv_window.n_layers > 0 ? 2 : 1;
+    if (n_kv == 2 && (cfg->kv_window.window <= 0 || cfg->kv_window.policy.kind != cfg->kv.policy.kind ||
+                      cfg->kv_window.policy.block != cfg->kv.policy.block))
+        return xf_errorf(XF_EINVAL, "sim_run: the windowed layers' pool needs a window and the same policy as the other");
     sim_state S;
     memset(&S, 0, sizeof S);
     S.cfg = cfg;
     S.tr = trace;
     S.out = out;
-    xf_status st = kv_cache_init(&S.kv, &kc);
-    if (st != XF_OK) return st;
-    kv_policy_name(&kc.policy, out->policy, sizeof out->policy);
-    out->n_slots = kv_cache_n_slots(S.kv);
-    out->block_tokens = kv_cache_block_tokens(S.kv);
-    out->pool_bytes = (double)out->n_slots * (double)kv_cache_bytes_per_slot(S.kv);
-    st = check_fits(&S);
+    S.n_kv = n_kv;
+    xf_status st = XF_OK;
+    out->n_groups = n_kv;
+    for (int g = 0; g < n_kv && st == XF_OK; g++) {
+        kv_cache_config kc = *pools[g];
+        if (kc.max_len == 0) kc.max_len = cfg->max_len;
+        if ((st = kv_cache_init(&S.kv[g], &kc)) != XF_OK) break;
+        record_kv_group *grp = &out->groups[g];
+        grp->n_layers = kc.n_layers;
+        grp->window = kc.window;
+        grp->n_slots = kv_cache_n_slots(S.kv[g]);
+        grp->pool_bytes = (double)grp->n_slots * (double)kv_cache_bytes_per_slot(S.kv[g]);
+        out->pool_bytes += grp->pool_bytes;
+        st = check_fits(&S, g);
+    }
     if (st != XF_OK) {
-        kv_cache_free(S.kv);
+        for (int g = 0; g < n_kv; g++) kv_cache_free(S.kv[g]);
+        memset(out, 0, sizeof *out);
         return st;
     }
+    kv_policy_name(&cfg->kv.policy, out->policy, sizeof out->policy);
+    out->n_slots = kv_cache_n_slots(S.kv[0]);
+    out->block_tokens = kv_cache_block_tokens(S.kv[0]);
     int64_t n = trace->n;
     int max_series = cfg->max_series > 0 ? cfg->max_series : 256;
     if (max_series < 2) max_series = 2;
@@ -686,7 +756,8 @@ xf_status sim_run(const sim_config *cfg, const sim_trace *trace, record_kv_polic
         st = xf_errorf(XF_ENOMEM, "out of memory simulating %lld requests", (long long)n);
         goto done;
     }
-    for (int64_t i = 0; i < n; i++) S.r[i].seq = -1;
+    for (int64_t i = 0; i < n; i++)
+        for (int g = 0; g < RECORD_KV_MAX_GROUPS; g++) S.r[i].seq[g] = -1;
     st = run_loop(&S);
     if (st != XF_OK) goto done;
     series_finish(&S.ser);
@@ -695,6 +766,8 @@ xf_status sim_run(const sim_config *cfg, const sim_trace *trace, record_kv_polic
     for (int c = 0; c < KV_CAT_COUNT; c++) {
         out->share[c] = S.t_total > 0 ? S.acc_share[c] / T : (c == KV_CAT_FREE ? 1 : 0);
         out->bytes[c] = out->share[c] * out->pool_bytes;
+        for (int g = 0; g < n_kv; g++)
+            out->groups[g].share[c] = S.t_total > 0 ? S.acc_group[g][c] / T : (c == KV_CAT_FREE ? 1 : 0);
     }
     out->mean_live = S.t_total > 0 ? S.acc_live / T : 0;
     out->mean_batch = out->busy_s > 0 ? S.acc_batch / out->busy_s : 0;
@@ -738,7 +811,58 @@ done:
     free(S.ttft);
     free(S.tpot);
     free(S.ser.pts);
-    kv_cache_free(S.kv);
+    for (int g = 0; g < n_kv; g++) kv_cache_free(S.kv[g]);
     if (st != XF_OK) record_kv_policy_clear(out);
     return st;
+}
+
+int64_t sim_bytes_per_token(const model_config *m, xf_dtype kvdtype) {
+    if (!m || config_validate(m) != XF_OK) return 0;
+    if (model_is_mla(m)) return kv_bytes_per_latent_slot(m->n_layers, m->kv_lora_rank + m->qk_rope_head_dim, kvdtype, 0);
+    return kv_bytes_per_slot(m->n_layers, m->n_kv_heads, m->head_dim, kvdtype, 0);
+}
+
+xf_status sim_pools_of_model(const model_config *m, xf_dtype kvdtype, int64_t budget_bytes, kv_policy policy, int64_t max_len,
+                             sim_config *sc) {
+    if (!m || !sc) return xf_errorf(XF_EINVAL, "sim_pools_of_model: NULL argument");
+    xf_status st = config_validate(m);
+    if (st != XF_OK) return st;
+    if (budget_bytes <= 0 || max_len < 1)
+        return xf_errorf(XF_EINVAL, "KV pools: budget %lld bytes and max_len %lld must be positive", (long long)budget_bytes,
+                         (long long)max_len);
+    kv_cache_config base;
+    memset(&base, 0, sizeof base);
+    base.n_kv_heads = m->n_kv_heads;
+    base.head_dim = m->head_dim;
+    base.latent_dim = model_is_mla(m) ? m->kv_lora_rank + m->qk_rope_head_dim : 0;
+    base.dtype = kvdtype;
+    base.policy = policy;
+    const int64_t n_win = model_windowed_layers(m), n_full = m->n_layers - n_win, W = m->sliding_window;
+    sc->kv = sc->kv_window = base;
+    sc->kv_window.n_layers = 0;
+    sc->kv.budget_bytes = budget_bytes;
+    if (n_win == 0) {
+        sc->kv.n_layers = m->n_layers;
+    } else if (n_full == 0) {
+        sc->kv.n_layers = m->n_layers;
+        sc->kv.window = W;
+    } else {
+        /* what a request of max_len holds in each group: the slots of a layer are the same size */
+        const double full = (double)n_full * (double)max_len, win = (double)n_win * (double)(W < max_len ? W : max_len);
+        const int64_t b_full = (int64_t)floor((double)budget_bytes * full / (full + win));
+        sc->kv.n_layers = n_full;
+        sc->kv.budget_bytes = b_full;
+        sc->kv_window.n_layers = n_win;
+        sc->kv_window.window = W;
+        sc->kv_window.budget_bytes = budget_bytes - b_full;
+    }
+    return XF_OK;
+}
+
+double sim_kv_bytes_at(const model_config *m, xf_dtype kvdtype, int64_t context) {
+    const int64_t bpt = sim_bytes_per_token(m, kvdtype);
+    if (bpt <= 0 || context < 0) return 0;
+    const double per_layer = (double)bpt / (double)m->n_layers, c = (double)context; /* a slot is n_layers equal rows */
+    const double n_win = (double)model_windowed_layers(m), W = (double)m->sliding_window;
+    return per_layer * (((double)m->n_layers - n_win) * c + n_win * (W > 0 && W < c ? W : c));
 }

@@ -105,6 +105,11 @@ const char *sim_preempt_name(sim_preempt p);
 typedef struct sim_config {
     kv_cache_config kv;       /* the pool: model KV shape, dtype, budget, policy; kv.max_len is
                                  the reserve length (set to max_len when 0) */
+    kv_cache_config kv_window;/* models mixing windowed and full-attention layers: the windowed
+                                 layers' own pool (kv_window.n_layers > 0, kv_window.window > 0,
+                                 same policy); kv then holds the full-attention layers. A request
+                                 is admitted, grows and is preempted in both pools at once.
+                                 n_layers 0: one pool (kv.window set when every layer is windowed) */
     int64_t max_len;          /* longest request allowed (prompt + output) */
     sim_preempt preempt;
     int64_t max_batch;        /* most sequences per step (0 = no limit) */
@@ -118,6 +123,23 @@ typedef struct sim_config {
     void (*progress)(void *ctx, int64_t completed, int64_t n);
     void *progress_ctx;
 } sim_config;
+
+/* The pools of a model (sc->kv and sc->kv_window: layers, KV shape or latent row, window, dtype,
+ * policy, budget). Full attention only: one pool. Every layer windowed: one pool with the window.
+ * Mixed: two pools, the budget split in proportion to what a request of max_len holds in each,
+ * n_full * max_len against n_windowed * min(window, max_len) (the layers' slots are the same size).
+ * XF_EINVAL for an invalid config or budget. */
+xf_status sim_pools_of_model(const model_config *m, xf_dtype kvdtype, int64_t budget_bytes, kv_policy policy, int64_t max_len,
+                             sim_config *sc);
+
+/* Bytes one token's KV takes over every layer of m in the pools of sim_pools_of_model: K and V
+ * rows (or the latent row) per layer, rounded per slot as the pools do. 0 on invalid input. */
+int64_t sim_bytes_per_token(const model_config *m, xf_dtype kvdtype);
+
+/* Bytes of one sequence's KV at `context` tokens in those pools: every full-attention layer holds
+ * the context, a windowed layer at most its window (what a paged pool keeps, less the partly
+ * used blocks). 0 on invalid input. */
+double sim_kv_bytes_at(const model_config *m, xf_dtype kvdtype, int64_t context);
 
 /* Memory the simulation holds per request of the trace, in bytes (the trace entry, its state, the
  * queues and its two latencies), for the limit callers state before running. */

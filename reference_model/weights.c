@@ -121,6 +121,22 @@ static int64_t wmat_part(xf_dtype dt, int64_t rows, int64_t cols, int group, int
     return b > 0 || rows == 0 ? b : -1;
 }
 
+/* Latent attention: the layer's matrices as layer_weights holds them (weights.h): qkv, o, gate_up,
+ * down, then q_b (rows 0 without a q rank) and kv_b. Rewrites shapes[0], [1], fills [4], [5];
+ * returns 6, or 4 for another model (shapes untouched). Sizes validated by config_validate. */
+static int mla_shapes(const model_config *c, int64_t shapes[6][2]) {
+    if (!model_is_mla(c)) return 4;
+    const int64_t qh = c->qk_nope_head_dim + c->qk_rope_head_dim, q_width = c->n_heads * qh;
+    const int64_t q_rows = c->q_lora_rank > 0 ? c->q_lora_rank : q_width;
+    shapes[0][0] = q_rows + c->kv_lora_rank + c->qk_rope_head_dim;
+    shapes[1][1] = c->n_heads * c->v_head_dim;
+    shapes[4][0] = c->q_lora_rank > 0 ? q_width : 0;
+    shapes[4][1] = c->q_lora_rank > 0 ? c->q_lora_rank : 1;
+    shapes[5][0] = c->n_heads * (c->qk_nope_head_dim + c->v_head_dim);
+    shapes[5][1] = c->kv_lora_rank;
+    return 6;
+}
+
 xf_status weights_bytes_kinds(const model_config *c, xf_dtype dtype, int group, weights_kinds *out) {
     if (!c || !out) return xf_errorf(XF_EINVAL, "weights_bytes: NULL argument");
     if (group <= 0) group = XF_DEFAULT_QUANT_GROUP;
@@ -134,7 +150,9 @@ xf_status weights_bytes_kinds(const model_config *c, xf_dtype dtype, int group, 
     /* the matrices of every layer (attention), of a dense FFN and of an MoE FFN (router, experts,
      * shared expert), as (rows, cols, count) */
     const int64_t fe = c->d_ff_expert, fs = c->d_ff_shared, E = c->n_experts;
-    const int64_t shapes[9][3] = {{qkv_rows, c->d_model, 1}, {c->d_model, q_dim, 1},          /* attention */
+    int64_t mla_sh[6][2] = {{qkv_rows, c->d_model}, {c->d_model, q_dim}, {0, 0}, {0, 0}};
+    const int mla = mla_shapes(c, mla_sh) == 6; /* latent attention: its qkv rows, o columns, q_b and kv_b */
+    const int64_t shapes[9][3] = {{mla_sh[0][0], c->d_model, 1}, {c->d_model, mla_sh[1][1], 1}, /* attention */
                                   {2 * c->d_ff, c->d_model, 1}, {c->d_model, c->d_ff, 1},     /* dense FFN */
                                   {E, c->d_model, 1}, {2 * fe, c->d_model, E}, {c->d_model, fe, E}, /* MoE */
                                   {2 * fs, c->d_model, 1}, {c->d_model, fs, 1}};
@@ -148,11 +166,19 @@ xf_status weights_bytes_kinds(const model_config *c, xf_dtype dtype, int group, 
             !add_ok(scl[part], q, &scl[part]))
             return xf_errorf(XF_EOVERFLOW, "weights of %s: a layer's size overflows 64 bits", c->name);
     }
+    for (int i = 4; mla && i < 6; i++) { /* q_b (none without a q rank) and kv_b: attention's */
+        if (mla_sh[i][0] == 0) continue;
+        const int64_t v = wmat_part(dtype, mla_sh[i][0], mla_sh[i][1], group, 0), q = wmat_part(dtype, mla_sh[i][0], mla_sh[i][1], group, 1);
+        if (v <= 0 || q < 0 || !add_ok(vals[0], v, &vals[0]) || !add_ok(scl[0], q, &scl[0]))
+            return xf_errorf(XF_EOVERFLOW, "weights of %s: a layer's size overflows 64 bits", c->name);
+    }
     const int64_t n_moe = model_moe_layers(c), n_dense = c->n_layers - n_moe;
     /* norms and biases, fp32 (mlp biases on dense FFNs only; the shared expert's gate on MoE layers) */
     int64_t small = 2 * c->d_model + (c->qkv_bias ? qkv_rows : 0) + (c->o_bias ? c->d_model : 0) +
-                    (c->qk_norm ? 2 * c->head_dim : 0);
-    const int64_t small_dense = c->mlp_bias ? 2 * c->d_ff + c->d_model : 0, small_moe = c->shared_expert_gate ? c->d_model : 0;
+                    (c->qk_norm ? 2 * c->head_dim : 0) +
+                    (model_is_mla(c) ? c->q_lora_rank + c->kv_lora_rank : 0); /* q_a and kv_a RMSNorms */
+    const int64_t small_dense = c->mlp_bias ? 2 * c->d_ff + c->d_model : 0, small_moe = (c->shared_expert_gate ? c->d_model : 0) +
+                          (c->moe_score == MOE_SCORE_SIGMOID_GROUPED ? c->n_experts : 0); /* e_score_correction_bias */
     const int64_t n_emb = c->tied_embeddings ? 1 : 2;
     const int64_t ev = wmat_part(dtype, c->vocab, c->d_model, group, 0);
     int64_t es = wmat_part(dtype, c->vocab, c->d_model, group, 1);
@@ -236,6 +262,10 @@ void weights_free(model_weights *w) {
             wmat_free(&L->o);
             wmat_free(&L->gate_up);
             wmat_free(&L->down);
+            wmat_free(&L->q_b);
+            wmat_free(&L->kv_b);
+            free(L->q_a_norm);
+            free(L->kv_a_norm);
             for (int64_t e = 0; e < w->cfg.n_experts; e++) {
                 if (L->exp_gate_up) wmat_free(&L->exp_gate_up[e]);
                 if (L->exp_down) wmat_free(&L->exp_down[e]);
@@ -246,6 +276,7 @@ void weights_free(model_weights *w) {
             wmat_free(&L->sh_gate_up);
             wmat_free(&L->sh_down);
             free(L->sh_gate);
+            free(L->router_bias);
         }
         free(w->layers);
     }
@@ -288,6 +319,8 @@ xf_status weights_alloc(model_weights **out, const model_config *c, xf_dtype dty
     w->group = dtype == XF_INT8 ? group : 0;
     int64_t q_dim = c->n_heads * c->head_dim, kv_dim = c->n_kv_heads * c->head_dim;
     int64_t qkv_rows = q_dim + 2 * kv_dim;
+    int64_t shapes[6][2] = {{qkv_rows, c->d_model}, {c->d_model, q_dim}, {0, 0}, {0, 0}};
+    const int mla = mla_shapes(c, shapes) == 6; /* latent attention's qkv rows, o columns, q_b and kv_b */
     w->layers = calloc((size_t)c->n_layers, sizeof *w->layers);
     if (!w->layers) {
         weights_free(w);
@@ -317,10 +350,21 @@ xf_status weights_alloc(model_weights **out, const model_config *c, xf_dtype dty
             st = xf_errorf(XF_ENOMEM, "out of memory");
             break;
         }
-        if ((st = wmat_alloc(&L->qkv, dtype, qkv_rows, c->d_model, group))) break;
-        if ((st = wmat_alloc(&L->o, dtype, c->d_model, q_dim, group))) break;
+        if ((st = wmat_alloc(&L->qkv, dtype, shapes[0][0], c->d_model, group))) break;
+        if ((st = wmat_alloc(&L->o, dtype, c->d_model, shapes[1][1], group))) break;
+        if (mla) {
+            if (shapes[4][0] > 0 && (st = wmat_alloc(&L->q_b, dtype, shapes[4][0], shapes[4][1], group))) break;
+            if ((st = wmat_alloc(&L->kv_b, dtype, shapes[5][0], shapes[5][1], group))) break;
+            if (c->q_lora_rank > 0 && !(L->q_a_norm = alloc64(c->q_lora_rank * 4))) st = xf_errorf(XF_ENOMEM, "out of memory");
+            if (!st && !(L->kv_a_norm = alloc64(c->kv_lora_rank * 4))) st = xf_errorf(XF_ENOMEM, "out of memory");
+            if (st) break;
+        }
         if (moe) {
             if ((st = weights_alloc_moe(L, c, dtype, group))) break;
+            if (c->moe_score == MOE_SCORE_SIGMOID_GROUPED && !(L->router_bias = alloc64(c->n_experts * 4))) {
+                st = xf_errorf(XF_ENOMEM, "out of memory");
+                break;
+            }
             continue;
         }
         if ((st = wmat_alloc(&L->gate_up, dtype, 2 * c->d_ff, c->d_model, group))) break;
@@ -545,9 +589,19 @@ xf_status weights_init_random(model_weights **out, const model_config *c, uint64
             fill_vec(L->gate_up_bias + c->d_ff, c->d_ff, seed, WT_BUP, l);
             fill_vec(L->down_bias, c->d_model, seed, WT_BDOWN, l);
         }
-        if (!st) st = fill_random(&L->qkv, 0, q_dim, seed, WT_Q, l);
-        if (!st) st = fill_random(&L->qkv, q_dim, kv_dim, seed, WT_K, l);
-        if (!st) st = fill_random(&L->qkv, q_dim + kv_dim, kv_dim, seed, WT_V, l);
+        if (model_is_mla(c)) { /* q_a or q_proj, kv_a; q_b, kv_b; the two norms */
+            const int64_t lat = c->kv_lora_rank + c->qk_rope_head_dim, q_rows = L->qkv.rows - lat;
+            if (!st) st = fill_random(&L->qkv, 0, q_rows, seed, WT_Q, l);
+            if (!st) st = fill_random(&L->qkv, q_rows, lat, seed, WT_K, l);
+            if (!st && L->q_b.rows > 0) st = fill_random(&L->q_b, 0, L->q_b.rows, seed, WT_Q_B, l);
+            if (!st) st = fill_random(&L->kv_b, 0, L->kv_b.rows, seed, WT_KV_B, l);
+            if (L->q_a_norm) fill_vec(L->q_a_norm, c->q_lora_rank, seed, WT_Q_A_NORM, l);
+            fill_vec(L->kv_a_norm, c->kv_lora_rank, seed, WT_KV_A_NORM, l);
+        } else {
+            if (!st) st = fill_random(&L->qkv, 0, q_dim, seed, WT_Q, l);
+            if (!st) st = fill_random(&L->qkv, q_dim, kv_dim, seed, WT_K, l);
+            if (!st) st = fill_random(&L->qkv, q_dim + kv_dim, kv_dim, seed, WT_V, l);
+        }
         if (!st) st = fill_random(&L->o, 0, c->d_model, seed, WT_O, l);
         if (model_layer_is_moe(c, l)) {
             const int64_t fe = c->d_ff_expert, fs = c->d_ff_shared;
@@ -562,6 +616,7 @@ xf_status weights_init_random(model_weights **out, const model_config *c, uint64
             if (!st && fs > 0) st = fill_random(&L->sh_gate_up, fs, fs, seed, WT_SH_UP, l);
             if (!st && fs > 0) st = fill_random(&L->sh_down, 0, c->d_model, seed, WT_SH_DOWN, l);
             if (L->sh_gate) fill_vec(L->sh_gate, c->d_model, seed, WT_SH_GATE_W, l);
+            if (L->router_bias) fill_vec(L->router_bias, c->n_experts, seed, WT_ROUTER_BIAS, l);
             continue;
         }
         if (!st) st = fill_random(&L->gate_up, 0, c->d_ff, seed, WT_GATE, l);

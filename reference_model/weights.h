@@ -57,6 +57,14 @@ typedef struct layer_weights {
     wmat sh_gate_up;  /* (2 * d_ff_shared, d_model) the shared expert (qwen2_moe); empty without */
     wmat sh_down;     /* (d_model, d_ff_shared) */
     float *sh_gate;   /* (d_model) shared_expert_gate weight, fp32; NULL unless cfg.shared_expert_gate */
+    float *router_bias; /* (n_experts) deepseek_v3's e_score_correction_bias (the choice only), fp32; NULL otherwise */
+    /* Latent attention (cfg.kv_lora_rank > 0): qkv is then (q_rows + kv_lora_rank + qk_rope_head_dim,
+     * d_model), rows q_a (q_rows = q_lora_rank) or q_proj (q_rows = n_heads * qk_head_dim) then
+     * kv_a_proj_with_mqa; o is (d_model, n_heads * v_head_dim). */
+    wmat q_b;         /* (n_heads * qk_head_dim, q_lora_rank); rows 0 without a q rank */
+    wmat kv_b;        /* (n_heads * (qk_nope_head_dim + v_head_dim), kv_lora_rank): per head K_nope then V rows */
+    float *q_a_norm;  /* (q_lora_rank), NULL without a q rank */
+    float *kv_a_norm; /* (kv_lora_rank) */
 } layer_weights;
 
 typedef struct model_weights {
@@ -121,6 +129,7 @@ enum {
     WT_BQ, WT_BK, WT_BV, WT_FINAL_NORM, WT_LM_HEAD, WT_BO, WT_BGATE, WT_BUP, WT_BDOWN, WT_Q_NORM, WT_K_NORM,
     WT_ROUTER, WT_SH_GATE, WT_SH_UP, WT_SH_DOWN, WT_SH_GATE_W,
     WT_EXP_GATE, WT_EXP_UP, WT_EXP_DOWN, /* expert e of these is tensor WT_EXP_* + (e + 1) * WT_EXPERT_STRIDE */
+    WT_Q_B, WT_KV_B, WT_Q_A_NORM, WT_KV_A_NORM, WT_ROUTER_BIAS, /* latent attention (WT_Q: q_a or q_proj, WT_K: kv_a) */
     WT_COUNT
 };
 #define WT_EXPERT_STRIDE 256

@@ -1,11 +1,37 @@
 /* See kv_text.h. */
 #include "reports/kv_text.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "analyzers/kv.h"
 #include "core/record_kv.h"
 #include "core/units.h"
+
+/* Sliding-window models: each layer group's own pool (the windowed layers free what falls out of
+ * the window, docs/kv.md), when the record has them. */
+static void render_kv_groups(sbuf *b, const record_kv *kv) {
+    int any = 0;
+    for (int i = 0; i < kv->n_policies; i++)
+        if (kv->policies[i].n_groups >= 2 || (kv->policies[i].n_groups == 1 && kv->policies[i].groups[0].window > 0)) any = 1;
+    if (!any) return;
+    char b2[32];
+    sbuf_printf(b, "\nKV pool per layer group (windowed layers keep at most the window), time-averaged shares (%% of its pool):\n");
+    sbuf_printf(b, "%-10s %7s %8s %10s %8s %9s %9s %9s %7s\n", "policy", "layers", "window", "pool", "token%", "reserved%", "internal%",
+                "external%", "free%");
+    for (int i = 0; i < kv->n_policies; i++) {
+        const record_kv_policy *p = &kv->policies[i];
+        for (int g = 0; g < p->n_groups; g++) {
+            const record_kv_group *q = &p->groups[g];
+            char win[24];
+            if (q->window > 0) snprintf(win, sizeof win, "%lld", (long long)q->window);
+            else snprintf(win, sizeof win, "full");
+            sbuf_printf(b, "%-10s %7lld %8s %10s %8.1f %9.1f %9.1f %9.1f %7.1f\n", p->policy, (long long)q->n_layers, win,
+                        units_bytes(q->pool_bytes, b2, sizeof b2), 100 * q->share[KV_CAT_TOKEN], 100 * q->share[KV_CAT_RESERVED],
+                        100 * q->share[KV_CAT_INTERNAL], 100 * q->share[KV_CAT_EXTERNAL], 100 * q->share[KV_CAT_FREE]);
+        }
+    }
+}
 
 void render_kv_table(sbuf *b, const record *rec) {
     const record_kv *kv = rec->kv;
@@ -44,6 +70,7 @@ void render_kv_table(sbuf *b, const record *rec) {
         sbuf_printf(b, "%-10s %10s %8.1f %9.1f %9.1f %9.1f\n", p->policy, units_bytes(h * p->pool_bytes, b2, sizeof b2),
                     100 * held[KV_CAT_TOKEN], 100 * held[KV_CAT_RESERVED], 100 * held[KV_CAT_INTERNAL], 100 * held[KV_CAT_EXTERNAL]);
     }
+    render_kv_groups(b, kv);
     sbuf_printf(b, "\nThroughput and latency:\n");
     sbuf_printf(b, "%-10s %10s %8s %10s %9s %9s %9s %9s %9s %9s\n", "policy", "tokens/s", "req/s", "duration_s", "TTFT p50",
                 "TTFT p90", "TTFT p99", "TPOT p50", "TPOT p90", "TPOT p99");

@@ -37,6 +37,69 @@ static int add_item(cJSON *o, const char *k, cJSON *item) {
 }
 static int add_bool(cJSON *o, const char *k, int v) { return cJSON_AddBoolToObject(o, k, v ? 1 : 0) != NULL; }
 
+/* deepseek_v3's fields, written only for such models (optional on reading): "mla" (the latent
+ * ranks, the head parts, interleaved RoPE, which form the cost model prices), "moe_routing"
+ * (sigmoid scores, groups, scaling, shared experts) and rope_scaling.mscale_all_dim. 1 on success. */
+static int write_mla(cJSON *o, const model_config *m) {
+    cJSON *rs = cJSON_GetObjectItemCaseSensitive(o, "rope_scaling");
+    if (m->rope.mscale_all_dim != 0 && !(rs && json_add_number(rs, "mscale_all_dim", m->rope.mscale_all_dim))) return 0;
+    if (model_is_mla(m)) {
+        cJSON *a = cJSON_AddObjectToObject(o, "mla");
+        if (!(a && json_add_number(a, "q_lora_rank", (double)m->q_lora_rank) && json_add_number(a, "kv_lora_rank", (double)m->kv_lora_rank) &&
+              json_add_number(a, "qk_nope_head_dim", (double)m->qk_nope_head_dim) &&
+              json_add_number(a, "qk_rope_head_dim", (double)m->qk_rope_head_dim) && json_add_number(a, "v_head_dim", (double)m->v_head_dim) &&
+              add_bool(a, "rope_interleave", m->rope_interleave) && add_str(a, "form", m->mla_absorbed ? "absorbed" : "naive")))
+            return 0;
+    }
+    if (m->moe_score == MOE_SCORE_SIGMOID_GROUPED) { /* the shared experts are d_ff_shared */
+        cJSON *g = cJSON_AddObjectToObject(o, "moe_routing");
+        if (!(g && add_str(g, "scoring", "sigmoid") && json_add_number(g, "n_group", (double)m->n_group) &&
+              json_add_number(g, "topk_group", (double)m->topk_group) &&
+              json_add_number(g, "routed_scaling_factor", m->routed_scaling_factor)))
+            return 0;
+    }
+    return 1;
+}
+
+/* Reads what write_mla wrote; absent objects leave the fields zero (older records). */
+static xf_status read_mla(const cJSON *j, const char *ctx, model_config *m) {
+    xf_status s;
+    int present = 0;
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(j, "rope_scaling");
+    if (cJSON_IsObject(rs) && (s = json_opt_number(rs, "mscale_all_dim", ctx, &m->rope.mscale_all_dim, &present))) return s;
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, "mla");
+    if (a && !cJSON_IsNull(a)) {
+        char actx[160], form[16];
+        snprintf(actx, sizeof actx, "%s.mla", ctx);
+        if (!cJSON_IsObject(a)) return xf_errorf(XF_EINVAL, "%s: must be an object", actx);
+        if ((s = json_get_int(a, "q_lora_rank", actx, 0, 1 << 22, &m->q_lora_rank)) ||
+            (s = json_get_int(a, "kv_lora_rank", actx, 1, 1 << 22, &m->kv_lora_rank)) ||
+            (s = json_get_int(a, "qk_nope_head_dim", actx, 1, 1 << 16, &m->qk_nope_head_dim)) ||
+            (s = json_get_int(a, "qk_rope_head_dim", actx, 1, 1 << 16, &m->qk_rope_head_dim)) ||
+            (s = json_get_int(a, "v_head_dim", actx, 1, 1 << 16, &m->v_head_dim)) ||
+            (s = json_get_bool(a, "rope_interleave", actx, &m->rope_interleave)) ||
+            (s = json_get_string(a, "form", actx, form, sizeof form)))
+            return s;
+        if (strcmp(form, "naive") != 0 && strcmp(form, "absorbed") != 0)
+            return xf_errorf(XF_EINVAL, "%s: field 'form' is '%s': naive or absorbed", actx, form);
+        m->mla_absorbed = strcmp(form, "absorbed") == 0;
+    }
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(j, "moe_routing");
+    if (g && !cJSON_IsNull(g)) {
+        char gctx[160], scoring[16];
+        snprintf(gctx, sizeof gctx, "%s.moe_routing", ctx);
+        if (!cJSON_IsObject(g)) return xf_errorf(XF_EINVAL, "%s: must be an object", gctx);
+        if ((s = json_get_string(g, "scoring", gctx, scoring, sizeof scoring)) ||
+            (s = json_get_int(g, "n_group", gctx, 1, 65536, &m->n_group)) ||
+            (s = json_get_int(g, "topk_group", gctx, 1, 65536, &m->topk_group)) ||
+            (s = json_get_number(g, "routed_scaling_factor", gctx, &m->routed_scaling_factor)))
+            return s;
+        if (strcmp(scoring, "sigmoid") != 0) return xf_errorf(XF_EINVAL, "%s: field 'scoring' is '%s': sigmoid", gctx, scoring);
+        m->moe_score = MOE_SCORE_SIGMOID_GROUPED;
+    }
+    return XF_OK;
+}
+
 static cJSON *model_to_json(const record *r) {
     const model_config *m = &r->model;
     cJSON *o = cJSON_CreateObject();
@@ -71,6 +134,7 @@ static cJSON *model_to_json(const record *r) {
     ok = dl != NULL;
     for (int64_t l = 0; ok && m->n_experts > 0 && l < m->n_layers; l++)
         if (!model_layer_is_moe(m, l)) ok = cJSON_AddItemToArray(dl, cJSON_CreateNumber((double)l));
+    ok = ok && write_mla(o, m);
     if (!ok) {
         cJSON_Delete(o);
         return NULL;
@@ -441,6 +505,7 @@ static xf_status read_model(const cJSON *j, record *r) {
     r->model_active_params = (int64_t)active;
     if ((m->d_ff_shared > 0 || m->shared_expert_gate) && m->n_experts <= 0)
         return xf_errorf(XF_EINVAL, "%s: a shared expert (d_ff_shared, shared_expert_gate) without routed experts", ctx);
+    if ((s = read_mla(j, ctx, m))) return s;
     if (m->n_experts > 0 && (m->experts_per_tok < 1 || m->experts_per_tok > m->n_experts || m->d_ff_expert < 1))
         return xf_errorf(XF_EINVAL, "%s: n_experts %lld needs 1 <= experts_per_tok (%lld) <= n_experts and d_ff_expert >= 1", ctx,
                          (long long)m->n_experts, (long long)m->experts_per_tok);

@@ -77,6 +77,26 @@ static cJSON *latency_json(const double *pct, double mean) {
     return o;
 }
 
+/* Written when a pool has a window or there are two (optional on reading): each layer group's
+ * own pool and shares. */
+static int groups_json(cJSON *o, const record_kv_policy *p) {
+    if (p->n_groups < 2 && !(p->n_groups == 1 && p->groups[0].window > 0)) return 1;
+    cJSON *arr = cJSON_CreateArray();
+    int ok = arr != NULL;
+    for (int g = 0; ok && g < p->n_groups; g++) {
+        const record_kv_group *gr = &p->groups[g];
+        cJSON *e = cJSON_CreateObject();
+        ok = e && put_number(e, "n_layers", (double)gr->n_layers) && put_number(e, "window", (double)gr->window) &&
+             put_number(e, "n_slots", (double)gr->n_slots) && put_number(e, "pool_bytes", gr->pool_bytes);
+        for (int c = 0; ok && c < KV_CAT_COUNT; c++) ok = put_number(e, kv_category_name((kv_category)c), gr->share[c]);
+        if (!ok || !cJSON_AddItemToArray(arr, e)) {
+            cJSON_Delete(e);
+            ok = 0;
+        }
+    }
+    return add_obj(o, "groups", ok ? arr : (cJSON_Delete(arr), NULL));
+}
+
 static cJSON *policy_json(const record_kv_policy *p) {
     cJSON *o = cJSON_CreateObject();
     if (!o) return NULL;
@@ -93,6 +113,7 @@ static cJSON *policy_json(const record_kv_policy *p) {
           put_number(o, "duration_s", p->duration_s) & put_number(o, "busy_s", p->busy_s) &
           put_number(o, "output_tokens", p->output_tokens) & put_number(o, "prompt_tokens", p->prompt_tokens) &
           put_number(o, "tokens_per_s", p->tokens_per_s) & put_number(o, "requests_per_s", p->requests_per_s);
+    ok &= groups_json(o, p);
     ok &= add_obj(o, "ttft_s", latency_json(p->ttft_s, p->ttft_mean_s));
     ok &= add_obj(o, "tpot_s", latency_json(p->tpot_s, p->tpot_mean_s));
     if (ok && p->n_requests_kept > 0) {
@@ -207,6 +228,36 @@ static xf_status get_count(const cJSON *o, const char *k, const char *ctx, int64
     return json_get_int(o, k, ctx, 0, (int64_t)1 << 53, out);
 }
 
+static xf_status groups_from(const cJSON *o, const char *ctx, record_kv_policy *p) {
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "groups");
+    p->n_groups = 0;
+    if (!a || cJSON_IsNull(a)) return XF_OK; /* older records, and single pools without a window */
+    char sub[160];
+    snprintf(sub, sizeof sub, "%s.groups", ctx);
+    if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) < 1 || cJSON_GetArraySize(a) > RECORD_KV_MAX_GROUPS)
+        return xf_errorf(XF_EINVAL, "%s: must be an array of 1 or %d layer groups", sub, RECORD_KV_MAX_GROUPS);
+    const cJSON *e;
+    cJSON_ArrayForEach(e, a) {
+        record_kv_group *g = &p->groups[p->n_groups];
+        char gctx[192];
+        snprintf(gctx, sizeof gctx, "%s[%d]", sub, p->n_groups);
+        if (!cJSON_IsObject(e)) return xf_errorf(XF_EINVAL, "%s: must be an object", gctx);
+        xf_status s;
+        if ((s = json_get_int(e, "n_layers", gctx, 1, 1 << 16, &g->n_layers)) ||
+            (s = json_get_int(e, "window", gctx, 0, INT32_MAX, &g->window)) ||
+            (s = json_get_int(e, "n_slots", gctx, 1, INT32_MAX, &g->n_slots)) || (s = get_nonneg(e, "pool_bytes", gctx, &g->pool_bytes)))
+            return s;
+        double sum = 0;
+        for (int c = 0; c < KV_CAT_COUNT; c++) {
+            if ((s = get_share(e, kv_category_name((kv_category)c), gctx, &g->share[c]))) return s;
+            sum += g->share[c];
+        }
+        if (fabs(sum - 1.0) > 1e-6) return xf_errorf(XF_EINVAL, "%s: the five shares add up to %.9g, not 1", gctx, sum);
+        p->n_groups++;
+    }
+    return XF_OK;
+}
+
 static xf_status policy_from(const cJSON *o, const char *ctx, record_kv_policy *p) {
     if (!cJSON_IsObject(o)) return xf_errorf(XF_EINVAL, "%s: must be an object", ctx);
     xf_status s;
@@ -239,6 +290,7 @@ static xf_status policy_from(const cJSON *o, const char *ctx, record_kv_policy *
     if ((double)p->max_live < p->mean_live - 1e-9 || (double)p->max_batch < p->mean_batch - 1e-9)
         return xf_errorf(XF_EINVAL, "%s: a mean (live %g, batch %g) exceeds its maximum (%lld, %lld)", ctx, p->mean_live, p->mean_batch,
                          (long long)p->max_live, (long long)p->max_batch);
+    if ((s = groups_from(o, ctx, p))) return s;
     const cJSON *r = cJSON_GetObjectItemCaseSensitive(o, "requests");
     if (r && !cJSON_IsNull(r)) {
         snprintf(sub, sizeof sub, "%s.requests", ctx);

@@ -97,6 +97,25 @@ def zero_shared_gate(m):
 
 MOE = dict(intermediate_size=96, decoder_sparse_step=1)
 
+
+def no_group_limit(c):
+    c = dict(c)
+    c["topk_group"] = c["n_group"]
+    return c
+
+
+def no_interleave(c):
+    c = dict(c)
+    c["rope_interleave"] = False
+    return c
+
+
+# deepseek_v3 with every layer dense (first_k_dense_replace = num_hidden_layers: a legal config
+# whose routing fields are unused): multi-head latent attention alone
+MLA = dict(q_lora_rank=16, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16, num_key_value_heads=4,
+           head_dim=8, first_k_dense_replace=2, n_routed_experts=4, n_shared_experts=1, moe_intermediate_size=32,
+           num_experts_per_tok=2, n_group=1, topk_group=1, rope_interleave=True, attention_bias=False)
+
 FIXTURES = {
     "llama-rope-llama3": ("llama", {"rope_scaling": llama3_rope()}, ("plain RoPE", no_rope_scaling, None)),
     "llama-rope-linear": ("llama", {"rope_scaling": {"rope_type": "linear", "factor": 4.0}},
@@ -128,6 +147,26 @@ FIXTURES = {
                                     shared_expert_intermediate_size=48, norm_topk_prob=False, use_sliding_window=False,
                                     sliding_window=None),
                   ("shared expert dropped", None, zero_shared_gate)),
+    # deepseek_v3 with its experts: layer 0 dense, layers 1-2 MoE of 8 routed experts of 32 in 4
+    # groups (top-2 within the best 2 groups, sigmoid scores with the correction bias, x2.5) and a
+    # shared expert
+    "deepseek-moe": ("deepseek_v3", dict(MLA, num_hidden_layers=3, first_k_dense_replace=1, n_routed_experts=8, n_group=4,
+                                         topk_group=2, num_experts_per_tok=2, n_shared_experts=1, routed_scaling_factor=2.5,
+                                         norm_topk_prob=True),
+                     ("no group limit", no_group_limit, None)),
+    "deepseek-moe-yarn": ("deepseek_v3", dict(MLA, num_hidden_layers=3, first_k_dense_replace=1, n_routed_experts=8, n_group=4,
+                                              topk_group=2, num_experts_per_tok=2, n_shared_experts=1, routed_scaling_factor=2.5,
+                                              norm_topk_prob=True,
+                                              rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                                                               "original_max_position_embeddings": 16, "mscale": 1.0,
+                                                               "mscale_all_dim": 1.0}),
+                          ("plain RoPE and softmax scale", no_rope_scaling, None)),
+    "deepseek-mla": ("deepseek_v3", MLA, ("half-split RoPE instead of interleaved", no_interleave, None)),
+    "deepseek-mla-yarn": ("deepseek_v3", dict(MLA, q_lora_rank=None,
+                                              rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                                                               "original_max_position_embeddings": 16, "mscale": 1.0,
+                                                               "mscale_all_dim": 1.0}),
+                          ("plain RoPE and softmax scale", no_rope_scaling, None)),
 }
 
 # fixtures written with safetensors' save_file from the in-memory state dict (transformers 5's fused
@@ -150,6 +189,10 @@ def randomize(model, seed):
             else:  # norm weights
                 v = 1.0 + torch.randn(p.shape, generator=g) * 0.3
             p.copy_(bf16_exact(v))
+        # deepseek_v3's router correction bias is a buffer (zeros at init): non-trivial too
+        for name, b in sorted(model.named_buffers()):
+            if name.endswith("e_score_correction_bias"):
+                b.copy_(bf16_exact(torch.randn(b.shape, generator=g) * 0.3))
 
 
 def build(model_type, cfg):

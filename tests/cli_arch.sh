@@ -84,7 +84,7 @@ sed 's/"num_local_experts": 8/"num_local_experts": 4/' "$HF/mixtral/config.json"
 check "a router of another size: exit 2" 2 $?
 has "the router named" "$(cat "$tmp/e")" "block_sparse_moe.gate.weight"
 out=$("$XF" models); has "models: mixtral total 46.7B, active 12.9B" "$(echo "$out" | grep '^mixtral-8x7b ')" "46.7B    12.9B"
-refuse "deepseek_v3" kv_lora_rank "{\"model_type\":\"deepseek_v3\",$base,\"kv_lora_rank\":512}"
+refuse "deepseek_v3" kv_lora_rank "{\"model_type\":\"deepseek_v3\",$base}"
 refuse "longrope" longrope "{\"model_type\":\"llama\",$base,\"rope_scaling\":{\"rope_type\":\"longrope\",\"factor\":4}}"
 refuse "unknown rope key" mrope_section "{\"model_type\":\"llama\",$base,\"rope_parameters\":{\"rope_type\":\"default\",\"mrope_section\":[1]}}"
 refuse "qwen3 window without a size" sliding_window "{\"model_type\":\"qwen3\",$base,\"use_sliding_window\":true}"

@@ -228,15 +228,16 @@ Test(config_kv, gqa_llama_2_70b_and_qwen) {
 Test(config_preset, names_and_lookup) {
     const char *want[] = {"stories15m", "stories110m", "tinyllama-1.1b", "llama-2-7b", "llama-2-13b",
                           "llama-2-70b", "llama-3-8b", "llama-3-70b", "mistral-7b", "qwen2.5-7b",
-                          "llama-3.1-8b", "llama-3.2-1b", "mixtral-8x7b", "qwen3-30b-a3b", "qwen3-8b"};
-    cr_assert_eq(config_preset_count(), 15);
-    for (int i = 0; i < 15; i++) {
+                          "llama-3.1-8b", "llama-3.2-1b", "mixtral-8x7b", "qwen3-30b-a3b", "qwen3-8b",
+                          "deepseek-v3"};
+    cr_assert_eq(config_preset_count(), 16);
+    for (int i = 0; i < 16; i++) {
         cr_assert_str_eq(config_preset_name(i), want[i]);
         model_config c = preset(want[i]);
         cr_assert_str_eq(c.name, want[i]);
     }
     cr_assert_null(config_preset_name(-1));
-    cr_assert_null(config_preset_name(15));
+    cr_assert_null(config_preset_name(16));
 }
 
 Test(config_preset, case_insensitive) {

@@ -229,3 +229,27 @@ Test(cpu_moe, resident_weights_follow_the_parameter_count) {
     const int64_t attn = (32 + 2 * 16) * 40 + 40 * 32, moe = 4 * 40 + 4 * 3 * 40 * 24 + 3 * 40 * 16, dense = 3 * 40 * 24;
     cr_assert_eq(k.layer_matrices, 2 * attn + moe + dense, "%lld", (long long)k.layer_matrices);
 }
+
+/* DeepSeek-V3's grouped sigmoid routing against transformers' DeepseekV3TopkRouter (identity router
+ * weight, the logits below; 8 experts in 4 groups of 2, top-2 within the best 2 groups, x2.5).
+ * sigmoid: .6225 .2689 .8808 .5622 .7311 .8176 .3775 .9526; plus the bias: .6225 .7689 .6308 .5622
+ * .8561 .8176 .3775 -.0474; group sums 1.391 1.193 1.674 .330: groups 2 and 0 kept, so experts 2
+ * and 7 (the two best sigmoids) are out; top-2 of {0, 1, 4, 5} by choice: 4, 5, weighted by their
+ * sigmoids .7311 and .8176, renormalized and x2.5: 1.18017, 1.31983 (transformers: 1.1801674,
+ * 1.3198323; without renormalizing 1.8276465, 2.0439360). */
+Test(cpu_moe, deepseek_grouped_sigmoid_routing) {
+    const float logits[8] = {0.5f, -1.0f, 2.0f, 0.25f, 1.0f, 1.5f, -0.5f, 3.0f};
+    const float bias[8] = {0.0f, 0.5f, -0.25f, 0.0f, 0.125f, 0.0f, 0.0f, -1.0f};
+    float scratch[2 * 8 + 4], w[2];
+    int32_t idx[2];
+    cpu_moe_route_grouped(logits, bias, 8, 2, 4, 2, 1, 2.5, scratch, idx, w);
+    cr_assert(idx[0] == 4 && idx[1] == 5, "chose %d, %d", idx[0], idx[1]);
+    cr_assert_float_eq(w[0], 1.1801674f, 1e-6);
+    cr_assert_float_eq(w[1], 1.3198323f, 1e-6);
+    cpu_moe_route_grouped(logits, bias, 8, 2, 4, 2, 0, 2.5, scratch, idx, w);
+    cr_assert_float_eq(w[0], 1.8276465f, 1e-6);
+    cr_assert_float_eq(w[1], 2.0439360f, 1e-6);
+    /* without the bias and the group limit: the two best sigmoids, 2 and 7 */
+    cpu_moe_route_grouped(logits, NULL, 8, 2, 4, 4, 1, 1.0, scratch, idx, w);
+    cr_assert(idx[0] == 2 && idx[1] == 7, "chose %d, %d", idx[0], idx[1]);
+}

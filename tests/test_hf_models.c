@@ -193,6 +193,22 @@ Test(hf_models, qwen3_mixed_window_layers) {
     check_fp32("qwen3-window");
 }
 
+/* DeepSeek-V3's multi-head latent attention (every layer dense: first_k_dense_replace =
+ * num_hidden_layers), in the naive form transformers runs: q rank 16, kv rank 32, heads of 16 + 8
+ * (Q/K) and 16 (V), interleaved RoPE (dropping the interleave changes 16 of 16 tokens); then no q
+ * rank, yarn with mscale_all_dim (its softmax correction; plain RoPE changes 15 of 16). */
+Test(hf_models, deepseek_mla) { check_fp32("deepseek-mla"); }
+Test(hf_models, deepseek_mla_yarn_without_q_rank) {
+    model_config c;
+    cr_assert_eq(config_resolve(HF_DIR "deepseek-mla-yarn", &c), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(c.q_lora_rank, 0);
+    cr_assert_eq(c.rope.kind, ROPE_YARN);
+    check_fp32("deepseek-mla-yarn");
+}
+Test(hf_models_lowp, deepseek_mla) { check_lowp("deepseek-mla"); }
+
+/* The CUDA backend refuses latent attention by name, before it looks for a device. */
+Test(hf_models, cuda_refuses_mla) { check_cuda_refuses("deepseek-mla", "kv_lora_rank"); }
 /* Mixture of experts: mixtral (8 experts, top-2, per-expert tensors as save_pretrained writes
  * them) and qwen3_moe (8 experts of 32, top-2 renormalized, layer 1 dense through mlp_only_layers,
  * the fused experts.gate_up_proj / down_proj layout of transformers 5). Routing matters: top-1
@@ -269,3 +285,16 @@ Test(hf_models, moe_batched_prefill_takes_the_gemm_path) {
     free(f.first);
     free(f.last);
 }
+/* DeepSeek-V3 with its experts: layer 0 dense, layers 1-2 MoE (8 routed experts of 32 in 4 groups,
+ * top-2 within the best 2 groups by sigmoid score plus the correction bias, x2.5, and a shared
+ * expert); dropping the group limit changes 15 of 16 tokens; with yarn, plain RoPE 16 of 16. */
+Test(hf_models, deepseek_moe) {
+    model_config c;
+    cr_assert_eq(config_resolve(HF_DIR "deepseek-moe", &c), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(c.moe_score, MOE_SCORE_SIGMOID_GROUPED);
+    cr_assert(!model_layer_is_moe(&c, 0) && model_layer_is_moe(&c, 1) && model_layer_is_moe(&c, 2));
+    cr_assert_eq(c.d_ff_shared, 32);
+    check_fp32("deepseek-moe");
+}
+Test(hf_models, deepseek_moe_yarn) { check_fp32("deepseek-moe-yarn"); }
+Test(hf_models_lowp, deepseek_moe) { check_lowp("deepseek-moe"); }

@@ -8,8 +8,9 @@
 #include "reference_model/kv_cache.h"
 
 /* A toy model whose slot is 4 bytes: 2 (K, V) * 1 layer * 1 head * head_dim 1 * 2 bytes (fp16). */
-static kv_cache *make(const char *policy, int64_t n_slots, int64_t max_len) {
+static kv_cache *make_w(const char *policy, int64_t n_slots, int64_t max_len, int64_t window) {
     kv_cache_config c = {0};
+    c.window = window;
     c.n_layers = 1;
     c.n_kv_heads = 1;
     c.head_dim = 1;
@@ -21,6 +22,8 @@ static kv_cache *make(const char *policy, int64_t n_slots, int64_t max_len) {
     cr_assert_eq(kv_cache_init(&kv, &c), XF_OK, "%s", xf_error_msg());
     return kv;
 }
+
+static kv_cache *make(const char *policy, int64_t n_slots, int64_t max_len) { return make_w(policy, n_slots, max_len, 0); }
 
 static void expect(const kv_cache *kv, int64_t waiting, int64_t tok, int64_t res, int64_t intl, int64_t ext, int64_t fre) {
     kv_cache_stats s;
@@ -299,10 +302,16 @@ static void do_copies(kv_cache *kv, uint32_t *mem) {
     kv_cache_clear_copies(kv);
 }
 
+/* The random runs' window (0: none): a sequence of length len must still read its positions
+ * len - window + 1 .. len - 1 (what its next query sees); older ones may be gone. */
+static int64_t g_window;
+static int64_t first_needed(int64_t len) { return g_window > 0 && len - g_window + 1 > 0 ? len - g_window + 1 : 0; }
+
 static void write_new(kv_cache *kv, uint32_t *mem, shadow *sh, int id, int64_t from, int64_t to) {
     for (int64_t p = from; p < to; p++) {
         uint32_t v = (uint32_t)rnd();
         sh[id].val[p] = v;
+        if (p < first_needed(to)) continue; /* outside the window already: never read */
         int64_t slot = kv_cache_slot(kv, id, p);
         cr_assert(slot >= 0 && slot < kv_cache_n_slots(kv));
         mem[slot] = v;
@@ -324,7 +333,9 @@ static void check_all(kv_cache *kv, const uint32_t *mem, const shadow *sh, int64
         cr_assert_eq(kv_cache_seq_len(kv, id), sh[id].len);
         int64_t cap = kv_cache_seq_capacity(kv, id);
         if (block > 0) cr_assert(cap - sh[id].len <= block - 1, "paged waste %lld > B-1", (long long)(cap - sh[id].len));
-        for (int64_t p = 0; p < sh[id].len; p++) {
+        if (g_window > 0) cr_assert(cap <= (g_window / (block > 0 ? block : 1) + 2) * (block > 0 ? block : 1),
+                                    "seq %d holds %lld slots for a window of %lld", id, (long long)cap, (long long)g_window);
+        for (int64_t p = first_needed(sh[id].len); p < sh[id].len; p++) {
             int64_t slot = kv_cache_slot(kv, id, p);
             cr_assert(slot >= 0 && slot < n);
             cr_assert_eq(mem[slot], sh[id].val[p], "seq %d pos %lld reads another sequence's KV", id, (long long)p);
@@ -340,10 +351,11 @@ static void check_all(kv_cache *kv, const uint32_t *mem, const shadow *sh, int64
     else cr_assert(shared <= s.shared_slots_saved);
 }
 
-static void random_run(const char *policy, uint64_t seed, int n_ops) {
+static void random_run_w(const char *policy, uint64_t seed, int n_ops, int64_t window) {
     rng_state = seed;
+    g_window = window;
     int64_t n_slots = 1024;
-    kv_cache *kv = make(policy, n_slots, 256);
+    kv_cache *kv = make_w(policy, n_slots, 256, window);
     int64_t block = kv_cache_block_tokens(kv);
     shadow *sh = calloc(MAXSEQ, sizeof *sh);
     uint32_t *mem = calloc((size_t)n_slots, sizeof *mem);
@@ -419,7 +431,10 @@ static void random_run(const char *policy, uint64_t seed, int n_ops) {
     free(mem);
     free(owners);
     kv_cache_free(kv);
+    g_window = 0;
 }
+
+static void random_run(const char *policy, uint64_t seed, int n_ops) { random_run_w(policy, seed, n_ops, 0); }
 
 Test(kv_cache, random_paged16) {
     for (uint64_t seed = 1; seed <= 4; seed++) random_run("paged:16", seed, 3000);
@@ -434,4 +449,106 @@ Test(kv_cache, random_pow2) {
 }
 Test(kv_cache, random_oracle) {
     for (uint64_t seed = 41; seed <= 43; seed++) random_run("oracle", seed, 3000);
+}
+
+/* ---- sliding windows: blocks out of the window released (paged), regions of the window (rings) ---- */
+
+Test(kv_cache, window_paged_releases_blocks) {
+    /* paged:4, window 6: a query at position p sees p - 5 .. p */
+    kv_cache *kv = make_w("paged:4", 12, 0, 6);
+    int a;
+    /* prompt 10: 3 blocks at admission (positions 0..11); the next query (position 10) sees 5..10,
+     * so block 0 (0..3) is released: 2 blocks held, 6 written slots (4..9), 2 still to come */
+    cr_assert_eq(kv_cache_add_seq(kv, 10, 40, 0, &a), XF_OK, "%s", xf_error_msg());
+    cr_expect_eq(kv_cache_seq_capacity(kv, a), 8);
+    cr_expect_eq(kv_cache_slot(kv, a, 3), -1);
+    cr_expect_eq(kv_cache_slot(kv, a, 4), 4);
+    expect(kv, 0, 6, 2, 0, 0, 4);
+    const int32_t *t;
+    int64_t ne, tpe;
+    cr_assert_eq(kv_cache_block_table(kv, a, &t, &ne, &tpe), XF_OK);
+    cr_expect_eq(ne, 3);
+    cr_expect_eq(t[0], -1);
+    /* grow to 13: the next query (13) sees 8..13: block 1 (4..7) goes too, a new block 3 comes */
+    cr_assert_eq(kv_cache_append(kv, a, 3), XF_OK, "%s", xf_error_msg());
+    cr_expect_eq(kv_cache_seq_capacity(kv, a), 8);
+    expect(kv, 0, 5, 3, 0, 0, 4);
+    /* a 3-block pool runs a sequence of any length: at most ceil(6 / 4) + 1 blocks are live */
+    for (int i = 0; i < 400; i++) cr_assert_eq(kv_cache_append(kv, a, 1), XF_OK, "step %d: %s", i, xf_error_msg());
+    cr_expect_eq(kv_cache_seq_len(kv, a), 413);
+    cr_expect(kv_cache_seq_capacity(kv, a) <= 12);
+    cr_expect_eq(kv_cache_check(kv), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(kv_cache_free_seq(kv, a), XF_OK);
+    expect(kv, 0, 0, 0, 0, 0, 12);
+    kv_cache_free(kv);
+    /* without the window the same sequence fills the pool at 12 tokens */
+    kv = make("paged:4", 12, 0);
+    cr_assert_eq(kv_cache_add_seq(kv, 10, 40, 0, &a), XF_OK);
+    cr_expect_eq(kv_cache_append(kv, a, 3), KV_CACHE_FULL);
+    kv_cache_free(kv);
+}
+
+Test(kv_cache, window_contiguous_reserves_the_window) {
+    /* oracle and reserve hold at most the window: a ring of 8 slots */
+    kv_cache *kv = make_w("oracle", 32, 0, 8);
+    int a, b;
+    cr_assert_eq(kv_cache_add_seq(kv, 5, 20, 0, &a), XF_OK, "%s", xf_error_msg());
+    cr_expect_eq(kv_cache_seq_capacity(kv, a), 8);
+    /* 5 written, min(20, 8) - 5 = 3 to come, nothing wasted */
+    expect(kv, 0, 5, 3, 0, 0, 24);
+    cr_assert_eq(kv_cache_append(kv, a, 10), XF_OK, "%s", xf_error_msg());
+    cr_expect_eq(kv_cache_seq_len(kv, a), 15);
+    expect(kv, 0, 8, 0, 0, 0, 24);
+    /* position p at base + p % 8: 14 -> 6; 7..14 are there, 6 was overwritten by 14 */
+    cr_expect_eq(kv_cache_slot(kv, a, 14), 6);
+    cr_expect_eq(kv_cache_slot(kv, a, 7), 7);
+    cr_expect_eq(kv_cache_slot(kv, a, 6), -1);
+    kv_cache_free(kv);
+    kv = make_w("reserve", 32, 100, 8);
+    cr_assert_eq(kv_cache_add_seq(kv, 3, 50, 0, &a), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(kv_cache_add_seq(kv, 3, 4, 0, &b), XF_OK, "%s", xf_error_msg());
+    /* reserve: 8 slots each instead of 100; b will write 4 of its 8: 4 internal */
+    cr_expect_eq(kv_cache_seq_capacity(kv, a), 8);
+    expect(kv, 0, 6, 5 + 1, 4, 0, 16);
+    /* pow2 of the final length, capped at the window */
+    kv_cache_free(kv);
+    kv = make_w("pow2", 32, 0, 8);
+    cr_assert_eq(kv_cache_add_seq(kv, 3, 5, 0, &a), XF_OK);
+    cr_expect_eq(kv_cache_seq_capacity(kv, a), 8);
+    cr_assert_eq(kv_cache_add_seq(kv, 1, 3, 0, &b), XF_OK);
+    cr_expect_eq(kv_cache_seq_capacity(kv, b), 4);
+    kv_cache_free(kv);
+}
+
+/* The randomized runs again, each read checked over the window its next query sees. */
+Test(kv_cache, random_window_paged) {
+    for (uint64_t seed = 51; seed <= 53; seed++) random_run_w("paged:16", seed, 3000, 24);
+    random_run_w("paged:1", 54, 2000, 5);
+    random_run_w("paged:7", 55, 2000, 30);
+}
+Test(kv_cache, random_window_contiguous) {
+    random_run_w("reserve", 61, 3000, 40);
+    random_run_w("pow2", 62, 3000, 24);
+    random_run_w("oracle", 63, 3000, 17);
+}
+
+Test(kv_cache, latent_slots) {
+    /* DeepSeek-V3 bf16: 61 layers x (512 + 64) x 2 B = 70,272 B, against 2 x 61 x 128 x 128 x 2 for K and V */
+    cr_expect_eq(kv_bytes_per_latent_slot(61, 576, XF_BF16, 0), 70272);
+    /* int8: one fp16 scale per 128 of the 576: 5 per row */
+    cr_expect_eq(kv_bytes_per_latent_slot(61, 576, XF_INT8, 128), 61 * (576 + 10));
+    cr_expect_eq(kv_bytes_per_latent_slot(0, 576, XF_BF16, 0), 0);
+    kv_cache_config c = {0};
+    c.n_layers = 61;
+    c.latent_dim = 576;
+    c.dtype = XF_BF16;
+    c.budget_bytes = 70272 * 1000 + 5;
+    cr_assert_eq(kv_policy_parse("oracle", &c.policy), XF_OK);
+    kv_cache *kv = NULL;
+    cr_assert_eq(kv_cache_init(&kv, &c), XF_OK, "%s", xf_error_msg());
+    cr_expect_eq(kv_cache_n_slots(kv), 1000);
+    cr_expect_eq(kv_cache_bytes_per_slot(kv), 70272);
+    kv_cache_free(kv);
+    c.latent_dim = -1;
+    cr_expect_eq(kv_cache_init(&kv, &c), XF_EINVAL);
 }

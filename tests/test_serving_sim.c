@@ -599,3 +599,171 @@ Test(serving_sim, held_shares_of_the_pool_minus_free) {
     cr_assert_eq(kv_held_shares(&p, held), 0.0);
     cr_assert_eq(held[KV_CAT_TOKEN], 0.0);
 }
+
+/* ---- sliding windows and latent attention ---- */
+
+/* Every layer windowed (window 3), paged:2, a pool of 2 blocks: a request of prompt 4 and output 5
+ * reaches 8 positions but never holds more than 2 blocks. After admission the next query (4)
+ * sees 2..4: block 0 is released. Step by step (held = live blocks * 2; reserved = positions
+ * still to write within them):
+ *   1 prefill  len 4: blocks {1}     tok 2 (2, 3)  res 0  free 2
+ *   2 decode   len 5: blocks {1, 2}  tok 3 (2..4)  res 1  free 0
+ *   3 decode   len 6: blocks {2}     tok 2 (4, 5)  res 0  free 2
+ *   4 decode   len 7: blocks {2, 3}  tok 3 (4..6)  res 1  free 0
+ *   5 decode   len 8: blocks {3}     tok 2 (6, 7)  res 0  free 2
+ * time-averaged over 5 s of a 4-slot pool: tok 12/20, res 2/20, free 6/20. */
+Test(serving_sim, window_paged_frees_out_of_window_blocks) {
+    sim_request r[1] = {{1, 0, 4, 5}};
+    sim_trace t = trace_of(r, 1);
+    sim_config c = toy("paged:2", 4, 64);
+    record_kv_policy p;
+    cr_expect_eq(sim_run(&c, &t, &p), XF_EINVAL, "8 positions in a 4-slot pool without the window");
+    cr_expect(strstr(xf_error_msg(), "can never run"), "%s", xf_error_msg());
+    c.kv.window = 3;
+    cr_assert_eq(sim_run(&c, &t, &p), XF_OK, "%s", xf_error_msg());
+    cr_expect_eq(p.n_steps, 5);
+    cr_expect_eq(p.n_completed, 1);
+    cr_expect_float_eq(p.share[KV_CAT_TOKEN], 12.0 / 20, EPS);
+    cr_expect_float_eq(p.share[KV_CAT_RESERVED], 2.0 / 20, EPS);
+    cr_expect_float_eq(p.share[KV_CAT_INTERNAL], 0.0, EPS);
+    cr_expect_float_eq(p.share[KV_CAT_FREE], 6.0 / 20, EPS);
+    cr_expect_eq(p.n_groups, 1);
+    cr_expect_eq(p.groups[0].window, 3);
+    cr_expect_float_eq(p.groups[0].share[KV_CAT_TOKEN], 12.0 / 20, EPS);
+    cr_expect_eq(p.preemptions, 0);
+    record_kv_policy_clear(&p);
+    sim_trace_free(&t);
+}
+
+/* Two layer groups: a full-attention pool of 10 slots and a windowed one (window 2) of 4, oracle.
+ * Prompt 2, output 3: final 4. The full layers hold 4 slots, the windowed ones a ring of 2:
+ *   step 1 len 2: full tok 2 res 2 | window tok 2 res 0
+ *   step 2 len 3: full tok 3 res 1 | window tok 2
+ *   step 3 len 4: full tok 4 res 0 | window tok 2
+ * per group over 3 s: full tok 9/30, res 3/30, free 18/30; window tok 6/12, free 6/12. The whole,
+ * byte-weighted over 40 + 16 B: tok (16 + 20 + 24) / 3 / 56, res (8 + 4 + 0) / 3 / 56. */
+Test(serving_sim, two_layer_groups) {
+    sim_request r[1] = {{1, 0, 2, 3}};
+    sim_trace t = trace_of(r, 1);
+    sim_config c = toy("oracle", 10, 64);
+    c.kv_window = c.kv;
+    c.kv_window.budget_bytes = 4 * 4;
+    c.kv_window.window = 2;
+    record_kv_policy p;
+    cr_assert_eq(sim_run(&c, &t, &p), XF_OK, "%s", xf_error_msg());
+    cr_expect_eq(p.n_groups, 2);
+    cr_expect_eq(p.n_slots, 10);
+    cr_expect_float_eq(p.pool_bytes, 56.0, EPS);
+    cr_expect_float_eq(p.groups[0].share[KV_CAT_TOKEN], 9.0 / 30, EPS);
+    cr_expect_float_eq(p.groups[0].share[KV_CAT_RESERVED], 3.0 / 30, EPS);
+    cr_expect_float_eq(p.groups[0].share[KV_CAT_FREE], 18.0 / 30, EPS);
+    cr_expect_float_eq(p.groups[1].share[KV_CAT_TOKEN], 6.0 / 12, EPS);
+    cr_expect_float_eq(p.groups[1].share[KV_CAT_FREE], 6.0 / 12, EPS);
+    cr_expect_eq(p.groups[1].window, 2);
+    cr_expect_float_eq(p.share[KV_CAT_TOKEN], 60.0 / 3 / 56, EPS);
+    cr_expect_float_eq(p.share[KV_CAT_RESERVED], 12.0 / 3 / 56, EPS);
+    record_kv_policy_clear(&p);
+    /* the windowed pool must have a window and the same policy */
+    c.kv_window.window = 0;
+    cr_expect_eq(sim_run(&c, &t, &p), XF_EINVAL);
+    sim_trace_free(&t);
+}
+
+Test(serving_sim, pools_of_models) {
+    kv_policy pol;
+    cr_assert_eq(kv_policy_parse("paged:16", &pol), XF_OK);
+    sim_config sc;
+    memset(&sc, 0, sizeof sc);
+    /* a dense model: one pool, every layer */
+    model_config m;
+    cr_assert_eq(config_preset("llama-2-7b", &m), XF_OK);
+    cr_assert_eq(sim_pools_of_model(&m, XF_FP16, 1 << 30, pol, 4096, &sc), XF_OK, "%s", xf_error_msg());
+    cr_expect_eq(sc.kv.n_layers, 32);
+    cr_expect_eq(sc.kv.window, 0);
+    cr_expect_eq(sc.kv_window.n_layers, 0);
+    cr_expect_eq(sim_bytes_per_token(&m, XF_FP16), 524288);
+    /* mistral: every layer windowed at 4096: one pool with the window; a sequence at 8192 holds 4096 */
+    cr_assert_eq(config_preset("mistral-7b", &m), XF_OK);
+    cr_assert_eq(sim_pools_of_model(&m, XF_FP16, 1 << 30, pol, 32768, &sc), XF_OK);
+    cr_expect_eq(sc.kv.window, 4096);
+    cr_expect_eq(sc.kv_window.n_layers, 0);
+    cr_expect_float_eq(sim_kv_bytes_at(&m, XF_FP16, 8192), 131072.0 * 4096, 0);
+    cr_expect_float_eq(sim_kv_bytes_at(&m, XF_FP16, 1000), 131072.0 * 1000, 0);
+    /* mixed: 3 full layers and 1 windowed at 16, max_len 64: the budget splits 3 * 64 : 1 * 16 */
+    m.n_layers = 4;
+    memset(m.window_layers, 0, sizeof m.window_layers);
+    m.window_layers[0] = 1u << 3;
+    m.sliding_window = 16;
+    cr_assert_eq(config_validate(&m), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(sim_pools_of_model(&m, XF_FP16, 208000, pol, 64, &sc), XF_OK);
+    cr_expect_eq(sc.kv.n_layers, 3);
+    cr_expect_eq(sc.kv.window, 0);
+    cr_expect_eq(sc.kv.budget_bytes, 192000);
+    cr_expect_eq(sc.kv_window.n_layers, 1);
+    cr_expect_eq(sc.kv_window.window, 16);
+    cr_expect_eq(sc.kv_window.budget_bytes, 16000);
+    /* per layer 2 * 8 heads * 128 * 2 B = 4096: at context 100, 3 layers hold 100, one 16 */
+    cr_expect_float_eq(sim_kv_bytes_at(&m, XF_FP16, 100), 4096.0 * (3 * 100 + 16), 0);
+    /* DeepSeek-V3: one latent row (512 + 64) per layer */
+    cr_assert_eq(config_preset("deepseek-v3", &m), XF_OK);
+    cr_assert_eq(sim_pools_of_model(&m, XF_BF16, 1 << 30, pol, 4096, &sc), XF_OK);
+    cr_expect_eq(sc.kv.latent_dim, 576);
+    cr_expect_eq(sc.kv.n_layers, 61);
+    cr_expect_eq(sim_bytes_per_token(&m, XF_BF16), 70272);
+    cr_expect_eq(sim_pools_of_model(&m, XF_BF16, 0, pol, 4096, &sc), XF_EINVAL);
+}
+
+/* MLA's small cache drives capacity: the same budget holds 61 * 576 elements per token, not the
+ * 2 * 61 * 128 * 128 that K and V of every head would take. */
+Test(serving_sim, latent_pool_capacity) {
+    model_config m;
+    cr_assert_eq(config_preset("deepseek-v3", &m), XF_OK);
+    kv_policy pol;
+    cr_assert_eq(kv_policy_parse("oracle", &pol), XF_OK);
+    sim_config sc;
+    memset(&sc, 0, sizeof sc);
+    cr_assert_eq(sim_pools_of_model(&m, XF_BF16, INT64_C(70272) * 1000, pol, 100, &sc), XF_OK);
+    sc.max_len = 100;
+    sc.step_time = one_second;
+    /* 20 requests of 50 tokens at once: all fit in 1000 slots */
+    sim_request r[20];
+    for (int i = 0; i < 20; i++) r[i] = (sim_request){i + 1, 0, 30, 21};
+    sim_trace t = trace_of(r, 20);
+    record_kv_policy p;
+    cr_assert_eq(sim_run(&sc, &t, &p), XF_OK, "%s", xf_error_msg());
+    cr_expect_eq(p.n_slots, 1000);
+    cr_expect_float_eq(p.pool_bytes, 70272.0 * 1000, 0);
+    cr_expect_eq(p.max_live, 20);
+    record_kv_policy_clear(&p);
+    sim_trace_free(&t);
+}
+
+/* The layer groups survive the JSON; a record without them reads as before; bad ones are refused. */
+Test(record_kv_json, layer_groups_round_trip) {
+    record_kv *kv = small_section();
+    record_kv_policy *p = &kv->policies[0];
+    p->n_groups = 2;
+    p->groups[0] = (record_kv_group){3, 0, 100, 1200, {0.25, 0.25, 0, 0, 0.5}};
+    p->groups[1] = (record_kv_group){1, 16, 40, 160, {0.75, 0, 0, 0, 0.25}};
+    cJSON *j = record_kv_to_json(kv);
+    cr_assert(j);
+    char *text = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    cr_assert(strstr(text, "\"groups\":[{\"n_layers\":3,\"window\":0,"), "%s", text);
+    record_kv *back = NULL;
+    cr_assert_eq(reparse(text, &back), XF_OK, "%s", xf_error_msg());
+    const record_kv_policy *b = &back->policies[0];
+    cr_assert_eq(b->n_groups, 2);
+    cr_expect_eq(b->groups[1].window, 16);
+    cr_expect_eq(b->groups[1].n_slots, 40);
+    cr_expect_eq(b->groups[1].share[KV_CAT_TOKEN], 0.75);
+    cr_expect_eq(back->policies[1].n_groups, 0, "the other policy has none");
+    record_kv_free(back);
+    char *bad = subst(text, "\"token_states\":0.75", "\"token_states\":0.5");
+    cr_expect_neq(reparse(bad, &back), XF_OK, "shares not adding up to 1 are refused");
+    cr_expect(strstr(xf_error_msg(), "groups[1]"), "%s", xf_error_msg());
+    record_kv_free(back);
+    free(bad);
+    free(text);
+    record_kv_free(kv);
+}
