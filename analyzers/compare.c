@@ -495,12 +495,36 @@ static xf_status compare_pair(builder *b, int bi, int ni, const record_point *x,
         note(b->r, "point %d (%s): %lld ops have no instruction count on a side (the perf_event probe could not count them "
                    "there): not compared", bi + 1, pl, (long long)b->instr_missing);
     b->instr_missing = 0;
-    if (measured && !b->rounds && (min_x < b->o->min_samples || min_y < b->o->min_samples))
+    const unsigned timed = (1u << CMP_TIME) | (1u << CMP_TTFT) | (1u << CMP_TPOT) | (1u << CMP_TOKENS_PER_S);
+    if (measured && !b->rounds && (b->o->metrics & timed) && (min_x < b->o->min_samples || min_y < b->o->min_samples))
         note(b->r,
              "point %d (%s): fewer than %d samples per op (BASE %d, NEW %d): the U test has little power; "
              "run more repetitions (-r)",
              bi + 1, pl, b->o->min_samples, min_x, min_y);
     return compare_point_metrics(b, bi, ni, x, y, measured);
+}
+
+/* Where a record's instruction counts come from: "callgrind" (xfprof run --callgrind, env
+ * instructions_source) or "perf_event" (the hardware counter). */
+static const char *instruction_source(const record *r) {
+    for (int i = 0; i < r->n_env && i < RECORD_MAX_ENV; i++)
+        if (!strcmp(r->env[i].key, "instructions_source")) return strncmp(r->env[i].value, "callgrind", 9) ? r->env[i].value : "callgrind";
+    return "perf_event";
+}
+
+/* Counts of two kinds do not compare: callgrind counts the program on valgrind's simulated CPU,
+ * perf_event the hardware's retired instructions (and the OpenMP runtime's spinning). */
+static xf_status check_instruction_source(const record *base, const record *new_, const compare_options *opt, compare_result *out) {
+    const char *sb = instruction_source(base), *sn = instruction_source(new_);
+    if (strcmp(sb, sn) != 0) {
+        if (!opt->force)
+            return xf_errorf(XF_EINVAL, "instructions counted by %s in BASE and by %s in NEW: counts of two kinds do not compare "
+                                        "(make both records the same way; --force compares them anyway)", sb, sn);
+        note(out, "instructions counted by %s in BASE and by %s in NEW, compared because of --force", sb, sn);
+    } else if (!strcmp(sb, "callgrind"))
+        note(out, "instructions: callgrind's counts per op range (deterministic: identical builds give identical counts; "
+                  "memory stalls and waiting are not instructions)");
+    return XF_OK;
 }
 
 static xf_status compare_impl(const record *base, const record *new_, const compare_options *opt, compare_result *out,
@@ -523,6 +547,10 @@ static xf_status compare_impl(const record *base, const record *new_, const comp
             return xf_errorf(XF_EINVAL, "the records are of different devices (BASE %s, NEW %s): --force compares them anyway",
                              base->device.name, new_->device.name);
         note(out, "different devices (BASE %s, NEW %s), compared because of --force", base->device.name, new_->device.name);
+    }
+    if (opt->metrics & (1u << CMP_INSTRUCTIONS)) {
+        xf_status s = check_instruction_source(base, new_, opt, out);
+        if (s) return s;
     }
     for (int i = 0; i < base->n_points; i++) {
         xf_status s;

@@ -226,6 +226,7 @@ static xf_status run_point(run_ctx *c, record_point *p) {
         if (!op->measured) continue; /* the model did not run this op (e.g. no decode) */
         /* CPU without an open counter: the record lists every counter as unsupported */
         if (!pl->cuda && !c->perf) perf_probe_fill(NULL, op->cost.phase, op->cost.layer, op->cost.kind, op);
+        callgrind_probe_fill(c->callgrind, op); /* NULL: nothing */
         roofline_measure_op(op, &c->dev, &th);
     }
     roofline_summarize_point(p);
@@ -281,6 +282,9 @@ static void set_env_common(record *rec, const run_ctx *c, const char *ceil_note,
     } else
         record_set_env(rec, "timer_overhead", "probes off (--no-probes): whole-step times only");
     record_set_env(rec, "perf_counters", perf);
+    if (c->plan->callgrind) /* compare --metric instructions reads it: counts of one kind only */
+        record_set_env(rec, "instructions_source", c->plan->callgrind == 2 ? "callgrind, cache simulation on (times measured under valgrind: not comparable)"
+                                                                           : "callgrind (times measured under valgrind: not comparable)");
     snprintf(buf, sizeof buf, "%.0f", rss);
     record_set_env(rec, "peak_rss_bytes", buf);
 }
@@ -431,6 +435,12 @@ static xf_status open_probes(run_ctx *c) {
     }
     if ((s = timer_probe_init(pl->cfg.n_layers, pl->reps, 0, &c->timer))) return s;
     c->ps.items[c->ps.n++] = timer_probe_as_probe(c->timer); /* last: innermost */
+    if (pl->callgrind) { /* inside the timer: its clock reads are not counted */
+        if ((s = callgrind_probe_init(pl->cfg.n_layers, pl->reps, pl->callgrind_out, pl->callgrind == 2, &pl->callgrind_extra,
+                                      &c->callgrind)))
+            return s;
+        c->ps.items[c->ps.n++] = callgrind_probe_as_probe(c->callgrind);
+    }
     n->probes = 1;
     n->perf_open = c->perf != NULL;
     n->timer_overhead_s = timer_probe_overhead_s(c->timer);
