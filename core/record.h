@@ -90,6 +90,7 @@ typedef struct record_run_info {
     double timer_overhead_s; /* measured per range and subtracted */
 } record_run_info;
 
+#define RECORD_MAX_CPU_REPS 64 /* repetitions whose CPU step times a point keeps */
 typedef struct record_point {
     workload wl;
     record_run_info run;
@@ -100,6 +101,12 @@ typedef struct record_point {
     int64_t n_seqs;           /* rows of tokens (== batch for runs, 0 for predictions) */
     int64_t n_tokens_per_seq; /* generated tokens per sequence */
     int32_t *tokens;          /* (n_seqs, n_tokens_per_seq) greedy tokens generated; owned */
+    /* Measured runs: the process CPU time (all threads) of each repetition's prefill step and of its
+     * mean decode step; unlike the wall times it does not grow while the process waits for a CPU
+     * that other jobs hold. n_cpu 0: not measured (predictions, old records, reps above the cap). */
+    int n_cpu;
+    double cpu_prefill_s[RECORD_MAX_CPU_REPS]; /* (n_cpu) seconds */
+    double cpu_decode_s[RECORD_MAX_CPU_REPS];  /* (n_cpu) seconds per decode step */
 } record_point;
 
 /* One finding of the advice analyzer (analyzers/advice.h): what the record shows, what to do,

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "analyzers/predict.h"
@@ -145,6 +146,13 @@ static xf_status replay_steps(run_ctx *c, const record_point *p, const int32_t *
     return s;
 }
 
+/* The process's CPU time (every thread), seconds. */
+static double cpu_now_s(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return 0;
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 /* Runs one point: warm-up, reps; fills the measured ops, summary and tokens. */
 static xf_status run_point(run_ctx *c, record_point *p) {
     const run_plan *pl = c->plan;
@@ -172,16 +180,21 @@ static xf_status run_point(run_ctx *c, record_point *p) {
         if (r < 0 && pl->stop && pl->stop()) break; /* Ctrl-C in the warm-up: nothing to finish */
         model_reset(c->m);
         probe_set_rep_begin(ps);
-        double t0 = timer_now_s();
+        double c0 = cpu_now_s(), t0 = timer_now_s();
         if ((s = model_prefill(c->m, (int)w->batch, prompts, lens, ps)) != XF_OK) goto done;
-        double t1 = timer_now_s();
+        double t1 = timer_now_s(), c1 = cpu_now_s();
         for (int64_t k = 0; k < n_dec; k++) /* the prefill sampled the first of the gen tokens */
             if ((s = model_decode_step(c->m, NULL, ps)) != XF_OK) goto done;
-        double t2 = timer_now_s();
+        double t2 = timer_now_s(), c2 = cpu_now_s();
         if ((s = probe_set_rep_end(ps, r)) != XF_OK) goto done; /* after the timed part; r < 0: warm-up */
         if (r < 0) continue;
         pre_s[r] = t1 - t0;
         dec_s[r] = n_dec > 0 ? (t2 - t1) / (double)n_dec : 0;
+        if (r < RECORD_MAX_CPU_REPS && pl->reps <= RECORD_MAX_CPU_REPS) { /* the gate's steady figure (compare --ab) */
+            p->cpu_prefill_s[r] = c1 - c0;
+            p->cpu_decode_s[r] = n_dec > 0 ? (c2 - c1) / (double)n_dec : 0;
+            p->n_cpu = r + 1;
+        }
         c->reps_done = r + 1;
         if (pl->stop && pl->stop()) break; /* Ctrl-C: this repetition is complete, the rest are not run */
     }

@@ -46,20 +46,23 @@ wrap slow "XFPROF_TEST_SLOW_OP='decode/*:20' exec \"$XF\" \"\$@\""
 "$XF" compare --ab "$XF" "$tmp/slow" --rounds 5 -- "${RUN[@]}" >"$tmp/slow.txt" 2>"$tmp/slow.err"
 rc=$?
 [ $rc -eq 1 ] || fail "20x slower decode: exit $rc, expected 1: $(cat "$tmp/slow.err")"
-grep -q '^verdict: REGRESSION in.* tpot' "$tmp/slow.txt" || fail "20x slower decode: the verdict does not name tpot: $(tail -2 "$tmp/slow.txt")"
-grep -E '^1 +\(point\) +tpot .* \+[0-9.]+% +\[\+[0-9.]+%,\+[0-9.]+%\] .* paired +REGRESSION$' "$tmp/slow.txt" >/dev/null ||
-  fail "20x slower decode: no paired tpot regression row with its CI: $(grep tpot "$tmp/slow.txt" | head -2)"
+grep -q '^verdict: REGRESSION in.* cpu_tpot' "$tmp/slow.txt" || fail "20x slower decode: the verdict does not name cpu_tpot: $(tail -2 "$tmp/slow.txt")"
+grep -E '^1 +\(point\) +cpu_tpot .* \+[0-9.]+% +\[\+[0-9.]+%,\+[0-9.]+%\] .* paired +REGRESSION$' "$tmp/slow.txt" >/dev/null ||
+  fail "20x slower decode: no paired cpu_tpot regression row with its CI: $(grep tpot "$tmp/slow.txt" | head -2)"
+# the wall-clock tpot is shown and tested, as explanation (it does not decide by default)
+grep -q 'decided by: the CPU step times' "$tmp/slow.txt" || fail "--ab: the deciding metrics are not named"
+grep -E '^1 +\(point\) +tpot .* paired' "$tmp/slow.txt" >/dev/null || fail "--ab: no wall-clock tpot row: $(grep tpot "$tmp/slow.txt" | head -3)"
 # a prefill-only slowdown: ttft regressed (whether 5 rounds also call tpot is up to the noise)
 wrap slowpre "XFPROF_TEST_SLOW_OP='prefill/*:20' exec \"$XF\" \"\$@\""
 "$XF" compare --ab "$XF" "$tmp/slowpre" --rounds 5 -- "${RUN[@]}" >"$tmp/slowpre.txt" 2>&1
-grep -q '^verdict: REGRESSION in.* ttft' "$tmp/slowpre.txt" || fail "20x slower prefill: ttft not named: $(tail -2 "$tmp/slowpre.txt")"
+grep -q '^verdict: REGRESSION in.* cpu_ttft' "$tmp/slowpre.txt" || fail "20x slower prefill: cpu_ttft not named: $(tail -2 "$tmp/slowpre.txt")"
 
 # 3. --calibrate: one build against itself, the noise and the smallest detectable slowdown
 "$XF" compare --calibrate "$XF" --rounds 5 -- "${RUN[@]}" >"$tmp/cal.txt" 2>&1
 rc=$?
 [ $rc -le 1 ] || fail "--calibrate: exit $rc: $(tail -3 "$tmp/cal.txt")"
 grep -q '^calibration (A/A, one build against itself): 5 rounds' "$tmp/cal.txt" || fail "--calibrate: no calibration line"
-grep -q 'smallest slowdown caught in 80% of gates with 5 rounds at threshold 5.0%: [0-9.]*%' "$tmp/cal.txt" ||
+grep -q 'cpu_tpot: run-to-run spread .* smallest slowdown caught in 80% of gates with 5 rounds at threshold 3.0%: [0-9.]*%' "$tmp/cal.txt" ||
   fail "--calibrate: no smallest detectable slowdown"
 
 # 4. bad input: exit 2 and a message naming what is wrong

@@ -332,7 +332,7 @@ Test(compare, measured_op_without_samples_is_refused_by_name) {
 
 Test(compare, metric_lists) {
     unsigned m;
-    cr_assert_eq(compare_metrics_parse("time,tokens_per_s,ttft,tpot,bytes,flops,instructions", &m), XF_OK);
+    cr_assert_eq(compare_metrics_parse("time,tokens_per_s,ttft,tpot,bytes,flops,instructions,cpu_ttft,cpu_tpot", &m), XF_OK);
     cr_assert_eq(m, (1u << CMP_METRIC_COUNT) - 1);
     cr_assert_eq(compare_metrics_parse("bytes", &m), XF_OK);
     cr_assert_eq(m, 1u << CMP_BYTES);
