@@ -19,6 +19,7 @@
 # usage: bench/ci_gate.sh [--update] XFPROF [WORKDIR]
 #   --update   rewrite bench/baseline/ from this build (after an intended cost-model change)
 #   XF_GATE_BASE=PATH  the base build (another checkout's build/xfprof): the A/B and count gates
+#   XF_GATE_AB=0       with XF_GATE_BASE: leave the timed A/B gate out (tests/cli_gate.sh)
 # exit: 0 pass, 1 regression, 2 bad input (a baseline missing or unreadable), 4 other failure.
 # Test only: XFPROF_TEST_SLOW_OP=op:factor (honoured by `xfprof sweep`) slows one op, so
 # tests/cli_gate.sh can show that the gate catches it.
@@ -106,7 +107,7 @@ if [ "${XF_GATE_MEASURED:-1}" != 0 ] && "$XF" run --help >/dev/null 2>&1; then
     fi
   fi
   # The timed gate, against a base build only.
-  if [ $update -eq 0 ] && [ -n "${XF_GATE_BASE:-}" ]; then
+  if [ $update -eq 0 ] && [ -n "${XF_GATE_BASE:-}" ] && [ "${XF_GATE_AB:-1}" != 0 ]; then
     "$XF" compare --ab "$XF_GATE_BASE" "$XF" -- run --model stories15m --prompt 16 --gen 8 --reps 3 --threads 1 \
       >"$work/compare-ab.txt" 2>&1
     rc=$?
