@@ -3,8 +3,9 @@
 # rounds): identical builds pass; a build whose decode step is 20x slower (test-only hook
 # XFPROF_TEST_SLOW_OP, set by a wrapper script for the NEW side only) fails with exit 1 naming
 # tpot and the paired method; --calibrate prints the noise; bad input exits 2 naming what is wrong:
-# a build that is not xfprof, a side whose run fails, records of different workloads, -o in the
-# command, a missing command.
+# a build that is not xfprof (another program, a missing path, a folder, a file that is not
+# executable), a side whose run fails (NEW in round 1, BASE in round 2), records of different
+# workloads, -o in the command, a missing command.
 set -u
 XF=${1:?usage: cli_ab.sh path/to/xfprof}
 XF=$(cd "$(dirname "$XF")" && pwd)/$(basename "$XF")
@@ -79,6 +80,17 @@ expect2 "missing build" "BASE build '$tmp/none'" "$XF" compare --ab "$tmp/none" 
 wrap failing "case \"\$1\" in --version) exec \"$XF\" --version;; esac; echo 'simulated failure of this build' >&2; exit 3"
 expect2 "failing side" "the NEW build's 'run' failed in round 1 (exit status 3): simulated failure" \
   "$XF" compare --ab "$XF" "$tmp/failing" --rounds 5 -- "${RUN[@]}"
+# BASE fails in round 2 only (its second run): the round, the side and its message are named
+wrap failing2 "case \"\$1\" in --version|machine) exec \"$XF\" \"\$@\";; esac
+n=\$(cat \"$tmp/count\" 2>/dev/null || echo 0); echo \$((n + 1)) >\"$tmp/count\"
+if [ \$n -ge 1 ]; then echo 'second run refused' >&2; exit 5; fi
+exec \"$XF\" \"\$@\""
+expect2 "failing side, round 2" "the BASE build's 'run' failed in round 2 (exit status 5): second run refused" \
+  "$XF" compare --ab "$tmp/failing2" "$XF" --rounds 5 -- "${RUN[@]}"
+mkdir "$tmp/adir"
+expect2 "a folder as a build" "BASE build '$tmp/adir'" "$XF" compare --ab "$tmp/adir" "$XF" --rounds 5 -- "${RUN[@]}"
+printf 'not a program\n' >"$tmp/plain"
+expect2 "a file that is not executable" "NEW build '$tmp/plain'" "$XF" compare --ab "$XF" "$tmp/plain" --rounds 5 -- "${RUN[@]}"
 wrap otherwl "exec \"$XF\" \"\$@\" --prompt 9"
 expect2 "different workloads" "round 1: BASE point 1 (batch 1, prompt 8," "$XF" compare --ab "$XF" "$tmp/otherwl" --rounds 5 -- "${RUN[@]}"
 expect2 "bad option for run" "build's 'run' failed in round 1 (exit status 2): xfprof run: unknown option" "$XF" compare --ab "$XF" "$XF" --rounds 5 -- run --no-such-flag
