@@ -55,7 +55,9 @@ int run_callgrind_start(int argc, char **argv, int cache, const char **dump_path
     *dump_path = NULL;
     if (!callgrind_probe_built())
         return cli_fail(CMD, xf_errorf(XF_EUNSUPPORTED, "--callgrind: this build has no callgrind probe (valgrind/callgrind.h "
-                                                        "was not found when it was built): apt-get install valgrind, then rebuild"));
+                                                        "was not found when it was built, or it is a sanitizer build, which "
+                                                        "valgrind cannot run): apt-get install valgrind, then rebuild without "
+                                                        "XFPROF_SANITIZE"));
     if (callgrind_running()) {
         const char *p = getenv(ENV_OUT);
         if (!p || !*p)

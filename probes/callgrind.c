@@ -313,7 +313,7 @@ xf_status callgrind_probe_init(int64_t n_layers, int max_reps, const char *out_p
     *out = NULL;
     if (!callgrind_probe_built())
         return xf_errorf(XF_EUNSUPPORTED, "this build has no callgrind probe (valgrind/callgrind.h was not found when it was "
-                                          "built): install valgrind (apt-get install valgrind) and rebuild");
+                                          "built, or a sanitizer build): install valgrind (apt-get install valgrind) and rebuild");
     if (!callgrind_running()) return xf_errorf(XF_EUNSUPPORTED, "the callgrind probe needs the process to run under valgrind --tool=callgrind");
     if (!out_path || !*out_path || strlen(out_path) >= sizeof ((callgrind_probe *)0)->path)
         return xf_errorf(XF_EINVAL, "callgrind probe: no (or too long a) dump file path");
