@@ -430,8 +430,8 @@ static xf_status compare_point_metrics(builder *b, int bi, int ni, const record_
         if ((m == CMP_CPU_TTFT || m == CMP_CPU_TPOT) && (!measured || x->n_cpu <= 0 || y->n_cpu <= 0)) {
             if (m == CMP_CPU_TTFT) { /* one note for both */
                 char pl[160];
-                note(b->r, "point %d (%s): no CPU step times on a side (a prediction, or a record from before them): "
-                           "cpu_ttft and cpu_tpot not compared", bi + 1, compare_point_label(x, pl, sizeof pl));
+                note(b->r, "point %d (%s): no CPU step times on a side (old record, or reps > %d): cpu_ttft, cpu_tpot "
+                           "not compared", bi + 1, compare_point_label(x, pl, sizeof pl), RECORD_MAX_CPU_REPS);
             }
             continue;
         }

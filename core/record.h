@@ -90,7 +90,7 @@ typedef struct record_run_info {
     double timer_overhead_s; /* measured per range and subtracted */
 } record_run_info;
 
-#define RECORD_MAX_CPU_REPS 64 /* repetitions whose CPU step times a point keeps */
+#define RECORD_MAX_CPU_REPS 16 /* repetitions whose CPU step times a point keeps (inline: 256 B per point) */
 typedef struct record_point {
     workload wl;
     record_run_info run;
