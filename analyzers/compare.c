@@ -9,7 +9,8 @@
 #include "stats.h"
 
 const char *compare_metric_name(compare_metric m) {
-    static const char *names[CMP_METRIC_COUNT] = {"time", "tokens_per_s", "ttft", "tpot", "bytes", "flops", "instructions"};
+    static const char *names[CMP_METRIC_COUNT] = {"time", "tokens_per_s", "ttft", "tpot", "bytes", "flops", "instructions",
+                                                   "cpu_ttft", "cpu_tpot"};
     return (m >= 0 && m < CMP_METRIC_COUNT) ? names[m] : "?";
 }
 
@@ -49,7 +50,8 @@ const char *compare_method_desc(compare_method m) {
 
 xf_status compare_metrics_parse(const char *s, unsigned *mask) {
     *mask = 0;
-    if (!s || !*s) return xf_errorf(XF_EINVAL, "--metric needs a comma list of time, tokens_per_s, ttft, tpot, bytes, flops, instructions");
+    if (!s || !*s) return xf_errorf(XF_EINVAL, "--metric needs a comma list of time, tokens_per_s, ttft, tpot, bytes, flops, instructions, "
+                                               "cpu_ttft, cpu_tpot");
     const char *p = s;
     while (1) {
         const char *comma = strchr(p, ',');
@@ -61,7 +63,8 @@ xf_status compare_metrics_parse(const char *s, unsigned *mask) {
         }
         if (len == 5 && strncmp(p, "tok/s", 5) == 0) found = CMP_TOKENS_PER_S;
         if (found < 0)
-            return xf_errorf(XF_EINVAL, "--metric: unknown metric '%.*s' (use time, tokens_per_s, ttft, tpot, bytes, flops, instructions)",
+            return xf_errorf(XF_EINVAL, "--metric: unknown metric '%.*s' (use time, tokens_per_s, ttft, tpot, bytes, flops, instructions, "
+                                                "cpu_ttft, cpu_tpot)",
                              (int)(len > 32 ? 32 : len), p);
         *mask |= 1u << found;
         if (!comma) break;
@@ -79,6 +82,7 @@ void compare_options_default(compare_options *o) {
     o->min_samples = 5;
     o->n_boot = 2000;
     o->seed = 0x5eed2021u;
+    o->explain = 0;
 }
 
 void compare_result_free(compare_result *r) {
@@ -228,7 +232,8 @@ static xf_status finalize(compare_result *r, const compare_options *o) {
     r->headline_gate = 0;
     r->n_regressions = r->n_improvements = r->n_gate_regressions = 0;
     for (int64_t i = 0; i < r->n_items; i++)
-        if (!r->items[i].is_op && is_measured_method(r->items[i].method)) r->headline_gate = 1;
+        if (!r->items[i].is_op && is_measured_method(r->items[i].method) && !(o->explain & (1u << r->items[i].metric)))
+            r->headline_gate = 1;
     size_t n = (size_t)(r->n_items > 0 ? r->n_items : 1);
     double *p = malloc(2 * n * sizeof *p);
     if (!p) return xf_errorf(XF_ENOMEM, "out of memory comparing records");
@@ -254,7 +259,7 @@ static xf_status finalize(compare_result *r, const compare_options *o) {
             it->verdict = CMP_UNCHANGED;
             if (sig && it->ci_lo > o->threshold) it->verdict = CMP_REGRESSION;
             else if (sig && it->ci_hi < -o->threshold) it->verdict = CMP_IMPROVEMENT;
-            it->gate = !it->is_op || !r->headline_gate;
+            it->gate = (!it->is_op || !r->headline_gate) && !(o->explain & (1u << it->metric));
         } else {
             it->gate = it->method == CMP_METHOD_EXACT;
         }
@@ -299,7 +304,9 @@ static const record_counter *find_counter(const record_op *op, const char *name)
 
 static xf_status compare_op(builder *b, int bi, int ni, const record_op *x, const record_op *y, int measured) {
     for (int m = 0; m < CMP_METRIC_COUNT; m++) {
-        if (!(b->o->metrics & (1u << m)) || m == CMP_TTFT || m == CMP_TPOT || m == CMP_TOKENS_PER_S) continue;
+        if (!(b->o->metrics & (1u << m)) || m == CMP_TTFT || m == CMP_TPOT || m == CMP_TOKENS_PER_S || m == CMP_CPU_TTFT ||
+            m == CMP_CPU_TPOT)
+            continue;
         const record_counter *cx = NULL, *cy = NULL;
         if (m == CMP_INSTRUCTIONS) {
             cx = find_counter(x, "instructions");
@@ -376,6 +383,14 @@ static double tps_of(const record_point *p, double ttft, double tpot) {
 /* Samples of a point metric for a measured point: n, or 0 when not derivable; -1 on OOM. */
 static int point_samples(const record_point *p, compare_metric m, double **out) {
     *out = NULL;
+    if (m == CMP_CPU_TTFT || m == CMP_CPU_TPOT) { /* the runner's CPU step times, one per repetition */
+        if (p->n_cpu <= 0) return 0;
+        double *s = malloc((size_t)p->n_cpu * sizeof *s);
+        if (!s) return -1;
+        memcpy(s, m == CMP_CPU_TTFT ? p->cpu_prefill_s : p->cpu_decode_s, (size_t)p->n_cpu * sizeof *s);
+        *out = s;
+        return p->n_cpu;
+    }
     if (m == CMP_TTFT) return step_samples(p, XF_PREFILL, out);
     if (m == CMP_TPOT) return step_samples(p, XF_DECODE, out);
     double *pre, *dec;
@@ -393,16 +408,33 @@ static int point_samples(const record_point *p, compare_metric m, double **out) 
     return np;
 }
 
+static double min_of(const double *x, int n) {
+    double v = INFINITY;
+    for (int i = 0; i < n; i++) v = fmin(v, x[i]);
+    return v;
+}
+
 static double summary_value(const record_point *p, compare_metric m) {
+    if (m == CMP_CPU_TTFT || m == CMP_CPU_TPOT)
+        return p->n_cpu > 0 ? stats_median(m == CMP_CPU_TTFT ? p->cpu_prefill_s : p->cpu_decode_s, (size_t)p->n_cpu) : 0;
     return m == CMP_TTFT ? p->summary.ttft_s : m == CMP_TPOT ? p->summary.tpot_s : p->summary.tokens_per_s;
 }
 
 static xf_status compare_point_metrics(builder *b, int bi, int ni, const record_point *x, const record_point *y, int measured) {
-    static const compare_metric pm[] = {CMP_TTFT, CMP_TPOT, CMP_TOKENS_PER_S};
+    static const compare_metric pm[] = {CMP_TTFT, CMP_TPOT, CMP_TOKENS_PER_S, CMP_CPU_TTFT, CMP_CPU_TPOT};
     for (size_t k = 0; k < sizeof pm / sizeof pm[0]; k++) {
         compare_metric m = pm[k];
         if (!(b->o->metrics & (1u << m))) continue;
         if (m == CMP_TPOT && (x->wl.gen == 0 || y->wl.gen == 0)) continue; /* no decode step */
+        if (m == CMP_CPU_TPOT && (workload_decode_steps(&x->wl) == 0 || workload_decode_steps(&y->wl) == 0)) continue;
+        if ((m == CMP_CPU_TTFT || m == CMP_CPU_TPOT) && (!measured || x->n_cpu <= 0 || y->n_cpu <= 0)) {
+            if (m == CMP_CPU_TTFT) { /* one note for both */
+                char pl[160];
+                note(b->r, "point %d (%s): no CPU step times on a side (old record, or reps > %d): cpu_ttft, cpu_tpot "
+                           "not compared", bi + 1, compare_point_label(x, pl, sizeof pl), RECORD_MAX_CPU_REPS);
+            }
+            continue;
+        }
         compare_item *it = push(b);
         if (!it) return xf_errorf(XF_ENOMEM, "out of memory comparing records");
         it->base_point = bi;
@@ -420,6 +452,12 @@ static xf_status compare_point_metrics(builder *b, int bi, int ni, const record_
             }
             if (nx > 0 && ny > 0) {
                 xf_status s = test_samples(b, it, xs, nx, ys, ny);
+                if (s == XF_OK && b->rounds && (m == CMP_CPU_TTFT || m == CMP_CPU_TPOT)) {
+                    /* a round's CPU figure: the least over its repetitions (other jobs only add to it:
+                     * memory and cache contention); measured, it halves the per-round spread */
+                    it->base = min_of(xs, nx);
+                    it->new_ = min_of(ys, ny);
+                }
                 free(xs);
                 free(ys);
                 if (s) return s;
@@ -495,12 +533,37 @@ static xf_status compare_pair(builder *b, int bi, int ni, const record_point *x,
         note(b->r, "point %d (%s): %lld ops have no instruction count on a side (the perf_event probe could not count them "
                    "there): not compared", bi + 1, pl, (long long)b->instr_missing);
     b->instr_missing = 0;
-    if (measured && !b->rounds && (min_x < b->o->min_samples || min_y < b->o->min_samples))
+    const unsigned timed = (1u << CMP_TIME) | (1u << CMP_TTFT) | (1u << CMP_TPOT) | (1u << CMP_TOKENS_PER_S) |
+                           (1u << CMP_CPU_TTFT) | (1u << CMP_CPU_TPOT);
+    if (measured && !b->rounds && (b->o->metrics & timed) && (min_x < b->o->min_samples || min_y < b->o->min_samples))
         note(b->r,
              "point %d (%s): fewer than %d samples per op (BASE %d, NEW %d): the U test has little power; "
              "run more repetitions (-r)",
              bi + 1, pl, b->o->min_samples, min_x, min_y);
     return compare_point_metrics(b, bi, ni, x, y, measured);
+}
+
+/* Where a record's instruction counts come from: "callgrind" (xfprof run --callgrind, env
+ * instructions_source) or "perf_event" (the hardware counter). */
+static const char *instruction_source(const record *r) {
+    for (int i = 0; i < r->n_env && i < RECORD_MAX_ENV; i++)
+        if (!strcmp(r->env[i].key, "instructions_source")) return strncmp(r->env[i].value, "callgrind", 9) ? r->env[i].value : "callgrind";
+    return "perf_event";
+}
+
+/* Counts of two kinds do not compare: callgrind counts the program on valgrind's simulated CPU,
+ * perf_event the hardware's retired instructions (and the OpenMP runtime's spinning). */
+static xf_status check_instruction_source(const record *base, const record *new_, const compare_options *opt, compare_result *out) {
+    const char *sb = instruction_source(base), *sn = instruction_source(new_);
+    if (strcmp(sb, sn) != 0) {
+        if (!opt->force)
+            return xf_errorf(XF_EINVAL, "instructions counted by %s in BASE and by %s in NEW: counts of two kinds do not compare "
+                                        "(make both records the same way; --force compares them anyway)", sb, sn);
+        note(out, "instructions counted by %s in BASE and by %s in NEW, compared because of --force", sb, sn);
+    } else if (!strcmp(sb, "callgrind"))
+        note(out, "instructions: callgrind's counts per op range (deterministic: identical builds give identical counts; "
+                  "memory stalls and waiting are not instructions)");
+    return XF_OK;
 }
 
 static xf_status compare_impl(const record *base, const record *new_, const compare_options *opt, compare_result *out,
@@ -523,6 +586,10 @@ static xf_status compare_impl(const record *base, const record *new_, const comp
             return xf_errorf(XF_EINVAL, "the records are of different devices (BASE %s, NEW %s): --force compares them anyway",
                              base->device.name, new_->device.name);
         note(out, "different devices (BASE %s, NEW %s), compared because of --force", base->device.name, new_->device.name);
+    }
+    if (opt->metrics & (1u << CMP_INSTRUCTIONS)) {
+        xf_status s = check_instruction_source(base, new_, opt, out);
+        if (s) return s;
     }
     for (int i = 0; i < base->n_points; i++) {
         xf_status s;

@@ -19,10 +19,13 @@ typedef enum compare_metric {
     CMP_FLOPS,        /* per op: FLOPs, deterministic */
     CMP_INSTRUCTIONS, /* per op: the perf_event probe's retired instructions, where both records counted
                          them; compared exactly (beyond exact_threshold): counts, not times */
+    CMP_CPU_TTFT,     /* per point: the prefill step's process CPU time (record_point.cpu_prefill_s) */
+    CMP_CPU_TPOT,     /* per point: the decode step's process CPU time (record_point.cpu_decode_s) */
     CMP_METRIC_COUNT
 } compare_metric;
 
-const char *compare_metric_name(compare_metric m); /* "time", "tokens_per_s", "ttft", "tpot", "bytes", "flops", "instructions" */
+const char *compare_metric_name(compare_metric m); /* "time", "tokens_per_s", "ttft", "tpot", "bytes", "flops", "instructions",
+                                                      "cpu_ttft", "cpu_tpot" */
 
 /* Parses a comma list of metric names into a bit mask (1 << metric). XF_EINVAL naming the bad one. */
 xf_status compare_metrics_parse(const char *s, unsigned *mask);
@@ -36,6 +39,8 @@ typedef struct compare_options {
     int min_samples;        /* warn when a side has fewer samples (default 5) */
     int n_boot;             /* bootstrap resamples for the confidence intervals (default 2000) */
     uint64_t seed;          /* the bootstrap's seed: the same records give the same intervals */
+    unsigned explain;       /* bit mask of headline metrics shown and tested but never deciding (default 0);
+                               compare --ab: the wall-clock ttft, tpot, tokens/s when the CPU step times decide */
 } compare_options;
 
 void compare_options_default(compare_options *o);

@@ -7,17 +7,18 @@
 #      op's time and samples times F, so the decode step is F times slower), for each F in
 #      FACTORS; the share of gates that fail (exit 1) is the power at that slowdown;
 # and prints, per set, the gates run, the failures, the rate, the wall time per gate (median, max),
-# and the TPOT change and the smallest detectable slowdown that the gates printed (median).
+# the change of the deciding decode metric (cpu_tpot at compare's defaults, else tpot) and the
+# smallest detectable slowdown that the gates printed for it (median), and which metrics failed.
 #
 # usage: bench/ci_ab.sh XFPROF [AA_GATES] [POWER_GATES] [FACTORS] [WORKDIR]
-#   defaults: 40 A/A gates, 20 gates per factor, FACTORS "1.05 1.10 1.20"
+#   defaults: 40 A/A gates, 20 gates per factor, FACTORS "1.05 1.07 1.10"
 # The gate's command: XF_AB_CMD (default below), rounds XF_AB_ROUNDS (default: compare's).
 # Exit 0 when every gate ran (whatever the rates), 4 when one could not run (exit 2 or 4).
 set -u
 XF=${1:?usage: bench/ci_ab.sh path/to/xfprof [aa_gates] [power_gates] [factors] [workdir]}
 AA=${2:-40}
 PW=${3:-20}
-FACTORS=${4:-1.05 1.10 1.20}
+FACTORS=${4:-1.05 1.07 1.10}
 work=${5:-$(mktemp -d)}
 mkdir -p "$work"
 XF=$(cd "$(dirname "$XF")" && pwd)/$(basename "$XF")
@@ -46,10 +47,12 @@ gate() {
   python3 - "$work/$set-$i.json" "$rc" "$t0" "$t1" >>"$work/$set.txt" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
-tp = [it for it in d["items"] if it["metric"] == "tpot" and "op" not in it]
+pts = [it for it in d["items"] if "op" not in it]
+tp = [it for it in pts if it["metric"] == "cpu_tpot"] or [it for it in pts if it["metric"] == "tpot"]
 ch = tp[0]["change"] if tp else float("nan")
 det = tp[0].get("detectable") if tp else None
-print(sys.argv[2], round(float(sys.argv[4]) - float(sys.argv[3]), 2), ch, det if det is not None else float("nan"))
+failed = ",".join(it["metric"] for it in pts if it["verdict"] == "regression" and it.get("gate")) or "-"
+print(sys.argv[2], round(float(sys.argv[4]) - float(sys.argv[3]), 2), ch, det if det is not None else float("nan"), failed)
 EOF
 }
 
@@ -60,8 +63,11 @@ import sys, statistics as st
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
 n = len(rows); fails = sum(1 for r in rows if r[0] == "1")
 walls = [float(r[1]) for r in rows]; ch = [float(r[2]) for r in rows]; det = [float(r[3]) for r in rows]
+from collections import Counter
+why = Counter(m for r in rows if r[0] == "1" for m in r[4].split(","))
 print(f"{sys.argv[2]:<34} {n:5d} gates {fails:4d} failed  rate {fails / n:6.1%}   wall/gate median {st.median(walls):5.1f} s "
-      f"max {max(walls):5.1f} s   TPOT change median {100 * st.median(ch):+6.1f}%   detectable median {100 * st.median(det):5.1f}%")
+      f"max {max(walls):5.1f} s   decode change median {100 * st.median(ch):+6.1f}%   detectable median {100 * st.median(det):5.1f}%"
+      + (f"   failed on: {dict(why)}" if why else ""))
 EOF
 }
 

@@ -32,8 +32,9 @@ static void help(void) {
            "       xfprof compare --ab BASE_XFPROF NEW_XFPROF [options] -- run|sweep [their options]\n"
            "       xfprof compare --calibrate XFPROF [options] -- run|sweep [their options]\n\n"
            "The regression gate. TTFT, TPOT and tokens/s decide (the per-op times explain them, with the\n"
-           "family-wise error controlled by Holm's method); when no headline metric is compared, the per-op\n"
-           "times decide. A measured item is a regression when the confidence interval (level 1 - alpha) of its\n"
+           "family-wise error controlled by Holm's method; with --ab / --calibrate the steps' CPU time decides,\n"
+           "cpu_ttft and cpu_tpot, and the wall-clock ones explain too); when no headline metric is compared,\n"
+           "the per-op times decide. A measured item is a regression when the confidence interval (level 1 - alpha) of its\n"
            "change lies wholly beyond the threshold, and for per-op items also its Holm-adjusted p < alpha;\n"
            "deterministic figures (predicted times, FLOPs, bytes) are compared exactly. Every row names its method:\n"
            "  paired    --ab: the builds run alternately, round after round (ABAB..., the order drawn at random\n"
@@ -43,12 +44,17 @@ static void help(void) {
            "  u-test    two records: Mann-Whitney U on the repetitions, bootstrap CI of the median ratio over the\n"
            "            repetitions. One run per side cannot see the drift between runs: prefer --ab.\n"
            "  exact     deterministic figures: any change beyond --exact-threshold.\n\n"
-           "  --metric LIST        time, tokens_per_s, ttft, tpot, bytes, flops, instructions (comma list;\n"
-           "                       default time,ttft,tpot,tokens_per_s). instructions: the perf_event\n"
-           "                       probe's per-op counts where both records have them, compared exactly\n"
-           "                       (beyond --exact-threshold; run to run they vary a little: give 1%%)\n"
+           "  --metric LIST        time, tokens_per_s, ttft, tpot, bytes, flops, instructions, cpu_ttft, cpu_tpot\n"
+           "                       (comma list; default time,ttft,tpot,tokens_per_s; --ab and --calibrate add\n"
+           "                       cpu_ttft,cpu_tpot, which then decide while the wall-clock ttft, tpot and\n"
+           "                       tokens_per_s are shown as explanation). cpu_ttft / cpu_tpot: the step's\n"
+           "                       process CPU time, which does not grow while other jobs hold the CPUs.\n"
+           "                       instructions: per-op counts, compared exactly (beyond --exact-threshold):\n"
+           "                       from run --callgrind (identical run to run) or the perf_event probe (they\n"
+           "                       vary a little: give 1%%); counts of the two kinds are refused together\n"
            "  --alpha A            family-wise significance level and 1 - the CI level (default 0.05)\n"
-           "  --threshold T        relative change that counts for measured figures: 5%% (default) or 0.05\n"
+           "  --threshold T        relative change that counts for measured figures: 5%% or 0.05 (default 5%%;\n"
+           "                       3%% with --ab / --calibrate, whose paired CPU step times are tighter)\n"
            "  --exact-threshold T  the same for deterministic figures (default 0: any change counts)\n"
            "  --ab                 BASE and NEW are two xfprof builds: run the command after -- with each,\n"
            "                       interleaved, and compare the rounds\n"
@@ -187,7 +193,9 @@ static void render_table(sbuf *b, const record *x, const record *y, const char *
                    "deterministic: exact, threshold %.1f%%\n",
                 100 * (1 - o->alpha), 100 * o->threshold, o->alpha, 100 * o->exact_threshold);
     sbuf_printf(b, "decided by: %s\n\n",
-                c->headline_gate ? "TTFT / TPOT / tokens/s (per-op times explain)" : "the items compared (no measured headline metric)");
+                !c->headline_gate ? "the items compared (no measured headline metric)"
+                : o->explain      ? "the CPU step times cpu_ttft / cpu_tpot (wall-clock TTFT / TPOT / tokens/s and per-op times explain)"
+                                  : "TTFT / TPOT / tokens/s (per-op times explain)");
     int64_t shown = 0, hidden = 0;
     sbuf_printf(b, "%-5s %-24s %-12s %10s %10s %7s %8s %-17s %9s %-8s %s\n", "point", "op", "metric", "base", "new", "ratio",
                 "change", "CI", "p(adj)", "method", "verdict");
@@ -451,7 +459,7 @@ int cmd_compare(int argc, char **argv) {
     o.metrics = (1u << CMP_TIME) | (1u << CMP_TTFT) | (1u << CMP_TPOT) | (1u << CMP_TOKENS_PER_S);
     render_format fmt = RENDER_TABLE;
     const char *out_path = NULL, *keep = NULL;
-    int all = 0, c, ab = 0, calibrate = 0, seed_given = 0, rounds_given = 0;
+    int all = 0, c, ab = 0, calibrate = 0, seed_given = 0, rounds_given = 0, metric_given = 0, threshold_given = 0;
     int64_t rounds = 20, seed = 0;
     /* Everything after the first "--" is the command the builds run (--ab, --calibrate). */
     int dd = argc;
@@ -467,12 +475,14 @@ int cmd_compare(int argc, char **argv) {
         case 'h': help(); return CLI_EXIT_OK;
         case O_METRIC:
             if (compare_metrics_parse(optarg, &o.metrics)) return cli_usage_error(CMD, "%s", xf_error_msg());
+            metric_given = 1;
             break;
         case O_ALPHA:
             if (args_double("--alpha", optarg, 1e-12, 0.5, &o.alpha)) return cli_usage_error(CMD, "%s", xf_error_msg());
             break;
         case O_THR:
             if (parse_fraction("--threshold", optarg, &o.threshold)) return cli_usage_error(CMD, "%s", xf_error_msg());
+            threshold_given = 1;
             break;
         case O_XTHR:
             if (parse_fraction("--exact-threshold", optarg, &o.exact_threshold)) return cli_usage_error(CMD, "%s", xf_error_msg());
@@ -500,6 +510,17 @@ int cmd_compare(int argc, char **argv) {
         }
     }
     if (ab && calibrate) return cli_usage_error(CMD, "--ab and --calibrate are two modes: give one");
+    if ((ab || calibrate) && !metric_given) {
+        /* The CPU step times decide (a busy machine moves them little: docs/ci.md measured a
+         * per-round spread of ~4% against ~26% for the wall times); the wall-clock TTFT, TPOT and
+         * tokens/s are shown, tested, and explain. */
+        o.metrics |= (1u << CMP_CPU_TTFT) | (1u << CMP_CPU_TPOT);
+        o.explain = (1u << CMP_TTFT) | (1u << CMP_TPOT) | (1u << CMP_TOKENS_PER_S);
+    }
+    /* 3% with the paired rounds: with the CPU step times' measured spread (s ~ 5% per round on a busy
+     * machine) 20 rounds put a 10% slowdown's 95% interval beyond 3% in ~99.9% of gates (beyond 5%:
+     * ~97%, too close to the 95% target); an A/A interval reaches 3% in well under 1 in 20. */
+    if ((ab || calibrate) && !threshold_given) o.threshold = 0.03;
     if (ab || calibrate) {
         int want = ab ? 2 : 1;
         if (dd - optind != want)

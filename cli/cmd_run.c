@@ -14,6 +14,7 @@
 #include "output.h"
 #include "reference_model/config.h"
 #include "reference_model/cuda_backend.h"
+#include "run_callgrind.h"
 #include "run_tokens.h"
 #include "run_tp.h"
 #include "runner/runner.h"
@@ -75,6 +76,11 @@ static void help(void) {
            "                    record written (default 60)\n"
            "  --no-probes       no per-op timing (whole-step times only): the probe-overhead baseline\n"
            "  --no-perf         do not open hardware counters\n"
+           "  --callgrind       run under valgrind's callgrind (started by xfprof itself; --threads 1): exact per-op\n"
+           "                    instruction counts (counter \"instructions\", for compare --metric instructions),\n"
+           "                    identical run to run whatever the machine's load; times are not comparable\n"
+           "  --callgrind-cache --callgrind with its cache simulation: also simulated L1 and last-level misses\n"
+           "                    (counters sim_l1_misses, sim_ll_misses); slower still (docs/ci.md)\n"
            "%s"
            "  --report FILE     also write the HTML report\n"
            "  --trace FILE      also write the Chrome trace (Perfetto) of the measured steps\n"
@@ -112,7 +118,7 @@ int cmd_run(int argc, char **argv) {
     enum {
         O_MODEL = 1000, O_WEIGHTS, O_BATCH, O_PROMPT, O_GEN, O_PIDS, O_WD, O_KV, O_GROUP, O_THREADS, O_REPS, O_WARMUP,
         O_SEED, O_POLICY, O_ALLOC, O_DEVICE, O_NOPROBES, O_NOPERF, O_FORMAT, O_PERLAYER, O_REPORT, O_TRACE, O_CUPTI, O_GRAPH,
-        O_SAVE_TOKENS, O_SAVE_LOGITS
+        O_SAVE_TOKENS, O_SAVE_LOGITS, O_CALLGRIND, O_CALLGRIND_CACHE
     };
     enum { O_TP = 2000, O_COMM_TIMEOUT }; /* a split over MPI ranks (cli/run_tp.c) */
     static const struct option opts[] = {
@@ -131,12 +137,13 @@ int cmd_run(int argc, char **argv) {
         {"cupti", required_argument, 0, O_CUPTI},     {"cuda-graph", no_argument, 0, O_GRAPH},
         {"save-tokens", required_argument, 0, O_SAVE_TOKENS}, {"save-logits", no_argument, 0, O_SAVE_LOGITS},
         {"tp", required_argument, 0, O_TP},           {"comm-timeout", required_argument, 0, O_COMM_TIMEOUT},
+        {"callgrind", no_argument, 0, O_CALLGRIND},   {"callgrind-cache", no_argument, 0, O_CALLGRIND_CACHE},
         {0, 0, 0, 0}};
     int tp = 1;
     double comm_timeout = 60;
     const char *model_s = NULL, *weights = NULL, *batch_s = DEF_BATCH, *prompt_s = NULL, *gen_s = DEF_GEN;
     const char *pids_s = NULL, *device = "cpu", *tokens_path = NULL;
-    int save_logits = 0;
+    int save_logits = 0, threads_given = 0;
     run_plan pl;
     run_plan_default(&pl, NULL);
     int64_t v;
@@ -167,7 +174,7 @@ int cmd_run(int argc, char **argv) {
                 return cli_usage_error(CMD, "--kvdtype: the KV cache holds fp32, fp16 or bf16, not %s", optarg);
             break;
         case O_GROUP: if (!(s = args_flag_int("--group", optarg, &v))) pl.quant_group = (int)v; break;
-        case O_THREADS: if (!(s = args_flag_int("--threads", optarg, &v))) pl.threads = (int)v; break;
+        case O_THREADS: if (!(s = args_flag_int("--threads", optarg, &v))) pl.threads = (int)v; threads_given = 1; break;
         case O_REPS: if (!(s = args_flag_int("--reps", optarg, &v))) pl.reps = (int)v; break;
         case O_WARMUP: if (!(s = args_flag_int("--warmup", optarg, &v))) pl.warmup = (int)v; break;
         case O_SEED: if (!(s = args_flag_int("--seed", optarg, &v))) pl.seed = (uint64_t)v; break;
@@ -202,6 +209,8 @@ int cmd_run(int argc, char **argv) {
         case O_SAVE_LOGITS: save_logits = 1; break;
         case O_NOPROBES: pl.probes = 0; break;
         case O_NOPERF: pl.perf = 0; break;
+        case O_CALLGRIND: if (pl.callgrind < 1) pl.callgrind = 1; break;
+        case O_CALLGRIND_CACHE: pl.callgrind = 2; break;
         case O_FORMAT: if (cli_output_option(CMD, "format", optarg, &out) < 0) return CLI_EXIT_USAGE; break;
         case 'o': cli_output_option(CMD, "output", optarg, &out); break;
         case O_PERLAYER: cli_output_option(CMD, "per-layer", NULL, &out); break;
@@ -216,6 +225,10 @@ int cmd_run(int argc, char **argv) {
 
     if (!pl.cuda && pl.cupti > RUNNER_CUPTI_OFF) return cli_usage_error(CMD, "--cupti needs --device cuda (CUPTI traces GPU kernels)");
     if (!pl.cuda && pl.cuda_graph) return cli_usage_error(CMD, "--cuda-graph needs --device cuda");
+    if (pl.callgrind) {
+        int cg_rc = run_callgrind_check(&pl, threads_given, argc, argv);
+        if (cg_rc >= 0) return cg_rc; /* refused, or the run under callgrind has finished */
+    }
     if (save_logits && !tokens_path) return cli_usage_error(CMD, "--save-logits goes with --save-tokens FILE (the file it writes to)");
     /* The device first: without one, say so plainly (exit 3) before anything is resolved or measured. */
     if (pl.cuda) {

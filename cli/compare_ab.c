@@ -175,9 +175,7 @@ static xf_status run_side(const ab_plan *p, int side, int round, const char *dir
     return s;
 }
 
-/* XFPROF_MACHINE_FILE, else ~/.cache/xfprof/machine.json, if readable: nothing to do. Else BASE
- * measures the ceilings once (machine --quick) into dir, and the children use that file. */
-static xf_status ensure_machine_file(const ab_plan *p, const char *dir, char *made, size_t len) {
+xf_status ab_ensure_machine_file(const char *bin, const char *dir, char *made, size_t len) {
     made[0] = '\0';
     const char *env = getenv("XFPROF_MACHINE_FILE");
     if (env && *env) return XF_OK; /* the user's choice; a missing file makes each run measure quickly */
@@ -191,11 +189,11 @@ static xf_status ensure_machine_file(const ab_plan *p, const char *dir, char *ma
     if (setenv("XFPROF_MACHINE_FILE", made, 1) != 0) return xf_errorf(XF_ENOMEM, "cannot set XFPROF_MACHINE_FILE");
     char err[4096];
     snprintf(err, sizeof err, "%s/machine.err", dir);
-    char *argv[] = {(char *)p->bin[0], "machine", "--quick", NULL};
+    char *argv[] = {(char *)bin, "machine", "--quick", NULL};
     int st = spawn_wait(argv, NULL, err);
     if (st < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
         char why[64], tail[600];
-        xf_status s = xf_errorf(XF_EINVAL, "the BASE build's 'machine --quick' (no machine file yet) failed (%s): %s",
+        xf_status s = xf_errorf(XF_EINVAL, "%s machine --quick (no machine file yet) failed (%s): %s", bin,
                                 status_words(st, why, sizeof why), tail_of(err, 3, tail, sizeof tail));
         unlink(err);
         return s;
@@ -225,7 +223,7 @@ xf_status ab_run(const ab_plan *p, ab_rounds *out) {
     xf_status s = check_build("BASE", p->bin[0], dir);
     if (s == XF_OK) s = check_build("NEW", p->bin[1], dir);
     char machine[4200] = "";
-    if (s == XF_OK) s = ensure_machine_file(p, dir, machine, sizeof machine);
+    if (s == XF_OK) s = ab_ensure_machine_file(p->bin[0], dir, machine, sizeof machine);
     if (s == XF_OK) {
         out->base = calloc((size_t)p->rounds, sizeof *out->base);
         out->new_ = calloc((size_t)p->rounds, sizeof *out->new_);

@@ -41,4 +41,10 @@ xf_status ab_run(const ab_plan *p, ab_rounds *out);
 
 void ab_rounds_free(ab_rounds *r); /* NULL is fine */
 
+/* XFPROF_MACHINE_FILE set, or ~/.cache/xfprof/machine.json readable: nothing to do, made "".
+ * Else `bin machine --quick` measures the ceilings once into dir/machine.json (made, len bytes),
+ * XFPROF_MACHINE_FILE points there for the children, and the caller unlinks it. XF_EINVAL
+ * quoting the measurement's stderr when it fails. */
+xf_status ab_ensure_machine_file(const char *bin, const char *dir, char *made, size_t len);
+
 #endif

@@ -55,6 +55,20 @@ xf_status sweep_test_slow_op(record *r) {
     for (int i = 0; i < r->n_points; i++) {
         record_point *p = &r->points[i];
         double added[XF_PHASE_COUNT] = {0, 0};
+        /* the CPU step times (compare --ab) grow by the slowed ops' share of each repetition's step */
+        double all_r[XF_PHASE_COUNT][RECORD_MAX_CPU_REPS] = {{0}}, sel_r[XF_PHASE_COUNT][RECORD_MAX_CPU_REPS] = {{0}};
+        for (int64_t k = 0; k < p->n_ops; k++) {
+            record_op *op = &p->ops[k];
+            int sel = !((!every && op->cost.kind != kind) || (phase >= 0 && (int)op->cost.phase != phase));
+            for (int j = 0; j < op->n_samples && j < p->n_cpu; j++) {
+                all_r[op->cost.phase][j] += op->samples_s[j];
+                if (sel) sel_r[op->cost.phase][j] += op->samples_s[j];
+            }
+        }
+        for (int j = 0; j < p->n_cpu; j++) {
+            if (all_r[XF_PREFILL][j] > 0) p->cpu_prefill_s[j] *= 1 + (f - 1) * sel_r[XF_PREFILL][j] / all_r[XF_PREFILL][j];
+            if (all_r[XF_DECODE][j] > 0) p->cpu_decode_s[j] *= 1 + (f - 1) * sel_r[XF_DECODE][j] / all_r[XF_DECODE][j];
+        }
         for (int64_t k = 0; k < p->n_ops; k++) {
             record_op *op = &p->ops[k];
             if ((!every && op->cost.kind != kind) || (phase >= 0 && (int)op->cost.phase != phase)) continue;

@@ -112,6 +112,7 @@ typedef struct record_parallel {
     double comm_bytes;        /* bytes one device sends over the links in one request (prefill + gen - 1 decode steps) */
 } record_parallel;
 
+#define RECORD_MAX_CPU_REPS 16 /* repetitions whose CPU step times a point keeps (inline: 256 B per point) */
 typedef struct record_point {
     workload wl;
     record_parallel par;
@@ -132,6 +133,12 @@ typedef struct record_point {
     int64_t *expert_distinct; /* (XF_PHASE_COUNT, n_expert_layers) distinct experts read, summed over the
                                  phase's steps (the expert ops' bytes use the mean per step); owned */
     int64_t expert_steps[XF_PHASE_COUNT]; /* steps summed in each phase */
+    /* Measured runs: the process CPU time (all threads) of each repetition's prefill step and of its
+     * mean decode step; unlike the wall times it does not grow while the process waits for a CPU
+     * that other jobs hold. n_cpu 0: not measured (predictions, old records, reps above the cap). */
+    int n_cpu;
+    double cpu_prefill_s[RECORD_MAX_CPU_REPS]; /* (n_cpu) seconds */
+    double cpu_decode_s[RECORD_MAX_CPU_REPS];  /* (n_cpu) seconds per decode step */
 } record_point;
 
 /* One finding of the advice analyzer (analyzers/advice.h): what the record shows, what to do,

@@ -16,6 +16,7 @@
 
 #include "core/fileio.h"
 #include "core/json_util.h"
+#include "probes/callgrind.h"
 #include "probes/timer.h"
 
 #define MAX_THREADS 1024
@@ -635,6 +636,10 @@ const char *ceilings_blas_coretype_fix(void) {
  * A value the user set is never changed. Returns when no restart is needed or exec failed. */
 void ceilings_env_reexec(int argc, char **argv) {
     if (getenv("XFPROF_REEXEC")) return; /* already restarted: the record's env names the kernels */
+    /* Under valgrind, /proc/self/exe is valgrind's tool, which refuses to start without its launcher
+     * ("valgrind: You cannot run '.../xfprof' directly"): go on as loaded (xfprof run --callgrind
+     * starts its child with the parent's settings already in the environment). */
+    if (callgrind_running()) return;
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return;
     const char *fix = ceilings_blas_coretype_fix();

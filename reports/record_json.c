@@ -177,6 +177,20 @@ fail:
     return NULL;
 }
 
+/* An array of exact numbers (cJSON's own double arrays lose the last bits); NULL when out of memory. */
+static cJSON *exact_array(const double *v, int n) {
+    cJSON *s = cJSON_CreateArray();
+    for (int i = 0; s && i < n; i++) {
+        cJSON *x = json_exact_number(v[i]);
+        if (!x || !cJSON_AddItemToArray(s, x)) {
+            cJSON_Delete(x);
+            cJSON_Delete(s);
+            s = NULL;
+        }
+    }
+    return s;
+}
+
 static cJSON *op_to_json(const record_op *op) {
     const cost_op *c = &op->cost;
     cJSON *o = cJSON_CreateObject();
@@ -197,16 +211,7 @@ static cJSON *op_to_json(const record_op *op) {
         ok &= json_add_number(o, "comm_bytes", c->comm_bytes) & json_add_number(o, "comm_hops", c->comm_hops) &
               add_str(o, "comm_link", c->comm_node ? "node_link" : "link") & json_add_number(o, "util_link", op->util_link);
     if (ok && op->measured) {
-        cJSON *s = cJSON_CreateArray(); /* exact numbers: cJSON's own double arrays lose the last bits */
-        for (int i = 0; s && i < op->n_samples; i++) {
-            cJSON *x = json_exact_number(op->samples_s[i]);
-            if (!x || !cJSON_AddItemToArray(s, x)) {
-                cJSON_Delete(x);
-                cJSON_Delete(s);
-                s = NULL;
-            }
-        }
-        ok &= add_item(o, "samples_s", s);
+        ok &= add_item(o, "samples_s", exact_array(op->samples_s, op->n_samples));
         ok &= json_add_number(o, "spread_s", op->spread_s) & json_add_number(o, "util_compute", op->util_compute) &
               json_add_number(o, "util_memory", op->util_memory);
     }
@@ -315,6 +320,11 @@ static cJSON *point_to_json(const record_point *p) {
               json_add_number(mj, "activations_bytes", m->activations_bytes) &
               json_add_number(mj, "total_bytes", m->total_bytes) & json_add_number(mj, "capacity_bytes", m->capacity_bytes) &
               json_add_number(mj, "active_weights_bytes", m->active_weights_bytes);
+    if (ok && p->n_cpu > 0) { /* optional: records before it have none */
+        cJSON *cj = cJSON_AddObjectToObject(o, "cpu_step_s");
+        ok &= cj != NULL && add_item(cj, "prefill", exact_array(p->cpu_prefill_s, p->n_cpu)) &&
+              add_item(cj, "decode", exact_array(p->cpu_decode_s, p->n_cpu));
+    }
     if (ok && p->tokens && p->n_seqs > 0) {
         cJSON *toks = cJSON_AddArrayToObject(o, "tokens");
         ok &= toks != NULL;
@@ -893,6 +903,28 @@ static xf_status read_point(const cJSON *j, const char *ctx, const record *r, re
         }
         p->n_seqs = rows;
         p->n_tokens_per_seq = cols;
+    }
+    const cJSON *cj = cJSON_GetObjectItemCaseSensitive(j, "cpu_step_s");
+    if (cj) { /* optional (records before it have none): both arrays, one value per repetition */
+        if (!cJSON_IsObject(cj)) return xf_errorf(XF_EINVAL, "%s: 'cpu_step_s' must be an object {prefill: [...], decode: [...]}", ctx);
+        int n[2];
+        static const char *keys[2] = {"prefill", "decode"};
+        double *dst[2] = {p->cpu_prefill_s, p->cpu_decode_s};
+        for (int k = 0; k < 2; k++) {
+            const cJSON *arr = cJSON_GetObjectItemCaseSensitive(cj, keys[k]);
+            n[k] = cJSON_IsArray(arr) ? cJSON_GetArraySize(arr) : -1;
+            if (n[k] < 1 || n[k] > RECORD_MAX_CPU_REPS)
+                return xf_errorf(XF_EINVAL, "%s: cpu_step_s.%s must be an array of 1 to %d seconds", ctx, keys[k], RECORD_MAX_CPU_REPS);
+            int i = 0;
+            const cJSON *e;
+            cJSON_ArrayForEach(e, arr) {
+                if (!cJSON_IsNumber(e) || !isfinite(e->valuedouble) || e->valuedouble < 0)
+                    return xf_errorf(XF_EINVAL, "%s: cpu_step_s.%s[%d] must be a non-negative number", ctx, keys[k], i);
+                dst[k][i++] = e->valuedouble;
+            }
+        }
+        if (n[0] != n[1]) return xf_errorf(XF_EINVAL, "%s: cpu_step_s.prefill has %d values but decode %d", ctx, n[0], n[1]);
+        p->n_cpu = n[0];
     }
     return XF_OK;
 }

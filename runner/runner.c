@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "analyzers/predict.h"
@@ -178,6 +179,13 @@ static xf_status fill_experts(run_ctx *c, record_point *p) {
     return XF_OK;
 }
 
+/* The process's CPU time (every thread), seconds. */
+static double cpu_now_s(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return 0;
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 /* Runs one point: warm-up, reps; fills the measured ops, summary and tokens. */
 static xf_status run_point(run_ctx *c, record_point *p) {
     const run_plan *pl = c->plan;
@@ -205,16 +213,21 @@ static xf_status run_point(run_ctx *c, record_point *p) {
         if (r < 0 && pl->stop && pl->stop()) break; /* Ctrl-C in the warm-up: nothing to finish */
         model_reset(c->m);
         probe_set_rep_begin(ps);
-        double t0 = timer_now_s();
+        double c0 = cpu_now_s(), t0 = timer_now_s();
         if ((s = model_prefill(c->m, (int)w->batch, prompts, lens, ps)) != XF_OK) goto done;
-        double t1 = timer_now_s();
+        double t1 = timer_now_s(), c1 = cpu_now_s();
         for (int64_t k = 0; k < n_dec; k++) /* the prefill sampled the first of the gen tokens */
             if ((s = model_decode_step(c->m, NULL, ps)) != XF_OK) goto done;
-        double t2 = timer_now_s();
+        double t2 = timer_now_s(), c2 = cpu_now_s();
         if ((s = probe_set_rep_end(ps, r)) != XF_OK) goto done; /* after the timed part; r < 0: warm-up */
         if (r < 0) continue;
         pre_s[r] = t1 - t0;
         dec_s[r] = n_dec > 0 ? (t2 - t1) / (double)n_dec : 0;
+        if (r < RECORD_MAX_CPU_REPS && pl->reps <= RECORD_MAX_CPU_REPS) { /* the gate's steady figure (compare --ab) */
+            p->cpu_prefill_s[r] = c1 - c0;
+            p->cpu_decode_s[r] = n_dec > 0 ? (c2 - c1) / (double)n_dec : 0;
+            p->n_cpu = r + 1;
+        }
         c->reps_done = r + 1;
         if (pl->stop && pl->stop()) break; /* Ctrl-C: this repetition is complete, the rest are not run */
     }
@@ -271,6 +284,7 @@ static xf_status run_point(run_ctx *c, record_point *p) {
             (op->cost.phase == XF_PREFILL && op->cost.kind != OP_LM_HEAD ? w->batch * w->prompt : w->batch) >= 4 &&
             c->dev.peak_flops[XF_COMPUTE_INT8] > 0)
             op->cost.compute = XF_COMPUTE_INT8;
+        callgrind_probe_fill(c->callgrind, op); /* NULL: nothing */
         roofline_measure_op(op, &c->dev, &th);
     }
     roofline_summarize_point(p);
@@ -326,6 +340,9 @@ static void set_env_common(record *rec, const run_ctx *c, const char *ceil_note,
     } else
         record_set_env(rec, "timer_overhead", "probes off (--no-probes): whole-step times only");
     record_set_env(rec, "perf_counters", perf);
+    if (c->plan->callgrind) /* compare --metric instructions reads it: counts of one kind only */
+        record_set_env(rec, "instructions_source", c->plan->callgrind == 2 ? "callgrind, cache simulation on (times measured under valgrind: not comparable)"
+                                                                           : "callgrind (times measured under valgrind: not comparable)");
     snprintf(buf, sizeof buf, "%.0f", rss);
     record_set_env(rec, "peak_rss_bytes", buf);
 }
@@ -488,6 +505,12 @@ static xf_status open_probes(run_ctx *c) {
     }
     if ((s = timer_probe_init(pl->cfg.n_layers, pl->reps, 0, &c->timer))) return s;
     c->ps.items[c->ps.n++] = timer_probe_as_probe(c->timer); /* last: innermost */
+    if (pl->callgrind) { /* inside the timer: its clock reads are not counted */
+        if ((s = callgrind_probe_init(pl->cfg.n_layers, pl->reps, pl->callgrind_out, pl->callgrind == 2, &pl->callgrind_extra,
+                                      &c->callgrind)))
+            return s;
+        c->ps.items[c->ps.n++] = callgrind_probe_as_probe(c->callgrind);
+    }
     n->probes = 1;
     n->perf_open = c->perf != NULL;
     n->timer_overhead_s = timer_probe_overhead_s(c->timer);

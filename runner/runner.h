@@ -24,6 +24,7 @@
 #include "core/status.h"
 #include "reference_model/backend.h"
 #include "reference_model/kv_cache.h"
+#include "probes/callgrind.h"
 
 typedef enum runner_cupti {
     RUNNER_CUPTI_DEFAULT = -1, /* activity when CUPTI loads, else off with a note */
@@ -65,6 +66,10 @@ typedef struct run_plan {
     int cuda, ordinal;           /* 1: the CUDA backend on GPU `ordinal` (the caller opened it) */
     int probes;                  /* 0: whole-step times only (--no-probes) */
     int perf;                    /* 1: open the perf_event counters (CPU) */
+    int callgrind;               /* 1: per-op instruction counts from callgrind (the process runs under
+                                    valgrind --tool=callgrind, cli/run_callgrind.c); 2: with its cache simulation */
+    const char *callgrind_out;   /* callgrind only: the dump file valgrind writes (--callgrind-out-file) */
+    callgrind_test_extra callgrind_extra; /* callgrind only, test hook XFPROF_TEST_EXTRA_INSTR: more work in one op */
     runner_cupti cupti;          /* cuda only */
     int cuda_graph;              /* cuda only: the decode step with and without a CUDA graph */
     int quiet;                   /* 1: no progress lines on stderr (warnings still) */

@@ -18,6 +18,7 @@ typedef struct run_ctx {
     probe_set ps;           /* cupti (cuda, outermost), perf, timer (innermost); owns the probes */
     timer_probe *timer;     /* in ps; NULL with --no-probes */
     perf_probe *perf;       /* in ps; NULL when no counter is open or --no-perf */
+    callgrind_probe *callgrind; /* in ps (innermost); NULL unless plan->callgrind */
     struct cupti_run *cupti;/* in ps; NULL when CUPTI is off */
     device_spec dev;        /* the ceilings the ops are judged against */
     cuda_device_info gpu;

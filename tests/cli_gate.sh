@@ -31,6 +31,21 @@ grep -q -E 'decode L0 +gate_up +time .*\+30\.0% .*REGRESSION' "$tmp/slow.log" ||
 # the same hook slowing by a factor of 1 changes nothing
 XF_GATE_MEASURED=0 XFPROF_TEST_SLOW_OP=gate_up:1 gate "$tmp/same" >"$tmp/same.log" 2>&1 || fail "factor 1 made the gate fail"
 
+# 2b. the deterministic part against a base build: NEW runs 20000 x 2 more instructions in every
+# decode `down` range (test-only hook XFPROF_TEST_EXTRA_INSTR): exit 1 naming down's counts
+# (skipped without valgrind or the callgrind probe: the gate says so)
+printf '#!/bin/sh\nXFPROF_TEST_EXTRA_INSTR=decode/down:20000 exec "%s" "$@"\n' "$XF" >"$tmp/more-instr"
+chmod +x "$tmp/more-instr"
+XF_GATE_BASE="$XF" XF_GATE_AB=0 bash "$root/bench/ci_gate.sh" "$tmp/more-instr" "$tmp/instr" >"$tmp/instr.log" 2>&1
+rc=$?
+if grep -q "instruction counts skipped" "$tmp/instr.log"; then
+  echo "note: instruction counts skipped (no valgrind or no callgrind probe)"
+else
+  [ $rc -eq 1 ] || fail "2 x 20000 more instructions in decode down: gate exit $rc, expected 1: $(tail -n 5 "$tmp/instr.log")"
+  grep -q "instruction counts against the base build (callgrind, exact): verdict: REGRESSION in down" "$tmp/instr.log" ||
+    fail "more instructions: the verdict does not name down: $(grep instruction "$tmp/instr.log")"
+fi
+
 # 3. compare's exit codes: regression 1 (above), bad records 2 with the file named.
 rec="$root/bench/baseline/predict-stories15m.json"
 head -c 5000 "$rec" >"$tmp/trunc.json"

@@ -332,7 +332,7 @@ Test(compare, measured_op_without_samples_is_refused_by_name) {
 
 Test(compare, metric_lists) {
     unsigned m;
-    cr_assert_eq(compare_metrics_parse("time,tokens_per_s,ttft,tpot,bytes,flops,instructions", &m), XF_OK);
+    cr_assert_eq(compare_metrics_parse("time,tokens_per_s,ttft,tpot,bytes,flops,instructions,cpu_ttft,cpu_tpot", &m), XF_OK);
     cr_assert_eq(m, (1u << CMP_METRIC_COUNT) - 1);
     cr_assert_eq(compare_metrics_parse("bytes", &m), XF_OK);
     cr_assert_eq(m, 1u << CMP_BYTES);
@@ -542,4 +542,50 @@ Test(compare, instructions_are_compared_exactly_where_counted) {
     cr_assert_eq(mask, (1u << CMP_TIME) | (1u << CMP_INSTRUCTIONS));
     record_free(&a);
     record_free(&b);
+}
+
+/* The CPU step times (compare --ab's default): a round's figure is the least over its repetitions
+ * (one repetition hit by other jobs does not move it), the wall-clock headline explains only,
+ * and a record without CPU times says so instead of comparing them. */
+Test(compare, cpu_step_times_decide_by_their_least_repetition) {
+    record base[ROUNDS], new_[ROUNDS];
+    make_rounds(base, new_, 1.0, 0); /* wall times: A/A under drift */
+    for (int k = 0; k < ROUNDS; k++) {
+        record_point *pb = &base[k].points[0], *pn = &new_[k].points[0];
+        pb->n_cpu = pn->n_cpu = 5;
+        for (int r = 0; r < 5; r++) {
+            /* BASE's repetitions 0-2 of every round hit by other jobs (x3); the rest within +-1% */
+            double burst = r < 3 ? 3.0 : 1.0;
+            pb->cpu_decode_s[r] = 1e-3 * burst * jitter(k + r, 0);
+            pn->cpu_decode_s[r] = 1.2e-3 * jitter(k + r, 1); /* NEW: 20% more CPU per decode step */
+            pb->cpu_prefill_s[r] = pn->cpu_prefill_s[r] = 2e-3;
+        }
+    }
+    compare_options o;
+    compare_options_default(&o);
+    o.metrics = (1u << CMP_TIME) | (1u << CMP_TPOT) | (1u << CMP_CPU_TTFT) | (1u << CMP_CPU_TPOT);
+    o.explain = 1u << CMP_TPOT;
+    compare_result c;
+    cr_assert_eq(compare_rounds(base, new_, ROUNDS, &o, &c), XF_OK, "%s", xf_error_msg());
+    const compare_item *cpu = find_point(&c, CMP_CPU_TPOT), *wall = find_point(&c, CMP_TPOT);
+    cr_assert_not_null(cpu);
+    cr_assert_eq(cpu->method, CMP_METHOD_PAIRED);
+    /* BASE's median is the bursts' 3 ms (NEW would look 60% faster); its least is ~1.0 ms: +20% */
+    cr_assert(cpu->change > 0.17 && cpu->change < 0.23, "cpu_tpot change %g", cpu->change);
+    cr_assert_eq(cpu->verdict, CMP_REGRESSION);
+    cr_assert_eq(cpu->gate, 1);
+    cr_assert_eq(wall->gate, 0); /* explains */
+    cr_assert_eq(find(&c, OP_GATE_UP, CMP_TIME)->gate, 0);
+    cr_assert_eq(find_point(&c, CMP_CPU_TTFT)->verdict, CMP_UNCHANGED);
+    cr_assert_eq(c.n_gate_regressions, 1);
+    compare_result_free(&c);
+    /* without CPU times on a side: a note, no item */
+    for (int k = 0; k < ROUNDS; k++) new_[k].points[0].n_cpu = 0;
+    cr_assert_eq(compare_rounds(base, new_, ROUNDS, &o, &c), XF_OK, "%s", xf_error_msg());
+    cr_assert_null(find_point(&c, CMP_CPU_TPOT));
+    int noted = 0;
+    for (int i = 0; i < c.n_notes; i++) noted |= strstr(c.notes[i], "no CPU step times") != NULL;
+    cr_assert(noted);
+    compare_result_free(&c);
+    free_rounds(base, new_);
 }

@@ -102,6 +102,43 @@ static char *replace(const char *text, const char *from, const char *to) {
     return out;
 }
 
+/* The CPU step times (optional, issue 21): round trip exactly; a record without them loads with
+ * none; arrays of different lengths or a negative time are refused. */
+Test(record, cpu_step_times) {
+    record r;
+    make_predict(&r);
+    add_measured(&r);
+    record_point *p = &r.points[0];
+    p->n_cpu = 3;
+    for (int i = 0; i < 3; i++) {
+        p->cpu_prefill_s[i] = 1e-3 * (i + 1) / 3.0;
+        p->cpu_decode_s[i] = 2e-4 + 1e-6 * i;
+    }
+    char *a = record_to_json(&r);
+    cr_assert(strstr(a, "\"cpu_step_s\""));
+    record back;
+    cr_assert_eq(record_from_json(a, "a.json", &back), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(back.points[0].n_cpu, 3);
+    cr_assert_eq(back.points[1].n_cpu, 0);
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(back.points[0].cpu_prefill_s[i], p->cpu_prefill_s[i]);
+        cr_assert_eq(back.points[0].cpu_decode_s[i], p->cpu_decode_s[i]);
+    }
+    record_free(&back);
+    const char *bad[][2] = {{"\"decode\":[", "\"decode\":[1,"}, {"\"prefill\":[", "\"prefill\":[-1,"}, {"\"cpu_step_s\":{", "\"cpu_step_s\":7,\"x\":{"}};
+    const char *msg[] = {"cpu_step_s.prefill has 3 values but decode 4", "cpu_step_s.prefill[0]", "'cpu_step_s' must be an object"};
+    for (int k = 0; k < 3; k++) {
+        char *t = replace(a, bad[k][0], bad[k][1]);
+        xf_status s = record_from_json(t, "bad.json", &back);
+        cr_expect_neq(s, XF_OK, "case %d loaded", k);
+        cr_expect(strstr(xf_error_msg(), msg[k]) != NULL, "case %d: %s", k, xf_error_msg());
+        record_free(&back);
+        free(t);
+    }
+    free(a);
+    record_free(&r);
+}
+
 static void expect_refused(const char *from, const char *to, xf_status want, const char *msg_part) {
     record r;
     make_predict(&r);
