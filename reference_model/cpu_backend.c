@@ -326,14 +326,17 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
         max_cols = max_cols > cfg->d_ff_shared ? max_cols : cfg->d_ff_shared;
         c->aq = cpu_alloc(c, max_cols, sizeof(int16_t), &st);
         c->as = cpu_alloc(c, max_cols, sizeof(float), &st);
-        /* decode's int8 inputs (cpu_kernels.h), sized for the widest packed matrix */
-        const wmat *ms[5] = {&c->w->layers[0].qkv, &c->w->layers[0].o, &c->w->layers[0].gate_up, &c->w->layers[0].down,
-                             &c->w->lm_head};
+        /* decode's int8 inputs (cpu_kernels.h), sized for the widest packed matrix of any layer: layers
+         * differ (a mixture-of-experts layer has no dense FFN, mlp_only_layers / first_k_dense_replace do) */
         int64_t qc = 1, ng = 1;
-        for (int i = 0; i < 5 && cfg->n_layers > 0; i++) {
-            if (!ms[i]->packed) continue;
-            qc = xk_act8_cols(ms[i]) > qc ? xk_act8_cols(ms[i]) : qc;
-            ng = ms[i]->n_groups > ng ? ms[i]->n_groups : ng;
+        for (int64_t l = 0; l <= cfg->n_layers; l++) {
+            const layer_weights *L = l < cfg->n_layers ? &c->w->layers[l] : NULL;
+            const wmat *ms[4] = {L ? &L->qkv : &c->w->lm_head, L ? &L->o : NULL, L ? &L->gate_up : NULL, L ? &L->down : NULL};
+            for (int i = 0; i < 4; i++) {
+                if (!ms[i] || !ms[i]->packed) continue;
+                qc = xk_act8_cols(ms[i]) > qc ? xk_act8_cols(ms[i]) : qc;
+                ng = ms[i]->n_groups > ng ? ms[i]->n_groups : ng;
+            }
         }
         /* with AMX tiles prefill runs the same kernel (xk_a8_amx): buffers for every token of a step */
         c->a8_tokens = xk_a8_amx() && c->isa == XK_ISA_AVX512 ? T : T < CPU_GEMM_MIN_TOKENS - 1 ? T : CPU_GEMM_MIN_TOKENS - 1;

@@ -114,10 +114,16 @@ int64_t weights_packed_scales_bytes(int64_t rows, int64_t cols, int group) {
 }
 
 /* The int8 values (scales 0) or the scales (values 0) of a matrix as held: int8 in the packed
- * layout (weights.h), its padding included. */
-static int64_t wmat_part(xf_dtype dt, int64_t rows, int64_t cols, int group, int scales) {
+ * layout (weights.h), its padding included, for the matrices weights_pack packs (packed 1: qkv, o,
+ * the dense FFN, embeddings); row-major with fp32 scales for the others (the router, the experts,
+ * the shared expert, latent attention's q_b and kv_b). */
+static int64_t wmat_part(xf_dtype dt, int64_t rows, int64_t cols, int group, int scales, int packed) {
     if (dt != XF_INT8) return scales ? 0 : wmat_bytes(dt, rows, cols, group);
-    const int64_t b = scales ? weights_packed_scales_bytes(rows, cols, group) : weights_packed_values_bytes(rows, cols, group);
+    int64_t b;
+    if (packed) b = scales ? weights_packed_scales_bytes(rows, cols, group) : weights_packed_values_bytes(rows, cols, group);
+    else if (rows < 0 || cols < 1 || group < 1) b = 0;
+    else if (scales) b = mul_ok(rows, (cols + group - 1) / group, &b) && mul_ok(b, 4, &b) ? b : 0;
+    else b = mul_ok(rows, cols, &b) ? b : 0;
     return b > 0 || rows == 0 ? b : -1;
 }
 
@@ -161,14 +167,17 @@ xf_status weights_bytes_kinds(const model_config *c, xf_dtype dtype, int group, 
         const int part = i < 2 ? 0 : i < 4 ? 1 : 2;
         if (part == 2 && E <= 0) break;
         if (i >= 7 && fs <= 0) break;
-        int64_t v = wmat_part(dtype, shapes[i][0], shapes[i][1], group, 0), q = wmat_part(dtype, shapes[i][0], shapes[i][1], group, 1);
+        const int packed = i < 4; /* weights_pack: attention and the dense FFN */
+        int64_t v = wmat_part(dtype, shapes[i][0], shapes[i][1], group, 0, packed),
+                q = wmat_part(dtype, shapes[i][0], shapes[i][1], group, 1, packed);
         if (v <= 0 || q < 0 || !mul_ok(v, shapes[i][2], &v) || !mul_ok(q, shapes[i][2], &q) || !add_ok(vals[part], v, &vals[part]) ||
             !add_ok(scl[part], q, &scl[part]))
             return xf_errorf(XF_EOVERFLOW, "weights of %s: a layer's size overflows 64 bits", c->name);
     }
     for (int i = 4; mla && i < 6; i++) { /* q_b (none without a q rank) and kv_b: attention's */
         if (mla_sh[i][0] == 0) continue;
-        const int64_t v = wmat_part(dtype, mla_sh[i][0], mla_sh[i][1], group, 0), q = wmat_part(dtype, mla_sh[i][0], mla_sh[i][1], group, 1);
+        const int64_t v = wmat_part(dtype, mla_sh[i][0], mla_sh[i][1], group, 0, 0),
+                      q = wmat_part(dtype, mla_sh[i][0], mla_sh[i][1], group, 1, 0);
         if (v <= 0 || q < 0 || !add_ok(vals[0], v, &vals[0]) || !add_ok(scl[0], q, &scl[0]))
             return xf_errorf(XF_EOVERFLOW, "weights of %s: a layer's size overflows 64 bits", c->name);
     }
@@ -180,8 +189,8 @@ xf_status weights_bytes_kinds(const model_config *c, xf_dtype dtype, int group, 
     const int64_t small_dense = c->mlp_bias ? 2 * c->d_ff + c->d_model : 0, small_moe = (c->shared_expert_gate ? c->d_model : 0) +
                           (c->moe_score == MOE_SCORE_SIGMOID_GROUPED ? c->n_experts : 0); /* e_score_correction_bias */
     const int64_t n_emb = c->tied_embeddings ? 1 : 2;
-    const int64_t ev = wmat_part(dtype, c->vocab, c->d_model, group, 0);
-    int64_t es = wmat_part(dtype, c->vocab, c->d_model, group, 1);
+    const int64_t ev = wmat_part(dtype, c->vocab, c->d_model, group, 0, 1);
+    int64_t es = wmat_part(dtype, c->vocab, c->d_model, group, 1, 1);
     int64_t nb, a, b2;
     if (ev <= 0 || es < 0 || !mul_ok(vals[0], c->n_layers, &out->layer_matrices) || !mul_ok(vals[1], n_dense, &a) ||
         !add_ok(out->layer_matrices, a, &out->layer_matrices) || !mul_ok(vals[2], n_moe, &a) ||

@@ -225,8 +225,10 @@ Test(cpu_moe, resident_weights_follow_the_parameter_count) {
     cr_assert_eq(b, 4 * config_param_count(&c), "%lld bytes for %lld parameters", (long long)b, (long long)config_param_count(&c));
     weights_kinds k;
     cr_assert_eq(weights_bytes_kinds(&c, XF_INT8, 8, &k), XF_OK);
-    /* layer 1's MoE FFN: router 4 x 40, 4 experts x 3 x 40 x 24, shared 3 x 40 x 16; layer 0's FFN 3 x 40 x 24 */
-    const int64_t attn = (32 + 2 * 16) * 40 + 40 * 32, moe = 4 * 40 + 4 * 3 * 40 * 24 + 3 * 40 * 16, dense = 3 * 40 * 24;
+    /* layer 1's MoE FFN: router 4 x 40, 4 experts x 3 x 40 x 24, shared 3 x 40 x 16, row-major; layer 0's
+     * FFN 3 x 40 x 24 and every layer's attention packed for the int8-input kernels (weights.h: rows in
+     * blocks of 16, so o's and down's 40 rows are held as 48) */
+    const int64_t attn = (32 + 2 * 16) * 40 + 48 * 32, moe = 4 * 40 + 4 * 3 * 40 * 24 + 3 * 40 * 16, dense = 48 * 40 + 48 * 24;
     cr_assert_eq(k.layer_matrices, 2 * attn + moe + dense, "%lld", (long long)k.layer_matrices);
 }
 
