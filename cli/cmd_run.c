@@ -66,6 +66,11 @@ static void help(void) {
            "                    sync, no probes) and report both (record env cuda_graph_p<N>)\n"
            "  --no-probes       no per-op timing (whole-step times only): the probe-overhead baseline\n"
            "  --no-perf         do not open hardware counters\n"
+           "  --no-concurrent   no concurrent ceilings: by default short read and FMA pulses (about 0.8%% of a\n"
+           "                    repetition each) run before, between and after the repetitions, each\n"
+           "                    repetition is judged against the ceilings measured around it, and the notes\n"
+           "                    say when the machine was contended (a ceiling more than 15%% below the machine\n"
+           "                    file's); the record keeps both utilizations (CPU only)\n"
            "%s"
            "  --report FILE     also write the HTML report\n"
            "  --trace FILE      also write the Chrome trace (Perfetto) of the measured steps\n"
@@ -103,7 +108,7 @@ int cmd_run(int argc, char **argv) {
     enum {
         O_MODEL = 1000, O_WEIGHTS, O_BATCH, O_PROMPT, O_GEN, O_PIDS, O_WD, O_KV, O_GROUP, O_THREADS, O_REPS, O_WARMUP,
         O_SEED, O_POLICY, O_ALLOC, O_DEVICE, O_NOPROBES, O_NOPERF, O_FORMAT, O_PERLAYER, O_REPORT, O_TRACE, O_CUPTI, O_GRAPH,
-        O_SAVE_TOKENS, O_SAVE_LOGITS
+        O_SAVE_TOKENS, O_SAVE_LOGITS, O_NOCONC
     };
     static const struct option opts[] = {
         {"model", required_argument, 0, O_MODEL},     {"weights", required_argument, 0, O_WEIGHTS},
@@ -120,6 +125,7 @@ int cmd_run(int argc, char **argv) {
         {"trace", required_argument, 0, O_TRACE},     {"help", no_argument, 0, 'h'},
         {"cupti", required_argument, 0, O_CUPTI},     {"cuda-graph", no_argument, 0, O_GRAPH},
         {"save-tokens", required_argument, 0, O_SAVE_TOKENS}, {"save-logits", no_argument, 0, O_SAVE_LOGITS},
+        {"no-concurrent", no_argument, 0, O_NOCONC},
         {0, 0, 0, 0}};
     const char *model_s = NULL, *weights = NULL, *batch_s = DEF_BATCH, *prompt_s = NULL, *gen_s = DEF_GEN;
     const char *pids_s = NULL, *device = "cpu", *tokens_path = NULL;
@@ -181,6 +187,7 @@ int cmd_run(int argc, char **argv) {
         case O_SAVE_LOGITS: save_logits = 1; break;
         case O_NOPROBES: pl.probes = 0; break;
         case O_NOPERF: pl.perf = 0; break;
+        case O_NOCONC: pl.concurrent = 0; break;
         case O_FORMAT: if (cli_output_option(CMD, "format", optarg, &out) < 0) return CLI_EXIT_USAGE; break;
         case 'o': cli_output_option(CMD, "output", optarg, &out); break;
         case O_PERLAYER: cli_output_option(CMD, "per-layer", NULL, &out); break;

@@ -4,6 +4,7 @@
 #define XF_RUNNER_INT_H
 
 #include "core/probe.h"
+#include "probes/ceilings.h"
 #include "probes/perf_event.h"
 #include "probes/timer.h"
 #include "reference_model/cuda_backend.h"
@@ -20,6 +21,7 @@ typedef struct run_ctx {
     perf_probe *perf;       /* in ps; NULL when no counter is open or --no-perf */
     struct cupti_run *cupti;/* in ps; NULL when CUPTI is off */
     device_spec dev;        /* the ceilings the ops are judged against */
+    ceilings_pulser *pulser;/* concurrent ceilings' pulses; NULL when off (--no-concurrent, cuda) */
     cuda_device_info gpu;
     runner_cupti cupti_sel; /* what this run does (after the fallbacks) */
     int counters_off;       /* counters refused once (no permission): not tried again */
