@@ -152,9 +152,9 @@ static xf_status replay_steps(run_ctx *c, const record_point *p, const int32_t *
 static xf_status concurrent_pulse(run_ctx *c, record_concurrent *cc, double rep_s, double *budget) {
     if (cc->n_pulses >= RECORD_MAX_PULSES) return XF_OK;
     if (*budget <= 0) {
-        *budget = 0.008 * rep_s;
-        if (*budget < 3e-4) *budget = 3e-4;
-        if (*budget > 3e-3) *budget = 3e-3;
+        *budget = RUNNER_PULSE_SHARE * rep_s;
+        if (*budget < RUNNER_PULSE_MIN_S) *budget = RUNNER_PULSE_MIN_S;
+        if (*budget > RUNNER_PULSE_MAX_S) *budget = RUNNER_PULSE_MAX_S;
     }
     ceilings_pulse pu;
     xf_status s = ceilings_pulser_run(c->pulser, *budget, &pu);
@@ -190,8 +190,9 @@ static xf_status run_point(run_ctx *c, record_point *p) {
     if ((s = probe_set_point_begin(ps, p)) != XF_OK) goto done;
     c->reps_done = 0;
     record_concurrent *cc = &p->concurrent;
-    /* A pulse before every `every`-th repetition and one after the last, each ~0.8% of a
-     * repetition (the last warm-up's wall time, else the prediction), 0.3 to 3 ms. */
+    /* A pulse before every `every`-th repetition and one after the last, each ~1% of a
+     * repetition (the last warm-up's wall time, else the prediction), 0.3 to 10 ms: long enough
+     * to span scheduler slices, so a core shared with another process shows in it as in the ops. */
     const int every = pl->reps <= RECORD_MAX_PULSES - 1 ? 1 : (pl->reps + RECORD_MAX_PULSES - 2) / (RECORD_MAX_PULSES - 1);
     double rep_guess_s = p->summary.ttft_s + (double)n_dec * p->summary.tpot_s, pulse_budget = 0;
     for (int r = -pl->warmup; r < pl->reps; r++) {
@@ -567,7 +568,7 @@ xf_status runner_run(const run_plan *pl, record *rec, run_notes *notes_out) {
                  "off on --device cuda (the pulses are CPU kernels): classes against the GPU's ceilings");
     else {
         int in_cache = ctx.dev.bandwidth_Bps != machine.bandwidth_Bps;
-        if ((s = ceilings_pulser_init(pl->threads, in_cache, ctx.dev.bandwidth_Bps, ctx.dev.peak_flops[XF_COMPUTE_FP32], 3e-3,
+        if ((s = ceilings_pulser_init(pl->threads, in_cache, ctx.dev.bandwidth_Bps, ctx.dev.peak_flops[XF_COMPUTE_FP32], RUNNER_PULSE_MAX_S,
                                       &ctx.pulser)))
             return s;
         snprintf(notes->concurrent, sizeof notes->concurrent,

@@ -45,6 +45,11 @@ typedef struct run_step_view {
 
 /* What to run. Every (batch, prompt, gen) combination of the grid is one point, batch-major.
  * Pointers are borrowed (the caller keeps them alive during runner_run). */
+/* Concurrent ceilings: each pulse takes this share of a repetition's wall time, within these bounds. */
+#define RUNNER_PULSE_SHARE 0.01
+#define RUNNER_PULSE_MIN_S 3e-4
+#define RUNNER_PULSE_MAX_S 1e-2
+
 typedef struct run_plan {
     model_config cfg;            /* validated (config_validate) */
     const char *weights_dir;     /* a Hugging Face folder of *.safetensors; NULL: random weights from seed */
