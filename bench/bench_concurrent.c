@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "analyzers/stats.h"
+#include "probes/ceilings.h"
 #include "reference_model/config.h"
 #include "runner/runner.h"
 
@@ -42,6 +43,7 @@ static int run_once(const run_plan *pl, double *wall, double *pulse_share, int *
 }
 
 int main(int argc, char **argv) {
+    ceilings_env_reexec(argc, argv); /* as xfprof does: OpenMP's bounded spin, OpenBLAS's kernels */
     const char *model = argc > 1 ? argv[1] : "stories15m";
     int64_t prompt[1] = {argc > 2 ? atoll(argv[2]) : 64}, gen[1] = {argc > 3 ? atoll(argv[3]) : 32}, batch[1] = {1};
     int rounds = argc > 4 ? atoi(argv[4]) : 5;
@@ -88,6 +90,23 @@ int main(int argc, char **argv) {
     printf("  whole run with / without pulses (setup and bootstrap included), median ratio: %.3f\n",
            stats_median(ratio, (size_t)rounds));
     printf("  rounds the run said the machine was contended: %d of %d\n", n_contended, rounds);
+    /* a pulse alone: its wall time against the budget it was given (in-cache, 2 threads) */
+    for (int ic = 1; ic >= 0; ic--) {
+        ceilings_pulser *ps;
+        if (ceilings_pulser_init(2, ic, 20e9, 150e9, RUNNER_PULSE_MAX_S, &ps) != XF_OK) return 1;
+        const double budgets[] = {3e-4, 1e-3, 3e-3, 1e-2};
+        for (int b = 0; b < 4; b++) {
+            double t[20];
+            ceilings_pulse pu;
+            for (int k = 0; k < 20; k++) {
+                if (ceilings_pulser_run(ps, budgets[b], &pu) != XF_OK) return 1;
+                t[k] = pu.seconds;
+            }
+            printf("  %s pulse, budget %.1f ms: median %.2f ms\n", ic ? "in-cache" : "DRAM", budgets[b] * 1e3,
+                   stats_median(t, 20) * 1e3);
+        }
+        ceilings_pulser_free(ps);
+    }
     free(on);
     free(off);
     free(share);

@@ -66,7 +66,7 @@ static void help(void) {
            "                    sync, no probes) and report both (record env cuda_graph_p<N>)\n"
            "  --no-probes       no per-op timing (whole-step times only): the probe-overhead baseline\n"
            "  --no-perf         do not open hardware counters\n"
-           "  --no-concurrent   no concurrent ceilings: by default short read and FMA pulses (about 1%% of a\n"
+           "  --no-concurrent   no concurrent ceilings: by default short read and FMA pulses (about 0.6%% of a\n"
            "                    repetition each) run before, between and after the repetitions, each\n"
            "                    repetition is judged against the ceilings measured around it, and the notes\n"
            "                    say when the machine was contended (a ceiling more than 15%% below the machine\n"

@@ -147,8 +147,8 @@ static xf_status replay_steps(run_ctx *c, const record_point *p, const int32_t *
     return s;
 }
 
-/* One concurrent-ceiling pulse into cc (up to RECORD_MAX_PULSES), sized once per point from a
- * repetition's wall time. */
+/* One concurrent-ceiling pulse into cc (up to RECORD_MAX_PULSES), sized from a repetition's wall
+ * time when *budget is 0. */
 static xf_status concurrent_pulse(run_ctx *c, record_concurrent *cc, double rep_s, double *budget) {
     if (cc->n_pulses >= RECORD_MAX_PULSES) return XF_OK;
     if (*budget <= 0) {
@@ -156,9 +156,20 @@ static xf_status concurrent_pulse(run_ctx *c, record_concurrent *cc, double rep_
         if (*budget < RUNNER_PULSE_MIN_S) *budget = RUNNER_PULSE_MIN_S;
         if (*budget > RUNNER_PULSE_MAX_S) *budget = RUNNER_PULSE_MAX_S;
     }
+    /* What a pulse takes beyond its sizing (waking the threads after the model's ops, a busy
+     * core) is learned: the pulser is asked for budget x scale, scale = budget / what the last
+     * one took, so the pulses' wall time, not their sizing, keeps to the share. */
+    if (!(c->pulse_scale > 0)) c->pulse_scale = 1.0;
+    double ask = *budget * c->pulse_scale;
+    if (ask < 1e-4) ask = 1e-4;
     ceilings_pulse pu;
-    xf_status s = ceilings_pulser_run(c->pulser, *budget, &pu);
+    xf_status s = ceilings_pulser_run(c->pulser, ask, &pu);
     if (s) return xf_error_prefix(s, "concurrent ceilings: ");
+    if (pu.seconds > 0) {
+        c->pulse_scale *= *budget / pu.seconds;
+        if (c->pulse_scale > 1.0) c->pulse_scale = 1.0;
+        if (c->pulse_scale < 0.1) c->pulse_scale = 0.1;
+    }
     cc->pulse_bandwidth_Bps[cc->n_pulses] = pu.bandwidth_Bps;
     cc->pulse_fp32_flops[cc->n_pulses] = pu.fp32_flops;
     cc->n_pulses++;
@@ -190,8 +201,8 @@ static xf_status run_point(run_ctx *c, record_point *p) {
     if ((s = probe_set_point_begin(ps, p)) != XF_OK) goto done;
     c->reps_done = 0;
     record_concurrent *cc = &p->concurrent;
-    /* A pulse before every `every`-th repetition and one after the last, each ~1% of a
-     * repetition (the last warm-up's wall time, else the prediction), 0.3 to 10 ms: long enough
+    /* A pulse before every `every`-th repetition and one after the last, each ~0.6% of a
+     * repetition (the one before it, warm-up included; else the prediction), 0.3 to 10 ms: long enough
      * to span scheduler slices, so a core shared with another process shows in it as in the ops. */
     const int every = pl->reps <= RECORD_MAX_PULSES - 1 ? 1 : (pl->reps + RECORD_MAX_PULSES - 2) / (RECORD_MAX_PULSES - 1);
     double rep_guess_s = p->summary.ttft_s + (double)n_dec * p->summary.tpot_s, pulse_budget = 0;
@@ -207,10 +218,9 @@ static xf_status run_point(run_ctx *c, record_point *p) {
             if ((s = model_decode_step(c->m, NULL, ps)) != XF_OK) goto done;
         double t2 = timer_now_s();
         if ((s = probe_set_rep_end(ps, r)) != XF_OK) goto done; /* after the timed part; r < 0: warm-up */
-        if (r < 0) {
-            rep_guess_s = t2 - t0;
-            continue;
-        }
+        rep_guess_s = t2 - t0; /* the next pulse is sized from this repetition */
+        pulse_budget = 0;
+        if (r < 0) continue;
         cc->run_s += t2 - t0;
         pre_s[r] = t1 - t0;
         dec_s[r] = n_dec > 0 ? (t2 - t1) / (double)n_dec : 0;

@@ -46,7 +46,7 @@ typedef struct run_step_view {
 /* What to run. Every (batch, prompt, gen) combination of the grid is one point, batch-major.
  * Pointers are borrowed (the caller keeps them alive during runner_run). */
 /* Concurrent ceilings: each pulse takes this share of a repetition's wall time, within these bounds. */
-#define RUNNER_PULSE_SHARE 0.01
+#define RUNNER_PULSE_SHARE 0.006
 #define RUNNER_PULSE_MIN_S 3e-4
 #define RUNNER_PULSE_MAX_S 1e-2
 
