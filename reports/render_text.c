@@ -255,7 +255,8 @@ static void csv_field(sbuf *b, const char *s) {
 
 static xf_status render_csv(sbuf *b, const record *r) {
     sbuf_puts(b, "point,model,device,batch,prompt,gen,wdtype,adtype,kvdtype,phase,layer,op,compute,flops,bytes,bytes_source,"
-                 "intensity,bound,time_s,predicted_time_s,share,measured,n_samples,spread_s,util_compute,util_memory\n");
+                 "intensity,bound,time_s,predicted_time_s,share,measured,n_samples,spread_s,util_compute,util_memory,"
+                 "util_compute_machine,util_memory_machine,confidence\n");
     for (int i = 0; i < r->n_points; i++) {
         const record_point *p = &r->points[i];
         for (int64_t k = 0; k < p->n_ops; k++) {
@@ -264,7 +265,7 @@ static xf_status render_csv(sbuf *b, const record *r) {
             csv_field(b, r->model.name);
             sbuf_puts(b, ",");
             csv_field(b, r->device.name);
-            sbuf_printf(b, ",%lld,%lld,%lld,%s,%s,%s,%s,%d,%s,%s,%.17g,%.17g,%s,%.17g,%s,%.17g,%.17g,%.17g,%d,%d,%.17g,%.17g,%.17g\n",
+            sbuf_printf(b, ",%lld,%lld,%lld,%s,%s,%s,%s,%d,%s,%s,%.17g,%.17g,%s,%.17g,%s,%.17g,%.17g,%.17g,%d,%d,%.17g,%.17g,%.17g",
                         (long long)p->wl.batch, (long long)p->wl.prompt, (long long)p->wl.gen, dtype_name(p->wl.wdtype),
                         dtype_name(p->wl.adtype), dtype_name(p->wl.kvdtype), phase_name(op->cost.phase), op->cost.layer,
                         op_kind_name(op->cost.kind), compute_name(op->cost.compute), op->cost.flops,
@@ -272,6 +273,10 @@ static xf_status render_csv(sbuf *b, const record *r) {
                         op->bytes_from_counters ? "counters" : "model", op->intensity, bound_name(op->bound), op->time_s,
                         op->predicted_time_s, op->share, op->measured, op->n_samples, op->spread_s, op->util_compute,
                         op->util_memory);
+            /* the machine file's utilizations and the confidence (empty: none) */
+            sbuf_printf(b, ",%.17g,%.17g,", op->util_compute_machine, op->util_memory_machine);
+            if (op->confidence_boot > 0) sbuf_printf(b, "%.17g", op->confidence);
+            sbuf_puts(b, "\n");
         }
     }
     return XF_OK;
