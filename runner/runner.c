@@ -425,9 +425,13 @@ static xf_status check_plan(const run_plan *p, int64_t *max_b, int64_t *max_p, i
 
 /* The CPU's bandwidth ceiling: in-cache when the weights fit in the last-level cache (a roofline
  * decision: such a model never streams its weights from DRAM), else DRAM read. */
+static int weights_in_cache(const device_spec *machine, double weights_bytes) {
+    return machine->cache_bytes > 0 && machine->cache_bandwidth_Bps > 0 && weights_bytes <= machine->cache_bytes;
+}
+
 static void choose_bandwidth(const device_spec *machine, double weights_bytes, device_spec *dev, char *note, size_t len) {
     *dev = *machine;
-    if (machine->cache_bytes > 0 && machine->cache_bandwidth_Bps > 0 && weights_bytes <= machine->cache_bytes) {
+    if (weights_in_cache(machine, weights_bytes)) {
         dev->bandwidth_Bps = machine->cache_bandwidth_Bps;
         size_t l = strlen(dev->source);
         snprintf(dev->source + l, sizeof dev->source - l, "; bandwidth_Bps = in-cache read (weights fit in the LLC)");
@@ -577,7 +581,8 @@ xf_status runner_run(const run_plan *pl, record *rec, run_notes *notes_out) {
         snprintf(notes->concurrent, sizeof notes->concurrent,
                  "off on --device cuda (the pulses are CPU kernels): classes against the GPU's ceilings");
     else {
-        int in_cache = ctx.dev.bandwidth_Bps != machine.bandwidth_Bps;
+        /* the pulse reads where the weights stream from: choose_bandwidth's decision */
+        int in_cache = weights_in_cache(&machine, (double)mm.weights_bytes);
         if ((s = ceilings_pulser_init(pl->threads, in_cache, ctx.dev.bandwidth_Bps, ctx.dev.peak_flops[XF_COMPUTE_FP32], RUNNER_PULSE_MAX_S,
                                       &ctx.pulser)))
             return s;
