@@ -819,7 +819,7 @@ struct ceilings_pulser {
     float *arr;         /* (n) floats; first-touched by the pulse threads at init */
     int64_t n;          /* floats in arr */
     int half;           /* DRAM: which half the next pulse reads */
-    double bw_guess, fp_guess, max_budget_s; /* the rates pulses are sized at: the quiet ones, then the last pulse's */
+    double bw_guess, fp_guess, max_budget_s; /* pulses are sized at the machine file's (quiet) rates */
     double fma_per_iter;/* FLOPs per iteration per thread of the FMA kernel */
     volatile double sink;/* keeps the kernels' results live */
 };
@@ -941,10 +941,6 @@ xf_status ceilings_pulser_run(ceilings_pulser *p, double budget_s, ceilings_puls
     }
     double it = p->fp_guess / p->threads * budget_s / 3.0 / p->fma_per_iter;
     if ((s = pulse_fma(p, it < 64 ? 64 : (int64_t)it, &out->fp32_flops))) return s;
-    /* the next pulse is sized at the rates this one found, so it keeps to its budget on a busy
-     * machine (where the quiet rates would make it longer) */
-    if (out->bandwidth_Bps > 0) p->bw_guess = out->bandwidth_Bps;
-    if (out->fp32_flops > 0) p->fp_guess = out->fp32_flops;
     out->seconds = timer_now_s() - t0;
     return XF_OK;
 }

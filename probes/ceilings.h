@@ -143,8 +143,9 @@ xf_status ceilings_gpu_machine_path(char *buf, size_t len);
  * read ceiling: in-cache (in_cache = 1) it sweeps 3 MiB per thread as often as its budget allows;
  * DRAM, it reads one half of its array once, the other half next time (the model's run between
  * two pulses, whose weights exceed the LLC, evicts it). Two thirds of a pulse's budget read, one
- * third FMA, sized at the machine's quiet rates for the first pulse and at the rates the last
- * pulse found after it. */
+ * third FMA, sized at the machine's quiet rates (sizing at a slow pulse's rates would shrink the
+ * next pulse until its own overhead is all it measures; the runner scales the budget it asks
+ * for instead). */
 typedef struct ceilings_pulser ceilings_pulser;
 
 typedef struct ceilings_pulse {
