@@ -104,10 +104,10 @@ typedef struct record_run_info {
  * the last; repetition r is judged against the mean of the pulses around it (r / pulse_every and
  * the next). Optional on read; n_pulses 0 when not measured (--no-concurrent, predictions, old
  * records). */
-#define RECORD_MAX_PULSES 65
+#define RECORD_MAX_PULSES 17
 typedef struct record_concurrent {
     int n_pulses;                 /* ceil(reps / pulse_every) + 1, or 0 */
-    int pulse_every;              /* repetitions between two pulses (1 up to 64 repetitions) */
+    int pulse_every;              /* repetitions between two pulses (1 up to 16 repetitions: fixed arrays, 272 bytes a point) */
     double pulse_bandwidth_Bps[RECORD_MAX_PULSES]; /* (n_pulses) read bandwidth of each pulse */
     double pulse_fp32_flops[RECORD_MAX_PULSES]; /* (n_pulses) FP32 FMA rate of each pulse */
     double pulse_s;               /* wall time of all the pulses (their overhead) */

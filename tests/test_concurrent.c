@@ -349,3 +349,50 @@ Test(concurrent, streaming_thread_on_a_shared_core, .timeout = 300) {
     unlink(path);
     rmdir(dir);
 }
+
+/* Many repetitions: a pulse before every pulse_every-th one and one after the last, at most
+ * RECORD_MAX_PULSES, every repetition between two of them. */
+Test(concurrent, many_repetitions_share_pulses) {
+    char dir[] = "/tmp/xfprof-concurrent-XXXXXX", path[96];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/machine.json", dir);
+    setenv("XFPROF_MACHINE_FILE", path, 1);
+    write_machine(path, 10e9, 100e9);
+    model_config cfg;
+    cr_assert_eq(config_parse_hf("{\"model_type\":\"llama\",\"hidden_size\":64,\"intermediate_size\":128,\"num_attention_heads\":4,"
+                                 "\"num_key_value_heads\":2,\"num_hidden_layers\":1,\"vocab_size\":256,"
+                                 "\"max_position_embeddings\":64,\"rms_norm_eps\":1e-5,\"rope_theta\":10000.0}",
+                                 "tiny", &cfg),
+                 XF_OK, "%s", xf_error_msg());
+    static const int64_t batch[] = {1}, prompt[] = {4}, gen[] = {2};
+    run_plan pl;
+    run_plan_default(&pl, &cfg);
+    pl.batch = batch;
+    pl.prompt = prompt;
+    pl.gen = gen;
+    pl.n_batch = pl.n_prompt = pl.n_gen = 1;
+    pl.threads = 1;
+    pl.reps = 40;
+    pl.warmup = 0;
+    pl.perf = 0;
+    pl.quiet = 1;
+    record r;
+    record_init(&r, "run");
+    cr_assert_eq(runner_run(&pl, &r, NULL), XF_OK, "%s", xf_error_msg());
+    const record_concurrent *cc = &r.points[0].concurrent;
+    cr_assert_eq(cc->pulse_every, 3);
+    cr_assert_eq(cc->n_pulses, 15, "pulses before repetitions 0, 3, ..., 39 and after the last");
+    double b, f;
+    for (int k = 0; k < 40; k++) cr_assert(roofline_rep_ceiling(cc, k, &b, &f), "repetition %d has no pulses around it", k);
+    cr_assert_not(roofline_rep_ceiling(cc, 42, &b, &f), "past the last pulse");
+    pl.concurrent = 0;
+    record q;
+    record_init(&q, "run");
+    cr_assert_eq(runner_run(&pl, &q, NULL), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(q.points[0].concurrent.n_pulses, 0, "--no-concurrent: no pulses");
+    record_free(&q);
+    record_free(&r);
+    unsetenv("XFPROF_MACHINE_FILE");
+    unlink(path);
+    rmdir(dir);
+}
