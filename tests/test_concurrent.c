@@ -1,7 +1,7 @@
 /* Concurrent ceilings and class confidence (issue 17): the per-repetition ceilings and
  * utilizations (analyzers/roofline.c), the contended flag, the bootstrap confidence
  * (analyzers/confidence.c), the record's new fields through JSON, and a real disturbance: a
- * memory-streaming thread sharing a core with a tinyllama-shaped model (3 layers, its matrix
+ * memory-streaming threads sharing a core with a tinyllama-shaped model (3 layers, its matrix
  * shapes) whose decode projections must stay memory-bound while the record says the run was
  * contended. No wall-time asserts. */
 #define _GNU_SOURCE
@@ -316,17 +316,23 @@ Test(concurrent, streaming_thread_on_a_shared_core, .timeout = 300) {
     const record_concurrent *qc = &quiet.points[0].concurrent;
     cr_assert_eq(qc->n_pulses, 6, "a pulse before each of the 5 repetitions and one after");
     cr_assert(qc->bandwidth_Bps > 0 && qc->fp32_flops > 0);
-    /* the quiet run's concurrent ceilings become the machine file: what this machine does unloaded */
-    write_machine(path, qc->bandwidth_Bps, qc->fp32_flops);
+    /* the quiet run's best pulses become the machine file (best of several, as `xfprof machine`
+     * keeps the best repetition): what this machine does unloaded */
+    double best_bw = 0, best_fp = 0;
+    for (int i = 0; i < qc->n_pulses; i++) {
+        if (qc->pulse_bandwidth_Bps[i] > best_bw) best_bw = qc->pulse_bandwidth_Bps[i];
+        if (qc->pulse_fp32_flops[i] > best_fp) best_fp = qc->pulse_fp32_flops[i];
+    }
+    write_machine(path, best_bw, best_fp);
     record_free(&quiet);
     g_stop = 0;
-    pthread_t th;
-    cr_assert_eq(pthread_create(&th, NULL, streamer, &cpus[1]), 0);
-    usleep(200000); /* the streamer's arrays are touched and streaming */
+    pthread_t th[2]; /* two streamers on the second CPU: the model's thread there gets a third of it */
+    for (int i = 0; i < 2; i++) cr_assert_eq(pthread_create(&th[i], NULL, streamer, &cpus[1]), 0);
+    usleep(300000); /* the streamers' arrays are touched and streaming */
     record busy;
     double share_busy = run_share(&pl, &busy);
     g_stop = 1;
-    pthread_join(th, NULL);
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
     const record_point *p = &busy.points[0];
     cr_log_info("quiet: %.0f%% of decode projection time memory-bound; with the streamer %.0f%%; concurrent read %.2f GB/s "
                 "vs %.2f quiet, FP32 %.1f vs %.1f GFLOP/s",
@@ -335,7 +341,13 @@ Test(concurrent, streaming_thread_on_a_shared_core, .timeout = 300) {
     cr_assert(p->concurrent.contended, "the record must say the run was contended (read %.2f of %.2f GB/s, FP32 %.1f of %.1f)",
               p->concurrent.bandwidth_Bps / 1e9, p->concurrent.machine_bandwidth_Bps / 1e9, p->concurrent.fp32_flops / 1e9,
               p->concurrent.machine_fp32_flops / 1e9);
+#if defined(__SANITIZE_ADDRESS__) || !defined(NDEBUG)
+    /* instrumented or unoptimized kernels are not held by the memory bandwidth: nothing to say of
+     * their class (the sanitizer build checks the rest) */
+    cr_log_warn("sanitizer or debug build: the memory-bound share (%.0f%%) is not checked", 100 * share_busy);
+#else
     cr_assert(share_busy >= 0.75, "decode projections: only %.0f%% of their time memory-bound under the disturbance", 100 * share_busy);
+#endif
     double machine_mem = 0, conc_mem = 0; /* against the quiet ceilings they look less saturated */
     for (int64_t i = 0; i < p->n_ops; i++)
         if (p->ops[i].cost.phase == XF_DECODE && is_projection(p->ops[i].cost.kind)) {
