@@ -253,6 +253,21 @@ static void write_machine(const char *path, double bw, double fp32) {
     fclose(f);
 }
 
+/* A one-point plan (batch, prompt, gen: one value each), quiet, no perf counters. */
+static void plan_one(run_plan *pl, const model_config *cfg, const int64_t *batch, const int64_t *prompt, const int64_t *gen,
+                     int threads, int reps, int warmup) {
+    run_plan_default(pl, cfg);
+    pl->batch = batch;
+    pl->prompt = prompt;
+    pl->gen = gen;
+    pl->n_batch = pl->n_prompt = pl->n_gen = 1;
+    pl->threads = threads;
+    pl->reps = reps;
+    pl->warmup = warmup;
+    pl->perf = 0;
+    pl->quiet = 1;
+}
+
 static int is_projection(op_kind k) { return k == OP_QKV || k == OP_O_PROJ || k == OP_GATE_UP || k == OP_DOWN; }
 
 /* Runs the plan, returns the share of decode projection time classed memory-bound. */
@@ -301,16 +316,7 @@ Test(concurrent, streaming_thread_on_a_shared_core, .timeout = 300) {
                  XF_OK, "%s", xf_error_msg());
     static const int64_t batch[] = {1}, prompt[] = {8}, gen[] = {4};
     run_plan pl;
-    run_plan_default(&pl, &cfg);
-    pl.batch = batch;
-    pl.prompt = prompt;
-    pl.gen = gen;
-    pl.n_batch = pl.n_prompt = pl.n_gen = 1;
-    pl.threads = 2;
-    pl.reps = 5;
-    pl.warmup = 1;
-    pl.perf = 0;
-    pl.quiet = 1;
+    plan_one(&pl, &cfg, batch, prompt, gen, 2, 5, 1);
     record quiet;
     double share_quiet = run_share(&pl, &quiet);
     const record_concurrent *qc = &quiet.points[0].concurrent;
@@ -378,16 +384,7 @@ Test(concurrent, many_repetitions_share_pulses) {
                  XF_OK, "%s", xf_error_msg());
     static const int64_t batch[] = {1}, prompt[] = {4}, gen[] = {2};
     run_plan pl;
-    run_plan_default(&pl, &cfg);
-    pl.batch = batch;
-    pl.prompt = prompt;
-    pl.gen = gen;
-    pl.n_batch = pl.n_prompt = pl.n_gen = 1;
-    pl.threads = 1;
-    pl.reps = 40;
-    pl.warmup = 0;
-    pl.perf = 0;
-    pl.quiet = 1;
+    plan_one(&pl, &cfg, batch, prompt, gen, 1, 40, 0);
     record r;
     record_init(&r, "run");
     cr_assert_eq(runner_run(&pl, &r, NULL), XF_OK, "%s", xf_error_msg());
