@@ -95,10 +95,19 @@ typedef struct decode_view {
     double lat_time, lat_pred; /* latency-bound ops: measured time and their predicted time */
     int n_ops, n_lat;
     int n_tiny;         /* ops predicted under ADVICE_LAUNCH_S */
+    double gemm_mem_conf, lat_conf; /* time-weighted class confidence of those ops (confidence.h); -1 none */
 } decode_view;
+
+/* ", class confidence 97%" when the ops' classes carry a bootstrap confidence, else "". */
+static const char *conf_note(double conf, char *buf, size_t len) {
+    if (conf >= 0) snprintf(buf, len, ", class confidence %.0f%%", 100 * conf);
+    else buf[0] = 0;
+    return buf;
+}
 
 static void view_phase(const record_point *p, xf_phase ph, decode_view *v) {
     memset(v, 0, sizeof *v);
+    double gc = 0, gt = 0, lc = 0, lt = 0;
     for (int64_t i = 0; i < p->n_ops; i++) {
         const record_op *op = &p->ops[i];
         if (op->cost.phase != ph) continue;
@@ -110,6 +119,10 @@ static void view_phase(const record_point *p, xf_phase ph, decode_view *v) {
             v->gemm_weight_bytes += op->cost.weight_bytes;
             v->gemm_flops += op->cost.flops;
             if (op->bound == XF_BOUND_MEMORY) v->gemm_mem += op->time_s;
+            if (op->bound == XF_BOUND_MEMORY && op->confidence_boot > 0) {
+                gc += op->confidence * op->time_s;
+                gt += op->time_s;
+            }
         }
         if (op->cost.kind == OP_ATTENTION) {
             v->attn_time += op->time_s;
@@ -119,9 +132,15 @@ static void view_phase(const record_point *p, xf_phase ph, decode_view *v) {
             v->n_lat++;
             v->lat_time += op->time_s;
             v->lat_pred += op->predicted_time_s;
+            if (op->confidence_boot > 0) {
+                lc += op->confidence * op->time_s;
+                lt += op->time_s;
+            }
         }
         if (!op->measured && op->predicted_time_s < ADVICE_LAUNCH_S) v->n_tiny++;
     }
+    v->gemm_mem_conf = gt > 0 ? gc / gt : -1;
+    v->lat_conf = lt > 0 ? lc / lt : -1;
 }
 
 static void find_weights(const record *r, int pi, const decode_view *v, finding_list *l) {
@@ -130,7 +149,7 @@ static void find_weights(const record *r, int pi, const decode_view *v, finding_
     if (v->step <= 0 || v->gemm_time < ADVICE_MIN_SHARE * v->step || v->gemm_mem < 0.5 * v->gemm_time) return;
     double before;
     if (tpot_of(&r->model, w, &r->device, &before) || !(before > 0)) return;
-    char t1[24], t2[24], t3[24], b1[24];
+    char t1[24], t2[24], t3[24], b1[24], cn[40];
     double gi = v->gemm_weight_bytes > 0 ? v->gemm_flops / (v->gemm_weight_bytes) : 0;
     /* Lower weight precision: int8 from 16/32-bit weights (bf16 named too from fp32, int4 from
      * 16-bit), int4 from int8. */
@@ -149,10 +168,11 @@ static void find_weights(const record *r, int pi, const decode_view *v, finding_
             f.point = pi;
             snprintf(f.title, sizeof f.title, "decode projections are memory-bound: lower the weight precision");
             snprintf(f.evidence, sizeof f.evidence,
-                     "point %d (batch %lld): projections take %.0f%% of the decode step, %.0f%% of that memory-bound; "
+                     "point %d (batch %lld): projections take %.0f%% of the decode step, %.0f%% of that memory-bound%s; "
                      "they read %s of %s weights per step at %.2f FLOP/B",
                      pi + 1, (long long)w->batch, 100 * v->gemm_time / v->step, 100 * v->gemm_mem / v->gemm_time,
-                     units_bytes(v->gemm_weight_bytes, b1, sizeof b1), dtype_name(w->wdtype), gi);
+                     conf_note(v->gemm_mem_conf, cn, sizeof cn), units_bytes(v->gemm_weight_bytes, b1, sizeof b1),
+                     dtype_name(w->wdtype), gi);
             if (isfinite(alt))
                 snprintf(f.action, sizeof f.action, "quantize weights %s -> %s (weight-only, group scales): predicted TPOT %s -> %s; %s: %s",
                          dtype_name(w->wdtype), dtype_name(q.wdtype), units_time(before, t1, sizeof t1), units_time(after, t2, sizeof t2),
@@ -248,7 +268,7 @@ static void find_kv(const record *r, int pi, const decode_view *v, finding_list 
 
 static void find_fusion(const record *r, int pi, const decode_view *v, finding_list *l) {
     if (v->step <= 0) return;
-    char t1[24], t2[24], t3[24];
+    char t1[24], t2[24], t3[24], cn[40];
     record_advice f;
     memset(&f, 0, sizeof f);
     snprintf(f.kind, sizeof f.kind, "fusion");
@@ -259,8 +279,9 @@ static void find_fusion(const record *r, int pi, const decode_view *v, finding_l
         double after = v->step - v->lat_time + v->lat_pred;
         snprintf(f.title, sizeof f.title, "latency-bound ops: fuse them, launch fewer kernels");
         snprintf(f.evidence, sizeof f.evidence,
-                 "point %d: %d decode ops are latency-bound (neither compute nor memory near its ceiling): %s of the %s step",
-                 pi + 1, v->n_lat, units_time(v->lat_time, t1, sizeof t1), units_time(v->step, t2, sizeof t2));
+                 "point %d: %d decode ops are latency-bound (neither compute nor memory near its ceiling%s): %s of the %s step",
+                 pi + 1, v->n_lat, conf_note(v->lat_conf, cn, sizeof cn), units_time(v->lat_time, t1, sizeof t1),
+                 units_time(v->step, t2, sizeof t2));
         snprintf(f.action, sizeof f.action,
                  "fuse element-wise ops into their neighbours (norm+projection, SwiGLU into gate_up), replay the step as a "
                  "CUDA Graph on GPUs: at their roofline time the step would take %s",

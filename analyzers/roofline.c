@@ -3,7 +3,10 @@
 #include "roofline.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "analyzers/stats.h"
 
 /* Utilizations come from ratios of measured doubles: 0.7 - 0.6 is 0.0999...98 in binary, so
  * comparisons against the thresholds allow this much slack. */
@@ -108,6 +111,8 @@ void roofline_measure_op(record_op *out, const device_spec *d, const roofline_th
         out->util_compute = 0.0;
         out->util_memory = 0.0;
     }
+    out->util_compute_machine = out->util_compute; /* no concurrent ceilings: the same figures */
+    out->util_memory_machine = out->util_memory;
     out->bound = roofline_class_measured(out->util_compute, out->util_memory, t);
     if (op_kind_is_comm(out->cost.kind)) { /* the link is the one unit: its utilization decides */
         roofline_thresholds def;
@@ -166,4 +171,68 @@ void roofline_layer_times(const record_point *p, xf_phase phase, int64_t n_layer
         else if (op->cost.layer < n_layers)
             times[op->cost.layer + 1] += op->time_s;
     }
+}
+
+int roofline_rep_ceiling(const record_concurrent *cc, int r, double *bw_Bps, double *fp32_flops) {
+    if (!cc || cc->n_pulses < 2 || cc->pulse_every < 1 || r < 0) return 0;
+    int a = r / cc->pulse_every, b = a + 1;
+    if (b >= cc->n_pulses) return 0;
+    *bw_Bps = 0.5 * (cc->pulse_bandwidth_Bps[a] + cc->pulse_bandwidth_Bps[b]);
+    *fp32_flops = 0.5 * (cc->pulse_fp32_flops[a] + cc->pulse_fp32_flops[b]);
+    return 1;
+}
+
+void roofline_rep_utils(const record_op *op, const device_spec *d, const record_concurrent *cc, int r, double *u_compute,
+                        double *u_memory) {
+    *u_compute = *u_memory = 0.0;
+    if (!op || !d || r < 0 || r >= op->n_samples || !op->samples_s) return;
+    double t = op->samples_s[r];
+    if (!(t > 0.0)) return;
+    double bytes = (op->bytes_from_counters && op->measured_bytes > 0.0) ? op->measured_bytes : op->cost.bytes;
+    double bw = d->bandwidth_Bps, peak = device_peak(d, op->cost.compute), cbw, cfp;
+    if (cc && cc->machine_fp32_flops > 0 && roofline_rep_ceiling(cc, r, &cbw, &cfp)) {
+        bw = cbw;
+        peak *= cfp / cc->machine_fp32_flops;
+    }
+    *u_compute = safe_div(op->cost.flops / t, peak);
+    *u_memory = safe_div(bytes / t, bw);
+}
+
+void roofline_measure_op_concurrent(record_op *out, const device_spec *d, const record_concurrent *cc, int reps,
+                                    const roofline_thresholds *t) {
+    if (!out || !d) return;
+    roofline_measure_op(out, d, t);
+    double bw, fp;
+    if (!cc || reps < 1 || out->n_samples != reps || !out->samples_s || !roofline_rep_ceiling(cc, 0, &bw, &fp)) return;
+    double *uc = malloc(2 * (size_t)reps * sizeof *uc);
+    if (!uc) return; /* out of memory: the machine file's class stands */
+    double *um = uc + reps;
+    for (int r = 0; r < reps; r++) roofline_rep_utils(out, d, cc, r, &uc[r], &um[r]);
+    double mc = stats_median(uc, (size_t)reps), mm = stats_median(um, (size_t)reps);
+    free(uc);
+    if (!isfinite(mc) || !isfinite(mm)) return;
+    out->util_compute = mc;
+    out->util_memory = mm;
+    out->bound = roofline_class_measured(mc, mm, t);
+}
+
+void roofline_concurrent_finish(record_concurrent *cc, int reps, double threshold) {
+    if (!cc) return;
+    cc->threshold = threshold;
+    cc->contended = 0;
+    cc->bandwidth_Bps = cc->fp32_flops = 0.0;
+    if (reps < 1 || cc->n_pulses < 2) return;
+    double *bw = malloc(2 * (size_t)reps * sizeof *bw);
+    if (!bw) return;
+    double *fp = bw + reps;
+    int n = 0;
+    for (int r = 0; r < reps; r++)
+        if (roofline_rep_ceiling(cc, r, &bw[n], &fp[n])) n++;
+    if (n > 0) {
+        cc->bandwidth_Bps = stats_median(bw, (size_t)n);
+        cc->fp32_flops = stats_median(fp, (size_t)n);
+    }
+    free(bw);
+    if (cc->machine_bandwidth_Bps > 0 && cc->bandwidth_Bps < (1.0 - threshold) * cc->machine_bandwidth_Bps) cc->contended = 1;
+    if (cc->machine_fp32_flops > 0 && cc->fp32_flops < (1.0 - threshold) * cc->machine_fp32_flops) cc->contended = 1;
 }

@@ -51,4 +51,33 @@ void roofline_summarize_point(record_point *p);
  * (index 0 is the ops outside the layers). `times` holds n_layers + 1 entries. */
 void roofline_layer_times(const record_point *p, xf_phase phase, int64_t n_layers, double *times);
 
+/* ---- concurrent ceilings (record_concurrent: pulses around the repetitions) ---- */
+
+/* The default share by which a concurrent ceiling must fall below the machine file's for the run
+ * to be called contended. */
+#define ROOFLINE_CONTENDED_SHARE 0.15
+
+/* The ceilings repetition r was measured between: the mean of the read bandwidths and of the
+ * FP32 rates of the two pulses around it. Returns 0 (outputs untouched) when cc has no pulses or
+ * r is out of range. */
+int roofline_rep_ceiling(const record_concurrent *cc, int r, double *bw_Bps, double *fp32_flops);
+
+/* The utilizations of repetition r of op (its sample r): against d's ceilings, or, when cc has
+ * pulses, against the read bandwidth around r and the peak of the op's compute type scaled by
+ * the FP32 rate around r over cc->machine_fp32_flops. Zero when the sample is not positive. */
+void roofline_rep_utils(const record_op *op, const device_spec *d, const record_concurrent *cc, int r, double *u_compute,
+                        double *u_memory);
+
+/* roofline_measure_op, and then, when cc has pulses and the op one sample per repetition (reps
+ * of them): util_compute_machine / util_memory_machine keep the machine file's utilizations,
+ * util_compute / util_memory become the medians over the repetitions of roofline_rep_utils, and
+ * the class is theirs. cc NULL or without pulses: roofline_measure_op, the machine figures copied. */
+void roofline_measure_op_concurrent(record_op *out, const device_spec *d, const record_concurrent *cc, int reps,
+                                    const roofline_thresholds *t);
+
+/* From cc's pulses (n_pulses, pulse_every set) and machine figures: the medians over `reps`
+ * repetitions of the ceilings around each, and contended = either median more than `threshold`
+ * below the machine's. */
+void roofline_concurrent_finish(record_concurrent *cc, int reps, double threshold);
+
 #endif

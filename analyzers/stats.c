@@ -450,3 +450,9 @@ double stats_detectable_slowdown(double sd, size_t n, double threshold, double a
     double need = log1p(threshold) + (stats_t_quantile(1 - alpha / 2, df) + stats_t_quantile(power, df)) * sd / sqrt((double)n);
     return expm1(need);
 }
+
+/* ---------- resampling indexes (issue 17: the class confidence's bootstrap) ---------- */
+
+void stats_boot_indexes(uint64_t *state, size_t n, size_t *idx) {
+    for (size_t i = 0; i < n; i++) idx[i] = boot_index(state, n);
+}

@@ -112,4 +112,8 @@ xf_status stats_bootstrap_median_ratio(const double *a, size_t na, const double 
  * the bootstrap interval). NaN when n < 2. */
 double stats_detectable_slowdown(double sd, size_t n, double threshold, double alpha, double power);
 
+/* One bootstrap resample of n items: idx[0..n) drawn uniformly from 0..n-1 with replacement by
+ * the generator the bootstraps above use (splitmix64), advancing *state; n = 0 draws nothing. */
+void stats_boot_indexes(uint64_t *state, size_t n, size_t *idx);
+
 #endif

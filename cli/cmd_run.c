@@ -81,6 +81,11 @@ static void help(void) {
            "                    identical run to run whatever the machine's load; times are not comparable\n"
            "  --callgrind-cache --callgrind with its cache simulation: also simulated L1 and last-level misses\n"
            "                    (counters sim_l1_misses, sim_ll_misses); slower still (docs/ci.md)\n"
+           "  --no-concurrent   no concurrent ceilings: by default short read and FMA pulses (about 0.6%% of a\n"
+           "                    repetition each) run before, between and after the repetitions, each\n"
+           "                    repetition is judged against the ceilings measured around it, and the notes\n"
+           "                    say when the machine was contended (a ceiling more than 15%% below the machine\n"
+           "                    file's); the record keeps both utilizations (CPU only)\n"
            "%s"
            "  --report FILE     also write the HTML report\n"
            "  --trace FILE      also write the Chrome trace (Perfetto) of the measured steps\n"
@@ -118,7 +123,7 @@ int cmd_run(int argc, char **argv) {
     enum {
         O_MODEL = 1000, O_WEIGHTS, O_BATCH, O_PROMPT, O_GEN, O_PIDS, O_WD, O_KV, O_GROUP, O_THREADS, O_REPS, O_WARMUP,
         O_SEED, O_POLICY, O_ALLOC, O_DEVICE, O_NOPROBES, O_NOPERF, O_FORMAT, O_PERLAYER, O_REPORT, O_TRACE, O_CUPTI, O_GRAPH,
-        O_SAVE_TOKENS, O_SAVE_LOGITS, O_CALLGRIND, O_CALLGRIND_CACHE
+        O_SAVE_TOKENS, O_SAVE_LOGITS, O_CALLGRIND, O_CALLGRIND_CACHE, O_NOCONC
     };
     enum { O_TP = 2000, O_COMM_TIMEOUT }; /* a split over MPI ranks (cli/run_tp.c) */
     static const struct option opts[] = {
@@ -138,6 +143,7 @@ int cmd_run(int argc, char **argv) {
         {"save-tokens", required_argument, 0, O_SAVE_TOKENS}, {"save-logits", no_argument, 0, O_SAVE_LOGITS},
         {"tp", required_argument, 0, O_TP},           {"comm-timeout", required_argument, 0, O_COMM_TIMEOUT},
         {"callgrind", no_argument, 0, O_CALLGRIND},   {"callgrind-cache", no_argument, 0, O_CALLGRIND_CACHE},
+        {"no-concurrent", no_argument, 0, O_NOCONC},
         {0, 0, 0, 0}};
     int tp = 1;
     double comm_timeout = 60;
@@ -211,6 +217,7 @@ int cmd_run(int argc, char **argv) {
         case O_NOPERF: pl.perf = 0; break;
         case O_CALLGRIND: if (pl.callgrind < 1) pl.callgrind = 1; break;
         case O_CALLGRIND_CACHE: pl.callgrind = 2; break;
+        case O_NOCONC: pl.concurrent = 0; break;
         case O_FORMAT: if (cli_output_option(CMD, "format", optarg, &out) < 0) return CLI_EXIT_USAGE; break;
         case 'o': cli_output_option(CMD, "output", optarg, &out); break;
         case O_PERLAYER: cli_output_option(CMD, "per-layer", NULL, &out); break;

@@ -56,6 +56,13 @@ typedef struct record_op {
     int n_counters;
     record_counter counters[RECORD_MAX_COUNTERS]; /* hardware counters for this op's range */
     char source[96];         /* imported ops: the traced ops or kernels it sums ("aten::linear"); "" otherwise */
+    /* With concurrent ceilings (the point's `concurrent.n_pulses` > 0), util_compute / util_memory and
+     * the class are against the ceilings measured around each repetition (median over repetitions);
+     * these two are against the machine file's, as without them. Optional on read. */
+    double util_compute_machine;
+    double util_memory_machine;
+    int confidence_boot;     /* bootstrap resamples behind `confidence`; 0: none (not measured, old record) */
+    double confidence;       /* share of resamples of the repetitions giving `bound`, 0..1 */
 } record_op;
 
 typedef struct record_summary {
@@ -69,6 +76,8 @@ typedef struct record_summary {
     double decode_time_s;        /* sum of the decode step's op times */
     double share_bound[XF_BOUND_COUNT]; /* share of request time (prefill + gen - 1 decode steps) per class */
     int64_t max_batch;           /* largest batch that fits device memory; 0 none */
+    int verdict_boot;            /* bootstrap resamples behind verdict_confidence; 0: none */
+    double verdict_confidence;   /* share of resamples whose request time is mostly in the same class */
 } record_summary;
 
 typedef struct record_memory {
@@ -113,9 +122,31 @@ typedef struct record_parallel {
 } record_parallel;
 
 #define RECORD_MAX_CPU_REPS 16 /* repetitions whose CPU step times a point keeps (inline: 256 B per point) */
+/* Concurrent ceilings of a measured point: short read and FMA pulses before, between and after
+ * the repetitions (probes/ceilings.h), one before every `pulse_every`-th repetition and one after
+ * the last; repetition r is judged against the mean of the pulses around it (r / pulse_every and
+ * the next). Optional on read; n_pulses 0 when not measured (--no-concurrent, predictions, old
+ * records). */
+#define RECORD_MAX_PULSES 17
+typedef struct record_concurrent {
+    int n_pulses;                 /* ceil(reps / pulse_every) + 1, or 0 */
+    int pulse_every;              /* repetitions between two pulses (1 up to 16 repetitions: fixed arrays, 272 bytes a point) */
+    double pulse_bandwidth_Bps[RECORD_MAX_PULSES]; /* (n_pulses) read bandwidth of each pulse */
+    double pulse_fp32_flops[RECORD_MAX_PULSES]; /* (n_pulses) FP32 FMA rate of each pulse */
+    double pulse_s;               /* wall time of all the pulses (their overhead) */
+    double run_s;                 /* wall time of the repetitions they surround */
+    double machine_bandwidth_Bps; /* the machine file's ceiling of the same kind (DRAM or in-cache read) */
+    double machine_fp32_flops;
+    double bandwidth_Bps;         /* median over the repetitions of the ceiling around each */
+    double fp32_flops;
+    double threshold;             /* contended when either median is more than this share below the machine file's */
+    int contended;
+} record_concurrent;
+
 typedef struct record_point {
     workload wl;
     record_parallel par;
+    record_concurrent concurrent;
     record_run_info run;
     int64_t n_ops;
     record_op *ops; /* (n_ops) prefill step ops then decode step ops; owned */

@@ -3,6 +3,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <immintrin.h>
+#include <omp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -299,6 +300,7 @@ typedef struct team {
     int sweeps;         /* per repetition */
     int64_t iters;      /* compute kernels: iterations per thread per repetition */
     float *arr[3];
+    int touched;        /* 1: the arrays were first-touched already (the pulser's): skip it */
     pthread_barrier_t bar;
     pthread_mutex_t gate_mu;
     pthread_cond_t gate_cv;
@@ -330,7 +332,7 @@ static void *worker_main(void *arg) {
         pthread_mutex_unlock(&t->gate_mu);
         if (go < 0) return NULL;
     }
-    if (t->job == JOB_BW) { /* first touch by the thread that will sweep the slice */
+    if (t->job == JOB_BW && !t->touched) { /* first touch by the thread that will sweep the slice */
         int64_t lo, hi;
         slice(t, w->id, &lo, &hi);
         for (int a = 0; a < ceilings_kernel_arrays(t->kernel); a++)
@@ -815,3 +817,149 @@ xf_status ceilings_gpu_machine_path(char *buf, size_t len) {
     return XF_OK;
 }
 
+
+/* ---- the pulser: short probes between the repetitions of a run (concurrent ceilings) ---- */
+
+struct ceilings_pulser {
+    int threads;
+    int in_cache;       /* 1: sweeps a small array that stays in the LLC; 0: reads one half of a larger one once */
+    float *arr;         /* (n) floats; first-touched by the pulse threads at init */
+    int64_t n;          /* floats in arr */
+    int half;           /* DRAM: which half the next pulse reads */
+    double bw_guess, fp_guess, max_budget_s; /* pulses are sized at the machine file's (quiet) rates */
+    double fma_per_iter;/* FLOPs per iteration per thread of the FMA kernel */
+    volatile double sink;/* keeps the kernels' results live */
+};
+
+/* The pulses run on OpenMP threads, the pool the model's kernels use: warm, so a pulse costs its
+ * own time and not a thread start (pthreads on a busy machine took ~1 ms a pulse). Each thread
+ * reads (and first touched) its own 64-byte aligned slice. */
+static void pulse_slice(int64_t n, int threads, int id, int64_t *lo, int64_t *hi) {
+    int64_t per = (n / threads) & ~(int64_t)15;
+    *lo = per * id;
+    *hi = id == threads - 1 ? n : *lo + per;
+}
+
+static xf_status pulse_bw(ceilings_pulser *p, int64_t off, int64_t n, int sweeps, int touched, double *Bps) {
+    double sink = 0;
+    float *arr = p->arr + off;
+    /* Timed from before the threads are woken to after the last one is done, as the model's ops
+     * are: on a core shared with another process the wait for a time slice is part of both. */
+    double t0 = timer_now_s();
+#pragma omp parallel num_threads(p->threads) reduction(+ : sink)
+    {
+        int id = omp_get_thread_num(), nt = omp_get_num_threads();
+        int64_t lo, hi;
+        pulse_slice(n, nt, id, &lo, &hi);
+        if (!touched)
+            for (int64_t i = lo; i < hi; i++) arr[i] = 1.0f;
+        for (int k = 0; touched && k < sweeps; k++) sink += ceilings_kernel_run(CEIL_READ, arr + lo, NULL, NULL, hi - lo);
+    }
+    double t1 = timer_now_s();
+    p->sink += sink;
+    *Bps = t1 > t0 ? ceilings_kernel_bytes(CEIL_READ, n) * sweeps / (t1 - t0) : 0;
+    return XF_OK;
+}
+
+static xf_status pulse_fma(ceilings_pulser *p, int64_t iters, double *flops) {
+    double sink = 0;
+    int lvl = isa_level(), used = p->threads;
+    double t0 = timer_now_s(); /* as pulse_bw: the wait for the threads is part of it */
+#pragma omp parallel num_threads(p->threads) reduction(+ : sink)
+    {
+#pragma omp master
+        used = omp_get_num_threads();
+        sink += lvl == 2 ? fma_avx512(iters) : lvl == 1 ? fma_avx2(iters) : fma_portable(iters);
+    }
+    double t1 = timer_now_s();
+    p->sink += sink;
+    *flops = t1 > t0 ? p->fma_per_iter * (double)iters * used / (t1 - t0) : 0;
+    return XF_OK;
+}
+
+/* Evicts arr[off, off + n) from every cache level (clflush, each thread its slice), so the read
+ * that follows comes from DRAM however large the last-level cache is. */
+static void pulse_flush(ceilings_pulser *p, int64_t off, int64_t n) {
+    float *arr = p->arr + off;
+#pragma omp parallel num_threads(p->threads)
+    {
+        int64_t lo, hi;
+        pulse_slice(n, omp_get_num_threads(), omp_get_thread_num(), &lo, &hi);
+        for (int64_t i = lo; i < hi; i += 16) _mm_clflush(arr + i);
+    }
+    _mm_mfence();
+}
+
+/* Floats the read part of a pulse of budget_s covers: two thirds of it at the quiet rate. */
+static int64_t pulse_floats(const ceilings_pulser *p, double budget_s) {
+    int64_t n = (int64_t)(p->bw_guess * budget_s * 2.0 / 3.0 / 4.0) & ~(int64_t)63;
+    return n < 1024 * (int64_t)p->threads ? 1024 * (int64_t)p->threads : n;
+}
+
+xf_status ceilings_pulser_init(int threads, int in_cache, double bw_guess_Bps, double fp32_guess_flops, double max_budget_s,
+                               ceilings_pulser **out) {
+    *out = NULL;
+    if (threads < 1 || threads > MAX_THREADS)
+        return xf_errorf(XF_EINVAL, "concurrent ceilings: threads %d out of range (1 to %d)", threads, MAX_THREADS);
+    if (!(max_budget_s >= 1e-4 && max_budget_s <= 0.1))
+        return xf_errorf(XF_EINVAL, "concurrent ceilings: pulse budget %g s out of range (1e-4 to 0.1 s)", max_budget_s);
+    if (!(bw_guess_Bps > 0 && bw_guess_Bps < 1e14) || !(fp32_guess_flops > 0 && fp32_guess_flops < 1e17))
+        return xf_errorf(XF_EINVAL, "concurrent ceilings: the machine's bandwidth and FP32 peak must be positive");
+    ceilings_pulser *p = calloc(1, sizeof *p);
+    if (!p) return xf_errorf(XF_ENOMEM, "concurrent ceilings: out of memory");
+    p->threads = threads;
+    p->in_cache = in_cache;
+    p->bw_guess = bw_guess_Bps;
+    p->fp_guess = fp32_guess_flops;
+    p->max_budget_s = max_budget_s;
+    int lvl = isa_level();
+    p->fma_per_iter = lvl == 2 ? 512.0 : lvl == 1 ? 192.0 : 16.0;
+    /* In-cache: 3 MiB per thread, above the private L2 caches, far inside the LLC the weights fit
+     * in, swept as often as the budget allows. DRAM: two halves, each the largest part a pulse
+     * reads, read alternately once after flushing it from the caches (an LLC larger than the
+     * array would otherwise serve it). */
+    p->n = in_cache ? (int64_t)threads * (3 << 18) : 2 * pulse_floats(p, max_budget_s);
+    p->arr = aligned_alloc(64, (size_t)p->n * sizeof(float));
+    if (!p->arr) {
+        double mib = (double)p->n * 4 / 1048576.0;
+        free(p);
+        return xf_errorf(XF_ENOMEM, "concurrent ceilings: cannot allocate %.1f MiB for the bandwidth pulse; use --no-concurrent", mib);
+    }
+    double bps;
+    xf_status s = pulse_bw(p, 0, p->n, 1, 0, &bps); /* first touch, every thread its slice */
+    if (s) {
+        ceilings_pulser_free(p);
+        return s;
+    }
+    *out = p;
+    return XF_OK;
+}
+
+xf_status ceilings_pulser_run(ceilings_pulser *p, double budget_s, ceilings_pulse *out) {
+    memset(out, 0, sizeof *out);
+    if (!p) return xf_errorf(XF_EINVAL, "concurrent ceilings: no pulser");
+    if (!(budget_s > 0)) budget_s = p->max_budget_s;
+    if (budget_s > p->max_budget_s) budget_s = p->max_budget_s;
+    double t0 = timer_now_s();
+    xf_status s;
+    int64_t want = pulse_floats(p, budget_s);
+    if (p->in_cache) {
+        int sweeps = (int)((double)want / (double)p->n + 0.5);
+        if ((s = pulse_bw(p, 0, p->n, sweeps < 1 ? 1 : sweeps, 1, &out->bandwidth_Bps))) return s;
+    } else {
+        int64_t half = p->n / 2, n = want < half ? want : half, off = p->half ? half : 0;
+        pulse_flush(p, off, n); /* from DRAM even where the LLC could hold it (not timed) */
+        if ((s = pulse_bw(p, off, n, 1, 1, &out->bandwidth_Bps))) return s;
+        p->half ^= 1;
+    }
+    double it = p->fp_guess / p->threads * budget_s / 3.0 / p->fma_per_iter;
+    if ((s = pulse_fma(p, it < 64 ? 64 : (int64_t)it, &out->fp32_flops))) return s;
+    out->seconds = timer_now_s() - t0;
+    return XF_OK;
+}
+
+void ceilings_pulser_free(ceilings_pulser *p) {
+    if (!p) return;
+    free(p->arr);
+    free(p);
+}

@@ -137,4 +137,33 @@ void ceilings_cpu_model(char *buf, size_t len);
  * the GPU's ceilings never overwrite each other. */
 xf_status ceilings_gpu_machine_path(char *buf, size_t len);
 
+/* Concurrent ceilings: a short bandwidth pulse and a short FMA pulse, run before, between and after
+ * a run's repetitions so that each repetition is judged against the ceiling measured around it
+ * (a busy machine lowers it). The read pulse uses the same kernel and threads as the machine's
+ * read ceiling: in-cache (in_cache = 1) it sweeps 3 MiB per thread as often as its budget allows;
+ * DRAM, it reads one half of its array once, the other half next time, each flushed from the
+ * caches first (clflush, not timed). Two thirds of a pulse's budget read, one
+ * third FMA, sized at the machine's quiet rates (sizing at a slow pulse's rates would shrink the
+ * next pulse until its own overhead is all it measures; the runner scales the budget it asks
+ * for instead). */
+typedef struct ceilings_pulser ceilings_pulser;
+
+typedef struct ceilings_pulse {
+    double bandwidth_Bps; /* read bandwidth of the pulse */
+    double fp32_flops;    /* FP32 FMA rate of the pulse */
+    double seconds;       /* wall time of the pulse (its overhead) */
+} ceilings_pulse;
+
+/* A pulser for pulses of up to max_budget_s (1e-4 .. 0.1 s) at the quiet figures given (the
+ * machine file's bandwidth of the chosen kind and FP32 peak): allocates and first-touches its
+ * array (DRAM: twice the bytes a max_budget_s pulse reads). *out: free with
+ * ceilings_pulser_free. XF_EINVAL for bad arguments, XF_ENOMEM. */
+xf_status ceilings_pulser_init(int threads, int in_cache, double bw_guess_Bps, double fp32_guess_flops, double max_budget_s,
+                               ceilings_pulser **out);
+
+/* One pulse of about budget_s (capped at the max; <= 0: the max): read bandwidth then FMA rate. */
+xf_status ceilings_pulser_run(ceilings_pulser *p, double budget_s, ceilings_pulse *out);
+
+void ceilings_pulser_free(ceilings_pulser *p); /* NULL is fine */
+
 #endif

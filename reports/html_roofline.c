@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyzers/confidence.h"
 #include "analyzers/rollup.h"
 #include "core/fileio.h"
 #include "core/record_kv.h"
@@ -206,7 +207,16 @@ void html_roofline(html_ctx *c, const record *r, int ri, const record_point *p) 
     /* the points as a table too: the chart's legend names the classes, this names every op */
     html_put(c, c->n_charts_ok ? "<details>" : "<details open>"); /* no chart drawn: the table is the chart */
     html_put(c, "<summary>The points of the chart</summary><table class=\"sortable\"><thead><tr><th>phase</th><th>op"
-           "</th><th>intensity (FLOP/B)</th><th>attained FLOP/s</th><th>class</th></tr></thead><tbody>\n");
+           "</th><th>intensity (FLOP/B)</th><th>attained FLOP/s</th><th>class</th><th>confidence</th></tr></thead><tbody>\n");
+    /* the class's confidence: bootstrap over the repetitions (analyzers/confidence.h); -1 none */
+    double conf[XF_PHASE_COUNT][OP_KIND_COUNT];
+    roofline_thresholds th;
+    roofline_thresholds_default(&th);
+    if (confidence_kinds(p, &r->device, &th, CONFIDENCE_BOOT, CONFIDENCE_SEED, conf) != XF_OK) {
+        xf_error_clear();
+        for (int ph = 0; ph < XF_PHASE_COUNT; ph++)
+            for (int k = 0; k < OP_KIND_COUNT; k++) conf[ph][k] = -1;
+    }
     for (int ph = 0; ph < XF_PHASE_COUNT; ph++)
         for (int k = 0; k < OP_KIND_COUNT; k++) {
             const agg *x = &a[ph][k];
@@ -217,6 +227,8 @@ void html_roofline(html_ctx *c, const record *r, int ri, const record_point *p) 
             html_td_si(c, x->flops / x->bytes, "");
             html_td_si(c, x->flops / x->time_s, "FLOP/s");
             html_td_class(c, rollup_class(x));
+            if (conf[ph][k] >= 0) html_td_pct(c, conf[ph][k]);
+            else html_td_str(c, "-");
             html_put(c, "</tr>\n");
         }
     html_put(c, "</tbody></table></details>\n");

@@ -38,6 +38,9 @@ static void verdict(html_ctx *c, const record *r, const record_point *p) {
     }
     sbuf_printf(c->b, "%s takes %s of the request time, and %s of the request time is in %s-bound ops", phase, shp, shc,
                 bound_name((xf_bound)top));
+    if (p->summary.verdict_boot > 0) /* analyzers/confidence.h */
+        sbuf_printf(c->b, " (confidence %.0f%%: share of %d bootstrap resamples of the repetitions giving this class)",
+                    100 * p->summary.verdict_confidence, p->summary.verdict_boot);
     if (top == XF_BOUND_MEMORY)
         sbuf_printf(c->b, ": speed is set by the %s memory bandwidth, not by compute", bw);
     else if (top == XF_BOUND_COMPUTE)
@@ -48,8 +51,16 @@ static void verdict(html_ctx *c, const record *r, const record_point *p) {
         html_put(c, ": the collectives between devices set the speed; a faster link, fewer devices or overlapping them would help");
     else
         html_put(c, ": compute and memory are both near their ceilings");
-    sbuf_printf(c->b, "; the largest single cost is %s in %s (%s of the request, %s-bound).</p>\n",
+    sbuf_printf(c->b, "; the largest single cost is %s in %s (%s of the request, %s-bound).",
                 op_kind_name(v.dom_kind), phase_name(v.dom_phase), shd, bound_name(v.dom_class));
+    const record_concurrent *cc = &p->concurrent;
+    if (cc->n_pulses >= 2 && cc->machine_bandwidth_Bps > 0 && cc->machine_fp32_flops > 0)
+        sbuf_printf(c->b, " The machine was %s while it ran: the read ceiling measured around the repetitions was %.2f GB/s "
+                          "(%+.0f%% vs the machine file), FP32 %.1f GFLOP/s (%+.0f%%); the classes use these.",
+                    cc->contended ? "<b>contended</b>" : "not contended", cc->bandwidth_Bps / 1e9,
+                    100 * (cc->bandwidth_Bps / cc->machine_bandwidth_Bps - 1), cc->fp32_flops / 1e9,
+                    100 * (cc->fp32_flops / cc->machine_fp32_flops - 1));
+    html_put(c, "</p>\n");
 }
 
 /* The KV record's one sentence: which policy keeps the most of the pool in token states and

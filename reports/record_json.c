@@ -178,6 +178,7 @@ fail:
 }
 
 /* An array of exact numbers (cJSON's own double arrays lose the last bits); NULL when out of memory. */
+/* An array of exact numbers (cJSON's own double arrays lose the last bits); NULL when out of memory. */
 static cJSON *exact_array(const double *v, int n) {
     cJSON *s = cJSON_CreateArray();
     for (int i = 0; s && i < n; i++) {
@@ -214,6 +215,10 @@ static cJSON *op_to_json(const record_op *op) {
         ok &= add_item(o, "samples_s", exact_array(op->samples_s, op->n_samples));
         ok &= json_add_number(o, "spread_s", op->spread_s) & json_add_number(o, "util_compute", op->util_compute) &
               json_add_number(o, "util_memory", op->util_memory);
+        ok &= json_add_number(o, "util_compute_machine", op->util_compute_machine) &
+              json_add_number(o, "util_memory_machine", op->util_memory_machine);
+        if (op->confidence_boot > 0)
+            ok &= json_add_number(o, "confidence", op->confidence) & json_add_number(o, "confidence_boot", op->confidence_boot);
     }
     if (ok && op->n_counters > 0) {
         cJSON *cs = cJSON_AddObjectToObject(o, "counters");
@@ -268,6 +273,19 @@ static int experts_to_json(cJSON *o, const record_point *p) {
     return ok;
 }
 
+/* "concurrent": the pulses around the repetitions and what they made of the machine (issue 17). */
+static int concurrent_to_json(cJSON *o, const record_concurrent *cc) {
+    cJSON *c = cJSON_AddObjectToObject(o, "concurrent");
+    if (!c) return 0;
+    return add_item(c, "pulse_bandwidth_Bps", exact_array(cc->pulse_bandwidth_Bps, cc->n_pulses)) &&
+           add_item(c, "pulse_fp32_flops", exact_array(cc->pulse_fp32_flops, cc->n_pulses)) &&
+           (json_add_number(c, "pulse_every", cc->pulse_every) & json_add_number(c, "pulse_s", cc->pulse_s) &
+            json_add_number(c, "run_s", cc->run_s) & json_add_number(c, "machine_bandwidth_Bps", cc->machine_bandwidth_Bps) &
+            json_add_number(c, "machine_fp32_flops", cc->machine_fp32_flops) &
+            json_add_number(c, "bandwidth_Bps", cc->bandwidth_Bps) & json_add_number(c, "fp32_flops", cc->fp32_flops) &
+            json_add_number(c, "threshold", cc->threshold) & add_bool(c, "contended", cc->contended));
+}
+
 static cJSON *point_to_json(const record_point *p) {
     cJSON *o = cJSON_CreateObject();
     if (!o) return NULL;
@@ -310,7 +328,11 @@ static cJSON *point_to_json(const record_point *p) {
         cJSON *sb = cJSON_AddObjectToObject(sj, "share_bound");
         ok &= sb != NULL;
         for (int b = 0; ok && b < XF_BOUND_COUNT; b++) ok &= json_add_number(sb, bound_name((xf_bound)b), s->share_bound[b]);
+        if (ok && s->verdict_boot > 0)
+            ok &= json_add_number(sj, "verdict_confidence", s->verdict_confidence) &
+                  json_add_number(sj, "verdict_boot", s->verdict_boot);
     }
+    if (ok && p->concurrent.n_pulses > 0) ok &= concurrent_to_json(o, &p->concurrent);
     const record_memory *m = &p->memory;
     cJSON *mj = ok ? cJSON_AddObjectToObject(o, "memory") : NULL;
     ok &= mj != NULL;
@@ -597,6 +619,26 @@ static xf_status read_comm(const cJSON *j, const char *ctx, record_op *op) {
     return XF_OK;
 }
 
+/* Optional (issue 17; older records have none): the machine file's utilizations and the class
+ * confidence. Absent: the machine's are the op's (no concurrent ceilings then), no confidence. */
+static xf_status read_op_concurrent(const cJSON *j, const char *ctx, record_op *op) {
+    xf_status s;
+    op->util_compute_machine = op->util_compute;
+    op->util_memory_machine = op->util_memory;
+    if (cJSON_GetObjectItemCaseSensitive(j, "util_compute_machine") &&
+        ((s = read_nonneg(j, "util_compute_machine", ctx, &op->util_compute_machine)) ||
+         (s = read_nonneg(j, "util_memory_machine", ctx, &op->util_memory_machine))))
+        return s;
+    if (!cJSON_GetObjectItemCaseSensitive(j, "confidence")) return XF_OK;
+    int64_t boot;
+    if ((s = read_nonneg(j, "confidence", ctx, &op->confidence)) ||
+        (s = json_get_int(j, "confidence_boot", ctx, 1, 100000, &boot)))
+        return s;
+    if (op->confidence > 1) return xf_errorf(XF_EINVAL, "%s: 'confidence' %g is a share: 0 to 1", ctx, op->confidence);
+    op->confidence_boot = (int)boot;
+    return XF_OK;
+}
+
 static xf_status read_op(const cJSON *j, const char *ctx, int64_t n_layers, record_op *op) {
     if (!cJSON_IsObject(j)) return xf_errorf(XF_EINVAL, "%s: must be an object", ctx);
     char phase[16], kind[24], compute[16], bound[16], src[16];
@@ -659,6 +701,7 @@ static xf_status read_op(const cJSON *j, const char *ctx, int64_t n_layers, reco
             (s = read_nonneg(j, "util_compute", ctx, &op->util_compute)) ||
             (s = read_nonneg(j, "util_memory", ctx, &op->util_memory)))
             return s;
+        if ((s = read_op_concurrent(j, ctx, op))) return s;
     }
     const cJSON *cs = cJSON_GetObjectItemCaseSensitive(j, "counters");
     if (cs) {
@@ -784,6 +827,44 @@ static xf_status read_experts(const cJSON *ej, const char *ctx, const record *r,
     return XF_OK;
 }
 
+static xf_status read_pulses(const cJSON *c, const char *key, const char *ctx, double *v, int *n) {
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(c, key);
+    if (!cJSON_IsArray(a)) return xf_errorf(XF_EINVAL, "%s: missing array '%s'", ctx, key);
+    int m = cJSON_GetArraySize(a);
+    if (m < 2 || m > RECORD_MAX_PULSES) return xf_errorf(XF_EINVAL, "%s: '%s' must hold 2 to %d pulses", ctx, key, RECORD_MAX_PULSES);
+    if (*n && m != *n) return xf_errorf(XF_EINVAL, "%s: '%s' has %d pulses, the bandwidth pulses %d", ctx, key, m, *n);
+    int i = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, a) {
+        if (!cJSON_IsNumber(e) || !(e->valuedouble > 0) || !isfinite(e->valuedouble))
+            return xf_errorf(XF_EINVAL, "%s: %s[%d] must be a positive number", ctx, key, i);
+        v[i++] = e->valuedouble;
+    }
+    *n = m;
+    return XF_OK;
+}
+
+/* Optional "concurrent" of a point (issue 17). */
+static xf_status read_concurrent(const cJSON *c, const char *ctx, record_concurrent *cc) {
+    if (!cJSON_IsObject(c)) return xf_errorf(XF_EINVAL, "%s: must be an object", ctx);
+    xf_status s;
+    int n = 0;
+    int64_t every;
+    if ((s = read_pulses(c, "pulse_bandwidth_Bps", ctx, cc->pulse_bandwidth_Bps, &n)) ||
+        (s = read_pulses(c, "pulse_fp32_flops", ctx, cc->pulse_fp32_flops, &n)) ||
+        (s = json_get_int(c, "pulse_every", ctx, 1, 1000000, &every)) || (s = read_nonneg(c, "pulse_s", ctx, &cc->pulse_s)) ||
+        (s = read_nonneg(c, "run_s", ctx, &cc->run_s)) ||
+        (s = read_nonneg(c, "machine_bandwidth_Bps", ctx, &cc->machine_bandwidth_Bps)) ||
+        (s = read_nonneg(c, "machine_fp32_flops", ctx, &cc->machine_fp32_flops)) ||
+        (s = read_nonneg(c, "bandwidth_Bps", ctx, &cc->bandwidth_Bps)) || (s = read_nonneg(c, "fp32_flops", ctx, &cc->fp32_flops)) ||
+        (s = read_nonneg(c, "threshold", ctx, &cc->threshold)) || (s = json_get_bool(c, "contended", ctx, &cc->contended)))
+        return s;
+    if (cc->threshold >= 1) return xf_errorf(XF_EINVAL, "%s: 'threshold' %g is a share below 1", ctx, cc->threshold);
+    cc->n_pulses = n;
+    cc->pulse_every = (int)every;
+    return XF_OK;
+}
+
 static xf_status read_point(const cJSON *j, const char *ctx, const record *r, record_point *p) {
     if (!cJSON_IsObject(j)) return xf_errorf(XF_EINVAL, "%s: must be an object", ctx);
     char sub[96];
@@ -859,6 +940,17 @@ static xf_status read_point(const cJSON *j, const char *ctx, const record *r, re
         if (b == XF_BOUND_COMM && !cJSON_GetObjectItemCaseSensitive(sb, "communication")) continue; /* records before collectives */
         if ((s = read_nonneg(sb, bound_name((xf_bound)b), sub, &sm->share_bound[b]))) return s;
     }
+    if (cJSON_GetObjectItemCaseSensitive(sj, "verdict_confidence")) {
+        int64_t boot;
+        if ((s = read_nonneg(sj, "verdict_confidence", sub, &sm->verdict_confidence)) ||
+            (s = json_get_int(sj, "verdict_boot", sub, 1, 100000, &boot)))
+            return s;
+        if (sm->verdict_confidence > 1) return xf_errorf(XF_EINVAL, "%s: 'verdict_confidence' is a share: 0 to 1", sub);
+        sm->verdict_boot = (int)boot;
+    }
+    const cJSON *cj = cJSON_GetObjectItemCaseSensitive(j, "concurrent");
+    snprintf(sub, sizeof sub, "%s.concurrent", ctx);
+    if (cj && (s = read_concurrent(cj, sub, &p->concurrent))) return s;
     const cJSON *mj = cJSON_GetObjectItemCaseSensitive(j, "memory");
     snprintf(sub, sizeof sub, "%s.memory", ctx);
     if (!cJSON_IsObject(mj)) return xf_errorf(XF_EINVAL, "%s: missing object 'memory'", ctx);
@@ -904,14 +996,14 @@ static xf_status read_point(const cJSON *j, const char *ctx, const record *r, re
         p->n_seqs = rows;
         p->n_tokens_per_seq = cols;
     }
-    const cJSON *cj = cJSON_GetObjectItemCaseSensitive(j, "cpu_step_s");
-    if (cj) { /* optional (records before it have none): both arrays, one value per repetition */
-        if (!cJSON_IsObject(cj)) return xf_errorf(XF_EINVAL, "%s: 'cpu_step_s' must be an object {prefill: [...], decode: [...]}", ctx);
+    const cJSON *cpj = cJSON_GetObjectItemCaseSensitive(j, "cpu_step_s");
+    if (cpj) { /* optional (records before it have none): both arrays, one value per repetition */
+        if (!cJSON_IsObject(cpj)) return xf_errorf(XF_EINVAL, "%s: 'cpu_step_s' must be an object {prefill: [...], decode: [...]}", ctx);
         int n[2];
         static const char *keys[2] = {"prefill", "decode"};
         double *dst[2] = {p->cpu_prefill_s, p->cpu_decode_s};
         for (int k = 0; k < 2; k++) {
-            const cJSON *arr = cJSON_GetObjectItemCaseSensitive(cj, keys[k]);
+            const cJSON *arr = cJSON_GetObjectItemCaseSensitive(cpj, keys[k]);
             n[k] = cJSON_IsArray(arr) ? cJSON_GetArraySize(arr) : -1;
             if (n[k] < 1 || n[k] > RECORD_MAX_CPU_REPS)
                 return xf_errorf(XF_EINVAL, "%s: cpu_step_s.%s must be an array of 1 to %d seconds", ctx, keys[k], RECORD_MAX_CPU_REPS);

@@ -11,6 +11,7 @@
 
 #include "analyzers/advice.h"
 #include "analyzers/experts.h"
+#include "analyzers/confidence.h"
 #include "core/units.h"
 #include "analyzers/roofline.h"
 #include "escape.h"
@@ -86,7 +87,7 @@ static void point_heading(sbuf *b, const record *r, const record_point *p, int i
 }
 
 /* The op table of one point: rows rolled up over layers, or every op. */
-static xf_status table_ops(sbuf *b, const record_point *p, const render_options *opt) {
+static xf_status table_ops(sbuf *b, const record *rec, const record_point *p, const render_options *opt) {
     int measured = 0;
     for (int64_t i = 0; i < p->n_ops; i++) measured |= p->ops[i].measured;
     render_rollup *rows = NULL;
@@ -111,15 +112,25 @@ static xf_status table_ops(sbuf *b, const record_point *p, const render_options 
             r->measured = op->measured;
             r->util_compute = op->util_compute;
             r->util_memory = op->util_memory;
+            r->confidence = op->confidence_boot > 0 ? op->confidence : -1;
         }
     } else {
         xf_status s = render_rollup_point(p, &rows, &n);
         if (s) return s;
+        /* the roll-ups' confidence: the same bootstrap over the repetitions (analyzers/confidence.h) */
+        double kc[XF_PHASE_COUNT][OP_KIND_COUNT];
+        roofline_thresholds th;
+        roofline_thresholds_default(&th);
+        if (measured && (s = confidence_kinds(p, &rec->device, &th, CONFIDENCE_BOOT, CONFIDENCE_SEED, kc))) {
+            free(rows);
+            return s;
+        }
+        for (int64_t i = 0; i < n; i++) rows[i].confidence = measured ? kc[rows[i].phase][rows[i].kind] : -1;
     }
     sbuf_printf(b, "%-8s %-14s %-7s %10s %10s %9s %-9s %10s", "phase", "op", "layers", "FLOPs", "bytes", "FLOP/B", "bound",
                 measured ? "time(med)" : "time");
     if (measured) sbuf_printf(b, " %9s %9s %9s %10s %6s %6s %6s", "spread", "GFLOP/s", "GB/s", "predicted", "meas/p", "u_comp", "u_mem");
-    sbuf_printf(b, " %6s\n", "share");
+    sbuf_printf(b, " %6s%s\n", "share", measured ? "   conf" : "");
     for (int64_t i = 0; i < n; i++) {
         const render_rollup *r = &rows[i];
         char lay[24], f[24], q[24], t[24], sp[24], pt[24], inten[24];
@@ -134,7 +145,10 @@ static xf_status table_ops(sbuf *b, const record_point *p, const render_options 
                         units_time(r->predicted_time_s, pt, sizeof pt),
                         r->predicted_time_s > 0 ? r->time_s / r->predicted_time_s : 0, 100 * r->util_compute,
                         100 * r->util_memory);
-        sbuf_printf(b, " %5.1f%%\n", 100 * r->share);
+        sbuf_printf(b, " %5.1f%%", 100 * r->share);
+        if (measured && r->confidence >= 0) sbuf_printf(b, " %5.0f%%", 100 * r->confidence);
+        else if (measured) sbuf_printf(b, " %6s", "-");
+        sbuf_printf(b, "\n");
     }
     free(rows);
     return XF_OK;
@@ -211,6 +225,19 @@ static void table_summary(sbuf *b, const record *r, const record_point *p) {
                 100 * s->share_bound[XF_BOUND_MEMORY], 100 * s->share_bound[XF_BOUND_COMPUTE],
                 100 * s->share_bound[XF_BOUND_LATENCY], 100 * s->share_bound[XF_BOUND_BALANCED]);
     if (s->share_bound[XF_BOUND_COMM] > 0 || p->par.tp > 0) render_parallel(b, r, p);
+    if (s->verdict_boot > 0) {
+        rollup_verdict v;
+        rollup_verdict_of(p, &v);
+        sbuf_printf(b, "verdict: mostly %s-bound, confidence %.0f%% (%d bootstrap resamples of the repetitions)\n",
+                    bound_name(v.top_class), 100 * s->verdict_confidence, s->verdict_boot);
+    }
+    const record_concurrent *cc = &p->concurrent;
+    if (cc->n_pulses >= 2 && cc->machine_bandwidth_Bps > 0 && cc->machine_fp32_flops > 0)
+        sbuf_printf(b, "machine: %s (concurrent read %.2f GB/s, %+.0f%% vs the machine file; FP32 %.1f GFLOP/s, %+.0f%%; "
+                       "contended past -%.0f%%): classes against the concurrent ceilings\n",
+                    cc->contended ? "CONTENDED" : "not contended", cc->bandwidth_Bps / 1e9,
+                    100 * (cc->bandwidth_Bps / cc->machine_bandwidth_Bps - 1), cc->fp32_flops / 1e9,
+                    100 * (cc->fp32_flops / cc->machine_fp32_flops - 1), 100 * cc->threshold);
     sbuf_printf(b, "memory: weights %s + KV %s + activations %s = %s", units_bytes(m->weights_bytes, a, sizeof a),
                 units_bytes(m->kv_bytes, c, sizeof c), units_bytes(m->activations_bytes, d, sizeof d),
                 units_bytes(m->total_bytes, e, sizeof e));
@@ -248,7 +275,7 @@ static xf_status render_table(sbuf *b, const record *r, const render_options *op
         if (r->ops_left_out > 0 && r->points[i].n_ops == 0) { /* read in a stream: see record_load_stream */
             sbuf_puts(b, "   (ops not kept: the record was read in a stream, which keeps the ops of its first points only)\n");
         } else {
-            xf_status s = table_ops(b, &r->points[i], opt);
+            xf_status s = table_ops(b, r, &r->points[i], opt);
             if (s) return s;
         }
         table_summary(b, r, &r->points[i]);
@@ -274,7 +301,8 @@ static void csv_field(sbuf *b, const char *s) {
 
 static xf_status render_csv(sbuf *b, const record *r) {
     sbuf_puts(b, "point,model,device,batch,prompt,gen,wdtype,adtype,kvdtype,phase,layer,op,compute,flops,bytes,bytes_source,"
-                 "intensity,bound,time_s,predicted_time_s,share,measured,n_samples,spread_s,util_compute,util_memory,tp,pp,comm_bytes\n");
+                 "intensity,bound,time_s,predicted_time_s,share,measured,n_samples,spread_s,util_compute,util_memory,tp,pp,comm_bytes,"
+                 "util_compute_machine,util_memory_machine,confidence\n");
     for (int i = 0; i < r->n_points; i++) {
         const record_point *p = &r->points[i];
         for (int64_t k = 0; k < p->n_ops; k++) {
@@ -283,7 +311,7 @@ static xf_status render_csv(sbuf *b, const record *r) {
             csv_field(b, r->model.name);
             sbuf_puts(b, ",");
             csv_field(b, r->device.name);
-            sbuf_printf(b, ",%lld,%lld,%lld,%s,%s,%s,%s,%d,%s,%s,%.17g,%.17g,%s,%.17g,%s,%.17g,%.17g,%.17g,%d,%d,%.17g,%.17g,%.17g,%d,%d,%.17g\n",
+            sbuf_printf(b, ",%lld,%lld,%lld,%s,%s,%s,%s,%d,%s,%s,%.17g,%.17g,%s,%.17g,%s,%.17g,%.17g,%.17g,%d,%d,%.17g,%.17g,%.17g,%d,%d,%.17g",
                         (long long)p->wl.batch, (long long)p->wl.prompt, (long long)p->wl.gen, dtype_name(p->wl.wdtype),
                         dtype_name(p->wl.adtype), dtype_name(p->wl.kvdtype), phase_name(op->cost.phase), op->cost.layer,
                         op_kind_name(op->cost.kind), compute_name(op->cost.compute), op->cost.flops,
@@ -291,6 +319,10 @@ static xf_status render_csv(sbuf *b, const record *r) {
                         op->bytes_from_counters ? "counters" : "model", op->intensity, bound_name(op->bound), op->time_s,
                         op->predicted_time_s, op->share, op->measured, op->n_samples, op->spread_s, op->util_compute,
                         op->util_memory, p->par.tp > 0 ? p->par.tp : 1, p->par.pp > 0 ? p->par.pp : 1, op->cost.comm_bytes);
+            /* the machine file's utilizations and the confidence (empty: none) */
+            sbuf_printf(b, ",%.17g,%.17g,", op->util_compute_machine, op->util_memory_machine);
+            if (op->confidence_boot > 0) sbuf_printf(b, "%.17g", op->confidence);
+            sbuf_puts(b, "\n");
         }
     }
     return XF_OK;

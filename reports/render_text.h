@@ -35,6 +35,7 @@ typedef struct render_rollup {
     xf_bound bound;              /* the class of the summed op (rollup_class, as the HTML report) */
     int measured;
     double util_compute, util_memory; /* time-weighted over the instances */
+    double confidence;           /* share of bootstrap resamples giving `bound` (table only); -1 none */
 } render_rollup;
 
 /* Rolls a point's ops up over layers (analyzers/rollup.h), in op order, prefill first. *out (n

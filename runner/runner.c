@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "analyzers/confidence.h"
 #include "analyzers/predict.h"
 #include "analyzers/predict_parallel.h"
 #include "analyzers/roofline.h"
@@ -39,6 +40,7 @@ void run_plan_default(run_plan *p, const model_config *cfg) {
     p->probes = 1;
     p->perf = 1;
     p->cupti = RUNNER_CUPTI_DEFAULT;
+    p->concurrent = 1;
 }
 
 static uint64_t splitmix64(uint64_t *x) {
@@ -186,6 +188,36 @@ static double cpu_now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* One concurrent-ceiling pulse into cc (up to RECORD_MAX_PULSES), sized from a repetition's wall
+ * time when *budget is 0. */
+static xf_status concurrent_pulse(run_ctx *c, record_concurrent *cc, double rep_s, double *budget) {
+    if (cc->n_pulses >= RECORD_MAX_PULSES) return XF_OK;
+    if (*budget <= 0) {
+        *budget = RUNNER_PULSE_SHARE * rep_s;
+        if (*budget < RUNNER_PULSE_MIN_S) *budget = RUNNER_PULSE_MIN_S;
+        if (*budget > RUNNER_PULSE_MAX_S) *budget = RUNNER_PULSE_MAX_S;
+    }
+    /* What a pulse takes beyond its sizing (waking the threads after the model's ops, a busy
+     * core) is learned: the pulser is asked for budget x scale, scale = budget / what the last
+     * one took, so the pulses' wall time, not their sizing, keeps to the share. */
+    if (!(c->pulse_scale > 0)) c->pulse_scale = 1.0;
+    double ask = *budget * c->pulse_scale;
+    if (ask < 1e-4) ask = 1e-4;
+    ceilings_pulse pu;
+    xf_status s = ceilings_pulser_run(c->pulser, ask, &pu);
+    if (s) return xf_error_prefix(s, "concurrent ceilings: ");
+    if (pu.seconds > 0) {
+        c->pulse_scale *= *budget / pu.seconds;
+        if (c->pulse_scale > 1.0) c->pulse_scale = 1.0;
+        if (c->pulse_scale < 0.1) c->pulse_scale = 0.1;
+    }
+    cc->pulse_bandwidth_Bps[cc->n_pulses] = pu.bandwidth_Bps;
+    cc->pulse_fp32_flops[cc->n_pulses] = pu.fp32_flops;
+    cc->n_pulses++;
+    cc->pulse_s += pu.seconds;
+    return XF_OK;
+}
+
 /* Runs one point: warm-up, reps; fills the measured ops, summary and tokens. */
 static xf_status run_point(run_ctx *c, record_point *p) {
     const run_plan *pl = c->plan;
@@ -209,8 +241,15 @@ static xf_status run_point(run_ctx *c, record_point *p) {
     const probe_set *ps = c->ps.n ? &c->ps : NULL;
     if ((s = probe_set_point_begin(ps, p)) != XF_OK) goto done;
     c->reps_done = 0;
+    record_concurrent *cc = &p->concurrent;
+    /* A pulse before every `every`-th repetition and one after the last, each ~0.6% of a
+     * repetition (the one before it, warm-up included; else the prediction), 0.3 to 10 ms: long enough
+     * to span scheduler slices, so a core shared with another process shows in it as in the ops. */
+    const int every = pl->reps <= RECORD_MAX_PULSES - 1 ? 1 : (pl->reps + RECORD_MAX_PULSES - 2) / (RECORD_MAX_PULSES - 1);
+    double rep_guess_s = p->summary.ttft_s + (double)n_dec * p->summary.tpot_s, pulse_budget = 0;
     for (int r = -pl->warmup; r < pl->reps; r++) {
         if (r < 0 && pl->stop && pl->stop()) break; /* Ctrl-C in the warm-up: nothing to finish */
+        if (c->pulser && r >= 0 && r % every == 0 && (s = concurrent_pulse(c, cc, rep_guess_s, &pulse_budget)) != XF_OK) goto done;
         model_reset(c->m);
         probe_set_rep_begin(ps);
         double c0 = cpu_now_s(), t0 = timer_now_s();
@@ -220,7 +259,10 @@ static xf_status run_point(run_ctx *c, record_point *p) {
             if ((s = model_decode_step(c->m, NULL, ps)) != XF_OK) goto done;
         double t2 = timer_now_s(), c2 = cpu_now_s();
         if ((s = probe_set_rep_end(ps, r)) != XF_OK) goto done; /* after the timed part; r < 0: warm-up */
+        rep_guess_s = t2 - t0; /* the next pulse is sized from this repetition */
+        pulse_budget = 0;
         if (r < 0) continue;
+        cc->run_s += t2 - t0;
         pre_s[r] = t1 - t0;
         dec_s[r] = n_dec > 0 ? (t2 - t1) / (double)n_dec : 0;
         if (r < RECORD_MAX_CPU_REPS && pl->reps <= RECORD_MAX_CPU_REPS) { /* the gate's steady figure (compare --ab) */
@@ -236,6 +278,13 @@ static xf_status run_point(run_ctx *c, record_point *p) {
         goto done;
     }
     const int reps = c->reps_done, stopped = reps < pl->reps;
+    if (c->pulser) { /* the pulse after the last repetition, then the medians and the verdict on contention */
+        if ((s = concurrent_pulse(c, cc, rep_guess_s, &pulse_budget)) != XF_OK) goto done;
+        cc->pulse_every = every;
+        cc->machine_bandwidth_Bps = c->dev.bandwidth_Bps;
+        cc->machine_fp32_flops = c->dev.peak_flops[XF_COMPUTE_FP32];
+        roofline_concurrent_finish(cc, reps, pl->contended_share > 0 ? pl->contended_share : ROOFLINE_CONTENDED_SHARE);
+    }
     /* Tokens of the last repetition (greedy: every repetition gives the same), before the counter
      * replay and the graph timings run the model again. */
     int64_t per = -1;
@@ -285,9 +334,10 @@ static xf_status run_point(run_ctx *c, record_point *p) {
             c->dev.peak_flops[XF_COMPUTE_INT8] > 0)
             op->cost.compute = XF_COMPUTE_INT8;
         callgrind_probe_fill(c->callgrind, op); /* NULL: nothing */
-        roofline_measure_op(op, &c->dev, &th);
+        roofline_measure_op_concurrent(op, &c->dev, cc, reps, &th);
     }
     roofline_summarize_point(p);
+    if ((s = confidence_point(p, &c->dev, &th, CONFIDENCE_BOOT, CONFIDENCE_SEED)) != XF_OK) goto done;
     /* TTFT and TPOT are the whole steps' wall times (ops plus the gaps between them). */
     record_summary *sm = &p->summary;
     sm->ttft_s = median_of(pre_s, reps);
@@ -334,6 +384,7 @@ static void perf_note(const perf_probe *p, char *buf, size_t len) {
 static void set_env_common(record *rec, const run_ctx *c, const char *ceil_note, const char *perf, double rss) {
     char buf[64];
     record_set_env(rec, "bandwidth_ceiling", ceil_note);
+    record_set_env(rec, "concurrent_ceilings", c->notes->concurrent);
     if (c->timer) {
         snprintf(buf, sizeof buf, "%.1f ns per range, subtracted", timer_probe_overhead_s(c->timer) * 1e9);
         record_set_env(rec, "timer_overhead", buf);
@@ -448,9 +499,13 @@ static xf_status check_plan(const run_plan *p, int64_t *max_b, int64_t *max_p, i
 
 /* The CPU's bandwidth ceiling: in-cache when the weights fit in the last-level cache (a roofline
  * decision: such a model never streams its weights from DRAM), else DRAM read. */
+static int weights_in_cache(const device_spec *machine, double weights_bytes) {
+    return machine->cache_bytes > 0 && machine->cache_bandwidth_Bps > 0 && weights_bytes <= machine->cache_bytes;
+}
+
 static void choose_bandwidth(const device_spec *machine, double weights_bytes, device_spec *dev, char *note, size_t len) {
     *dev = *machine;
-    if (machine->cache_bytes > 0 && machine->cache_bandwidth_Bps > 0 && weights_bytes <= machine->cache_bytes) {
+    if (weights_in_cache(machine, weights_bytes)) {
         dev->bandwidth_Bps = machine->cache_bandwidth_Bps;
         size_t l = strlen(dev->source);
         snprintf(dev->source + l, sizeof dev->source - l, "; bandwidth_Bps = in-cache read (weights fit in the LLC)");
@@ -607,6 +662,22 @@ xf_status runner_run(const run_plan *pl, record *rec, run_notes *notes_out) {
             fprintf(stderr, "xfprof run: ceilings %s; bandwidth ceiling: %s\n", from_file ? mpath : "measured now (quick)",
                 notes->ceilings);
     }
+    if (!pl->concurrent)
+        snprintf(notes->concurrent, sizeof notes->concurrent, "off (--no-concurrent): classes against the machine file's ceilings");
+    else if (pl->cuda)
+        snprintf(notes->concurrent, sizeof notes->concurrent,
+                 "off on --device cuda (the pulses are CPU kernels): classes against the GPU's ceilings");
+    else {
+        /* the pulse reads where the weights stream from: choose_bandwidth's decision */
+        int in_cache = weights_in_cache(&machine, (double)mm.weights_bytes);
+        if ((s = ceilings_pulser_init(pl->threads, in_cache, ctx.dev.bandwidth_Bps, ctx.dev.peak_flops[XF_COMPUTE_FP32], RUNNER_PULSE_MAX_S,
+                                      &ctx.pulser)))
+            return s;
+        snprintf(notes->concurrent, sizeof notes->concurrent,
+                 "on: %s read and FP32 FMA pulses before, between and after the repetitions; classes against them "
+                 "(contended when more than %.0f%% below the machine file)",
+                 in_cache ? "in-cache" : "DRAM", 100 * (pl->contended_share > 0 ? pl->contended_share : ROOFLINE_CONTENDED_SHARE));
+    }
     /* Probes, then the model (the perf counters must exist before the OpenMP pool). */
     if ((s = open_probes(&ctx)) || (s = model_init(&ctx.m, mcfg, &mo))) goto out;
 
@@ -688,7 +759,22 @@ stopped:
 out:
     model_free(ctx.m);
     probe_set_free(&ctx.ps);
+    ceilings_pulser_free(ctx.pulser);
     return s;
+}
+
+void runner_print_concurrent(FILE *f, const record_point *p, int i) {
+    const record_concurrent *cc = &p->concurrent;
+    if (cc->n_pulses < 2) return;
+    double fb = cc->machine_bandwidth_Bps > 0 ? 1 - cc->bandwidth_Bps / cc->machine_bandwidth_Bps : 0;
+    double ff = cc->machine_fp32_flops > 0 ? 1 - cc->fp32_flops / cc->machine_fp32_flops : 0;
+    fprintf(f,
+            "point %d: %s: concurrent read ceiling %.2f GB/s (%+.0f%% vs the machine file's %.2f), FP32 %.1f GFLOP/s (%+.0f%% vs "
+            "%.1f)%s; pulses %.2f%% of the run\n",
+            i, cc->contended ? "MACHINE CONTENDED" : "not contended", cc->bandwidth_Bps / 1e9, -100 * fb,
+            cc->machine_bandwidth_Bps / 1e9, cc->fp32_flops / 1e9, -100 * ff, cc->machine_fp32_flops / 1e9,
+            cc->contended ? "; the classes use the concurrent ceilings" : "",
+            cc->run_s > 0 ? 100 * cc->pulse_s / cc->run_s : 0);
 }
 
 void runner_print_notes(FILE *f, const record *rec, const run_notes *c) {
@@ -710,6 +796,7 @@ void runner_print_notes(FILE *f, const record *rec, const run_notes *c) {
                 "prefill %.1f), memory-bound share %.0f%%\n",
                 i, (long long)p->wl.batch, (long long)p->wl.prompt, (long long)p->wl.gen, s->ttft_s * 1e3, s->tpot_s * 1e3,
                 s->tokens_per_s, s->decode_tokens_per_s, s->prefill_tokens_per_s, 100 * s->share_bound[XF_BOUND_MEMORY]);
+        runner_print_concurrent(f, p, i);
     }
     fprintf(f, "peak memory (resident): %.1f MiB\n", c->peak_rss_bytes / 1048576.0);
 }

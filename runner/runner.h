@@ -46,6 +46,11 @@ typedef struct run_step_view {
 
 /* What to run. Every (batch, prompt, gen) combination of the grid is one point, batch-major.
  * Pointers are borrowed (the caller keeps them alive during runner_run). */
+/* Concurrent ceilings: each pulse takes this share of a repetition's wall time, within these bounds. */
+#define RUNNER_PULSE_SHARE 0.006
+#define RUNNER_PULSE_MIN_S 3e-4
+#define RUNNER_PULSE_MAX_S 1e-2
+
 typedef struct run_plan {
     model_config cfg;            /* validated (config_validate) */
     const char *weights_dir;     /* a Hugging Face folder of *.safetensors; NULL: random weights from seed */
@@ -73,6 +78,10 @@ typedef struct run_plan {
     runner_cupti cupti;          /* cuda only */
     int cuda_graph;              /* cuda only: the decode step with and without a CUDA graph */
     int quiet;                   /* 1: no progress lines on stderr (warnings still) */
+    int concurrent;              /* 1 (default): concurrent ceilings, short read and FMA pulses before, between and
+                                    after the repetitions (CPU; --no-concurrent turns them off) */
+    double contended_share;      /* contended when a concurrent ceiling falls more than this share below the
+                                    machine file's; 0: ROOFLINE_CONTENDED_SHARE */
     /* Called for every step of one more, untimed repetition of each point (after the measured ones,
      * without probes; greedy, so it generates the same tokens): the prompt, the sampled ids and the
      * last-position logits, e.g. to check a run against another engine. NULL: no replay. */
@@ -102,6 +111,7 @@ typedef struct run_notes {
     char counters[320];     /* the Range Profiler's pass, "" when not tried */
     char graph[1024];       /* one line per point: the decode step with and without the graph */
     char gpu[160];          /* "cuda:N name", "" on the CPU */
+    char concurrent[224];   /* the concurrent ceilings: on (which bandwidth), off and why */
     int probes;             /* 1 when the per-op timer ran */
     int perf_open;          /* 1 when a perf counter was open */
     double timer_overhead_s;
@@ -119,5 +129,9 @@ xf_status runner_run(const run_plan *plan, record *rec, run_notes *notes);
 /* Prints the notes under the op table: ceilings, bandwidth ceiling, timer overhead, GPU/CUPTI or
  * counters, one line per point (TTFT, TPOT, tokens/s), peak memory. */
 void runner_print_notes(FILE *f, const record *rec, const run_notes *n);
+
+/* One line on point i's concurrent ceilings: contended or not, each ceiling against the machine
+ * file's (and by how much), the pulses' share of the run. Nothing when the point has none. */
+void runner_print_concurrent(FILE *f, const record_point *p, int i);
 
 #endif

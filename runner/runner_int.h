@@ -4,6 +4,7 @@
 #define XF_RUNNER_INT_H
 
 #include "core/probe.h"
+#include "probes/ceilings.h"
 #include "probes/perf_event.h"
 #include "probes/timer.h"
 #include "reference_model/cuda_backend.h"
@@ -21,6 +22,8 @@ typedef struct run_ctx {
     callgrind_probe *callgrind; /* in ps (innermost); NULL unless plan->callgrind */
     struct cupti_run *cupti;/* in ps; NULL when CUPTI is off */
     device_spec dev;        /* the ceilings the ops are judged against */
+    ceilings_pulser *pulser;/* concurrent ceilings' pulses; NULL when off (--no-concurrent, cuda) */
+    double pulse_scale;     /* what the pulser is asked for per second of pulse budget (learned; 0: not yet) */
     cuda_device_info gpu;
     runner_cupti cupti_sel; /* what this run does (after the fallbacks) */
     int counters_off;       /* counters refused once (no permission): not tried again */

@@ -218,4 +218,37 @@ for sig in INT TERM; do
   grep -q '"partial":true' "$TMP/sig.json" && ok "SIG$sig: record marked partial" || bad "SIG$sig: record not marked partial"
 done
 
+# Concurrent ceilings and confidence (docs/verdicts.md): by default a pulse before each of the
+# repetitions and one after, every measured op with its confidence; --no-concurrent: none.
+expect_rc 0 "run with concurrent ceilings" "$XF" run --prompt 8 --gen 3 --reps 3 --threads 1 -o "$TMP/cc.json"
+grep -Eq "point 0: (MACHINE CONTENDED|not contended): concurrent read ceiling" "$TMP/out" && ok "notes say whether the machine was contended" ||
+    bad "no contention line in the notes: $(tail -5 "$TMP/out")"
+grep -q "verdict: mostly .*-bound, confidence" "$TMP/out" && ok "the verdict names its confidence" || bad "no verdict confidence"
+grep -q " conf$" "$TMP/out" && ok "the table has the conf column" || bad "no conf column"
+expect_rc 0 "run --no-concurrent" "$XF" run --prompt 8 --gen 3 --reps 3 --threads 1 --no-concurrent -o "$TMP/nc.json"
+grep -q "contended" "$TMP/out" && bad "--no-concurrent still reports contention" || ok "--no-concurrent: no contention line"
+if command -v python3 >/dev/null; then
+    python3 - "$TMP/cc.json" "$TMP/nc.json" <<'EOF' && ok "record: pulses, both utilizations, confidences; none with --no-concurrent" || bad "concurrent fields wrong"
+import json, sys
+rec = json.load(open(sys.argv[1]))
+cc = rec['points'][0]
+nc = json.load(open(sys.argv[2]))
+c = cc['concurrent']
+assert len(c['pulse_bandwidth_Bps']) == 4 == len(c['pulse_fp32_flops']), c
+assert c['threshold'] == 0.15 and isinstance(c['contended'], bool) and c['pulse_s'] > 0 and c['run_s'] > 0
+assert c['machine_bandwidth_Bps'] == rec['device']['bandwidth_Bps'], (c['machine_bandwidth_Bps'], rec['device'])
+for o in cc['ops']:
+    if o['measured']:
+        assert 0 <= o['confidence'] <= 1 and o['confidence_boot'] == 1000, o
+        assert 'util_memory_machine' in o
+assert 0 <= cc['summary']['verdict_confidence'] <= 1
+p = nc['points'][0]
+assert 'concurrent' not in p
+assert 'off (--no-concurrent)' in nc['env']['concurrent_ceilings'], nc['env']
+for o in p['ops']:
+    if o['measured']:
+        assert o['util_memory_machine'] == o['util_memory'], o
+EOF
+fi
+
 exit $fail

@@ -176,3 +176,31 @@ Test(ceilings, blas_coretype_fix) {
         cr_assert_null(fix, "OpenBLAS already uses %s kernels", core);
     if (saved) setenv("OPENBLAS_CORETYPE", keep, 1);
 }
+
+/* The concurrent ceilings' pulser (issue 17): its arguments are checked, and a pulse of any
+ * budget (capped at the max) measures a positive read bandwidth and FMA rate and reports its own
+ * wall time, in-cache and DRAM (both halves read in turn). No wall-time bound is asserted. */
+Test(ceilings, pulser_checks_arguments_and_pulses) {
+    ceilings_pulser *p = NULL;
+    cr_assert_eq(ceilings_pulser_init(0, 1, 1e10, 1e11, 1e-3, &p), XF_EINVAL);
+    cr_assert_eq(ceilings_pulser_init(1, 1, 0, 1e11, 1e-3, &p), XF_EINVAL);
+    cr_assert_eq(ceilings_pulser_init(1, 1, 1e10, 1e11, 5.0, &p), XF_EINVAL, "budgets above 0.1 s are refused");
+    cr_assert_null(p);
+    ceilings_pulse pu;
+    cr_assert_eq(ceilings_pulser_run(NULL, 1e-3, &pu), XF_EINVAL);
+    const double budgets[] = {3e-4, 1e-2, 1.0 /* capped at the max, not refused */, 0 /* 0: the max */};
+    for (int in_cache = 0; in_cache <= 1; in_cache++) {
+        cr_assert_eq(ceilings_pulser_init(2, in_cache, 1e10, 1e11, 1e-2, &p), XF_OK, "%s", xf_error_msg());
+        for (int k = 0; k < 3; k++)
+            for (int b = 0; b < 4; b++) {
+                cr_assert_eq(ceilings_pulser_run(p, budgets[b], &pu), XF_OK, "%s", xf_error_msg());
+                cr_assert(pu.bandwidth_Bps > 0 && isfinite(pu.bandwidth_Bps) && pu.fp32_flops > 0 && isfinite(pu.fp32_flops) &&
+                              pu.seconds > 0,
+                          "%s pulse, budget %g: %g B/s, %g FLOP/s, %g s", in_cache ? "in-cache" : "DRAM", budgets[b],
+                          pu.bandwidth_Bps, pu.fp32_flops, pu.seconds);
+            }
+        ceilings_pulser_free(p);
+        p = NULL;
+    }
+    ceilings_pulser_free(NULL);
+}
