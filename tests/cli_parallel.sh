@@ -48,7 +48,7 @@ grep -q "split: tp 8" "$tmp/show" || fail "show lost the split"
 "$XF" report "$tmp/tp8.json" -o "$tmp/tp8.html" 2>"$tmp/err" || fail "report exited $?: $(head -c 300 "$tmp/err")"
 grep -q "communication-bound" "$tmp/tp8.html" || fail "the HTML report has no communication-bound class"
 "$XF" show "$tmp/tp8.json" --format csv >"$tmp/csv" || fail "csv"
-head -1 "$tmp/csv" | grep -q ",tp,pp,comm_bytes$" || fail "csv header lacks tp,pp,comm_bytes"
+head -1 "$tmp/csv" | grep -q ",tp,pp,comm_bytes," || fail "csv header lacks tp,pp,comm_bytes"
 grep -q ",all_reduce,.*,8,1," "$tmp/csv" || fail "csv all_reduce rows lack tp 8"
 # tied embeddings on more than one stage, KV heads replicated (said so)
 expect 0 "replicated" -- predict --model tinyllama-1.1b --tp 8
