@@ -709,3 +709,58 @@ Test(cpu_backend, system_alloc_grows_per_step_and_is_timed) {
     cr_assert_eq(b2, b0);
     model_free(m);
 }
+
+/* int8 with experts, qwen3_moe's layout (layer 0 MoE, layer 1 dense through mlp_only_layers, layer
+ * 2 MoE) and a dense FFN wider than anything of layer 0 (d_ff 88 against d_model 56, q_dim 64):
+ * layers hold different packed matrices, so the int8 inputs of the packed kernel (sized at init
+ * from every layer) and the prefill's own paths (several tokens per projection, the experts'
+ * grouped rows, the router's copy of its input) all run. A prefill of 19 tokens must give the logits
+ * of one token then 18 decode steps (each token quantized alone either way; measured: equal to
+ * 1e-6), route 2 choices per token in the MoE layers and none in the dense one, and stay within
+ * int8's bound of fp32 where it routes as fp32 does (measured: 3.2% of the largest logit, three layers
+ * with the experts quantized too; stated 6%, quant_vs_fp32's ratio to its measurement). */
+Test(cpu_backend, int8_moe_dense_layer_between_moe_layers) {
+    model_config c = small_cfg(4, 2, 16, 0, 0);
+    strcpy(c.arch, "qwen3_moe");
+    c.n_layers = 3;
+    c.n_experts = 8;
+    c.experts_per_tok = 2;
+    c.d_ff_expert = 24;
+    c.norm_topk_prob = 1;
+    c.dense_layers[0] = 1u << 1;
+    const int64_t P = 19;
+    int32_t prompt[19];
+    make_prompts(prompt, P, c.vocab, 77);
+    float *lg[3];
+    int64_t route[2][3 * 8];
+    for (int run = 0; run < 3; run++) { /* int8 prefill, int8 one token + decode, fp32 prefill */
+        model *m = make_model(&c, run < 2 ? XF_INT8 : XF_FP32, XF_FP32, 2, "paged:16", KV_ALLOC_POOL, 1, P, P + 1, 9);
+        const int64_t n0 = run == 1 ? 1 : P;
+        cr_assert_eq(model_prefill(m, 1, prompt, &n0, NULL), XF_OK, "%s", xf_error_msg());
+        for (int64_t t = n0; t < P; t++) cr_assert_eq(model_decode_step(m, &prompt[t], NULL), XF_OK, "%s", xf_error_msg());
+        lg[run] = malloc((size_t)c.vocab * sizeof(float));
+        memcpy(lg[run], model_logits(m, NULL, NULL), (size_t)c.vocab * sizeof(float));
+        if (run != 1) {
+            const int64_t *tok = NULL;
+            cr_assert_eq(model_expert_stats(m, XF_PREFILL, &tok, NULL, NULL), XF_OK, "%s", xf_error_msg());
+            memcpy(route[run / 2], tok, sizeof route[0]);
+            for (int64_t l = 0; l < 3; l++) {
+                int64_t sum = 0;
+                for (int64_t e = 0; e < 8; e++) sum += tok[l * 8 + e];
+                cr_assert_eq(sum, l == 1 ? 0 : 2 * P, "run %d layer %lld: %lld choices routed", run, (long long)l, (long long)sum);
+            }
+        }
+        model_free(m);
+    }
+    double d_dec = 0, d_fp = 0, amax = 0;
+    for (int64_t i = 0; i < c.vocab; i++) {
+        d_dec = fmax(d_dec, fabs((double)lg[0][i] - lg[1][i]));
+        d_fp = fmax(d_fp, fabs((double)lg[0][i] - lg[2][i]));
+        amax = fmax(amax, fabs((double)lg[2][i]));
+    }
+    cr_log_info("int8 MoE/dense/MoE: prefill vs decode %.3g, vs fp32 %.3g (logits up to %.3g); routing as fp32's: %d", d_dec, d_fp,
+                amax, !memcmp(route[0], route[1], sizeof route[0]));
+    cr_assert(d_dec <= 1e-4, "int8 prefill vs one token + decode: logits differ by %.3g", d_dec);
+    cr_assert(memcmp(route[0], route[1], sizeof route[0]) || d_fp <= 0.06 * amax, "int8 vs fp32: %.3g of %.3g", d_fp, amax);
+    for (int r = 0; r < 3; r++) free(lg[r]);
+}
