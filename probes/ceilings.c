@@ -923,7 +923,7 @@ xf_status ceilings_pulser_init(int threads, int in_cache, double bw_guess_Bps, d
     if (!p->arr) {
         double mib = (double)p->n * 4 / 1048576.0;
         free(p);
-        return xf_errorf(XF_ENOMEM, "concurrent ceilings: cannot allocate %.1f MiB for the bandwidth pulse; use --no-concurrent", mib);
+        return xf_errorf(XF_ENOMEM, "concurrent ceilings: out of memory for the bandwidth pulse (%.1f MiB); free memory or use --no-concurrent", mib);
     }
     double bps;
     xf_status s = pulse_bw(p, 0, p->n, 1, 0, &bps); /* first touch, every thread its slice */
