@@ -210,4 +210,99 @@ XF_HD static inline int xf_argmax_better(float v_new, int64_t i_new, float v_old
     return v_new > v_old || (v_new == v_old && i_new < i_old);
 }
 
+/* ---- RoPE from the config's inverse-frequency table (config_rope_freqs: default, linear,
+ * dynamic, llama3, yarn all give a table and a factor): cos and sin of pos * inv_freq[i], in double,
+ * rounded to float and times `scale` (yarn's attention factor; 1 otherwise), as
+ * xk_rope_table_freqs computes them on the CPU. */
+XF_HD static inline void xf_rope_cos_sin(int64_t pos, const double *inv_freq, int64_t i, double scale, float *c, float *s) {
+    double a = (double)pos * inv_freq[i];
+    *c = scale == 1.0 ? (float)cos(a) : (float)(cos(a) * scale);
+    *s = scale == 1.0 ? (float)sin(a) : (float)(sin(a) * scale);
+}
+
+/* ---- q/k RMSNorm (qwen3): one block per (token, head) over Q heads then K heads, each head's
+ * head_dim elements normed in place with the Q or K weight. Returns the head's first offset in the
+ * qkv buffer (row stride `width`, K heads from column q_dim); *is_k says which weight. */
+XF_HD static inline int64_t xf_head_norm_offset(int64_t bid, int64_t n_tokens, int64_t n_heads, int64_t n_kv_heads,
+                                                int64_t head_dim, int64_t width, int64_t q_dim, int *is_k) {
+    const int64_t nq = n_tokens * n_heads;
+    *is_k = bid >= nq;
+    if (!*is_k) return (bid / n_heads) * width + (bid % n_heads) * head_dim;
+    const int64_t b = bid - nq;
+    return (b / n_kv_heads) * width + q_dim + (b % n_kv_heads) * head_dim;
+}
+
+/* ---- Sliding windows (mistral, qwen2/qwen3 layer_types): the query at position pos sees keys
+ * pos - window + 1 .. pos (transformers' key > query - window); window 0: all of 0 .. pos. The
+ * kernel reads keys first .. pos through the block table (xf_kv_slot of each), nothing before. */
+XF_HD static inline int64_t xf_window_first_key(int64_t pos, int64_t window) {
+    return window > 0 && pos + 1 > window ? pos + 1 - window : 0;
+}
+
+/* ---- Multi-head latent attention (DeepSeek-V3, the naive form cpu_mla.c runs).
+ * Buffers: qkv (n_tokens, q_rows + kv_lora_rank + rope_dim): [q_a | c_kv | k_rope] (q_rows =
+ * q_lora_rank) or [q | c_kv | k_rope] (q_rows = n_heads * (nope + rope)); q (n_tokens, n_heads *
+ * (nope + rope)), each head [q_nope | q_rope]; the latent cache row [c_kv | k_rope] (kv_lora_rank +
+ * rope_dim) per token and layer; kvdec (ctx, n_heads * (nope + v)) = kv_b(c_kv), each head
+ * [K_nope | V]; att (n_tokens, n_heads * v). */
+
+/* The rotary part of head h of a query row (or, h = n_heads, the row's k_rope): its first offset.
+ * Parts 0 .. n_heads - 1 of token t are in q, part n_heads in qkv. */
+XF_HD static inline int64_t xf_mla_rope_part(int64_t t, int64_t h, int64_t n_heads, int64_t nope, int64_t rope,
+                                             int64_t qkv_width, int64_t q_rows, int64_t kv_rank, int *in_qkv) {
+    *in_qkv = h == n_heads;
+    if (*in_qkv) return t * qkv_width + q_rows + kv_rank;
+    return t * n_heads * (nope + rope) + h * (nope + rope) + nope;
+}
+
+/* Pair i of a rotary part of `dim` elements: the elements it reads (*src0, *src1) and writes
+ * (i and i + dim/2). interleave 0: rotate_half, (i, i + dim/2); 1: (2i, 2i + 1), written back
+ * de-interleaved as mla_rope writes them. An interleaved part is rotated by one thread (it reads
+ * what other pairs write). */
+XF_HD static inline void xf_rope_pair_src(int64_t i, int64_t dim, int interleave, int64_t *src0, int64_t *src1) {
+    if (interleave) {
+        *src0 = 2 * i;
+        *src1 = 2 * i + 1;
+    } else {
+        *src0 = i;
+        *src1 = i + dim / 2;
+    }
+}
+
+typedef struct xf_mla_task {
+    int64_t row;     /* packed token row */
+    int64_t head;
+    int64_t pos;     /* the token's position: keys 0 .. pos */
+    int64_t q_off;   /* the head's [q_nope | q_rope] in q */
+    int64_t kv_off;  /* the head's [K_nope | V] in row 0 of kvdec (row j at + j * ld) */
+    int64_t out_off; /* the head's v elements in att */
+} xf_mla_task;
+
+/* Task `bid` of (n_new, n_heads) of one sequence whose new rows start at row0 at position pos0. */
+XF_HD static inline xf_mla_task xf_mla_index(int64_t bid, int64_t n_heads, int64_t nope, int64_t rope, int64_t v,
+                                             int64_t row0, int64_t pos0) {
+    xf_mla_task t;
+    const int64_t i = bid / n_heads;
+    t.head = bid - i * n_heads;
+    t.row = row0 + i;
+    t.pos = pos0 + i;
+    t.q_off = t.row * n_heads * (nope + rope) + t.head * (nope + rope);
+    t.kv_off = t.head * (nope + v);
+    t.out_off = t.row * n_heads * v + t.head * v;
+    return t;
+}
+
+/* The latent gather of one sequence: element idx of (ctx, kv_rank + rope) goes to c_kv (ctx,
+ * kv_rank) when *to_ckv, else to k_rope (ctx, rope); returns the destination offset and writes the
+ * source offset of the layer's (n_layers, n_slots, kv_rank + rope) cache through the block table. */
+XF_HD static inline int64_t xf_mla_gather(int64_t idx, int64_t kv_rank, int64_t rope, const int32_t *table, int64_t tpe,
+                                          int64_t layer, int64_t n_slots, int *to_ckv, int64_t *src) {
+    const int64_t w = kv_rank + rope;
+    int64_t j, c;
+    xf_idx_row_col(idx, w, &j, &c);
+    *src = xf_kv_offset(layer, xf_kv_slot(table, tpe, j), c, n_slots, w);
+    *to_ckv = c < kv_rank;
+    return *to_ckv ? j * kv_rank + c : j * rope + (c - kv_rank);
+}
+
 #endif
