@@ -26,7 +26,12 @@
 #include <string.h>
 
 #include "reference_model/cuda_index.h"
+#include "reference_model/cuda_kern.cuh"
+#include "reference_model/cuda_mla.cuh"
+#include "reference_model/cuda_moe.cuh"
+#include "reference_model/cuda_moe_index.h"
 extern "C" {
+#include "reference_model/cpu_mla.h"
 #include "reference_model/cuda_check.h"
 #include "reference_model/cuda_meta.h"
 #include "reference_model/kv_cache.h"
@@ -37,37 +42,6 @@ extern "C" {
 
 namespace {
 
-/* ---- element storage ---- */
-
-enum { ST_F32 = 0, ST_F16 = 1, ST_BF16 = 2 };
-
-__device__ __forceinline__ float ld(const void *p, int64_t i, int st) {
-    if (st == ST_F32) return ((const float *)p)[i];
-    if (st == ST_BF16) return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
-    return __half2float(((const __half *)p)[i]);
-}
-
-__device__ __forceinline__ void st_(void *p, int64_t i, float v, int st) {
-    if (st == ST_F32) ((float *)p)[i] = v;
-    else if (st == ST_BF16) ((__nv_bfloat16 *)p)[i] = __float2bfloat16(v);
-    else ((__half *)p)[i] = __float2half(v);
-}
-
-/* Step metadata as the kernels see it (device pointers into the meta block). */
-struct meta_dev {
-    const int64_t *tok_off;   /* (S + 1) */
-    const int64_t *seq_pos;   /* (S) position of each sequence's first new token */
-    const int64_t *table_off; /* (S) */
-    const int64_t *tpe;       /* (S) positions per table entry */
-    const int64_t *n_slots;   /* (S) slots per layer of the sequence's KV arrays */
-    void *const *kbase;       /* (S) K array of the sequence (the pool in pool mode) */
-    void *const *vbase;       /* (S) */
-    const int32_t *tokens;    /* (T) */
-    const int32_t *tables;    /* (table_cap) */
-};
-
-constexpr int NT = 256; /* threads per block of the row kernels */
-
 __global__ void k_embed(float *x, const void *emb, int wst, const int32_t *tokens, int64_t n, int64_t d) {
     int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= n * d) return;
@@ -76,30 +50,13 @@ __global__ void k_embed(float *x, const void *emb, int wst, const int32_t *token
     x[out] = ld(emb, src, wst);
 }
 
-/* One block per row. rows_from_last: row r of the output is the last new row of sequence r. */
+/* One block per row. tok_off_last: row r of the output is the last new row of sequence r. */
 __global__ void k_rmsnorm(void *y, int yst, const float *x, const float *w, int64_t d, float eps,
                           const int64_t *tok_off_last) {
     __shared__ float part[NT];
-    int t = threadIdx.x;
     int64_t out_row = blockIdx.x;
     int64_t in_row = tok_off_last ? xf_last_row(tok_off_last, (int)blockIdx.x) : out_row;
-    const float *xr = x + in_row * d;
-    float ss = 0.f;
-    for (int64_t k = 0; k < xf_strided_count(d, t, NT); k++) {
-        float v = xr[xf_strided_col(t, NT, k)];
-        ss += v * v;
-    }
-    part[t] = ss;
-    __syncthreads();
-    for (int s = NT / 2; s > 0; s /= 2) {
-        if (t < s) part[t] += part[xf_tree_partner(t, s)];
-        __syncthreads();
-    }
-    float inv = (float)(1.0 / sqrt((double)part[0] / (double)d + (double)eps));
-    for (int64_t k = 0; k < xf_strided_count(d, t, NT); k++) {
-        int64_t c = xf_strided_col(t, NT, k);
-        st_(y, out_row * d + c, xr[c] * inv * w[c], yst);
-    }
+    block_rmsnorm(st_at(y, out_row * d, yst), yst, x + in_row * d, w, d, eps, part);
 }
 
 __global__ void k_bias(float *y, const float *bias, int64_t n, int64_t width) {
@@ -112,18 +69,27 @@ __global__ void k_bias(float *y, const float *bias, int64_t n, int64_t width) {
 
 /* Pairs of Q heads first (n_tokens * n_heads * half), then K heads. */
 __global__ void k_rope(float *qkv, meta_dev m, int n_seqs, int64_t n, int64_t n_heads, int64_t n_kv_heads,
-                       int64_t hd, int64_t width, int64_t q_dim, double theta) {
+                       int64_t hd, int64_t width, int64_t q_dim, const double *inv_freq, double scale) {
     int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     int64_t half = hd / 2, nq = n * n_heads * half, nk = n * n_kv_heads * half;
     if (idx >= nq + nk) return;
     xf_rope_pair p = idx < nq ? xf_rope_index(idx, n_heads, hd, width, 0) : xf_rope_index(idx - nq, n_kv_heads, hd, width, q_dim);
     int s = xf_seq_of_row(m.tok_off, n_seqs, p.tok);
     int64_t pos = m.seq_pos[s] + (p.tok - m.tok_off[s]);
-    double a = xf_rope_angle(pos, p.i, hd, theta);
-    float c = (float)cos(a), sn = (float)sin(a), y0, y1;
+    float c, sn, y0, y1;
+    xf_rope_cos_sin(pos, inv_freq, p.i, scale, &c, &sn);
     xf_rope_rotate(qkv[p.a], qkv[p.b], c, sn, &y0, &y1);
     qkv[p.a] = y0;
     qkv[p.b] = y1;
+}
+
+/* q/k RMSNorm (qwen3): one block per (token, head), Q heads then K heads, in place. */
+__global__ void k_head_norm(float *qkv, const float *q_norm, const float *k_norm, int64_t n, int64_t n_heads, int64_t n_kv_heads,
+                            int64_t hd, int64_t width, int64_t q_dim, float eps) {
+    __shared__ float part[NT];
+    int is_k;
+    int64_t off = xf_head_norm_offset(blockIdx.x, n, n_heads, n_kv_heads, hd, width, q_dim, &is_k);
+    block_rmsnorm(qkv + off, ST_F32, qkv + off, is_k ? k_norm : q_norm, hd, eps, part);
 }
 
 /* K elements first (n * kv_dim), then V. */
@@ -143,8 +109,8 @@ __global__ void k_kv_append(const float *qkv, meta_dev m, int n_seqs, int64_t n,
 /* One block per (row, head); scores of keys 0..pos in dynamic shared memory. */
 __global__ void k_attention(const float *qkv, void *att, int ast, meta_dev m, int n_seqs, int64_t n_heads,
                             int64_t n_kv_heads, int64_t hd, int64_t width, int64_t layer, int64_t kv_dim, int kst,
-                            float scale) {
-    extern __shared__ float sm[]; /* q (hd) | red (NT) | scores (pos + 1) */
+                            float scale, int64_t window) {
+    extern __shared__ float sm[]; /* q (hd) | red (NT) | scores (pos + 1 - first key) */
     float *q = sm, *red = sm + hd, *sc = red + NT;
     int t = threadIdx.x;
     xf_attn_task task = xf_attn_index(blockIdx.x, n_heads, n_kv_heads, hd, width, m.tok_off, n_seqs, m.seq_pos);
@@ -153,11 +119,13 @@ __global__ void k_attention(const float *qkv, void *att, int ast, meta_dev m, in
     const void *K = m.kbase[task.seq], *V = m.vbase[task.seq];
     for (int64_t d = t; d < hd; d += NT) q[d] = qkv[task.q_off + d];
     __syncthreads();
-    int64_t nkeys = task.pos + 1;
+    /* a sliding-window layer reads keys first .. pos only (window 0: all of 0 .. pos) */
+    const int64_t first = xf_window_first_key(task.pos, window), nkeys = task.pos + 1 - first;
     float mx = -INFINITY;
     for (int64_t j = t; j < nkeys; j += NT) {
         float s = 0.f;
-        for (int64_t d = 0; d < hd; d++) s += q[d] * ld(K, xf_attn_kv_offset(&task, j, d, hd, table, tpe, layer, ns, kv_dim), kst);
+        for (int64_t d = 0; d < hd; d++)
+            s += q[d] * ld(K, xf_attn_kv_offset(&task, first + j, d, hd, table, tpe, layer, ns, kv_dim), kst);
         s *= scale;
         sc[j] = s;
         mx = fmaxf(mx, s);
@@ -185,7 +153,8 @@ __global__ void k_attention(const float *qkv, void *att, int ast, meta_dev m, in
     float inv = 1.f / red[0];
     for (int64_t d = t; d < hd; d += NT) {
         float acc = 0.f;
-        for (int64_t j = 0; j < nkeys; j++) acc += sc[j] * ld(V, xf_attn_kv_offset(&task, j, d, hd, table, tpe, layer, ns, kv_dim), kst);
+        for (int64_t j = 0; j < nkeys; j++)
+            acc += sc[j] * ld(V, xf_attn_kv_offset(&task, first + j, d, hd, table, tpe, layer, ns, kv_dim), kst);
         st_(att, task.out_off + d, acc * inv, ast);
     }
 }
@@ -233,15 +202,54 @@ __global__ void k_argmax(int32_t *out, const float *logits, int64_t vocab) {
     if (t == 0) out[blockIdx.x] = (int32_t)(bi[0] == INT64_MAX ? 0 : bi[0]);
 }
 
-inline unsigned blocks_for(int64_t n, int per) {
-    return (unsigned)((n + per - 1) / per);
-}
-
 /* ---- context ---- */
 
 struct dev_layer {
     float *attn_norm, *ffn_norm, *qkv_bias;
     void *wqkv, *wo, *wgu, *wdown;
+    float *q_norm, *k_norm;     /* (head_dim) qwen3's q/k RMSNorm; NULL without */
+    /* mixture of experts (an MoE layer; NULL otherwise) */
+    float *router;              /* (E, d_model) fp32: the router GEMM runs in fp32, as the CPU's does */
+    float *router_bias;         /* (E) e_score_correction_bias; NULL without */
+    void **exp_gu, **exp_down;  /* host arrays (E) of device matrices (2 d_ff_expert, d_model), (d_model, d_ff_expert) */
+    void *sh_gu, *sh_down;      /* the shared expert (2 d_ff_shared, d_model), (d_model, d_ff_shared); NULL without */
+    float *sh_gate;             /* (d_model) qwen2_moe's shared-expert gate; NULL without */
+    /* latent attention */
+    void *q_b, *kv_b;           /* (n_heads (nope + rope), q_rank) or NULL, (n_heads (nope + v), kv_rank) */
+    float *q_a_norm, *kv_a_norm;/* (q_rank) or NULL, (kv_rank) */
+};
+
+/* The experts' buffers (T = max_step_tokens, k = experts_per_tok). */
+struct moe_bufs {
+    int64_t E, k, fe, fs;
+    float *xnf;       /* (T, d_model) fp32 FFN norm output: the router's and the shared gate's input */
+    float *logits;    /* (T, E) */
+    float *scratch;   /* (T, 2 E + n_group) routing scratch */
+    int32_t *sel;     /* (T k) */
+    float *selw;      /* (T k) */
+    int64_t *counts;  /* (E) device; then off (E + 1) right after it */
+    int64_t *row_of;  /* (T k) */
+    void *xg;         /* 16-bit (T k, d_model) grouped inputs */
+    float *gu;        /* (T k, 2 fe) */
+    void *h;          /* 16-bit (T k, fe) */
+    float *y;         /* (T k, d_model) */
+    float *sgu;       /* (T, 2 fs) */
+    void *sh;         /* 16-bit (T, fs) */
+    float *sgate;     /* (T) */
+    int64_t *host;    /* pinned (2 E + 1): counts | off of the last routed layer */
+    int64_t *layer_counts; /* host (n_layers, E): what expert_counts returns */
+};
+
+/* Latent attention's buffers (S = max_seq_len). */
+struct mla_bufs {
+    cuda_mla_dims D;
+    void *qa;         /* 16-bit (T, q_rank), q_b's input */
+    float *q;         /* (T, n_heads (nope + rope)) */
+    void *ckv;        /* 16-bit (S, kv_rank) one sequence's c_kv, kv_b's input */
+    float *krope;     /* (S, rope) */
+    float *kvdec;     /* (S, n_heads (nope + v)) */
+    size_t smem_max;  /* attention's dynamic shared memory for S keys */
+    float scale;      /* softmax scale (config_softmax_scale: yarn's mscale included) */
 };
 
 struct seq_state { /* system mode */
@@ -289,6 +297,11 @@ struct cuda_ctx {
     float last_ms; /* embedding .. sampling of the last step, cudaEvents */
     int step_timing;
     int debug_sync; /* XFPROF_CUDA_SYNC_DEBUG=1: synchronise after every op, name the op of a fault */
+    double *rope_inv;   /* device (head_dim / 2) config_rope_freqs' inverse frequencies */
+    double rope_scale;  /* yarn's attention factor; 1 otherwise */
+    int moe, mla;       /* the model has experts / latent attention */
+    moe_bufs mo;
+    mla_bufs ml;
 };
 
 xf_status blas_status(cuda_ctx *c, cublasStatus_t s, const char *what) {
@@ -343,6 +356,36 @@ xf_status upload_f(cuda_ctx *c, float **dst, const float *src, int64_t n, const 
     return XF_OK;
 }
 
+/* An MoE layer's router (fp32), correction bias, experts and shared expert. */
+xf_status upload_experts(cuda_ctx *c, dev_layer *L, const layer_weights *lw) {
+    const model_config *cfg = &c->cfg;
+    const int64_t E = cfg->n_experts, d = c->d;
+    if (lw->router.rows != E || lw->router.cols != d)
+        return xf_errorf(XF_EINVAL, "cuda backend: the router is %lld x %lld, the config says %lld x %lld", (long long)lw->router.rows,
+                         (long long)lw->router.cols, (long long)E, (long long)d);
+    float *r = (float *)malloc((size_t)(E * d) * sizeof(float));
+    if (!r) return xf_errorf(XF_ENOMEM, "cuda backend: out of host memory converting the router");
+    for (int64_t e = 0; e < E; e++)
+        for (int64_t i = 0; i < d; i++) r[e * d + i] = weights_get(&lw->router, e, i);
+    xf_status s = upload_f(c, &L->router, r, E * d, "router");
+    free(r);
+    if (s) return s;
+    if (lw->router_bias && (s = upload_f(c, &L->router_bias, lw->router_bias, E, "e_score_correction_bias"))) return s;
+    L->exp_gu = (void **)calloc((size_t)E, sizeof(void *));
+    L->exp_down = (void **)calloc((size_t)E, sizeof(void *));
+    if (!L->exp_gu || !L->exp_down) return xf_errorf(XF_ENOMEM, "cuda backend: out of memory");
+    for (int64_t e = 0; e < E; e++) {
+        if ((s = upload_w(c, &L->exp_gu[e], &lw->exp_gate_up[e], "expert gate_up"))) return s;
+        if ((s = upload_w(c, &L->exp_down[e], &lw->exp_down[e], "expert down"))) return s;
+    }
+    if (cfg->d_ff_shared > 0) {
+        if ((s = upload_w(c, &L->sh_gu, &lw->sh_gate_up, "shared expert gate_up"))) return s;
+        if ((s = upload_w(c, &L->sh_down, &lw->sh_down, "shared expert down"))) return s;
+    }
+    if (lw->sh_gate && (s = upload_f(c, &L->sh_gate, lw->sh_gate, d, "shared_expert_gate"))) return s;
+    return XF_OK;
+}
+
 void cuda_free_ctx(void *ctx) {
     cuda_ctx *c = (cuda_ctx *)ctx;
     if (!c) return;
@@ -350,15 +393,25 @@ void cuda_free_ctx(void *ctx) {
     if (c->graph) cudaGraphExecDestroy(c->graph);
     if (c->h && c->blas) c->blas->destroy(c->h);
     void *ptrs[] = {c->embed, c->lm_head == c->embed ? NULL : c->lm_head, c->final_norm, c->x, c->qkv, c->tmp, c->gu,
-                    c->logits, c->xn, c->att, c->hbuf, c->last, c->next, c->kpool, c->vpool, c->meta_dev_buf, c->blas_ws};
+                    c->logits, c->xn, c->att, c->hbuf, c->last, c->next, c->kpool, c->vpool, c->meta_dev_buf, c->blas_ws,
+                    c->rope_inv, c->mo.xnf, c->mo.logits, c->mo.scratch, c->mo.sel, c->mo.selw, c->mo.counts, c->mo.row_of,
+                    c->mo.xg, c->mo.gu, c->mo.h, c->mo.y, c->mo.sgu, c->mo.sh, c->mo.sgate, c->ml.qa, c->ml.q, c->ml.ckv,
+                    c->ml.krope, c->ml.kvdec};
     for (void *p : ptrs)
         if (p) cudaFree(p);
     if (c->layers) {
         for (int64_t l = 0; l < c->cfg.n_layers; l++) {
             dev_layer *L = &c->layers[l];
-            void *lp[] = {L->attn_norm, L->ffn_norm, L->qkv_bias, L->wqkv, L->wo, L->wgu, L->wdown};
+            void *lp[] = {L->attn_norm, L->ffn_norm, L->qkv_bias, L->wqkv, L->wo, L->wgu, L->wdown, L->q_norm, L->k_norm,
+                          L->router, L->router_bias, L->sh_gu, L->sh_down, L->sh_gate, L->q_b, L->kv_b, L->q_a_norm, L->kv_a_norm};
             for (void *p : lp)
                 if (p) cudaFree(p);
+            for (int64_t e = 0; e < c->mo.E; e++) {
+                if (L->exp_gu && L->exp_gu[e]) cudaFree(L->exp_gu[e]);
+                if (L->exp_down && L->exp_down[e]) cudaFree(L->exp_down[e]);
+            }
+            free(L->exp_gu);
+            free(L->exp_down);
         }
         free(c->layers);
     }
@@ -370,17 +423,23 @@ void cuda_free_ctx(void *ctx) {
         free(c->seqs);
     }
     if (c->meta_host) cudaFreeHost(c->meta_host);
+    if (c->mo.host) cudaFreeHost(c->mo.host);
+    free(c->mo.layer_counts);
     if (c->ev0) cudaEventDestroy(c->ev0);
     if (c->ev1) cudaEventDestroy(c->ev1);
     if (c->st) cudaStreamDestroy(c->st);
     free(c);
 }
 
+xf_status upload_rope(cuda_ctx *c);
+xf_status alloc_moe(cuda_ctx *c);
+xf_status alloc_mla(cuda_ctx *c);
+
 xf_status cuda_init(void **out, const backend_init_args *a) {
     *out = NULL;
     if (!a || !a->cfg) return xf_errorf(XF_EINVAL, "cuda backend: no config");
     /* Refused before any device is opened: the input is what is wrong, on any machine. */
-    const char *ext = config_first_extension(a->cfg);
+    const char *ext = cuda_meta_unsupported(a->cfg, a->weights ? a->weights->dtype : XF_FP32, a->kv_alloc);
     if (ext)
         return xf_errorf(XF_EINVAL, "cuda backend: %s (%s) is not implemented on the GPU yet: run it with --device cpu", ext,
                          a->cfg->name);
@@ -406,6 +465,23 @@ xf_status cuda_init(void **out, const backend_init_args *a) {
     c->width = c->q_dim + 2 * c->kv_dim;
     c->ff = cfg->d_ff;
     c->vocab = cfg->vocab;
+    c->moe = cfg->n_experts > 0;
+    c->mla = model_is_mla(cfg);
+    if (c->mla) { /* the latent row is the cached "K" (no V array); att holds n_heads * v_head_dim */
+        cuda_mla_dims *D = &c->ml.D;
+        D->n_heads = cfg->n_heads;
+        D->nope = cfg->qk_nope_head_dim;
+        D->rope = cfg->qk_rope_head_dim;
+        D->v = cfg->v_head_dim;
+        D->kv_rank = cfg->kv_lora_rank;
+        D->q_rank = cfg->q_lora_rank;
+        D->q_rows = D->q_rank > 0 ? D->q_rank : D->n_heads * (D->nope + D->rope);
+        D->qkv_width = D->q_rows + D->kv_rank + D->rope;
+        c->q_dim = D->n_heads * D->v;
+        c->kv_dim = D->kv_rank + D->rope;
+        c->width = D->qkv_width;
+        c->ml.scale = (float)config_softmax_scale(cfg);
+    }
     c->kv = a->kv;
     c->mode = a->kv_alloc;
     c->kst = a->kvdtype == XF_FP32 ? ST_F32 : a->kvdtype == XF_BF16 ? ST_BF16 : ST_F16;
@@ -475,8 +551,22 @@ xf_status cuda_init(void **out, const backend_init_args *a) {
             if (lw->qkv_bias) TRY(upload_f(c, &L->qkv_bias, lw->qkv_bias, c->width, "qkv bias"));
             TRY(upload_w(c, &L->wqkv, &lw->qkv, "qkv"));
             TRY(upload_w(c, &L->wo, &lw->o, "o_proj"));
-            TRY(upload_w(c, &L->wgu, &lw->gate_up, "gate_up"));
-            TRY(upload_w(c, &L->wdown, &lw->down, "down"));
+            if (lw->q_norm) TRY(upload_f(c, &L->q_norm, lw->q_norm, c->hd, "q_norm"));
+            if (lw->k_norm) TRY(upload_f(c, &L->k_norm, lw->k_norm, c->hd, "k_norm"));
+            if (c->mla) {
+                if (cfg->q_lora_rank > 0) {
+                    TRY(upload_w(c, &L->q_b, &lw->q_b, "q_b_proj"));
+                    TRY(upload_f(c, &L->q_a_norm, lw->q_a_norm, cfg->q_lora_rank, "q_a_layernorm"));
+                }
+                TRY(upload_w(c, &L->kv_b, &lw->kv_b, "kv_b_proj"));
+                TRY(upload_f(c, &L->kv_a_norm, lw->kv_a_norm, cfg->kv_lora_rank, "kv_a_layernorm"));
+            }
+            if (!lw->exp_gate_up) {
+                TRY(upload_w(c, &L->wgu, &lw->gate_up, "gate_up"));
+                TRY(upload_w(c, &L->wdown, &lw->down, "down"));
+                continue;
+            }
+            TRY(upload_experts(c, L, lw));
         }
         TRY(dalloc(c, &c->x, T * d * 4, "activations"));
         TRY(dalloc(c, &c->xn, T * d * 2, "activations"));
@@ -491,8 +581,11 @@ xf_status cuda_init(void **out, const backend_init_args *a) {
         if (c->mode == KV_ALLOC_POOL) {
             int64_t kvb = cfg->n_layers * c->kv_slots * c->kv_dim * (int64_t)c->kesz;
             TRY(dalloc(c, &c->kpool, kvb, "KV pool"));
-            TRY(dalloc(c, &c->vpool, kvb, "KV pool"));
+            if (!c->mla) TRY(dalloc(c, &c->vpool, kvb, "KV pool")); /* MLA: one latent row per token */
         }
+        TRY(upload_rope(c));
+        if (c->moe) TRY(alloc_moe(c));
+        if (c->mla) TRY(alloc_mla(c));
         c->seqs = (seq_state *)calloc((size_t)S, sizeof *c->seqs);
         if (!c->seqs) {
             s = xf_errorf(XF_ENOMEM, "cuda backend: out of memory");
@@ -535,6 +628,68 @@ xf_status cuda_init(void **out, const backend_init_args *a) {
 fail:
     cuda_free_ctx(c);
     return s;
+}
+
+/* config_rope_freqs' table (head_dim / 2 doubles) on the device, the CPU's RoPE exactly. */
+xf_status upload_rope(cuda_ctx *c) {
+    const int64_t half = c->hd / 2;
+    double *inv = (double *)malloc((size_t)(half > 0 ? half : 1) * sizeof(double));
+    if (!inv) return xf_errorf(XF_ENOMEM, "cuda backend: out of memory");
+    xf_status s = config_rope_freqs(&c->cfg, inv, &c->rope_scale);
+    if (!s) s = dalloc(c, &c->rope_inv, half * 8, "RoPE table");
+    cudaError_t e = s ? cudaSuccess : cudaMemcpy(c->rope_inv, inv, (size_t)half * 8, cudaMemcpyHostToDevice);
+    free(inv);
+    if (s) return s;
+    XF_CUDA_TRY(e, "RoPE table");
+    return XF_OK;
+}
+
+/* The experts' buffers for steps of max_tok tokens. */
+xf_status alloc_moe(cuda_ctx *c) {
+    const model_config *cfg = &c->cfg;
+    moe_bufs *M = &c->mo;
+    M->E = cfg->n_experts;
+    M->k = cfg->experts_per_tok;
+    M->fe = cfg->d_ff_expert;
+    M->fs = cfg->d_ff_shared;
+    const int64_t T = c->max_tok, TK = T * M->k, d = c->d, G = cfg->n_group > 0 ? cfg->n_group : 1;
+    xf_status s;
+    if ((s = dalloc(c, &M->xnf, T * d * 4, "MoE buffers")) || (s = dalloc(c, &M->logits, T * M->E * 4, "MoE buffers")) ||
+        (s = dalloc(c, &M->scratch, T * (2 * M->E + G) * 4, "MoE buffers")) || (s = dalloc(c, &M->sel, TK * 4, "MoE buffers")) ||
+        (s = dalloc(c, &M->selw, TK * 4, "MoE buffers")) || (s = dalloc(c, &M->counts, (2 * M->E + 1) * 8, "MoE buffers")) ||
+        (s = dalloc(c, &M->row_of, TK * 8, "MoE buffers")) || (s = dalloc(c, &M->xg, TK * d * 2, "MoE buffers")) ||
+        (s = dalloc(c, &M->gu, TK * 2 * M->fe * 4, "MoE buffers")) || (s = dalloc(c, &M->h, TK * M->fe * 2, "MoE buffers")) ||
+        (s = dalloc(c, &M->y, TK * d * 4, "MoE buffers")))
+        return s;
+    if (M->fs > 0 && ((s = dalloc(c, &M->sgu, T * 2 * M->fs * 4, "MoE buffers")) || (s = dalloc(c, &M->sh, T * M->fs * 2, "MoE buffers"))))
+        return s;
+    if (cfg->shared_expert_gate && (s = dalloc(c, &M->sgate, T * 4, "MoE buffers"))) return s;
+    XF_CUDA_TRY(cudaMallocHost((void **)&M->host, (size_t)(2 * M->E + 1) * 8), "pinned expert counts");
+    M->layer_counts = (int64_t *)calloc((size_t)(cfg->n_layers * M->E), sizeof(int64_t));
+    if (!M->layer_counts) return xf_errorf(XF_ENOMEM, "cuda backend: out of memory");
+    return XF_OK;
+}
+
+/* Latent attention's buffers: queries for max_tok rows, one sequence's decompressed context of
+ * max_seq_len rows; attention's shared memory checked against the device's. */
+xf_status alloc_mla(cuda_ctx *c) {
+    mla_bufs *B = &c->ml;
+    const cuda_mla_dims *D = &B->D;
+    const int64_t T = c->max_tok, S = c->max_seq_len, qw = D->n_heads * (D->nope + D->rope);
+    xf_status s;
+    if ((D->q_rank > 0 && (s = dalloc(c, &B->qa, T * D->q_rank * 2, "MLA buffers"))) || (s = dalloc(c, &B->q, T * qw * 4, "MLA buffers")) ||
+        (s = dalloc(c, &B->ckv, S * D->kv_rank * 2, "MLA buffers")) || (s = dalloc(c, &B->krope, S * D->rope * 4, "MLA buffers")) ||
+        (s = dalloc(c, &B->kvdec, S * D->n_heads * (D->nope + D->v) * 4, "MLA buffers")))
+        return s;
+    B->smem_max = (size_t)(D->nope + D->rope + NT + S) * 4;
+    int optin = 0;
+    XF_CUDA_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, c->ordinal), "shared memory per block");
+    if (B->smem_max > (size_t)optin)
+        return xf_errorf(XF_EUNSUPPORTED, "cuda backend: latent attention keeps %lld scores in shared memory, more than the %d bytes "
+                         "this GPU offers a block: use max_seq_len <= %lld", (long long)S, optin,
+                         (long long)(optin / 4 - NT - D->nope - D->rope));
+    XF_CUDA_TRY(cuda_mla_attention_smem(B->smem_max), "latent attention shared memory");
+    return XF_OK;
 }
 
 /* Grows sequence s's own KV arrays to `need` slots per layer (system mode). */
@@ -583,8 +738,9 @@ xf_status kv_alloc(cuda_ctx *c, const step_batch *b) {
                 size_t src = (size_t)(l * c->kv_slots + cp[i].src_slot) * row, dst = (size_t)(l * c->kv_slots + cp[i].dst_slot) * row;
                 XF_CUDA_TRY(cudaMemcpyAsync((char *)c->kpool + dst, (char *)c->kpool + src, (size_t)cp[i].n_slots * row,
                                             cudaMemcpyDeviceToDevice, c->st), "KV copy-on-write");
-                XF_CUDA_TRY(cudaMemcpyAsync((char *)c->vpool + dst, (char *)c->vpool + src, (size_t)cp[i].n_slots * row,
-                                            cudaMemcpyDeviceToDevice, c->st), "KV copy-on-write");
+                if (c->vpool)
+                    XF_CUDA_TRY(cudaMemcpyAsync((char *)c->vpool + dst, (char *)c->vpool + src, (size_t)cp[i].n_slots * row,
+                                                cudaMemcpyDeviceToDevice, c->st), "KV copy-on-write");
             }
         if (ncp) kv_cache_clear_copies(c->kv);
     }
@@ -642,6 +798,97 @@ xf_status launch_check(const char *what) {
     return XF_OK;
 }
 
+/* Y (n, out) fp32 = X (n, in) fp32 . W^T, W (out, in) fp32: the router, in the CPU's precision. */
+xf_status gemm_f32(cuda_ctx *c, const float *W, const float *X, float *Y, int64_t out, int64_t in, int64_t n, const char *what) {
+    const float one = 1.f, zero = 0.f;
+    cublasStatus_t s = c->blas->gemm_ex(c->h, CUBLAS_OP_T, CUBLAS_OP_N, (int)out, (int)n, (int)in, &one, W, CUDA_R_32F, (int)in, X,
+                                        CUDA_R_32F, (int)in, &zero, Y, CUDA_R_32F, (int)out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (s != CUBLAS_STATUS_SUCCESS) return blas_status(c, s, what);
+    return XF_OK;
+}
+
+/* An MoE layer's gate_up: router, routing, permutation (its counts read back: the experts' GEMM
+ * sizes, and expert_counts' answer), gather, the chosen experts' and the shared expert's gate/up. */
+xf_status moe_gate_up(cuda_ctx *c, const dev_layer *L, int layer, int64_t n) {
+    const model_config *cfg = &c->cfg;
+    moe_bufs *M = &c->mo;
+    const int64_t E = M->E, k = M->k, d = c->d;
+    xf_status s = gemm_f32(c, L->router, M->xnf, M->logits, E, d, n, "router");
+    if (s) return s;
+    cuda_moe_route(c->st, M->logits, n, E, k, cfg->moe_score == MOE_SCORE_SIGMOID_GROUPED, L->router_bias, cfg->n_group, cfg->topk_group,
+                   cfg->norm_topk_prob, cfg->routed_scaling_factor, M->scratch, M->sel, M->selw);
+    if ((s = launch_check("router top-k"))) return s;
+    int64_t *off = M->counts + E;
+    cuda_moe_permute(c->st, M->sel, n * k, E, M->counts, off, M->row_of);
+    if ((s = launch_check("expert permutation"))) return s;
+    XF_CUDA_TRY(cudaMemcpyAsync(M->host, M->counts, (size_t)(2 * E + 1) * 8, cudaMemcpyDeviceToHost, c->st), "expert counts");
+    XF_CUDA_TRY(cudaStreamSynchronize(c->st), "expert counts");
+    const int64_t *cnt = M->host, *hoff = M->host + E;
+    memcpy(M->layer_counts + (int64_t)layer * E, cnt, (size_t)E * sizeof(int64_t));
+    cuda_moe_gather(c->st, M->xg, c->wst, M->xnf, n, k, d, M->row_of);
+    if ((s = launch_check("expert gather"))) return s;
+    for (int64_t e = 0; e < E; e++)
+        if (cnt[e] > 0 && (s = gemm(c, L->exp_gu[e], st_at(M->xg, hoff[e] * d, c->wst), M->gu + hoff[e] * 2 * M->fe, 2 * M->fe, d, cnt[e],
+                                    "expert gate_up")))
+            return s;
+    if (M->fs > 0 && (s = gemm(c, L->sh_gu, c->xn, M->sgu, 2 * M->fs, d, n, "shared expert gate_up"))) return s;
+    if (L->sh_gate) {
+        cuda_moe_shared_gate(c->st, M->sgate, M->xnf, L->sh_gate, n, d);
+        if ((s = launch_check("shared expert gate"))) return s;
+    }
+    return XF_OK;
+}
+
+/* An MoE layer's down: the chosen experts' down GEMMs on their rows, the shared expert's into
+ * tmp, then the weighted sum (+ gate * shared) into tmp. */
+xf_status moe_down(cuda_ctx *c, const dev_layer *L, int64_t n) {
+    moe_bufs *M = &c->mo;
+    const int64_t E = M->E, d = c->d, *cnt = M->host, *hoff = M->host + E;
+    xf_status s;
+    for (int64_t e = 0; e < E; e++)
+        if (cnt[e] > 0 && (s = gemm(c, L->exp_down[e], st_at(M->h, hoff[e] * M->fe, c->wst), M->y + hoff[e] * d, d, M->fe, cnt[e],
+                                    "expert down")))
+            return s;
+    if (M->fs > 0 && (s = gemm(c, L->sh_down, M->sh, c->tmp, d, M->fs, n, "shared expert down"))) return s;
+    cuda_moe_combine(c->st, c->tmp, M->y, M->selw, M->row_of, M->sgate, M->fs > 0, n, M->k, d);
+    return launch_check("expert combine");
+}
+
+/* Latent attention's qkv, rope, kv_append and attention (cuda_mla.cuh). */
+xf_status mla_op(cuda_ctx *c, op_kind k, const dev_layer *L, int layer, const step_batch *b) {
+    mla_bufs *B = &c->ml;
+    const cuda_mla_dims *D = &B->D;
+    const int64_t n = c->n_tok;
+    xf_status s;
+    switch (k) {
+    case OP_QKV:
+        if ((s = gemm(c, L->wqkv, c->xn, c->qkv, D->qkv_width, c->d, n, "qkv (q_a | kv_a)"))) return s;
+        cuda_mla_norms(c->st, D, c->qkv, B->qa, c->wst, B->q, L->q_a_norm, L->kv_a_norm, n, MLA_NORM_EPS);
+        if ((s = launch_check("q_a / kv_a norms"))) return s;
+        if (D->q_rank > 0) return gemm(c, L->q_b, B->qa, B->q, D->n_heads * (D->nope + D->rope), D->q_rank, n, "q_b");
+        return XF_OK;
+    case OP_ROPE:
+        cuda_mla_rope(c->st, D, c->qkv, B->q, c->md, c->n_seqs, n, c->rope_inv, c->rope_scale, c->cfg.rope_interleave);
+        return launch_check("latent rope");
+    case OP_KV_APPEND:
+        cuda_mla_append(c->st, D, c->qkv, c->md, c->n_seqs, n, layer, c->kst);
+        return launch_check("latent kv_append");
+    case OP_ATTENTION:
+        for (int sq = 0; sq < b->n_seqs; sq++) {
+            const int64_t ctx = b->seqs[sq].pos + b->seqs[sq].n_new;
+            cuda_mla_gather(c->st, D, c->md, sq, ctx, layer, c->kst, B->ckv, c->wst, B->krope);
+            if ((s = launch_check("latent gather"))) return s;
+            if ((s = gemm(c, L->kv_b, B->ckv, B->kvdec, D->n_heads * (D->nope + D->v), D->kv_rank, ctx, "kv_b (decompression)"))) return s;
+            cuda_mla_attention(c->st, D, B->q, B->kvdec, B->krope, c->att, c->wst, b->tok_off[sq], b->seqs[sq].pos, b->seqs[sq].n_new,
+                               B->scale, (size_t)(D->nope + D->rope + NT + ctx) * 4);
+            if ((s = launch_check("latent attention"))) return s;
+        }
+        return XF_OK;
+    default:
+        return xf_errorf(XF_EINVAL, "cuda backend: op %d is not one of latent attention's", (int)k);
+    }
+}
+
 xf_status run_op_impl(cuda_ctx *c, op_kind k, int layer, const step_batch *b) {
     const model_config *cfg = &c->cfg;
     const int64_t n = c->n_tok, d = c->d;
@@ -651,6 +898,8 @@ xf_status run_op_impl(cuda_ctx *c, op_kind k, int layer, const step_batch *b) {
         if (layer < 0 || layer >= cfg->n_layers) return xf_errorf(XF_EINVAL, "cuda backend: layer %d out of range", layer);
         L = &c->layers[layer];
     }
+    if (c->mla && (k == OP_QKV || k == OP_ROPE || k == OP_KV_APPEND || k == OP_ATTENTION)) return mla_op(c, k, L, layer, b);
+    const int moe_layer = c->moe && layer >= 0 && model_layer_is_moe(cfg, layer);
     switch (k) {
     case OP_KV_ALLOC:
         return kv_alloc(c, b);
@@ -661,6 +910,8 @@ xf_status run_op_impl(cuda_ctx *c, op_kind k, int layer, const step_batch *b) {
     case OP_FFN_NORM:
         k_rmsnorm<<<(unsigned)n, NT, 0, c->st>>>(c->xn, c->wst, c->x, k == OP_ATTN_NORM ? L->attn_norm : L->ffn_norm, d,
                                                  (float)cfg->norm_eps, NULL);
+        if (k == OP_FFN_NORM && moe_layer) /* the router's fp32 input, as the CPU's */
+            k_rmsnorm<<<(unsigned)n, NT, 0, c->st>>>(c->mo.xnf, ST_F32, c->x, L->ffn_norm, d, (float)cfg->norm_eps, NULL);
         return launch_check("rmsnorm");
     case OP_QKV: {
         xf_status s = gemm(c, L->wqkv, c->xn, c->qkv, c->width, d, n, "qkv");
@@ -669,9 +920,15 @@ xf_status run_op_impl(cuda_ctx *c, op_kind k, int layer, const step_batch *b) {
         return launch_check("qkv bias");
     }
     case OP_ROPE: {
+        if (L->q_norm) { /* qwen3: every Q and K head RMSNorm'd before the rotation */
+            k_head_norm<<<(unsigned)(n * (cfg->n_heads + cfg->n_kv_heads)), NT, 0, c->st>>>(
+                c->qkv, L->q_norm, L->k_norm, n, cfg->n_heads, cfg->n_kv_heads, c->hd, c->width, c->q_dim, (float)cfg->norm_eps);
+            xf_status s = launch_check("q/k norm");
+            if (s) return s;
+        }
         int64_t pairs = n * (cfg->n_heads + cfg->n_kv_heads) * (c->hd / 2);
         k_rope<<<blocks_for(pairs, NT), NT, 0, c->st>>>(c->qkv, c->md, S, n, cfg->n_heads, cfg->n_kv_heads, c->hd, c->width,
-                                                         c->q_dim, cfg->rope_theta);
+                                                         c->q_dim, c->rope_inv, c->rope_scale);
         return launch_check("rope");
     }
     case OP_KV_APPEND:
@@ -688,7 +945,8 @@ xf_status run_op_impl(cuda_ctx *c, op_kind k, int layer, const step_batch *b) {
         size_t smem = c->graph_on && b->phase == XF_DECODE ? c->attn_smem_max : (size_t)(c->hd + NT + maxpos) * 4;
         k_attention<<<(unsigned)(n * cfg->n_heads), NT, smem, c->st>>>(c->qkv, c->att, c->wst, c->md, S, cfg->n_heads,
                                                                         cfg->n_kv_heads, c->hd, c->width, layer, c->kv_dim,
-                                                                        c->kst, (float)(1.0 / sqrt((double)c->hd)));
+                                                                        c->kst, (float)(1.0 / sqrt((double)c->hd)),
+                                                                        model_layer_window(cfg, layer));
         return launch_check("attention");
     }
     case OP_O_PROJ:
@@ -698,11 +956,18 @@ xf_status run_op_impl(cuda_ctx *c, op_kind k, int layer, const step_batch *b) {
         k_add<<<blocks_for(n * d, NT), NT, 0, c->st>>>(c->x, c->tmp, n * d);
         return launch_check("residual");
     case OP_GATE_UP:
+        if (moe_layer) return moe_gate_up(c, L, layer, n);
         return gemm(c, L->wgu, c->xn, c->gu, 2 * c->ff, d, n, "gate_up");
     case OP_SWIGLU:
+        if (moe_layer) {
+            k_swiglu<<<blocks_for(n * c->mo.k * c->mo.fe, NT), NT, 0, c->st>>>(c->mo.h, c->wst, c->mo.gu, n * c->mo.k, c->mo.fe);
+            if (c->mo.fs > 0) k_swiglu<<<blocks_for(n * c->mo.fs, NT), NT, 0, c->st>>>(c->mo.sh, c->wst, c->mo.sgu, n, c->mo.fs);
+            return launch_check("expert swiglu");
+        }
         k_swiglu<<<blocks_for(n * c->ff, NT), NT, 0, c->st>>>(c->hbuf, c->wst, c->gu, n, c->ff);
         return launch_check("swiglu");
     case OP_DOWN:
+        if (moe_layer) return moe_down(c, L, n);
         return gemm(c, L->wdown, c->hbuf, c->tmp, d, c->ff, n, "down");
     case OP_FINAL_NORM:
         k_rmsnorm<<<(unsigned)S, NT, 0, c->st>>>(c->last, c->wst, c->x, c->final_norm, d, (float)cfg->norm_eps, c->md.tok_off);
@@ -742,6 +1007,10 @@ xf_status cuda_run_op(void *ctx, op_kind k, int layer, const step_batch *b) {
         return xf_errorf(XF_EINVAL, "cuda backend: a step of %lld tokens in %d sequences exceeds the sizes given at init (%lld, %lld)",
                          (long long)b->n_tokens, b->n_seqs, (long long)c->max_tok, (long long)c->max_seqs);
     const int use_graph = c->graph_on && b->phase == XF_DECODE && c->mode == KV_ALLOC_POOL;
+    if (use_graph && (c->moe || c->mla))
+        return xf_errorf(XF_EINVAL, "cuda backend: --cuda-graph with %s is not implemented on the GPU yet (%s read back from the device "
+                         "every step): run without --cuda-graph", c->moe ? "mixture of experts" : "multi-head latent attention",
+                         c->moe ? "the experts' GEMM sizes are" : "the context lengths of its per-sequence GEMMs are");
     if (!use_graph || k == OP_KV_ALLOC) {
         if (k == OP_EMBEDDING) XF_CUDA_TRY(cudaEventRecord(c->ev0, c->st), "event");
         xf_status s = run_op_checked(c, k, layer, b);
@@ -837,11 +1106,19 @@ int64_t cuda_mem_bytes(void *ctx) {
     return ctx ? ((cuda_ctx *)ctx)->bytes : 0;
 }
 
+/* Tokens the router of MoE layer `layer` sent to each expert in the last step (host copy, read
+ * back at the layer's gate_up); NULL for a dense layer. */
+const int64_t *cuda_expert_counts(void *ctx, int layer) {
+    cuda_ctx *c = (cuda_ctx *)ctx;
+    if (!c || !c->moe || layer < 0 || layer >= c->cfg.n_layers || !model_layer_is_moe(&c->cfg, layer)) return NULL;
+    return c->mo.layer_counts + (int64_t)layer * c->mo.E;
+}
+
 } // namespace
 
 extern "C" const backend_ops cuda_backend_ops = {
     "cuda", cuda_init, cuda_free_ctx, cuda_run_op, cuda_sync, cuda_read_logits, cuda_read_tokens, cuda_seq_release, cuda_mem_bytes,
-    nullptr, /* expert_counts: the CUDA backend refuses MoE (config_first_extension) */
+    cuda_expert_counts,
 };
 
 extern "C" void cuda_backend_set_graph(void *ctx, int on) {

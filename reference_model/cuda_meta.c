@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "reference_model/cuda_index.h"
+#include "reference_model/cuda_moe_index.h"
 #include "reference_model/kv_cache.h"
 
 cuda_meta_layout cuda_meta_layout_of(int64_t S, int64_t T, int64_t table_cap) {
@@ -104,4 +106,27 @@ xf_status cuda_meta_pack(cuda_meta_view *v, const step_batch *b, const struct kv
         v->tokens[t] = b->tokens[t];
     }
     return XF_OK;
+}
+
+/* The rope kernel of latent attention keeps one rotary part per thread (cuda_mla.cuh's
+ * XF_MLA_MAX_ROPE, repeated here for the C side: the two are checked equal in cuda_mla.cu). */
+#define CUDA_META_MAX_ROPE 256
+
+const char *cuda_meta_unsupported(const model_config *cfg, xf_dtype wdtype, kv_alloc_mode mode) {
+    if (!cfg) return NULL;
+    if (cfg->o_bias) return "attention_bias (o_proj.bias)";
+    if (cfg->mlp_bias) return "mlp_bias";
+    if (model_is_mla(cfg)) {
+        if (cfg->mla_absorbed) return "the absorbed form of multi-head latent attention (mla_absorbed; the GPU runs the naive form)";
+        if (mode != KV_ALLOC_POOL) return "--kv-alloc system with multi-head latent attention (kv_lora_rank)";
+        if (cfg->qk_rope_head_dim > CUDA_META_MAX_ROPE || cfg->qk_rope_head_dim % 2)
+            return "qk_rope_head_dim above 256 or odd (multi-head latent attention)";
+    }
+    if (cfg->n_experts > 0) {
+        if (wdtype == XF_INT8) return "int8 experts (mixture of experts with --wdtype int8)";
+        if (cfg->n_experts > XF_MOE_MAX_EXPERTS) return "more than 1024 experts (num_experts)";
+        if (cfg->experts_per_tok > XF_MOE_MAX_TOPK) return "more than 64 experts per token (num_experts_per_tok)";
+        if ((int)cfg->moe_score < 0 || cfg->moe_score >= MOE_SCORING_COUNT) return "this router scoring (moe scoring)";
+    }
+    return NULL;
 }

@@ -3,6 +3,7 @@
  * and hand-computed values. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -310,6 +311,7 @@ Test(cuda_index, argmax_first_maximum) {
  * the KV manager's real block tables, against the CPU backend's attention kernel (xk_attention). */
 #include "reference_model/cpu_attention.h" /* xk_attention */
 #include "reference_model/cpu_kernels.h"
+#include "reference_model/config.h"
 #include "reference_model/cuda_meta.h"
 
 enum { E_L = 2, E_NH = 4, E_NKV = 2, E_HD = 8, E_KVD = E_NKV * E_HD, E_QD = E_NH * E_HD, E_W = E_QD + 2 * E_KVD };
@@ -464,4 +466,33 @@ Test(cuda_index, meta_pack_rejects_bad_steps) {
     cr_assert_eq(cuda_meta_pack(&v, &b, kv, 0, &cap, 1, 4, 8, 16, 10), XF_EINVAL);
     free(block);
     kv_cache_free(kv);
+}
+
+/* What the CUDA backend still refuses, by name, before it looks for a device; what it now runs
+ * (experts, latent attention, windows, q/k norm, scaled RoPE) passes. */
+Test(cuda_index, unsupported_names_what_the_gpu_does_not_run) {
+    model_config c;
+    cr_assert_eq(config_resolve(XF_SOURCE_DIR "/tests/data/hf/deepseek-moe", &c), XF_OK, "%s", xf_error_msg());
+    cr_assert_null(cuda_meta_unsupported(&c, XF_BF16, KV_ALLOC_POOL), "%s", cuda_meta_unsupported(&c, XF_BF16, KV_ALLOC_POOL));
+    cr_assert_null(cuda_meta_unsupported(&c, XF_FP32, KV_ALLOC_POOL));
+    cr_assert(strstr(cuda_meta_unsupported(&c, XF_INT8, KV_ALLOC_POOL), "int8 experts"));
+    cr_assert(strstr(cuda_meta_unsupported(&c, XF_BF16, KV_ALLOC_SYSTEM), "--kv-alloc system"));
+    c.mla_absorbed = 1;
+    cr_assert(strstr(cuda_meta_unsupported(&c, XF_BF16, KV_ALLOC_POOL), "absorbed"));
+    const char *runs[] = {"mixtral", "qwen3-moe", "qwen2-moe", "deepseek-mla", "deepseek-mla-yarn", "mistral-window", "qwen3-window",
+                          "qwen3", "llama-rope-llama3", "llama-rope-yarn"};
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        char dir[512];
+        snprintf(dir, sizeof dir, XF_SOURCE_DIR "/tests/data/hf/%s", runs[i]);
+        cr_assert_eq(config_resolve(dir, &c), XF_OK, "%s: %s", runs[i], xf_error_msg());
+        const char *u = cuda_meta_unsupported(&c, XF_BF16, KV_ALLOC_POOL);
+        cr_assert_null(u, "%s: %s", runs[i], u);
+    }
+    cr_assert_eq(config_resolve(XF_SOURCE_DIR "/tests/data/hf/llama-attn-bias", &c), XF_OK);
+    cr_assert(strstr(cuda_meta_unsupported(&c, XF_BF16, KV_ALLOC_POOL), "attention_bias"));
+    cr_assert_eq(config_resolve(XF_SOURCE_DIR "/tests/data/hf/llama-mlp-bias", &c), XF_OK);
+    cr_assert(strstr(cuda_meta_unsupported(&c, XF_BF16, KV_ALLOC_POOL), "mlp_bias"));
+    /* the int8 refusal is for experts only: a dense int8 model is uploaded as 16-bit as before */
+    cr_assert_eq(config_resolve(XF_SOURCE_DIR "/tests/data/hf/qwen3", &c), XF_OK);
+    cr_assert_null(cuda_meta_unsupported(&c, XF_INT8, KV_ALLOC_SYSTEM));
 }
