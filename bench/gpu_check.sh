@@ -21,6 +21,10 @@
 #             on a tiny model: when counters are unavailable the counters and ncu steps are
 #             skipped and the runs keep CUPTI activity timing
 #   tests     the gpu test binaries (test_gpu_ops, test_gpu_model teacher-forced, test_gpu_cupti)
+#   hf        test_gpu_hf: the tiny Hugging Face fixtures (tests/data/hf: mixtral, qwen3-moe,
+#             deepseek-moe, deepseek-mla(-yarn), mistral-window, qwen3-window) on the GPU, their
+#             greedy tokens against transformers' ids, teacher-forced logits and the experts'
+#             routing against the CPU backend (MoE, MLA and windowed attention on the GPU)
 #   ceilings  xfprof machine --device cuda (the runs judge ops against it)
 #   decode_b1 llama-2-7b bf16, batch 1, prompt 512, gen 16, --cupti off --cuda-graph: the decode
 #             HBM ratio op by op, without sync and with a graph, and the graph replay check
@@ -44,7 +48,7 @@ LIM_FILE_B=$((16 << 20))
 LIM_TOTAL_B=$((64 << 20))
 LIM_DEPTH=2
 LIM_TREE_B=$((64 << 20))
-PLAN="env:20 tests:60 ceilings:25 decode_b1:40 activity:45 counters:25 ncu:25 peer:40"
+PLAN="env:20 tests:50 hf:25 ceilings:25 decode_b1:40 activity:45 counters:25 ncu:25 peer:30"
 RESERVE=10 # seconds kept for the last packing
 
 if [ "${1:-}" = "--pack" ]; then
@@ -345,6 +349,18 @@ else
   sed -i "\$s/\$/ pass $(tcount PASS), fail $(tcount FAIL), skipped $(tcount SKIP), crashed $(tcount 'ERR ')/" "$W/steps.txt"
   say "tests: $(tail -n 1 "$W/steps.txt")"
   pack
+fi
+
+if [ $DRY = 1 ] || [ -z "$BUILD" ]; then
+  note_step hf dry-run 0 "not run (dry run): test_gpu_hf (the HF fixtures: MoE, MLA, windows on the GPU)"
+elif [ -x "$BUILD/test_gpu_hf" ]; then
+  run_step hf env XF_SOURCE_DIR="$ROOT" "$BUILD/test_gpu_hf" --jobs 1 --verbose
+  grep -E "^\[(PASS|FAIL|SKIP|ERR )|greedy tokens equal|teacher-forced|tokens per expert" "$W/hf.txt" >>"$LOG"
+  hcount() { grep -c "^\[$1" "$W/hf.txt" 2>/dev/null; }
+  sed -i "\$s/\$/ pass $(hcount PASS), fail $(hcount FAIL), skipped $(hcount SKIP), crashed $(hcount 'ERR ')/" "$W/steps.txt"
+  pack
+else
+  note_step hf skipped 0 "test_gpu_hf not built (Criterion missing?)"
 fi
 
 run_step ceilings "$XF" machine --device cuda -o "$W/machine.json"

@@ -255,6 +255,10 @@ XF_HD static inline int64_t xf_mla_rope_part(int64_t t, int64_t h, int64_t n_hea
     return t * n_heads * (nope + rope) + h * (nope + rope) + nope;
 }
 
+/* Largest rotary part (qk_rope_head_dim) the latent rope kernel holds: one thread keeps a part in
+ * a local array (cuda_meta_unsupported refuses a larger one). */
+#define XF_MLA_MAX_ROPE 256
+
 /* Pair i of a rotary part of `dim` elements: the elements it reads (*src0, *src1) and writes
  * (i and i + dim/2). interleave 0: rotate_half, (i, i + dim/2); 1: (2i, 2i + 1), written back
  * de-interleaved as mla_rope writes them. An interleaved part is rotated by one thread (it reads

@@ -108,10 +108,6 @@ xf_status cuda_meta_pack(cuda_meta_view *v, const step_batch *b, const struct kv
     return XF_OK;
 }
 
-/* The rope kernel of latent attention keeps one rotary part per thread (cuda_mla.cuh's
- * XF_MLA_MAX_ROPE, repeated here for the C side: the two are checked equal in cuda_mla.cu). */
-#define CUDA_META_MAX_ROPE 256
-
 const char *cuda_meta_unsupported(const model_config *cfg, xf_dtype wdtype, kv_alloc_mode mode) {
     if (!cfg) return NULL;
     if (cfg->o_bias) return "attention_bias (o_proj.bias)";
@@ -119,7 +115,7 @@ const char *cuda_meta_unsupported(const model_config *cfg, xf_dtype wdtype, kv_a
     if (model_is_mla(cfg)) {
         if (cfg->mla_absorbed) return "the absorbed form of multi-head latent attention (mla_absorbed; the GPU runs the naive form)";
         if (mode != KV_ALLOC_POOL) return "--kv-alloc system with multi-head latent attention (kv_lora_rank)";
-        if (cfg->qk_rope_head_dim > CUDA_META_MAX_ROPE || cfg->qk_rope_head_dim % 2)
+        if (cfg->qk_rope_head_dim > XF_MLA_MAX_ROPE || cfg->qk_rope_head_dim % 2)
             return "qk_rope_head_dim above 256 or odd (multi-head latent attention)";
     }
     if (cfg->n_experts > 0) {

@@ -47,9 +47,6 @@ void cuda_mla_gather(cudaStream_t st, const cuda_mla_dims *D, meta_dev m, int s,
 void cuda_mla_attention(cudaStream_t st, const cuda_mla_dims *D, const float *q, const float *kvdec, const float *krope,
                         void *att, int ast, int64_t row0, int64_t pos0, int64_t n_new, float scale, size_t smem);
 
-/* Largest rotary part the rope kernel holds (a thread keeps one part in registers). */
-#define XF_MLA_MAX_ROPE 256
-
 /* Lets cuda_mla_attention use smem bytes of dynamic shared memory (cudaFuncSetAttribute). */
 cudaError_t cuda_mla_attention_smem(size_t smem);
 

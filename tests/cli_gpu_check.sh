@@ -47,7 +47,7 @@ if [ ! -e /dev/nvidiactl ]; then
     grep -qE "^$s +dry-run .*flags parse \(exit 3" "$TMP/out/summary.txt" && ok "$s: its xfprof flags parse" || bad "$s: $(grep "^$s" "$TMP/out/summary.txt")"
   done
 fi
-for s in env tests ceilings decode_b1 activity counters ncu peer; do
+for s in env tests hf ceilings decode_b1 activity counters ncu peer; do
   grep -qE "^$s +(done|dry-run|skipped)" "$TMP/out/summary.txt" && ok "summary names step $s" || bad "summary lacks step $s"
 done
 
