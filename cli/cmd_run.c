@@ -257,6 +257,10 @@ int cmd_run(int argc, char **argv) {
     xf_status s = config_resolve(model_s, &pl.cfg);
     if (s) return cli_fail(CMD, s);
     if ((s = config_validate(&pl.cfg))) return cli_fail(CMD, s);
+    if (pl.cuda && pl.cuda_graph && (pl.cfg.n_experts > 0 || model_is_mla(&pl.cfg)))
+        return cli_usage_error(CMD, "--cuda-graph with %s is not implemented on the GPU yet (the GEMM sizes are read back from the "
+                               "device every step): run without --cuda-graph", pl.cfg.n_experts > 0 ? "mixture of experts" :
+                               "multi-head latent attention");
     pl.weights_dir = weights;
 
     /* Prompt ids: given, or random from the seed. */
