@@ -130,27 +130,7 @@ __global__ void k_attention(const float *qkv, void *att, int ast, meta_dev m, in
         sc[j] = s;
         mx = fmaxf(mx, s);
     }
-    red[t] = mx;
-    __syncthreads();
-    for (int s = NT / 2; s > 0; s /= 2) {
-        if (t < s) red[t] = fmaxf(red[t], red[xf_tree_partner(t, s)]);
-        __syncthreads();
-    }
-    mx = red[0];
-    __syncthreads();
-    float sum = 0.f;
-    for (int64_t j = t; j < nkeys; j += NT) {
-        float e = expf(sc[j] - mx);
-        sc[j] = e;
-        sum += e;
-    }
-    red[t] = sum;
-    __syncthreads();
-    for (int s = NT / 2; s > 0; s /= 2) {
-        if (t < s) red[t] += red[xf_tree_partner(t, s)];
-        __syncthreads();
-    }
-    float inv = 1.f / red[0];
+    const float inv = block_softmax(sc, nkeys, mx, red);
     for (int64_t d = t; d < hd; d += NT) {
         float acc = 0.f;
         for (int64_t j = 0; j < nkeys; j++)

@@ -74,4 +74,33 @@ static __device__ __forceinline__ void block_rmsnorm(void *y, int yst, const flo
     __syncthreads(); /* part is reused by the caller's next norm */
 }
 
+/* The softmax of a block's scores sc[0 .. n) (thread t holds sc[t], sc[t + NT], ...; local_max
+ * is the maximum of its own): the block's maximum by a tree reduction, sc[j] = exp(sc[j] - max),
+ * their sum by a tree reduction. Returns 1 / sum; sc is complete for every thread on return.
+ * red: NT floats of shared memory. */
+static __device__ __forceinline__ float block_softmax(float *sc, int64_t n, float local_max, float *red) {
+    const int t = threadIdx.x;
+    red[t] = local_max;
+    __syncthreads();
+    for (int s = NT / 2; s > 0; s /= 2) {
+        if (t < s) red[t] = fmaxf(red[t], red[xf_tree_partner(t, s)]);
+        __syncthreads();
+    }
+    const float mx = red[0];
+    __syncthreads();
+    float sum = 0.f;
+    for (int64_t j = t; j < n; j += NT) {
+        float e = expf(sc[j] - mx);
+        sc[j] = e;
+        sum += e;
+    }
+    red[t] = sum;
+    __syncthreads();
+    for (int s = NT / 2; s > 0; s /= 2) {
+        if (t < s) red[t] += red[xf_tree_partner(t, s)];
+        __syncthreads();
+    }
+    return 1.f / red[0];
+}
+
 #endif

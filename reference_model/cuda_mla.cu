@@ -84,27 +84,7 @@ __global__ void k_mla_attention(cuda_mla_dims D, const float *q, const float *kv
         sc[j] = s;
         mx = fmaxf(mx, s);
     }
-    red[t] = mx;
-    __syncthreads();
-    for (int h = NT / 2; h > 0; h /= 2) {
-        if (t < h) red[t] = fmaxf(red[t], red[xf_tree_partner(t, h)]);
-        __syncthreads();
-    }
-    mx = red[0];
-    __syncthreads();
-    float sum = 0.f;
-    for (int64_t j = t; j < nkeys; j += NT) {
-        float e = expf(sc[j] - mx);
-        sc[j] = e;
-        sum += e;
-    }
-    red[t] = sum;
-    __syncthreads();
-    for (int h = NT / 2; h > 0; h /= 2) {
-        if (t < h) red[t] += red[xf_tree_partner(t, h)];
-        __syncthreads();
-    }
-    const float inv = 1.f / red[0];
+    const float inv = block_softmax(sc, nkeys, mx, red);
     for (int64_t i = t; i < D.v; i += NT) {
         float acc = 0.f;
         for (int64_t j = 0; j < nkeys; j++) acc += sc[j] * kvdec[j * ld_ + task.kv_off + D.nope + i];

@@ -197,37 +197,10 @@ Test(hf_models_lowp, qwen3_bias) { check_lowp("qwen3-bias"); }
 Test(hf_models_lowp, qwen3) { check_lowp("qwen3"); }
 
 /* The CUDA backend (where built) refuses what it does not run yet, naming it, before it looks for
- * a device: the same answer on a machine without a GPU. */
-static void check_cuda_refuses(const char *fixture, const char *needle) {
-    if (!backend_find("cuda")) {
-        cr_log_info("no CUDA backend in this build: nothing to check");
-        return;
-    }
-    char dir[512];
-    snprintf(dir, sizeof dir, HF_DIR "%s", fixture);
-    model_config c;
-    cr_assert_eq(config_resolve(dir, &c), XF_OK, "%s", xf_error_msg());
-    model_options o;
-    model_options_default(&o);
-    o.backend = "cuda";
-    o.max_prompt = 8;
-    o.max_seq_len = 16;
-    model *m = NULL;
-    cr_assert_eq(model_init(&m, &c, &o), XF_EINVAL, "%s", xf_error_msg());
-    cr_assert(strstr(xf_error_msg(), needle), "%s", xf_error_msg());
-    cr_assert_null(m);
-}
-
-Test(hf_models, cuda_refuses_new_features) { check_cuda_refuses("llama-attn-bias", "attention_bias"); }
-
-/* What the CUDA backend runs now (experts, latent attention, windows, q/k norm, scaled RoPE) is
- * no longer refused by name: model_init gets as far as the device (no device here: "no CUDA
- * device present", XF_EUNSUPPORTED; with one, a model). */
-static void check_cuda_accepts(const char *fixture) {
-    if (!backend_find("cuda")) {
-        cr_log_info("no CUDA backend in this build: nothing to check");
-        return;
-    }
+ * a device: the same answer on a machine without a GPU. What it runs now (experts, latent
+ * attention, windows, q/k norm, scaled RoPE) gets as far as the device: no device here gives "no
+ * CUDA device present" (XF_EUNSUPPORTED), a GPU gives a model. */
+static xf_status cuda_init_fixture(const char *fixture, model **m) {
     char dir[512];
     snprintf(dir, sizeof dir, HF_DIR "%s", fixture);
     model_config c;
@@ -239,8 +212,30 @@ static void check_cuda_accepts(const char *fixture) {
     o.weights_dir = dir;
     o.max_prompt = 8;
     o.max_seq_len = 16;
-    model *m = NULL;
-    xf_status s = model_init(&m, &c, &o);
+    *m = NULL;
+    return model_init(m, &c, &o);
+}
+
+static void check_cuda_refuses(const char *fixture, const char *needle) {
+    if (!backend_find("cuda")) {
+        cr_log_info("no CUDA backend in this build: nothing to check");
+        return;
+    }
+    model *m;
+    cr_assert_eq(cuda_init_fixture(fixture, &m), XF_EINVAL, "%s", xf_error_msg());
+    cr_assert(strstr(xf_error_msg(), needle), "%s", xf_error_msg());
+    cr_assert_null(m);
+}
+
+Test(hf_models, cuda_refuses_new_features) { check_cuda_refuses("llama-attn-bias", "attention_bias"); }
+
+static void check_cuda_accepts(const char *fixture) {
+    if (!backend_find("cuda")) {
+        cr_log_info("no CUDA backend in this build: nothing to check");
+        return;
+    }
+    model *m;
+    xf_status s = cuda_init_fixture(fixture, &m);
     if (s == XF_EUNSUPPORTED) {
         cr_assert(strstr(xf_error_msg(), "no CUDA device"), "%s: %s", fixture, xf_error_msg());
         cr_assert_null(m);
@@ -325,8 +320,8 @@ Test(hf_models, qwen2_moe_shared_expert) {
 }
 Test(hf_models_lowp, qwen2_moe) { check_lowp("qwen2-moe"); }
 
-/* The CUDA backend (where built) refuses mixture-of-experts models by name, before it looks for a
- * device: the CPU reference model runs them. */
+/* The CUDA backend (where built) runs mixture-of-experts models now (int8 experts stay refused:
+ * test_cuda_index's unsupported_names_what_the_gpu_does_not_run). */
 Test(hf_models, cuda_accepts_experts) {
     check_cuda_accepts("qwen2-moe");
     check_cuda_accepts("mixtral");
