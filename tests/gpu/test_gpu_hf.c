@@ -10,9 +10,12 @@
  *   teacher-forced:  fed transformers' tokens, every step's logits against the CPU backend's
  *                    (bf16 weights, the same forced tokens) within 5e-2 of max(1, max |logit|),
  *                    tokens where the CPU's top-2 gap is decisive (cuda_check_logits);
- *   routing:         MoE: the prefill's tokens per expert per layer on the GPU against the CPU's;
- *                    the totals must be n_tokens * k per layer, the differences (near ties under
- *                    bf16 activations) are logged.
+ *   routing:         MoE: the tokens per expert per layer of the prefill and of the decode steps
+ *                    (teacher-forced, so the same tokens) on the GPU against the CPU's; the totals
+ *                    must be tokens * k per layer. Where a choice differs (a near tie under bf16
+ *                    GEMM inputs reroutes a token, as int8 does on the CPU: test_hf_models) the
+ *                    logits are logged, not bounded (at most 2 rerouted choices, as the CPU's int8
+ *                    check allows); with the same routing they are.
  * Not run yet: no GPU has been lent to this project's sessions (docs/cuda.md). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,7 +68,8 @@ static void load_case(const char *name, hf_case *h) {
 }
 
 /* Prefill then GEN - 1 decode steps on `backend`; forced: transformers' tokens (NULL: greedy).
- * tokens (GEN), logits (GEN, vocab), routed (n_layers * n_experts: the prefill's counts, MoE). */
+ * tokens (GEN), logits (GEN, vocab), routed (2, n_layers * n_experts: the prefill's counts, then
+ * the decode steps' summed; MoE). */
 static void run_case(const hf_case *h, const char *backend, int forced, int32_t *tokens, float *logits, int64_t *routed) {
     model_options o;
     model_options_default(&o);
@@ -93,6 +97,11 @@ static void run_case(const hf_case *h, const char *backend, int forced, int32_t 
         cr_assert_eq(model_decode_step(m, forced ? &f : NULL, NULL), XF_OK, "%s step %d: %s", backend, s, xf_error_msg());
         memcpy(logits + (size_t)s * V, model_logits(m, NULL, NULL), sizeof(float) * (size_t)V);
     }
+    if (routed && h->cfg.n_experts > 0) {
+        const int64_t *r = NULL;
+        cr_assert_eq(model_expert_stats(m, XF_DECODE, &r, NULL, NULL), XF_OK, "%s", xf_error_msg());
+        memcpy(routed + h->cfg.n_layers * h->cfg.n_experts, r, sizeof(int64_t) * (size_t)(h->cfg.n_layers * h->cfg.n_experts));
+    }
     int64_t n;
     const int32_t *t = model_tokens(m, 0, &n);
     cr_assert_eq(n, GEN);
@@ -106,7 +115,7 @@ static void check_case(const char *name) {
     load_case(name, &h);
     const int64_t V = h.cfg.vocab, LE = h.cfg.n_layers * (h.cfg.n_experts > 0 ? h.cfg.n_experts : 1);
     float *lg = malloc(sizeof(float) * (size_t)(GEN * V)), *lc = malloc(sizeof(float) * (size_t)(GEN * V));
-    int64_t *rg = calloc((size_t)LE, sizeof(int64_t)), *rc = calloc((size_t)LE, sizeof(int64_t));
+    int64_t *rg = calloc((size_t)(2 * LE), sizeof(int64_t)), *rc = calloc((size_t)(2 * LE), sizeof(int64_t));
     cr_assert(lg && lc && rg && rc);
     int32_t tg[GEN], tc[GEN];
     /* greedy on the GPU against transformers' ids */
@@ -127,25 +136,30 @@ static void check_case(const char *name) {
     char line[256];
     cuda_check_summary_line(&sm, TOL_BF16, line, sizeof line);
     cr_log_info("%s: teacher-forced GPU vs CPU: %s", name, line);
-    if (h.cfg.n_experts > 0) {
-        int64_t differ = 0;
-        for (int64_t l = 0; l < h.cfg.n_layers; l++) {
-            int64_t tot_g = 0, tot_c = 0;
-            for (int64_t e = 0; e < h.cfg.n_experts; e++) {
-                const int64_t i = l * h.cfg.n_experts + e;
-                tot_g += rg[i];
-                tot_c += rc[i];
-                differ += rg[i] != rc[i];
+    int64_t differ = 0;
+    if (h.cfg.n_experts > 0)
+        for (int ph = 0; ph < 2; ph++)
+            for (int64_t l = 0; l < h.cfg.n_layers; l++) {
+                int64_t tot_g = 0, tot_c = 0;
+                for (int64_t e = 0; e < h.cfg.n_experts; e++) {
+                    const int64_t i = ph * LE + l * h.cfg.n_experts + e;
+                    tot_g += rg[i];
+                    tot_c += rc[i];
+                    differ += rg[i] != rc[i];
+                }
+                const int64_t toks = ph == 0 ? h.n_prompt : GEN - 1;
+                const int64_t want = model_layer_is_moe(&h.cfg, l) ? toks * h.cfg.experts_per_tok : 0;
+                cr_assert_eq(tot_g, want, "%s %s layer %lld: the GPU routed %lld (token, expert) pairs, %lld expected", name,
+                             ph ? "decode" : "prefill", (long long)l, (long long)tot_g, (long long)want);
+                cr_assert_eq(tot_c, want);
             }
-            const int64_t want = model_layer_is_moe(&h.cfg, l) ? h.n_prompt * h.cfg.experts_per_tok : 0;
-            cr_assert_eq(tot_g, want, "%s layer %lld: the GPU routed %lld (token, expert) pairs, %lld expected", name, (long long)l,
-                         (long long)tot_g, (long long)want);
-            cr_assert_eq(tot_c, want);
-        }
-        cr_log_info("%s: prefill tokens per expert, GPU vs CPU: %lld of %lld (layer, expert) counts differ", name, (long long)differ,
-                    (long long)LE);
-    }
-    cr_assert_eq(sm.failures, 0, "%s: %s", name, line);
+    if (h.cfg.n_experts > 0)
+        cr_log_info("%s: tokens per expert, GPU vs CPU: %lld of %lld (phase, layer, expert) counts differ", name, (long long)differ,
+                    (long long)(2 * LE));
+    /* a rerouted choice moves two counts; more than two reroutes is not a near tie but a fault */
+    cr_assert_leq(differ, 4, "%s: %lld expert counts differ from the CPU's (at most 2 rerouted choices expected)", name, (long long)differ);
+    if (differ == 0) cr_assert_eq(sm.failures, 0, "%s: %s", name, line);
+    else cr_log_warn("%s: a token was routed to another expert on the GPU: its logits are logged, not bounded (%s)", name, line);
     cr_assert_geq(same, MIN_GREEDY, "%s: %d of %d greedy tokens equal transformers' (criterion %d)", name, same, GEN, MIN_GREEDY);
     free(lg);
     free(lc);
