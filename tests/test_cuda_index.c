@@ -177,13 +177,14 @@ Test(cuda_index, kv_slot_matches_kv_manager) {
     kv_cache_free(kv);
 }
 
-/* Decode attention for one (token, head) task as the kernel does it, reading K/V through tables. */
+/* Decode attention for one (token, head) task as the kernel does it, reading K/V through tables:
+ * keys first .. pos (first = xf_window_first_key; 0 without a window). */
 static void attn_task_paged(const xf_attn_task *t, const float *qkv, const float *kpool, const float *vpool,
                             const int32_t *table, int64_t tpe, int64_t layer, int64_t n_slots, int64_t kv_dim,
-                            int64_t head_dim, float *out) {
+                            int64_t head_dim, float *out, int64_t first) {
     float scores[64];
     float mx = -INFINITY;
-    for (int64_t j = 0; j <= t->pos; j++) {
+    for (int64_t j = first; j <= t->pos; j++) {
         float s = 0;
         for (int64_t d = 0; d < head_dim; d++)
             s += qkv[t->q_off + d] * kpool[xf_attn_kv_offset(t, j, d, head_dim, table, tpe, layer, n_slots, kv_dim)];
@@ -191,10 +192,10 @@ static void attn_task_paged(const xf_attn_task *t, const float *qkv, const float
         if (scores[j] > mx) mx = scores[j];
     }
     float sum = 0;
-    for (int64_t j = 0; j <= t->pos; j++) sum += (scores[j] = expf(scores[j] - mx));
+    for (int64_t j = first; j <= t->pos; j++) sum += (scores[j] = expf(scores[j] - mx));
     for (int64_t d = 0; d < head_dim; d++) {
         float acc = 0;
-        for (int64_t j = 0; j <= t->pos; j++)
+        for (int64_t j = first; j <= t->pos; j++)
             acc += scores[j] * vpool[xf_attn_kv_offset(t, j, d, head_dim, table, tpe, layer, n_slots, kv_dim)];
         out[t->out_off + d] = acc / sum;
     }
@@ -226,7 +227,7 @@ Test(cuda_index, paged_gqa_attention_matches_contiguous_loop) {
     float out[2 * QD];
     for (int64_t bid = 0; bid < 2 * NH; bid++) {
         xf_attn_task t = xf_attn_index(bid, NH, NKV, HD, W, tok_off, 2, seq_pos);
-        attn_task_paged(&t, qkv, kpool, vpool, tables + table_off[t.seq], 2, 1, NS, KVD, HD, out);
+        attn_task_paged(&t, qkv, kpool, vpool, tables + table_off[t.seq], 2, 1, NS, KVD, HD, out, 0);
     }
     /* Straight loops. */
     for (int s = 0; s < 2; s++)
@@ -328,16 +329,17 @@ static void emu_kv_append(const cuda_meta_view *v, int n_seqs, int64_t n, const 
     }
 }
 
-/* k_attention for every (row, head) block. */
-static void emu_attention(const cuda_meta_view *v, int n_seqs, int64_t n, const float *qkv, int64_t layer, float *out) {
+/* k_attention for every (row, head) block; a windowed layer reads keys pos - window + 1 .. pos. */
+static void emu_attention(const cuda_meta_view *v, int n_seqs, int64_t n, const float *qkv, int64_t layer, float *out,
+                          int64_t window) {
     for (int64_t bid = 0; bid < n * E_NH; bid++) {
         xf_attn_task t = xf_attn_index(bid, E_NH, E_NKV, E_HD, E_W, v->tok_off, n_seqs, v->seq_pos);
         attn_task_paged(&t, qkv, v->kbase[t.seq], v->vbase[t.seq], v->tables + v->table_off[t.seq], v->tpe[t.seq], layer,
-                        v->n_slots[t.seq], E_KVD, E_HD, out);
+                        v->n_slots[t.seq], E_KVD, E_HD, out, xf_window_first_key(t.pos, window));
     }
 }
 
-static void emulate_request(int system_mode) {
+static void emulate_request(int system_mode, int64_t window) {
     const int64_t max_len = 16;
     kv_cache_config kc = {.n_layers = E_L, .n_kv_heads = E_NKV, .head_dim = E_HD, .dtype = XF_FP32,
                           .budget_bytes = 40 * kv_bytes_per_slot(E_L, E_NKV, E_HD, XF_FP32, 0),
@@ -383,8 +385,9 @@ static void emulate_request(int system_mode) {
         float qkv[8 * E_W], out[8 * E_QD];
         for (int i = 0; i < 8 * E_W; i++) qkv[i] = (float)((r = r * 1103515245u + 12345u) >> 16 & 1023) / 512.0f - 1.0f;
         emu_kv_append(&v, 2, b.n_tokens, qkv, 1);
-        emu_attention(&v, 2, b.n_tokens, qkv, 1, out);
-        /* reference: the CPU backend's attention over the contiguous history, slots 0..pos */
+        emu_attention(&v, 2, b.n_tokens, qkv, 1, out, window);
+        /* reference: the CPU backend's attention over the contiguous history, slots 0..pos (a
+         * window: slots lo .. pos, lo = pos + 1 - window, as cpu_backend.c hands them over) */
         for (int s = 0; s < 2; s++)
             for (int64_t i = 0; i < seqs[s].n_new; i++) {
                 int64_t row = tok_off[s] + i, pos = seqs[s].pos + i;
@@ -394,11 +397,12 @@ static void emulate_request(int system_mode) {
         for (int s = 0; s < 2; s++)
             for (int64_t i = 0; i < seqs[s].n_new; i++) {
                 int64_t row = tok_off[s] + i, pos = seqs[s].pos + i, slots[16];
+                const int64_t lo = window && pos + 1 > window ? pos + 1 - window : 0;
                 for (int64_t j = 0; j <= pos; j++) slots[j] = j;
                 for (int g = 0; g < E_NKV; g++) {
                     float ref[2 * E_HD], scratch[2 * 66 + 2 * E_HD];
-                    xk_attention(ref, qkv + row * E_W + g * 2 * E_HD, 2, E_HD, hk[s], hv[s], XF_FP32, E_KVD, g * E_HD, slots,
-                                 pos + 1, 1.0f / sqrtf((float)E_HD), scratch);
+                    xk_attention(ref, qkv + row * E_W + g * 2 * E_HD, 2, E_HD, hk[s], hv[s], XF_FP32, E_KVD, g * E_HD, slots + lo,
+                                 pos + 1 - lo, 1.0f / sqrtf((float)E_HD), scratch);
                     for (int e = 0; e < 2 * E_HD; e++)
                         cr_assert_float_eq(out[row * E_QD + g * 2 * E_HD + e], ref[e], 1e-5, "%s step %d seq %d pos %ld elem %d",
                                            system_mode ? "system" : "pool", stepi, s, (long)pos, e);
@@ -421,11 +425,19 @@ static void emulate_request(int system_mode) {
 }
 
 Test(cuda_index, emulated_kernels_match_cpu_attention_pool) {
-    emulate_request(0);
+    emulate_request(0, 0);
 }
 
 Test(cuda_index, emulated_kernels_match_cpu_attention_system) {
-    emulate_request(1);
+    emulate_request(1, 0);
+}
+
+/* Sliding windows of 3 and 4 over positions up to 8 (prefill of 5 and 3, four decode steps):
+ * the windowed kernel through the paged tables against the CPU's windowed attention. */
+Test(cuda_index, emulated_window_kernels_match_cpu_attention) {
+    emulate_request(0, 3);
+    emulate_request(0, 4);
+    emulate_request(1, 4);
 }
 
 Test(cuda_index, meta_pack_rejects_bad_steps) {
