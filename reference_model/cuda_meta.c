@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "reference_model/config.h"
 #include "reference_model/cuda_index.h"
 #include "reference_model/cuda_moe_index.h"
 #include "reference_model/kv_cache.h"
@@ -110,8 +111,16 @@ xf_status cuda_meta_pack(cuda_meta_view *v, const step_batch *b, const struct kv
 
 const char *cuda_meta_unsupported(const model_config *cfg, xf_dtype wdtype, kv_alloc_mode mode) {
     if (!cfg) return NULL;
-    if (cfg->o_bias) return "attention_bias (o_proj.bias)";
-    if (cfg->mlp_bias) return "mlp_bias";
+    /* Everything beyond the Llama-2 decoder that config_first_extension names, less what the GPU
+     * runs now: a feature added to the config later is refused here until the GPU runs it. */
+    model_config rest = *cfg;
+    rest.kv_lora_rank = 0;          /* latent attention: cuda_mla.cu */
+    rest.rope.kind = ROPE_DEFAULT;  /* every kind: config_rope_freqs' table */
+    rest.qk_norm = 0;               /* k_head_norm */
+    rest.sliding_window = 0;        /* k_attention's window */
+    rest.n_experts = 0;             /* cuda_moe.cu */
+    const char *ext = config_first_extension(&rest);
+    if (ext) return ext;
     if (model_is_mla(cfg)) {
         if (cfg->mla_absorbed) return "the absorbed form of multi-head latent attention (mla_absorbed; the GPU runs the naive form)";
         if (mode != KV_ALLOC_POOL) return "--kv-alloc system with multi-head latent attention (kv_lora_rank)";
