@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "reference_model/cpu_kernels.h"
+#include "reference_model/cuda_moe_index.h"
 
 #define MOE_PAR_MIN 16384 /* element-wise work below this runs on one thread (cpu_backend.c's rule) */
 
@@ -142,93 +143,18 @@ const int64_t *cpu_moe_counts(const cpu_moe *m, int layer) {
 
 /* ---- scoring ---- */
 
-/* Sorts the k choices into increasing expert order, their weights with them. */
-static void sort_choices(int32_t *idx, float *w, int64_t k) {
-    for (int64_t a = 1; a < k; a++)
-        for (int64_t b = a; b > 0 && idx[b] < idx[b - 1]; b--) {
-            int32_t ti = idx[b];
-            idx[b] = idx[b - 1];
-            idx[b - 1] = ti;
-            float tw = w[b];
-            w[b] = w[b - 1];
-            w[b - 1] = tw;
-        }
-}
-
-/* Softmax over the E logits (in float, as transformers computes router_probs), top-k. */
-static void route_softmax(const float *logits, int64_t E, int64_t k, int norm, int32_t *idx, float *w) {
-    float mx = logits[0];
-    for (int64_t e = 1; e < E; e++) mx = logits[e] > mx ? logits[e] : mx;
-    float sum = 0;
-    for (int64_t e = 0; e < E; e++) sum += expf(logits[e] - mx);
-    /* top-k by selection: k is small (2..8), E at most a few hundred */
-    int n = 0;
-    for (int64_t j = 0; j < k; j++) {
-        int64_t best = -1;
-        for (int64_t e = 0; e < E; e++) {
-            int taken = 0;
-            for (int i = 0; i < n; i++) taken |= idx[i] == (int32_t)e;
-            if (!taken && (best < 0 || logits[e] > logits[best])) best = e;
-        }
-        idx[n++] = (int32_t)best;
-    }
-    float wsum = 0;
-    for (int64_t j = 0; j < k; j++) {
-        w[j] = expf(logits[idx[j]] - mx) / sum;
-        wsum += w[j];
-    }
-    if (norm)
-        for (int64_t j = 0; j < k; j++) w[j] /= wsum;
-    sort_choices(idx, w, k); /* increasing expert order (the order transformers sums the outputs in) */
-}
-
+/* The scoring and top-k of one token: the same functions the CUDA kernels run
+ * (cuda_moe_index.h), so both devices choose the same experts by construction. */
 void cpu_moe_route_grouped(const float *logits, const float *bias, int64_t E, int64_t k, int64_t n_group, int64_t topk_group,
                            int norm, double scale, float *scratch, int32_t *idx, float *w) {
-    float *score = scratch, *choice = scratch + E;
-    const int64_t per = E / n_group;
-    for (int64_t e = 0; e < E; e++) {
-        score[e] = 1.0f / (1.0f + expf(-logits[e]));
-        choice[e] = score[e] + (bias ? bias[e] : 0.0f);
-    }
-    /* each group's score: the sum of its two best choices; keep the topk_group best groups */
-    float *gscore = scratch + 2 * E;
-    for (int64_t g = 0; g < n_group; g++) {
-        float b1 = -INFINITY, b2 = -INFINITY;
-        for (int64_t e = g * per; e < (g + 1) * per; e++) {
-            if (choice[e] > b1) b2 = b1, b1 = choice[e];
-            else if (choice[e] > b2) b2 = choice[e];
-        }
-        gscore[g] = b1 + b2;
-    }
-    for (int64_t j = 0; j < n_group - topk_group; j++) { /* drop the worst groups, the higher index on a tie */
-        int64_t worst = -1;
-        for (int64_t g = 0; g < n_group; g++)
-            if (gscore[g] != -INFINITY && (worst < 0 || gscore[g] <= gscore[worst])) worst = g;
-        gscore[worst] = -INFINITY;
-        for (int64_t e = worst * per; e < (worst + 1) * per; e++) choice[e] = -INFINITY;
-    }
-    /* top-k of the masked choices; the weights are the plain sigmoid scores */
-    for (int64_t j = 0; j < k; j++) {
-        int64_t best = -1;
-        for (int64_t e = 0; e < E; e++) {
-            int taken = 0;
-            for (int64_t i = 0; i < j; i++) taken |= idx[i] == (int32_t)e;
-            if (!taken && choice[e] != -INFINITY && (best < 0 || choice[e] > choice[best])) best = e;
-        }
-        idx[j] = (int32_t)best;
-        w[j] = score[best];
-    }
-    float wsum = 0;
-    for (int64_t j = 0; j < k; j++) wsum += w[j];
-    for (int64_t j = 0; j < k; j++) w[j] = (float)((norm ? w[j] / (wsum + 1e-20f) : w[j]) * scale);
-    sort_choices(idx, w, k);
+    xf_moe_route_grouped(logits, bias, E, k, n_group, topk_group, norm, scale, scratch, idx, w);
 }
 
 void cpu_moe_route(moe_scoring scoring, const float *logits, int64_t E, int64_t k, int norm, int32_t *idx, float *w) {
     switch (scoring) {
     case MOE_SCORE_SOFTMAX:
     default: /* cpu_moe_init refuses any other */
-        route_softmax(logits, E, k, norm, idx, w);
+        xf_moe_route_softmax(logits, E, k, norm, idx, w);
         return;
     }
 }

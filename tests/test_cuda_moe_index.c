@@ -2,7 +2,8 @@
  * sliding-window kernels (reference_model/cuda_moe_index.h, cuda_index.h), run on the CPU the
  * way the kernels run it (one thread per token for the routing, one per expert for the
  * permutation, one per element for gathers) and checked against the CPU reference on the same
- * inputs: cpu_moe.c's routing (ties included, exactly), its whole MoE FFN, mla_rope and
+ * inputs: the routing against an independent sorted statement of the rules and against cpu_moe.c
+ * (which calls the same functions; ties included, exactly), cpu_moe's whole MoE FFN, mla_rope and
  * mla_attend_head (cpu_mla.c), xk_rope_table_freqs, and the KV manager's block tables. */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -32,6 +33,81 @@ static void tied_logits(float *v, int64_t n, uint64_t *s) {
     for (int64_t i = 0; i < n; i++) v[i] = (float)((int)(rng_next(s) % 16) - 8) * 0.25f;
 }
 
+/* An independent statement of the routing rules (sorting where the kernels select): experts
+ * ordered by value, the lower index first on a tie; groups dropped worst first, the higher index
+ * first on a tie; the weights by the same float formulas. cpu_moe.c calls the index functions
+ * themselves (one routing for both devices), so this is what they are checked against; its own
+ * tests check it against transformers' router (test_cpu_moe). */
+static const float *g_key;
+static int by_value_then_index(const void *a, const void *b) {
+    const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    if (g_key[x] != g_key[y]) return g_key[x] > g_key[y] ? -1 : 1;
+    return x < y ? -1 : 1;
+}
+
+static void ref_topk(const float *v, int64_t E, int64_t k, int32_t *idx) {
+    int32_t order[1024];
+    for (int32_t e = 0; e < E; e++) order[e] = e;
+    g_key = v;
+    qsort(order, (size_t)E, sizeof order[0], by_value_then_index);
+    for (int64_t j = 0; j < k; j++) idx[j] = order[j];
+}
+
+/* sorts (idx, w) by expert index */
+static void ref_sort(int32_t *idx, float *w, int64_t k) {
+    for (int64_t a = 0; a < k; a++)
+        for (int64_t b = a + 1; b < k; b++)
+            if (idx[b] < idx[a]) {
+                int32_t ti = idx[a];
+                idx[a] = idx[b];
+                idx[b] = ti;
+                float tw = w[a];
+                w[a] = w[b];
+                w[b] = tw;
+            }
+}
+
+static void ref_softmax(const float *lg, int64_t E, int64_t k, int norm, int32_t *idx, float *w) {
+    float mx = lg[0], sum = 0, wsum = 0;
+    for (int64_t e = 1; e < E; e++) mx = lg[e] > mx ? lg[e] : mx;
+    for (int64_t e = 0; e < E; e++) sum += expf(lg[e] - mx);
+    ref_topk(lg, E, k, idx);
+    for (int64_t j = 0; j < k; j++) wsum += w[j] = expf(lg[idx[j]] - mx) / sum;
+    if (norm)
+        for (int64_t j = 0; j < k; j++) w[j] /= wsum;
+    ref_sort(idx, w, k);
+}
+
+static void ref_grouped(const float *lg, const float *bias, int64_t E, int64_t k, int64_t G, int64_t TG, int norm, double scale,
+                        int32_t *idx, float *w) {
+    float score[1024], choice[1024], gs[64];
+    const int64_t per = E / G;
+    for (int64_t e = 0; e < E; e++) {
+        score[e] = 1.0f / (1.0f + expf(-lg[e]));
+        choice[e] = score[e] + (bias ? bias[e] : 0.0f);
+    }
+    for (int64_t g = 0; g < G; g++) {
+        int32_t top[2];
+        ref_topk(choice + g * per, per, 2, top);
+        gs[g] = choice[g * per + top[0]] + choice[g * per + top[1]];
+    }
+    /* drop the G - TG worst groups: ascending score, the higher index first on a tie */
+    int32_t gorder[64];
+    for (int32_t g = 0; g < G; g++) gorder[g] = g;
+    for (int64_t a = 0; a < G; a++)
+        for (int64_t b = a + 1; b < G; b++) {
+            const int32_t x = gorder[a], y = gorder[b];
+            if (gs[y] < gs[x] || (gs[y] == gs[x] && y > x)) gorder[a] = y, gorder[b] = x;
+        }
+    for (int64_t j = 0; j < G - TG; j++)
+        for (int64_t e = gorder[j] * per; e < (gorder[j] + 1) * per; e++) choice[e] = -INFINITY;
+    ref_topk(choice, E, k, idx);
+    float wsum = 0;
+    for (int64_t j = 0; j < k; j++) wsum += w[j] = score[idx[j]];
+    for (int64_t j = 0; j < k; j++) w[j] = (float)((norm ? w[j] / (wsum + 1e-20f) : w[j]) * scale);
+    ref_sort(idx, w, k);
+}
+
 static void assert_same_choice(const int32_t *ia, const float *wa, const int32_t *ib, const float *wb, int64_t k, const char *what,
                                int row) {
     for (int64_t j = 0; j < k; j++) {
@@ -54,8 +130,10 @@ Test(cuda_moe_index, softmax_routing_is_cpu_moe_ties_included) {
                     const int64_t E = Es[ei], k = ks[ki];
                     tied_logits(lg, E, &s);
                     xf_moe_route_softmax(lg, E, k, norm, ia, wa);
+                    ref_softmax(lg, E, k, norm, ib, wb);
+                    assert_same_choice(ia, wa, ib, wb, k, "softmax vs the sorted reference", r);
                     cpu_moe_route(MOE_SCORE_SOFTMAX, lg, E, k, norm, ib, wb);
-                    assert_same_choice(ia, wa, ib, wb, k, "softmax", r);
+                    assert_same_choice(ia, wa, ib, wb, k, "softmax vs cpu_moe", r);
                     /* a tie at the k-th place: the lower expert index was taken */
                     for (int64_t e = 0; e < E; e++) ties += lg[e] == lg[ia[0]] && e != ia[0];
                 }
@@ -79,8 +157,10 @@ Test(cuda_moe_index, grouped_sigmoid_routing_is_cpu_moe_ties_included) {
                 tied_logits(bias, E, &s);
                 const float *b = r % 3 ? bias : NULL;
                 xf_moe_route_grouped(lg, b, E, k, G, TG, norm, 2.5, scr, ia, wa);
+                ref_grouped(lg, b, E, k, G, TG, norm, 2.5, ib, wb);
+                assert_same_choice(ia, wa, ib, wb, k, "grouped vs the sorted reference", r);
                 cpu_moe_route_grouped(lg, b, E, k, G, TG, norm, 2.5, scr2, ib, wb);
-                assert_same_choice(ia, wa, ib, wb, k, "grouped", r);
+                assert_same_choice(ia, wa, ib, wb, k, "grouped vs cpu_moe", r);
                 /* every choice lies in one of the topk_group kept groups */
                 int kept[16] = {0};
                 for (int64_t j = 0; j < k; j++) kept[ia[j] / (E / G)] = 1;
@@ -130,10 +210,14 @@ static void check_fixture_routing(const char *name) {
             if (c.moe_score == MOE_SCORE_SIGMOID_GROUPED) {
                 xf_moe_route_grouped(lg, L->router_bias, E, k, c.n_group, c.topk_group, c.norm_topk_prob, c.routed_scaling_factor,
                                      scr, ia, wa);
+                ref_grouped(lg, L->router_bias, E, k, c.n_group, c.topk_group, c.norm_topk_prob, c.routed_scaling_factor, ib, wb);
+                assert_same_choice(ia, wa, ib, wb, k, name, (int)tok);
                 cpu_moe_route_grouped(lg, L->router_bias, E, k, c.n_group, c.topk_group, c.norm_topk_prob, c.routed_scaling_factor,
                                       scr2, ib, wb);
             } else {
                 xf_moe_route_softmax(lg, E, k, c.norm_topk_prob, ia, wa);
+                ref_softmax(lg, E, k, c.norm_topk_prob, ib, wb);
+                assert_same_choice(ia, wa, ib, wb, k, name, (int)tok);
                 cpu_moe_route(c.moe_score, lg, E, k, c.norm_topk_prob, ib, wb);
             }
             assert_same_choice(ia, wa, ib, wb, k, name, (int)tok);
