@@ -1126,6 +1126,13 @@ extern "C" xf_status cuda_backend_debug_read(void *ctx, const char *which, float
         {"logits", c->logits, ST_F32, S * c->vocab},
         {"kpool", c->kpool, c->kst, c->kpool ? c->cfg.n_layers * c->kv_slots * c->kv_dim : 0},
         {"vpool", c->vpool, c->kst, c->vpool ? c->cfg.n_layers * c->kv_slots * c->kv_dim : 0},
+        /* mixture of experts (the last routed layer's) and latent attention; 0 elements without */
+        {"moe_logits", c->mo.logits, ST_F32, c->mo.logits ? T * c->mo.E : 0},
+        {"moe_selw", c->mo.selw, ST_F32, c->mo.selw ? T * c->mo.k : 0},
+        {"moe_y", c->mo.y, ST_F32, c->mo.y ? T * c->mo.k * c->d : 0},
+        {"mla_q", c->ml.q, ST_F32, c->ml.q ? T * c->ml.D.n_heads * (c->ml.D.nope + c->ml.D.rope) : 0},
+        {"mla_krope", c->ml.krope, ST_F32, c->ml.krope ? c->max_seq_len * c->ml.D.rope : 0},
+        {"mla_kvdec", c->ml.kvdec, ST_F32, c->ml.kvdec ? c->max_seq_len * c->ml.D.n_heads * (c->ml.D.nope + c->ml.D.v) : 0},
     };
     for (auto &b : bufs) {
         if (strcmp(b.name, which) != 0) continue;

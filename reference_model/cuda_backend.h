@@ -65,8 +65,11 @@ double cuda_backend_last_step_ms(void *ctx);
 
 /* For the GPU tests: copies device buffer `which` of the backend as floats into out (n elements,
  * from the start of the buffer): "x", "xn", "qkv", "att", "tmp", "gu", "h", "last", "logits",
- * "kpool", "vpool" (pool mode: (n_layers, kv_slots, kv_dim)). Synchronises. XF_EINVAL for an
- * unknown name or n beyond the buffer. */
+ * "kpool", "vpool" (pool mode: (n_layers, kv_slots, kv_dim)); with experts "moe_logits" (T, E),
+ * "moe_selw" (T, k), "moe_y" (T k, d_model) of the last routed layer; with latent attention
+ * "mla_q" (T, n_heads (nope + rope)), "mla_krope" (max_seq_len, rope), "mla_kvdec" (max_seq_len,
+ * n_heads (nope + v)) of the last sequence attended. Synchronises. XF_EINVAL for an unknown name or
+ * n beyond the buffer. */
 xf_status cuda_backend_debug_read(void *ctx, const char *which, float *out, int64_t n);
 
 #ifdef __cplusplus

@@ -27,6 +27,7 @@
 #include "gpu_common.h"
 #include "reference_model/config.h"
 #include "reference_model/cuda_check.h"
+#include "reference_model/cuda_moe_index.h"
 #include "reference_model/model.h"
 
 #define GEN 16
@@ -196,5 +197,43 @@ Test(gpu_hf, graph_refused_for_experts) {
     cr_assert_eq(model_prefill(m, 1, h.prompt, lens, NULL), XF_OK, "%s", xf_error_msg());
     cr_assert_eq(model_decode_step(m, NULL, NULL), XF_EINVAL);
     cr_assert(strstr(xf_error_msg(), "--cuda-graph with mixture of experts"), "%s", xf_error_msg());
+    model_free(m);
+}
+
+/* The routing kernel on the device against the same functions on the host, on the device's own
+ * router logits (mixtral's last MoE layer after the prefill): the same experts in the same order
+ * (their weights, in the sorted choice order, within 1e-6: CUDA's expf is within 2 ulp). */
+Test(gpu_hf, routing_kernel_is_the_host_routing) {
+    GPU_REQUIRE_DEVICE();
+    hf_case h;
+    load_case("mixtral", &h);
+    model_options o;
+    model_options_default(&o);
+    o.backend = "cuda";
+    o.wdtype = XF_BF16;
+    o.max_seqs = 1;
+    o.max_prompt = h.n_prompt;
+    o.max_seq_len = h.n_prompt + GEN;
+    o.weights_dir = h.dir;
+    model *m = NULL;
+    cr_assert_eq(model_init(&m, &h.cfg, &o), XF_OK, "%s", xf_error_msg());
+    int64_t lens[1] = {h.n_prompt};
+    cr_assert_eq(model_prefill(m, 1, h.prompt, lens, NULL), XF_OK, "%s", xf_error_msg());
+    const int64_t E = h.cfg.n_experts, k = h.cfg.experts_per_tok, n = h.n_prompt;
+    float *lg = malloc(sizeof(float) * (size_t)(n * E)), *selw = malloc(sizeof(float) * (size_t)(n * k));
+    cr_assert(lg && selw && k <= 8);
+    void *bctx = model_backend_ctx(m);
+    cr_assert_eq(cuda_backend_debug_read(bctx, "moe_logits", lg, n * E), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(cuda_backend_debug_read(bctx, "moe_selw", selw, n * k), XF_OK, "%s", xf_error_msg());
+    for (int64_t t = 0; t < n; t++) {
+        int32_t idx[8];
+        float w[8];
+        xf_moe_route_softmax(lg + t * E, E, k, h.cfg.norm_topk_prob, idx, w);
+        for (int64_t j = 0; j < k; j++)
+            cr_assert(fabsf(w[j] - selw[t * k + j]) <= 1e-6f * (1.0f + fabsf(w[j])), "token %lld choice %lld: device %g, host %g",
+                      (long long)t, (long long)j, (double)selw[t * k + j], (double)w[j]);
+    }
+    free(lg);
+    free(selw);
     model_free(m);
 }
