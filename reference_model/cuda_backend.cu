@@ -386,7 +386,7 @@ void cuda_free_ctx(void *ctx) {
                           L->router, L->router_bias, L->sh_gu, L->sh_down, L->sh_gate, L->q_b, L->kv_b, L->q_a_norm, L->kv_a_norm};
             for (void *p : lp)
                 if (p) cudaFree(p);
-            for (int64_t e = 0; e < c->mo.E; e++) {
+            for (int64_t e = 0; e < c->cfg.n_experts; e++) { /* the arrays are (n_experts) wherever allocated */
                 if (L->exp_gu && L->exp_gu[e]) cudaFree(L->exp_gu[e]);
                 if (L->exp_down && L->exp_down[e]) cudaFree(L->exp_down[e]);
             }
