@@ -22,9 +22,10 @@
 #             skipped and the runs keep CUPTI activity timing
 #   tests     the gpu test binaries (test_gpu_ops, test_gpu_model teacher-forced, test_gpu_cupti)
 #   hf        test_gpu_hf: the tiny Hugging Face fixtures (tests/data/hf: mixtral, qwen3-moe,
-#             deepseek-moe, deepseek-mla(-yarn), mistral-window, qwen3-window) on the GPU, their
-#             greedy tokens against transformers' ids, teacher-forced logits and the experts'
-#             routing against the CPU backend (MoE, MLA and windowed attention on the GPU)
+#             deepseek-moe, deepseek-mla(-yarn), mistral-window, qwen3-window, and the dense ones
+#             with q/k norm, biases and scaled RoPE) on the GPU, their greedy tokens against
+#             transformers' ids, teacher-forced logits and the experts' routing against the CPU
+#             backend (MoE, MLA and windowed attention on the GPU)
 #   ceilings  xfprof machine --device cuda (the runs judge ops against it)
 #   decode_b1 llama-2-7b bf16, batch 1, prompt 512, gen 16, --cupti off --cuda-graph: the decode
 #             HBM ratio op by op, without sync and with a graph, and the graph replay check
@@ -48,7 +49,7 @@ LIM_FILE_B=$((16 << 20))
 LIM_TOTAL_B=$((64 << 20))
 LIM_DEPTH=2
 LIM_TREE_B=$((64 << 20))
-PLAN="env:20 tests:50 hf:25 ceilings:25 decode_b1:40 activity:45 counters:25 ncu:25 peer:30"
+PLAN="env:20 tests:45 hf:30 ceilings:25 decode_b1:40 activity:45 counters:25 ncu:25 peer:30"
 RESERVE=10 # seconds kept for the last packing
 
 if [ "${1:-}" = "--pack" ]; then

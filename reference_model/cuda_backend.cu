@@ -188,6 +188,8 @@ struct dev_layer {
     float *attn_norm, *ffn_norm, *qkv_bias;
     void *wqkv, *wo, *wgu, *wdown;
     float *q_norm, *k_norm;     /* (head_dim) qwen3's q/k RMSNorm; NULL without */
+    float *o_bias;              /* (d_model) attention_bias's o_proj.bias; NULL without */
+    float *gu_bias, *down_bias; /* (2 d_ff) gate then up, (d_model): mlp_bias; NULL without */
     /* mixture of experts (an MoE layer; NULL otherwise) */
     float *router;              /* (E, d_model) fp32: the router GEMM runs in fp32, as the CPU's does */
     float *router_bias;         /* (E) e_score_correction_bias; NULL without */
@@ -382,7 +384,8 @@ void cuda_free_ctx(void *ctx) {
     if (c->layers) {
         for (int64_t l = 0; l < c->cfg.n_layers; l++) {
             dev_layer *L = &c->layers[l];
-            void *lp[] = {L->attn_norm, L->ffn_norm, L->qkv_bias, L->wqkv, L->wo, L->wgu, L->wdown, L->q_norm, L->k_norm,
+            void *lp[] = {L->attn_norm, L->ffn_norm, L->qkv_bias, L->wqkv, L->wo, L->wgu, L->wdown, L->q_norm, L->k_norm, L->o_bias,
+                          L->gu_bias, L->down_bias,
                           L->router, L->router_bias, L->sh_gu, L->sh_down, L->sh_gate, L->q_b, L->kv_b, L->q_a_norm, L->kv_a_norm};
             for (void *p : lp)
                 if (p) cudaFree(p);
@@ -533,6 +536,9 @@ xf_status cuda_init(void **out, const backend_init_args *a) {
             TRY(upload_w(c, &L->wo, &lw->o, "o_proj"));
             if (lw->q_norm) TRY(upload_f(c, &L->q_norm, lw->q_norm, c->hd, "q_norm"));
             if (lw->k_norm) TRY(upload_f(c, &L->k_norm, lw->k_norm, c->hd, "k_norm"));
+            if (lw->o_bias) TRY(upload_f(c, &L->o_bias, lw->o_bias, d, "o_proj bias"));
+            if (lw->gate_up_bias) TRY(upload_f(c, &L->gu_bias, lw->gate_up_bias, 2 * c->ff, "gate_up bias"));
+            if (lw->down_bias) TRY(upload_f(c, &L->down_bias, lw->down_bias, d, "down bias"));
             if (c->mla) {
                 if (cfg->q_lora_rank > 0) {
                     TRY(upload_w(c, &L->q_b, &lw->q_b, "q_b_proj"));
@@ -929,15 +935,24 @@ xf_status run_op_impl(cuda_ctx *c, op_kind k, int layer, const step_batch *b) {
                                                                         model_layer_window(cfg, layer));
         return launch_check("attention");
     }
-    case OP_O_PROJ:
-        return gemm(c, L->wo, c->att, c->tmp, d, c->q_dim, n, "o_proj");
+    case OP_O_PROJ: {
+        xf_status s = gemm(c, L->wo, c->att, c->tmp, d, c->q_dim, n, "o_proj");
+        if (s || !L->o_bias) return s;
+        k_bias<<<blocks_for(n * d, NT), NT, 0, c->st>>>(c->tmp, L->o_bias, n, d);
+        return launch_check("o_proj bias");
+    }
     case OP_ATTN_RESIDUAL:
     case OP_FFN_RESIDUAL:
         k_add<<<blocks_for(n * d, NT), NT, 0, c->st>>>(c->x, c->tmp, n * d);
         return launch_check("residual");
     case OP_GATE_UP:
         if (moe_layer) return moe_gate_up(c, L, layer, n);
-        return gemm(c, L->wgu, c->xn, c->gu, 2 * c->ff, d, n, "gate_up");
+        {
+            xf_status s = gemm(c, L->wgu, c->xn, c->gu, 2 * c->ff, d, n, "gate_up");
+            if (s || !L->gu_bias) return s;
+            k_bias<<<blocks_for(n * 2 * c->ff, NT), NT, 0, c->st>>>(c->gu, L->gu_bias, n, 2 * c->ff);
+            return launch_check("gate_up bias");
+        }
     case OP_SWIGLU:
         if (moe_layer) {
             k_swiglu<<<blocks_for(n * c->mo.k * c->mo.fe, NT), NT, 0, c->st>>>(c->mo.h, c->wst, c->mo.gu, n * c->mo.k, c->mo.fe);
@@ -948,7 +963,12 @@ xf_status run_op_impl(cuda_ctx *c, op_kind k, int layer, const step_batch *b) {
         return launch_check("swiglu");
     case OP_DOWN:
         if (moe_layer) return moe_down(c, L, n);
-        return gemm(c, L->wdown, c->hbuf, c->tmp, d, c->ff, n, "down");
+        {
+            xf_status s = gemm(c, L->wdown, c->hbuf, c->tmp, d, c->ff, n, "down");
+            if (s || !L->down_bias) return s;
+            k_bias<<<blocks_for(n * d, NT), NT, 0, c->st>>>(c->tmp, L->down_bias, n, d);
+            return launch_check("down bias");
+        }
     case OP_FINAL_NORM:
         k_rmsnorm<<<(unsigned)S, NT, 0, c->st>>>(c->last, c->wst, c->x, c->final_norm, d, (float)cfg->norm_eps, c->md.tok_off);
         return launch_check("final_norm");

@@ -49,7 +49,7 @@ xf_status cuda_device_open(int ordinal, cuda_device_info *info);
  * XFPROF_CUDA_WEIGHTS=fp16 selects fp16; int8 experts are refused, cuda_meta_unsupported); activations
  * are fp32 between ops and bf16/fp16 as GEMM inputs (an MoE router's GEMM in fp32); KV is stored at
  * the run's KV dtype (fp16, bf16, or fp32). Mixture of experts, latent attention (naive form),
- * sliding windows and q/k norm run as on the CPU (cuda_moe.cu, cuda_mla.cu); not yet run on a GPU. */
+ * sliding windows, q/k norm and o_proj / MLP biases run as on the CPU (cuda_moe.cu, cuda_mla.cu); not yet run on a GPU. */
 extern const backend_ops cuda_backend_ops;
 #endif
 

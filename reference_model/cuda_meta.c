@@ -119,6 +119,8 @@ const char *cuda_meta_unsupported(const model_config *cfg, xf_dtype wdtype, kv_a
     rest.qk_norm = 0;               /* k_head_norm */
     rest.sliding_window = 0;        /* k_attention's window */
     rest.n_experts = 0;             /* cuda_moe.cu */
+    rest.o_bias = 0;                /* k_bias after o_proj */
+    rest.mlp_bias = 0;              /* k_bias after gate_up and down */
     const char *ext = config_first_extension(&rest);
     if (ext) return ext;
     if (model_is_mla(cfg)) {

@@ -50,10 +50,10 @@ xf_status cuda_meta_pack(cuda_meta_view *v, const step_batch *b, const struct kv
 
 /* What the CUDA backend does not run yet for cfg with host weights at wdtype and KV allocation
  * `mode`, as the config field (or option) that asks for it; NULL when it runs all of it. It runs
- * dense, windowed (sliding_window, layer_types), q/k-norm, every RoPE kind config_rope_freqs
- * computes, mixture-of-experts (softmax or DeepSeek's grouped sigmoid routing, shared experts)
- * and latent-attention (naive form, pool KV) models; anything else config_first_extension names
- * (o_proj / MLP biases, and whatever is added there later) stays refused. Pure C: the refusals are
+ * dense, windowed (sliding_window, layer_types), q/k-norm, biased (attention_bias, mlp_bias), every
+ * RoPE kind config_rope_freqs computes, mixture-of-experts (softmax or DeepSeek's grouped sigmoid
+ * routing, shared experts) and latent-attention (naive form, pool KV) models; anything else
+ * config_first_extension names (whatever is added there later) stays refused. Pure C: the refusals are
  * tested on the CPU. */
 const char *cuda_meta_unsupported(const model_config *cfg, xf_dtype wdtype, kv_alloc_mode mode);
 

@@ -200,7 +200,7 @@ Test(hf_models_lowp, qwen3) { check_lowp("qwen3"); }
  * a device: the same answer on a machine without a GPU. What it runs now (experts, latent
  * attention, windows, q/k norm, scaled RoPE) gets as far as the device: no device here gives "no
  * CUDA device present" (XF_EUNSUPPORTED), a GPU gives a model. */
-static xf_status cuda_init_fixture(const char *fixture, model **m) {
+static xf_status cuda_init_fixture(const char *fixture, xf_dtype wdtype, model **m) {
     char dir[512];
     snprintf(dir, sizeof dir, HF_DIR "%s", fixture);
     model_config c;
@@ -208,7 +208,7 @@ static xf_status cuda_init_fixture(const char *fixture, model **m) {
     model_options o;
     model_options_default(&o);
     o.backend = "cuda";
-    o.wdtype = XF_BF16;
+    o.wdtype = wdtype;
     o.weights_dir = dir;
     o.max_prompt = 8;
     o.max_seq_len = 16;
@@ -216,18 +216,18 @@ static xf_status cuda_init_fixture(const char *fixture, model **m) {
     return model_init(m, &c, &o);
 }
 
-static void check_cuda_refuses(const char *fixture, const char *needle) {
+static void check_cuda_refuses(const char *fixture, xf_dtype wdtype, const char *needle) {
     if (!backend_find("cuda")) {
         cr_log_info("no CUDA backend in this build: nothing to check");
         return;
     }
     model *m;
-    cr_assert_eq(cuda_init_fixture(fixture, &m), XF_EINVAL, "%s", xf_error_msg());
+    cr_assert_eq(cuda_init_fixture(fixture, wdtype, &m), XF_EINVAL, "%s", xf_error_msg());
     cr_assert(strstr(xf_error_msg(), needle), "%s", xf_error_msg());
     cr_assert_null(m);
 }
 
-Test(hf_models, cuda_refuses_new_features) { check_cuda_refuses("llama-attn-bias", "attention_bias"); }
+Test(hf_models, cuda_refuses_int8_experts) { check_cuda_refuses("qwen2-moe", XF_INT8, "int8 experts"); }
 
 static void check_cuda_accepts(const char *fixture) {
     if (!backend_find("cuda")) {
@@ -235,7 +235,7 @@ static void check_cuda_accepts(const char *fixture) {
         return;
     }
     model *m;
-    xf_status s = cuda_init_fixture(fixture, &m);
+    xf_status s = cuda_init_fixture(fixture, XF_BF16, &m);
     if (s == XF_EUNSUPPORTED) {
         cr_assert(strstr(xf_error_msg(), "no CUDA device"), "%s: %s", fixture, xf_error_msg());
         cr_assert_null(m);
@@ -248,6 +248,8 @@ Test(hf_models, cuda_accepts_windows_qk_norm_scaled_rope) {
     check_cuda_accepts("mistral-window");
     check_cuda_accepts("qwen3-window");
     check_cuda_accepts("llama-rope-llama3");
+    check_cuda_accepts("llama-attn-bias");
+    check_cuda_accepts("llama-mlp-bias");
 }
 
 /* Sliding windows: mistral windows every layer, qwen3 (use_sliding_window, max_window_layers 1)

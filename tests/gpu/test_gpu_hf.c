@@ -1,8 +1,9 @@
 /* The tiny Hugging Face fixtures (tests/data/hf/<name>, scripts/make-hf-fixtures.py) on the GPU:
  * mixture of experts (mixtral, qwen3-moe with q/k norm and a dense layer, deepseek-moe with
  * grouped sigmoid routing and a shared expert), latent attention (deepseek-mla, deepseek-mla-yarn)
- * and sliding windows (mistral-window, qwen3-window). bf16 weights (the fixtures' own dtype, so
- * the weights are exact), fp32 KV.
+ * and sliding windows (mistral-window, qwen3-window); also q/k norm (qwen3, qwen3-bias), o_proj and
+ * MLP biases (llama-attn-bias, llama-mlp-bias) and scaled RoPE (llama-rope-llama3, -yarn). bf16
+ * weights (the fixtures' own dtype, so the weights are exact), fp32 KV.
  *
  *   greedy:          the GPU's own 16 greedy tokens against transformers' (expected.json); the
  *                    criterion is at least 12 of 16 (the CPU reference's bf16 check_lowp bound;
@@ -175,6 +176,12 @@ Test(gpu_hf, deepseek_mla) { check_case("deepseek-mla"); }
 Test(gpu_hf, deepseek_mla_yarn) { check_case("deepseek-mla-yarn"); }
 Test(gpu_hf, mistral_window) { check_case("mistral-window"); }
 Test(gpu_hf, qwen3_window) { check_case("qwen3-window"); }
+Test(gpu_hf, qwen3_qk_norm) { check_case("qwen3"); }
+Test(gpu_hf, qwen3_bias_llama3_rope) { check_case("qwen3-bias"); }
+Test(gpu_hf, llama_attention_bias) { check_case("llama-attn-bias"); }
+Test(gpu_hf, llama_mlp_bias) { check_case("llama-mlp-bias"); }
+Test(gpu_hf, llama_rope_llama3) { check_case("llama-rope-llama3"); }
+Test(gpu_hf, llama_rope_yarn) { check_case("llama-rope-yarn"); }
 
 /* --cuda-graph with experts or latent attention is refused by name (the experts' GEMM sizes are
  * read back every step), not run wrong. */
