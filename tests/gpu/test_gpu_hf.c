@@ -69,10 +69,9 @@ static void load_case(const char *name, hf_case *h) {
     cJSON_Delete(j);
 }
 
-/* Prefill then GEN - 1 decode steps on `backend`; forced: transformers' tokens (NULL: greedy).
- * tokens (GEN), logits (GEN, vocab), routed (2, n_layers * n_experts: the prefill's counts, then
- * the decode steps' summed; MoE). */
-static void run_case(const hf_case *h, const char *backend, int forced, int32_t *tokens, float *logits, int64_t *routed) {
+/* The fixture's model on `backend` (bf16 weights from its folder, fp32 KV, one sequence of the
+ * prompt + GEN tokens); the caller frees it with model_free. */
+static model *open_case(const hf_case *h, const char *backend) {
     model_options o;
     model_options_default(&o);
     o.backend = backend;
@@ -85,6 +84,14 @@ static void run_case(const hf_case *h, const char *backend, int forced, int32_t 
     o.weights_dir = h->dir;
     model *m = NULL;
     cr_assert_eq(model_init(&m, &h->cfg, &o), XF_OK, "%s on %s: %s", h->dir, backend, xf_error_msg());
+    return m;
+}
+
+/* Prefill then GEN - 1 decode steps on `backend`; forced: transformers' tokens (NULL: greedy).
+ * tokens (GEN), logits (GEN, vocab), routed (2, n_layers * n_experts: the prefill's counts, then
+ * the decode steps' summed; MoE). */
+static void run_case(const hf_case *h, const char *backend, int forced, int32_t *tokens, float *logits, int64_t *routed) {
+    model *m = open_case(h, backend);
     int64_t lens[1] = {h->n_prompt};
     const int64_t V = h->cfg.vocab;
     cr_assert_eq(model_prefill(m, 1, h->prompt, lens, NULL), XF_OK, "%s: %s", backend, xf_error_msg());
@@ -189,16 +196,7 @@ Test(gpu_hf, graph_refused_for_experts) {
     GPU_REQUIRE_DEVICE();
     hf_case h;
     load_case("mixtral", &h);
-    model_options o;
-    model_options_default(&o);
-    o.backend = "cuda";
-    o.wdtype = XF_BF16;
-    o.max_seqs = 1;
-    o.max_prompt = h.n_prompt;
-    o.max_seq_len = h.n_prompt + GEN;
-    o.weights_dir = h.dir;
-    model *m = NULL;
-    cr_assert_eq(model_init(&m, &h.cfg, &o), XF_OK, "%s", xf_error_msg());
+    model *m = open_case(&h, "cuda");
     cuda_backend_set_graph(model_backend_ctx(m), 1);
     int64_t lens[1] = {h.n_prompt};
     cr_assert_eq(model_prefill(m, 1, h.prompt, lens, NULL), XF_OK, "%s", xf_error_msg());
@@ -214,16 +212,7 @@ Test(gpu_hf, routing_kernel_is_the_host_routing) {
     GPU_REQUIRE_DEVICE();
     hf_case h;
     load_case("mixtral", &h);
-    model_options o;
-    model_options_default(&o);
-    o.backend = "cuda";
-    o.wdtype = XF_BF16;
-    o.max_seqs = 1;
-    o.max_prompt = h.n_prompt;
-    o.max_seq_len = h.n_prompt + GEN;
-    o.weights_dir = h.dir;
-    model *m = NULL;
-    cr_assert_eq(model_init(&m, &h.cfg, &o), XF_OK, "%s", xf_error_msg());
+    model *m = open_case(&h, "cuda");
     int64_t lens[1] = {h.n_prompt};
     cr_assert_eq(model_prefill(m, 1, h.prompt, lens, NULL), XF_OK, "%s", xf_error_msg());
     const int64_t E = h.cfg.n_experts, k = h.cfg.experts_per_tok, n = h.n_prompt;
