@@ -22,8 +22,10 @@
  * head's K and V once into its own fp32 tiles (sized at init for max_seq_len), then score tiles and
  * P.V go through single-threaded cblas_sgemm. The blocking depends on the shapes only, so results
  * do not depend on the thread count either. Sliding-window layers run the per-query kernel on the
- * window's slots in both phases (the KV of older positions stays allocated: the KV manager does
- * not free per layer group yet). Latent attention (deepseek_v3) takes its own qkv, rope, kv_append
+ * window's slots in both phases; with a paged policy their KV lives in a pool of their own
+ * (kv_win, when the model also has full layers) whose manager releases the blocks out of the
+ * window after each step, so a windowed layer holds at most ceil(window / B) + 1 blocks per
+ * sequence in decode (other policies keep the whole context). Latent attention (deepseek_v3) takes its own qkv, rope, kv_append
  * and attention (cpu_mla_op, kernels in cpu_mla.c): the pool holds one latent row per token. */
 #include <cblas.h>
 #include <math.h>
@@ -56,6 +58,7 @@
 
 typedef struct cpu_seq {
     int64_t *slots; /* (max_seq_len) KV slot of each position resolved so far */
+    int64_t *wslots; /* (max_seq_len) the same in the windowed layers' pool (kv_win); NULL without one */
     int64_t len;    /* positions resolved in slots */
     /* system mode: this sequence's KV, per layer, grown by allocate + copy */
     void **k, **v;  /* (n_layers) each (cap, kv_dim) in kv dtype */
@@ -66,6 +69,9 @@ typedef struct cpu_ctx {
     model_config cfg;
     const model_weights *w;
     kv_cache *kv;
+    kv_cache *kvw;     /* the windowed layers' pool (backend_init_args.kv_win); NULL: kv serves every layer */
+    int64_t kvw_slots; /* its slots */
+    const int *kvw_ids; /* (max_seqs) each sequence's id in kvw (the model's, borrowed) */
     xf_dtype kvdt;
     int64_t kv_esz; /* bytes per KV element */
     kv_alloc_mode mode;
@@ -141,6 +147,14 @@ static void *cpu_alloc(cpu_ctx *c, int64_t n, int64_t esz, xf_status *st) {
     return p;
 }
 
+/* 1 when layer l keeps its KV in the windowed layers' own pool (kvw). */
+static inline int kv_layer_windowed(const cpu_ctx *c, int64_t l) { return c->kvw && model_layer_window(&c->cfg, l) > 0; }
+
+/* The slot table of sequence s for layer l: position -> row of that layer's K and V. */
+static inline const int64_t *kv_slot_table(const cpu_ctx *c, int64_t l, int64_t s) {
+    return kv_layer_windowed(c, l) ? c->seqs[s].wslots : c->seqs[s].slots;
+}
+
 static void cpu_seq_free_kv(cpu_ctx *c, cpu_seq *s) {
     for (int64_t l = 0; l < c->cfg.n_layers; l++) { /* k or v may be missing after a failed cpu_init */
         if (s->k) free(s->k[l]), s->k[l] = NULL;
@@ -159,6 +173,7 @@ static void cpu_free(void *ctx) {
             free(c->seqs[s].k);
             free(c->seqs[s].v);
             free(c->seqs[s].slots);
+            free(c->seqs[s].wslots);
         }
         free(c->seqs);
     }
@@ -233,6 +248,13 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
     c->max_seq_len = a->max_seq_len;
     c->max_tokens = a->max_step_tokens;
     c->kv_slots = a->kv_slots;
+    c->kvw = a->kv_alloc == KV_ALLOC_POOL ? a->kv_win : NULL;
+    c->kvw_slots = c->kvw ? a->kv_win_slots : 0;
+    c->kvw_ids = a->kv_win_ids;
+    if (c->kvw && (c->kvw_slots < 1 || !c->kvw_ids || model_is_mla(cfg))) {
+        free(c);
+        return xf_errorf(XF_EINVAL, "cpu backend: a windowed layers' pool needs its slot count, sequence ids and K/V rows (not latent attention)");
+    }
     c->q_dim = cfg->n_heads * cfg->head_dim;
     c->kv_dim = cfg->n_kv_heads * cfg->head_dim;
     c->qkv_dim = c->q_dim + 2 * c->kv_dim;
@@ -260,6 +282,7 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
     if (!c->seqs) st = xf_errorf(XF_ENOMEM, "cpu backend: out of memory");
     for (int64_t s = 0; !st && s < c->max_seqs; s++) {
         c->seqs[s].slots = cpu_alloc(c, c->max_seq_len, sizeof(int64_t), &st);
+        if (c->kvw) c->seqs[s].wslots = cpu_alloc(c, c->max_seq_len, sizeof(int64_t), &st);
         if (!st && c->mode == KV_ALLOC_SYSTEM) {
             c->seqs[s].k = calloc((size_t)L, sizeof(void *));
             c->seqs[s].v = calloc((size_t)L, sizeof(void *));
@@ -270,11 +293,12 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
         c->kpool = calloc((size_t)L, sizeof(void *));
         c->vpool = calloc((size_t)L, sizeof(void *));
         if (!c->kpool || !c->vpool) st = xf_errorf(XF_ENOMEM, "cpu backend: out of memory");
-        if (!st && c->kv_slots > INT64_MAX / c->kv_dim)
+        if (!st && (c->kv_slots > INT64_MAX / c->kv_dim || c->kvw_slots > INT64_MAX / c->kv_dim))
             st = xf_errorf(XF_EOVERFLOW, "cpu backend: KV pool of %lld slots overflows", (long long)c->kv_slots);
         for (int64_t l = 0; !st && l < L; l++) {
-            c->kpool[l] = cpu_alloc(c, c->kv_slots * c->kv_dim, c->kv_esz, &st);
-            if (!mla) c->vpool[l] = cpu_alloc(c, c->kv_slots * c->kv_dim, c->kv_esz, &st); /* MLA: one latent row */
+            const int64_t slots = kv_layer_windowed(c, l) ? c->kvw_slots : c->kv_slots; /* windowed layers: their own pool */
+            c->kpool[l] = cpu_alloc(c, slots * c->kv_dim, c->kv_esz, &st);
+            if (!mla) c->vpool[l] = cpu_alloc(c, slots * c->kv_dim, c->kv_esz, &st); /* MLA: one latent row */
         }
     }
     c->tok_seq = cpu_alloc(c, T, sizeof(int64_t), &st);
@@ -475,19 +499,23 @@ static inline char *kv_v_base(cpu_ctx *c, int layer, int64_t s) {
 static xf_status cpu_kv_alloc(cpu_ctx *c, const step_batch *b) {
     const int64_t row_bytes = c->kv_dim * c->kv_esz;
     if (c->mode == KV_ALLOC_POOL) {
-        /* Copies the manager asks for (copy-on-write of shared blocks) come first. */
-        int64_t ncp = 0;
-        const kv_copy *cp = kv_cache_copies(c->kv, &ncp);
-        for (int64_t i = 0; i < ncp; i++) {
-            for (int64_t l = 0; l < c->cfg.n_layers; l++) {
-                memmove((char *)c->kpool[l] + cp[i].dst_slot * row_bytes, (char *)c->kpool[l] + cp[i].src_slot * row_bytes,
-                        (size_t)(cp[i].n_slots * row_bytes));
-                if (c->vpool[l]) /* none for latent attention */
-                    memmove((char *)c->vpool[l] + cp[i].dst_slot * row_bytes, (char *)c->vpool[l] + cp[i].src_slot * row_bytes,
+        /* Copies the managers ask for (copy-on-write of shared blocks) come first, each pool's in its layers. */
+        for (int pool = 0; pool < (c->kvw ? 2 : 1); pool++) {
+            kv_cache *kv = pool ? c->kvw : c->kv;
+            int64_t ncp = 0;
+            const kv_copy *cp = kv_cache_copies(kv, &ncp);
+            for (int64_t i = 0; i < ncp; i++) {
+                for (int64_t l = 0; l < c->cfg.n_layers; l++) {
+                    if (kv_layer_windowed(c, l) != pool) continue;
+                    memmove((char *)c->kpool[l] + cp[i].dst_slot * row_bytes, (char *)c->kpool[l] + cp[i].src_slot * row_bytes,
                             (size_t)(cp[i].n_slots * row_bytes));
+                    if (c->vpool[l]) /* none for latent attention */
+                        memmove((char *)c->vpool[l] + cp[i].dst_slot * row_bytes, (char *)c->vpool[l] + cp[i].src_slot * row_bytes,
+                                (size_t)(cp[i].n_slots * row_bytes));
+                }
             }
+            if (ncp) kv_cache_clear_copies(kv);
         }
-        if (ncp) kv_cache_clear_copies(c->kv);
     }
     for (int s = 0; s < b->n_seqs; s++) {
         const step_seq *q = &b->seqs[s];
@@ -503,6 +531,12 @@ static xf_status cpu_kv_alloc(cpu_ctx *c, const step_batch *b) {
                     return xf_errorf(XF_EINVAL, "cpu backend: the KV manager has no slot for sequence %lld position %lld",
                                      (long long)q->kv_seq, (long long)p);
                 cs->slots[p] = slot;
+                if (!c->kvw) continue;
+                slot = kv_cache_slot(c->kvw, c->kvw_ids[s], p);
+                if (slot < 0 || slot >= c->kvw_slots)
+                    return xf_errorf(XF_EINVAL, "cpu backend: the windowed layers' KV manager has no slot for sequence %d position %lld",
+                                     c->kvw_ids[s], (long long)p);
+                cs->wslots[p] = slot;
             }
         } else {
             if (need > cs->cap) {
@@ -682,7 +716,7 @@ static xf_status cpu_run_op(void *ctx, op_kind k, int layer, const step_batch *b
 #pragma omp parallel for num_threads(nth) schedule(static) if (n * c->kv_dim >= CPU_PAR_MIN)
         for (int64_t t = 0; t < n; t++) {
             const int64_t s = c->tok_seq[t], pos = b->seqs[s].pos + (t - b->tok_off[s]);
-            const int64_t slot = c->seqs[s].slots[pos];
+            const int64_t slot = kv_slot_table(c, layer, s)[pos];
             const float *row = c->qkv + t * c->qkv_dim;
             xk_store(kv_k_base(c, layer, s) + slot * row_bytes, c->kvdt, row + c->q_dim, c->kv_dim);
             xk_store(kv_v_base(c, layer, s) + slot * row_bytes, c->kvdt, row + c->q_dim + c->kv_dim, c->kv_dim);
@@ -728,7 +762,7 @@ static xf_status cpu_run_op(void *ctx, op_kind k, int layer, const step_batch *b
                 }
                 if (pos0 + nq > have_n) {
                     xk_attn_gather(kt, vt, kv_k_base(c, layer, s), kv_v_base(c, layer, s), c->kvdt, c->kv_dim, g * hd,
-                                   c->seqs[s].slots, have_n, pos0 + nq, hd);
+                                   kv_slot_table(c, layer, s), have_n, pos0 + nq, hd);
                     have_n = pos0 + nq;
                 }
                 const int64_t t0 = b->tok_off[s] + q0, qoff = g * nrep * hd;
@@ -744,7 +778,7 @@ static xf_status cpu_run_op(void *ctx, op_kind k, int layer, const step_batch *b
             const int64_t pos = b->seqs[s].pos + (t - b->tok_off[s]);
             const int64_t lo = win && pos + 1 > win ? pos + 1 - win : 0; /* a window's first key */
             c->att_q[nq++] = (xk_attn_query){c->qkv + t * c->qkv_dim, c->att + t * c->q_dim, kv_k_base(c, layer, s),
-                                             kv_v_base(c, layer, s), c->seqs[s].slots + lo, pos + 1 - lo};
+                                             kv_v_base(c, layer, s), kv_slot_table(c, layer, s) + lo, pos + 1 - lo};
         }
         xk_attention_batch(c->isa, nth, c->att_q, nq, nkv, nrep, hd, c->kvdt, c->kv_dim, scale, &c->att_w);
         return XF_OK;
