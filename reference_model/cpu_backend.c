@@ -121,7 +121,11 @@ typedef struct cpu_ctx {
     float *mla_qa;         /* (max_tokens, q_lora_rank) the normed q_a rows, q_b's input */
     float *mla_ckv;        /* (max_seq_len, kv_lora_rank) one sequence's cached c_kv, fp32 */
     float *mla_krope;      /* (max_seq_len, qk_rope_head_dim) its k_rope */
-    float *mla_kvdec;      /* (max_seq_len, n_heads * (qk_nope + v)) kv_b(c_kv): per head [K_nope | V] */
+    float *mla_kvdec;      /* naive form: (max_seq_len, n_heads * (qk_nope + v)) kv_b(c_kv): per head [K_nope | V] */
+    float *mla_qabs;       /* absorbed form: (max_tokens, n_heads, kv_lora_rank + qk_rope) per head [W_UK^T q_nope | q_rot] */
+    float *mla_olat;       /* absorbed form: (max_tokens, n_heads, kv_lora_rank) each head's latent attention output */
+    float *mla_wabs;       /* absorbed form: (threads, mla_wabs_n) one head's W_UK or W_UV block of kv_b, fp32 */
+    int64_t mla_wabs_n;
     float *mla_scores;     /* (threads, mla_scores_n) scores of one (query, head), the rope's scratch, or a latent row */
     int64_t mla_scores_n;
     int64_t bytes;         /* everything allocated above, KV included */
@@ -216,6 +220,9 @@ static void cpu_free(void *ctx) {
     free(c->mla_ckv);
     free(c->mla_krope);
     free(c->mla_kvdec);
+    free(c->mla_qabs);
+    free(c->mla_olat);
+    free(c->mla_wabs);
     free(c->mla_scores);
     cpu_moe_free(c->moe);
     free(c);
@@ -336,8 +343,16 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
         c->mla_qa = cpu_alloc(c, T * (cfg->q_lora_rank > 0 ? cfg->q_lora_rank : 1), 4, &st);
         c->mla_ckv = cpu_alloc(c, c->max_seq_len * cfg->kv_lora_rank, 4, &st);
         c->mla_krope = cpu_alloc(c, c->max_seq_len * cfg->qk_rope_head_dim, 4, &st);
-        if (!st && c->max_seq_len > INT64_MAX / 4 / dec) st = xf_errorf(XF_EOVERFLOW, "cpu backend: the decompressed K and V overflow");
-        c->mla_kvdec = cpu_alloc(c, c->max_seq_len * dec, 4, &st);
+        if (!cfg->mla_absorbed) { /* the naive form decompresses a whole context */
+            if (!st && c->max_seq_len > INT64_MAX / 4 / dec) st = xf_errorf(XF_EOVERFLOW, "cpu backend: the decompressed K and V overflow");
+            c->mla_kvdec = cpu_alloc(c, c->max_seq_len * dec, 4, &st);
+        } else { /* the absorbed form: queries and outputs in the latent space, one head's kv_b block per thread */
+            const int64_t r = cfg->kv_lora_rank, wide = cfg->qk_nope_head_dim > cfg->v_head_dim ? cfg->qk_nope_head_dim : cfg->v_head_dim;
+            c->mla_qabs = cpu_alloc(c, T * cfg->n_heads * (r + cfg->qk_rope_head_dim), 4, &st);
+            c->mla_olat = cpu_alloc(c, T * cfg->n_heads * r, 4, &st);
+            c->mla_wabs_n = (wide * r + 15) & ~(int64_t)15;
+            c->mla_wabs = cpu_alloc(c, (int64_t)c->threads * c->mla_wabs_n, 4, &st);
+        }
         c->mla_scores_n = ((c->max_seq_len > c->kv_dim ? c->max_seq_len : c->kv_dim) + 15) & ~(int64_t)15; /* scores, a latent row */
         c->mla_scores = cpu_alloc(c, (int64_t)c->threads * c->mla_scores_n, 4, &st);
     }
@@ -578,8 +593,37 @@ static void cpu_add_bias(cpu_ctx *c, float *y, const float *bias, int64_t n, int
     for (int64_t t = 0; t < n; t++) xk_add(y + t * width, bias, width);
 }
 
-/* Latent attention's qkv, rope, kv_append and attention (cpu_mla.h); o_proj and the rest are the
- * common code (att rows of n_heads * v_head_dim). */
+/* The absorbed form's two absorptions (cpu_mla.h), head by head with that head's block of kv_b
+ * dequantized once: out_side 0, qabs = [W_UK^T q_nope | q_rot] of every token (qkv); 1, att rows
+ * (n_heads * v_head_dim) = W_UV . each head's latent output (o_proj, before the o matrix). */
+static void cpu_mla_absorb(cpu_ctx *c, const layer_weights *Lw, int64_t n, int out_side) {
+    const model_config *cfg = &c->cfg;
+    const int64_t h = cfg->n_heads, dn = cfg->qk_nope_head_dim, dr = cfg->qk_rope_head_dim, dv = cfg->v_head_dim,
+                  r = cfg->kv_lora_rank, qh = dn + dr, rows = out_side ? dv : dn;
+#pragma omp parallel num_threads(c->threads) if (n * h * rows * r >= CPU_PAR_MIN)
+    {
+        float *w = c->mla_wabs + (int64_t)omp_get_thread_num() * c->mla_wabs_n;
+#pragma omp for schedule(static)
+        for (int64_t hh = 0; hh < h; hh++) {
+            const int64_t row0 = hh * (dn + dv) + (out_side ? dn : 0);
+            xk_dequant_rows(&Lw->kv_b, row0, row0 + rows, w);
+            for (int64_t t = 0; t < n; t++) {
+                if (out_side) {
+                    mla_absorb_rows(c->att + t * h * dv + hh * dv, w, c->mla_olat + (t * h + hh) * r, dv, r, 0);
+                    continue;
+                }
+                float *qa = c->mla_qabs + (t * h + hh) * (r + dr);
+                const float *q = c->mla_q + t * h * qh + hh * qh;
+                mla_absorb_rows(qa, w, q, dn, r, 1);
+                memcpy(qa + r, q + dn, (size_t)dr * sizeof(float)); /* rotated by the rope op */
+            }
+        }
+    }
+}
+
+/* Latent attention's qkv, rope, kv_append and attention (cpu_mla.h), in the config's form; o_proj
+ * and the rest are the common code (att rows of n_heads * v_head_dim; the absorbed form's W_UV
+ * first, cpu_mla_absorb). */
 static xf_status cpu_mla_op(cpu_ctx *c, op_kind k, int layer, const step_batch *b, const layer_weights *Lw) {
     const model_config *cfg = &c->cfg;
     const int64_t n = b->n_tokens, h = cfg->n_heads, dn = cfg->qk_nope_head_dim, dr = cfg->qk_rope_head_dim,
@@ -596,6 +640,7 @@ static xf_status cpu_mla_op(cpu_ctx *c, op_kind k, int layer, const step_batch *
             xk_rmsnorm(row + c->q_rows, row + c->q_rows, Lw->kv_a_norm, r, MLA_NORM_EPS);
         }
         if (qr > 0) cpu_linear(c, &Lw->q_b, c->mla_qa, n, c->mla_q);
+        if (cfg->mla_absorbed) cpu_mla_absorb(c, Lw, n, 0);
         return XF_OK;
     case OP_ROPE:
 #pragma omp parallel num_threads(nth) if (n * qw >= CPU_PAR_MIN)
@@ -606,7 +651,9 @@ static xf_status cpu_mla_op(cpu_ctx *c, op_kind k, int layer, const step_batch *
             for (int64_t t = 0; t < n; t++) {
                 const int64_t s = c->tok_seq[t], pos = b->seqs[s].pos + (t - b->tok_off[s]);
                 xk_rope_table_freqs(cs, cs + dr / 2, pos, c->rope_inv, dr / 2, c->rope_scale);
-                for (int64_t hh = 0; hh < h; hh++) mla_rope(c->mla_q + t * qw + hh * qh + dn, dr, cs, cs + dr / 2, cfg->rope_interleave, scr);
+                for (int64_t hh = 0; hh < h; hh++) /* the absorbed form rotates its own copy of q_rot */
+                    mla_rope(cfg->mla_absorbed ? c->mla_qabs + (t * h + hh) * (r + dr) + r : c->mla_q + t * qw + hh * qh + dn, dr, cs,
+                             cs + dr / 2, cfg->rope_interleave, scr);
                 mla_rope(c->qkv + t * c->qkv_dim + c->q_rows + r, dr, cs, cs + dr / 2, cfg->rope_interleave, scr);
             }
         }
@@ -632,9 +679,22 @@ static xf_status cpu_mla_op(cpu_ctx *c, op_kind k, int layer, const step_batch *
                 memcpy(c->mla_ckv + j * r, lat, (size_t)r * sizeof(float));
                 memcpy(c->mla_krope + j * dr, lat + r, (size_t)dr * sizeof(float));
             }
+            const int64_t t0 = b->tok_off[s], nn = b->tok_off[s + 1] - t0;
+            if (cfg->mla_absorbed) { /* attention in the latent space: r-wide outputs, W_UV in o_proj */
+#pragma omp parallel num_threads(nth) if (nn * h * ctx_len >= CPU_PAR_MIN / 16)
+                {
+                    float *sc = c->mla_scores + (int64_t)omp_get_thread_num() * c->mla_scores_n;
+#pragma omp for schedule(static)
+                    for (int64_t it = 0; it < nn * h; it++) {
+                        const int64_t i = it / h, hh = it % h, pos = b->seqs[s].pos + i, row = (t0 + i) * h + hh;
+                        mla_attend_latent(c->mla_olat + row * r, c->mla_qabs + row * (r + dr), r, dr, c->mla_ckv, c->mla_krope, pos + 1,
+                                          scale, sc);
+                    }
+                }
+                continue;
+            }
             /* the naive form: every cached latent decompressed into each head's K_nope and V */
             cpu_linear(c, &Lw->kv_b, c->mla_ckv, ctx_len, c->mla_kvdec);
-            const int64_t t0 = b->tok_off[s], nn = b->tok_off[s + 1] - t0;
 #pragma omp parallel num_threads(nth) if (nn * h * ctx_len >= CPU_PAR_MIN / 16)
             {
                 float *sc = c->mla_scores + (int64_t)omp_get_thread_num() * c->mla_scores_n;
@@ -784,6 +844,7 @@ static xf_status cpu_run_op(void *ctx, op_kind k, int layer, const step_batch *b
         return XF_OK;
     }
     case OP_O_PROJ:
+        if (model_is_mla(cfg) && cfg->mla_absorbed) cpu_mla_absorb(c, Lw, n, 1); /* W_UV . the latent outputs */
         cpu_linear(c, &Lw->o, c->att, n, c->proj);
         if (Lw->o_bias) cpu_add_bias(c, c->proj, Lw->o_bias, n, d);
         return XF_OK;

@@ -89,9 +89,9 @@ static int add_ok(int64_t a, int64_t b, int64_t *out) {
 static xf_status check_options(const model_config *cfg, const model_options *o) {
     xf_status st = config_validate(cfg);
     if (st) return st;
-    if (cfg->mla_absorbed)
-        return xf_errorf(XF_EINVAL, "%s: the reference model runs latent attention in the naive form (kv_b decompresses the "
-                         "cached latents), not the absorbed one", cfg->name);
+    if (cfg->mla_absorbed && o->backend && strcasecmp(o->backend, "cpu"))
+        return xf_errorf(XF_EINVAL, "%s: the absorbed form of latent attention runs on the CPU backend only: use the naive form "
+                         "(--mla naive) or --device cpu", cfg->name);
     if (o->wdtype != XF_FP32 && o->wdtype != XF_BF16 && o->wdtype != XF_FP16 && o->wdtype != XF_INT8)
         return xf_errorf(XF_EINVAL, "weight dtype %s is not supported by the reference model: use fp32, bf16, fp16 or int8",
                          dtype_name(o->wdtype));
@@ -198,7 +198,13 @@ xf_status model_mem_of(const model_config *cfg, const model_options *o, model_me
     int64_t tail = (cfg->d_model + cfg->vocab + 1) * o->max_seqs + o->max_seqs * o->max_seq_len * 2;
     if (model_is_mla(cfg)) { /* cpu_backend.c's latent buffers: Q and q_a per token, one sequence's decompressed context */
         per_tok += cfg->n_heads * (cfg->qk_nope_head_dim + cfg->qk_rope_head_dim + cfg->v_head_dim) + cfg->q_lora_rank;
-        tail += o->max_seq_len * (cfg->kv_lora_rank + cfg->qk_rope_head_dim + cfg->n_heads * (cfg->qk_nope_head_dim + cfg->v_head_dim));
+        tail += o->max_seq_len * (cfg->kv_lora_rank + cfg->qk_rope_head_dim);
+        if (!cfg->mla_absorbed) tail += o->max_seq_len * cfg->n_heads * (cfg->qk_nope_head_dim + cfg->v_head_dim);
+        else { /* the absorbed form: latent queries and outputs per token, one head's kv_b block per thread */
+            const int64_t wide = cfg->qk_nope_head_dim > cfg->v_head_dim ? cfg->qk_nope_head_dim : cfg->v_head_dim;
+            per_tok += cfg->n_heads * (2 * cfg->kv_lora_rank + cfg->qk_rope_head_dim);
+            tail += (o->threads > 0 ? o->threads : (int64_t)sysconf(_SC_NPROCESSORS_ONLN)) * (wide * cfg->kv_lora_rank + 16);
+        }
     }
     int threads = o->threads > 0 ? o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (threads < 1) threads = 1;

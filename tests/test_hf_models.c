@@ -75,6 +75,8 @@ typedef struct outcome {
     int64_t full_blocks;       /* blocks the full layers' pool holds at the end; 0 when every layer is windowed */
     int64_t win_pool_bytes;    /* model_mem's kv_win_bytes */
     int64_t kv_pool_bytes;     /* model_mem's kv_bytes */
+    int64_t mem_total;         /* model_mem's total (what the memory gate checked) */
+    int64_t backend_bytes;     /* what the backend allocated */
 } outcome;
 
 /* Blocks of B slots a pool's sequences hold now (the pool has no waiting request). */
@@ -113,11 +115,13 @@ static float max_diff(const float *a, const float *b, int64_t n) {
 
 /* Runs fixture `name` at weight dtype wdt: prefill, then GEN - 1 decode steps fed transformers'
  * tokens (forced), so the last logits are compared at the same context even if a token differs. */
-static outcome run_fixture_kv(const char *name, xf_dtype wdt, int threads, int64_t block) {
+/* block > 0: paged:block instead of the default policy; absorbed: latent attention in the absorbed form. */
+static outcome run_fixture_kv(const char *name, xf_dtype wdt, int threads, int64_t block, int absorbed) {
     char dir[512];
     snprintf(dir, sizeof dir, HF_DIR "%s", name);
     model_config c;
     cr_assert_eq(config_resolve(dir, &c), XF_OK, "%s: %s", dir, xf_error_msg());
+    c.mla_absorbed = absorbed;
     fixture f;
     load_fixture(name, c.vocab, &f);
     model_options o;
@@ -152,7 +156,8 @@ static outcome run_fixture_kv(const char *name, xf_dtype wdt, int threads, int64
     r.win_blocks_max = ww.max_blocks;
     if (win && model_kv(m) != win) r.full_blocks = held_blocks(model_kv(m));
     model_mem mem;
-    model_get_mem(m, &mem, NULL);
+    model_get_mem(m, &mem, &r.backend_bytes);
+    r.mem_total = mem.total_bytes;
     r.win_pool_bytes = mem.kv_win_bytes;
     r.kv_pool_bytes = mem.kv_bytes;
     r.max_last = max_diff(model_logits(m, NULL, NULL), f.last, c.vocab);
@@ -167,7 +172,7 @@ static outcome run_fixture_kv(const char *name, xf_dtype wdt, int threads, int64
     return r;
 }
 
-static outcome run_fixture(const char *name, xf_dtype wdt, int threads) { return run_fixture_kv(name, wdt, threads, 0); }
+static outcome run_fixture(const char *name, xf_dtype wdt, int threads) { return run_fixture_kv(name, wdt, threads, 0, 0); }
 
 static void check_fp32(const char *name) {
     for (int threads = 1; threads <= 2; threads++) {
@@ -279,7 +284,7 @@ Test(hf_models, qwen3_mixed_window_layers) {
  * pool of its own beside layer 0's, which grows to the 9 blocks). */
 static void check_window_pool(const char *name, int mixed) {
     for (int threads = 1; threads <= 2; threads++) {
-        outcome r = run_fixture_kv(name, XF_FP32, threads, 4);
+        outcome r = run_fixture_kv(name, XF_FP32, threads, 4, 0);
         cr_log_info("%s paged:4 (%d threads): %d/16 tokens, |dlogit| %.3g / %.3g; windowed pool held <= %lld blocks, full pool %lld; "
                     "KV pools %lld B (windowed %lld B)", name, threads, r.same_tokens, r.max_first, r.max_last,
                     (long long)r.win_blocks_max, (long long)r.full_blocks, (long long)r.kv_pool_bytes, (long long)r.win_pool_bytes);
@@ -414,3 +419,33 @@ Test(hf_models, deepseek_moe) {
 }
 Test(hf_models, deepseek_moe_yarn) { check_fp32("deepseek-moe-yarn"); }
 Test(hf_models_lowp, deepseek_moe) { check_lowp("deepseek-moe"); }
+
+/* The absorbed form of latent attention (W_UK folded into the query, W_UV into the output,
+ * attention over the cached latents): the same 16 greedy tokens as transformers (which runs the
+ * naive form) and as our naive form, logits within 1e-4 of both, on every DeepSeek fixture (q rank
+ * or none, yarn, MoE with a dense first layer); bf16 weights hold the fixtures' values exactly,
+ * so bf16 must match as fp32 does. */
+static void check_absorbed(const char *name) {
+    for (int threads = 1; threads <= 2; threads++) {
+        outcome a = run_fixture_kv(name, XF_FP32, threads, 0, 1), b = run_fixture_kv(name, XF_BF16, threads, 0, 1);
+        cr_log_info("%s absorbed (%d threads): fp32 %d/16 tokens, max |dlogit| %.3g / %.3g; bf16 %d/16, %.3g / %.3g", name, threads,
+                    a.same_tokens, a.max_first, a.max_last, b.same_tokens, b.max_first, b.max_last);
+        cr_assert_eq(a.same_tokens, GEN, "%s absorbed: %d of 16 greedy tokens equal transformers'", name, a.same_tokens);
+        cr_assert(a.max_first <= 1e-4f && a.max_last <= 1e-4f, "%s absorbed: logits off by %.3g / %.3g", name, a.max_first, a.max_last);
+        cr_assert_eq(b.same_tokens, GEN, "%s absorbed bf16: %d of 16 tokens", name, b.same_tokens);
+        cr_assert(b.max_first <= 1e-4f && b.max_last <= 1e-4f, "%s absorbed bf16: logits off by %.3g / %.3g", name, b.max_first,
+                  b.max_last);
+    }
+    /* against our naive form, token for token (the fixture's greedy tokens are both forms') */
+    outcome n = run_fixture_kv(name, XF_FP32, 2, 0, 0), a = run_fixture_kv(name, XF_FP32, 2, 0, 1);
+    cr_assert_eq(n.same_tokens, GEN, "%s naive: %d of 16", name, n.same_tokens);
+    /* the memory gate counts what each form allocates (the absorbed form decompresses nothing) */
+    cr_log_info("%s: backend %lld B of %lld B gated (naive), %lld B of %lld B (absorbed)", name, (long long)n.backend_bytes,
+                (long long)n.mem_total, (long long)a.backend_bytes, (long long)a.mem_total);
+    cr_assert(n.backend_bytes <= n.mem_total && a.backend_bytes <= a.mem_total, "%s: the backend allocated more than the gate counted",
+              name);
+}
+Test(hf_models, deepseek_mla_absorbed) { check_absorbed("deepseek-mla"); }
+Test(hf_models, deepseek_mla_yarn_absorbed) { check_absorbed("deepseek-mla-yarn"); }
+Test(hf_models, deepseek_moe_absorbed) { check_absorbed("deepseek-moe"); }
+Test(hf_models, deepseek_moe_yarn_absorbed) { check_absorbed("deepseek-moe-yarn"); }
