@@ -114,4 +114,11 @@ has "the groups survive the record" "$(cat "$tmp/o2")" "paged:16        12     1
 out=$("$XF" kv --model deepseek-v3 --device h200 --kv-budget 20GiB --requests 50 --wdtype fp8 --kvdtype bf16 --kv-policy paged:16 2>&1)
 check "kv deepseek-v3" 0 $?
 has "kv deepseek-v3: the latent bytes per token" "$out" "KV bf16 70272 B/token"
+
+# run: the reference's own paged KV keeps a windowed layer's blocks to its window (a pool of its
+# own beside the full layer's: 5 blocks of 4 per windowed layer vs 9 for 36 positions), said in env.kv_pool
+"$XF" run --model "$SRC/tests/data/hf/qwen3-window" --weights "$SRC/tests/data/hf/qwen3-window" --threads 1 --prompt 20 --gen 16 \
+    --kv-policy paged:4 -o "$tmp/win.json" >/dev/null 2>"$tmp/e"
+check "run qwen3-window paged:4" 0 $?
+has "env.kv_pool: the windowed layer's pool" "$(cat "$tmp/win.json")" '"kv_pool":"14336 B: sliding-window layers 5120 B'
 exit $fail
