@@ -26,7 +26,9 @@
  * (kv_win, when the model also has full layers) whose manager releases the blocks out of the
  * window after each step, so a windowed layer holds at most ceil(window / B) + 1 blocks per
  * sequence in decode (other policies keep the whole context). Latent attention (deepseek_v3) takes its own qkv, rope, kv_append
- * and attention (cpu_mla_op, kernels in cpu_mla.c): the pool holds one latent row per token. */
+ * and attention (cpu_mla_op, kernels in cpu_mla.c), in the naive or the absorbed form
+ * (model_config.mla_absorbed; the absorbed form's W_UV runs in o_proj): the pool holds one latent
+ * row per token. */
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
