@@ -15,10 +15,18 @@
  *      record's expert counts say by how much.
  * Part 1 compares the medians of the per-step bytes/s (the best steps printed too: an MoE step
  * can find the experts the step before chose in the last-level cache); part 2 samples at least 24
- * steps (--quick shortens part 1 and the model to 2 layers only). On a machine shared with other
- * loads, run it with OMP_WAIT_POLICY=PASSIVE: spinning OpenMP threads that wait at a barrier for a
- * descheduled one cost every parallel region a time slice, a fixed cost per step that weighs more
- * on the MoE's shorter step than on the dense one.
+ * steps (--quick shortens part 1 and the model to 2 layers only).
+ *
+ * Part 1 on a busy machine depends on how OpenMP threads wait, which the program prints: with
+ * libgomp's default (spin 300000 times at a barrier before sleeping), a thread spinning for a
+ * descheduled partner holds a core the partner needs, and every parallel region may cost a time
+ * slice whatever its work. Measured at 2 threads, load 8-9 (4-layer MoE step, medians over 20
+ * steps): the 4 swiglu regions of 2 rows each took 20-68 ms, the 4 attentions 20-80 ms, the step
+ * 153-415 ms; with OMP_WAIT_POLICY=passive 0.0 ms, 0.0 ms and 26-49 ms. Both models pay it per
+ * region, the MoE's 3.3x shorter step relatively more: ratio 0.38-0.61 with the default, 1.00-1.09
+ * with passive or GOMP_SPINCOUNT=200 (load 9.7-11). `xfprof run` and `xfprof machine` restart
+ * themselves with GOMP_SPINCOUNT=200 (ceilings_env_reexec) unless the user set a policy, so they
+ * never run in the default regime; this program keeps the environment it was started with.
  *
  * Usage: bench_moe [--threads N] [--steps N] [--batch B] [--quick]
  * Exit status 0 when every target passes, 1 when one fails, 2 on an error. */
@@ -28,6 +36,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "probes/ceilings.h"
 #include "probes/timer.h"
 #include "reference_model/config.h"
 #include "reference_model/cost_model.h"
@@ -168,6 +177,9 @@ int main(int argc, char **argv) {
     if (config_validate(&mc) || config_validate(&dc)) return die("config");
     printf("bench_moe: %d threads, %d decode steps per model (timings on this machine as it is: shared machines are noisy)\n",
            threads, steps);
+    printf("OpenMP waiting: OMP_WAIT_POLICY=%s, GOMP_SPINCOUNT=%s (xfprof run sets GOMP_SPINCOUNT=%s when neither is set)\n",
+           getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "(unset)", getenv("GOMP_SPINCOUNT") ? getenv("GOMP_SPINCOUNT") : "(unset)",
+           XF_OMP_SPINCOUNT);
     printf("models: %s (%lld layers, %lld experts of %lld, top-%lld) and %s (one FFN of %lld), fp32, %.2f GB of weights each\n",
            mc.name, (long long)L, (long long)mc.n_experts, (long long)mc.d_ff_expert, (long long)mc.experts_per_tok, dc.name,
            (long long)dc.d_ff, 4.0 * (double)config_param_count(&mc) / 1e9);

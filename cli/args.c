@@ -207,3 +207,10 @@ xf_status args_kv_policy(const char *flag, const char *s, kv_policy *out) {
     }
     return XF_OK;
 }
+
+xf_status args_mla_form(const char *flag, const char *s, int *out) {
+    if (s && !strcmp(s, "naive")) *out = 0;
+    else if (s && !strcmp(s, "absorbed")) *out = 1;
+    else return xf_errorf(XF_EINVAL, "%s: '%s' is not a form: give naive or absorbed", flag, s ? s : "");
+    return XF_OK;
+}

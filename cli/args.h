@@ -37,4 +37,8 @@ xf_status args_flag_list(const char *flag, const char *s, int64_t **out, int *n)
  * named in the message. */
 xf_status args_kv_policy(const char *flag, const char *s, kv_policy *out);
 
+/* A form of latent attention: "naive" -> 0, "absorbed" -> 1 (model_config.mla_absorbed); XF_EINVAL
+ * naming the flag and the two forms otherwise. */
+xf_status args_mla_form(const char *flag, const char *s, int *out);
+
 #endif

@@ -163,9 +163,8 @@ int cmd_predict(int argc, char **argv) {
         case O_REPORT: cli_output_option(CMD, "report", optarg, &out); break;
         case O_TRACE: cli_output_option(CMD, "trace", optarg, &out); break;
         case O_MLA:
-            mla_form = strcmp(optarg, "naive") == 0 ? 0 : strcmp(optarg, "absorbed") == 0 ? 1 : -2;
-            if (mla_form == -2) {
-                rc = cli_usage_error(CMD, "--mla: '%s' is not a form: give naive or absorbed", optarg);
+            if (args_mla_form("--mla", optarg, &mla_form)) {
+                rc = cli_usage_error(CMD, "%s", xf_error_msg());
                 goto done;
             }
             break;

@@ -74,6 +74,10 @@ static void help(void) {
            "                    rank's samples in it; fp32 or bf16 weights, dense models, CPU only\n"
            "  --comm-timeout S  --tp: a collective that takes longer (a rank died or hangs) ends every rank, no\n"
            "                    record written (default 60)\n"
+           "  --mla FORM        latent attention (deepseek_v3): naive (default; kv_b decompresses every cached\n"
+           "                    latent into each head's K and V, as transformers runs it) or absorbed (W_UK folded\n"
+           "                    into the query, W_UV into the output, attention over the cached latents; CPU\n"
+           "                    only); the record's model.mla.form says which ran, its ops are predict --mla's\n"
            "  --no-probes       no per-op timing (whole-step times only): the probe-overhead baseline\n"
            "  --no-perf         do not open hardware counters\n"
            "  --callgrind       run under valgrind's callgrind (started by xfprof itself; --threads 1): exact per-op\n"
@@ -126,6 +130,7 @@ int cmd_run(int argc, char **argv) {
         O_SAVE_TOKENS, O_SAVE_LOGITS, O_CALLGRIND, O_CALLGRIND_CACHE, O_NOCONC
     };
     enum { O_TP = 2000, O_COMM_TIMEOUT }; /* a split over MPI ranks (cli/run_tp.c) */
+    enum { O_MLA = 2100 };                /* latent attention's form */
     static const struct option opts[] = {
         {"model", required_argument, 0, O_MODEL},     {"weights", required_argument, 0, O_WEIGHTS},
         {"batch", required_argument, 0, O_BATCH},     {"prompt", required_argument, 0, O_PROMPT},
@@ -144,12 +149,13 @@ int cmd_run(int argc, char **argv) {
         {"tp", required_argument, 0, O_TP},           {"comm-timeout", required_argument, 0, O_COMM_TIMEOUT},
         {"callgrind", no_argument, 0, O_CALLGRIND},   {"callgrind-cache", no_argument, 0, O_CALLGRIND_CACHE},
         {"no-concurrent", no_argument, 0, O_NOCONC},
+        {"mla", required_argument, 0, O_MLA},
         {0, 0, 0, 0}};
     int tp = 1;
     double comm_timeout = 60;
     const char *model_s = NULL, *weights = NULL, *batch_s = DEF_BATCH, *prompt_s = NULL, *gen_s = DEF_GEN;
     const char *pids_s = NULL, *device = "cpu", *tokens_path = NULL;
-    int save_logits = 0, threads_given = 0;
+    int save_logits = 0, threads_given = 0, mla_form = -1;
     run_plan pl;
     run_plan_default(&pl, NULL);
     int64_t v;
@@ -218,6 +224,7 @@ int cmd_run(int argc, char **argv) {
         case O_CALLGRIND: if (pl.callgrind < 1) pl.callgrind = 1; break;
         case O_CALLGRIND_CACHE: pl.callgrind = 2; break;
         case O_NOCONC: pl.concurrent = 0; break;
+        case O_MLA: s = args_mla_form("--mla", optarg, &mla_form); break;
         case O_FORMAT: if (cli_output_option(CMD, "format", optarg, &out) < 0) return CLI_EXIT_USAGE; break;
         case 'o': cli_output_option(CMD, "output", optarg, &out); break;
         case O_PERLAYER: cli_output_option(CMD, "per-layer", NULL, &out); break;
@@ -261,6 +268,10 @@ int cmd_run(int argc, char **argv) {
         return cli_usage_error(CMD, "--cuda-graph with %s is not implemented on the GPU yet (the GEMM sizes are read back from the "
                                "device every step): run without --cuda-graph", pl.cfg.n_experts > 0 ? "mixture of experts" :
                                "multi-head latent attention");
+    if (mla_form >= 0 && !model_is_mla(&pl.cfg)) return cli_usage_error(CMD, "--mla: %s has no latent attention (kv_lora_rank)", pl.cfg.name);
+    if (mla_form == 1 && pl.cuda)
+        return cli_usage_error(CMD, "--mla absorbed runs on the CPU backend only: use --device cpu or --mla naive");
+    if (mla_form >= 0) pl.cfg.mla_absorbed = mla_form;
     pl.weights_dir = weights;
 
     /* Prompt ids: given, or random from the seed. */

@@ -59,6 +59,12 @@ typedef struct backend_init_args {
     xf_dtype kvdtype;                    /* XF_FP32, XF_FP16 or XF_BF16 */
     kv_alloc_mode kv_alloc;
     int64_t kv_slots;       /* pool mode: token slots in the pool (the KV manager's capacity) */
+    /* Models mixing sliding-window and full layers, paged pools (the CPU backend only): the
+     * windowed layers' own pool, whose manager releases the blocks out of their window, and its
+     * slots; NULL / 0 otherwise (then kv serves every layer: a windowed pool when every layer is). */
+    struct kv_cache *kv_win;
+    int64_t kv_win_slots;
+    const int *kv_win_ids;  /* (max_seqs) sequence s's id in kv_win, kept current by the model (-1 none) */
     int64_t max_seqs;       /* most sequences in one step; sequence ids are 0..max_seqs-1 */
     int64_t max_seq_len;    /* most tokens one sequence may hold (prompt + generated) */
     int64_t max_step_tokens;/* most new tokens in one step (activation rows) */

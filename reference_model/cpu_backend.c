@@ -22,9 +22,13 @@
  * head's K and V once into its own fp32 tiles (sized at init for max_seq_len), then score tiles and
  * P.V go through single-threaded cblas_sgemm. The blocking depends on the shapes only, so results
  * do not depend on the thread count either. Sliding-window layers run the per-query kernel on the
- * window's slots in both phases (the KV of older positions stays allocated: the KV manager does
- * not free per layer group yet). Latent attention (deepseek_v3) takes its own qkv, rope, kv_append
- * and attention (cpu_mla_op, kernels in cpu_mla.c): the pool holds one latent row per token. */
+ * window's slots in both phases; with a paged policy their KV lives in a pool of their own
+ * (kv_win, when the model also has full layers) whose manager releases the blocks out of the
+ * window after each step, so a windowed layer holds at most ceil(window / B) + 1 blocks per
+ * sequence in decode (other policies keep the whole context). Latent attention (deepseek_v3) takes its own qkv, rope, kv_append
+ * and attention (cpu_mla_op, kernels in cpu_mla.c), in the naive or the absorbed form
+ * (model_config.mla_absorbed; the absorbed form's W_UV runs in o_proj): the pool holds one latent
+ * row per token. */
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
@@ -56,6 +60,7 @@
 
 typedef struct cpu_seq {
     int64_t *slots; /* (max_seq_len) KV slot of each position resolved so far */
+    int64_t *wslots; /* (max_seq_len) the same in the windowed layers' pool (kv_win); NULL without one */
     int64_t len;    /* positions resolved in slots */
     /* system mode: this sequence's KV, per layer, grown by allocate + copy */
     void **k, **v;  /* (n_layers) each (cap, kv_dim) in kv dtype */
@@ -66,6 +71,9 @@ typedef struct cpu_ctx {
     model_config cfg;
     const model_weights *w;
     kv_cache *kv;
+    kv_cache *kvw;     /* the windowed layers' pool (backend_init_args.kv_win); NULL: kv serves every layer */
+    int64_t kvw_slots; /* its slots */
+    const int *kvw_ids; /* (max_seqs) each sequence's id in kvw (the model's, borrowed) */
     xf_dtype kvdt;
     int64_t kv_esz; /* bytes per KV element */
     kv_alloc_mode mode;
@@ -115,7 +123,11 @@ typedef struct cpu_ctx {
     float *mla_qa;         /* (max_tokens, q_lora_rank) the normed q_a rows, q_b's input */
     float *mla_ckv;        /* (max_seq_len, kv_lora_rank) one sequence's cached c_kv, fp32 */
     float *mla_krope;      /* (max_seq_len, qk_rope_head_dim) its k_rope */
-    float *mla_kvdec;      /* (max_seq_len, n_heads * (qk_nope + v)) kv_b(c_kv): per head [K_nope | V] */
+    float *mla_kvdec;      /* naive form: (max_seq_len, n_heads * (qk_nope + v)) kv_b(c_kv): per head [K_nope | V] */
+    float *mla_qabs;       /* absorbed form: (max_tokens, n_heads, kv_lora_rank + qk_rope) per head [W_UK^T q_nope | q_rot] */
+    float *mla_olat;       /* absorbed form: (max_tokens, n_heads, kv_lora_rank) each head's latent attention output */
+    float *mla_wabs;       /* absorbed form: (threads, mla_wabs_n) one head's W_UK or W_UV block of kv_b, fp32 */
+    int64_t mla_wabs_n;
     float *mla_scores;     /* (threads, mla_scores_n) scores of one (query, head), the rope's scratch, or a latent row */
     int64_t mla_scores_n;
     int64_t bytes;         /* everything allocated above, KV included */
@@ -141,6 +153,14 @@ static void *cpu_alloc(cpu_ctx *c, int64_t n, int64_t esz, xf_status *st) {
     return p;
 }
 
+/* 1 when layer l keeps its KV in the windowed layers' own pool (kvw). */
+static inline int kv_layer_windowed(const cpu_ctx *c, int64_t l) { return c->kvw && model_layer_window(&c->cfg, l) > 0; }
+
+/* The slot table of sequence s for layer l: position -> row of that layer's K and V. */
+static inline const int64_t *kv_slot_table(const cpu_ctx *c, int64_t l, int64_t s) {
+    return kv_layer_windowed(c, l) ? c->seqs[s].wslots : c->seqs[s].slots;
+}
+
 static void cpu_seq_free_kv(cpu_ctx *c, cpu_seq *s) {
     for (int64_t l = 0; l < c->cfg.n_layers; l++) { /* k or v may be missing after a failed cpu_init */
         if (s->k) free(s->k[l]), s->k[l] = NULL;
@@ -159,6 +179,7 @@ static void cpu_free(void *ctx) {
             free(c->seqs[s].k);
             free(c->seqs[s].v);
             free(c->seqs[s].slots);
+            free(c->seqs[s].wslots);
         }
         free(c->seqs);
     }
@@ -201,6 +222,9 @@ static void cpu_free(void *ctx) {
     free(c->mla_ckv);
     free(c->mla_krope);
     free(c->mla_kvdec);
+    free(c->mla_qabs);
+    free(c->mla_olat);
+    free(c->mla_wabs);
     free(c->mla_scores);
     cpu_moe_free(c->moe);
     free(c);
@@ -233,6 +257,13 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
     c->max_seq_len = a->max_seq_len;
     c->max_tokens = a->max_step_tokens;
     c->kv_slots = a->kv_slots;
+    c->kvw = a->kv_alloc == KV_ALLOC_POOL ? a->kv_win : NULL;
+    c->kvw_slots = c->kvw ? a->kv_win_slots : 0;
+    c->kvw_ids = a->kv_win_ids;
+    if (c->kvw && (c->kvw_slots < 1 || !c->kvw_ids || model_is_mla(cfg))) {
+        free(c);
+        return xf_errorf(XF_EINVAL, "cpu backend: a windowed layers' pool needs its slot count, sequence ids and K/V rows (not latent attention)");
+    }
     c->q_dim = cfg->n_heads * cfg->head_dim;
     c->kv_dim = cfg->n_kv_heads * cfg->head_dim;
     c->qkv_dim = c->q_dim + 2 * c->kv_dim;
@@ -260,6 +291,7 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
     if (!c->seqs) st = xf_errorf(XF_ENOMEM, "cpu backend: out of memory");
     for (int64_t s = 0; !st && s < c->max_seqs; s++) {
         c->seqs[s].slots = cpu_alloc(c, c->max_seq_len, sizeof(int64_t), &st);
+        if (c->kvw) c->seqs[s].wslots = cpu_alloc(c, c->max_seq_len, sizeof(int64_t), &st);
         if (!st && c->mode == KV_ALLOC_SYSTEM) {
             c->seqs[s].k = calloc((size_t)L, sizeof(void *));
             c->seqs[s].v = calloc((size_t)L, sizeof(void *));
@@ -270,11 +302,12 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
         c->kpool = calloc((size_t)L, sizeof(void *));
         c->vpool = calloc((size_t)L, sizeof(void *));
         if (!c->kpool || !c->vpool) st = xf_errorf(XF_ENOMEM, "cpu backend: out of memory");
-        if (!st && c->kv_slots > INT64_MAX / c->kv_dim)
+        if (!st && (c->kv_slots > INT64_MAX / c->kv_dim || c->kvw_slots > INT64_MAX / c->kv_dim))
             st = xf_errorf(XF_EOVERFLOW, "cpu backend: KV pool of %lld slots overflows", (long long)c->kv_slots);
         for (int64_t l = 0; !st && l < L; l++) {
-            c->kpool[l] = cpu_alloc(c, c->kv_slots * c->kv_dim, c->kv_esz, &st);
-            if (!mla) c->vpool[l] = cpu_alloc(c, c->kv_slots * c->kv_dim, c->kv_esz, &st); /* MLA: one latent row */
+            const int64_t slots = kv_layer_windowed(c, l) ? c->kvw_slots : c->kv_slots; /* windowed layers: their own pool */
+            c->kpool[l] = cpu_alloc(c, slots * c->kv_dim, c->kv_esz, &st);
+            if (!mla) c->vpool[l] = cpu_alloc(c, slots * c->kv_dim, c->kv_esz, &st); /* MLA: one latent row */
         }
     }
     c->tok_seq = cpu_alloc(c, T, sizeof(int64_t), &st);
@@ -312,8 +345,16 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
         c->mla_qa = cpu_alloc(c, T * (cfg->q_lora_rank > 0 ? cfg->q_lora_rank : 1), 4, &st);
         c->mla_ckv = cpu_alloc(c, c->max_seq_len * cfg->kv_lora_rank, 4, &st);
         c->mla_krope = cpu_alloc(c, c->max_seq_len * cfg->qk_rope_head_dim, 4, &st);
-        if (!st && c->max_seq_len > INT64_MAX / 4 / dec) st = xf_errorf(XF_EOVERFLOW, "cpu backend: the decompressed K and V overflow");
-        c->mla_kvdec = cpu_alloc(c, c->max_seq_len * dec, 4, &st);
+        if (!cfg->mla_absorbed) { /* the naive form decompresses a whole context */
+            if (!st && c->max_seq_len > INT64_MAX / 4 / dec) st = xf_errorf(XF_EOVERFLOW, "cpu backend: the decompressed K and V overflow");
+            c->mla_kvdec = cpu_alloc(c, c->max_seq_len * dec, 4, &st);
+        } else { /* the absorbed form: queries and outputs in the latent space, one head's kv_b block per thread */
+            const int64_t r = cfg->kv_lora_rank, wide = cfg->qk_nope_head_dim > cfg->v_head_dim ? cfg->qk_nope_head_dim : cfg->v_head_dim;
+            c->mla_qabs = cpu_alloc(c, T * cfg->n_heads * (r + cfg->qk_rope_head_dim), 4, &st);
+            c->mla_olat = cpu_alloc(c, T * cfg->n_heads * r, 4, &st);
+            c->mla_wabs_n = (wide * r + 15) & ~(int64_t)15;
+            c->mla_wabs = cpu_alloc(c, (int64_t)c->threads * c->mla_wabs_n, 4, &st);
+        }
         c->mla_scores_n = ((c->max_seq_len > c->kv_dim ? c->max_seq_len : c->kv_dim) + 15) & ~(int64_t)15; /* scores, a latent row */
         c->mla_scores = cpu_alloc(c, (int64_t)c->threads * c->mla_scores_n, 4, &st);
     }
@@ -475,19 +516,23 @@ static inline char *kv_v_base(cpu_ctx *c, int layer, int64_t s) {
 static xf_status cpu_kv_alloc(cpu_ctx *c, const step_batch *b) {
     const int64_t row_bytes = c->kv_dim * c->kv_esz;
     if (c->mode == KV_ALLOC_POOL) {
-        /* Copies the manager asks for (copy-on-write of shared blocks) come first. */
-        int64_t ncp = 0;
-        const kv_copy *cp = kv_cache_copies(c->kv, &ncp);
-        for (int64_t i = 0; i < ncp; i++) {
-            for (int64_t l = 0; l < c->cfg.n_layers; l++) {
-                memmove((char *)c->kpool[l] + cp[i].dst_slot * row_bytes, (char *)c->kpool[l] + cp[i].src_slot * row_bytes,
-                        (size_t)(cp[i].n_slots * row_bytes));
-                if (c->vpool[l]) /* none for latent attention */
-                    memmove((char *)c->vpool[l] + cp[i].dst_slot * row_bytes, (char *)c->vpool[l] + cp[i].src_slot * row_bytes,
+        /* Copies the managers ask for (copy-on-write of shared blocks) come first, each pool's in its layers. */
+        for (int pool = 0; pool < (c->kvw ? 2 : 1); pool++) {
+            kv_cache *kv = pool ? c->kvw : c->kv;
+            int64_t ncp = 0;
+            const kv_copy *cp = kv_cache_copies(kv, &ncp);
+            for (int64_t i = 0; i < ncp; i++) {
+                for (int64_t l = 0; l < c->cfg.n_layers; l++) {
+                    if (kv_layer_windowed(c, l) != pool) continue;
+                    memmove((char *)c->kpool[l] + cp[i].dst_slot * row_bytes, (char *)c->kpool[l] + cp[i].src_slot * row_bytes,
                             (size_t)(cp[i].n_slots * row_bytes));
+                    if (c->vpool[l]) /* none for latent attention */
+                        memmove((char *)c->vpool[l] + cp[i].dst_slot * row_bytes, (char *)c->vpool[l] + cp[i].src_slot * row_bytes,
+                                (size_t)(cp[i].n_slots * row_bytes));
+                }
             }
+            if (ncp) kv_cache_clear_copies(kv);
         }
-        if (ncp) kv_cache_clear_copies(c->kv);
     }
     for (int s = 0; s < b->n_seqs; s++) {
         const step_seq *q = &b->seqs[s];
@@ -503,6 +548,12 @@ static xf_status cpu_kv_alloc(cpu_ctx *c, const step_batch *b) {
                     return xf_errorf(XF_EINVAL, "cpu backend: the KV manager has no slot for sequence %lld position %lld",
                                      (long long)q->kv_seq, (long long)p);
                 cs->slots[p] = slot;
+                if (!c->kvw) continue;
+                slot = kv_cache_slot(c->kvw, c->kvw_ids[s], p);
+                if (slot < 0 || slot >= c->kvw_slots)
+                    return xf_errorf(XF_EINVAL, "cpu backend: the windowed layers' KV manager has no slot for sequence %d position %lld",
+                                     c->kvw_ids[s], (long long)p);
+                cs->wslots[p] = slot;
             }
         } else {
             if (need > cs->cap) {
@@ -544,8 +595,37 @@ static void cpu_add_bias(cpu_ctx *c, float *y, const float *bias, int64_t n, int
     for (int64_t t = 0; t < n; t++) xk_add(y + t * width, bias, width);
 }
 
-/* Latent attention's qkv, rope, kv_append and attention (cpu_mla.h); o_proj and the rest are the
- * common code (att rows of n_heads * v_head_dim). */
+/* The absorbed form's two absorptions (cpu_mla.h), head by head with that head's block of kv_b
+ * dequantized once: out_side 0, qabs = [W_UK^T q_nope | q_rot] of every token (qkv); 1, att rows
+ * (n_heads * v_head_dim) = W_UV . each head's latent output (o_proj, before the o matrix). */
+static void cpu_mla_absorb(cpu_ctx *c, const layer_weights *Lw, int64_t n, int out_side) {
+    const model_config *cfg = &c->cfg;
+    const int64_t h = cfg->n_heads, dn = cfg->qk_nope_head_dim, dr = cfg->qk_rope_head_dim, dv = cfg->v_head_dim,
+                  r = cfg->kv_lora_rank, qh = dn + dr, rows = out_side ? dv : dn;
+#pragma omp parallel num_threads(c->threads) if (n * h * rows * r >= CPU_PAR_MIN)
+    {
+        float *w = c->mla_wabs + (int64_t)omp_get_thread_num() * c->mla_wabs_n;
+#pragma omp for schedule(static)
+        for (int64_t hh = 0; hh < h; hh++) {
+            const int64_t row0 = hh * (dn + dv) + (out_side ? dn : 0);
+            xk_dequant_rows(&Lw->kv_b, row0, row0 + rows, w);
+            for (int64_t t = 0; t < n; t++) {
+                if (out_side) {
+                    mla_absorb_rows(c->att + t * h * dv + hh * dv, w, c->mla_olat + (t * h + hh) * r, dv, r, 0);
+                    continue;
+                }
+                float *qa = c->mla_qabs + (t * h + hh) * (r + dr);
+                const float *q = c->mla_q + t * h * qh + hh * qh;
+                mla_absorb_rows(qa, w, q, dn, r, 1);
+                memcpy(qa + r, q + dn, (size_t)dr * sizeof(float)); /* rotated by the rope op */
+            }
+        }
+    }
+}
+
+/* Latent attention's qkv, rope, kv_append and attention (cpu_mla.h), in the config's form; o_proj
+ * and the rest are the common code (att rows of n_heads * v_head_dim; the absorbed form's W_UV
+ * first, cpu_mla_absorb). */
 static xf_status cpu_mla_op(cpu_ctx *c, op_kind k, int layer, const step_batch *b, const layer_weights *Lw) {
     const model_config *cfg = &c->cfg;
     const int64_t n = b->n_tokens, h = cfg->n_heads, dn = cfg->qk_nope_head_dim, dr = cfg->qk_rope_head_dim,
@@ -562,6 +642,7 @@ static xf_status cpu_mla_op(cpu_ctx *c, op_kind k, int layer, const step_batch *
             xk_rmsnorm(row + c->q_rows, row + c->q_rows, Lw->kv_a_norm, r, MLA_NORM_EPS);
         }
         if (qr > 0) cpu_linear(c, &Lw->q_b, c->mla_qa, n, c->mla_q);
+        if (cfg->mla_absorbed) cpu_mla_absorb(c, Lw, n, 0);
         return XF_OK;
     case OP_ROPE:
 #pragma omp parallel num_threads(nth) if (n * qw >= CPU_PAR_MIN)
@@ -572,7 +653,9 @@ static xf_status cpu_mla_op(cpu_ctx *c, op_kind k, int layer, const step_batch *
             for (int64_t t = 0; t < n; t++) {
                 const int64_t s = c->tok_seq[t], pos = b->seqs[s].pos + (t - b->tok_off[s]);
                 xk_rope_table_freqs(cs, cs + dr / 2, pos, c->rope_inv, dr / 2, c->rope_scale);
-                for (int64_t hh = 0; hh < h; hh++) mla_rope(c->mla_q + t * qw + hh * qh + dn, dr, cs, cs + dr / 2, cfg->rope_interleave, scr);
+                for (int64_t hh = 0; hh < h; hh++) /* the absorbed form rotates its own copy of q_rot */
+                    mla_rope(cfg->mla_absorbed ? c->mla_qabs + (t * h + hh) * (r + dr) + r : c->mla_q + t * qw + hh * qh + dn, dr, cs,
+                             cs + dr / 2, cfg->rope_interleave, scr);
                 mla_rope(c->qkv + t * c->qkv_dim + c->q_rows + r, dr, cs, cs + dr / 2, cfg->rope_interleave, scr);
             }
         }
@@ -598,9 +681,22 @@ static xf_status cpu_mla_op(cpu_ctx *c, op_kind k, int layer, const step_batch *
                 memcpy(c->mla_ckv + j * r, lat, (size_t)r * sizeof(float));
                 memcpy(c->mla_krope + j * dr, lat + r, (size_t)dr * sizeof(float));
             }
+            const int64_t t0 = b->tok_off[s], nn = b->tok_off[s + 1] - t0;
+            if (cfg->mla_absorbed) { /* attention in the latent space: r-wide outputs, W_UV in o_proj */
+#pragma omp parallel num_threads(nth) if (nn * h * ctx_len >= CPU_PAR_MIN / 16)
+                {
+                    float *sc = c->mla_scores + (int64_t)omp_get_thread_num() * c->mla_scores_n;
+#pragma omp for schedule(static)
+                    for (int64_t it = 0; it < nn * h; it++) {
+                        const int64_t i = it / h, hh = it % h, pos = b->seqs[s].pos + i, row = (t0 + i) * h + hh;
+                        mla_attend_latent(c->mla_olat + row * r, c->mla_qabs + row * (r + dr), r, dr, c->mla_ckv, c->mla_krope, pos + 1,
+                                          scale, sc);
+                    }
+                }
+                continue;
+            }
             /* the naive form: every cached latent decompressed into each head's K_nope and V */
             cpu_linear(c, &Lw->kv_b, c->mla_ckv, ctx_len, c->mla_kvdec);
-            const int64_t t0 = b->tok_off[s], nn = b->tok_off[s + 1] - t0;
 #pragma omp parallel num_threads(nth) if (nn * h * ctx_len >= CPU_PAR_MIN / 16)
             {
                 float *sc = c->mla_scores + (int64_t)omp_get_thread_num() * c->mla_scores_n;
@@ -682,7 +778,7 @@ static xf_status cpu_run_op(void *ctx, op_kind k, int layer, const step_batch *b
 #pragma omp parallel for num_threads(nth) schedule(static) if (n * c->kv_dim >= CPU_PAR_MIN)
         for (int64_t t = 0; t < n; t++) {
             const int64_t s = c->tok_seq[t], pos = b->seqs[s].pos + (t - b->tok_off[s]);
-            const int64_t slot = c->seqs[s].slots[pos];
+            const int64_t slot = kv_slot_table(c, layer, s)[pos];
             const float *row = c->qkv + t * c->qkv_dim;
             xk_store(kv_k_base(c, layer, s) + slot * row_bytes, c->kvdt, row + c->q_dim, c->kv_dim);
             xk_store(kv_v_base(c, layer, s) + slot * row_bytes, c->kvdt, row + c->q_dim + c->kv_dim, c->kv_dim);
@@ -728,7 +824,7 @@ static xf_status cpu_run_op(void *ctx, op_kind k, int layer, const step_batch *b
                 }
                 if (pos0 + nq > have_n) {
                     xk_attn_gather(kt, vt, kv_k_base(c, layer, s), kv_v_base(c, layer, s), c->kvdt, c->kv_dim, g * hd,
-                                   c->seqs[s].slots, have_n, pos0 + nq, hd);
+                                   kv_slot_table(c, layer, s), have_n, pos0 + nq, hd);
                     have_n = pos0 + nq;
                 }
                 const int64_t t0 = b->tok_off[s] + q0, qoff = g * nrep * hd;
@@ -744,12 +840,13 @@ static xf_status cpu_run_op(void *ctx, op_kind k, int layer, const step_batch *b
             const int64_t pos = b->seqs[s].pos + (t - b->tok_off[s]);
             const int64_t lo = win && pos + 1 > win ? pos + 1 - win : 0; /* a window's first key */
             c->att_q[nq++] = (xk_attn_query){c->qkv + t * c->qkv_dim, c->att + t * c->q_dim, kv_k_base(c, layer, s),
-                                             kv_v_base(c, layer, s), c->seqs[s].slots + lo, pos + 1 - lo};
+                                             kv_v_base(c, layer, s), kv_slot_table(c, layer, s) + lo, pos + 1 - lo};
         }
         xk_attention_batch(c->isa, nth, c->att_q, nq, nkv, nrep, hd, c->kvdt, c->kv_dim, scale, &c->att_w);
         return XF_OK;
     }
     case OP_O_PROJ:
+        if (model_is_mla(cfg) && cfg->mla_absorbed) cpu_mla_absorb(c, Lw, n, 1); /* W_UV . the latent outputs */
         cpu_linear(c, &Lw->o, c->att, n, c->proj);
         if (Lw->o_bias) cpu_add_bias(c, c->proj, Lw->o_bias, n, d);
         return XF_OK;

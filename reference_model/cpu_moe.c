@@ -208,7 +208,12 @@ xf_status cpu_moe_gate_up(cpu_moe *m, const layer_weights *L, int layer, float *
 
 void cpu_moe_swiglu(cpu_moe *m, int64_t n) {
     const int64_t rows = n * m->k, fe = m->fe, fs = m->fs;
-#pragma omp parallel for num_threads(m->threads) schedule(static) if (rows > 1 && rows * fe >= MOE_PAR_MIN / 8)
+    /* the dense FFN's rule (cpu_backend.c): one token (decode) on the calling thread. Its k rows are
+     * microseconds of work, and a parallel region costs every thread's arrival at its barrier: on a
+     * busy machine, with libgomp's default spin, a descheduled thread's time slice (measured: 4
+     * such regions of 2 rows took 20-68 ms of a 4-layer MoE step at load 8-9, 0.0 ms with
+     * OMP_WAIT_POLICY=passive) */
+#pragma omp parallel for num_threads(m->threads) schedule(static) if (n > 1 && rows * fe >= MOE_PAR_MIN / 8)
     for (int64_t r = 0; r < rows; r++) xk_swiglu(m->h + r * fe, m->gu + r * 2 * fe, m->gu + r * 2 * fe + fe, fe);
     if (m->sgu)
         for (int64_t t = 0; t < n; t++) xk_swiglu(m->sh + t * fs, m->sgu + t * 2 * fs, m->sgu + t * 2 * fs + fs, fs);

@@ -173,7 +173,7 @@ static int seq_ring(const kv_cache *kv, const kv_seq *s) {
  * position len and sees keys len - window + 1 .. len, so block e is dead once (e + 1) B <=
  * len - window + 1; the last block (the newest position) is always kept. The caller brackets
  * this with seq_account. */
-static void window_release(kv_cache *kv, kv_seq *s) {
+static void window_release_now(kv_cache *kv, kv_seq *s) {
     if (!kv->paged || kv->cfg.window <= 0) return;
     const int64_t B = kv->B, first_seen = s->len - kv->cfg.window + 1;
     while (s->dead < s->n_entries - 1 && (s->dead + 1) * B <= first_seen) {
@@ -187,6 +187,12 @@ static void window_release(kv_cache *kv, kv_seq *s) {
         s->table[s->dead++] = -1;
         s->cap -= B;
     }
+}
+
+/* Admission and append: the simulator releases at once; an engine's deferred pool waits for
+ * kv_cache_release_window. */
+static void window_release(kv_cache *kv, kv_seq *s) {
+    if (!kv->cfg.window_deferred) window_release_now(kv, s);
 }
 
 static int64_t next_pow2(int64_t x) {
@@ -672,6 +678,15 @@ xf_status kv_cache_append(kv_cache *kv, int seq_id, int64_t n_tokens) {
     return XF_OK;
 }
 
+xf_status kv_cache_release_window(kv_cache *kv, int seq_id) {
+    if (!seq_ok(kv, seq_id)) return xf_errorf(XF_EINVAL, "kv_cache_release_window: unknown sequence %d", seq_id);
+    kv_seq *s = &kv->seqs[seq_id];
+    seq_account(kv, s, -1);
+    window_release_now(kv, s);
+    seq_account(kv, s, +1);
+    return XF_OK;
+}
+
 xf_status kv_cache_free_seq(kv_cache *kv, int seq_id) {
     if (!seq_ok(kv, seq_id)) return xf_errorf(XF_EINVAL, "kv_cache_free_seq: unknown sequence %d", seq_id);
     kv_seq *s = &kv->seqs[seq_id];
@@ -888,7 +903,7 @@ xf_status kv_cache_check(const kv_cache *kv) {
                 int64_t want_dead = (s->len - kv->cfg.window + 1) / B;
                 if (s->len - kv->cfg.window + 1 < 0) want_dead = 0;
                 if (want_dead > s->n_entries - 1) want_dead = s->n_entries - 1 > 0 ? s->n_entries - 1 : 0;
-                if (s->dead != want_dead)
+                if (kv->cfg.window_deferred ? s->dead > want_dead : s->dead != want_dead) /* deferred: at most */
                     st = xf_errorf(XF_EINVAL, "seq %d: %lld blocks released, the window of %lld over %lld tokens releases %lld", i,
                                    (long long)s->dead, (long long)kv->cfg.window, (long long)s->len, (long long)want_dead);
                 for (int64_t e = 0; e < s->dead && st == XF_OK; e++)

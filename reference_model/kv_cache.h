@@ -76,6 +76,10 @@ typedef struct kv_cache_config {
                              append, the blocks whose positions no later query sees (all <=
                              len - window) are released. Contiguous: a region holds at most
                              `window` slots, used as a ring (position p at base + p % region) */
+    int window_deferred;  /* windowed paged pools of an engine (the reference model): 1 = admission
+                             and append release nothing; kv_cache_release_window does, after the step
+                             whose queries (all of a prefill's prompt) read the older positions. 0 =
+                             the simulator's rule above (released at once) */
     int64_t latent_dim;   /* latent attention (MLA): a slot holds one row of latent_dim elements
                              (kv_lora_rank + qk_rope_head_dim) per layer instead of K and V;
                              n_kv_heads and head_dim are then unused; 0 = K and V */
@@ -125,6 +129,13 @@ int kv_cache_can_append(const kv_cache *kv, int seq_id, int64_t n_tokens);
  * KV_CACHE_FULL when there is no room (nothing changed). A sequence that grows past its
  * final_len raises final_len to its length. */
 xf_status kv_cache_append(kv_cache *kv, int seq_id, int64_t n_tokens);
+
+/* Windowed paged pools (cfg.window > 0): releases the leading blocks of seq_id that no later query
+ * sees (the next query sits at position len and sees len - window + 1 .. len; the last block is
+ * kept), as admission and append do by themselves unless cfg.window_deferred. An engine calls it
+ * once a step's attention has read the older positions. A no-op for other pools; unknown ids:
+ * XF_EINVAL. */
+xf_status kv_cache_release_window(kv_cache *kv, int seq_id);
 
 /* Releases a sequence's slots (paged: drops one reference per block). Unknown ids: XF_EINVAL. */
 xf_status kv_cache_free_seq(kv_cache *kv, int seq_id);

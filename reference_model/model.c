@@ -35,6 +35,9 @@ struct model {
     char backend_name[16];
     model_weights *w;
     kv_cache *kv;           /* pool mode only */
+    kv_cache *kvw;          /* the windowed layers' own pool (win_pool_layers < n_layers), else NULL */
+    int *kvw_ids;           /* (max_seqs) their ids in kvw, -1 when none */
+    int win_all;            /* 1: every layer windowed and kv releases their out-of-window blocks */
     const backend_ops *be;
     void *bctx;
     model_mem mem;
@@ -86,9 +89,9 @@ static int add_ok(int64_t a, int64_t b, int64_t *out) {
 static xf_status check_options(const model_config *cfg, const model_options *o) {
     xf_status st = config_validate(cfg);
     if (st) return st;
-    if (cfg->mla_absorbed)
-        return xf_errorf(XF_EINVAL, "%s: the reference model runs latent attention in the naive form (kv_b decompresses the "
-                         "cached latents), not the absorbed one", cfg->name);
+    if (cfg->mla_absorbed && o->backend && strcasecmp(o->backend, "cpu"))
+        return xf_errorf(XF_EINVAL, "%s: the absorbed form of latent attention runs on the CPU backend only: use the naive form "
+                         "(--mla naive) or --device cpu", cfg->name);
     if (o->wdtype != XF_FP32 && o->wdtype != XF_BF16 && o->wdtype != XF_FP16 && o->wdtype != XF_INT8)
         return xf_errorf(XF_EINVAL, "weight dtype %s is not supported by the reference model: use fp32, bf16, fp16 or int8",
                          dtype_name(o->wdtype));
@@ -128,6 +131,27 @@ static int64_t slots_per_seq(const kv_policy *p, int64_t len) {
     return len;
 }
 
+/* The sliding-window layers whose KV the reference keeps to their window: with paged policies on
+ * the CPU backend, the manager releases the blocks no later query sees (kv_cache.h,
+ * window_deferred: after each step). 0 when windowed layers keep their whole context (contiguous
+ * policies, system mode, latent attention, another backend) or the model has none. */
+static int64_t win_pool_layers(const model_config *cfg, const model_options *o) {
+    if (o->kv_alloc != KV_ALLOC_POOL || o->kv_policy.kind != KV_POLICY_PAGED || cfg->sliding_window <= 0 || model_is_mla(cfg))
+        return 0;
+    if (o->backend && strcasecmp(o->backend, "cpu")) return 0;
+    return model_windowed_layers(cfg);
+}
+
+/* Slots per sequence of a windowed paged pool: a prefill writes (and its queries read) the whole
+ * prompt; a decode step holds at most the window's positions, in ceil(window / B) + 1 blocks. */
+static int64_t win_slots_per_seq(const kv_policy *p, int64_t window, int64_t max_prompt, int64_t max_seq_len) {
+    const int64_t B = p->block;
+    int64_t nb = (window + B - 1) / B + 1, np = (max_prompt + B - 1) / B, nall = (max_seq_len + B - 1) / B;
+    if (np > nb) nb = np;
+    if (nb > nall) nb = nall;
+    return nb * B;
+}
+
 xf_status model_mem_of(const model_config *cfg, const model_options *o, model_mem *out) {
     xf_status st = check_options(cfg, o);
     if (st) return st;
@@ -151,6 +175,22 @@ xf_status model_mem_of(const model_config *cfg, const model_options *o, model_me
                          "give a smaller --batch, --prompt or --gen", (long long)o->max_seqs, (long long)o->max_seq_len,
                          (long long)bps, (double)o->max_seqs * (double)o->max_seq_len * (double)bps);
     }
+    const int64_t nw = win_pool_layers(cfg, o);
+    if (nw > 0) { /* two pools: the full layers' (the budget above, per their bytes) and the windowed layers' */
+        const int64_t nf = cfg->n_layers - nw;
+        const int64_t bw = kv_bytes_per_slot(nw, cfg->n_kv_heads, cfg->head_dim, o->kvdtype, 0);
+        const int64_t bf = nf > 0 ? kv_bytes_per_slot(nf, cfg->n_kv_heads, cfg->head_dim, o->kvdtype, 0) : 0;
+        int64_t wslots, full = 0;
+        if (bw <= 0 || (nf > 0 && bf <= 0)) return xf_errorf(XF_EOVERFLOW, "KV bytes per token of %s overflow", cfg->name);
+        if (nf == 0 && o->kv_pool_bytes > 0) out->kv_win_bytes = o->kv_pool_bytes / bw * bw;
+        else if (!mul_ok(o->max_seqs, win_slots_per_seq(&pol, cfg->sliding_window, o->max_prompt, o->max_seq_len), &wslots) ||
+                 !mul_ok(wslots, bw, &out->kv_win_bytes))
+            return xf_errorf(XF_EOVERFLOW, "the windowed layers' KV of %lld sequences overflows 64 bits: give a smaller --batch or --prompt",
+                             (long long)o->max_seqs);
+        if (nf > 0) full = o->kv_pool_bytes > 0 ? o->kv_pool_bytes / bf * bf : out->kv_bytes / bps * bf; /* same slots, fewer layers */
+        if (!add_ok(full, out->kv_win_bytes, &out->kv_bytes))
+            return xf_errorf(XF_EOVERFLOW, "the KV pools of %s overflow 64 bits", cfg->name);
+    }
     /* Activations: what cpu_backend.c allocates (rows = max_seqs * max_prompt). */
     int64_t T, per_tok, acts, q_dim = cfg->n_heads * cfg->head_dim, kv_dim = cfg->n_kv_heads * cfg->head_dim;
     per_tok = 3 * cfg->d_model + (q_dim + 2 * kv_dim) + q_dim + 3 * cfg->d_ff + 2; /* floats + tok_seq */
@@ -158,7 +198,13 @@ xf_status model_mem_of(const model_config *cfg, const model_options *o, model_me
     int64_t tail = (cfg->d_model + cfg->vocab + 1) * o->max_seqs + o->max_seqs * o->max_seq_len * 2;
     if (model_is_mla(cfg)) { /* cpu_backend.c's latent buffers: Q and q_a per token, one sequence's decompressed context */
         per_tok += cfg->n_heads * (cfg->qk_nope_head_dim + cfg->qk_rope_head_dim + cfg->v_head_dim) + cfg->q_lora_rank;
-        tail += o->max_seq_len * (cfg->kv_lora_rank + cfg->qk_rope_head_dim + cfg->n_heads * (cfg->qk_nope_head_dim + cfg->v_head_dim));
+        tail += o->max_seq_len * (cfg->kv_lora_rank + cfg->qk_rope_head_dim);
+        if (!cfg->mla_absorbed) tail += o->max_seq_len * cfg->n_heads * (cfg->qk_nope_head_dim + cfg->v_head_dim);
+        else { /* the absorbed form: latent queries and outputs per token, one head's kv_b block per thread */
+            const int64_t wide = cfg->qk_nope_head_dim > cfg->v_head_dim ? cfg->qk_nope_head_dim : cfg->v_head_dim;
+            per_tok += cfg->n_heads * (2 * cfg->kv_lora_rank + cfg->qk_rope_head_dim);
+            tail += (o->threads > 0 ? o->threads : (int64_t)sysconf(_SC_NPROCESSORS_ONLN)) * (wide * cfg->kv_lora_rank + 16);
+        }
     }
     int threads = o->threads > 0 ? o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (threads < 1) threads = 1;
@@ -222,8 +268,10 @@ void model_free(model *m) {
     if (!m) return;
     if (m->be && m->bctx) m->be->free_ctx(m->bctx);
     kv_cache_free(m->kv);
+    kv_cache_free(m->kvw);
     if (!m->opt.weights) weights_free(m->w); /* given weights are the caller's */
     free(m->kv_ids);
+    free(m->kvw_ids);
     free(m->seq_len);
     free(m->gen);
     free(m->n_gen);
@@ -327,6 +375,7 @@ xf_status model_init(model **out, const model_config *cfg, const model_options *
     m->max_tokens = S * opts->max_prompt; /* checked in model_mem_of */
     int group = opts->quant_group > 0 ? opts->quant_group : XF_DEFAULT_QUANT_GROUP;
     m->kv_ids = malloc((size_t)S * sizeof *m->kv_ids);
+    m->kvw_ids = malloc((size_t)S * sizeof *m->kvw_ids);
     m->seq_len = calloc((size_t)S, sizeof *m->seq_len);
     m->gen = malloc((size_t)(S * opts->max_seq_len) * sizeof *m->gen);
     m->n_gen = calloc((size_t)S, sizeof *m->n_gen);
@@ -339,11 +388,11 @@ xf_status model_init(model **out, const model_config *cfg, const model_options *
         m->exp_tokens = calloc((size_t)(XF_PHASE_COUNT * cfg->n_layers * cfg->n_experts), sizeof *m->exp_tokens);
         m->exp_distinct = calloc((size_t)(XF_PHASE_COUNT * cfg->n_layers), sizeof *m->exp_distinct);
     }
-    if ((cfg->n_experts > 0 && (!m->exp_tokens || !m->exp_distinct)) || !m->kv_ids || !m->seq_len || !m->gen || !m->n_gen || !m->logits || !m->sseq || !m->tok_off || !m->tok || !m->sampled) {
+    if ((cfg->n_experts > 0 && (!m->exp_tokens || !m->exp_distinct)) || !m->kv_ids || !m->kvw_ids || !m->seq_len || !m->gen || !m->n_gen || !m->logits || !m->sseq || !m->tok_off || !m->tok || !m->sampled) {
         model_free(m);
         return xf_errorf(XF_ENOMEM, "out of memory");
     }
-    for (int64_t s = 0; s < S; s++) m->kv_ids[s] = -1;
+    for (int64_t s = 0; s < S; s++) m->kv_ids[s] = m->kvw_ids[s] = -1;
     if (opts->weights) { /* a tensor-parallel shard, built by the caller for this config */
         const model_config *wc = &opts->weights->cfg;
         m->w = (model_weights *)opts->weights;
@@ -357,20 +406,32 @@ xf_status model_init(model **out, const model_config *cfg, const model_options *
         st = weights_init_random(&m->w, cfg, opts->seed, opts->wdtype, group);
     }
     if (!st) st = weights_pack(m->w); /* int8: the layout the decode kernels stream (weights.h) */
-    int64_t kv_slots = 0;
+    int64_t kv_slots = 0, kvw_slots = 0;
     if (!st && opts->kv_alloc == KV_ALLOC_POOL) {
+        const int64_t nw = win_pool_layers(cfg, opts);
         kv_cache_config kc;
         memset(&kc, 0, sizeof kc);
-        kc.n_layers = cfg->n_layers;
+        kc.n_layers = cfg->n_layers - nw;
         kc.n_kv_heads = cfg->n_kv_heads;
         kc.head_dim = cfg->head_dim;
         kc.latent_dim = model_is_mla(cfg) ? cfg->kv_lora_rank + cfg->qk_rope_head_dim : 0;
         kc.dtype = opts->kvdtype;
-        kc.budget_bytes = mem.kv_bytes;
+        kc.budget_bytes = mem.kv_bytes - mem.kv_win_bytes;
         kc.max_len = opts->max_seq_len;
         kc.policy = opts->kv_policy;
-        st = kv_cache_init(&m->kv, &kc);
+        kv_cache_config kw = kc; /* the windowed layers': out-of-window blocks released after each step */
+        kw.n_layers = nw;
+        kw.budget_bytes = mem.kv_win_bytes;
+        kw.window = cfg->sliding_window;
+        kw.window_deferred = 1;
+        m->win_all = nw == cfg->n_layers;
+        if (m->win_all) st = kv_cache_init(&m->kv, &kw);
+        else {
+            st = kv_cache_init(&m->kv, &kc);
+            if (!st && nw > 0) st = kv_cache_init(&m->kvw, &kw);
+        }
         if (!st) kv_slots = kv_cache_n_slots(m->kv);
+        if (!st && m->kvw) kvw_slots = kv_cache_n_slots(m->kvw);
     }
     if (!st) {
         backend_init_args a;
@@ -381,6 +442,9 @@ xf_status model_init(model **out, const model_config *cfg, const model_options *
         a.kvdtype = opts->kvdtype;
         a.kv_alloc = opts->kv_alloc;
         a.kv_slots = kv_slots;
+        a.kv_win = m->kvw;
+        a.kv_win_slots = kvw_slots;
+        a.kv_win_ids = m->kvw_ids;
         a.max_seqs = S;
         a.max_seq_len = opts->max_seq_len;
         a.max_step_tokens = m->max_tokens;
@@ -402,7 +466,8 @@ void model_reset(model *m) {
     if (!m) return;
     for (int64_t s = 0; s < m->opt.max_seqs; s++) {
         if (m->kv && m->kv_ids[s] >= 0) kv_cache_free_seq(m->kv, m->kv_ids[s]);
-        m->kv_ids[s] = -1;
+        if (m->kvw && m->kvw_ids[s] >= 0) kv_cache_free_seq(m->kvw, m->kvw_ids[s]);
+        m->kv_ids[s] = m->kvw_ids[s] = -1;
         if (m->bctx) m->be->seq_release(m->bctx, s);
         m->seq_len[s] = 0;
         m->n_gen[s] = 0;
@@ -471,6 +536,15 @@ static xf_status run_step(model *m, const step_batch *b, const probe_set *ps) {
     return st;
 }
 
+/* After a step: the windowed layers' blocks that no later query sees go back to their pool. */
+static xf_status release_windows(model *m) {
+    kv_cache *w = m->win_all ? m->kv : m->kvw;
+    const int *ids = m->win_all ? m->kv_ids : m->kvw_ids;
+    xf_status st = XF_OK;
+    for (int s = 0; w && !st && s < m->n_seqs; s++) st = kv_cache_release_window(w, ids[s]);
+    return st;
+}
+
 xf_status model_prefill(model *m, int n_seqs, const int32_t *prompts, const int64_t *lens, const probe_set *ps) {
     if (!m || !prompts || !lens) return xf_errorf(XF_EINVAL, "model_prefill: NULL argument");
     if (n_seqs < 1 || n_seqs > m->opt.max_seqs)
@@ -502,6 +576,7 @@ xf_status model_prefill(model *m, int n_seqs, const int32_t *prompts, const int6
     for (int s = 0; st == XF_OK && s < n_seqs; s++) {
         if (m->kv) {
             st = kv_cache_add_seq(m->kv, lens[s], m->opt.max_seq_len, m->opt.max_seq_len, &m->kv_ids[s]);
+            if (!st && m->kvw) st = kv_cache_add_seq(m->kvw, lens[s], m->opt.max_seq_len, m->opt.max_seq_len, &m->kvw_ids[s]);
             if (st) xf_error_prefix(st, "KV for sequence %d (%lld prompt tokens): ", s, (long long)lens[s]);
         }
         m->sseq[s].kv_seq = m->kv_ids[s];
@@ -511,6 +586,7 @@ xf_status model_prefill(model *m, int n_seqs, const int32_t *prompts, const int6
     probe_set_end(ps, &r);
     m->n_seqs = n_seqs;
     if (!st) st = run_step(m, &b, ps);
+    if (!st) st = release_windows(m);
     if (st) {
         model_reset(m);
         return st;
@@ -548,12 +624,14 @@ xf_status model_decode_step(model *m, const int32_t *forced, const probe_set *ps
     probe_set_begin(ps, &r);
     for (int s = 0; st == XF_OK && m->kv && s < n; s++) {
         st = kv_cache_append(m->kv, m->kv_ids[s], 1);
+        if (!st && m->kvw) st = kv_cache_append(m->kvw, m->kvw_ids[s], 1);
         if (st) xf_error_prefix(st, "KV for sequence %d at %lld tokens: ", s, (long long)m->seq_len[s]);
     }
     if (!st) st = m->be->run_op(m->bctx, OP_KV_ALLOC, -1, &b);
     if (!st && m->opt.sync_each_op) st = m->be->sync(m->bctx);
     probe_set_end(ps, &r);
     if (!st) st = run_step(m, &b, ps);
+    if (!st) st = release_windows(m);
     if (st) {
         model_reset(m);
         return st;
@@ -589,6 +667,7 @@ int64_t model_seq_len(const model *m, int seq) {
 int64_t model_decode_steps(const model *m) { return m ? m->decode_steps : 0; }
 const model_config *model_get_config(const model *m) { return m ? &m->cfg : NULL; }
 struct kv_cache *model_kv(model *m) { return m ? m->kv : NULL; }
+struct kv_cache *model_kv_window(model *m) { return !m ? NULL : m->win_all ? m->kv : m->kvw; }
 const struct model_weights *model_get_weights(const model *m) { return m ? m->w : NULL; }
 const char *model_backend_name(const model *m) { return m ? m->be->name : NULL; }
 

@@ -55,6 +55,9 @@ typedef struct model model;
 typedef struct model_mem {
     int64_t weights_bytes;     /* resident weights at wdtype (scales counted) */
     int64_t kv_bytes;          /* KV storage: pool, or max_seqs * max_seq_len tokens in system mode */
+    int64_t kv_win_bytes;      /* of kv_bytes, the sliding-window layers' own pool (paged policies on the CPU:
+                                  the prompt's blocks or the window's + 1 per sequence, whichever is more);
+                                  0 when windowed layers share the pool and keep their whole context */
     int64_t activations_bytes; /* backend working buffers */
     int64_t total_bytes;
 } model_mem;
@@ -110,6 +113,11 @@ int64_t model_decode_steps(const model *m);
 
 const model_config *model_get_config(const model *m);
 struct kv_cache *model_kv(model *m);                     /* the KV manager, for KV metrics */
+/* The pool the sliding-window layers use when its manager releases their out-of-window blocks
+ * (paged policies on the CPU backend): model_kv itself when every layer is windowed, a pool of
+ * their own when the model mixes windowed and full layers; NULL when windowed layers keep their
+ * whole context (contiguous policies, system mode, CUDA) or the model has none. Owned by the model. */
+struct kv_cache *model_kv_window(model *m);
 const struct model_weights *model_get_weights(const model *m);
 const char *model_backend_name(const model *m);
 /* The backend's context, for backend-specific calls (the CUDA backend's cuda_backend_set_graph and

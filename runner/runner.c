@@ -746,6 +746,13 @@ xf_status runner_run(const run_plan *pl, record *rec, run_notes *notes_out) {
                              dtype_name(pl->cuda ? dev_wd : pl->wdtype), (long long)wk.scales, (long long)wk.norms_biases);
                     record_set_env(rec, "weights_held", kb);
                 }
+                if (rec->n_points == 1 && mm.kv_win_bytes > 0) { /* the reference's own KV: windowed layers in a pool of their own */
+                    char kb[256];
+                    snprintf(kb, sizeof kb, "%lld B: sliding-window layers %lld B (blocks out of the window released after each "
+                             "step), full layers %lld B", (long long)mm.kv_bytes, (long long)mm.kv_win_bytes,
+                             (long long)(mm.kv_bytes - mm.kv_win_bytes));
+                    record_set_env(rec, "kv_pool", kb);
+                }
             }
 stopped:
     if (notes->stopped_by && !rec->partial) mark_partial(rec, &ctx, notes->stopped_by, notes->points_planned);

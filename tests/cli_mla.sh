@@ -68,8 +68,28 @@ has "its record says the naive form" "$(cat "$tmp/run.json")" '"form":"naive"'
     --gen 4 -o "$tmp/moe.json" >/dev/null 2>"$tmp/e"
 check "run the DeepSeek MoE fixture" 0 $?
 has "its record keeps the grouped routing" "$(cat "$tmp/moe.json")" '"scoring":"sigmoid"'
-"$XF" run --model "$tmp/config.json" --threads 1 --batch 1 --prompt 8 --gen 2 --mla absorbed >/dev/null 2>"$tmp/e"
-check "run has no --mla" 2 $?
+# the absorbed form in the reference: the record names it, and its attention ops carry exactly the
+# FLOPs and bytes predict --mla absorbed gives them (not the naive form's)
+"$XF" run --model "$SRC/tests/data/hf/deepseek-mla" --weights "$SRC/tests/data/hf/deepseek-mla" --threads 1 --batch 2 --prompt 8 \
+    --gen 4 --mla absorbed -o "$tmp/abs_run.json" >/dev/null 2>"$tmp/e"
+check "run --mla absorbed" 0 $?
+has "its record says the absorbed form" "$(cat "$tmp/abs_run.json")" '"form":"absorbed"'
+"$XF" show "$tmp/abs_run.json" --format csv >"$tmp/abs_run.csv" 2>/dev/null
+same_ops() { # predicted csv, measured csv: "compared differing" over the latent attention's ops
+    awk -F, 'NR==FNR { if (FNR>1) a[$10","$11","$12]=$14","$15; next }
+             FNR>1 && ($12=="qkv"||$12=="attention"||$12=="o_proj") { n++; if (a[$10","$11","$12]!=$14","$15) bad++ }
+             END { print n+0, bad+0 }' "$1" "$2"
+}
+for form in absorbed naive; do
+    "$XF" predict --model "$SRC/tests/data/hf/deepseek-mla" --device h100-sxm --batch 2 --prompt 8 --gen 4 --wdtype fp32 \
+        --kvdtype fp32 --mla $form --format csv >"$tmp/pred_$form.csv" 2>/dev/null
+done
+has "run --mla absorbed: its 12 attention ops are predict --mla absorbed's" "$(same_ops "$tmp/pred_absorbed.csv" "$tmp/abs_run.csv")" "12 0"
+has "run --mla absorbed: not the naive form's" "$(same_ops "$tmp/pred_naive.csv" "$tmp/abs_run.csv")" "12 12"
+"$XF" run --model llama-2-7b --mla absorbed >/dev/null 2>"$tmp/e"; check "run --mla on llama: exit 2" 2 $?
+has "run --mla on llama says why" "$(cat "$tmp/e")" "no latent attention"
+"$XF" run --model "$tmp/config.json" --mla fused >/dev/null 2>"$tmp/e"; check "run --mla fused: exit 2" 2 $?
+has "run --mla names the forms" "$(cat "$tmp/e")" "naive or absorbed"
 
 # kv: the latent row sizes the pool; windowed layers hold their window
 out=$("$XF" kv --size --model deepseek-v3 --kvdtype bf16 --context 4096); check "kv --size deepseek-v3" 0 $?
@@ -94,4 +114,11 @@ has "the groups survive the record" "$(cat "$tmp/o2")" "paged:16        12     1
 out=$("$XF" kv --model deepseek-v3 --device h200 --kv-budget 20GiB --requests 50 --wdtype fp8 --kvdtype bf16 --kv-policy paged:16 2>&1)
 check "kv deepseek-v3" 0 $?
 has "kv deepseek-v3: the latent bytes per token" "$out" "KV bf16 70272 B/token"
+
+# run: the reference's own paged KV keeps a windowed layer's blocks to its window (a pool of its
+# own beside the full layer's: 5 blocks of 4 per windowed layer vs 9 for 36 positions), said in env.kv_pool
+"$XF" run --model "$SRC/tests/data/hf/qwen3-window" --weights "$SRC/tests/data/hf/qwen3-window" --threads 1 --prompt 20 --gen 16 \
+    --kv-policy paged:4 -o "$tmp/win.json" >/dev/null 2>"$tmp/e"
+check "run qwen3-window paged:4" 0 $?
+has "env.kv_pool: the windowed layer's pool" "$(cat "$tmp/win.json")" '"kv_pool":"14336 B: sliding-window layers 5120 B'
 exit $fail

@@ -510,6 +510,37 @@ Test(cpu_backend, kv_policies_give_identical_logits) {
     model_free(sys);
 }
 
+/* Sliding windows in the reference's own paged KV (model.c, kv_cache.h window_deferred): the
+ * windowed layers' blocks out of the window are released after each step, the full layers keep
+ * theirs; three ragged sequences (4, 19, 9 prompt tokens, window 5) give bit-identical tokens and
+ * logits to reserve, which keeps every layer's whole context. */
+static void check_window_pools(uint64_t windowed_layers) {
+    model_config c = small_cfg(4, 2, 16, 0, 0);
+    strcpy(c.arch, "mistral");
+    c.sliding_window = 5;
+    c.window_layers[0] = windowed_layers;
+    model *full = make_model(&c, XF_FP32, XF_FP32, 2, "reserve", KV_ALLOC_POOL, 3, 19, 19 + STEPS, 5);
+    model *p4 = make_model(&c, XF_FP32, XF_FP32, 2, "paged:4", KV_ALLOC_POOL, 3, 19, 19 + STEPS, 5);
+    model *p1 = make_model(&c, XF_FP32, XF_FP32, 2, "paged:1", KV_ALLOC_POOL, 3, 19, 19 + STEPS, 5);
+    cr_assert_null(model_kv_window(full), "reserve keeps the whole context");
+    compare_runs(&c, full, p4, 1, "reserve vs paged:4 windowed");
+    compare_runs(&c, full, p1, 1, "reserve vs paged:1 windowed");
+    kv_cache *w4 = model_kv_window(p4), *w1 = model_kv_window(p1);
+    cr_assert(w4 && w1, "paged pools release windowed layers' blocks");
+    cr_assert_eq(w4 == model_kv(p4), windowed_layers == 3, "one pool exactly when every layer is windowed");
+    for (int s = 0; s < 3; s++) { /* after the last step: the next query sees 5 keys, 4 of them held */
+        cr_assert(kv_cache_seq_capacity(w4, s) <= 8, "seq %d holds %lld slots of paged:4 (window 5)", s, (long long)kv_cache_seq_capacity(w4, s));
+        cr_assert_eq(kv_cache_seq_capacity(w1, s), 4, "seq %d holds %lld slots of paged:1", s, (long long)kv_cache_seq_capacity(w1, s));
+    }
+    if (windowed_layers != 3) cr_assert_eq(kv_cache_seq_capacity(model_kv(p4), 1), 28, "the full layer keeps 25 positions in 7 blocks");
+    cr_assert_eq(kv_cache_check(w4), XF_OK, "%s", xf_error_msg());
+    model_free(full);
+    model_free(p4);
+    model_free(p1);
+}
+Test(cpu_backend, window_pool_mixed_layers_identical_logits) { check_window_pools(1); }
+Test(cpu_backend, window_pool_every_layer_identical_logits) { check_window_pools(3); }
+
 Test(cpu_backend, decode_equals_full_recompute_by_the_model) {
     /* The model itself: decode step by step, then a second model prefilled with prompt + the
      * generated tokens gives the same last logits and token (BLAS prefill vs own decode kernels;

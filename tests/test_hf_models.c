@@ -71,7 +71,38 @@ typedef struct outcome {
     int same_tokens;       /* of GEN */
     float max_first, max_last; /* largest |logit - transformers'| */
     int64_t route[ROUTE_MAX];  /* MoE: the prefill's tokens routed to each (layer, expert); zeros for a dense model */
+    int64_t win_blocks_max;    /* most KV blocks the windowed layers' pool held while a decode step's attention ran */
+    int64_t full_blocks;       /* blocks the full layers' pool holds at the end; 0 when every layer is windowed */
+    int64_t win_pool_bytes;    /* model_mem's kv_win_bytes */
+    int64_t kv_pool_bytes;     /* model_mem's kv_bytes */
+    int64_t mem_total;         /* model_mem's total (what the memory gate checked) */
+    int64_t backend_bytes;     /* what the backend allocated */
 } outcome;
+
+/* Blocks of B slots a pool's sequences hold now (the pool has no waiting request). */
+static int64_t held_blocks(const kv_cache *kv) {
+    kv_cache_stats st;
+    kv_cache_stats_get(kv, 0, &st);
+    cr_assert_eq(kv_cache_check(kv), XF_OK, "%s", xf_error_msg());
+    return (st.n_slots - st.free_slots - st.external_slots) / kv_cache_block_tokens(kv);
+}
+
+/* A probe that looks at the windowed layers' pool while a decode step's attention runs (after the
+ * step's append, before the model releases what falls out of the window). */
+typedef struct window_watch {
+    const model_config *cfg;
+    kv_cache *win;
+    int64_t max_blocks;
+} window_watch;
+
+static void watch_begin(void *ctx, const probe_range *r) {
+    window_watch *w = ctx;
+    if (!w->win || r->phase != XF_DECODE || r->kind != OP_ATTENTION || !model_layer_window(w->cfg, r->layer)) return;
+    const int64_t h = held_blocks(w->win);
+    w->max_blocks = h > w->max_blocks ? h : w->max_blocks;
+}
+static void watch_end(void *ctx, const probe_range *r) { (void)ctx, (void)r; }
+static void watch_free(void *ctx) { (void)ctx; }
 
 static float max_diff(const float *a, const float *b, int64_t n) {
     float m = 0;
@@ -84,11 +115,13 @@ static float max_diff(const float *a, const float *b, int64_t n) {
 
 /* Runs fixture `name` at weight dtype wdt: prefill, then GEN - 1 decode steps fed transformers'
  * tokens (forced), so the last logits are compared at the same context even if a token differs. */
-static outcome run_fixture(const char *name, xf_dtype wdt, int threads) {
+/* block > 0: paged:block instead of the default policy; absorbed: latent attention in the absorbed form. */
+static outcome run_fixture_kv(const char *name, xf_dtype wdt, int threads, int64_t block, int absorbed) {
     char dir[512];
     snprintf(dir, sizeof dir, HF_DIR "%s", name);
     model_config c;
     cr_assert_eq(config_resolve(dir, &c), XF_OK, "%s: %s", dir, xf_error_msg());
+    c.mla_absorbed = absorbed;
     fixture f;
     load_fixture(name, c.vocab, &f);
     model_options o;
@@ -99,6 +132,7 @@ static outcome run_fixture(const char *name, xf_dtype wdt, int threads) {
     o.max_prompt = f.n_prompt;
     o.max_seq_len = f.n_prompt + GEN;
     o.weights_dir = dir;
+    if (block > 0) o.kv_policy.block = block; /* paged:block */
     model *m = NULL;
     cr_assert_eq(model_init(&m, &c, &o), XF_OK, "%s: %s", name, xf_error_msg());
     outcome r;
@@ -112,10 +146,20 @@ static outcome run_fixture(const char *name, xf_dtype wdt, int threads) {
         cr_assert_eq(model_expert_stats(m, XF_PREFILL, &routed, NULL, NULL), XF_OK, "%s", xf_error_msg());
         memcpy(r.route, routed, (size_t)(c.n_layers * c.n_experts) * sizeof *routed);
     }
+    kv_cache *win = model_kv_window(m);
+    window_watch ww = {&c, win, 0};
+    probe_set ps = {1, {{"window-watch", &ww, watch_begin, watch_end, watch_free, NULL, NULL, NULL, NULL, NULL}}};
     for (int s = 1; s < GEN; s++) {
         int32_t forced = f.greedy[s - 1];
-        cr_assert_eq(model_decode_step(m, &forced, NULL), XF_OK, "%s", xf_error_msg());
+        cr_assert_eq(model_decode_step(m, &forced, &ps), XF_OK, "%s", xf_error_msg());
     }
+    r.win_blocks_max = ww.max_blocks;
+    if (win && model_kv(m) != win) r.full_blocks = held_blocks(model_kv(m));
+    model_mem mem;
+    model_get_mem(m, &mem, &r.backend_bytes);
+    r.mem_total = mem.total_bytes;
+    r.win_pool_bytes = mem.kv_win_bytes;
+    r.kv_pool_bytes = mem.kv_bytes;
     r.max_last = max_diff(model_logits(m, NULL, NULL), f.last, c.vocab);
     /* the model's own greedy choices: the first from prefill, then one per step */
     int64_t n = 0;
@@ -127,6 +171,8 @@ static outcome run_fixture(const char *name, xf_dtype wdt, int threads) {
     free(f.last);
     return r;
 }
+
+static outcome run_fixture(const char *name, xf_dtype wdt, int threads) { return run_fixture_kv(name, wdt, threads, 0, 0); }
 
 static void check_fp32(const char *name) {
     for (int threads = 1; threads <= 2; threads++) {
@@ -263,6 +309,33 @@ Test(hf_models, qwen3_mixed_window_layers) {
     check_fp32("qwen3-window");
 }
 
+/* The reference's own paged KV frees what falls out of a window: with blocks of 4, a windowed
+ * layer holds at most ceil(8 / 4) + 1 = 3 blocks while a decode step's attention runs (20 prompt +
+ * 15 decode steps = 36 positions, 9 blocks in a full layer), and the tokens and logits still equal
+ * transformers'. mistral windows every layer (one pool, windowed); qwen3-window only layer 1 (a
+ * pool of its own beside layer 0's, which grows to the 9 blocks). */
+static void check_window_pool(const char *name, int mixed) {
+    for (int threads = 1; threads <= 2; threads++) {
+        outcome r = run_fixture_kv(name, XF_FP32, threads, 4, 0);
+        cr_log_info("%s paged:4 (%d threads): %d/16 tokens, |dlogit| %.3g / %.3g; windowed pool held <= %lld blocks, full pool %lld; "
+                    "KV pools %lld B (windowed %lld B)", name, threads, r.same_tokens, r.max_first, r.max_last,
+                    (long long)r.win_blocks_max, (long long)r.full_blocks, (long long)r.kv_pool_bytes, (long long)r.win_pool_bytes);
+        cr_assert_eq(r.same_tokens, GEN, "%s paged:4: %d of 16 greedy tokens equal transformers'", name, r.same_tokens);
+        cr_assert(r.max_first <= 1e-4f && r.max_last <= 1e-4f, "%s paged:4: logits off by %.3g / %.3g", name, r.max_first, r.max_last);
+        cr_assert(r.win_blocks_max >= 2 && r.win_blocks_max <= 3, "%s: a windowed layer held %lld blocks of 4 (window 8)", name,
+                  (long long)r.win_blocks_max);
+        cr_assert_eq(r.full_blocks, mixed ? 9 : 0, "%s: the full layers' pool holds %lld blocks of 4 for 36 positions", name,
+                     (long long)r.full_blocks);
+        /* what the pools take: per windowed layer max(prompt, window + 1 block) = 5 blocks of 4 slots (K and V, 2 KV heads
+         * x 16, fp32); per full layer 36 positions = 9 blocks */
+        const int64_t row = 2 * 2 * 16 * 4, nw = mixed ? 1 : 2;
+        cr_assert_eq(r.win_pool_bytes, nw * 5 * 4 * row, "%s: windowed pool %lld bytes", name, (long long)r.win_pool_bytes);
+        cr_assert_eq(r.kv_pool_bytes, r.win_pool_bytes + (2 - nw) * 9 * 4 * row, "%s: KV pools %lld bytes", name, (long long)r.kv_pool_bytes);
+    }
+}
+Test(hf_models, mistral_window_pool_frees_blocks) { check_window_pool("mistral-window", 0); }
+Test(hf_models, qwen3_window_pool_beside_full_layer) { check_window_pool("qwen3-window", 1); }
+
 /* DeepSeek-V3's multi-head latent attention (every layer dense: first_k_dense_replace =
  * num_hidden_layers), in the naive form transformers runs: q rank 16, kv rank 32, heads of 16 + 8
  * (Q/K) and 16 (V), interleaved RoPE (dropping the interleave changes 16 of 16 tokens); then no q
@@ -386,3 +459,33 @@ Test(hf_models, deepseek_moe) {
 }
 Test(hf_models, deepseek_moe_yarn) { check_fp32("deepseek-moe-yarn"); }
 Test(hf_models_lowp, deepseek_moe) { check_lowp("deepseek-moe"); }
+
+/* The absorbed form of latent attention (W_UK folded into the query, W_UV into the output,
+ * attention over the cached latents): the same 16 greedy tokens as transformers (which runs the
+ * naive form) and as our naive form, logits within 1e-4 of both, on every DeepSeek fixture (q rank
+ * or none, yarn, MoE with a dense first layer); bf16 weights hold the fixtures' values exactly,
+ * so bf16 must match as fp32 does. */
+static void check_absorbed(const char *name) {
+    for (int threads = 1; threads <= 2; threads++) {
+        outcome a = run_fixture_kv(name, XF_FP32, threads, 0, 1), b = run_fixture_kv(name, XF_BF16, threads, 0, 1);
+        cr_log_info("%s absorbed (%d threads): fp32 %d/16 tokens, max |dlogit| %.3g / %.3g; bf16 %d/16, %.3g / %.3g", name, threads,
+                    a.same_tokens, a.max_first, a.max_last, b.same_tokens, b.max_first, b.max_last);
+        cr_assert_eq(a.same_tokens, GEN, "%s absorbed: %d of 16 greedy tokens equal transformers'", name, a.same_tokens);
+        cr_assert(a.max_first <= 1e-4f && a.max_last <= 1e-4f, "%s absorbed: logits off by %.3g / %.3g", name, a.max_first, a.max_last);
+        cr_assert_eq(b.same_tokens, GEN, "%s absorbed bf16: %d of 16 tokens", name, b.same_tokens);
+        cr_assert(b.max_first <= 1e-4f && b.max_last <= 1e-4f, "%s absorbed bf16: logits off by %.3g / %.3g", name, b.max_first,
+                  b.max_last);
+    }
+    /* against our naive form, token for token (the fixture's greedy tokens are both forms') */
+    outcome n = run_fixture_kv(name, XF_FP32, 2, 0, 0), a = run_fixture_kv(name, XF_FP32, 2, 0, 1);
+    cr_assert_eq(n.same_tokens, GEN, "%s naive: %d of 16", name, n.same_tokens);
+    /* the memory gate counts what each form allocates (the absorbed form decompresses nothing) */
+    cr_log_info("%s: backend %lld B of %lld B gated (naive), %lld B of %lld B (absorbed)", name, (long long)n.backend_bytes,
+                (long long)n.mem_total, (long long)a.backend_bytes, (long long)a.mem_total);
+    cr_assert(n.backend_bytes <= n.mem_total && a.backend_bytes <= a.mem_total, "%s: the backend allocated more than the gate counted",
+              name);
+}
+Test(hf_models, deepseek_mla_absorbed) { check_absorbed("deepseek-mla"); }
+Test(hf_models, deepseek_mla_yarn_absorbed) { check_absorbed("deepseek-mla-yarn"); }
+Test(hf_models, deepseek_moe_absorbed) { check_absorbed("deepseek-moe"); }
+Test(hf_models, deepseek_moe_yarn_absorbed) { check_absorbed("deepseek-moe-yarn"); }

@@ -488,6 +488,47 @@ Test(kv_cache, window_paged_releases_blocks) {
     kv_cache_free(kv);
 }
 
+/* An engine's pool (window_deferred): admission and append keep every block, so the step's
+ * queries (a prefill's whole prompt) still read them; kv_cache_release_window then releases what
+ * no later query sees, by the same rule as above. */
+Test(kv_cache, window_deferred_releases_after_the_step) {
+    kv_cache_config c = {0};
+    c.window = 8;
+    c.window_deferred = 1;
+    c.n_layers = 1;
+    c.n_kv_heads = 1;
+    c.head_dim = 1;
+    c.dtype = XF_FP16;
+    c.budget_bytes = 24 * 4;
+    cr_assert_eq(kv_policy_parse("paged:4", &c.policy), XF_OK);
+    kv_cache *kv = NULL;
+    cr_assert_eq(kv_cache_init(&kv, &c), XF_OK, "%s", xf_error_msg());
+    int a;
+    /* prompt 20: 5 blocks, all kept through the prefill */
+    cr_assert_eq(kv_cache_add_seq(kv, 20, 40, 0, &a), XF_OK, "%s", xf_error_msg());
+    cr_expect_eq(kv_cache_seq_capacity(kv, a), 20);
+    cr_expect_neq(kv_cache_slot(kv, a, 0), -1);
+    cr_expect_eq(kv_cache_check(kv), XF_OK, "%s", xf_error_msg());
+    /* after it: the next query (20) sees 13..20, so blocks 0..2 (0..11) go */
+    cr_assert_eq(kv_cache_release_window(kv, a), XF_OK);
+    cr_expect_eq(kv_cache_seq_capacity(kv, a), 8);
+    cr_expect_eq(kv_cache_slot(kv, a, 11), -1);
+    cr_expect_neq(kv_cache_slot(kv, a, 12), -1);
+    cr_expect_eq(kv_cache_check(kv), XF_OK, "%s", xf_error_msg());
+    /* decode: the append takes block 5 (position 20) and keeps block 3 (12..15), which the query
+     * at 20 reads (13..20); the release after the step frees nothing (the next query, 21, sees 14..21) */
+    for (int step = 0; step < 200; step++) {
+        cr_assert_eq(kv_cache_append(kv, a, 1), XF_OK, "%s", xf_error_msg());
+        const int64_t len = kv_cache_seq_len(kv, a), p = len - 1;
+        for (int64_t k = p - 7; k <= p; k++) cr_assert_neq(kv_cache_slot(kv, a, k), -1, "step %d: key %lld of query %lld gone", step, (long long)k, (long long)p);
+        cr_assert(kv_cache_seq_capacity(kv, a) <= (8 / 4 + 1) * 4, "step %d: %lld slots held", step, (long long)kv_cache_seq_capacity(kv, a));
+        cr_assert_eq(kv_cache_check(kv), XF_OK, "%s", xf_error_msg());
+        cr_assert_eq(kv_cache_release_window(kv, a), XF_OK);
+    }
+    cr_expect_eq(kv_cache_release_window(kv, 7), XF_EINVAL);
+    kv_cache_free(kv);
+}
+
 Test(kv_cache, window_contiguous_reserves_the_window) {
     /* oracle and reserve hold at most the window: a ring of 8 slots */
     kv_cache *kv = make_w("oracle", 32, 0, 8);
