@@ -26,7 +26,8 @@
  * region, the MoE's 3.3x shorter step relatively more: ratio 0.38-0.61 with the default, 1.00-1.09
  * with passive or GOMP_SPINCOUNT=200 (load 9.7-11). `xfprof run` and `xfprof machine` restart
  * themselves with GOMP_SPINCOUNT=200 (ceilings_env_reexec) unless the user set a policy, so they
- * never run in the default regime; this program keeps the environment it was started with.
+ * never run in the default regime; this program does the same (like bench_cpu and
+ * bench_concurrent), so it measures the engine as xfprof runs it, and prints the policy in force.
  *
  * Usage: bench_moe [--threads N] [--steps N] [--batch B] [--quick]
  * Exit status 0 when every target passes, 1 when one fails, 2 on an error. */
@@ -155,6 +156,7 @@ static void step_distinct(model *m, int64_t L, int64_t *prev, int64_t *out) {
 }
 
 int main(int argc, char **argv) {
+    ceilings_env_reexec(argc, argv); /* as xfprof does: OpenMP's bounded spin, OpenBLAS's kernels */
     int threads = (int)sysconf(_SC_NPROCESSORS_ONLN), steps = 24, quick = 0;
     int64_t batch = 4;
     for (int i = 1; i < argc; i++) {
