@@ -135,11 +135,11 @@ xf_status calib_table_from_json(const cJSON *o, const char *ctx, calib_table *ou
     xf_status s = json_get_string(o, "format", c0, fmt, sizeof fmt);
     if (s) return s;
     if (strcmp(fmt, CALIB_FORMAT))
-        return xf_errorf(XF_EINVAL, "%s: format '%s' is not %s; run 'xfprof machine --calibrate' again", c0, fmt, CALIB_FORMAT);
+        return xf_errorf(XF_EFORMAT, "%s: format '%s' is not %s; run 'xfprof machine --calibrate' again", c0, fmt, CALIB_FORMAT);
     int64_t v, th;
     if ((s = json_get_int(o, "version", c0, 0, 1000000, &v))) return s;
     if (v != CALIB_VERSION)
-        return xf_errorf(XF_EINVAL, "%s: version %lld is not the %d this build reads; run 'xfprof machine --calibrate' again", c0,
+        return xf_errorf(XF_EFORMAT, "%s: version %lld is not the %d this build reads; run 'xfprof machine --calibrate' again", c0,
                          (long long)v, CALIB_VERSION);
     if ((s = json_get_int(o, "threads", c0, 1, 4096, &th))) return s;
     out->threads = (int)th;
