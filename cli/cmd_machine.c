@@ -34,21 +34,23 @@ static void usage(FILE *f) {
             "  --calibrate     then measure the efficiency this machine's reference kernels achieve per op family\n"
             "                  (gemv, gemm, decode and prefill attention, norm, rope, swiglu, residual, kv_append,\n"
             "                  embedding, sampling), weight dtype, memory tier (in the last-level cache or DRAM) and\n"
-            "                  shape, by running synthetic models whose shapes are no preset's through the CPU\n"
-            "                  backend (%s;\n"
-            "                  with --quick: %s; concurrent pulses off). Saved in the machine\n"
-            "                  file as its \"calibration\" object (format xfprof-calibration, version 1); 'xfprof run' and\n"
-            "                  'xfprof predict --device cpu' then predict each op as its roofline time over the\n"
-            "                  efficiency interpolated for its shape (clamped outside the table, said in the output),\n"
-            "                  the roofline bound beside it. A minute or two on 2 cores (--quick: seconds).\n"
+            "                  shape (efficiency = roofline time / measured time), by running through the CPU\n"
+            "                  backend synthetic models whose shapes are no preset's: d_model 512, 1280 and 2560\n"
+            "                  (1, 4 and 16 query heads per KV head) within 3/4 of the last-level cache at prompts\n"
+            "                  32 and 128, and 1280 and 2560 beyond twice the cache (decode projections), 1 warm-up\n"
+            "                  + 3 repetitions, concurrent pulses off (with --quick: 512 and 1280 in cache, 1 + 1).\n"
+            "                  Saved in the machine file as its \"calibration\" object (format xfprof-calibration,\n"
+            "                  version 1); 'xfprof run' and 'xfprof predict --device cpu' then predict each op as\n"
+            "                  its roofline time over the efficiency interpolated for its shape (clamped outside\n"
+            "                  the table, said in the output), the roofline bound beside it. About 2 minutes on 2\n"
+            "                  busy cores for the three dtypes (--quick --wdtype fp32: seconds).\n"
             "  --wdtype LIST   weight dtypes to calibrate: fp32, bf16, int8 (default all three)\n"
             "  --device cuda[:N]  measure GPU N instead (default 0): a device-to-device copy kernel and a read\n"
             "                  kernel (L2 flushed before each timing) for bandwidth, an FP32 FMA kernel, a cuBLAS\n"
             "                  BF16 GEMM of 8192^3 for the tensor peak; median of 10. Saved (same devices-file\n"
             "                  format) to FILE (-o), else $XFPROF_GPU_MACHINE_FILE, else the machine file's name\n"
             "                  with -cuda (~/.cache/xfprof/machine-cuda.json), which 'xfprof run --device cuda'\n"
-            "                  reads. Without a CUDA device: exit status 3.\n",
-            calibrate_grid(0), calibrate_grid(1));
+            "                  reads. Without a CUDA device: exit status 3.\n");
 }
 
 static void print_table(const ceilings_result *r, const device_spec *d, const char *path) {

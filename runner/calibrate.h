@@ -1,7 +1,7 @@
 /* The calibration run: measures, on this machine, the efficiency the reference engine's own
  * kernels achieve per op family, weight dtype, memory tier and shape (core/calibration.h), by
  * running the runner (the CPU backend's op entry points, the same probes as `xfprof run`) on a
- * grid of synthetic models whose shapes are none of the presets' (calibrate_grid says which):
+ * grid of synthetic models whose shapes are none of the presets':
  *   - in-cache models (weights at most 3/4 of the last-level cache): prompts 32 and 128 (GEMMs at
  *     M = 32 and 128, prefill attention, decode attention at contexts about 35 and 131, every
  *     element-wise op) and their decode projections;
@@ -30,8 +30,5 @@ typedef struct calibrate_opts {
  * also reads from the machine file) and fills *out (init'ed by this call; free with
  * calib_table_free), merged. The table's reference ceilings are machine's. */
 xf_status calibrate_measure(const calibrate_opts *o, const device_spec *machine, calib_table *out);
-
-/* Describes the grid in one line (for --help and the table). Static string. */
-const char *calibrate_grid(int quick);
 
 #endif
