@@ -6,7 +6,11 @@
 # repetitions) and prints, per model/dtype/phase, the median |measured/predicted - 1| of the
 # memory-bound ops and of the GEMMs against the targets (<= 10% / <= 15%), and TTFT / TPOT measured
 # vs predicted (<= 10%), for the calibrated prediction and, beside it, the roofline bound.
-# The load average before and after is printed: on a shared machine the errors move with it.
+# The load average before and after is printed: on a shared machine the errors move with it. The
+# runs keep their concurrent ceilings (so each is predicted against the load it met, as the
+# calibration's efficiencies are); XF_BENCH_RUN_FLAGS=--no-concurrent predicts for the machine
+# file's ceilings instead. Each row also prints the run's load factor (concurrent read ceiling over
+# the machine file's).
 #   bash bench/bench_predict.sh [build/xfprof] [out-dir]
 # XF_BENCH_REUSE=1 reuses out-dir/machine.json's calibration (no new calibration).
 set -euo pipefail
@@ -24,7 +28,7 @@ echo "calibration: $((t1 - t0)) s (load average now $(cut -d' ' -f1-3 /proc/load
 for model in stories110m tinyllama-1.1b; do
     for wd in fp32 bf16 int8; do
         echo "$model $wd: load average $(cut -d' ' -f1 /proc/loadavg)" >>"$OUT/load.txt"
-        "$XF" run --model "$model" --wdtype "$wd" --threads 2 --prompt 64 --gen 12 --reps 3 --warmup 1 --no-concurrent \
+        "$XF" run --model "$model" --wdtype "$wd" --threads 2 --prompt 64 --gen 12 --reps 3 --warmup 1 ${XF_BENCH_RUN_FLAGS:-} \
             -o "$OUT/$model-$wd.json" >"$OUT/$model-$wd.txt" 2>"$OUT/$model-$wd.err"
     done
 done
@@ -63,9 +67,11 @@ for model in ("stories110m", "tinyllama-1.1b"):
             es, bs = abs(meas / pred - 1), abs(meas / bound - 1)
             ok = (em != em or em <= 0.10) and (eg != eg or eg <= 0.15) and es <= 0.10
             fails += not ok
-            print("%-15s %-5s %-8s %5d %s|%s %s|%s %s|%s   %s %s %.2f ms vs %.2f predicted, load %s" % (
+            cc = p.get("concurrent", {})
+            lf = cc["bandwidth_Bps"] / cc["machine_bandwidth_Bps"] if cc.get("machine_bandwidth_Bps") else float("nan")
+            print("%-15s %-5s %-8s %5d %s|%s %s|%s %s|%s   %s %s %.2f ms vs %.2f predicted, load %s, read ceiling x%.2f" % (
                 model, wd, phase, len(ops), pct(em), pct(bm), pct(eg), pct(bg), pct(es), pct(bs),
                 "met " if ok else "MISS", "TTFT" if phase == "prefill" else "TPOT", 1e3 * meas, 1e3 * pred,
-                load.get("%s %s" % (model, wd), "?")))
+                load.get("%s %s" % (model, wd), "?"), lf))
 print("\ntargets: memory-bound ops <= 10%%, GEMMs <= 15%%, TTFT/TPOT <= 10%%: %d of 12 model/dtype/phase rows miss" % fails)
 PY

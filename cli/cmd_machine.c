@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "analyzers/stats.h"
 #include "args.h"
 #include "cli.h"
 #include "core/fileio.h"
@@ -38,7 +39,9 @@ static void usage(FILE *f) {
             "                  backend synthetic models whose shapes are no preset's: d_model 512, 1280 and 2560\n"
             "                  (1, 4 and 16 query heads per KV head) within 3/4 of the last-level cache at prompts\n"
             "                  32 and 128, and 1280 and 2560 beyond twice the cache (decode projections), 1 warm-up\n"
-            "                  + 3 repetitions, concurrent pulses off (with --quick: 512 and 1280 in cache, 1 + 1).\n"
+            "                  + 3 repetitions (with --quick: 512 and 1280 in cache, 1 + 1); each efficiency is\n"
+            "                  against the concurrent ceilings measured around the repetitions, as 'run' predicts\n"
+            "                  against the ones around its own, so that the load of a busy machine cancels.\n"
             "                  Saved in the machine file as its \"calibration\" object (format xfprof-calibration,\n"
             "                  version 1); 'xfprof run' and 'xfprof predict --device cpu' then predict each op as\n"
             "                  its roofline time over the efficiency interpolated for its shape (clamped outside\n"
@@ -120,15 +123,9 @@ static void print_calibration(const calib_table *t, const char *path) {
             hi = e > hi ? e : hi;
             if (m < 512) eff[m++] = e;
         }
-        for (int a = 1; a < m; a++) /* insertion sort for the median */
-            for (int b = a; b > 0 && eff[b - 1] > eff[b]; b--) {
-                double x = eff[b];
-                eff[b] = eff[b - 1];
-                eff[b - 1] = x;
-            }
         printf("%-13s %-6s %-6s %8d %10.3f %10.3f %10.3f\n", calib_family_name(t->entries[i].family),
                dtype_name(t->entries[i].wdtype), calib_tier_name(t->entries[i].tier), j - i, lo,
-               m % 2 ? eff[m / 2] : 0.5 * (eff[m / 2 - 1] + eff[m / 2]), hi);
+               stats_median(eff, (size_t)m), hi);
         i = j;
     }
     printf("saved in %s (\"calibration\", %s v%d)\n", path, CALIB_FORMAT, CALIB_VERSION);
