@@ -58,23 +58,12 @@ calib_tier predcal_tier(const calib_table *t, calib_family f, double weights_byt
     return t->cache_bytes > 0 && weights_bytes > 0 && weights_bytes <= t->cache_bytes ? CALIB_TIER_CACHE : CALIB_TIER_DRAM;
 }
 
-double predcal_reference_time(const calib_table *t, const cost_op *op, calib_tier tier, double bw_scale, double fp32_scale) {
+double predcal_reference_time(const calib_table *t, const cost_op *op, calib_tier tier) {
     device_spec d;
     memset(&d, 0, sizeof d);
-    d.bandwidth_Bps = (tier == CALIB_TIER_CACHE && t->cache_Bps > 0 ? t->cache_Bps : t->dram_Bps) * bw_scale;
-    for (int c = 0; c < XF_COMPUTE_COUNT; c++) d.peak_flops[c] = t->peak_flops[c] * fp32_scale;
+    d.bandwidth_Bps = tier == CALIB_TIER_CACHE && t->cache_Bps > 0 ? t->cache_Bps : t->dram_Bps;
+    for (int c = 0; c < XF_COMPUTE_COUNT; c++) d.peak_flops[c] = t->peak_flops[c];
     return roofline_predict_time(op, &d);
-}
-
-void predcal_load_scales(const record_point *p, double *bw_scale, double *fp32_scale) {
-    const record_concurrent *cc = &p->concurrent;
-    *bw_scale = 1.0;
-    *fp32_scale = 1.0;
-    if (cc->n_pulses < 2) return;
-    if (cc->bandwidth_Bps > 0 && cc->machine_bandwidth_Bps > 0 && isfinite(cc->bandwidth_Bps / cc->machine_bandwidth_Bps))
-        *bw_scale = cc->bandwidth_Bps / cc->machine_bandwidth_Bps;
-    if (cc->fp32_flops > 0 && cc->machine_fp32_flops > 0 && isfinite(cc->fp32_flops / cc->machine_fp32_flops))
-        *fp32_scale = cc->fp32_flops / cc->machine_fp32_flops;
 }
 
 static int near(double a, double b) { return fabs(a - b) <= 1e-6 * fmax(fabs(a), fabs(b)); }
@@ -160,14 +149,12 @@ xf_status predcal_efficiency(const calib_table *t, calib_family f, xf_dtype wdty
 }
 
 xf_status predcal_add_point(calib_table *t, const record_point *p, unsigned families) {
-    double bws, fls;
-    predcal_load_scales(p, &bws, &fls);
     for (int64_t i = 0; i < p->n_ops; i++) {
         const record_op *op = &p->ops[i];
         int f = predcal_family_of(&op->cost);
         if (f < 0 || !(families & (1u << f)) || !op->measured || !(op->time_s > 0)) continue;
         calib_tier tier = predcal_tier(t, (calib_family)f, p->memory.weights_bytes);
-        double ref = predcal_reference_time(t, &op->cost, tier, bws, fls);
+        double ref = predcal_reference_time(t, &op->cost, tier);
         if (!(ref > 0)) continue;
         calib_entry e;
         memset(&e, 0, sizeof e);
@@ -201,8 +188,6 @@ void predcal_apply_point(const calib_table *t, record_point *p, int prediction, 
     predcal_stats z;
     memset(&z, 0, sizeof z);
     int defaults = !strcmp(t->grid, "default");
-    double bws, fls;
-    predcal_load_scales(p, &bws, &fls);
     for (int64_t i = 0; i < p->n_ops; i++) {
         record_op *op = &p->ops[i];
         op->calibrated_time_s = 0;
@@ -216,7 +201,7 @@ void predcal_apply_point(const calib_table *t, record_point *p, int prediction, 
         predcal_keys(&op->cost, (calib_family)f, p->wl.wdtype, &x, &y);
         if (predcal_efficiency(t, (calib_family)f, p->wl.wdtype, tier, x, y, &eff, &clamped, &other) != XF_OK) continue;
         if (other) tier = tier == CALIB_TIER_CACHE ? CALIB_TIER_DRAM : CALIB_TIER_CACHE; /* the entries' reference */
-        double ref = predcal_reference_time(t, &op->cost, tier, bws, fls);
+        double ref = predcal_reference_time(t, &op->cost, tier);
         if (!(ref > 0)) continue;
         op->calibrated_time_s = ref / eff;
         op->calib_clamped = clamped && !defaults;

@@ -35,14 +35,8 @@ void predcal_keys(const cost_op *op, calib_family f, xf_dtype wdtype, double *x,
  * the cache tier (dram when the table has no in-cache bandwidth). */
 calib_tier predcal_tier(const calib_table *t, calib_family f, double weights_bytes);
 
-/* max(F / P, Q / B) against the table's ceilings (P of the op's compute type, B of the tier),
- * each scaled by the load factors of concurrent ceilings (the point's pulses over the machine
- * file's figures: bw_scale for B, fp32_scale for P; 1 and 1 for a quiet machine or no pulses). */
-double predcal_reference_time(const calib_table *t, const cost_op *op, calib_tier tier, double bw_scale, double fp32_scale);
-
-/* The load factors of a point's concurrent ceilings: median pulse read bandwidth over the machine
- * file's, and the same for FP32; 1 and 1 when the point has no pulses. */
-void predcal_load_scales(const record_point *p, double *bw_scale, double *fp32_scale);
+/* max(F / P, Q / B) against the table's ceilings (P of the op's compute type, B of the tier). */
+double predcal_reference_time(const calib_table *t, const cost_op *op, calib_tier tier);
 
 /* The efficiency interpolated at (x, y) for (f, wdtype, tier). *clamped = 1 when x or y lay outside
  * the entries' range; *other_tier = 1 when the tier had no entries and the other's were used.
@@ -51,9 +45,7 @@ xf_status predcal_efficiency(const calib_table *t, calib_family f, xf_dtype wdty
                              double *eff, int *clamped, int *other_tier);
 
 /* Adds an entry for every measured op of p (time_s > 0) of a family in `families` (a bit mask,
- * 1 << calib_family): efficiency = the reference time over its measured time, the reference
- * against the point's concurrent ceilings when it has pulses (so that a busy machine during the
- * calibration does not lower the efficiencies: the load is in the ceilings). Call
+ * 1 << calib_family): efficiency = the reference time over its measured time. Call
  * calib_table_merge when all points are in. */
 xf_status predcal_add_point(calib_table *t, const record_point *p, unsigned families);
 
@@ -65,8 +57,7 @@ typedef struct predcal_stats {
 } predcal_stats;
 
 /* Sets every op's calibrated_time_s (and calib_clamped) from t; p->memory.weights_bytes picks the
- * tier; a measured point with pulses is predicted against its concurrent ceilings (the load it
- * ran under), any other against the table's. prediction = 1 (a predict record: no measurement): op->time_s becomes the calibrated time
+ * tier. prediction = 1 (a predict record: no measurement): op->time_s becomes the calibrated time
  * where there is one and the summary is computed again from it (decode_context and max_batch
  * kept). Always sets summary.predicted_ttft_s / predicted_tpot_s. st (may be NULL) gets the counts. */
 void predcal_apply_point(const calib_table *t, record_point *p, int prediction, predcal_stats *st);

@@ -66,7 +66,7 @@ static xf_status run_one(const calibrate_opts *o, const model_config *cfg, xf_dt
     pl.reps = o->quick ? 1 : 3;
     pl.warmup = 1;
     pl.perf = 0;
-    pl.concurrent = 1; /* the efficiencies against the ceilings measured around each repetition: the load is in them */
+    pl.concurrent = 0;
     pl.quiet = 1;
     if (!o->quiet)
         fprintf(stderr, "xfprof machine: calibrating on %s (%s weights, prompt%s", cfg->name, dtype_name(wd),

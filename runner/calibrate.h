@@ -8,8 +8,7 @@
  *   - DRAM models (weights at least twice the last-level cache and 512 MiB): a short prompt and
  *     decode steps, for the decode projections streaming from DRAM (GEMV beyond the cache).
  * Three shapes (d_model 512/1280/2560, d_ff 1408/3456/6912, query heads per KV head 1/4/16) at
- * each weight dtype asked for, concurrent pulses on (the efficiencies are against the ceilings
- * measured around each repetition, so a busy machine's load is in them); each op's time is the median of the
+ * each weight dtype asked for; concurrent pulses off; each op's time is the median of the
  * repetitions, as `run` records it. --quick: the two smaller shapes in cache only, one
  * repetition (for tests). */
 #ifndef XF_CALIBRATE_H
