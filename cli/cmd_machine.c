@@ -106,7 +106,7 @@ static void print_gpu_table(const gpu_attrs *a, const gpu_theory *t, const gpu_m
 
 /* What a calibration holds: entries and efficiency range per family, dtype and tier. */
 static void print_calibration(const calib_table *t, const char *path) {
-    printf("\ncalibration (%s grid, %d threads): efficiency = roofline time / measured time\n", t->grid, t->threads);
+    printf("\ncalibration (%s grid, %d threads): efficiency = roofline time / measured time\n%s\n", t->grid, t->threads, t->source);
     printf("%-13s %-6s %-6s %8s %10s %10s %10s\n", "family", "wdtype", "tier", "entries", "eff min", "eff median", "eff max");
     for (int i = 0; i < t->n;) {
         int j = i;

@@ -61,7 +61,7 @@ typedef struct calib_table {
     int threads;                  /* threads it was measured with */
     char grid[16];                /* "full" or "quick" */
     char created[32];             /* ISO 8601 UTC */
-    char source[192];             /* host and what was run */
+    char source[256];             /* host, what was run, the unit the bf16 GEMMs run on */
     double dram_Bps, cache_Bps;   /* the reference ceilings: DRAM read and in-cache read */
     double cache_bytes;           /* last-level cache: weights up to it are the cache tier */
     double peak_flops[XF_COMPUTE_COUNT];

@@ -9,6 +9,7 @@
 #include "analyzers/predict_calibrated.h"
 #include "core/record.h"
 #include "reference_model/config.h"
+#include "reference_model/cpu_dnnl.h"
 #include "runner.h"
 
 /* The grid's shapes: none is a preset's (d_model, d_ff, heads, KV heads, head_dim). */
@@ -98,8 +99,9 @@ xf_status calibrate_measure(const calibrate_opts *o, const device_spec *m, calib
     strftime(t->created, sizeof t->created, "%Y-%m-%dT%H:%M:%SZ", &tmv);
     char host[64] = "?";
     gethostname(host, sizeof host - 1);
-    snprintf(t->source, sizeof t->source, "measured by xfprof machine --calibrate%s on %s, %d threads", o->quick ? " --quick" : "",
-             host, o->threads);
+    /* the unit the GEMMs run on is whatever the backend picks (bf16 prefill: oneDNN, AMX where granted): named here */
+    snprintf(t->source, sizeof t->source, "measured by xfprof machine --calibrate%s on %.48s, %d threads; bf16 prefill GEMMs: %.80s",
+             o->quick ? " --quick" : "", host, o->threads, cpu_dnnl_describe());
     if (!(t->dram_Bps > 0) || !(t->peak_flops[XF_COMPUTE_FP32] > 0))
         return xf_errorf(XF_EINVAL, "calibration: the ceilings have no DRAM bandwidth or FP32 peak");
     static const int64_t prompts[] = {32, 128}, short_prompt = 8;
