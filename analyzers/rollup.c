@@ -25,6 +25,7 @@ static void add_op(rollup_agg *a, const record_op *op) {
     double t = op_t(op);
     a->time_s += t;
     a->predicted_time_s += isfinite(op->predicted_time_s) ? op->predicted_time_s : 0;
+    a->calibrated_time_s += op->calibrated_time_s > 0 ? op->calibrated_time_s : isfinite(op->predicted_time_s) ? op->predicted_time_s : 0;
     a->spread_s += isfinite(op->spread_s) ? op->spread_s : 0;
     a->share += isfinite(op->share) ? op->share : 0;
     if (op->bound >= 0 && op->bound < XF_BOUND_COUNT) a->class_time[op->bound] += t;
@@ -54,6 +55,7 @@ void rollup_agg_merge(rollup_agg *into, const rollup_agg *x) {
     into->bytes += x->bytes;
     into->time_s += x->time_s;
     into->predicted_time_s += x->predicted_time_s;
+    into->calibrated_time_s += x->calibrated_time_s;
     into->spread_s += x->spread_s;
     into->share += x->share;
     for (int b = 0; b < XF_BOUND_COUNT; b++) into->class_time[b] += x->class_time[b];

@@ -19,6 +19,7 @@ typedef struct rollup_agg {
     int measured;                       /* 1 when any instance was measured */
     double flops, bytes;                /* bytes: the counters' where measured, else the cost model's */
     double time_s, predicted_time_s, spread_s, share;
+    double calibrated_time_s; /* the calibrated predictions summed (an op without one counts its bound); issue 17 */
     double class_time[XF_BOUND_COUNT];  /* time of the instances of each class */
     double util_compute, util_memory;   /* time-weighted over the instances */
 } rollup_agg;

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "analyzers/stats.h"
 #include "args.h"
 #include "cli.h"
 #include "core/fileio.h"
@@ -13,13 +14,14 @@
 #include "machine_comm.h"
 #include "probes/ceilings.h"
 #include "probes/gpu_ceilings.h"
+#include "runner/calibrate.h"
 #include "reference_model/cuda_backend.h"
 #include "reference_model/cpu_dnnl.h"
 
 static void usage(FILE *f) {
     fprintf(f,
             "Usage: xfprof machine [--device cpu|cuda|cuda:N] [--threads N] [-o FILE] [--format table|json] [--quick]\n"
-            "                      [--no-save]\n\n"
+            "                      [--no-save] [--calibrate [--wdtype LIST]]\n\n"
             "Measures this machine's ceilings with N threads (default: all online CPUs):\n"
             "  read, copy and triad bandwidth over a working set of 4x the last-level cache (2x with\n"
             "  --quick) and inside it (a quarter of it), FP32 FMA peak, BF16 peak where the CPU has\n"
@@ -30,6 +32,20 @@ static void usage(FILE *f) {
             "the devices-file format; 'xfprof run' and 'xfprof predict --device cpu' read it.\n"
             "  --format json   print the saved devices file instead of the table\n"
             "  --no-save       measure and print only\n"
+            "  --calibrate     then measure the efficiency this machine's reference kernels achieve per op family\n"
+            "                  (gemv, gemm, decode and prefill attention, norm, rope, swiglu, residual, kv_append,\n"
+            "                  embedding, sampling), weight dtype, memory tier (in the last-level cache or DRAM) and\n"
+            "                  shape (efficiency = roofline time / measured time), by running through the CPU\n"
+            "                  backend synthetic models whose shapes are no preset's: d_model 512, 1280 and 2560\n"
+            "                  (1, 4 and 16 query heads per KV head) within 3/4 of the last-level cache at prompts\n"
+            "                  32 and 128, and 1280 and 2560 beyond twice the cache (decode projections), 1 warm-up\n"
+            "                  + 3 repetitions, concurrent pulses off (with --quick: 512 and 1280 in cache, 1 + 1).\n"
+            "                  Saved in the machine file as its \"calibration\" object (format xfprof-calibration,\n"
+            "                  version 1); 'xfprof run' and 'xfprof predict --device cpu' then predict each op as\n"
+            "                  its roofline time over the efficiency interpolated for its shape (clamped outside\n"
+            "                  the table, said in the output), the roofline bound beside it. About 2 minutes on 2\n"
+            "                  busy cores for the three dtypes (--quick --wdtype fp32: seconds).\n"
+            "  --wdtype LIST   weight dtypes to calibrate: fp32, bf16, int8 (default all three)\n"
             "  --device cuda[:N]  measure GPU N instead (default 0): a device-to-device copy kernel and a read\n"
             "                  kernel (L2 flushed before each timing) for bandwidth, an FP32 FMA kernel, a cuBLAS\n"
             "                  BF16 GEMM of 8192^3 for the tensor peak; median of 10. Saved (same devices-file\n"
@@ -88,6 +104,45 @@ static void print_gpu_table(const gpu_attrs *a, const gpu_theory *t, const gpu_m
     printf("%s%s\n", path ? "saved to " : "not saved", path ? path : "");
 }
 
+/* What a calibration holds: entries and efficiency range per family, dtype and tier. */
+static void print_calibration(const calib_table *t, const char *path) {
+    printf("\ncalibration (%s grid, %d threads): efficiency = roofline time / measured time\n%s\n", t->grid, t->threads, t->source);
+    printf("%-13s %-6s %-6s %8s %10s %10s %10s\n", "family", "wdtype", "tier", "entries", "eff min", "eff median", "eff max");
+    for (int i = 0; i < t->n;) {
+        int j = i;
+        while (j < t->n && t->entries[j].family == t->entries[i].family && t->entries[j].wdtype == t->entries[i].wdtype &&
+               t->entries[j].tier == t->entries[i].tier)
+            j++;
+        double lo = t->entries[i].efficiency, hi = lo, eff[512];
+        int m = 0;
+        for (int k = i; k < j; k++) {
+            double e = t->entries[k].efficiency;
+            lo = e < lo ? e : lo;
+            hi = e > hi ? e : hi;
+            if (m < 512) eff[m++] = e;
+        }
+        printf("%-13s %-6s %-6s %8d %10.3f %10.3f %10.3f\n", calib_family_name(t->entries[i].family),
+               dtype_name(t->entries[i].wdtype), calib_tier_name(t->entries[i].tier), j - i, lo,
+               stats_median(eff, (size_t)m), hi);
+        i = j;
+    }
+    printf("saved in %s (\"calibration\", %s v%d)\n", path, CALIB_FORMAT, CALIB_VERSION);
+}
+
+/* `xfprof machine --calibrate`: the grid against the ceilings just saved at path. */
+static int machine_calibrate(const char *cmd, const char *path, const device_spec *d, int threads, int quick, const xf_dtype *wd,
+                             int n_wd) {
+    /* the runner reads its ceilings from the machine file: this one */
+    if (setenv("XFPROF_MACHINE_FILE", path, 1) != 0) return cli_fail(cmd, xf_errorf(XF_EIO, "setenv failed"));
+    calibrate_opts co = {threads, quick, wd, n_wd, 0};
+    calib_table t;
+    xf_status s = calibrate_measure(&co, d, &t);
+    if (s == XF_OK) s = calib_table_save_machine(&t, path);
+    if (s == XF_OK) print_calibration(&t, path);
+    calib_table_free(&t);
+    return s == XF_OK ? CLI_EXIT_OK : cli_fail(cmd, s);
+}
+
 /* `xfprof machine --device cuda[:N]`. */
 static int machine_cuda(const char *cmd, int ordinal, const char *out, int save, const char *format) {
     char path[4096];
@@ -130,7 +185,8 @@ int cmd_machine(int argc, char **argv) {
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     o.threads = ncpu > 0 ? (int)ncpu : 1;
     const char *out = NULL, *format = "table";
-    int save = 1, cuda = 0, ordinal = 0, comm_mode = 0;
+    int save = 1, cuda = 0, ordinal = 0, comm_mode = 0, calibrate = 0, n_wd = 3;
+    xf_dtype wd[3] = {XF_FP32, XF_BF16, XF_INT8};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int has_val = i + 1 < argc;
@@ -163,6 +219,23 @@ int cmd_machine(int argc, char **argv) {
             }
         } else if (!strcmp(a, "--quick")) {
             o.quick = 1;
+        } else if (!strcmp(a, "--calibrate")) {
+            calibrate = 1;
+        } else if (!strcmp(a, "--wdtype")) {
+            if (!has_val) return cli_usage_error(cmd, "--wdtype needs a list of fp32, bf16, int8");
+            char buf[64];
+            if ((size_t)snprintf(buf, sizeof buf, "%s", argv[++i]) >= sizeof buf) return cli_usage_error(cmd, "--wdtype: list too long");
+            n_wd = 0;
+            for (char *save_p = NULL, *tok = strtok_r(buf, ",", &save_p); tok; tok = strtok_r(NULL, ",", &save_p)) {
+                xf_dtype d;
+                if (dtype_parse(tok, &d) != XF_OK || (d != XF_FP32 && d != XF_BF16 && d != XF_INT8))
+                    return cli_usage_error(cmd, "--wdtype: '%s' is not fp32, bf16 or int8 (the CPU model's weight dtypes)", tok);
+                for (int k = 0; k < n_wd; k++)
+                    if (wd[k] == d) return cli_usage_error(cmd, "--wdtype: %s given twice", tok);
+                if (n_wd == 3) return cli_usage_error(cmd, "--wdtype: at most fp32, bf16 and int8");
+                wd[n_wd++] = d;
+            }
+            if (n_wd == 0) return cli_usage_error(cmd, "--wdtype needs a list of fp32, bf16, int8");
         } else if (!strcmp(a, "--comm")) {
             comm_mode = 1;
         } else if (!strcmp(a, "--no-save")) {
@@ -171,6 +244,11 @@ int cmd_machine(int argc, char **argv) {
             return cli_usage_error(cmd, "unknown option '%s'", a);
         }
     }
+    if (calibrate && (cuda || comm_mode))
+        return cli_usage_error(cmd, "--calibrate measures the CPU's kernels: not with --device cuda or --comm (a GPU's efficiencies "
+                               "are the spec sheet's defaults until a GPU calibration exists)");
+    if (calibrate && !save) return cli_usage_error(cmd, "--calibrate saves into the machine file: not with --no-save");
+    if (calibrate && !strcmp(format, "json")) return cli_usage_error(cmd, "--calibrate prints a table: not with --format json");
     if (cuda) return machine_cuda(cmd, ordinal, out, save, format);
     if (comm_mode) return machine_comm(cmd, out, save, o.quick);
     char path[4096];
@@ -197,5 +275,6 @@ int cmd_machine(int argc, char **argv) {
     } else {
         print_table(&r, &d, save ? path : NULL);
     }
+    if (calibrate) return machine_calibrate(cmd, path, &d, o.threads, o.quick, wd, n_wd);
     return CLI_EXIT_OK;
 }

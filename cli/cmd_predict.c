@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "core/device.h"
 #include "output.h"
+#include "predict_cal.h"
 #include "reference_model/config.h"
 #include "sweep_grid.h"
 
@@ -24,7 +25,11 @@ static void help(void) {
            "(at the mean decode context), its FLOPs, bytes, intensity, bound and predicted time; then TTFT, TPOT,\n"
            "tokens/s, memory against the device's capacity and the largest batch that fits. No hardware needed.\n\n"
            "  --model M         preset name (xfprof models) or a Hugging Face config.json (default stories15m)\n"
-           "  --device D        device spec name (xfprof devices; default h100-sxm)\n"
+           "  --device D        device spec name (xfprof devices; default h100-sxm), or cpu: this machine's file\n"
+           "                    ('xfprof machine'); with its calibration ('xfprof machine --calibrate') every op's time is\n"
+           "                    calibrated: the roofline time over the efficiency measured for its family, dtype and shape\n"
+           "                    (clamped outside the table); spec-sheet GPUs use default efficiencies (docs/verdicts.md);\n"
+           "                    the roofline bound stays beside it (the table's \"roofline\" column, predicted_time_s)\n"
            "  --device-file F   a devices file of your own (format of data/devices.json, or xfprof machine's)\n"
            "  --batch LIST      sequences per step (default 1)\n"
            "  --prompt LIST     prompt tokens per sequence (default 128)\n"
@@ -108,6 +113,9 @@ int cmd_predict(int argc, char **argv) {
     g.predict = 1;
     cli_output out = {RENDER_TABLE, NULL, 0, NULL, NULL};
     int c, rc = CLI_EXIT_USAGE, have_device = 0, mla_form = -1;
+    calib_table cal; /* the predictor's calibration (issue 17); n == 0: none */
+    char how[32] = "", cal_note[224] = "";
+    calib_table_init(&cal);
     xf_status s;
     sweep_param *ps = NULL;
     workload *wls = NULL;
@@ -195,7 +203,8 @@ int cmd_predict(int argc, char **argv) {
         goto done;
     }
     model_config cfg;
-    if ((s = config_resolve(g.models[0], &cfg)) || (s = device_lookup(g.devices[0], g.device_file, &dev))) {
+    if ((s = config_resolve(g.models[0], &cfg)) ||
+        (s = predict_cal_device(g.devices[0], g.device_file, &dev, &cal, how, sizeof how, cal_note, sizeof cal_note))) {
         rc = cli_fail(CMD, s);
         goto done;
     }
@@ -230,12 +239,19 @@ int cmd_predict(int argc, char **argv) {
         rc = predict_split(&g, ps, n, &cfg, &dev, wls, &rec, &out);
         goto done;
     }
-    if ((s = predict_record(&cfg, &dev, wls, (int)n, &rec)) || (s = advice_record(&rec))) {
+    if ((s = predict_record(&cfg, &dev, wls, (int)n, &rec))) {
+        rc = cli_fail(CMD, s);
+        goto done;
+    }
+    predict_cal_apply(&rec, &cal, how, cal_note);
+    fprintf(stderr, "xfprof predict: predicted = %s (%s)\n", how, rec.prediction_note);
+    if ((s = advice_record(&rec))) {
         rc = cli_fail(CMD, s);
         goto done;
     }
     rc = cli_output_write(CMD, &rec, &out);
 done:
+    calib_table_free(&cal);
     record_free(&rec);
     free(wls);
     free(ps);

@@ -227,7 +227,9 @@ xf_status sweep_grid_expand(sweep_grid *gp, sweep_param **out, int64_t *n) {
         if (s) return xf_error_prefix(s, "--model %.200s: ", g.models[i]);
     }
     for (int i = 0; i < g.n_devices; i++) {
-        if (g.predict) {
+        if (g.predict && !g.device_file && !strcmp(g.devices[i], "cpu")) {
+            continue; /* predict --device cpu: the machine file, resolved by the command (cli/predict_cal.c) */
+        } else if (g.predict) {
             device_spec d;
             s = device_lookup(g.devices[i], g.device_file, &d);
             if (s) return s;

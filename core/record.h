@@ -63,6 +63,12 @@ typedef struct record_op {
     double util_memory_machine;
     int confidence_boot;     /* bootstrap resamples behind `confidence`; 0: none (not measured, old record) */
     double confidence;       /* share of resamples of the repetitions giving `bound`, 0..1 */
+    /* The calibrated prediction (analyzers/predict_calibrated.h): the roofline time against the
+     * calibration's ceilings over the efficiency interpolated in the machine's calibration table
+     * (or a spec-sheet device's default efficiencies). 0: none (the record's `prediction` says
+     * "roofline bound"; old records). Optional on read. */
+    double calibrated_time_s;
+    int calib_clamped;       /* 1: the op's shape lay outside the table's range and its efficiency was clamped to the nearest entry */
 } record_op;
 
 typedef struct record_summary {
@@ -78,6 +84,10 @@ typedef struct record_summary {
     int64_t max_batch;           /* largest batch that fits device memory; 0 none */
     int verdict_boot;            /* bootstrap resamples behind verdict_confidence; 0: none */
     double verdict_confidence;   /* share of resamples whose request time is mostly in the same class */
+    /* Predicted step times of a measured point (sum of its ops' predictions: calibrated when the
+     * record's `prediction` is "calibrated", else the roofline bound). 0: none. Optional on read. */
+    double predicted_ttft_s;
+    double predicted_tpot_s;
 } record_summary;
 
 typedef struct record_memory {
@@ -219,6 +229,9 @@ typedef struct record {
     record_env env[RECORD_MAX_ENV]; /* build, host, CPU/GPU, toolkit versions */
     int n_advice;
     record_advice advice[RECORD_MAX_ADVICE]; /* (n_advice) ranked, best first; written as "advice" */
+    char prediction[32];    /* how the predicted times were made: "calibrated", "default efficiencies" or
+                               "roofline bound"; "" (old records): the roofline bound. Optional on read */
+    char prediction_note[224]; /* the calibration used (when, what grid, clamped ops) or why none; "" none */
     int64_t ops_left_out;   /* read in a stream (record_load_stream): points whose ops were not kept; such a
                                record is rendered but never written again (never in the JSON) */
 } record;

@@ -182,8 +182,9 @@ void html_measured(html_ctx *c, int ri, const record_point *p) {
     sbuf_init(&table);
     sbuf *page = c->b;
     c->b = &table;
+    /* predicted: the calibrated prediction where the ops have one (issue 17), else the bound; the bound beside it */
     html_put(c, "<table class=\"sortable\"><thead><tr><th>phase</th><th>op</th><th>measured</th><th>predicted</th>"
-           "<th>measured / predicted</th><th>measured class</th></tr></thead><tbody>\n");
+           "<th>measured / predicted</th><th>roofline bound</th><th>measured class</th></tr></thead><tbody>\n");
     for (int ph = 0; ph < XF_PHASE_COUNT; ph++)
         for (int k = 0; k < OP_KIND_COUNT; k++) {
             const agg *x = &a[ph][k];
@@ -192,16 +193,17 @@ void html_measured(html_ctx *c, int ri, const record_point *p) {
             html_td_str(c, phase_name((xf_phase)ph));
             html_td_str(c, op_kind_name((op_kind)k));
             html_td_time(c, x->time_s);
-            html_td_time(c, x->predicted_time_s);
+            html_td_time(c, x->calibrated_time_s);
             char s[32];
-            double ratio = html_safe_div(x->time_s, x->predicted_time_s);
+            double ratio = html_safe_div(x->time_s, x->calibrated_time_s);
             snprintf(s, sizeof s, "%.2f\xc3\x97", ratio);
-            html_td_num(c, ratio, x->predicted_time_s > 0 ? s : "n/a");
+            html_td_num(c, ratio, x->calibrated_time_s > 0 ? s : "n/a");
+            html_td_time(c, x->predicted_time_s);
             html_td_class(c, rollup_class(x));
             html_put(c, "</tr>\n");
             sbuf_printf(&data, "%s:", ph == XF_PREFILL ? "P" : "D");
             esc_gnuplot_datum(&data, op_kind_name((op_kind)k));
-            sbuf_printf(&data, " %.9g %.9g\n", x->time_s * 1e3, x->predicted_time_s * 1e3);
+            sbuf_printf(&data, " %.9g %.9g\n", x->time_s * 1e3, x->calibrated_time_s * 1e3);
             rows++;
         }
     html_put(c, "</tbody></table>\n");

@@ -220,6 +220,8 @@ static cJSON *op_to_json(const record_op *op) {
         if (op->confidence_boot > 0)
             ok &= json_add_number(o, "confidence", op->confidence) & json_add_number(o, "confidence_boot", op->confidence_boot);
     }
+    if (ok && op->calibrated_time_s > 0) /* issue 17: the calibrated prediction (optional on read) */
+        ok &= json_add_number(o, "calibrated_time_s", op->calibrated_time_s) & add_bool(o, "calib_clamped", op->calib_clamped);
     if (ok && op->n_counters > 0) {
         cJSON *cs = cJSON_AddObjectToObject(o, "counters");
         ok &= cs != NULL;
@@ -331,6 +333,8 @@ static cJSON *point_to_json(const record_point *p) {
         if (ok && s->verdict_boot > 0)
             ok &= json_add_number(sj, "verdict_confidence", s->verdict_confidence) &
                   json_add_number(sj, "verdict_boot", s->verdict_boot);
+        if (ok && (s->predicted_ttft_s > 0 || s->predicted_tpot_s > 0)) /* issue 17 (optional on read) */
+            ok &= json_add_number(sj, "predicted_ttft_s", s->predicted_ttft_s) & json_add_number(sj, "predicted_tpot_s", s->predicted_tpot_s);
     }
     if (ok && p->concurrent.n_pulses > 0) ok &= concurrent_to_json(o, &p->concurrent);
     const record_memory *m = &p->memory;
@@ -415,6 +419,8 @@ xf_status record_json_text(const record *r, char **out) {
              add_str(root, "tool_version", r->tool_version) & add_bool(root, "ceilings_measured", r->ceilings_measured) &
              add_bool(root, "partial", r->partial);
     if (ok && r->partial) ok &= add_str(root, "partial_reason", r->partial_reason);
+    if (ok && r->prediction[0]) ok &= add_str(root, "prediction", r->prediction); /* issue 17 (optional on read) */
+    if (ok && r->prediction_note[0]) ok &= add_str(root, "prediction_note", r->prediction_note);
     cJSON *env = ok ? cJSON_AddObjectToObject(root, "env") : NULL;
     ok &= env != NULL;
     for (int i = 0; ok && i < r->n_env; i++) ok &= add_str(env, r->env[i].key, r->env[i].value);
@@ -639,6 +645,15 @@ static xf_status read_op_concurrent(const cJSON *j, const char *ctx, record_op *
     return XF_OK;
 }
 
+/* Optional (issue 17; older records have none): the calibrated prediction. */
+static xf_status read_op_calibrated(const cJSON *j, const char *ctx, record_op *op) {
+    if (!cJSON_GetObjectItemCaseSensitive(j, "calibrated_time_s")) return XF_OK;
+    xf_status s = read_nonneg(j, "calibrated_time_s", ctx, &op->calibrated_time_s);
+    int present = 0;
+    if (!s) s = json_opt_bool(j, "calib_clamped", ctx, &op->calib_clamped, &present);
+    return s;
+}
+
 static xf_status read_op(const cJSON *j, const char *ctx, int64_t n_layers, record_op *op) {
     if (!cJSON_IsObject(j)) return xf_errorf(XF_EINVAL, "%s: must be an object", ctx);
     char phase[16], kind[24], compute[16], bound[16], src[16];
@@ -703,6 +718,7 @@ static xf_status read_op(const cJSON *j, const char *ctx, int64_t n_layers, reco
             return s;
         if ((s = read_op_concurrent(j, ctx, op))) return s;
     }
+    if ((s = read_op_calibrated(j, ctx, op))) return s;
     const cJSON *cs = cJSON_GetObjectItemCaseSensitive(j, "counters");
     if (cs) {
         if (!cJSON_IsObject(cs)) return xf_errorf(XF_EINVAL, "%s: 'counters' must be an object", ctx);
@@ -948,6 +964,10 @@ static xf_status read_point(const cJSON *j, const char *ctx, const record *r, re
         if (sm->verdict_confidence > 1) return xf_errorf(XF_EINVAL, "%s: 'verdict_confidence' is a share: 0 to 1", sub);
         sm->verdict_boot = (int)boot;
     }
+    if (cJSON_GetObjectItemCaseSensitive(sj, "predicted_ttft_s") &&
+        ((s = read_nonneg(sj, "predicted_ttft_s", sub, &sm->predicted_ttft_s)) ||
+         (s = read_nonneg(sj, "predicted_tpot_s", sub, &sm->predicted_tpot_s))))
+        return s;
     const cJSON *cj = cJSON_GetObjectItemCaseSensitive(j, "concurrent");
     snprintf(sub, sizeof sub, "%s.concurrent", ctx);
     if (cj && (s = read_concurrent(cj, sub, &p->concurrent))) return s;
@@ -1078,6 +1098,9 @@ static xf_status read_head(const cJSON *root, record *r) {
         (s = json_opt_string(root, "partial_reason", "record", r->partial_reason, sizeof r->partial_reason, &present)))
         return s;
     if (present && !r->partial) return xf_errorf(XF_EINVAL, "record: 'partial_reason' given but 'partial' is not true");
+    if ((s = json_opt_string(root, "prediction", "record", r->prediction, sizeof r->prediction, &present)) ||
+        (s = json_opt_string(root, "prediction_note", "record", r->prediction_note, sizeof r->prediction_note, &present)))
+        return s;
     const cJSON *env = cJSON_GetObjectItemCaseSensitive(root, "env");
     if (env) {
         if (!cJSON_IsObject(env)) return xf_errorf(XF_EINVAL, "record: 'env' must be an object");

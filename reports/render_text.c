@@ -54,6 +54,7 @@ xf_status render_rollup_point(const record_point *p, render_rollup **out, int64_
         r->bytes = a->bytes;
         r->time_s = a->time_s;
         r->predicted_time_s = a->predicted_time_s;
+        r->calibrated_time_s = a->calibrated_time_s;
         r->spread_s = a->spread_s;
         r->share = a->share;
         r->bound = rollup_class(a); /* the one rule the HTML report uses too */
@@ -106,6 +107,7 @@ static xf_status table_ops(sbuf *b, const record *rec, const record_point *p, co
             r->bytes = op->bytes_from_counters ? op->measured_bytes : op->cost.bytes;
             r->time_s = op->time_s;
             r->predicted_time_s = op->predicted_time_s;
+            r->calibrated_time_s = op->calibrated_time_s > 0 ? op->calibrated_time_s : op->predicted_time_s;
             r->spread_s = op->spread_s;
             r->share = op->share;
             r->bound = op->bound;
@@ -127,9 +129,12 @@ static xf_status table_ops(sbuf *b, const record *rec, const record_point *p, co
         }
         for (int64_t i = 0; i < n; i++) rows[i].confidence = measured ? kc[rows[i].phase][rows[i].kind] : -1;
     }
+    /* issue 17: with a calibration, "predicted" is the calibrated prediction and "roofline" the bound beside it */
+    int cal = !strcmp(rec->prediction, "calibrated") || !strcmp(rec->prediction, "default efficiencies");
     sbuf_printf(b, "%-8s %-14s %-7s %10s %10s %9s %-9s %10s", "phase", "op", "layers", "FLOPs", "bytes", "FLOP/B", "bound",
                 measured ? "time(med)" : "time");
     if (measured) sbuf_printf(b, " %9s %9s %9s %10s %6s %6s %6s", "spread", "GFLOP/s", "GB/s", "predicted", "meas/p", "u_comp", "u_mem");
+    if (cal) sbuf_printf(b, " %10s", "roofline");
     sbuf_printf(b, " %6s%s\n", "share", measured ? "   conf" : "");
     for (int64_t i = 0; i < n; i++) {
         const render_rollup *r = &rows[i];
@@ -139,12 +144,13 @@ static xf_status table_ops(sbuf *b, const record *rec, const record_point *p, co
         sbuf_printf(b, "%-8s %-14s %-7s %10s %10s %9s %-9s %10s", phase_name(r->phase), op_kind_name(r->kind),
                     layers_label(r, lay, sizeof lay), units_si(r->flops, "", f, sizeof f), units_bytes(r->bytes, q, sizeof q),
                     inten, bound_name(r->bound), units_time(r->time_s, t, sizeof t));
+        double pred = cal && measured ? r->calibrated_time_s : r->predicted_time_s;
         if (measured)
             sbuf_printf(b, " %9s %9.2f %9.2f %10s %6.2f %5.1f%% %5.1f%%", units_time(r->spread_s, sp, sizeof sp),
                         r->time_s > 0 ? r->flops / r->time_s / 1e9 : 0, r->time_s > 0 ? r->bytes / r->time_s / 1e9 : 0,
-                        units_time(r->predicted_time_s, pt, sizeof pt),
-                        r->predicted_time_s > 0 ? r->time_s / r->predicted_time_s : 0, 100 * r->util_compute,
+                        units_time(pred, pt, sizeof pt), pred > 0 ? r->time_s / pred : 0, 100 * r->util_compute,
                         100 * r->util_memory);
+        if (cal) sbuf_printf(b, " %10s", units_time(r->predicted_time_s, pt, sizeof pt));
         sbuf_printf(b, " %5.1f%%", 100 * r->share);
         if (measured && r->confidence >= 0) sbuf_printf(b, " %5.0f%%", 100 * r->confidence);
         else if (measured) sbuf_printf(b, " %6s", "-");
@@ -279,7 +285,16 @@ static xf_status render_table(sbuf *b, const record *r, const render_options *op
             if (s) return s;
         }
         table_summary(b, r, &r->points[i]);
+        const record_summary *sm = &r->points[i].summary;
+        if (sm->predicted_ttft_s > 0 && r->points[i].ops && r->points[i].ops[0].measured) /* issue 17 */
+            sbuf_printf(b, "predicted (%s): TTFT %.3f ms (measured %.3f), TPOT %.3f ms (measured %.3f)\n",
+                        r->prediction[0] ? r->prediction : "roofline bound", sm->predicted_ttft_s * 1e3, sm->ttft_s * 1e3,
+                        sm->predicted_tpot_s * 1e3, sm->tpot_s * 1e3);
     }
+    if (r->n_points && r->prediction[0] && !r->kv) /* issue 17: how "predicted" was made */
+        sbuf_printf(b, "\npredicted = %s%s%s%s\n", r->prediction,
+                    strcmp(r->prediction, "roofline bound") ? " (\"roofline\": the bound max(F/P, Q/B) beside it)" : "",
+                    r->prediction_note[0] ? ": " : "", r->prediction_note);
     if (r->kv) { /* a kv record: the policies' table, as `xfprof kv` printed it */
         if (r->n_points) sbuf_puts(b, "\n");
         render_kv_table(b, r);
@@ -302,7 +317,7 @@ static void csv_field(sbuf *b, const char *s) {
 static xf_status render_csv(sbuf *b, const record *r) {
     sbuf_puts(b, "point,model,device,batch,prompt,gen,wdtype,adtype,kvdtype,phase,layer,op,compute,flops,bytes,bytes_source,"
                  "intensity,bound,time_s,predicted_time_s,share,measured,n_samples,spread_s,util_compute,util_memory,tp,pp,comm_bytes,"
-                 "util_compute_machine,util_memory_machine,confidence\n");
+                 "util_compute_machine,util_memory_machine,confidence,calibrated_time_s\n");
     for (int i = 0; i < r->n_points; i++) {
         const record_point *p = &r->points[i];
         for (int64_t k = 0; k < p->n_ops; k++) {
@@ -322,6 +337,8 @@ static xf_status render_csv(sbuf *b, const record *r) {
             /* the machine file's utilizations and the confidence (empty: none) */
             sbuf_printf(b, ",%.17g,%.17g,", op->util_compute_machine, op->util_memory_machine);
             if (op->confidence_boot > 0) sbuf_printf(b, "%.17g", op->confidence);
+            sbuf_puts(b, ",");
+            if (op->calibrated_time_s > 0) sbuf_printf(b, "%.17g", op->calibrated_time_s); /* empty: the roofline bound only */
             sbuf_puts(b, "\n");
         }
     }

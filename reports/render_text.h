@@ -32,6 +32,7 @@ typedef struct render_rollup {
     int first_layer, last_layer; /* -1, -1 for ops outside the layers */
     int64_t count;               /* ops summed */
     double flops, bytes, time_s, predicted_time_s, spread_s, share;
+    double calibrated_time_s;    /* the calibrated prediction (the bound where an op has none) */
     xf_bound bound;              /* the class of the summed op (rollup_class, as the HTML report) */
     int measured;
     double util_compute, util_memory; /* time-weighted over the instances */

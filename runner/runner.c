@@ -686,6 +686,23 @@ xf_status runner_run(const run_plan *pl, record *rec, run_notes *notes_out) {
     rec->model_active_params = config_active_param_count(cfg);
     rec->device = ctx.dev;
     rec->ceilings_measured = pl->cuda ? from_file : 1; /* CPU: the machine file or a quick measurement */
+    /* The predictor (issue 17): the machine file's calibration when it has one, else the roofline bound. */
+    if (!pl->cuda && from_file) {
+        int present = 0;
+        if ((s = calib_table_load_machine(mpath, &ctx.cal, &present))) goto out;
+        if (present && ctx.cal.threads != pl->threads && !pl->quiet)
+            fprintf(stderr, "xfprof run: note: the calibration was measured with %d threads, this run uses %d; run 'xfprof machine "
+                    "--calibrate --threads %d' for a matching one\n", ctx.cal.threads, pl->threads, pl->threads);
+    }
+    snprintf(rec->prediction, sizeof rec->prediction, "%s", ctx.cal.n > 0 ? "calibrated" : "roofline bound");
+    if (ctx.cal.n > 0)
+        snprintf(rec->prediction_note, sizeof rec->prediction_note, "calibration of %.32s (%.16s grid, %d threads) in %.100s",
+                 ctx.cal.created, ctx.cal.grid, ctx.cal.threads, mpath);
+    else
+        snprintf(rec->prediction_note, sizeof rec->prediction_note, "%s",
+                 pl->cuda ? "no GPU calibration exists yet: predicted = the roofline bound max(F/P, Q/B)"
+                          : "the machine file has no calibration ('xfprof machine --calibrate' measures one): predicted = the "
+                            "roofline bound max(F/P, Q/B)");
     char policy[32];
     kv_policy_name(&pl->kv_policy, policy, sizeof policy);
     for (int ib = 0; ib < pl->n_batch; ib++)
@@ -732,6 +749,16 @@ xf_status runner_run(const run_plan *pl, record *rec, run_notes *notes_out) {
                     else p->memory.capacity_bytes = machine.memory_bytes;
                     goto stopped;
                 }
+                if (ctx.cal.n > 0) { /* the tier from the cost model's weight bytes, before the held bytes replace them */
+                    predcal_stats st;
+                    predcal_apply_point(&ctx.cal, p, 0, &st);
+                    ctx.cal_counts.ops += st.ops;
+                    ctx.cal_counts.calibrated += st.calibrated;
+                    ctx.cal_counts.clamped += st.clamped;
+                    ctx.cal_counts.other_tier += st.other_tier;
+                } else {
+                    predcal_step_times(p);
+                }
                 if (rec->n_points == 1) rec->kv_bytes_per_token = p->memory.kv_bytes_per_token;
                 p->memory.capacity_bytes = machine.memory_bytes;
                 /* the weight bytes this run holds (weights.c: int8 scales and norms in fp32), not the
@@ -755,6 +782,12 @@ xf_status runner_run(const run_plan *pl, record *rec, run_notes *notes_out) {
                 }
             }
 stopped:
+    if (ctx.cal.n > 0) {
+        size_t l = strlen(rec->prediction_note);
+        snprintf(rec->prediction_note + l, sizeof rec->prediction_note - l, "; %lld of %lld ops calibrated, %lld clamped to the "
+                 "table's range, %lld from the other memory tier", (long long)ctx.cal_counts.calibrated, (long long)ctx.cal_counts.ops,
+                 (long long)ctx.cal_counts.clamped, (long long)ctx.cal_counts.other_tier);
+    }
     if (notes->stopped_by && !rec->partial) mark_partial(rec, &ctx, notes->stopped_by, notes->points_planned);
     if (ctx.timer && timer_probe_dropped(ctx.timer) > 0)
         fprintf(stderr, "xfprof run: warning: %lld probe ranges were unbalanced or out of range and dropped\n",
@@ -764,6 +797,7 @@ stopped:
     set_env(rec, &ctx);
     record_stamp_time(rec);
 out:
+    calib_table_free(&ctx.cal);
     model_free(ctx.m);
     probe_set_free(&ctx.ps);
     ceilings_pulser_free(ctx.pulser);
@@ -787,6 +821,7 @@ void runner_print_concurrent(FILE *f, const record_point *p, int i) {
 void runner_print_notes(FILE *f, const record *rec, const run_notes *c) {
     fprintf(f, "\nceilings: %s\n", rec->device.source);
     fprintf(f, "bandwidth ceiling: %s\n", c->ceilings);
+    if (rec->prediction[0]) fprintf(f, "predicted: %s (%s)\n", rec->prediction, rec->prediction_note);
     if (c->probes) fprintf(f, "timer overhead: %.1f ns per range (measured, subtracted)\n", c->timer_overhead_s * 1e9);
     else fprintf(f, "probes off: per-op times not measured; TTFT and TPOT are whole-step wall times\n");
     if (c->gpu[0]) {

@@ -3,6 +3,7 @@
 #ifndef XF_RUNNER_INT_H
 #define XF_RUNNER_INT_H
 
+#include "analyzers/predict_calibrated.h"
 #include "core/probe.h"
 #include "probes/ceilings.h"
 #include "probes/perf_event.h"
@@ -31,6 +32,8 @@ typedef struct run_ctx {
     record *rec;
     int point_index;
     int reps_done;         /* repetitions the last run_point kept: reps, or fewer when stopped (Ctrl-C) */
+    calib_table cal;        /* the machine file's calibration (issue 17); n == 0: none, the roofline bound */
+    predcal_stats cal_counts; /* ops calibrated, clamped, from the other tier, over the points */
 } run_ctx;
 
 /* The GPU's ceilings: the GPU machine file when `xfprof machine --device cuda` measured this GPU,

@@ -1,0 +1,246 @@
+#include "predict_calibrated.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "roofline.h"
+
+int predcal_family_of(const cost_op *op) {
+    switch (op->kind) {
+    case OP_QKV:
+    case OP_O_PROJ:
+    case OP_GATE_UP:
+    case OP_DOWN: return op->phase == XF_PREFILL ? CALIB_GEMM : CALIB_GEMV;
+    case OP_LM_HEAD: return CALIB_GEMV; /* prefill: the last token of each sequence only */
+    case OP_ATTENTION: return op->phase == XF_PREFILL ? CALIB_ATTN_PREFILL : CALIB_ATTN_DECODE;
+    case OP_ATTN_NORM:
+    case OP_FFN_NORM:
+    case OP_FINAL_NORM: return CALIB_NORM;
+    case OP_ROPE: return CALIB_ROPE;
+    case OP_SWIGLU: return CALIB_SWIGLU;
+    case OP_ATTN_RESIDUAL:
+    case OP_FFN_RESIDUAL: return CALIB_RESIDUAL;
+    case OP_KV_APPEND: return CALIB_KV_APPEND;
+    case OP_EMBEDDING: return CALIB_EMBEDDING;
+    case OP_SAMPLING: return CALIB_SAMPLING;
+    default: return -1;
+    }
+}
+
+/* 2^(round(4 log2 v) / 4): a quarter octave, so that keys that differ by a scale factor's bytes
+ * land in the same row. */
+static double quarter_octave(double v) { return v > 0 ? exp2(round(4.0 * log2(v)) / 4.0) : 1.0; }
+
+static double nominal_bytes(xf_dtype d) { return d == XF_INT8 ? 1.0 : d == XF_BF16 || d == XF_FP16 ? 2.0 : 4.0; }
+
+void predcal_keys(const cost_op *op, calib_family f, xf_dtype wdtype, double *x, double *y) {
+    *y = 1.0;
+    switch (f) {
+    case CALIB_GEMV:
+    case CALIB_GEMM:
+        *x = op->weight_bytes;
+        if (op->weight_bytes > 0) *y = quarter_octave(op->flops / (2.0 * op->weight_bytes / nominal_bytes(wdtype)));
+        break;
+    case CALIB_ATTN_DECODE:
+        *x = op->kv_read_bytes;
+        if (op->kv_read_bytes > 0) *y = quarter_octave(op->flops / op->kv_read_bytes);
+        break;
+    case CALIB_ATTN_PREFILL: *x = op->flops; break;
+    default: *x = op->bytes; break;
+    }
+}
+
+calib_tier predcal_tier(const calib_table *t, calib_family f, double weights_bytes) {
+    if (!(t->cache_Bps > 0)) return CALIB_TIER_DRAM;
+    if (f != CALIB_GEMV && f != CALIB_GEMM) return CALIB_TIER_CACHE;
+    return t->cache_bytes > 0 && weights_bytes > 0 && weights_bytes <= t->cache_bytes ? CALIB_TIER_CACHE : CALIB_TIER_DRAM;
+}
+
+double predcal_reference_time(const calib_table *t, const cost_op *op, calib_tier tier) {
+    device_spec d;
+    memset(&d, 0, sizeof d);
+    d.bandwidth_Bps = tier == CALIB_TIER_CACHE && t->cache_Bps > 0 ? t->cache_Bps : t->dram_Bps;
+    for (int c = 0; c < XF_COMPUTE_COUNT; c++) d.peak_flops[c] = t->peak_flops[c];
+    return roofline_predict_time(op, &d);
+}
+
+static int near(double a, double b) { return fabs(a - b) <= 1e-6 * fmax(fabs(a), fabs(b)); }
+
+/* Linear in log x over the entries of one row (sorted by x). */
+static double row_at(const calib_entry *const *row, int n, double x, int *clamped) {
+    if (x <= row[0]->x) {
+        if (!near(x, row[0]->x)) *clamped = 1;
+        return row[0]->efficiency;
+    }
+    if (x >= row[n - 1]->x) {
+        if (!near(x, row[n - 1]->x)) *clamped = 1;
+        return row[n - 1]->efficiency;
+    }
+    int i = 1;
+    while (i < n - 1 && row[i]->x < x) i++;
+    double w = (log(x) - log(row[i - 1]->x)) / (log(row[i]->x) - log(row[i - 1]->x));
+    return row[i - 1]->efficiency + w * (row[i]->efficiency - row[i - 1]->efficiency);
+}
+
+static int cmp_yx(const void *pa, const void *pb) {
+    const calib_entry *a = *(const calib_entry *const *)pa, *b = *(const calib_entry *const *)pb;
+    if (!near(a->y, b->y)) return a->y < b->y ? -1 : 1;
+    return a->x < b->x ? -1 : a->x > b->x;
+}
+
+static int gather(const calib_table *t, calib_family f, xf_dtype wd, calib_tier tier, const calib_entry **sel) {
+    int n = 0;
+    for (int i = 0; i < t->n; i++) {
+        const calib_entry *e = &t->entries[i];
+        if (e->family == f && e->wdtype == wd && e->tier == tier) sel[n++] = e;
+    }
+    qsort(sel, (size_t)n, sizeof *sel, cmp_yx);
+    return n;
+}
+
+xf_status predcal_efficiency(const calib_table *t, calib_family f, xf_dtype wdtype, calib_tier tier, double x, double y,
+                             double *eff, int *clamped, int *other_tier) {
+    *clamped = 0;
+    *other_tier = 0;
+    if (!t || t->n <= 0 || !(x > 0) || !(y > 0)) return XF_EUNSUPPORTED;
+    const calib_entry **sel = malloc((size_t)t->n * sizeof *sel);
+    if (!sel) return xf_errorf(XF_ENOMEM, "calibration: out of memory");
+    int n = gather(t, f, wdtype, tier, sel);
+    if (n == 0) {
+        n = gather(t, f, wdtype, tier == CALIB_TIER_CACHE ? CALIB_TIER_DRAM : CALIB_TIER_CACHE, sel);
+        *other_tier = n > 0;
+    }
+    if (n == 0) {
+        free(sel);
+        return XF_EUNSUPPORTED;
+    }
+    /* rows: runs of the same y */
+    int lo = 0, lo_n = 0, hi = -1, hi_n = 0;
+    for (int i = 0; i < n;) {
+        int j = i;
+        while (j < n && near(sel[j]->y, sel[i]->y)) j++;
+        if (sel[i]->y <= y || near(sel[i]->y, y)) {
+            lo = i;
+            lo_n = j - i;
+        } else if (hi < 0) {
+            hi = i;
+            hi_n = j - i;
+        }
+        i = j;
+    }
+    double e;
+    if (lo_n == 0) { /* y below every row */
+        *clamped = 1;
+        e = row_at(sel + hi, hi_n, x, clamped);
+    } else if (hi < 0 || near(sel[lo]->y, y)) {
+        if (hi < 0 && !near(sel[lo]->y, y)) *clamped = 1; /* y above every row */
+        e = row_at(sel + lo, lo_n, x, clamped);
+    } else {
+        double e0 = row_at(sel + lo, lo_n, x, clamped), e1 = row_at(sel + hi, hi_n, x, clamped);
+        double w = (log(y) - log(sel[lo]->y)) / (log(sel[hi]->y) - log(sel[lo]->y));
+        e = e0 + w * (e1 - e0);
+    }
+    free(sel);
+    if (!(e > 0) || !isfinite(e)) return XF_EUNSUPPORTED;
+    *eff = e;
+    return XF_OK;
+}
+
+xf_status predcal_add_point(calib_table *t, const record_point *p, unsigned families) {
+    for (int64_t i = 0; i < p->n_ops; i++) {
+        const record_op *op = &p->ops[i];
+        int f = predcal_family_of(&op->cost);
+        if (f < 0 || !(families & (1u << f)) || !op->measured || !(op->time_s > 0)) continue;
+        calib_tier tier = predcal_tier(t, (calib_family)f, p->memory.weights_bytes);
+        double ref = predcal_reference_time(t, &op->cost, tier);
+        if (!(ref > 0)) continue;
+        calib_entry e;
+        memset(&e, 0, sizeof e);
+        e.family = (calib_family)f;
+        e.wdtype = p->wl.wdtype;
+        e.tier = tier;
+        predcal_keys(&op->cost, e.family, e.wdtype, &e.x, &e.y);
+        e.efficiency = ref / op->time_s;
+        e.n = 1;
+        if (!(e.x > 0)) continue;
+        xf_status s = calib_table_add(t, &e);
+        if (s) return s;
+    }
+    return XF_OK;
+}
+
+void predcal_step_times(record_point *p) {
+    double ttft = 0, tpot = 0;
+    for (int64_t i = 0; i < p->n_ops; i++) {
+        const record_op *op = &p->ops[i];
+        double t = op->calibrated_time_s > 0 ? op->calibrated_time_s : op->predicted_time_s;
+        if (!isfinite(t)) continue;
+        if (op->cost.phase == XF_PREFILL) ttft += t;
+        else tpot += t;
+    }
+    p->summary.predicted_ttft_s = ttft;
+    p->summary.predicted_tpot_s = tpot;
+}
+
+void predcal_apply_point(const calib_table *t, record_point *p, int prediction, predcal_stats *st) {
+    predcal_stats z;
+    memset(&z, 0, sizeof z);
+    int defaults = !strcmp(t->grid, "default");
+    for (int64_t i = 0; i < p->n_ops; i++) {
+        record_op *op = &p->ops[i];
+        op->calibrated_time_s = 0;
+        op->calib_clamped = 0;
+        int f = predcal_family_of(&op->cost);
+        if (f < 0) continue;
+        z.ops++;
+        double x, y, eff;
+        int clamped, other;
+        calib_tier tier = predcal_tier(t, (calib_family)f, p->memory.weights_bytes);
+        predcal_keys(&op->cost, (calib_family)f, p->wl.wdtype, &x, &y);
+        if (predcal_efficiency(t, (calib_family)f, p->wl.wdtype, tier, x, y, &eff, &clamped, &other) != XF_OK) continue;
+        if (other) tier = tier == CALIB_TIER_CACHE ? CALIB_TIER_DRAM : CALIB_TIER_CACHE; /* the entries' reference */
+        double ref = predcal_reference_time(t, &op->cost, tier);
+        if (!(ref > 0)) continue;
+        op->calibrated_time_s = ref / eff;
+        op->calib_clamped = clamped && !defaults;
+        z.calibrated++;
+        z.clamped += op->calib_clamped;
+        z.other_tier += other;
+        if (prediction) op->time_s = op->calibrated_time_s;
+    }
+    if (prediction) {
+        int64_t ctx = p->summary.decode_context, mb = p->summary.max_batch;
+        roofline_summarize_point(p);
+        p->summary.decode_context = ctx;
+        p->summary.max_batch = mb;
+    }
+    predcal_step_times(p);
+    if (st) *st = z;
+}
+
+xf_status predcal_gpu_defaults(const device_spec *d, calib_table *out) {
+    calib_table_init(out);
+    snprintf(out->grid, sizeof out->grid, "default");
+    snprintf(out->source, sizeof out->source,
+             "default efficiencies for a spec-sheet GPU (not measured): memory-bound ops %.0f%% of the HBM bandwidth, GEMMs %.0f%% of "
+             "the tensor peak (docs/verdicts.md names the sources)",
+             100 * PREDCAL_GPU_MEMORY_EFF, 100 * PREDCAL_GPU_GEMM_EFF);
+    out->threads = 1;
+    out->dram_Bps = d->bandwidth_Bps;
+    for (int c = 0; c < XF_COMPUTE_COUNT; c++) out->peak_flops[c] = d->peak_flops[c];
+    if (!(out->dram_Bps > 0)) return xf_errorf(XF_EINVAL, "device %s has no bandwidth", d->name);
+    const xf_dtype dts[] = {XF_FP32, XF_BF16, XF_FP16, XF_INT8, XF_FP8, XF_INT4};
+    for (int f = 0; f < CALIB_FAMILY_COUNT; f++)
+        for (size_t k = 0; k < sizeof dts / sizeof dts[0]; k++) {
+            calib_entry e = {(calib_family)f, dts[k], CALIB_TIER_DRAM, 1.0, 1.0,
+                             f == CALIB_GEMM || f == CALIB_ATTN_PREFILL ? PREDCAL_GPU_GEMM_EFF : PREDCAL_GPU_MEMORY_EFF, 1};
+            xf_status s = calib_table_add(out, &e);
+            if (s) {
+                calib_table_free(out);
+                return s;
+            }
+        }
+    return XF_OK;
+}

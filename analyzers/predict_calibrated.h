@@ -1,0 +1,76 @@
+/* The calibrated predictor: per op, predicted time = the roofline time against the calibration's
+ * ceilings divided by the efficiency this machine achieved on that op family, weight dtype, memory
+ * tier and shape (core/calibration.h, measured by runner/calibrate.c). Pure functions; no I/O.
+ *
+ * Families and shape keys (x, y), from the cost op:
+ *   gemv         decode-step matrix ops and the prefill's lm_head: x = weight bytes, y = M (tokens
+ *                per matrix, F / (2 x weights), rounded to a quarter octave)
+ *   gemm         prefill-step matrix ops (qkv, o_proj, gate_up, down): as gemv (y = batch x prompt)
+ *   attn_decode  x = KV bytes read, y = F / Q rounded to a quarter octave (about 2 n_heads / n_kv_heads
+ *                per KV byte's element size)
+ *   attn_prefill x = FLOPs, y = 1
+ *   norm, rope, swiglu, residual, kv_append, embedding, sampling: x = the op's bytes, y = 1
+ * The tier is "cache" when the model's weights fit in the calibration's last-level cache, else
+ * "dram", as the runner chooses its bandwidth ceiling.
+ * Interpolation: linear in log x between the two nearest entries of the row, then linear in log y
+ * between the two nearest rows. Outside the table: clamped to the nearest entry (the op is marked
+ * calib_clamped and the output says how many). A family/dtype with no entry in the op's tier uses
+ * the other tier's; with none at all the op keeps the roofline bound (counted as uncalibrated).
+ * Collectives, kv_alloc and imported ops are never calibrated. */
+#ifndef XF_PREDICT_CALIBRATED_H
+#define XF_PREDICT_CALIBRATED_H
+
+#include "core/calibration.h"
+#include "core/record.h"
+
+/* The op's family, or -1 when it has none (collectives, kv_alloc, other). */
+int predcal_family_of(const cost_op *op);
+
+/* The op's shape keys for family f (wdtype: the run's weight dtype). */
+void predcal_keys(const cost_op *op, calib_family f, xf_dtype wdtype, double *x, double *y);
+
+/* The tier of an op of family f in a model of weights_bytes: for gemv and gemm (which stream the
+ * weights) cache when 0 < weights_bytes <= t->cache_bytes and the table has an in-cache bandwidth,
+ * else dram; every other family reads activations and KV, which stay in the caches, and is always
+ * the cache tier (dram when the table has no in-cache bandwidth). */
+calib_tier predcal_tier(const calib_table *t, calib_family f, double weights_bytes);
+
+/* max(F / P, Q / B) against the table's ceilings (P of the op's compute type, B of the tier). */
+double predcal_reference_time(const calib_table *t, const cost_op *op, calib_tier tier);
+
+/* The efficiency interpolated at (x, y) for (f, wdtype, tier). *clamped = 1 when x or y lay outside
+ * the entries' range; *other_tier = 1 when the tier had no entries and the other's were used.
+ * XF_EUNSUPPORTED (no message) when no entry has that family and dtype. */
+xf_status predcal_efficiency(const calib_table *t, calib_family f, xf_dtype wdtype, calib_tier tier, double x, double y,
+                             double *eff, int *clamped, int *other_tier);
+
+/* Adds an entry for every measured op of p (time_s > 0) of a family in `families` (a bit mask,
+ * 1 << calib_family): efficiency = the reference time over its measured time. Call
+ * calib_table_merge when all points are in. */
+xf_status predcal_add_point(calib_table *t, const record_point *p, unsigned families);
+
+typedef struct predcal_stats {
+    int64_t ops;          /* ops with a family */
+    int64_t calibrated;   /* of them, with a calibrated time */
+    int64_t clamped;      /* of the calibrated, outside the table (clamped) */
+    int64_t other_tier;   /* of the calibrated, from the other memory tier's entries */
+} predcal_stats;
+
+/* Sets every op's calibrated_time_s (and calib_clamped) from t; p->memory.weights_bytes picks the
+ * tier. prediction = 1 (a predict record: no measurement): op->time_s becomes the calibrated time
+ * where there is one and the summary is computed again from it (decode_context and max_batch
+ * kept). Always sets summary.predicted_ttft_s / predicted_tpot_s. st (may be NULL) gets the counts. */
+void predcal_apply_point(const calib_table *t, record_point *p, int prediction, predcal_stats *st);
+
+/* The summary's predicted TTFT / TPOT from the ops: calibrated times where set, else the bound. */
+void predcal_step_times(record_point *p);
+
+/* A spec-sheet GPU's default efficiencies (no measurement; docs/verdicts.md names the sources):
+ * memory-bound families at PREDCAL_GPU_MEMORY_EFF of the HBM bandwidth, GEMMs and prefill
+ * attention at PREDCAL_GPU_GEMM_EFF of the tensor peak, at every dtype, both tiers, one point each
+ * (so every shape is "clamped" to the one figure). *out is init'ed; free with calib_table_free. */
+#define PREDCAL_GPU_MEMORY_EFF 0.85
+#define PREDCAL_GPU_GEMM_EFF 0.70
+xf_status predcal_gpu_defaults(const device_spec *d, calib_table *out);
+
+#endif

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The calibrated predictor against measurement (issue 17, item 3), cross-validated: calibrates on
+# the synthetic grid of `xfprof machine --calibrate` (runner/calibrate.c: shapes that are no
+# preset's, so neither stories110m's nor tinyllama-1.1b's), then runs stories110m and
+# tinyllama-1.1b x fp32/bf16/int8 (random weights, 2 threads, prompt 64, gen 12, 1 warm-up + 3
+# repetitions) and prints, per model/dtype/phase, the median |measured/predicted - 1| of the
+# memory-bound ops and of the GEMMs against the targets (<= 10% / <= 15%), and TTFT / TPOT measured
+# vs predicted (<= 10%), for the calibrated prediction and, beside it, the roofline bound.
+# The load average before and after is printed: on a shared machine the errors move with it. The
+# runs keep their concurrent ceilings (so each is predicted against the load it met, as the
+# calibration's efficiencies are); XF_BENCH_RUN_FLAGS=--no-concurrent predicts for the machine
+# file's ceilings instead. Each row also prints the run's load factor (concurrent read ceiling over
+# the machine file's).
+#   bash bench/bench_predict.sh [build/xfprof] [out-dir]
+# XF_BENCH_REUSE=1 reuses out-dir/machine.json's calibration (no new calibration).
+set -euo pipefail
+XF=${1:-build/xfprof}
+OUT=${2:-$(mktemp -d)}
+mkdir -p "$OUT"
+export XFPROF_MACHINE_FILE="$OUT/machine.json"
+echo "bench_predict: $(date -u +%FT%TZ), load average $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs; records in $OUT"
+t0=$(date +%s)
+if [ "${XF_BENCH_REUSE:-0}" != 1 ] || ! grep -q '"calibration"' "$XFPROF_MACHINE_FILE" 2>/dev/null; then
+    "$XF" machine --calibrate --threads 2 -o "$XFPROF_MACHINE_FILE" >"$OUT/calibrate.txt" 2>"$OUT/calibrate.err"
+fi
+t1=$(date +%s)
+echo "calibration: $((t1 - t0)) s (load average now $(cut -d' ' -f1-3 /proc/loadavg))"
+for model in stories110m tinyllama-1.1b; do
+    for wd in fp32 bf16 int8; do
+        echo "$model $wd: load average $(cut -d' ' -f1 /proc/loadavg)" >>"$OUT/load.txt"
+        "$XF" run --model "$model" --wdtype "$wd" --threads 2 --prompt 64 --gen 12 --reps 3 --warmup 1 ${XF_BENCH_RUN_FLAGS:-} \
+            -o "$OUT/$model-$wd.json" >"$OUT/$model-$wd.txt" 2>"$OUT/$model-$wd.err"
+    done
+done
+t2=$(date +%s)
+echo "runs: $((t2 - t1)) s (load average now $(cut -d' ' -f1-3 /proc/loadavg))"
+python3 - "$OUT" <<'PY'
+import json, os, statistics, sys
+out = sys.argv[1]
+GEMM = {"qkv", "o_proj", "gate_up", "down", "lm_head"}
+def med(v): return statistics.median(v) if v else float("nan")
+def pct(v): return "   n/a" if v != v else "%5.1f%%" % (100 * v)
+print("\n%-15s %-5s %-8s %5s %14s %14s %14s   %s" % ("model", "wd", "phase", "ops", "memory-bound", "GEMMs", "step time",
+      "(calibrated | roofline bound; median |measured/predicted - 1|)"))
+fails = 0
+load = {}
+for line in open(os.path.join(out, "load.txt")):
+    k, _, v = line.rpartition(": load average ")
+    load[k] = v.strip()
+for model in ("stories110m", "tinyllama-1.1b"):
+    for wd in ("fp32", "bf16", "int8"):
+        r = json.load(open(os.path.join(out, "%s-%s.json" % (model, wd))))
+        assert r.get("prediction") == "calibrated", r.get("prediction")
+        p = r["points"][0]
+        s = p["summary"]
+        for phase in ("prefill", "decode"):
+            ops = [o for o in p["ops"] if o["phase"] == phase and o["time_s"] > 0 and "calibrated_time_s" in o]
+            def err(sel, key):
+                return med([abs(o["time_s"] / o[key] - 1) for o in ops if sel(o) and o[key] > 0])
+            mem = lambda o: o["bound"] == "memory" and o["op"] not in GEMM
+            gem = lambda o: o["op"] in GEMM
+            em, eg = err(mem, "calibrated_time_s"), err(gem, "calibrated_time_s")
+            bm, bg = err(mem, "predicted_time_s"), err(gem, "predicted_time_s")
+            meas = s["ttft_s"] if phase == "prefill" else s["tpot_s"]
+            pred = s["predicted_ttft_s"] if phase == "prefill" else s["predicted_tpot_s"]
+            bound = sum(o["predicted_time_s"] for o in p["ops"] if o["phase"] == phase)
+            es, bs = abs(meas / pred - 1), abs(meas / bound - 1)
+            ok = (em != em or em <= 0.10) and (eg != eg or eg <= 0.15) and es <= 0.10
+            fails += not ok
+            cc = p.get("concurrent", {})
+            lf = cc["bandwidth_Bps"] / cc["machine_bandwidth_Bps"] if cc.get("machine_bandwidth_Bps") else float("nan")
+            print("%-15s %-5s %-8s %5d %s|%s %s|%s %s|%s   %s %s %.2f ms vs %.2f predicted, load %s, read ceiling x%.2f" % (
+                model, wd, phase, len(ops), pct(em), pct(bm), pct(eg), pct(bg), pct(es), pct(bs),
+                "met " if ok else "MISS", "TTFT" if phase == "prefill" else "TPOT", 1e3 * meas, 1e3 * pred,
+                load.get("%s %s" % (model, wd), "?"), lf))
+print("\ntargets: memory-bound ops <= 10%%, GEMMs <= 15%%, TTFT/TPOT <= 10%%: %d of 12 model/dtype/phase rows miss" % fails)
+PY

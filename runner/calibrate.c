@@ -1,0 +1,141 @@
+#include "calibrate.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "analyzers/predict_calibrated.h"
+#include "core/record.h"
+#include "reference_model/config.h"
+#include "reference_model/cpu_dnnl.h"
+#include "runner.h"
+
+/* The grid's shapes: none is a preset's (d_model, d_ff, heads, KV heads, head_dim). */
+typedef struct calib_shape {
+    const char *name;
+    int64_t d_model, d_ff, n_heads, n_kv_heads, head_dim, vocab;
+} calib_shape;
+
+static const calib_shape SHAPES[] = {
+    {"calib-512", 512, 1408, 8, 8, 64, 24000},     /* MHA */
+    {"calib-1280", 1280, 3456, 20, 5, 64, 12000},  /* 4 query heads per KV head */
+    {"calib-2560", 2560, 6912, 32, 2, 80, 2000},   /* 16 query heads per KV head; a small vocabulary so one fp32 layer fits the cache */
+};
+#define N_SHAPES ((int)(sizeof SHAPES / sizeof SHAPES[0]))
+
+static double nominal_bytes(xf_dtype d) { return d == XF_INT8 ? 1.0 : d == XF_BF16 ? 2.0 : 4.0; }
+
+static xf_status shape_config(const calib_shape *sh, int64_t layers, model_config *cfg) {
+    xf_status s = config_preset("stories15m", cfg);
+    if (s) return s;
+    snprintf(cfg->name, sizeof cfg->name, "%s-%lldL", sh->name, (long long)layers);
+    cfg->n_layers = layers;
+    cfg->d_model = sh->d_model;
+    cfg->d_ff = sh->d_ff;
+    cfg->n_heads = sh->n_heads;
+    cfg->n_kv_heads = sh->n_kv_heads;
+    cfg->head_dim = sh->head_dim;
+    cfg->vocab = sh->vocab;
+    cfg->max_ctx = 512;
+    cfg->tied_embeddings = 0;
+    return config_validate(cfg);
+}
+
+/* Weights of `layers` layers of sh at dtype d, and of the embeddings (nominal bytes). */
+static double layer_bytes(const calib_shape *sh, xf_dtype d) {
+    double kv = (double)sh->n_kv_heads * sh->head_dim, q = (double)sh->n_heads * sh->head_dim;
+    double p = sh->d_model * (q + 2 * kv) + q * sh->d_model + 3.0 * sh->d_model * sh->d_ff;
+    return p * nominal_bytes(d);
+}
+static double embed_bytes(const calib_shape *sh, xf_dtype d) { return 2.0 * sh->vocab * sh->d_model * nominal_bytes(d); }
+
+static xf_status run_one(const calibrate_opts *o, const model_config *cfg, xf_dtype wd, const int64_t *prompts, int n_prompts,
+                         int64_t gen, unsigned families, calib_table *t) {
+    run_plan pl;
+    run_plan_default(&pl, cfg);
+    static const int64_t batch1 = 1;
+    pl.batch = &batch1;
+    pl.n_batch = 1;
+    pl.prompt = prompts;
+    pl.n_prompt = n_prompts;
+    pl.gen = &gen;
+    pl.n_gen = 1;
+    pl.wdtype = wd;
+    pl.threads = o->threads;
+    pl.reps = o->quick ? 1 : 3;
+    pl.warmup = 1;
+    pl.perf = 0;
+    pl.concurrent = 0;
+    pl.quiet = 1;
+    if (!o->quiet)
+        fprintf(stderr, "xfprof machine: calibrating on %s (%s weights, prompt%s", cfg->name, dtype_name(wd),
+                n_prompts > 1 ? "s" : "");
+    for (int i = 0; !o->quiet && i < n_prompts; i++) fprintf(stderr, " %lld", (long long)prompts[i]);
+    if (!o->quiet) fprintf(stderr, ", gen %lld)...\n", (long long)gen);
+    record rec;
+    run_notes notes;
+    memset(&notes, 0, sizeof notes);
+    xf_status s = runner_run(&pl, &rec, &notes);
+    for (int i = 0; s == XF_OK && i < rec.n_points; i++) s = predcal_add_point(t, &rec.points[i], families);
+    record_free(&rec);
+    if (s) return xf_error_prefix(s, "calibration on %s (%s): ", cfg->name, dtype_name(wd));
+    return XF_OK;
+}
+
+xf_status calibrate_measure(const calibrate_opts *o, const device_spec *m, calib_table *t) {
+    calib_table_init(t);
+    if (!o || !m || o->threads < 1 || o->n_wdtypes < 1) return xf_errorf(XF_EINVAL, "calibration: no threads or weight dtypes");
+    t->threads = o->threads;
+    snprintf(t->grid, sizeof t->grid, "%s", o->quick ? "quick" : "full");
+    t->dram_Bps = m->bandwidth_Bps;
+    t->cache_Bps = m->cache_bandwidth_Bps;
+    t->cache_bytes = m->cache_bytes;
+    for (int c = 0; c < XF_COMPUTE_COUNT; c++) t->peak_flops[c] = m->peak_flops[c];
+    time_t now = time(NULL);
+    struct tm tmv;
+    gmtime_r(&now, &tmv);
+    strftime(t->created, sizeof t->created, "%Y-%m-%dT%H:%M:%SZ", &tmv);
+    char host[64] = "?";
+    gethostname(host, sizeof host - 1);
+    /* the unit the GEMMs run on is whatever the backend picks (bf16 prefill: oneDNN, AMX where granted): named here */
+    snprintf(t->source, sizeof t->source, "measured by xfprof machine --calibrate%s on %.48s, %d threads; bf16 prefill GEMMs: %.80s",
+             o->quick ? " --quick" : "", host, o->threads, cpu_dnnl_describe());
+    if (!(t->dram_Bps > 0) || !(t->peak_flops[XF_COMPUTE_FP32] > 0))
+        return xf_errorf(XF_EINVAL, "calibration: the ceilings have no DRAM bandwidth or FP32 peak");
+    static const int64_t prompts[] = {32, 128}, short_prompt = 8;
+    const unsigned all = (1u << CALIB_FAMILY_COUNT) - 1, gemv = 1u << CALIB_GEMV;
+    double llc = m->cache_bytes;
+    xf_status s = XF_OK;
+    for (int k = 0; k < o->n_wdtypes && s == XF_OK; k++) {
+        xf_dtype wd = o->wdtypes[k];
+        for (int i = 0; i < N_SHAPES && s == XF_OK; i++) {
+            const calib_shape *sh = &SHAPES[i];
+            if (o->quick && i > 1) break;
+            double lb = layer_bytes(sh, wd), eb = embed_bytes(sh, wd);
+            /* in cache: up to 3/4 of the LLC (at most 8 layers); none when even one layer does not fit */
+            if (llc > 0 && m->cache_bandwidth_Bps > 0 && lb + eb <= 0.75 * llc) {
+                int64_t layers = (int64_t)floor((0.75 * llc - eb) / lb);
+                if (layers > (o->quick ? 2 : 8)) layers = o->quick ? 2 : 8;
+                model_config cfg;
+                if ((s = shape_config(sh, layers, &cfg)) == XF_OK) s = run_one(o, &cfg, wd, prompts, 2, 6, all, t);
+            }
+            /* beyond the cache: at least 2x the LLC and 512 MiB; the decode projections only */
+            if (!o->quick && i > 0 && s == XF_OK) {
+                double target = fmax(2.0 * llc, 512.0 * 1048576.0);
+                int64_t layers = (int64_t)ceil((target - eb) / lb);
+                if (layers < 1) layers = 1;
+                model_config cfg;
+                if ((s = shape_config(sh, layers, &cfg)) == XF_OK) s = run_one(o, &cfg, wd, &short_prompt, 1, 6, gemv, t);
+            }
+        }
+    }
+    if (s) {
+        calib_table_free(t);
+        return s;
+    }
+    calib_table_merge(t);
+    if (t->n == 0) return xf_errorf(XF_EINVAL, "calibration: no op was measured (is the last-level cache size known?)");
+    return XF_OK;
+}

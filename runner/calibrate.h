@@ -1,0 +1,34 @@
+/* The calibration run: measures, on this machine, the efficiency the reference engine's own
+ * kernels achieve per op family, weight dtype, memory tier and shape (core/calibration.h), by
+ * running the runner (the CPU backend's op entry points, the same probes as `xfprof run`) on a
+ * grid of synthetic models whose shapes are none of the presets':
+ *   - in-cache models (weights at most 3/4 of the last-level cache): prompts 32 and 128 (GEMMs at
+ *     M = 32 and 128, prefill attention, decode attention at contexts about 35 and 131, every
+ *     element-wise op) and their decode projections;
+ *   - DRAM models (weights at least twice the last-level cache and 512 MiB): a short prompt and
+ *     decode steps, for the decode projections streaming from DRAM (GEMV beyond the cache).
+ * Three shapes (d_model 512/1280/2560, d_ff 1408/3456/6912, query heads per KV head 1/4/16) at
+ * each weight dtype asked for; concurrent pulses off; each op's time is the median of the
+ * repetitions, as `run` records it. --quick: the two smaller shapes in cache only, one
+ * repetition (for tests). */
+#ifndef XF_CALIBRATE_H
+#define XF_CALIBRATE_H
+
+#include "core/calibration.h"
+#include "core/device.h"
+#include "core/dtype.h"
+
+typedef struct calibrate_opts {
+    int threads;              /* >= 1 */
+    int quick;                /* the test grid */
+    const xf_dtype *wdtypes;  /* (n_wdtypes) fp32, bf16, int8 */
+    int n_wdtypes;
+    int quiet;                /* no progress lines */
+} calibrate_opts;
+
+/* Runs the grid against `machine` (the ceilings `xfprof machine` just measured, which the runner
+ * also reads from the machine file) and fills *out (init'ed by this call; free with
+ * calib_table_free), merged. The table's reference ceilings are machine's. */
+xf_status calibrate_measure(const calibrate_opts *o, const device_spec *machine, calib_table *out);
+
+#endif

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# xfprof machine --calibrate and the calibrated predictor from the command line (issue 17):
+# a quick calibration is written, read back and used by run and predict --device cpu (the
+# predicted column moves off the roofline bound, the record says "calibrated"); a machine file
+# without one still works and says "roofline bound"; a corrupt or truncated table is exit 2 naming
+# it. $1 = the xfprof binary.
+set -u
+XF=${1:?usage: cli_calibrate.sh path/to/xfprof}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fail=0
+ok() { echo "ok   $*"; }
+bad() { echo "FAIL $*"; fail=1; }
+expect_rc() { # expected-rc description command...
+    local want=$1 what=$2
+    shift 2
+    "$@" >"$TMP/out" 2>"$TMP/err"
+    local rc=$?
+    if [ "$rc" -eq "$want" ]; then ok "$what (exit $rc)"; else bad "$what: exit $rc, wanted $want; stderr: $(head -c 600 "$TMP/err")"; fi
+}
+M="$TMP/machine.json"
+
+# 1. A quick calibration (fp32, the quick grid) is written into the machine file.
+expect_rc 0 "machine --quick --calibrate" "$XF" machine --quick --calibrate --wdtype fp32 --threads 2 -o "$M"
+grep -q "efficiency = roofline time / measured time" "$TMP/out" && ok "calibration table printed" || bad "no calibration table: $(tail -c 400 "$TMP/out")"
+python3 - "$M" <<'PY' && ok "machine file holds an xfprof-calibration v1 with gemv and norm entries" || bad "machine file's calibration"
+import json, sys
+m = json.load(open(sys.argv[1]))
+c = m["calibration"]
+assert c["format"] == "xfprof-calibration" and c["version"] == 1 and c["grid"] == "quick"
+fam = {e["family"] for e in c["entries"]}
+assert {"gemv", "gemm", "norm", "attn_decode", "attn_prefill"} <= fam, fam
+assert all(e["efficiency"] > 0 and e["wdtype"] == "fp32" for e in c["entries"])
+assert m["devices"][0]["kind"] == "cpu"
+PY
+
+# 2. run reads it back and uses it: the record says "calibrated", ops carry calibrated times that
+#    are not the bound, the table shows both.
+export XFPROF_MACHINE_FILE="$M"
+expect_rc 0 "run with the calibration" "$XF" run --prompt 16 --gen 4 --reps 1 --warmup 0 --threads 2 --no-concurrent -o "$TMP/r.json"
+grep -q "roofline" "$TMP/out" && grep -q "^predicted = calibrated" "$TMP/out" && ok "table: predicted = calibrated, roofline column" ||
+    bad "table does not say calibrated: $(grep -i predicted "$TMP/out" | head -3)"
+python3 - "$TMP/r.json" <<'PY' && ok "record: prediction calibrated, calibrated_time_s off the bound" || bad "record's calibrated prediction"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["prediction"] == "calibrated", r.get("prediction")
+ops = r["points"][0]["ops"]
+cal = [o for o in ops if "calibrated_time_s" in o]
+assert len(cal) >= len(ops) - 2, (len(cal), len(ops))   # kv_alloc ops have no family
+moved = [o for o in cal if abs(o["calibrated_time_s"] / o["predicted_time_s"] - 1) > 0.01]
+assert len(moved) > len(cal) // 2, len(moved)
+s = r["points"][0]["summary"]
+assert s["predicted_ttft_s"] > 0 and s["predicted_tpot_s"] > 0
+PY
+expect_rc 0 "show re-renders the calibrated record" "$XF" show "$TMP/r.json"
+grep -q "^predicted = calibrated" "$TMP/out" && ok "show says calibrated" || bad "show: $(grep -i predicted "$TMP/out" | head -2)"
+
+# 3. predict --device cpu uses the same table: times differ from the bound beside them.
+expect_rc 0 "predict --device cpu" "$XF" predict --device cpu --wdtype fp32 --prompt 16 --gen 4 --format json
+python3 - "$TMP/out" <<'PY' && ok "predict: calibrated times, bound kept" || bad "predict --device cpu's prediction"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["prediction"] == "calibrated"
+ops = [o for o in r["points"][0]["ops"] if "calibrated_time_s" in o]
+assert ops and all(o["time_s"] == o["calibrated_time_s"] for o in ops)
+assert any(abs(o["time_s"] / o["predicted_time_s"] - 1) > 0.01 for o in ops)
+PY
+
+# 4. Without a calibration: still works, says "roofline bound", predicted = the bound.
+python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); del m["calibration"]; json.dump(m, open(sys.argv[2], "w"))' "$M" "$TMP/plain.json"
+XFPROF_MACHINE_FILE="$TMP/plain.json" expect_rc 0 "run without a calibration" "$XF" run --prompt 16 --gen 4 --reps 1 --warmup 0 --threads 2 --no-concurrent -o "$TMP/p.json"
+grep -q "^predicted = roofline bound" "$TMP/out" && ok "table says roofline bound" || bad "no 'roofline bound': $(grep -i predicted "$TMP/out" | head -2)"
+python3 - "$TMP/p.json" <<'PY' && ok "record: roofline bound, no calibrated times" || bad "record without calibration"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["prediction"] == "roofline bound"
+assert not any("calibrated_time_s" in o for o in r["points"][0]["ops"])
+PY
+XFPROF_MACHINE_FILE="$TMP/plain.json" expect_rc 0 "predict --device cpu without a calibration" "$XF" predict --device cpu --prompt 16 --gen 4
+grep -q "roofline bound" "$TMP/out" && ok "predict says roofline bound" || bad "predict: $(grep -i predicted "$TMP/out" | head -2)"
+
+# 5. A corrupt or truncated table: exit 2 naming the file and the field, nothing written.
+python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); m["calibration"]["entries"][0]["efficiency"]=-1; json.dump(m, open(sys.argv[2], "w"))' "$M" "$TMP/neg.json"
+python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); del m["calibration"]["entries"][1]["x"]; json.dump(m, open(sys.argv[2], "w"))' "$M" "$TMP/nox.json"
+python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); m["calibration"]["version"]=9; json.dump(m, open(sys.argv[2], "w"))' "$M" "$TMP/v9.json"
+head -c "$(( $(wc -c <"$M") - 200 ))" "$M" >"$TMP/trunc.json"
+for f in neg nox v9; do
+    rm -f "$TMP/bad.json"
+    XFPROF_MACHINE_FILE="$TMP/$f.json" expect_rc 2 "run with a corrupt calibration ($f)" "$XF" run --prompt 8 --gen 2 --reps 1 --warmup 0 --no-concurrent -o "$TMP/bad.json"
+    grep -q "$f.json: calibration" "$TMP/err" && ok "message names the file's calibration ($f)" || bad "message ($f): $(head -c 300 "$TMP/err")"
+    [ ! -e "$TMP/bad.json" ] && ok "no record written ($f)" || bad "a record was written ($f)"
+    XFPROF_MACHINE_FILE="$TMP/$f.json" expect_rc 2 "predict --device cpu with a corrupt calibration ($f)" "$XF" predict --device cpu
+done
+grep -q "entries\[1\]" <(XFPROF_MACHINE_FILE="$TMP/nox.json" "$XF" predict --device cpu 2>&1) && ok "names the entry" || bad "entry not named"
+XFPROF_MACHINE_FILE="$TMP/trunc.json" expect_rc 2 "predict --device cpu with a truncated machine file" "$XF" predict --device cpu
+grep -q "trunc.json" "$TMP/err" && grep -qi "truncated" "$TMP/err" && ok "truncation named" || bad "truncation: $(head -c 300 "$TMP/err")"
+
+# 6. Refusals of the flag itself.
+expect_rc 2 "--calibrate with --no-save" "$XF" machine --calibrate --no-save
+expect_rc 2 "--calibrate with --device cuda" "$XF" machine --calibrate --device cuda
+expect_rc 2 "--wdtype fp16" "$XF" machine --calibrate --wdtype fp16
+exit $fail
