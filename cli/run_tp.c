@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "probes/ceilings.h"
 #include "reference_model/cpu_parallel.h"
+#include "reference_model/model.h"
 #include "runner/comm.h"
 
 static xf_status tp_allreduce(void *ctx, float *buf, int64_t n, const char *what) { return comm_allreduce_f32(ctx, buf, n, what); }
@@ -99,6 +100,8 @@ int run_tp(const char *cmd, run_plan *pl, int tp, double timeout_s, cli_output *
         parallel_plan plan = {tp, 1, 1, 0, 1};
         parallel_split sp;
         xf_status s = parallel_split_of(&pl->cfg, &plan, &any, &sp);
+        if (!s) s = cpu_parallel_check(&pl->cfg, &sp, pl->wdtype, pl->quant_group);
+        if (!s && pl->weights_dir) s = model_check_weights_dir(pl->weights_dir, &pl->cfg);
         if (s) return cli_fail(cmd, s);
     }
     if (!comm_built_with_mpi())
@@ -107,8 +110,6 @@ int run_tp(const char *cmd, run_plan *pl, int tp, double timeout_s, cli_output *
     if (!comm_launched())
         return cli_usage_error(cmd, "--tp %d runs one process per shard: start it as mpirun -np %d xfprof run --tp %d ... (as "
                                     "root add --allow-run-as-root; more ranks than cores: --oversubscribe)", tp, tp, tp);
-    if (pl->weights_dir)
-        return cli_usage_error(cmd, "--tp with --weights is not implemented yet: random weights from --seed only");
     comm c;
     xf_status s = comm_init(&c, timeout_s);
     if (s) return cli_fail(cmd, s);
@@ -141,9 +142,12 @@ int run_tp(const char *cmd, run_plan *pl, int tp, double timeout_s, cli_output *
     }
     parallel_plan plan = {tp, 1, 1, 0, 1};
     parallel_split sp;
+    /* each rank its shard: from the folder only its blocks; random weights made whole in fp32 from
+     * the seed (each value depends on its place only), sliced, then converted (int8: quantized) */
     if ((s = parallel_split_of(&pl->cfg, &plan, &mdev, &sp)) ||
-        (s = weights_init_random(&full, &pl->cfg, pl->seed, pl->wdtype, pl->quant_group)) ||
-        (s = cpu_parallel_shard(full, &sp, c.rank, &shard))) {
+        (pl->weights_dir ? (s = cpu_parallel_load(pl->weights_dir, &pl->cfg, &sp, c.rank, pl->wdtype, pl->quant_group, &shard))
+                         : ((s = weights_init_random(&full, &pl->cfg, pl->seed, XF_FP32, 0)) ||
+                            (s = cpu_parallel_shard(full, &sp, c.rank, pl->wdtype, pl->quant_group, &shard))))) {
         if (c.rank == 0) cli_fail(cmd, s);
         rc = s == XF_ENOMEM ? CLI_EXIT_FAILURE : CLI_EXIT_USAGE;
         goto done;

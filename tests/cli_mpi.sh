@@ -96,6 +96,46 @@ assert per_layer(ops) == per_layer(p2["points"][0]["ops"]), (per_layer(ops), per
 assert r2["points"][0]["parallel"]["devices"] == 2 and r2["env"]["mpi_ranks"] == "2"
 P
 
+# --weights: each rank reads only its blocks of a Hugging Face folder; tokens equal the one-process
+# run's for fp32 and bf16, and int8 with a group inside a rank's columns (each rank quantizes its
+# block); o_proj / down biases added once (llama-attn-bias: q/k/v/o biases; llama-mlp-bias:
+# gate/up/down biases; qwen3-bias: q/k norms too). 12 tokens of 2 sequences each.
+hf=$src/tests/data/hf
+for case in "llama-attn-bias fp32" "llama-mlp-bias fp32" "qwen3-bias bf16" "llama-mlp-bias int8 --group 32"; do
+  set -- $case
+  fx=$1
+  shift
+  a=(--weights "$hf/$fx" --prompt 8 --gen 12 --batch 2 --threads 1 --reps 1 --warmup 0 --wdtype "$@" --save-logits)
+  "$XF" run "${a[@]}" --save-tokens "$tmp/w1.jsonl" -o "$tmp/w1.json" >/dev/null 2>"$tmp/err" || fail "$case: run: $(head -c 300 "$tmp/err")"
+  timeout 300 "${MPI[@]}" -np 2 "$XF" run "${a[@]}" --tp 2 --save-tokens "$tmp/w2.jsonl" -o "$tmp/w2.json" >/dev/null 2>"$tmp/err" ||
+    fail "$case: mpirun -np 2 run --tp 2 exited $?: $(head -c 400 "$tmp/err")"
+  python3 - "$tmp" "$*" <<'P' || fail "$case: --tp 2 differs from the one-process run"
+import json, sys
+t, dt = sys.argv[1], sys.argv[2].split()[0]
+a = [json.loads(l) for l in open(t + "/w1.jsonl")][1:]
+b = [json.loads(l) for l in open(t + "/w2.jsonl")][1:]
+assert len(a) == len(b) == 12, (len(a), len(b))
+for x, y in zip(a, b):
+    assert x["tokens"] == y["tokens"], (x["step"], x["tokens"], y["tokens"])
+    d = max(abs(p - q) for r1, r2 in zip(x["logits"], y["logits"]) for p, q in zip(r1, r2))
+    assert d < 1e-4, d
+r2 = json.load(open(t + "/w2.json"))
+assert r2["points"][0]["workload"]["wdtype"] == dt and r2["points"][0]["workload"]["tp"] == 2, r2["points"][0]["workload"]
+assert sum(1 for o in r2["points"][0]["ops"] if o["op"] == "all_reduce") == 2 * 2  # 2 layers, prefill and decode
+P
+done
+# int8 whose scale groups would straddle the split: refused with the arithmetic, before mpirun starts
+"$XF" run --weights "$hf/llama-attn-bias" --tp 2 --wdtype int8 >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 2 ] || fail "int8 --group 128 over --tp 2: exit status not 2"
+grep -q "o_proj's 64 input columns split into 2 x 32, and 32 is not a multiple of 128" "$tmp/err" || fail "int8 straddle: $(cat "$tmp/err")"
+# what stays refused, by name
+"$XF" run --weights "$hf/mixtral" --tp 2 >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q "mixture of experts" "$tmp/err" || fail "--tp of an MoE model: $(cat "$tmp/err")"
+"$XF" run --weights "$hf/deepseek-mla" --tp 2 >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q "latent attention (MLA)" "$tmp/err" || fail "--tp of an MLA model: $(cat "$tmp/err")"
+"$XF" run --tp 2 --pp 2 >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q "pipeline stages are not implemented in the measured run" "$tmp/err" || fail "run --pp: $(cat "$tmp/err")"
+
 # A rank that hangs: the other gives up after --comm-timeout, every rank ends, no record.
 timeout 120 "${MPI[@]}" -np 2 "$XF" run --model stories110m --tp 2 --prompt 64 --gen 400 --reps 50 --threads 1 \
   --comm-timeout 3 -o "$tmp/hang.json" >"$tmp/out" 2>"$tmp/err" &
