@@ -121,6 +121,20 @@ xf_status comm_gather_f64(const comm *c, const double *in, int64_t n, double *ou
 #endif
 }
 
+xf_status comm_bcast_bytes(const comm *c, void *buf, int64_t n, const char *what) {
+    if (c->size <= 1 || n <= 0) return XF_OK;
+    if (n > 0x7fffffff) return xf_errorf(XF_EOVERFLOW, "%s: %lld bytes is more than one MPI call moves", what, (long long)n);
+#ifdef XFPROF_HAVE_MPI
+    MPI_Request rq;
+    if (MPI_Ibcast(buf, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD, &rq) != MPI_SUCCESS)
+        return xf_errorf(XF_EIO, "rank %d: %s could not start", c->rank, what);
+    return wait_req(c, &rq, what);
+#else
+    (void)buf;
+    return xf_errorf(XF_EUNSUPPORTED, "%s: built without MPI", what);
+#endif
+}
+
 xf_status comm_barrier(const comm *c, const char *what) {
     if (c->size <= 1) return XF_OK;
 #ifdef XFPROF_HAVE_MPI
