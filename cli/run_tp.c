@@ -92,7 +92,9 @@ static xf_status gather_samples(const comm *c, record *rec) {
 int run_tp(const char *cmd, run_plan *pl, int tp, double timeout_s, cli_output *out, int *writer) {
     *writer = 1;
     if (pl->cuda)
-        return cli_usage_error(cmd, "--tp with --device cuda (NCCL) is not implemented yet: run the split on the CPU");
+        return cli_usage_error(cmd, "--tp with --device cuda is not implemented yet: NCCL's transport is built (mpirun -np N "
+                                    "xfprof machine --comm --device cuda measures it) but the CUDA backend does not hold a shard "
+                                    "or all-reduce its activations; run the split on the CPU");
     {   /* the model's split first (heads, KV heads, d_ff), before anything starts: against any device with a link */
         device_spec any;
         memset(&any, 0, sizeof any);

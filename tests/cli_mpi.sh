@@ -46,6 +46,22 @@ P
   fail "predict --tp 2 on the measured machine exited $?: $(head -c 300 "$tmp/err")"
 grep -q "link mpi" "$tmp/out" || fail "predict did not use the measured link"
 
+# machine --comm --device cuda: NCCL between the ranks' GPUs. Here (no GPU; NCCL maybe absent) every
+# rank says why it cannot and the job ends with exit status 3, the machine file untouched.
+cp "$tmp/machine.json" "$tmp/machine.before"
+XFPROF_NCCL_LIB=/nonexistent/libnccl.so.2 timeout 60 "${MPI[@]}" -np 2 "$XF" machine --comm --device cuda --quick \
+  -o "$tmp/machine.json" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ "$rc" -eq 3 ] || fail "machine --comm --device cuda without NCCL exited $rc, expected 3"
+grep -q "rank 0 of 2: NCCL not found: /nonexistent/libnccl.so.2 could not be loaded" "$tmp/err" || fail "no NCCL: $(head -c 300 "$tmp/err")"
+if ! nvidia-smi -L 2>/dev/null | grep -q "GPU 1:"; then
+  timeout 60 "${MPI[@]}" -np 2 "$XF" machine --comm --device cuda --quick -o "$tmp/machine.json" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  [ "$rc" -eq 3 ] || fail "machine --comm --device cuda with fewer than 2 GPUs exited $rc, expected 3"
+  grep -Eq "rank [01] of 2: (NCCL not found|no CUDA device)" "$tmp/err" || fail "no GPU: $(head -c 300 "$tmp/err")"
+fi
+cmp -s "$tmp/machine.json" "$tmp/machine.before" || fail "a failed NCCL measurement changed the machine file"
+
 # run --tp: refusals before anything starts, then under mpirun.
 "$XF" run --tp 2 --prompt 8 --gen 4 >"$tmp/out" 2>"$tmp/err"
 [ $? -eq 2 ] || fail "run --tp 2 without mpirun: exit status not 2"
