@@ -56,6 +56,11 @@ void cuda_comm_free(void *dev) {
     if (dev) cudaFree(dev);
 }
 
+xf_status cuda_comm_download(void *dst, const void *dev, size_t bytes) {
+    cudaError_t e = cudaMemcpy(dst, dev, bytes, cudaMemcpyDeviceToHost);
+    return e == cudaSuccess ? XF_OK : xf_errorf(XF_EIO, "%zu bytes from the GPU: %s", bytes, cudaGetErrorString(e));
+}
+
 #else /* built without the CUDA toolkit */
 
 static xf_status none(void) {
@@ -91,5 +96,12 @@ xf_status cuda_comm_alloc(size_t bytes, const void *src, void **dev) {
 }
 
 void cuda_comm_free(void *dev) { (void)dev; }
+
+xf_status cuda_comm_download(void *dst, const void *dev, size_t bytes) {
+    (void)dst;
+    (void)dev;
+    (void)bytes;
+    return none();
+}
 
 #endif

@@ -25,4 +25,7 @@ int cuda_comm_stream_query(void *ctx, void *stream);
 xf_status cuda_comm_alloc(size_t bytes, const void *src, void **dev);
 void cuda_comm_free(void *dev); /* NULL fine */
 
+/* bytes of device memory dev into host memory dst (synchronous). */
+xf_status cuda_comm_download(void *dst, const void *dev, size_t bytes);
+
 #endif
