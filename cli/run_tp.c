@@ -139,7 +139,7 @@ int run_tp(const char *cmd, run_plan *pl, int tp, double timeout_s, cli_output *
         device_spec any;
         memset(&any, 0, sizeof any);
         any.link.bandwidth_Bps = 1;
-        parallel_plan plan = {tp, 1, 1, 0, 1};
+        parallel_plan plan = {tp, 1, 1, 0, 1}; /* the reference model's layout: vocabulary whole, experts split by columns */
         parallel_split sp;
         xf_status s = parallel_split_of(&pl->cfg, &plan, &any, &sp);
         if (!s) s = cpu_parallel_check(&pl->cfg, &sp, pl->wdtype, pl->quant_group);
@@ -199,7 +199,7 @@ int run_tp(const char *cmd, run_plan *pl, int tp, double timeout_s, cli_output *
         gpu_open = 1;
         pl->ordinal = gpu.device;
     }
-    parallel_plan plan = {tp, 1, 1, 0, 1};
+    parallel_plan plan = {tp, 1, 1, 0, 1}; /* the reference model's layout: vocabulary whole, experts split by columns */
     parallel_split sp;
     /* each rank its shard: from the folder only its blocks; random weights made whole in fp32 from
      * the seed (each value depends on its place only), sliced, then converted (int8: quantized) */

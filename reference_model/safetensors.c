@@ -451,8 +451,10 @@ static xf_status st_set_get3(const st_set *s, const char *name, int64_t n, int64
  * the fused ones transformers 5 holds in memory (mlp.experts.gate_up_proj (E, 2 I, H), gate rows
  * first, and mlp.experts.down_proj (E, H, I)); the router is <prefix>gate.weight (E, H); qwen2_moe's
  * shared expert mlp.shared_expert.{gate,up,down}_proj and mlp.shared_expert_gate.weight (1, H). */
-static xf_status load_moe_layer(const st_set *s, const model_config *c, layer_weights *L, int64_t l) {
-    const int64_t E = c->n_experts, fe = c->d_ff_expert, d = c->d_model;
+static xf_status load_moe_layer(const st_set *s, const model_config *c, const st_slice *sl, layer_weights *L, int64_t l) {
+    /* F: what the files hold; c: the shard (its experts' widths fes, fss); e0 / s0 the slices' first rows */
+    const model_config *F = sl->full;
+    const int64_t E = c->n_experts, fe = F->d_ff_expert, fes = c->d_ff_expert, d = c->d_model, e0 = sl->e0;
     const int mixtral = strcmp(c->arch, "mixtral") == 0;
     char pre[96], name[256];
     snprintf(pre, sizeof pre, "model.layers.%lld.%s", (long long)l, "block_sparse_moe.");
@@ -464,27 +466,29 @@ static xf_status load_moe_layer(const st_set *s, const model_config *c, layer_we
         const st_tensor *gu, *dn;
         st = st_set_get3(s, name, E, 2 * fe, d, &gu);
         if (!st) st = st_set_get3(s, XF_MNAME("%sexperts.down_proj", pre), E, d, fe, &dn);
-        for (int64_t e = 0; !st && e < E; e++) {
-            st = convert_rows(gu, e * 2 * fe * d, "experts.gate_up_proj", &L->exp_gate_up[e], 0, 2 * fe);
-            if (!st) st = convert_rows(dn, e * d * fe, "experts.down_proj", &L->exp_down[e], 0, d);
+        for (int64_t e = 0; !st && e < E; e++) { /* gate rows [e0, e0 + fes), up rows [fe + e0, ...), down's columns */
+            st = convert_block(gu, (e * 2 * fe + e0) * d, d, "experts.gate_up_proj", &L->exp_gate_up[e], 0, fes);
+            if (!st) st = convert_block(gu, (e * 2 * fe + fe + e0) * d, d, "experts.gate_up_proj", &L->exp_gate_up[e], fes, fes);
+            if (!st) st = convert_block(dn, e * d * fe + e0, fe, "experts.down_proj", &L->exp_down[e], 0, d);
         }
     } else {
         static const char *const k_names[2][3] = {{"gate_proj", "up_proj", "down_proj"}, {"w1", "w3", "w2"}};
         const char *const *nm = k_names[mixtral && strstr(pre, "block_sparse_moe") != NULL];
         for (int64_t e = 0; !st && e < E; e++) {
-            st = load_mat(s, XF_MNAME("%sexperts.%lld.%s.weight", pre, (long long)e, nm[0]), &L->exp_gate_up[e], 0, fe);
-            if (!st) st = load_mat(s, XF_MNAME("%sexperts.%lld.%s.weight", pre, (long long)e, nm[1]), &L->exp_gate_up[e], fe, fe);
-            if (!st) st = load_mat(s, XF_MNAME("%sexperts.%lld.%s.weight", pre, (long long)e, nm[2]), &L->exp_down[e], 0, d);
+            st = load_block(s, XF_MNAME("%sexperts.%lld.%s.weight", pre, (long long)e, nm[0]), fe, d, e0, 0, &L->exp_gate_up[e], 0, fes);
+            if (!st)
+                st = load_block(s, XF_MNAME("%sexperts.%lld.%s.weight", pre, (long long)e, nm[1]), fe, d, e0, 0, &L->exp_gate_up[e], fes, fes);
+            if (!st) st = load_block(s, XF_MNAME("%sexperts.%lld.%s.weight", pre, (long long)e, nm[2]), d, fe, 0, e0, &L->exp_down[e], 0, d);
         }
     }
     /* deepseek_v3: mlp.shared_experts.* (one MLP of n_shared * moe_intermediate_size) and the
      * router's e_score_correction_bias (E) */
     const char *sh = c->moe_score == MOE_SCORE_SIGMOID_GROUPED ? "shared_experts" : "shared_expert";
     if (!st && c->d_ff_shared > 0) {
-        const int64_t fs = c->d_ff_shared;
-        st = load_mat(s, XF_MNAME("%s%s.gate_proj.weight", pre, sh), &L->sh_gate_up, 0, fs);
-        if (!st) st = load_mat(s, XF_MNAME("%s%s.up_proj.weight", pre, sh), &L->sh_gate_up, fs, fs);
-        if (!st) st = load_mat(s, XF_MNAME("%s%s.down_proj.weight", pre, sh), &L->sh_down, 0, d);
+        const int64_t fs = F->d_ff_shared, fss = c->d_ff_shared, s0 = sl->s0;
+        st = load_block(s, XF_MNAME("%s%s.gate_proj.weight", pre, sh), fs, d, s0, 0, &L->sh_gate_up, 0, fss);
+        if (!st) st = load_block(s, XF_MNAME("%s%s.up_proj.weight", pre, sh), fs, d, s0, 0, &L->sh_gate_up, fss, fss);
+        if (!st) st = load_block(s, XF_MNAME("%s%s.down_proj.weight", pre, sh), d, fs, 0, s0, &L->sh_down, 0, d);
     }
     if (!st && L->router_bias) st = load_vec(s, XF_MNAME("%sgate.e_score_correction_bias", pre), L->router_bias, E);
     if (!st && c->shared_expert_gate) {
@@ -521,13 +525,13 @@ xf_status st_load_weights_slice(const char *dir, const model_config *c, xf_dtype
                                 model_weights **out) {
     if (!dir || !c || !out) return xf_errorf(XF_EINVAL, "st_load_weights: NULL argument");
     *out = NULL;
-    const st_slice whole = {c, 0, 0, 0, 1};
+    const st_slice whole = {c, 0, 0, 0, 0, 0, 1};
     if (!sl) sl = &whole;
     const model_config *F = sl->full; /* what the files hold; c: what this process holds */
     if (!F) return xf_errorf(XF_EINVAL, "st_load_weights: a slice without its full model");
-    if (sl != &whole && (F->n_experts > 0 || model_is_mla(F)))
-        return xf_errorf(XF_EINVAL, "%s: a tensor-parallel shard of %s: %s is not implemented in the split reference model", dir,
-                         F->name, F->n_experts > 0 ? "a mixture of experts" : "latent attention (MLA)");
+    if (sl != &whole && model_is_mla(F))
+        return xf_errorf(XF_EINVAL, "%s: a tensor-parallel shard of %s: latent attention (MLA) is not implemented in the split "
+                         "reference model", dir, F->name);
     st_set s;
     xf_status st = st_set_open(&s, dir);
     if (st) return st;
@@ -554,7 +558,7 @@ xf_status st_load_weights_slice(const char *dir, const model_config *c, xf_dtype
         const int64_t o_full = L->o.cols / c->n_heads * F->n_heads; /* per head head_dim (v_head_dim with MLA) */
         if (!st) st = load_block(&s, XF_NAME("self_attn.o_proj.weight"), d, o_full, 0, q0, &L->o, 0, d);
         const int moe = model_layer_is_moe(c, l);
-        if (!st && moe) st = load_moe_layer(&s, c, L, l);
+        if (!st && moe) st = load_moe_layer(&s, c, sl, L, l);
         if (!st && !moe) st = load_block(&s, XF_NAME("mlp.gate_proj.weight"), ff, d, f0, 0, &L->gate_up, 0, c->d_ff);
         if (!st && !moe) st = load_block(&s, XF_NAME("mlp.up_proj.weight"), ff, d, f0, 0, &L->gate_up, c->d_ff, c->d_ff);
         if (!st && !moe) st = load_block(&s, XF_NAME("mlp.down_proj.weight"), d, ff, 0, f0, &L->down, 0, d);

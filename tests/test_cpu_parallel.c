@@ -44,9 +44,25 @@ static void check_blocks(const model_config *cfg, const parallel_split *sp, int 
         same_block(&S->qkv, qs, &F->qkv, qf + kv0, 0, kvs, d);             /* K of its KV heads */
         same_block(&S->qkv, qs + kvs, &F->qkv, qf + kvf + kv0, 0, kvs, d); /* V */
         same_block(&S->o, 0, &F->o, 0, r * qs, d, qs);                     /* o_proj's columns */
-        same_block(&S->gate_up, 0, &F->gate_up, r * fs, 0, fs, d);         /* gate rows */
-        same_block(&S->gate_up, fs, &F->gate_up, cfg->d_ff + r * fs, 0, fs, d); /* up rows */
-        same_block(&S->down, 0, &F->down, 0, r * fs, d, fs);               /* down's columns */
+        if (model_layer_is_moe(cfg, l)) { /* router whole; every expert's FFN split as the dense one */
+            same_block(&S->router, 0, &F->router, 0, 0, cfg->n_experts, d);
+            const int64_t fe = sp->shard.d_ff_expert, fsh = sp->shard.d_ff_shared;
+            for (int64_t e = 0; e < cfg->n_experts; e += cfg->n_experts - 1) {
+                same_block(&S->exp_gate_up[e], 0, &F->exp_gate_up[e], r * fe, 0, fe, d);
+                same_block(&S->exp_gate_up[e], fe, &F->exp_gate_up[e], cfg->d_ff_expert + r * fe, 0, fe, d);
+                same_block(&S->exp_down[e], 0, &F->exp_down[e], 0, r * fe, d, fe);
+            }
+            if (fsh > 0) {
+                same_block(&S->sh_gate_up, 0, &F->sh_gate_up, r * fsh, 0, fsh, d);
+                same_block(&S->sh_gate_up, fsh, &F->sh_gate_up, cfg->d_ff_shared + r * fsh, 0, fsh, d);
+                same_block(&S->sh_down, 0, &F->sh_down, 0, r * fsh, d, fsh);
+            }
+            if (F->sh_gate) cr_assert_eq(memcmp(S->sh_gate, F->sh_gate, (size_t)d * sizeof(float)), 0);
+        } else {
+            same_block(&S->gate_up, 0, &F->gate_up, r * fs, 0, fs, d);         /* gate rows */
+            same_block(&S->gate_up, fs, &F->gate_up, cfg->d_ff + r * fs, 0, fs, d); /* up rows */
+            same_block(&S->down, 0, &F->down, 0, r * fs, d, fs);               /* down's columns */
+        }
         cr_assert_eq(memcmp(S->attn_norm, F->attn_norm, (size_t)d * sizeof(float)), 0);
         if (cfg->qkv_bias) {
             cr_assert_eq(memcmp(S->qkv_bias, F->qkv_bias + r * qs, (size_t)qs * sizeof(float)), 0);
@@ -113,6 +129,27 @@ Test(cpu_parallel, int8_shards_quantize_their_blocks) {
     check_shards_group(&c, 3, XF_INT8, 32); /* 96 and 256 columns a rank */
 }
 
+/* MoE split by columns (qwen3-30b-a3b, shrunk): every expert's gate/up rows and down columns, the
+ * router whole; int8 with a group inside every rank's expert columns. */
+Test(cpu_parallel, moe_experts_split_by_columns) {
+    model_config c = preset("qwen3-30b-a3b");
+    c.n_layers = 2;
+    c.d_model = 256;
+    c.n_heads = 8;
+    c.n_kv_heads = 4;
+    c.d_ff = 256;
+    c.d_ff_expert = 64;
+    c.n_experts = 4;
+    c.experts_per_tok = 2;
+    c.vocab = 512;
+    parallel_split sp = split_of(&c, 2);
+    cr_assert(sp.experts_tp);
+    cr_assert_eq(sp.shard.d_ff_expert, c.d_ff_expert / 2);
+    cr_assert_eq(sp.experts_per_device, 0);
+    check_shards(&c, 2, XF_FP32);
+    check_shards_group(&c, 2, XF_INT8, 32);
+}
+
 /* Biases: q/k/v and gate/up sliced with their rows, o_proj and down added once (rank 0). */
 Test(cpu_parallel, biases) {
     model_config c = preset("stories15m");
@@ -123,7 +160,7 @@ Test(cpu_parallel, biases) {
 
 /* From a weights folder: each rank reads only its blocks, equal to the whole load's. */
 Test(cpu_parallel, folder_shards_equal_the_whole_load) {
-    static const char *const dirs[] = {"llama-mlp-bias", "llama-attn-bias", "qwen3-bias"};
+    static const char *const dirs[] = {"llama-mlp-bias", "llama-attn-bias", "qwen3-bias", "mixtral", "qwen2-moe", "qwen3-moe"};
     for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
         char dir[4096];
         snprintf(dir, sizeof dir, XF_SOURCE_DIR "/tests/data/hf/%s", dirs[i]);
@@ -168,9 +205,11 @@ Test(cpu_parallel, refusals) {
     memset(&fake, 0, sizeof fake);
     fake.cfg = c;
     fake.dtype = XF_FP32;
+    parallel_split ep = sp;
+    ep.experts_tp = 0; /* expert parallel: predict's split, not the reference model's */
     fake.cfg.n_experts = 8;
-    cr_assert_eq(cpu_parallel_shard(&fake, &sp, 0, XF_FP32, 0, &sh), XF_EINVAL);
-    cr_assert(strstr(xf_error_msg(), "mixture of experts") != NULL, "%s", xf_error_msg());
+    cr_assert_eq(cpu_parallel_check(&fake.cfg, &ep, XF_FP32, 0), XF_EINVAL);
+    cr_assert(strstr(xf_error_msg(), "not expert parallel") != NULL, "%s", xf_error_msg());
     fake.cfg.n_experts = 0;
     fake.cfg.kv_lora_rank = 64;
     cr_assert_eq(cpu_parallel_check(&fake.cfg, &sp, XF_FP32, 0), XF_EINVAL);
