@@ -46,6 +46,11 @@ static void usage(FILE *f) {
             "                  the table, said in the output), the roofline bound beside it. About 2 minutes on 2\n"
             "                  busy cores for the three dtypes (--quick --wdtype fp32: seconds).\n"
             "  --wdtype LIST   weight dtypes to calibrate: fp32, bf16, int8 (default all three)\n"
+            "  --comm          under mpirun -np N (N >= 2): the all-reduce's bus bandwidth between the ranks\n"
+            "                  (nccl-tests' busbw = algbw x 2(n-1)/n, 4 KiB to 64 MiB), added as the machine\n"
+            "                  file's link, which 'run --tp' judges its all-reduces against; with --device cuda\n"
+            "                  over NCCL (libnccl.so.2 loaded at run time, local rank i on GPU i) into the GPU's\n"
+            "                  machine file (compiled and its host logic tested; not yet run on a GPU)\n"
             "  --device cuda[:N]  measure GPU N instead (default 0): a device-to-device copy kernel and a read\n"
             "                  kernel (L2 flushed before each timing) for bandwidth, an FP32 FMA kernel, a cuBLAS\n"
             "                  BF16 GEMM of 8192^3 for the tensor peak; median of 10. Saved (same devices-file\n"
@@ -249,8 +254,8 @@ int cmd_machine(int argc, char **argv) {
                                "are the spec sheet's defaults until a GPU calibration exists)");
     if (calibrate && !save) return cli_usage_error(cmd, "--calibrate saves into the machine file: not with --no-save");
     if (calibrate && !strcmp(format, "json")) return cli_usage_error(cmd, "--calibrate prints a table: not with --format json");
+    if (comm_mode) return machine_comm(cmd, out, save, o.quick, cuda); /* --device cuda: NCCL between the ranks' GPUs */
     if (cuda) return machine_cuda(cmd, ordinal, out, save, format);
-    if (comm_mode) return machine_comm(cmd, out, save, o.quick);
     char path[4096];
     xf_status s;
     if (save) {

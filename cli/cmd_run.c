@@ -71,7 +71,13 @@ static void help(void) {
            "                    after down timed as one op per layer and set against the link measured by 'mpirun\n"
            "                    -np N xfprof machine --comm'; start it as mpirun -np N xfprof run --tp N (as root\n"
            "                    --allow-run-as-root, on fewer cores --oversubscribe); rank 0 writes the record, every\n"
-           "                    rank's samples in it; fp32 or bf16 weights, dense models, CPU only\n"
+           "                    rank's samples in it; random weights or --weights (each rank reads only its\n"
+           "                    blocks), fp32, bf16 or int8 (each rank quantizes its block: --group must divide\n"
+           "                    the shard's o_proj and down columns), biases (o_proj/down added once, on rank 0,\n"
+           "                    before the all-reduce); MoE with every expert split by columns like the FFN (the\n"
+           "                    router whole on every rank); MLA refused. --device cuda: NCCL (libnccl.so.2 at run\n"
+           "                    time), local rank i on GPU i (compiled, host logic tested, not yet run on a GPU)\n"
+           "  --pp N            refused: pipeline stages are not measured by run (predict --pp prices them)\n"
            "  --comm-timeout S  --tp: a collective that takes longer (a rank died or hangs) ends every rank, no\n"
            "                    record written (default 60)\n"
            "  --mla FORM        latent attention (deepseek_v3): naive (default; kv_b decompresses every cached\n"
@@ -129,8 +135,8 @@ int cmd_run(int argc, char **argv) {
         O_SEED, O_POLICY, O_ALLOC, O_DEVICE, O_NOPROBES, O_NOPERF, O_FORMAT, O_PERLAYER, O_REPORT, O_TRACE, O_CUPTI, O_GRAPH,
         O_SAVE_TOKENS, O_SAVE_LOGITS, O_CALLGRIND, O_CALLGRIND_CACHE, O_NOCONC
     };
-    enum { O_TP = 2000, O_COMM_TIMEOUT }; /* a split over MPI ranks (cli/run_tp.c) */
-    enum { O_MLA = 2100 };                /* latent attention's form */
+    enum { O_TP = 2000, O_COMM_TIMEOUT, O_PP }; /* a split over MPI ranks (cli/run_tp.c) */
+    enum { O_MLA = 2100 };                     /* latent attention's form */
     static const struct option opts[] = {
         {"model", required_argument, 0, O_MODEL},     {"weights", required_argument, 0, O_WEIGHTS},
         {"batch", required_argument, 0, O_BATCH},     {"prompt", required_argument, 0, O_PROMPT},
@@ -148,7 +154,7 @@ int cmd_run(int argc, char **argv) {
         {"save-tokens", required_argument, 0, O_SAVE_TOKENS}, {"save-logits", no_argument, 0, O_SAVE_LOGITS},
         {"tp", required_argument, 0, O_TP},           {"comm-timeout", required_argument, 0, O_COMM_TIMEOUT},
         {"callgrind", no_argument, 0, O_CALLGRIND},   {"callgrind-cache", no_argument, 0, O_CALLGRIND_CACHE},
-        {"no-concurrent", no_argument, 0, O_NOCONC},
+        {"no-concurrent", no_argument, 0, O_NOCONC}, {"pp", required_argument, 0, O_PP},
         {"mla", required_argument, 0, O_MLA},
         {0, 0, 0, 0}};
     int tp = 1;
@@ -191,6 +197,9 @@ int cmd_run(int argc, char **argv) {
         case O_WARMUP: if (!(s = args_flag_int("--warmup", optarg, &v))) pl.warmup = (int)v; break;
         case O_SEED: if (!(s = args_flag_int("--seed", optarg, &v))) pl.seed = (uint64_t)v; break;
         case O_TP: if (!(s = args_flag_int("--tp", optarg, &v))) tp = (int)v; break;
+        case O_PP:
+            return cli_usage_error(CMD, "--pp %.16s: pipeline stages are not implemented in the measured run (each rank would hold "
+                                        "a stage's layers); predict --pp and sweep --predict --pp price them", optarg);
         case O_COMM_TIMEOUT: {
             char *end = NULL;
             comm_timeout = strtod(optarg, &end);

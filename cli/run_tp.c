@@ -11,9 +11,51 @@
 #include "cli.h"
 #include "probes/ceilings.h"
 #include "reference_model/cpu_parallel.h"
+#include "reference_model/model.h"
+#include "reference_model/cuda_backend.h"
+#include "reference_model/cuda_comm.h"
 #include "runner/comm.h"
+#include "runner/comm_nccl.h"
 
 static xf_status tp_allreduce(void *ctx, float *buf, int64_t n, const char *what) { return comm_allreduce_f32(ctx, buf, n, what); }
+
+/* --device cuda: this rank's GPU (local rank i drives device i), a stream on it and NCCL over the
+ * MPI world. The backend synchronizes its stream before each all-reduce (cuda_backend.cu's
+ * OP_ALL_REDUCE), so NCCL runs on its own stream and is polled to completion against the deadline. */
+typedef struct tp_gpu {
+    nccl_lib lib;
+    comm_nccl nc;
+    void *stream;
+    int device;
+} tp_gpu;
+
+static xf_status tp_gpu_open(tp_gpu *g, const comm *c) {
+    memset(g, 0, sizeof *g);
+    g->device = -1;
+    int local = 0, n_dev = 0;
+    xf_status s = comm_nccl_load(NULL, &g->lib);
+    if (!s) s = comm_nccl_local_rank(&local);
+    if (!s) s = cuda_comm_device_count(&n_dev);
+    if (!s) s = comm_nccl_device_of(local, n_dev, &g->device);
+    if (!s) s = cuda_device_open(g->device, NULL);
+    if (!s) s = cuda_comm_stream_new(g->device, &g->stream);
+    if (!s) {
+        comm_nccl_stream st = {g->stream, NULL, cuda_comm_stream_query};
+        s = comm_nccl_init(&g->nc, &g->lib, c, &st);
+    }
+    return s ? xf_error_prefix(s, "rank %d of %d: ", c->rank, c->size) : XF_OK;
+}
+
+static void tp_gpu_close(tp_gpu *g) {
+    comm_nccl_free(&g->nc);
+    cuda_comm_stream_free(g->stream);
+    g->stream = NULL;
+    comm_nccl_unload(&g->lib);
+}
+
+static xf_status tp_allreduce_nccl(void *ctx, float *buf, int64_t n, const char *what) {
+    return comm_nccl_allreduce_f32(ctx, buf, n, what); /* buf: the backend's device memory */
+}
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -90,15 +132,18 @@ static xf_status gather_samples(const comm *c, record *rec) {
 
 int run_tp(const char *cmd, run_plan *pl, int tp, double timeout_s, cli_output *out, int *writer) {
     *writer = 1;
-    if (pl->cuda)
-        return cli_usage_error(cmd, "--tp with --device cuda (NCCL) is not implemented yet: run the split on the CPU");
+    if (pl->cuda && pl->cuda_graph)
+        return cli_usage_error(cmd, "--tp with --cuda-graph: a graph cannot capture NCCL's all-reduces between its ops here; drop "
+                                    "--cuda-graph");
     {   /* the model's split first (heads, KV heads, d_ff), before anything starts: against any device with a link */
         device_spec any;
         memset(&any, 0, sizeof any);
         any.link.bandwidth_Bps = 1;
-        parallel_plan plan = {tp, 1, 1, 0, 1};
+        parallel_plan plan = {tp, 1, 1, 0, 1}; /* the reference model's layout: vocabulary whole, experts split by columns */
         parallel_split sp;
         xf_status s = parallel_split_of(&pl->cfg, &plan, &any, &sp);
+        if (!s) s = cpu_parallel_check(&pl->cfg, &sp, pl->wdtype, pl->quant_group);
+        if (!s && pl->weights_dir) s = model_check_weights_dir(pl->weights_dir, &pl->cfg);
         if (s) return cli_fail(cmd, s);
     }
     if (!comm_built_with_mpi())
@@ -107,14 +152,14 @@ int run_tp(const char *cmd, run_plan *pl, int tp, double timeout_s, cli_output *
     if (!comm_launched())
         return cli_usage_error(cmd, "--tp %d runs one process per shard: start it as mpirun -np %d xfprof run --tp %d ... (as "
                                     "root add --allow-run-as-root; more ranks than cores: --oversubscribe)", tp, tp, tp);
-    if (pl->weights_dir)
-        return cli_usage_error(cmd, "--tp with --weights is not implemented yet: random weights from --seed only");
     comm c;
     xf_status s = comm_init(&c, timeout_s);
     if (s) return cli_fail(cmd, s);
     *writer = c.rank == 0;
     int rc = CLI_EXIT_OK;
     model_weights *full = NULL, *shard = NULL;
+    tp_gpu gpu;
+    int gpu_open = 0;
     record rec;
     record_init(&rec, "run");
     if (c.size != tp) {
@@ -124,26 +169,44 @@ int run_tp(const char *cmd, run_plan *pl, int tp, double timeout_s, cli_output *
         rc = CLI_EXIT_USAGE;
         goto done;
     }
-    /* the link the all-reduces are judged against: measured by machine --comm */
+    /* the link the all-reduces are judged against: measured by machine --comm (the GPU's machine
+     * file and NCCL with --device cuda) */
     char path[4096];
     device_spec mdev;
-    if ((s = ceilings_machine_path(path, sizeof path)) || (s = ceilings_load(path, &mdev))) {
-        if (c.rank == 0) rc = cli_fail(cmd, xf_error_prefix(s, "--tp needs this machine's ceilings and link: run xfprof machine, then "
-                                                               "mpirun -np %d xfprof machine --comm: ", tp));
+    const char *dev_flag = pl->cuda ? " --device cuda" : "";
+    if ((s = pl->cuda ? ceilings_gpu_machine_path(path, sizeof path) : ceilings_machine_path(path, sizeof path)) ||
+        (s = ceilings_load(path, &mdev))) {
+        if (c.rank == 0)
+            rc = cli_fail(cmd, xf_error_prefix(s, "--tp needs this machine's ceilings and link: run xfprof machine%s, then mpirun -np "
+                                                  "%d xfprof machine --comm%s: ", dev_flag, tp, dev_flag));
         rc = CLI_EXIT_USAGE;
         goto done;
     }
     if (!(mdev.link.bandwidth_Bps > 0)) {
         if (c.rank == 0)
-            cli_usage_error(cmd, "--tp: %s has no measured link between ranks: run mpirun -np %d xfprof machine --comm first", path, tp);
+            cli_usage_error(cmd, "--tp: %s has no measured link between ranks: run mpirun -np %d xfprof machine --comm%s first", path,
+                            tp, dev_flag);
         rc = CLI_EXIT_USAGE;
         goto done;
     }
-    parallel_plan plan = {tp, 1, 1, 0, 1};
+    if (pl->cuda) {
+        if ((s = tp_gpu_open(&gpu, &c))) { /* every rank says why (one node may lack a GPU), then all end */
+            cli_fail(cmd, s);
+            comm_abort(&c, cli_exit_code(s));
+            rc = cli_exit_code(s);
+            goto done;
+        }
+        gpu_open = 1;
+        pl->ordinal = gpu.device;
+    }
+    parallel_plan plan = {tp, 1, 1, 0, 1}; /* the reference model's layout: vocabulary whole, experts split by columns */
     parallel_split sp;
+    /* each rank its shard: from the folder only its blocks; random weights made whole in fp32 from
+     * the seed (each value depends on its place only), sliced, then converted (int8: quantized) */
     if ((s = parallel_split_of(&pl->cfg, &plan, &mdev, &sp)) ||
-        (s = weights_init_random(&full, &pl->cfg, pl->seed, pl->wdtype, pl->quant_group)) ||
-        (s = cpu_parallel_shard(full, &sp, c.rank, &shard))) {
+        (pl->weights_dir ? (s = cpu_parallel_load(pl->weights_dir, &pl->cfg, &sp, c.rank, pl->wdtype, pl->quant_group, &shard))
+                         : ((s = weights_init_random(&full, &pl->cfg, pl->seed, XF_FP32, 0)) ||
+                            (s = cpu_parallel_shard(full, &sp, c.rank, pl->wdtype, pl->quant_group, &shard))))) {
         if (c.rank == 0) cli_fail(cmd, s);
         rc = s == XF_ENOMEM ? CLI_EXIT_FAILURE : CLI_EXIT_USAGE;
         goto done;
@@ -158,8 +221,8 @@ int run_tp(const char *cmd, run_plan *pl, int tp, double timeout_s, cli_output *
     pl->tp = tp;
     pl->shard_cfg = &sp.shard;
     pl->shard_weights = shard;
-    pl->allreduce = tp_allreduce;
-    pl->allreduce_ctx = &c;
+    pl->allreduce = pl->cuda ? tp_allreduce_nccl : tp_allreduce;
+    pl->allreduce_ctx = pl->cuda ? (void *)&gpu.nc : (void *)&c;
     if (c.rank != 0) pl->quiet = 1;
     run_notes notes;
     if ((s = runner_run(pl, &rec, &notes)) || (s = gather_samples(&c, &rec))) {
@@ -173,12 +236,14 @@ int run_tp(const char *cmd, run_plan *pl, int tp, double timeout_s, cli_output *
         snprintf(v, sizeof v, "%d", tp);
         record_set_env(&rec, "mpi_ranks", v);
         record_set_env(&rec, "tensor_parallel", v);
+        record_set_env(&rec, "collectives", pl->cuda ? "nccl" : "mpi");
         rc = cli_output_write(cmd, &rec, out);
         if (rc == CLI_EXIT_OK && out->format == RENDER_TABLE && !(out->path && !strcmp(out->path, "-")))
             runner_print_notes(stdout, &rec, &notes);
     }
     if (comm_barrier(&c, "the end of the run") != XF_OK && rc == CLI_EXIT_OK) rc = CLI_EXIT_FAILURE;
 done:
+    if (gpu_open) tp_gpu_close(&gpu);
     record_free(&rec);
     weights_free(full);
     weights_free(shard);

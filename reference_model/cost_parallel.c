@@ -57,7 +57,15 @@ xf_status parallel_split_of(const model_config *cfg, const parallel_plan *plan, 
         return xf_errorf(XF_EINVAL, "--tp %d: %s's FFN width d_ff = %lld does not split evenly over %d devices; give a --tp that divides it: %.160s",
                          tp, cfg->name, (long long)cfg->d_ff, tp, list);
     }
-    if (cfg->n_experts > 0 && cfg->n_experts % tp) {
+    if (cfg->n_experts > 0 && plan->replicate_vocab && (cfg->d_ff_expert % tp || cfg->d_ff_shared % tp)) {
+        const int64_t f = cfg->d_ff_expert % tp ? cfg->d_ff_expert : cfg->d_ff_shared;
+        divisors(f, list, sizeof list);
+        return xf_errorf(XF_EINVAL,
+                         "--tp %d: %s's %s width %lld does not split evenly over %d devices (each device holds every expert's "
+                         "share of the columns); give a --tp that divides %lld: %.160s",
+                         tp, cfg->name, cfg->d_ff_expert % tp ? "expert FFN" : "shared expert", (long long)f, tp, (long long)f, list);
+    }
+    if (cfg->n_experts > 0 && !plan->replicate_vocab && cfg->n_experts % tp) {
         divisors(cfg->n_experts, list, sizeof list);
         return xf_errorf(XF_EINVAL,
                          "--tp %d: %s's %lld experts do not split evenly over %d devices (expert parallelism gives each device "
@@ -97,7 +105,12 @@ xf_status parallel_split_of(const model_config *cfg, const parallel_plan *plan, 
     out->tp = tp;
     out->pp = pp;
     out->kv_copies = (int)copies;
-    out->experts_per_device = cfg->n_experts > 0 ? cfg->n_experts / tp : 0;
+    out->experts_tp = plan->replicate_vocab; /* the reference model's split: experts by columns */
+    if (plan->replicate_vocab) {
+        out->shard.d_ff_expert = cfg->d_ff_expert / tp;
+        out->shard.d_ff_shared = cfg->d_ff_shared / tp;
+    }
+    out->experts_per_device = cfg->n_experts > 0 && !plan->replicate_vocab ? cfg->n_experts / tp : 0;
     out->tp_node = gpn > 0 && tp > gpn;
     out->gpus_per_node = gpn;
     const int64_t base = cfg->n_layers / pp, extra = cfg->n_layers % pp;
@@ -113,8 +126,10 @@ int parallel_stage_of(const parallel_split *sp, int layer, int head) {
     return sp->pp - 1;
 }
 
+/* 1: layer l runs expert parallel (dispatch / combine); an MoE layer split by columns (experts_tp)
+ * is costed as the shard's dense-like layer with its one all-reduce after down. */
 static int moe_split(const model_config *cfg, const parallel_split *sp, int64_t l) {
-    return sp->tp > 1 && model_layer_is_moe(cfg, l);
+    return sp->tp > 1 && !sp->experts_tp && model_layer_is_moe(cfg, l);
 }
 
 int64_t parallel_step_op_count(const model_config *cfg, const parallel_split *sp) {
@@ -163,7 +178,7 @@ xf_status parallel_step(const model_config *cfg, const workload *w, const parall
     if (need <= 0 || count < need)
         return xf_errorf(XF_EINVAL, "parallel: output holds %lld ops, the step has %lld", (long long)count, (long long)need);
     const int64_t n_base = cost_step_op_count(cfg);
-    const int any_moe = sp->tp > 1 && cfg->n_experts > 0;
+    const int any_moe = sp->tp > 1 && cfg->n_experts > 0 && !sp->experts_tp;
     cost_op *sh = calloc((size_t)n_base, sizeof *sh), *full = any_moe ? calloc((size_t)n_base, sizeof *full) : NULL;
     if (!sh || (any_moe && !full)) {
         free(sh);
@@ -242,7 +257,10 @@ static xf_status stage_fixed(const model_config *cfg, const workload *w, const p
         const cost_op *lo = &o[1 + L_OPS * l];
         const int moe = model_layer_is_moe(cfg, l);
         for (int j = 0; j < (moe ? L_GATE_UP : L_OPS); j++) wt += lo[j].weight_bytes;
-        if (moe) wt += cost_moe_router_bytes(cfg, w) + (double)sp->experts_per_device * cost_moe_expert_bytes(cfg, w);
+        if (moe && sp->experts_tp) /* every expert, each its columns' share */
+            wt += cost_moe_router_bytes(cfg, w) + (double)cfg->n_experts * cost_moe_expert_bytes(&sp->shard, w);
+        else if (moe)
+            wt += cost_moe_router_bytes(cfg, w) + (double)sp->experts_per_device * cost_moe_expert_bytes(cfg, w);
         const double win = (double)model_layer_window(cfg, l);
         kv += lo[L_KV_APPEND].kv_write_bytes * (win > 0 && win < len ? win : len);
     }

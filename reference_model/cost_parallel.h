@@ -45,8 +45,12 @@ typedef struct parallel_plan {
     int pp;            /* pipeline stages (1: none) */
     int micro_batches; /* pipeline micro-batches per step (1: none; needs pp > 1, divides the batch) */
     int gpus;          /* devices the user has (--gpus); 0: tp * pp */
-    int replicate_vocab; /* 1: embedding, lm_head and sampling whole on every device (the CPU reference model
-                            run over MPI): no all-reduce after the embedding, no all-gather after sampling */
+    int replicate_vocab; /* 1: the split the reference model runs over MPI (`run --tp`): embedding, lm_head and
+                            sampling whole on every device (no all-reduce after the embedding, no all-gather
+                            after sampling), and MoE layers split as the dense FFN: every device all experts,
+                            each expert's d_ff_expert / tp columns and the shared expert's d_ff_shared / tp, one
+                            all-reduce after down, no all-to-all (split.experts_tp); 0: vocabulary-parallel and
+                            expert parallel (below) */
 } parallel_plan;
 
 /* What one device of a tensor-parallel group holds and computes, and the stages. */
@@ -58,6 +62,7 @@ typedef struct parallel_split {
     int tp_node;               /* 1: a tensor-parallel group spans nodes (tp > gpus_per_node): its collectives use node_link */
     int gpus_per_node;         /* the device's (0 = unknown: one node) */
     int replicate_vocab;       /* the plan's */
+    int experts_tp;            /* 1 (replicate_vocab plans): MoE experts split by columns (experts_per_device then 0) */
     int64_t stage_first[65];   /* (pp + 1) first layer of each stage; stage_first[pp] = n_layers */
 } parallel_split;
 

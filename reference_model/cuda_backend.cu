@@ -249,6 +249,8 @@ struct cuda_ctx {
     int64_t kv_slots, max_seqs, max_seq_len, max_tok, table_cap;
     int ordinal;
     cudaStream_t st;
+    xf_status (*allreduce)(void *ctx, float *buf, int64_t n, const char *what); /* tensor parallel (NCCL, cli/run_tp.c); NULL on one device */
+    void *allreduce_ctx;
     const cuda_blas_api *blas;
     cublasHandle_t h;
     void *blas_ws;
@@ -470,6 +472,8 @@ xf_status cuda_init(void **out, const backend_init_args *a) {
     c->kst = a->kvdtype == XF_FP32 ? ST_F32 : a->kvdtype == XF_BF16 ? ST_BF16 : ST_F16;
     c->kesz = a->kvdtype == XF_FP32 ? 4 : 2;
     c->debug_sync = cuda_check_debug_env(getenv("XFPROF_CUDA_SYNC_DEBUG"));
+    c->allreduce = a->allreduce;
+    c->allreduce_ctx = a->allreduce_ctx;
     const char *wenv = getenv("XFPROF_CUDA_WEIGHTS");
     c->wst = wenv && !strcmp(wenv, "fp16") ? ST_F16 : ST_BF16;
     c->wesz = 2;
@@ -977,6 +981,14 @@ xf_status run_op_impl(cuda_ctx *c, op_kind k, int layer, const step_batch *b) {
     case OP_SAMPLING:
         k_argmax<<<(unsigned)S, NT, 0, c->st>>>(c->next, c->logits, c->vocab);
         return launch_check("sampling");
+    case OP_ALL_REDUCE: { /* tensor parallel: o_proj's / down's partial sums (tmp, n x d) over the ranks, once this stream's work is done */
+        if (!c->allreduce) return xf_errorf(XF_EINVAL, "cuda backend: an all-reduce on one device");
+        cudaError_t e = cudaStreamSynchronize(c->st);
+        if (e != cudaSuccess) return xf_errorf(XF_EIO, "cuda backend: before the all-reduce of layer %d: %s", layer, cudaGetErrorString(e));
+        char what[64];
+        snprintf(what, sizeof what, "the all-reduce of layer %d", layer);
+        return c->allreduce(c->allreduce_ctx, c->tmp, n * d, what);
+    }
     default:
         return xf_errorf(XF_EINVAL, "cuda backend: unknown op %d", (int)k);
     }

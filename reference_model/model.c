@@ -260,6 +260,8 @@ static xf_status check_dir_config(const char *dir, const model_config *cfg) {
     return XF_OK;
 }
 
+xf_status model_check_weights_dir(const char *dir, const model_config *cfg) { return check_dir_config(dir, cfg); }
+
 static void fmt_bytes(char *buf, size_t n, int64_t b) {
     snprintf(buf, n, "%.2f GiB (%lld bytes)", (double)b / (1024.0 * 1024.0 * 1024.0), (long long)b);
 }

@@ -136,4 +136,9 @@ xf_status model_expert_stats(const model *m, xf_phase ph, const int64_t **tokens
 /* The memory figures model_init checked (and the backend's real allocation in backend_bytes). */
 void model_get_mem(const model *m, model_mem *out, int64_t *backend_bytes);
 
+/* XF_EINVAL unless dir/config.json describes cfg (every field that changes the math), naming the
+ * field and saying to use the folder's own config: what model_init checks before loading a folder
+ * (a tensor-parallel run checks the whole model before each rank loads its shard). */
+xf_status model_check_weights_dir(const char *dir, const model_config *cfg);
+
 #endif

@@ -349,8 +349,10 @@ static xf_status st_set_get(const st_set *s, const char *name, int64_t rows, int
     return XF_OK;
 }
 
-/* Rows [row0, row0 + rows) of m from t's elements starting at elem0, (rows, m->cols) row-major. */
-static xf_status convert_rows(const st_tensor *t, int64_t elem0, const char *name, wmat *m, int64_t row0, int64_t rows) {
+/* Rows [row0, row0 + rows) of m from t's elements starting at elem0, row r's m->cols elements at
+ * elem0 + r * stride (stride = m->cols for whole rows; the tensor's width for a column slice). */
+static xf_status convert_block(const st_tensor *t, int64_t elem0, int64_t stride, const char *name, wmat *m, int64_t row0,
+                               int64_t rows) {
     const int64_t cols = m->cols;
     int failed = 0;
 #pragma omp parallel
@@ -363,12 +365,16 @@ static xf_status convert_rows(const st_tensor *t, int64_t elem0, const char *nam
 #pragma omp for schedule(static)
         for (int64_t r = 0; r < rows; r++) {
             if (!buf) continue;
-            for (int64_t c = 0; c < cols; c++) buf[c] = st_tensor_get(t, elem0 + r * cols + c);
+            for (int64_t c = 0; c < cols; c++) buf[c] = st_tensor_get(t, elem0 + r * stride + c);
             weights_set_rows(m, row0 + r, 1, buf);
         }
         free(buf);
     }
     return failed ? xf_errorf(XF_ENOMEM, "out of memory converting '%s'", name) : XF_OK;
+}
+
+static xf_status convert_rows(const st_tensor *t, int64_t elem0, const char *name, wmat *m, int64_t row0, int64_t rows) {
+    return convert_block(t, elem0, m->cols, name, m, row0, rows);
 }
 
 static xf_status load_mat(const st_set *s, const char *name, wmat *m, int64_t row0, int64_t rows) {
@@ -377,13 +383,29 @@ static xf_status load_mat(const st_set *s, const char *name, wmat *m, int64_t ro
     return st ? st : convert_rows(t, 0, name, m, row0, rows);
 }
 
-static xf_status load_vec(const st_set *s, const char *name, float *v, int64_t n) {
+/* A block of the (t_rows, t_cols) tensor `name`: its rows [src_r0, src_r0 + rows), columns
+ * [src_c0, src_c0 + m->cols) into rows [row0, row0 + rows) of m (a tensor-parallel shard). */
+static xf_status load_block(const st_set *s, const char *name, int64_t t_rows, int64_t t_cols, int64_t src_r0, int64_t src_c0,
+                            wmat *m, int64_t row0, int64_t rows) {
     const st_tensor *t;
-    xf_status st = st_set_get(s, name, n, 0, &t);
+    xf_status st = st_set_get(s, name, t_rows, t_cols, &t);
     if (st) return st;
-    for (int64_t i = 0; i < n; i++) v[i] = st_tensor_get(t, i);
+    if (src_r0 < 0 || src_c0 < 0 || src_r0 + rows > t_rows || src_c0 + m->cols > t_cols)
+        return xf_errorf(XF_EINVAL, "tensor '%s': the shard's block lies outside it", name);
+    return convert_block(t, src_r0 * t_cols + src_c0, t_cols, name, m, row0, rows);
+}
+
+/* Elements [i0, i0 + n) of the vector `name` of n_full elements. */
+static xf_status load_vec_part(const st_set *s, const char *name, float *v, int64_t n_full, int64_t i0, int64_t n) {
+    const st_tensor *t;
+    xf_status st = st_set_get(s, name, n_full, 0, &t);
+    if (st) return st;
+    if (i0 < 0 || i0 + n > n_full) return xf_errorf(XF_EINVAL, "tensor '%s': the shard's slice lies outside it", name);
+    for (int64_t i = 0; i < n; i++) v[i] = st_tensor_get(t, i0 + i);
     return XF_OK;
 }
+
+static xf_status load_vec(const st_set *s, const char *name, float *v, int64_t n) { return load_vec_part(s, name, v, n, 0, n); }
 
 /* Lists on stderr the tensors no st_set_get asked for: weights the config does not use. */
 static void warn_unused(const st_set *s, const char *dir) {
@@ -429,8 +451,10 @@ static xf_status st_set_get3(const st_set *s, const char *name, int64_t n, int64
  * the fused ones transformers 5 holds in memory (mlp.experts.gate_up_proj (E, 2 I, H), gate rows
  * first, and mlp.experts.down_proj (E, H, I)); the router is <prefix>gate.weight (E, H); qwen2_moe's
  * shared expert mlp.shared_expert.{gate,up,down}_proj and mlp.shared_expert_gate.weight (1, H). */
-static xf_status load_moe_layer(const st_set *s, const model_config *c, layer_weights *L, int64_t l) {
-    const int64_t E = c->n_experts, fe = c->d_ff_expert, d = c->d_model;
+static xf_status load_moe_layer(const st_set *s, const model_config *c, const st_slice *sl, layer_weights *L, int64_t l) {
+    /* F: what the files hold; c: the shard (its experts' widths fes, fss); e0 / s0 the slices' first rows */
+    const model_config *F = sl->full;
+    const int64_t E = c->n_experts, fe = F->d_ff_expert, fes = c->d_ff_expert, d = c->d_model, e0 = sl->e0;
     const int mixtral = strcmp(c->arch, "mixtral") == 0;
     char pre[96], name[256];
     snprintf(pre, sizeof pre, "model.layers.%lld.%s", (long long)l, "block_sparse_moe.");
@@ -442,27 +466,29 @@ static xf_status load_moe_layer(const st_set *s, const model_config *c, layer_we
         const st_tensor *gu, *dn;
         st = st_set_get3(s, name, E, 2 * fe, d, &gu);
         if (!st) st = st_set_get3(s, XF_MNAME("%sexperts.down_proj", pre), E, d, fe, &dn);
-        for (int64_t e = 0; !st && e < E; e++) {
-            st = convert_rows(gu, e * 2 * fe * d, "experts.gate_up_proj", &L->exp_gate_up[e], 0, 2 * fe);
-            if (!st) st = convert_rows(dn, e * d * fe, "experts.down_proj", &L->exp_down[e], 0, d);
+        for (int64_t e = 0; !st && e < E; e++) { /* gate rows [e0, e0 + fes), up rows [fe + e0, ...), down's columns */
+            st = convert_block(gu, (e * 2 * fe + e0) * d, d, "experts.gate_up_proj", &L->exp_gate_up[e], 0, fes);
+            if (!st) st = convert_block(gu, (e * 2 * fe + fe + e0) * d, d, "experts.gate_up_proj", &L->exp_gate_up[e], fes, fes);
+            if (!st) st = convert_block(dn, e * d * fe + e0, fe, "experts.down_proj", &L->exp_down[e], 0, d);
         }
     } else {
         static const char *const k_names[2][3] = {{"gate_proj", "up_proj", "down_proj"}, {"w1", "w3", "w2"}};
         const char *const *nm = k_names[mixtral && strstr(pre, "block_sparse_moe") != NULL];
         for (int64_t e = 0; !st && e < E; e++) {
-            st = load_mat(s, XF_MNAME("%sexperts.%lld.%s.weight", pre, (long long)e, nm[0]), &L->exp_gate_up[e], 0, fe);
-            if (!st) st = load_mat(s, XF_MNAME("%sexperts.%lld.%s.weight", pre, (long long)e, nm[1]), &L->exp_gate_up[e], fe, fe);
-            if (!st) st = load_mat(s, XF_MNAME("%sexperts.%lld.%s.weight", pre, (long long)e, nm[2]), &L->exp_down[e], 0, d);
+            st = load_block(s, XF_MNAME("%sexperts.%lld.%s.weight", pre, (long long)e, nm[0]), fe, d, e0, 0, &L->exp_gate_up[e], 0, fes);
+            if (!st)
+                st = load_block(s, XF_MNAME("%sexperts.%lld.%s.weight", pre, (long long)e, nm[1]), fe, d, e0, 0, &L->exp_gate_up[e], fes, fes);
+            if (!st) st = load_block(s, XF_MNAME("%sexperts.%lld.%s.weight", pre, (long long)e, nm[2]), d, fe, 0, e0, &L->exp_down[e], 0, d);
         }
     }
     /* deepseek_v3: mlp.shared_experts.* (one MLP of n_shared * moe_intermediate_size) and the
      * router's e_score_correction_bias (E) */
     const char *sh = c->moe_score == MOE_SCORE_SIGMOID_GROUPED ? "shared_experts" : "shared_expert";
     if (!st && c->d_ff_shared > 0) {
-        const int64_t fs = c->d_ff_shared;
-        st = load_mat(s, XF_MNAME("%s%s.gate_proj.weight", pre, sh), &L->sh_gate_up, 0, fs);
-        if (!st) st = load_mat(s, XF_MNAME("%s%s.up_proj.weight", pre, sh), &L->sh_gate_up, fs, fs);
-        if (!st) st = load_mat(s, XF_MNAME("%s%s.down_proj.weight", pre, sh), &L->sh_down, 0, d);
+        const int64_t fs = F->d_ff_shared, fss = c->d_ff_shared, s0 = sl->s0;
+        st = load_block(s, XF_MNAME("%s%s.gate_proj.weight", pre, sh), fs, d, s0, 0, &L->sh_gate_up, 0, fss);
+        if (!st) st = load_block(s, XF_MNAME("%s%s.up_proj.weight", pre, sh), fs, d, s0, 0, &L->sh_gate_up, fss, fss);
+        if (!st) st = load_block(s, XF_MNAME("%s%s.down_proj.weight", pre, sh), d, fs, 0, s0, &L->sh_down, 0, d);
     }
     if (!st && L->router_bias) st = load_vec(s, XF_MNAME("%sgate.e_score_correction_bias", pre), L->router_bias, E);
     if (!st && c->shared_expert_gate) {
@@ -492,14 +518,28 @@ static xf_status load_mla(const st_set *s, const model_config *c, layer_weights 
 }
 
 xf_status st_load_weights(const char *dir, const model_config *c, xf_dtype dtype, int group, model_weights **out) {
+    return st_load_weights_slice(dir, c, dtype, group, NULL, out);
+}
+
+xf_status st_load_weights_slice(const char *dir, const model_config *c, xf_dtype dtype, int group, const st_slice *sl,
+                                model_weights **out) {
     if (!dir || !c || !out) return xf_errorf(XF_EINVAL, "st_load_weights: NULL argument");
     *out = NULL;
+    const st_slice whole = {c, 0, 0, 0, 0, 0, 1};
+    if (!sl) sl = &whole;
+    const model_config *F = sl->full; /* what the files hold; c: what this process holds */
+    if (!F) return xf_errorf(XF_EINVAL, "st_load_weights: a slice without its full model");
+    if (sl != &whole && model_is_mla(F))
+        return xf_errorf(XF_EINVAL, "%s: a tensor-parallel shard of %s: latent attention (MLA) is not implemented in the split "
+                         "reference model", dir, F->name);
     st_set s;
     xf_status st = st_set_open(&s, dir);
     if (st) return st;
     model_weights *w = NULL;
     st = weights_alloc(&w, c, dtype, group);
     const int64_t q_dim = c->n_heads * c->head_dim, kv_dim = c->n_kv_heads * c->head_dim, d = c->d_model;
+    const int64_t fq = F->n_heads * F->head_dim, fkv = F->n_kv_heads * F->head_dim, ff = F->d_ff;
+    const int64_t q0 = sl->q0, kv0 = sl->kv0, f0 = sl->f0;
     char name[256];
     if (!st) st = load_mat(&s, "model.embed_tokens.weight", &w->embed, 0, c->vocab);
     if (!st && !c->tied_embeddings) st = load_mat(&s, "lm_head.weight", &w->lm_head, 0, c->vocab);
@@ -509,33 +549,49 @@ xf_status st_load_weights(const char *dir, const model_config *c, xf_dtype dtype
 #define XF_NAME(fmt) (snprintf(name, sizeof name, "model.layers.%lld." fmt, (long long)l), name)
         if (model_is_mla(c)) {
             st = load_mla(&s, c, L, l);
-        } else {
-            st = load_mat(&s, XF_NAME("self_attn.q_proj.weight"), &L->qkv, 0, q_dim);
-            if (!st) st = load_mat(&s, XF_NAME("self_attn.k_proj.weight"), &L->qkv, q_dim, kv_dim);
-            if (!st) st = load_mat(&s, XF_NAME("self_attn.v_proj.weight"), &L->qkv, q_dim + kv_dim, kv_dim);
+        } else { /* column-parallel in a shard: the Q rows of its heads, the K and V rows of its KV heads */
+            st = load_block(&s, XF_NAME("self_attn.q_proj.weight"), fq, d, q0, 0, &L->qkv, 0, q_dim);
+            if (!st) st = load_block(&s, XF_NAME("self_attn.k_proj.weight"), fkv, d, kv0, 0, &L->qkv, q_dim, kv_dim);
+            if (!st) st = load_block(&s, XF_NAME("self_attn.v_proj.weight"), fkv, d, kv0, 0, &L->qkv, q_dim + kv_dim, kv_dim);
         }
-        if (!st) st = load_mat(&s, XF_NAME("self_attn.o_proj.weight"), &L->o, 0, d);
+        /* row-parallel in a shard: o_proj's columns of its heads, down's of its d_ff slice */
+        const int64_t o_full = L->o.cols / c->n_heads * F->n_heads; /* per head head_dim (v_head_dim with MLA) */
+        if (!st) st = load_block(&s, XF_NAME("self_attn.o_proj.weight"), d, o_full, 0, q0, &L->o, 0, d);
         const int moe = model_layer_is_moe(c, l);
-        if (!st && moe) st = load_moe_layer(&s, c, L, l);
-        if (!st && !moe) st = load_mat(&s, XF_NAME("mlp.gate_proj.weight"), &L->gate_up, 0, c->d_ff);
-        if (!st && !moe) st = load_mat(&s, XF_NAME("mlp.up_proj.weight"), &L->gate_up, c->d_ff, c->d_ff);
-        if (!st && !moe) st = load_mat(&s, XF_NAME("mlp.down_proj.weight"), &L->down, 0, d);
+        if (!st && moe) st = load_moe_layer(&s, c, sl, L, l);
+        if (!st && !moe) st = load_block(&s, XF_NAME("mlp.gate_proj.weight"), ff, d, f0, 0, &L->gate_up, 0, c->d_ff);
+        if (!st && !moe) st = load_block(&s, XF_NAME("mlp.up_proj.weight"), ff, d, f0, 0, &L->gate_up, c->d_ff, c->d_ff);
+        if (!st && !moe) st = load_block(&s, XF_NAME("mlp.down_proj.weight"), d, ff, 0, f0, &L->down, 0, d);
         if (!st) st = load_vec(&s, XF_NAME("input_layernorm.weight"), L->attn_norm, d);
         if (!st) st = load_vec(&s, XF_NAME("post_attention_layernorm.weight"), L->ffn_norm, d);
         if (!st && c->qkv_bias) {
-            st = load_vec(&s, XF_NAME("self_attn.q_proj.bias"), L->qkv_bias, q_dim);
-            if (!st) st = load_vec(&s, XF_NAME("self_attn.k_proj.bias"), L->qkv_bias + q_dim, kv_dim);
-            if (!st) st = load_vec(&s, XF_NAME("self_attn.v_proj.bias"), L->qkv_bias + q_dim + kv_dim, kv_dim);
+            st = load_vec_part(&s, XF_NAME("self_attn.q_proj.bias"), L->qkv_bias, fq, q0, q_dim);
+            if (!st) st = load_vec_part(&s, XF_NAME("self_attn.k_proj.bias"), L->qkv_bias + q_dim, fkv, kv0, kv_dim);
+            if (!st) st = load_vec_part(&s, XF_NAME("self_attn.v_proj.bias"), L->qkv_bias + q_dim + kv_dim, fkv, kv0, kv_dim);
         }
-        if (!st && c->o_bias) st = load_vec(&s, XF_NAME("self_attn.o_proj.bias"), L->o_bias, d);
+        /* the row-parallel biases: on the rank that adds them (once, before the all-reduce); the
+         * others hold none (marked used: the folder's tensor is the model's, not an unused one) */
+        if (!st && c->o_bias && sl->row_bias) st = load_vec(&s, XF_NAME("self_attn.o_proj.bias"), L->o_bias, d);
+        if (!st && c->o_bias && !sl->row_bias) {
+            const st_tensor *t;
+            st = st_set_get(&s, XF_NAME("self_attn.o_proj.bias"), d, 0, &t);
+            free(L->o_bias);
+            L->o_bias = NULL;
+        }
         if (!st && c->qk_norm) {
             st = load_vec(&s, XF_NAME("self_attn.q_norm.weight"), L->q_norm, c->head_dim);
             if (!st) st = load_vec(&s, XF_NAME("self_attn.k_norm.weight"), L->k_norm, c->head_dim);
         }
         if (!st && c->mlp_bias && !moe) {
-            st = load_vec(&s, XF_NAME("mlp.gate_proj.bias"), L->gate_up_bias, c->d_ff);
-            if (!st) st = load_vec(&s, XF_NAME("mlp.up_proj.bias"), L->gate_up_bias + c->d_ff, c->d_ff);
-            if (!st) st = load_vec(&s, XF_NAME("mlp.down_proj.bias"), L->down_bias, d);
+            st = load_vec_part(&s, XF_NAME("mlp.gate_proj.bias"), L->gate_up_bias, ff, f0, c->d_ff);
+            if (!st) st = load_vec_part(&s, XF_NAME("mlp.up_proj.bias"), L->gate_up_bias + c->d_ff, ff, f0, c->d_ff);
+            if (!st && sl->row_bias) st = load_vec(&s, XF_NAME("mlp.down_proj.bias"), L->down_bias, d);
+            if (!st && !sl->row_bias) {
+                const st_tensor *t;
+                st = st_set_get(&s, XF_NAME("mlp.down_proj.bias"), d, 0, &t);
+                free(L->down_bias);
+                L->down_bias = NULL;
+            }
         }
 #undef XF_NAME
     }

@@ -62,4 +62,26 @@ float st_tensor_get(const st_tensor *t, int64_t i);
 xf_status st_load_weights(const char *dir, const model_config *cfg, xf_dtype dtype, int group,
                           model_weights **out);
 
+/* What one rank of a tensor-parallel split (cpu_parallel.h) loads of a folder holding `full`:
+ * blocks of the tensors, never the whole model. cfg (st_load_weights_slice's) is the shard's
+ * config, what the weights are allocated at; every tensor's shape is checked against full. */
+typedef struct st_slice {
+    const model_config *full; /* the model the files hold */
+    int64_t q0;               /* first Q row of the rank's heads = first column of o_proj */
+    int64_t kv0;              /* first K and V row of its KV heads */
+    int64_t f0;               /* first gate and up row of its d_ff slice = first column of down */
+    int64_t e0;               /* the same in every expert's d_ff_expert (MoE split by columns) */
+    int64_t s0;               /* the same in the shared expert's d_ff_shared */
+    int row_bias;             /* 1: this rank holds the o_proj and down biases (added once, before the all-reduce); 0: NULL */
+} st_slice;
+
+/* st_load_weights of the block sl names (NULL: the whole model, as st_load_weights). Column-
+ * parallel tensors (q, k, v, gate, up and their biases) give rows, row-parallel ones (o_proj, down)
+ * columns; norms, embedding and lm_head whole. Values are converted (int8: quantized per group of
+ * the shard's columns) from the block alone; MoE layers: the router whole, every expert's and the
+ * shared expert's FFN sliced as the dense one. XF_EINVAL for a slice of an MLA model (not
+ * implemented). *out is the caller's: weights_free. */
+xf_status st_load_weights_slice(const char *dir, const model_config *cfg, xf_dtype dtype, int group, const st_slice *sl,
+                                model_weights **out);
+
 #endif

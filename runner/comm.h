@@ -41,6 +41,9 @@ xf_status comm_max_f64(const comm *c, double *v);
 /* Rank 0 gets every rank's n doubles, rank-major, into out (size * n; other ranks' out unused). */
 xf_status comm_gather_f64(const comm *c, const double *in, int64_t n, double *out);
 
+/* Rank 0's n bytes of buf to every rank (MPI_Ibcast, with the timeout); a world of one: nothing. */
+xf_status comm_bcast_bytes(const comm *c, void *buf, int64_t n, const char *what);
+
 /* All ranks wait for each other (with the timeout). */
 xf_status comm_barrier(const comm *c, const char *what);
 

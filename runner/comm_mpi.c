@@ -50,6 +50,19 @@ static xf_status wait_req(const comm *c, MPI_Request *rq, const char *what) {
 }
 #endif
 
+/* XF_EOVERFLOW when n elements (of `unit`) are more than one MPI call's int count. */
+static xf_status one_call(int64_t n, const char *unit, const char *what) {
+    return n > 0x7fffffff ? xf_errorf(XF_EOVERFLOW, "%s: %lld %s is more than one MPI call moves", what, (long long)n, unit) : XF_OK;
+}
+
+#ifdef XFPROF_HAVE_MPI
+/* A non-blocking collective: its start's result rc, then the wait for rq until the deadline. */
+static xf_status run_req(const comm *c, int rc, MPI_Request *rq, const char *what) {
+    if (rc != MPI_SUCCESS) return xf_errorf(XF_EIO, "rank %d: %s could not start", c->rank, what);
+    return wait_req(c, rq, what);
+}
+#endif
+
 xf_status comm_init(comm *c, double timeout_s) {
     memset(c, 0, sizeof *c);
     c->size = 1;
@@ -80,12 +93,11 @@ void comm_free(comm *c) {
 
 xf_status comm_allreduce_f32(const comm *c, float *buf, int64_t n, const char *what) {
     if (c->size <= 1 || n <= 0) return XF_OK;
-    if (n > 0x7fffffff) return xf_errorf(XF_EOVERFLOW, "%s: %lld floats is more than one MPI call moves", what, (long long)n);
+    xf_status s = one_call(n, "floats", what);
+    if (s) return s;
 #ifdef XFPROF_HAVE_MPI
     MPI_Request rq;
-    if (MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &rq) != MPI_SUCCESS)
-        return xf_errorf(XF_EIO, "rank %d: %s could not start", c->rank, what);
-    return wait_req(c, &rq, what);
+    return run_req(c, MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &rq), &rq, what);
 #else
     (void)buf;
     return xf_errorf(XF_EUNSUPPORTED, "%s: built without MPI", what);
@@ -121,12 +133,24 @@ xf_status comm_gather_f64(const comm *c, const double *in, int64_t n, double *ou
 #endif
 }
 
+xf_status comm_bcast_bytes(const comm *c, void *buf, int64_t n, const char *what) {
+    if (c->size <= 1 || n <= 0) return XF_OK;
+    xf_status s = one_call(n, "bytes", what);
+    if (s) return s;
+#ifdef XFPROF_HAVE_MPI
+    MPI_Request rq;
+    return run_req(c, MPI_Ibcast(buf, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD, &rq), &rq, what);
+#else
+    (void)buf;
+    return xf_errorf(XF_EUNSUPPORTED, "%s: built without MPI", what);
+#endif
+}
+
 xf_status comm_barrier(const comm *c, const char *what) {
     if (c->size <= 1) return XF_OK;
 #ifdef XFPROF_HAVE_MPI
     MPI_Request rq;
-    if (MPI_Ibarrier(MPI_COMM_WORLD, &rq) != MPI_SUCCESS) return xf_errorf(XF_EIO, "rank %d: %s could not start", c->rank, what);
-    return wait_req(c, &rq, what);
+    return run_req(c, MPI_Ibarrier(MPI_COMM_WORLD, &rq), &rq, what);
 #else
     (void)what;
     return xf_errorf(XF_EUNSUPPORTED, "built without MPI");

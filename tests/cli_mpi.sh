@@ -46,6 +46,22 @@ P
   fail "predict --tp 2 on the measured machine exited $?: $(head -c 300 "$tmp/err")"
 grep -q "link mpi" "$tmp/out" || fail "predict did not use the measured link"
 
+# machine --comm --device cuda: NCCL between the ranks' GPUs. Here (no GPU; NCCL maybe absent) every
+# rank says why it cannot and the job ends with exit status 3, the machine file untouched.
+cp "$tmp/machine.json" "$tmp/machine.before"
+XFPROF_NCCL_LIB=/nonexistent/libnccl.so.2 timeout 60 "${MPI[@]}" -np 2 "$XF" machine --comm --device cuda --quick \
+  -o "$tmp/machine.json" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ "$rc" -eq 3 ] || fail "machine --comm --device cuda without NCCL exited $rc, expected 3"
+grep -q "rank 0 of 2: NCCL not found: /nonexistent/libnccl.so.2 could not be loaded" "$tmp/err" || fail "no NCCL: $(head -c 300 "$tmp/err")"
+if ! nvidia-smi -L 2>/dev/null | grep -q "GPU 1:"; then
+  timeout 60 "${MPI[@]}" -np 2 "$XF" machine --comm --device cuda --quick -o "$tmp/machine.json" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  [ "$rc" -eq 3 ] || fail "machine --comm --device cuda with fewer than 2 GPUs exited $rc, expected 3"
+  grep -Eq "rank [01] of 2: (NCCL not found|no CUDA device)" "$tmp/err" || fail "no GPU: $(head -c 300 "$tmp/err")"
+fi
+cmp -s "$tmp/machine.json" "$tmp/machine.before" || fail "a failed NCCL measurement changed the machine file"
+
 # run --tp: refusals before anything starts, then under mpirun.
 "$XF" run --tp 2 --prompt 8 --gen 4 >"$tmp/out" 2>"$tmp/err"
 [ $? -eq 2 ] || fail "run --tp 2 without mpirun: exit status not 2"
@@ -95,6 +111,54 @@ def per_layer(ops):
 assert per_layer(ops) == per_layer(p2["points"][0]["ops"]), (per_layer(ops), per_layer(p2["points"][0]["ops"]))
 assert r2["points"][0]["parallel"]["devices"] == 2 and r2["env"]["mpi_ranks"] == "2"
 P
+
+# --weights: each rank reads only its blocks of a Hugging Face folder; tokens equal the one-process
+# run's for fp32 and bf16, and int8 with a group inside a rank's columns (each rank quantizes its
+# block); o_proj / down biases added once (llama-attn-bias: q/k/v/o biases; llama-mlp-bias:
+# gate/up/down biases; qwen3-bias: q/k norms too). 12 tokens of 2 sequences each.
+hf=$src/tests/data/hf
+# MoE (mixtral, qwen2-moe with its shared expert and gate, qwen3-moe): experts split by columns, the
+# router whole on every rank; int8 logits within 1e-3 (the int8 inputs' rounding moves with the
+# partial sums' order), the others 1e-4.
+for case in "llama-attn-bias fp32" "llama-mlp-bias fp32" "qwen3-bias bf16" "llama-mlp-bias int8 --group 32" "mixtral fp32" \
+  "qwen2-moe bf16" "qwen3-moe fp32" "qwen2-moe int8 --group 8"; do
+  set -- $case
+  fx=$1
+  shift
+  a=(--weights "$hf/$fx" --prompt 8 --gen 12 --batch 2 --threads 1 --reps 1 --warmup 0 --wdtype "$@" --save-logits)
+  "$XF" run "${a[@]}" --save-tokens "$tmp/w1.jsonl" -o "$tmp/w1.json" >/dev/null 2>"$tmp/err" || fail "$case: run: $(head -c 300 "$tmp/err")"
+  timeout 300 "${MPI[@]}" -np 2 "$XF" run "${a[@]}" --tp 2 --save-tokens "$tmp/w2.jsonl" -o "$tmp/w2.json" >/dev/null 2>"$tmp/err" ||
+    fail "$case: mpirun -np 2 run --tp 2 exited $?: $(head -c 400 "$tmp/err")"
+  python3 - "$tmp" "$*" <<'P' || fail "$case: --tp 2 differs from the one-process run"
+import json, sys
+t, dt = sys.argv[1], sys.argv[2].split()[0]
+a = [json.loads(l) for l in open(t + "/w1.jsonl")][1:]
+b = [json.loads(l) for l in open(t + "/w2.jsonl")][1:]
+assert len(a) == len(b) == 12, (len(a), len(b))
+for x, y in zip(a, b):
+    assert x["tokens"] == y["tokens"], (x["step"], x["tokens"], y["tokens"])
+    d = max(abs(p - q) for r1, r2 in zip(x["logits"], y["logits"]) for p, q in zip(r1, r2))
+    assert d < (1e-3 if dt == "int8" else 1e-4), d
+r2 = json.load(open(t + "/w2.json"))
+assert r2["points"][0]["workload"]["wdtype"] == dt and r2["points"][0]["workload"]["tp"] == 2, r2["points"][0]["workload"]
+cfg = json.load(open(t + "/w1.json"))["model"]
+ops = r2["points"][0]["ops"]
+assert sum(1 for o in ops if o["op"] == "all_reduce") == 2 * cfg["n_layers"], cfg  # one op a layer, prefill and decode
+assert not any(o["op"] in ("all_to_all", "all_gather") for o in ops)
+P
+done
+# int8 whose scale groups would straddle the split: refused with the arithmetic, before mpirun starts
+"$XF" run --weights "$hf/llama-attn-bias" --tp 2 --wdtype int8 >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 2 ] || fail "int8 --group 128 over --tp 2: exit status not 2"
+grep -q "o_proj's 64 input columns split into 2 x 32, and 32 is not a multiple of 128" "$tmp/err" || fail "int8 straddle: $(cat "$tmp/err")"
+# what stays refused, by name
+"$XF" run --weights "$hf/qwen2-moe" --tp 2 --wdtype int8 --group 16 >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q "the shared expert's down's 48 input columns split into 2 x 24, and 24 is not a multiple of 16" "$tmp/err" &&
+  grep -q "(e.g. --group 8)" "$tmp/err" || fail "MoE int8 straddle: $(cat "$tmp/err")"
+"$XF" run --weights "$hf/deepseek-mla" --tp 2 >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q "latent attention (MLA)" "$tmp/err" || fail "--tp of an MLA model: $(cat "$tmp/err")"
+"$XF" run --tp 2 --pp 2 >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q "pipeline stages are not implemented in the measured run" "$tmp/err" || fail "run --pp: $(cat "$tmp/err")"
 
 # A rank that hangs: the other gives up after --comm-timeout, every rank ends, no record.
 timeout 120 "${MPI[@]}" -np 2 "$XF" run --model stories110m --tp 2 --prompt 64 --gen 400 --reps 50 --threads 1 \

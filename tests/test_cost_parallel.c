@@ -261,6 +261,52 @@ Test(cost_parallel, expert_parallel) {
     free(b);
 }
 
+/* The reference model's split (replicate_vocab: what run --tp runs): MoE layers split by columns,
+ * every expert's d_ff_expert / tp on every device, one all-reduce after down and none of the
+ * all-to-all / all-gather; the same work over the devices, half the expert weights each. */
+Test(cost_parallel, experts_split_by_columns) {
+    model_config c = preset("mixtral-8x7b");
+    device_spec d = device("h100-sxm");
+    workload w = wl(4, 64, 1);
+    parallel_plan p = {2, 1, 1, 0, 1};
+    parallel_split s1 = split(&c, 1, 1, &d), s2;
+    cr_assert_eq(parallel_split_of(&c, &p, &d, &s2), XF_OK, "%s", xf_error_msg());
+    cr_assert(s2.experts_tp);
+    EXACT(s2.experts_per_device, 0);
+    EXACT(s2.shard.d_ff_expert, c.d_ff_expert / 2);
+    EXACT(s2.shard.n_experts, c.n_experts);
+    int64_t n1, n2;
+    cost_op *a = step(&c, &w, &s1, workload_prefill_step(&w), &n1), *b = step(&c, &w, &s2, workload_prefill_step(&w), &n2);
+    double fa = 0, fb = 0;
+    int ar = 0, other = 0;
+    const double rows = 4.0 * 64, rowb = 4096 * 2.0;
+    for (int64_t i = 0; i < n1; i++)
+        if (a[i].kind == OP_GATE_UP || a[i].kind == OP_DOWN) fa += a[i].flops;
+    for (int64_t i = 0; i < n2; i++) {
+        if (b[i].kind == OP_GATE_UP || b[i].kind == OP_DOWN) fb += b[i].flops;
+        if (b[i].layer != 0) continue;
+        if (b[i].kind == OP_ALL_REDUCE) {
+            ar++;
+            EXACT(b[i].comm_bytes, 2.0 * (2 - 1) / 2 * rows * rowb); /* ring: 2(n-1)/n of N x d_model */
+        }
+        other += b[i].kind == OP_ALL_TO_ALL || b[i].kind == OP_ALL_GATHER;
+    }
+    /* the same work split, but the router runs whole on every device: counted on each (~1e-4 of it) */
+    cr_assert(2 * fb > fa && 2 * fb - fa < 2e-4 * fa, "%g vs %g", 2 * fb, fa);
+    cr_assert_eq(ar, 2);
+    cr_assert_eq(other, 0);
+    EXACT(n2, n1 + 2 * c.n_layers);
+    cost_memory m1, m2;
+    parallel_memory_max(&c, &w, &s1, &m1);
+    parallel_memory_max(&c, &w, &s2, &m2);
+    cr_assert(m2.weights_bytes < 0.52 * m1.weights_bytes && m2.weights_bytes > 0.5 * m1.weights_bytes);
+    c.d_ff_expert = 14335; /* odd: no even split of the columns */
+    cr_assert_eq(parallel_split_of(&c, &p, &d, &s2), XF_EINVAL);
+    cr_assert(strstr(xf_error_msg(), "expert FFN width 14335 does not split evenly over 2 devices") != NULL, "%s", xf_error_msg());
+    free(a);
+    free(b);
+}
+
 /* What cannot be split is refused, saying why and what to give. */
 Test(cost_parallel, refusals) {
     device_spec d = device("h100-sxm");
