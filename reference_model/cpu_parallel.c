@@ -29,14 +29,14 @@ static int64_t gcd64(int64_t a, int64_t b) {
     return a;
 }
 
+/* o_proj's input columns per head: v_head_dim with latent attention, else head_dim. */
+static int64_t o_head_dim(const model_config *cfg) { return model_is_mla(cfg) ? cfg->v_head_dim : cfg->head_dim; }
+
 xf_status cpu_parallel_check(const model_config *cfg, const parallel_split *sp, xf_dtype dtype, int group) {
     if (!cfg || !sp || sp->tp < 1) return xf_errorf(XF_EINVAL, "cpu_parallel_check: bad arguments");
     if (cfg->n_experts > 0 && !sp->experts_tp)
         return xf_errorf(XF_EINVAL, "--tp: %s is a mixture of experts: the split reference model runs its experts split by "
                          "columns (experts_tp), not expert parallel", cfg->name);
-    if (model_is_mla(cfg))
-        return xf_errorf(XF_EINVAL, "--tp: %s uses latent attention (MLA): its split is not implemented in the split reference "
-                         "model (predict --tp prices it)", cfg->name);
     if (sp->shard.vocab != cfg->vocab) return xf_errorf(XF_EINVAL, "cpu_parallel: the split must keep the vocabulary whole");
     if (group <= 0) group = XF_DEFAULT_QUANT_GROUP;
     if (dtype == XF_INT8 && sp->tp > 1) {
@@ -48,7 +48,7 @@ xf_status cpu_parallel_check(const model_config *cfg, const parallel_split *sp, 
             const char *name;
             int64_t full, part;
         } rows[] = {
-            {"o_proj", cfg->n_heads * cfg->head_dim, sp->shard.n_heads * cfg->head_dim},
+            {"o_proj", cfg->n_heads * o_head_dim(cfg), sp->shard.n_heads * o_head_dim(cfg)},
             {"down", dense ? cfg->d_ff : 0, dense ? sp->shard.d_ff : 0},
             {"an expert's down", cfg->n_experts > 0 ? cfg->d_ff_expert : 0, cfg->n_experts > 0 ? sp->shard.d_ff_expert : 0},
             {"the shared expert's down", cfg->n_experts > 0 ? cfg->d_ff_shared : 0, cfg->n_experts > 0 ? sp->shard.d_ff_shared : 0},
@@ -105,6 +105,25 @@ static xf_status shard_moe(const model_config *cfg, const model_config *sh, int 
     return s;
 }
 
+/* Latent attention of layer L (weights.h's MLA layout) for the heads [h0, h0 + hs) of the shard
+ * (DeepSeek-V3 under tensor parallelism, as Megatron-LM and vLLM split it): q_a (or, without a q
+ * rank, q_proj's rows of those heads), kv_a and their RMSNorms whole on every rank (the latent
+ * KV cache replicated); q_b and kv_b column-parallel: the rows of those heads; o_proj row-parallel:
+ * its v_head_dim columns of those heads. */
+static xf_status shard_mla(const model_config *cfg, const model_config *sh, int rank, const layer_weights *F, layer_weights *L) {
+    const int64_t hs = sh->n_heads, h0 = rank * hs, qh = cfg->qk_nope_head_dim + cfg->qk_rope_head_dim,
+                  kvh = cfg->qk_nope_head_dim + cfg->v_head_dim, lat = cfg->kv_lora_rank + cfg->qk_rope_head_dim,
+                  qr = cfg->q_lora_rank, fq = qr > 0 ? qr : cfg->n_heads * qh, sq = qr > 0 ? qr : hs * qh;
+    xf_status s = copy_block(&F->qkv, qr > 0 ? 0 : h0 * qh, sq, 0, &L->qkv, 0);
+    if (!s) s = copy_block(&F->qkv, fq, lat, 0, &L->qkv, sq);
+    if (!s && qr > 0) s = copy_block(&F->q_b, h0 * qh, hs * qh, 0, &L->q_b, 0);
+    if (!s) s = copy_block(&F->kv_b, h0 * kvh, hs * kvh, 0, &L->kv_b, 0);
+    if (!s) s = copy_block(&F->o, 0, cfg->d_model, h0 * cfg->v_head_dim, &L->o, 0);
+    if (!s && qr > 0) memcpy(L->q_a_norm, F->q_a_norm, (size_t)qr * sizeof *L->q_a_norm);
+    if (!s) memcpy(L->kv_a_norm, F->kv_a_norm, (size_t)cfg->kv_lora_rank * sizeof *L->kv_a_norm);
+    return s;
+}
+
 xf_status cpu_parallel_shard(const model_weights *full, const parallel_split *sp, int rank, xf_dtype dtype, int group,
                              model_weights **out) {
     *out = NULL;
@@ -133,22 +152,26 @@ xf_status cpu_parallel_shard(const model_weights *full, const parallel_split *sp
             memcpy(L->q_norm, F->q_norm, (size_t)hd * sizeof *L->q_norm);
             memcpy(L->k_norm, F->k_norm, (size_t)hd * sizeof *L->k_norm);
         }
-        /* column-parallel: Q rows of this rank's heads, K and V rows of its KV heads */
-        s = copy_block(&F->qkv, q0, qs, 0, &L->qkv, 0);
-        if (!s) s = copy_block(&F->qkv, q_full + kv0, kvs, 0, &L->qkv, qs);
-        if (!s) s = copy_block(&F->qkv, q_full + kv_full + kv0, kvs, 0, &L->qkv, qs + kvs);
-        if (!s && F->qkv_bias) {
-            memcpy(L->qkv_bias, F->qkv_bias + q0, (size_t)qs * sizeof *L->qkv_bias);
-            memcpy(L->qkv_bias + qs, F->qkv_bias + q_full + kv0, (size_t)kvs * sizeof *L->qkv_bias);
-            memcpy(L->qkv_bias + qs + kvs, F->qkv_bias + q_full + kv_full + kv0, (size_t)kvs * sizeof *L->qkv_bias);
+        if (model_is_mla(cfg)) {
+            s = shard_mla(cfg, sh, rank, F, L);
+        } else { /* column-parallel: Q rows of this rank's heads, K and V rows of its KV heads */
+            s = copy_block(&F->qkv, q0, qs, 0, &L->qkv, 0);
+            if (!s) s = copy_block(&F->qkv, q_full + kv0, kvs, 0, &L->qkv, qs);
+            if (!s) s = copy_block(&F->qkv, q_full + kv_full + kv0, kvs, 0, &L->qkv, qs + kvs);
+            if (!s && F->qkv_bias) {
+                memcpy(L->qkv_bias, F->qkv_bias + q0, (size_t)qs * sizeof *L->qkv_bias);
+                memcpy(L->qkv_bias + qs, F->qkv_bias + q_full + kv0, (size_t)kvs * sizeof *L->qkv_bias);
+                memcpy(L->qkv_bias + qs + kvs, F->qkv_bias + q_full + kv_full + kv0, (size_t)kvs * sizeof *L->qkv_bias);
+            }
+            /* row-parallel: o_proj's columns of its heads */
+            if (!s) s = copy_block(&F->o, 0, d, q0, &L->o, 0);
         }
         if (!s && F->gate_up_bias) {
             memcpy(L->gate_up_bias, F->gate_up_bias + f0, (size_t)fs * sizeof *L->gate_up_bias);
             memcpy(L->gate_up_bias + fs, F->gate_up_bias + cfg->d_ff + f0, (size_t)fs * sizeof *L->gate_up_bias);
         }
-        /* row-parallel: o_proj's columns of its heads, gate and up rows, down's columns of its d_ff
-         * slice; their biases on rank 0 only, added once before the all-reduce */
-        if (!s) s = copy_block(&F->o, 0, d, q0, &L->o, 0);
+        /* row-parallel: gate and up rows, down's columns of its d_ff slice; the o_proj and down
+         * biases on rank 0 only, added once before the all-reduce */
         if (!s && model_layer_is_moe(cfg, l)) {
             s = shard_moe(cfg, sh, rank, F, L);
         } else {

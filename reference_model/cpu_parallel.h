@@ -10,11 +10,11 @@
 #include "reference_model/cost_parallel.h"
 #include "reference_model/weights.h"
 
-/* What the split reference model cannot run, as XF_EINVAL with the reason: MLA models, MoE layers on
- * a split that is not the reference model's (experts_tp: every expert split by columns); int8
- * weights whose scale groups would straddle two ranks' columns of the row-parallel o_proj or down
- * (the shard's columns, n_heads / tp * head_dim and d_ff / tp, must be multiples of group: the
- * message gives the arithmetic and a group that fits). */
+/* What the split reference model cannot run, as XF_EINVAL with the reason: MoE layers on a split
+ * that is not the reference model's (experts_tp: every expert split by columns); int8 weights whose
+ * scale groups would straddle two ranks' columns of the row-parallel o_proj or down (the shard's
+ * columns, n_heads / tp * head_dim (v_head_dim with MLA) and d_ff / tp, must be multiples of group:
+ * the message gives the arithmetic and a group that fits). */
 xf_status cpu_parallel_check(const model_config *cfg, const parallel_split *sp, xf_dtype dtype, int group);
 
 /* The shard of rank `rank` (0..tp-1) of `full` (fp32 or bf16, the whole model) for split sp
@@ -23,7 +23,10 @@ xf_status cpu_parallel_check(const model_config *cfg, const parallel_split *sp, 
  * its heads, the K and V rows of its KV heads (KV head rank / kv_copies when replicated), o_proj's
  * columns of its heads, gate and up rows and down's columns of its d_ff / tp slice, the q/k/v and
  * gate/up biases of those rows; norms whole; the row-parallel o_proj and down biases on rank 0
- * only (added once, before the all-reduce; the other ranks' are NULL); MoE layers: the router (its
+ * only (added once, before the all-reduce; the other ranks' are NULL); latent attention (MLA,
+ * DeepSeek-V3 as Megatron-LM and vLLM split it): q_a (or q_proj's rows of its heads), kv_a and
+ * their RMSNorms whole (the latent KV cache replicated on every rank), q_b's and kv_b's rows of its
+ * heads, o_proj's v_head_dim columns of them; MoE layers: the router (its
  * bias, the shared expert's gate) whole, every expert's and the shared expert's FFN split as the
  * dense one (d_ff_expert / tp, d_ff_shared / tp). XF_EINVAL for what
  * cpu_parallel_check refuses. *out is the caller's: weights_free. */

@@ -501,18 +501,22 @@ static xf_status load_moe_layer(const st_set *s, const model_config *c, const st
 }
 
 /* DeepseekV3Attention's tensors into layer_weights' MLA layout (weights.h): q_a_proj (or q_proj)
- * and kv_a_proj_with_mqa stacked in qkv, q_b_proj, kv_b_proj, the two RMSNorms (o_proj: the caller). */
-static xf_status load_mla(const st_set *s, const model_config *c, layer_weights *L, int64_t l) {
+ * and kv_a_proj_with_mqa stacked in qkv, q_b_proj, kv_b_proj, the two RMSNorms (o_proj: the caller).
+ * In a tensor-parallel shard of F (c: the shard's n_heads from head h0): q_a, kv_a and the norms
+ * whole, q_proj / q_b_proj / kv_b_proj the rows of its heads (column-parallel). */
+static xf_status load_mla(const st_set *s, const model_config *F, const model_config *c, int64_t h0, layer_weights *L, int64_t l) {
     char name[256];
-    const int64_t lat = c->kv_lora_rank + c->qk_rope_head_dim, q_rows = L->qkv.rows - lat;
+    const int64_t lat = c->kv_lora_rank + c->qk_rope_head_dim, q_rows = L->qkv.rows - lat, d = c->d_model;
+    const int64_t qh = c->qk_nope_head_dim + c->qk_rope_head_dim, kvh = c->qk_nope_head_dim + c->v_head_dim;
 #define XF_NAME(fmt) (snprintf(name, sizeof name, "model.layers.%lld.self_attn." fmt, (long long)l), name)
     xf_status st = c->q_lora_rank > 0 ? load_mat(s, XF_NAME("q_a_proj.weight"), &L->qkv, 0, q_rows)
-                                      : load_mat(s, XF_NAME("q_proj.weight"), &L->qkv, 0, q_rows);
+                                      : load_block(s, XF_NAME("q_proj.weight"), F->n_heads * qh, d, h0 * qh, 0, &L->qkv, 0, q_rows);
     if (!st) st = load_mat(s, XF_NAME("kv_a_proj_with_mqa.weight"), &L->qkv, q_rows, lat);
     if (!st && c->q_lora_rank > 0) st = load_vec(s, XF_NAME("q_a_layernorm.weight"), L->q_a_norm, c->q_lora_rank);
-    if (!st && c->q_lora_rank > 0) st = load_mat(s, XF_NAME("q_b_proj.weight"), &L->q_b, 0, L->q_b.rows);
+    if (!st && c->q_lora_rank > 0)
+        st = load_block(s, XF_NAME("q_b_proj.weight"), F->n_heads * qh, c->q_lora_rank, h0 * qh, 0, &L->q_b, 0, L->q_b.rows);
     if (!st) st = load_vec(s, XF_NAME("kv_a_layernorm.weight"), L->kv_a_norm, c->kv_lora_rank);
-    if (!st) st = load_mat(s, XF_NAME("kv_b_proj.weight"), &L->kv_b, 0, L->kv_b.rows);
+    if (!st) st = load_block(s, XF_NAME("kv_b_proj.weight"), F->n_heads * kvh, c->kv_lora_rank, h0 * kvh, 0, &L->kv_b, 0, L->kv_b.rows);
 #undef XF_NAME
     return st;
 }
@@ -529,9 +533,6 @@ xf_status st_load_weights_slice(const char *dir, const model_config *c, xf_dtype
     if (!sl) sl = &whole;
     const model_config *F = sl->full; /* what the files hold; c: what this process holds */
     if (!F) return xf_errorf(XF_EINVAL, "st_load_weights: a slice without its full model");
-    if (sl != &whole && model_is_mla(F))
-        return xf_errorf(XF_EINVAL, "%s: a tensor-parallel shard of %s: latent attention (MLA) is not implemented in the split "
-                         "reference model", dir, F->name);
     st_set s;
     xf_status st = st_set_open(&s, dir);
     if (st) return st;
@@ -548,15 +549,15 @@ xf_status st_load_weights_slice(const char *dir, const model_config *c, xf_dtype
         layer_weights *L = &w->layers[l];
 #define XF_NAME(fmt) (snprintf(name, sizeof name, "model.layers.%lld." fmt, (long long)l), name)
         if (model_is_mla(c)) {
-            st = load_mla(&s, c, L, l);
+            st = load_mla(&s, F, c, q0 / c->head_dim, L, l);
         } else { /* column-parallel in a shard: the Q rows of its heads, the K and V rows of its KV heads */
             st = load_block(&s, XF_NAME("self_attn.q_proj.weight"), fq, d, q0, 0, &L->qkv, 0, q_dim);
             if (!st) st = load_block(&s, XF_NAME("self_attn.k_proj.weight"), fkv, d, kv0, 0, &L->qkv, q_dim, kv_dim);
             if (!st) st = load_block(&s, XF_NAME("self_attn.v_proj.weight"), fkv, d, kv0, 0, &L->qkv, q_dim + kv_dim, kv_dim);
         }
         /* row-parallel in a shard: o_proj's columns of its heads, down's of its d_ff slice */
-        const int64_t o_full = L->o.cols / c->n_heads * F->n_heads; /* per head head_dim (v_head_dim with MLA) */
-        if (!st) st = load_block(&s, XF_NAME("self_attn.o_proj.weight"), d, o_full, 0, q0, &L->o, 0, d);
+        const int64_t o_head = L->o.cols / c->n_heads, o_full = o_head * F->n_heads; /* per head head_dim (v_head_dim with MLA) */
+        if (!st) st = load_block(&s, XF_NAME("self_attn.o_proj.weight"), d, o_full, 0, q0 / c->head_dim * o_head, &L->o, 0, d);
         const int moe = model_layer_is_moe(c, l);
         if (!st && moe) st = load_moe_layer(&s, c, sl, L, l);
         if (!st && !moe) st = load_block(&s, XF_NAME("mlp.gate_proj.weight"), ff, d, f0, 0, &L->gate_up, 0, c->d_ff);

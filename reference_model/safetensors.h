@@ -67,7 +67,8 @@ xf_status st_load_weights(const char *dir, const model_config *cfg, xf_dtype dty
  * config, what the weights are allocated at; every tensor's shape is checked against full. */
 typedef struct st_slice {
     const model_config *full; /* the model the files hold */
-    int64_t q0;               /* first Q row of the rank's heads = first column of o_proj */
+    int64_t q0;               /* first Q row of the rank's heads (its first head q0 / head_dim) = first column of o_proj
+                               * (latent attention: that head's v_head_dim columns) */
     int64_t kv0;              /* first K and V row of its KV heads */
     int64_t f0;               /* first gate and up row of its d_ff slice = first column of down */
     int64_t e0;               /* the same in every expert's d_ff_expert (MoE split by columns) */
@@ -79,8 +80,9 @@ typedef struct st_slice {
  * parallel tensors (q, k, v, gate, up and their biases) give rows, row-parallel ones (o_proj, down)
  * columns; norms, embedding and lm_head whole. Values are converted (int8: quantized per group of
  * the shard's columns) from the block alone; MoE layers: the router whole, every expert's and the
- * shared expert's FFN sliced as the dense one. XF_EINVAL for a slice of an MLA model (not
- * implemented). *out is the caller's: weights_free. */
+ * shared expert's FFN sliced as the dense one; latent attention (MLA): q_a, kv_a and their norms
+ * whole, q_proj / q_b / kv_b the rows of the rank's heads, o_proj their v_head_dim columns.
+ * *out is the caller's: weights_free. */
 xf_status st_load_weights_slice(const char *dir, const model_config *cfg, xf_dtype dtype, int group, const st_slice *sl,
                                 model_weights **out);
 

@@ -422,3 +422,65 @@ Test(cost_parallel, record_round_trip) {
     record_free(&back);
     record_free(&r);
 }
+
+/* DeepSeek-V3's latent attention under tensor parallelism as the reference model splits it
+ * (experts by columns): q_a, kv_a and their norms whole on every device, q_b / kv_b / o_proj by
+ * heads, the latent KV cache whole on every device (replicated, its bytes per token unchanged),
+ * one all-reduce after o_proj and one after the FFN; in both forms. */
+Test(cost_parallel, mla_split_by_heads) {
+    model_config c = preset("deepseek-v3");
+    device_spec d = device("h100-sxm");
+    workload w = wl(2, 16, 1);
+    w.wdtype = w.adtype = w.kvdtype = XF_FP32;
+    const int tp = 8;
+    const double h = (double)c.n_heads, qh = (double)(c.qk_nope_head_dim + c.qk_rope_head_dim), r = (double)c.kv_lora_rank,
+                 dn = (double)c.qk_nope_head_dim, rows = 2.0 * 16;
+    for (int absorbed = 0; absorbed < 2; absorbed++) {
+        c.mla_absorbed = absorbed;
+        parallel_plan p = {tp, 1, 1, 0, 1};
+        parallel_split s1 = split(&c, 1, 1, &d), s8;
+        cr_assert_eq(parallel_split_of(&c, &p, &d, &s8), XF_OK, "%s", xf_error_msg());
+        EXACT(s8.shard.n_heads, c.n_heads / tp);
+        EXACT(s8.shard.kv_lora_rank, c.kv_lora_rank);
+        int64_t n1, n8;
+        cost_op *a = step(&c, &w, &s1, workload_prefill_step(&w), &n1), *b = step(&c, &w, &s8, workload_prefill_step(&w), &n8);
+        const cost_op *qa = NULL, *qb = NULL, *ka = NULL, *kb = NULL, *ta = NULL, *tb = NULL, *oa = NULL, *ob = NULL;
+        int ar = 0;
+        for (int64_t i = 0; i < n1; i++) {
+            if (a[i].layer != 0) continue;
+            if (a[i].kind == OP_QKV) qa = &a[i];
+            if (a[i].kind == OP_KV_APPEND) ka = &a[i];
+            if (a[i].kind == OP_ATTENTION) ta = &a[i];
+            if (a[i].kind == OP_O_PROJ) oa = &a[i];
+        }
+        for (int64_t i = 0; i < n8; i++) {
+            if (b[i].layer != 0) continue;
+            if (b[i].kind == OP_QKV) qb = &b[i];
+            if (b[i].kind == OP_KV_APPEND) kb = &b[i];
+            if (b[i].kind == OP_ATTENTION) tb = &b[i];
+            if (b[i].kind == OP_O_PROJ) ob = &b[i];
+            if (b[i].kind == OP_ALL_REDUCE) {
+                ar++;
+                EXACT(b[i].comm_bytes, 2.0 * (tp - 1) / tp * rows * (double)c.d_model * 4); /* ring, N x d_model fp32 */
+            }
+        }
+        cr_assert(qa && qb && ka && kb && ta && tb && oa && ob);
+        cr_assert_eq(ar, 2);
+        /* q_b (and, absorbed, W_UK) split by heads; q_a, kv_a and the norms whole on each device */
+        const double split_q = (double)c.q_lora_rank * h * qh * 4 + (absorbed ? h * dn * r * 4 : 0);
+        NEAR(qa->weight_bytes - qb->weight_bytes, split_q * (tp - 1) / tp, 1e-12);
+        /* the latent row written and read whole on every device: the cache replicated */
+        EXACT(kb->kv_write_bytes, ka->kv_write_bytes);
+        EXACT(tb->kv_read_bytes, ta->kv_read_bytes);
+        NEAR(tb->weight_bytes * tp, ta->weight_bytes, 1e-12); /* kv_b by heads (naive; absorbed reads none here) */
+        NEAR(ob->flops * tp, oa->flops, 1e-12);
+        NEAR(ob->weight_bytes * tp, oa->weight_bytes, 1e-12);
+        cost_memory m1, m8;
+        parallel_memory_max(&c, &w, &s1, &m1);
+        parallel_memory_max(&c, &w, &s8, &m8);
+        EXACT(m8.kv_bytes_per_token, m1.kv_bytes_per_token);
+        EXACT(m8.kv_bytes_per_token, (double)c.n_layers * (r + (double)c.qk_rope_head_dim) * 4);
+        free(a);
+        free(b);
+    }
+}

@@ -30,6 +30,28 @@ static void same_block(const wmat *shard, int64_t sr0, const wmat *full, int64_t
             cr_assert_eq(weights_get(shard, sr0 + r, c), weights_get(full, r0 + r, c0 + c), "(%lld, %lld)", (long long)r, (long long)c);
 }
 
+/* Latent attention of rank r's shard S against the whole layer F: q_a (or q_proj's rows of its
+ * heads), kv_a and both RMSNorms whole; q_b's and kv_b's rows of its heads; o_proj's v_head_dim
+ * columns of them. */
+static void check_mla_blocks(const model_config *cfg, const parallel_split *sp, int r, const layer_weights *F, const layer_weights *S) {
+    const int64_t d = cfg->d_model, hs = sp->shard.n_heads, h0 = r * hs, qh = cfg->qk_nope_head_dim + cfg->qk_rope_head_dim,
+                  kvh = cfg->qk_nope_head_dim + cfg->v_head_dim, lat = cfg->kv_lora_rank + cfg->qk_rope_head_dim,
+                  qr = cfg->q_lora_rank, fq = qr > 0 ? qr : cfg->n_heads * qh, sq = qr > 0 ? qr : hs * qh, dv = cfg->v_head_dim;
+    cr_assert_eq(S->qkv.rows, sq + lat);
+    same_block(&S->qkv, 0, &F->qkv, qr > 0 ? 0 : h0 * qh, 0, sq, d); /* q_a whole, or q_proj's rows of its heads */
+    same_block(&S->qkv, sq, &F->qkv, fq, 0, lat, d);                 /* kv_a whole: the latent replicated */
+    if (qr > 0) {
+        cr_assert_eq(S->q_b.rows, hs * qh);
+        same_block(&S->q_b, 0, &F->q_b, h0 * qh, 0, hs * qh, qr);
+        cr_assert_eq(memcmp(S->q_a_norm, F->q_a_norm, (size_t)qr * sizeof(float)), 0);
+    }
+    cr_assert_eq(S->kv_b.rows, hs * kvh);
+    same_block(&S->kv_b, 0, &F->kv_b, h0 * kvh, 0, hs * kvh, cfg->kv_lora_rank);
+    cr_assert_eq(memcmp(S->kv_a_norm, F->kv_a_norm, (size_t)cfg->kv_lora_rank * sizeof(float)), 0);
+    cr_assert_eq(S->o.cols, hs * dv);
+    same_block(&S->o, 0, &F->o, 0, h0 * dv, d, hs * dv);
+}
+
 /* Every rank's shard of `full` (fp32, the whole model) at dtype dt equals the block of `ref` (the
  * whole model at dt: int8 quantized whole) it should hold; biases sliced, o/down biases on rank 0. */
 static void check_blocks(const model_config *cfg, const parallel_split *sp, int r, const model_weights *sh, const model_weights *ref) {
@@ -40,10 +62,14 @@ static void check_blocks(const model_config *cfg, const parallel_split *sp, int 
     const int64_t kv0 = (r / sp->kv_copies) * kvs;
     for (int64_t l = 0; l < cfg->n_layers; l += cfg->n_layers - 1) { /* first and last layer */
         const layer_weights *F = &ref->layers[l], *S = &sh->layers[l];
-        same_block(&S->qkv, 0, &F->qkv, r * qs, 0, qs, d);                 /* Q of its heads */
-        same_block(&S->qkv, qs, &F->qkv, qf + kv0, 0, kvs, d);             /* K of its KV heads */
-        same_block(&S->qkv, qs + kvs, &F->qkv, qf + kvf + kv0, 0, kvs, d); /* V */
-        same_block(&S->o, 0, &F->o, 0, r * qs, d, qs);                     /* o_proj's columns */
+        if (model_is_mla(cfg)) {
+            check_mla_blocks(cfg, sp, r, F, S);
+        } else {
+            same_block(&S->qkv, 0, &F->qkv, r * qs, 0, qs, d);                 /* Q of its heads */
+            same_block(&S->qkv, qs, &F->qkv, qf + kv0, 0, kvs, d);             /* K of its KV heads */
+            same_block(&S->qkv, qs + kvs, &F->qkv, qf + kvf + kv0, 0, kvs, d); /* V */
+            same_block(&S->o, 0, &F->o, 0, r * qs, d, qs);                     /* o_proj's columns */
+        }
         if (model_layer_is_moe(cfg, l)) { /* router whole; every expert's FFN split as the dense one */
             same_block(&S->router, 0, &F->router, 0, 0, cfg->n_experts, d);
             const int64_t fe = sp->shard.d_ff_expert, fsh = sp->shard.d_ff_shared;
@@ -162,7 +188,8 @@ Test(cpu_parallel, biases) {
 
 /* From a weights folder: each rank reads only its blocks, equal to the whole load's. */
 Test(cpu_parallel, folder_shards_equal_the_whole_load) {
-    static const char *const dirs[] = {"llama-mlp-bias", "llama-attn-bias", "qwen3-bias", "mixtral", "qwen2-moe", "qwen3-moe"};
+    static const char *const dirs[] = {"llama-mlp-bias", "llama-attn-bias", "qwen3-bias", "mixtral", "qwen2-moe", "qwen3-moe",
+                                       "deepseek-mla", "deepseek-moe-yarn"};
     for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
         char dir[4096];
         snprintf(dir, sizeof dir, XF_SOURCE_DIR "/tests/data/hf/%s", dirs[i]);
@@ -213,12 +240,58 @@ Test(cpu_parallel, refusals) {
     cr_assert_eq(cpu_parallel_check(&fake.cfg, &ep, XF_FP32, 0), XF_EINVAL);
     cr_assert(strstr(xf_error_msg(), "not expert parallel") != NULL, "%s", xf_error_msg());
     fake.cfg.n_experts = 0;
-    fake.cfg.kv_lora_rank = 64;
-    cr_assert_eq(cpu_parallel_check(&fake.cfg, &sp, XF_FP32, 0), XF_EINVAL);
-    cr_assert(strstr(xf_error_msg(), "MLA") != NULL, "%s", xf_error_msg());
-    fake.cfg.kv_lora_rank = 0;
     cr_assert_eq(cpu_parallel_shard(&fake, &sp, 2, XF_FP32, 0, &sh), XF_EINVAL); /* rank beyond tp */
     parallel_split vp = sp;
     vp.shard.vocab = 16000; /* a vocabulary-parallel split: the reference model keeps it whole */
     cr_assert_eq(cpu_parallel_shard(&fake, &vp, 0, XF_FP32, 0, &sh), XF_EINVAL);
+}
+
+/* A small DeepSeek-V3 (latent attention, its MoE layers after a dense one): q_a, kv_a and their
+ * norms whole on every rank, q_b / kv_b / o_proj by heads, experts by columns; with a q rank and
+ * without (q_proj split by heads); fp32, bf16, and int8 with a group inside a rank's o_proj and
+ * down columns. */
+static model_config small_deepseek(void) {
+    model_config c = preset("deepseek-v3");
+    c.n_layers = 2;
+    memset(c.dense_layers, 0, sizeof c.dense_layers);
+    c.dense_layers[0] = 1; /* layer 0 dense, layer 1 MoE */
+    c.d_model = 128;
+    c.n_heads = c.n_kv_heads = 4;
+    c.d_ff = 128;
+    c.d_ff_expert = 32;
+    c.n_experts = 8;
+    c.experts_per_tok = 2;
+    c.n_group = 2;
+    c.topk_group = 1;
+    c.d_ff_shared = 32;
+    c.q_lora_rank = 48;
+    c.kv_lora_rank = 32;
+    c.qk_nope_head_dim = 16;
+    c.qk_rope_head_dim = c.head_dim = 8;
+    c.v_head_dim = 24;
+    c.vocab = 256;
+    c.max_ctx = 64;
+    return c;
+}
+
+Test(cpu_parallel, mla_split_by_heads) {
+    model_config c = small_deepseek();
+    cr_assert_eq(config_validate(&c), XF_OK, "%s", xf_error_msg());
+    parallel_split sp = split_of(&c, 2);
+    cr_assert_eq(sp.shard.n_heads, 2);
+    cr_assert_eq(sp.shard.kv_lora_rank, c.kv_lora_rank); /* the latent whole: replicated */
+    check_shards(&c, 2, XF_FP32);
+    check_shards(&c, 4, XF_BF16);
+    check_shards_group(&c, 2, XF_INT8, 16); /* o_proj 96 -> 2 x 48, down 128 -> 2 x 64, experts' 32 -> 2 x 16 */
+    c.q_lora_rank = 0;                      /* q_proj, split by heads */
+    check_shards(&c, 2, XF_FP32);
+    model_weights *full = NULL, *sh = NULL;
+    c.q_lora_rank = 48;
+    cr_assert_eq(weights_init_random(&full, &c, 3, XF_FP32, 0), XF_OK, "%s", xf_error_msg());
+    /* o_proj's columns are v_head_dim a head: 4 x 24 = 96 -> 2 x 48, and 48 is not a multiple of 32 */
+    cr_assert_eq(cpu_parallel_shard(full, &sp, 0, XF_INT8, 32, &sh), XF_EINVAL);
+    cr_assert(strstr(xf_error_msg(), "o_proj's 96 input columns split into 2 x 48, and 48 is not a multiple of 32") != NULL, "%s",
+              xf_error_msg());
+    cr_assert_null(sh);
+    weights_free(full);
 }
