@@ -66,15 +66,19 @@ static int predict_split(const sweep_grid *g, const sweep_param *ps, int64_t n, 
                          const workload *wls, record *rec, cli_output *out) {
     parallel_plan *plans = calloc((size_t)n, sizeof *plans);
     if (!plans) return cli_fail(CMD, xf_errorf(XF_ENOMEM, "out of memory"));
-    int replicated = 0, moe = 0;
+    int replicated = 0, moe = 0, split_tp = 0;
     for (int64_t i = 0; i < n; i++) {
         sweep_param_plan(g, &ps[i], &plans[i]);
         replicated |= plans[i].tp > cfg->n_kv_heads;
         moe |= plans[i].tp > 1 && cfg->n_experts > 0;
+        split_tp |= plans[i].tp > 1;
     }
     if (replicated)
         fprintf(stderr, "xfprof predict: note: %s has %lld KV heads, fewer than --tp: each KV head (its K/V weights and its "
                 "cache) is replicated on tp / %lld devices\n", cfg->name, (long long)cfg->n_kv_heads, (long long)cfg->n_kv_heads);
+    if (split_tp && model_is_mla(cfg))
+        fprintf(stderr, "xfprof predict: note: %s's latent attention is split by heads (q_b, kv_b, o_proj); q_a, kv_a and "
+                "the latent KV cache are replicated on every --tp device\n", cfg->name);
     if (moe)
         fprintf(stderr, "xfprof predict: note: %s's experts are split over the --tp devices (expert parallel): each device "
                 "routes 1/tp of the tokens, an all-to-all sends them to their experts and back, an all-gather joins the rows\n",

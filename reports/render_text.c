@@ -172,6 +172,7 @@ static void render_parallel(sbuf *b, const record *r, const record_point *p) {
                     units_si(r->device.node_link.bandwidth_Bps, "B/s", c, sizeof c));
     if (q->kv_copies > 1) sbuf_printf(b, "; each KV head replicated on %d devices (fewer KV heads than --tp)", q->kv_copies);
     if (q->experts_per_device > 0) sbuf_printf(b, "; %d experts per device (expert parallel)", q->experts_per_device);
+    if (q->tp > 1 && model_is_mla(&r->model)) sbuf_printf(b, "; the latent KV cache (MLA) replicated on every device");
     sbuf_printf(b, "\ncollectives: %.1f%% of the request time (communication-bound %.1f%%), %s sent per device per request (bus bytes: a ring all-reduce sends 2(N-1)/N of its buffer)\n",
                 100 * q->comm_share, 100 * p->summary.share_bound[XF_BOUND_COMM], units_bytes(q->comm_bytes, d, sizeof d));
     if (q->pp > 1)

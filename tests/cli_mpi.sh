@@ -155,8 +155,61 @@ grep -q "o_proj's 64 input columns split into 2 x 32, and 32 is not a multiple o
 "$XF" run --weights "$hf/qwen2-moe" --tp 2 --wdtype int8 --group 16 >"$tmp/out" 2>"$tmp/err"
 [ $? -eq 2 ] && grep -q "the shared expert's down's 48 input columns split into 2 x 24, and 24 is not a multiple of 16" "$tmp/err" &&
   grep -q "(e.g. --group 8)" "$tmp/err" || fail "MoE int8 straddle: $(cat "$tmp/err")"
-"$XF" run --weights "$hf/deepseek-mla" --tp 2 >"$tmp/out" 2>"$tmp/err"
-[ $? -eq 2 ] && grep -q "latent attention (MLA)" "$tmp/err" || fail "--tp of an MLA model: $(cat "$tmp/err")"
+# DeepSeek-V3 (latent attention; deepseek-moe*: its MoE layers after dense ones): q_a / kv_a and their
+# norms whole on every rank, q_b / kv_b by heads, o_proj row-parallel, the latent KV cache
+# replicated (the record's KV bytes per token are the one-process run's); both forms; experts by
+# columns. 16 tokens of 2 sequences; all-reduce bytes equal predict's.
+for case in "deepseek-mla fp32" "deepseek-moe-yarn fp32 --mla absorbed" "deepseek-mla-yarn bf16 --mla absorbed" \
+  "deepseek-moe int8 --group 16"; do
+  set -- $case
+  fx=$1
+  shift
+  a=(--weights "$hf/$fx" --prompt 8 --gen 16 --batch 2 --threads 1 --reps 1 --warmup 0 --wdtype "$@" --save-logits)
+  "$XF" run "${a[@]}" --save-tokens "$tmp/w1.jsonl" -o "$tmp/w1.json" >/dev/null 2>"$tmp/err" || fail "$case: run: $(head -c 300 "$tmp/err")"
+  timeout 300 "${MPI[@]}" -np 2 "$XF" run "${a[@]}" --tp 2 --save-tokens "$tmp/w2.jsonl" -o "$tmp/w2.json" >/dev/null 2>"$tmp/err" ||
+    fail "$case: mpirun -np 2 run --tp 2 exited $?: $(head -c 400 "$tmp/err")"
+  p=(--model "$hf/$fx" --prompt 8 --gen 16 --batch 2 --wdtype "$@" --adtype fp32)
+  "$XF" predict --device-file "$tmp/machine.json" "${p[@]}" --tp 2 -o "$tmp/wp.json" >/dev/null 2>"$tmp/err" ||
+    fail "$case: predict --tp 2: $(head -c 300 "$tmp/err")"
+  python3 - "$tmp" "$*" <<'P' || fail "$case: --tp 2 differs from the one-process run or from the cost model"
+import json, sys
+t, args = sys.argv[1], sys.argv[2].split()
+form = "absorbed" if "absorbed" in args else "naive"
+a = [json.loads(l) for l in open(t + "/w1.jsonl")][1:]
+b = [json.loads(l) for l in open(t + "/w2.jsonl")][1:]
+assert len(a) == len(b) == 16, (len(a), len(b))
+for x, y in zip(a, b):
+    assert x["tokens"] == y["tokens"], (x["step"], x["tokens"], y["tokens"])
+    d = max(abs(p - q) for r1, r2 in zip(x["logits"], y["logits"]) for p, q in zip(r1, r2))
+    assert d < 1e-4, d
+r1, r2, p2 = (json.load(open(t + f)) for f in ("/w1.json", "/w2.json", "/wp.json"))
+assert r2["model"]["mla"]["form"] == form and p2["model"]["mla"]["form"] == form, (r2["model"]["mla"], p2["model"]["mla"])
+assert r2["points"][0]["memory"]["kv_bytes_per_token"] == r1["points"][0]["memory"]["kv_bytes_per_token"]  # replicated
+def per_layer(ops):
+    s = {}
+    for o in ops:
+        if o["op"] == "all_reduce" and o["layer"] >= 0:
+            s[(o["phase"], o["layer"])] = s.get((o["phase"], o["layer"]), 0) + o["comm_bytes"]
+    return s
+ops, m = r2["points"][0]["ops"], r1["model"]
+got, want = per_layer(ops), per_layer(p2["points"][0]["ops"])
+assert len(got) == 2 * m["n_layers"], got
+# two ring all-reduces of the step's rows x d_model fp32 a layer (2(N-1)/N of the buffer, N = 2):
+# predict's bytes on the dense layers (predict --tp prices MoE layers expert parallel, the run
+# splits experts by columns: there the same formula, the cost model's reference split)
+dense = set(m["dense_layers"]) if m["n_experts"] > 0 else set(range(m["n_layers"]))
+assert dense, m
+for (ph, l), v in got.items():
+    assert v == 2 * (16 if ph == "prefill" else 2) * m["d_model"] * 4, (ph, l, v)
+    if l in dense:
+        assert v == want[(ph, l)], (ph, l, v, want[(ph, l)])
+assert not any(o["op"] in ("all_to_all", "all_gather") for o in ops)
+P
+done
+# MLA int8: o_proj's columns are v_head_dim a head (4 x 16 = 64 -> 2 x 32)
+"$XF" run --weights "$hf/deepseek-mla" --tp 2 --wdtype int8 >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q "o_proj's 64 input columns split into 2 x 32, and 32 is not a multiple of 128" "$tmp/err" ||
+  fail "MLA int8 straddle: $(cat "$tmp/err")"
 "$XF" run --tp 2 --pp 2 >"$tmp/out" 2>"$tmp/err"
 [ $? -eq 2 ] && grep -q "pipeline stages are not implemented in the measured run" "$tmp/err" || fail "run --pp: $(cat "$tmp/err")"
 
