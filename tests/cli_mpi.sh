@@ -206,6 +206,22 @@ for (ph, l), v in got.items():
 assert not any(o["op"] in ("all_to_all", "all_gather") for o in ops)
 P
 done
+# MLA from random weights (each rank slices the seed's whole model): the same tokens, both forms
+for form in naive absorbed; do
+  a=(--model "$hf/deepseek-moe" --prompt 8 --gen 16 --batch 2 --threads 1 --reps 1 --warmup 0 --wdtype fp32 --mla "$form" --save-logits)
+  "$XF" run "${a[@]}" --save-tokens "$tmp/w1.jsonl" -o "$tmp/w1.json" >/dev/null 2>"$tmp/err" || fail "random MLA $form: $(head -c 300 "$tmp/err")"
+  timeout 300 "${MPI[@]}" -np 2 "$XF" run "${a[@]}" --tp 2 --save-tokens "$tmp/w2.jsonl" -o "$tmp/w2.json" >/dev/null 2>"$tmp/err" ||
+    fail "random MLA $form: mpirun -np 2 run --tp 2 exited $?: $(head -c 400 "$tmp/err")"
+  python3 - "$tmp" <<'P' || fail "random MLA $form: --tp 2 differs from the one-process run"
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1] + "/w1.jsonl")][1:]
+b = [json.loads(l) for l in open(sys.argv[1] + "/w2.jsonl")][1:]
+assert len(a) == len(b) == 16, (len(a), len(b))
+for x, y in zip(a, b):
+    assert x["tokens"] == y["tokens"], (x["step"], x["tokens"], y["tokens"])
+    assert max(abs(p - q) for r1, r2 in zip(x["logits"], y["logits"]) for p, q in zip(r1, r2)) < 1e-4
+P
+done
 # MLA int8: o_proj's columns are v_head_dim a head (4 x 16 = 64 -> 2 x 32)
 "$XF" run --weights "$hf/deepseek-mla" --tp 2 --wdtype int8 >"$tmp/out" 2>"$tmp/err"
 [ $? -eq 2 ] && grep -q "o_proj's 64 input columns split into 2 x 32, and 32 is not a multiple of 128" "$tmp/err" ||
