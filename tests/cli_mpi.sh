@@ -22,6 +22,26 @@ export OMPI_MCA_mca_base_component_disable_dlclose=1 # its plugins stay loaded: 
 case "${ASAN_OPTIONS:-}" in *fast_unwind_on_malloc*) ;; *) export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0" ;; esac
 # Open MPI as root needs --allow-run-as-root, on 2 cores --oversubscribe (CI runs as root on 2 cores).
 MPI=(mpirun --allow-run-as-root --oversubscribe)
+# What the python checks below share: a run's steps (tokens and logits) against another's, and
+# the all-reduce bus bytes per (phase, layer).
+cat >"$tmp/tpcheck.py" <<'P'
+import json
+def same_steps(f1, f2, n, tol):
+    a = [json.loads(l) for l in open(f1)][1:]
+    b = [json.loads(l) for l in open(f2)][1:]
+    assert len(a) == len(b) == n, (len(a), len(b))
+    for x, y in zip(a, b):
+        assert x["tokens"] == y["tokens"], (x["step"], x["tokens"], y["tokens"])
+        d = max(abs(p - q) for r1, r2 in zip(x["logits"], y["logits"]) for p, q in zip(r1, r2))
+        assert d < tol, d
+def per_layer(ops):
+    s = {}
+    for o in ops:
+        if o["op"] == "all_reduce" and o["layer"] >= 0:
+            s[(o["phase"], o["layer"])] = s.get((o["phase"], o["layer"]), 0) + o["comm_bytes"]
+    return s
+P
+export PYTHONPATH="$tmp${PYTHONPATH:+:$PYTHONPATH}"
 export XFPROF_MACHINE_FILE="$tmp/machine.json"
 timeout 60 "${MPI[@]}" -np 1 "$XF" machine --comm >"$tmp/out" 2>"$tmp/err"
 [ $? -ne 0 ] || fail "machine --comm with 1 rank succeeded"
@@ -85,14 +105,9 @@ grep -q "split: tp 2 x pp 1 = 2 devices, link mpi" "$tmp/out" || fail "run --tp 
   --adtype fp32 -o "$tmp/p2.json" >/dev/null 2>"$tmp/err" || fail "predict --tp 2: $(head -c 300 "$tmp/err")"
 python3 - "$tmp" <<'P' || fail "run --tp 2 differs from the one-process run or from the cost model"
 import json, sys
+from tpcheck import same_steps, per_layer
 t = sys.argv[1]
-a = [json.loads(l) for l in open(t + "/t1.jsonl")][1:]
-b = [json.loads(l) for l in open(t + "/t2.jsonl")][1:]
-assert len(a) == len(b) == 8, (len(a), len(b))
-for x, y in zip(a, b):
-    assert x["tokens"] == y["tokens"], (x["step"], x["tokens"], y["tokens"])
-    d = max(abs(p - q) for r1, r2 in zip(x["logits"], y["logits"]) for p, q in zip(r1, r2))
-    assert d < 1e-4, d
+same_steps(t + "/t1.jsonl", t + "/t2.jsonl", 8, 1e-4)
 r1, r2, p2 = (json.load(open(t + f)) for f in ("/r1.json", "/r2.json", "/p2.json"))
 assert r1["points"][0]["tokens"] == r2["points"][0]["tokens"]
 ops = r2["points"][0]["ops"]
@@ -102,12 +117,6 @@ reps = r2["points"][0]["run"]["reps"]
 for o in ar:
     assert o["measured"] and len(o["samples_s"]) == 2 * reps, o  # every rank's samples
     assert o["bound"] in ("communication", "latency")
-def per_layer(ops):
-    s = {}
-    for o in ops:
-        if o["op"] == "all_reduce" and o["layer"] >= 0:
-            s[(o["phase"], o["layer"])] = s.get((o["phase"], o["layer"]), 0) + o["comm_bytes"]
-    return s
 assert per_layer(ops) == per_layer(p2["points"][0]["ops"]), (per_layer(ops), per_layer(p2["points"][0]["ops"]))
 assert r2["points"][0]["parallel"]["devices"] == 2 and r2["env"]["mpi_ranks"] == "2"
 P
@@ -117,6 +126,15 @@ P
 # block); o_proj / down biases added once (llama-attn-bias: q/k/v/o biases; llama-mlp-bias:
 # gate/up/down biases; qwen3-bias: q/k norms too). 12 tokens of 2 sequences each.
 hf=$src/tests/data/hf
+# tp_pair WHAT ARGS...: the one-process run and mpirun -np 2 ... --tp 2 of ARGS, their tokens in
+# $tmp/w1.jsonl and $tmp/w2.jsonl, their records in $tmp/w1.json and $tmp/w2.json
+tp_pair() {
+  local what=$1
+  shift
+  "$XF" run "$@" --save-tokens "$tmp/w1.jsonl" -o "$tmp/w1.json" >/dev/null 2>"$tmp/err" || fail "$what: run: $(head -c 300 "$tmp/err")"
+  timeout 300 "${MPI[@]}" -np 2 "$XF" run "$@" --tp 2 --save-tokens "$tmp/w2.jsonl" -o "$tmp/w2.json" >/dev/null 2>"$tmp/err" ||
+    fail "$what: mpirun -np 2 run --tp 2 exited $?: $(head -c 400 "$tmp/err")"
+}
 # MoE (mixtral, qwen2-moe with its shared expert and gate, qwen3-moe): experts split by columns, the
 # router whole on every rank; int8 logits within 1e-3 (the int8 inputs' rounding moves with the
 # partial sums' order), the others 1e-4.
@@ -126,19 +144,12 @@ for case in "llama-attn-bias fp32" "llama-mlp-bias fp32" "qwen3-bias bf16" "llam
   fx=$1
   shift
   a=(--weights "$hf/$fx" --prompt 8 --gen 12 --batch 2 --threads 1 --reps 1 --warmup 0 --wdtype "$@" --save-logits)
-  "$XF" run "${a[@]}" --save-tokens "$tmp/w1.jsonl" -o "$tmp/w1.json" >/dev/null 2>"$tmp/err" || fail "$case: run: $(head -c 300 "$tmp/err")"
-  timeout 300 "${MPI[@]}" -np 2 "$XF" run "${a[@]}" --tp 2 --save-tokens "$tmp/w2.jsonl" -o "$tmp/w2.json" >/dev/null 2>"$tmp/err" ||
-    fail "$case: mpirun -np 2 run --tp 2 exited $?: $(head -c 400 "$tmp/err")"
+  tp_pair "$case" "${a[@]}"
   python3 - "$tmp" "$*" <<'P' || fail "$case: --tp 2 differs from the one-process run"
 import json, sys
+from tpcheck import same_steps
 t, dt = sys.argv[1], sys.argv[2].split()[0]
-a = [json.loads(l) for l in open(t + "/w1.jsonl")][1:]
-b = [json.loads(l) for l in open(t + "/w2.jsonl")][1:]
-assert len(a) == len(b) == 12, (len(a), len(b))
-for x, y in zip(a, b):
-    assert x["tokens"] == y["tokens"], (x["step"], x["tokens"], y["tokens"])
-    d = max(abs(p - q) for r1, r2 in zip(x["logits"], y["logits"]) for p, q in zip(r1, r2))
-    assert d < (1e-3 if dt == "int8" else 1e-4), d
+same_steps(t + "/w1.jsonl", t + "/w2.jsonl", 12, 1e-3 if dt == "int8" else 1e-4)
 r2 = json.load(open(t + "/w2.json"))
 assert r2["points"][0]["workload"]["wdtype"] == dt and r2["points"][0]["workload"]["tp"] == 2, r2["points"][0]["workload"]
 cfg = json.load(open(t + "/w1.json"))["model"]
@@ -165,32 +176,19 @@ for case in "deepseek-mla fp32" "deepseek-moe-yarn fp32 --mla absorbed" "deepsee
   fx=$1
   shift
   a=(--weights "$hf/$fx" --prompt 8 --gen 16 --batch 2 --threads 1 --reps 1 --warmup 0 --wdtype "$@" --save-logits)
-  "$XF" run "${a[@]}" --save-tokens "$tmp/w1.jsonl" -o "$tmp/w1.json" >/dev/null 2>"$tmp/err" || fail "$case: run: $(head -c 300 "$tmp/err")"
-  timeout 300 "${MPI[@]}" -np 2 "$XF" run "${a[@]}" --tp 2 --save-tokens "$tmp/w2.jsonl" -o "$tmp/w2.json" >/dev/null 2>"$tmp/err" ||
-    fail "$case: mpirun -np 2 run --tp 2 exited $?: $(head -c 400 "$tmp/err")"
+  tp_pair "$case" "${a[@]}"
   p=(--model "$hf/$fx" --prompt 8 --gen 16 --batch 2 --wdtype "$@" --adtype fp32)
   "$XF" predict --device-file "$tmp/machine.json" "${p[@]}" --tp 2 -o "$tmp/wp.json" >/dev/null 2>"$tmp/err" ||
     fail "$case: predict --tp 2: $(head -c 300 "$tmp/err")"
   python3 - "$tmp" "$*" <<'P' || fail "$case: --tp 2 differs from the one-process run or from the cost model"
 import json, sys
+from tpcheck import same_steps, per_layer
 t, args = sys.argv[1], sys.argv[2].split()
 form = "absorbed" if "absorbed" in args else "naive"
-a = [json.loads(l) for l in open(t + "/w1.jsonl")][1:]
-b = [json.loads(l) for l in open(t + "/w2.jsonl")][1:]
-assert len(a) == len(b) == 16, (len(a), len(b))
-for x, y in zip(a, b):
-    assert x["tokens"] == y["tokens"], (x["step"], x["tokens"], y["tokens"])
-    d = max(abs(p - q) for r1, r2 in zip(x["logits"], y["logits"]) for p, q in zip(r1, r2))
-    assert d < 1e-4, d
+same_steps(t + "/w1.jsonl", t + "/w2.jsonl", 16, 1e-4)
 r1, r2, p2 = (json.load(open(t + f)) for f in ("/w1.json", "/w2.json", "/wp.json"))
 assert r2["model"]["mla"]["form"] == form and p2["model"]["mla"]["form"] == form, (r2["model"]["mla"], p2["model"]["mla"])
 assert r2["points"][0]["memory"]["kv_bytes_per_token"] == r1["points"][0]["memory"]["kv_bytes_per_token"]  # replicated
-def per_layer(ops):
-    s = {}
-    for o in ops:
-        if o["op"] == "all_reduce" and o["layer"] >= 0:
-            s[(o["phase"], o["layer"])] = s.get((o["phase"], o["layer"]), 0) + o["comm_bytes"]
-    return s
 ops, m = r2["points"][0]["ops"], r1["model"]
 got, want = per_layer(ops), per_layer(p2["points"][0]["ops"])
 assert len(got) == 2 * m["n_layers"], got
@@ -209,18 +207,9 @@ done
 # MLA from random weights (each rank slices the seed's whole model): the same tokens, both forms
 for form in naive absorbed; do
   a=(--model "$hf/deepseek-moe" --prompt 8 --gen 16 --batch 2 --threads 1 --reps 1 --warmup 0 --wdtype fp32 --mla "$form" --save-logits)
-  "$XF" run "${a[@]}" --save-tokens "$tmp/w1.jsonl" -o "$tmp/w1.json" >/dev/null 2>"$tmp/err" || fail "random MLA $form: $(head -c 300 "$tmp/err")"
-  timeout 300 "${MPI[@]}" -np 2 "$XF" run "${a[@]}" --tp 2 --save-tokens "$tmp/w2.jsonl" -o "$tmp/w2.json" >/dev/null 2>"$tmp/err" ||
-    fail "random MLA $form: mpirun -np 2 run --tp 2 exited $?: $(head -c 400 "$tmp/err")"
-  python3 - "$tmp" <<'P' || fail "random MLA $form: --tp 2 differs from the one-process run"
-import json, sys
-a = [json.loads(l) for l in open(sys.argv[1] + "/w1.jsonl")][1:]
-b = [json.loads(l) for l in open(sys.argv[1] + "/w2.jsonl")][1:]
-assert len(a) == len(b) == 16, (len(a), len(b))
-for x, y in zip(a, b):
-    assert x["tokens"] == y["tokens"], (x["step"], x["tokens"], y["tokens"])
-    assert max(abs(p - q) for r1, r2 in zip(x["logits"], y["logits"]) for p, q in zip(r1, r2)) < 1e-4
-P
+  tp_pair "random MLA $form" "${a[@]}"
+  python3 -c 'import sys, tpcheck; tpcheck.same_steps(sys.argv[1] + "/w1.jsonl", sys.argv[1] + "/w2.jsonl", 16, 1e-4)' "$tmp" ||
+    fail "random MLA $form: --tp 2 differs from the one-process run"
 done
 # MLA int8: o_proj's columns are v_head_dim a head (4 x 16 = 64 -> 2 x 32)
 "$XF" run --weights "$hf/deepseek-mla" --tp 2 --wdtype int8 >"$tmp/out" 2>"$tmp/err"

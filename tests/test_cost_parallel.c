@@ -423,6 +423,14 @@ Test(cost_parallel, record_round_trip) {
     record_free(&r);
 }
 
+/* Layer 0's op of kind k among n ops (the test fails without one). */
+static const cost_op *layer0_op(const cost_op *ops, int64_t n, op_kind k) {
+    for (int64_t i = 0; i < n; i++)
+        if (ops[i].layer == 0 && ops[i].kind == k) return &ops[i];
+    cr_assert_fail("no layer-0 op of kind %d", (int)k);
+    return NULL;
+}
+
 /* DeepSeek-V3's latent attention under tensor parallelism as the reference model splits it
  * (experts by columns): q_a, kv_a and their norms whole on every device, q_b / kv_b / o_proj by
  * heads, the latent KV cache whole on every device (replicated, its bytes per token unchanged),
@@ -444,27 +452,15 @@ Test(cost_parallel, mla_split_by_heads) {
         EXACT(s8.shard.kv_lora_rank, c.kv_lora_rank);
         int64_t n1, n8;
         cost_op *a = step(&c, &w, &s1, workload_prefill_step(&w), &n1), *b = step(&c, &w, &s8, workload_prefill_step(&w), &n8);
-        const cost_op *qa = NULL, *qb = NULL, *ka = NULL, *kb = NULL, *ta = NULL, *tb = NULL, *oa = NULL, *ob = NULL;
+        const cost_op *qa = layer0_op(a, n1, OP_QKV), *qb = layer0_op(b, n8, OP_QKV), *ka = layer0_op(a, n1, OP_KV_APPEND),
+                      *kb = layer0_op(b, n8, OP_KV_APPEND), *ta = layer0_op(a, n1, OP_ATTENTION), *tb = layer0_op(b, n8, OP_ATTENTION),
+                      *oa = layer0_op(a, n1, OP_O_PROJ), *ob = layer0_op(b, n8, OP_O_PROJ);
         int ar = 0;
-        for (int64_t i = 0; i < n1; i++) {
-            if (a[i].layer != 0) continue;
-            if (a[i].kind == OP_QKV) qa = &a[i];
-            if (a[i].kind == OP_KV_APPEND) ka = &a[i];
-            if (a[i].kind == OP_ATTENTION) ta = &a[i];
-            if (a[i].kind == OP_O_PROJ) oa = &a[i];
-        }
-        for (int64_t i = 0; i < n8; i++) {
-            if (b[i].layer != 0) continue;
-            if (b[i].kind == OP_QKV) qb = &b[i];
-            if (b[i].kind == OP_KV_APPEND) kb = &b[i];
-            if (b[i].kind == OP_ATTENTION) tb = &b[i];
-            if (b[i].kind == OP_O_PROJ) ob = &b[i];
-            if (b[i].kind == OP_ALL_REDUCE) {
+        for (int64_t i = 0; i < n8; i++)
+            if (b[i].layer == 0 && b[i].kind == OP_ALL_REDUCE) {
                 ar++;
                 EXACT(b[i].comm_bytes, 2.0 * (tp - 1) / tp * rows * (double)c.d_model * 4); /* ring, N x d_model fp32 */
             }
-        }
-        cr_assert(qa && qb && ka && kb && ta && tb && oa && ob);
         cr_assert_eq(ar, 2);
         /* q_b (and, absorbed, W_UK) split by heads; q_a, kv_a and the norms whole on each device */
         const double split_q = (double)c.q_lora_rank * h * qh * 4 + (absorbed ? h * dn * r * 4 : 0);
