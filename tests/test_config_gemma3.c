@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "reference_model/config.h"
+#include "reference_model/cuda_meta.h"
 
 /* google/gemma-3-1b-pt's config.json (transformers 4 spelling: rope_theta, rope_local_base_freq,
  * rope_scaling, sliding_window_pattern). */
@@ -154,4 +155,21 @@ Test(config_gemma3, refusals_name_the_field) {
     expect_error(edit(k_1b, "\"rope_scaling\": null", "\"rope_scaling\": {\"rope_type\": \"su\"}"), "rope_type");
     expect_error(edit(k_4b, "\"model_type\": \"gemma3_text\", ", "\"model_type\": \"siglip\", "), "text_config");
     expect_error("{\"model_type\": \"gemma3\"}", "text_config");
+}
+
+/* The CUDA backend does not run gemma3 yet: it refuses it by name before it looks for a device,
+ * whatever else the model uses (every dtype, either KV allocation). */
+Test(config_gemma3, cuda_refuses_it_by_name) {
+    const char *names[] = {"gemma-3-1b", "gemma-3-4b"};
+    for (int i = 0; i < 2; i++) {
+        model_config c;
+        cr_assert_eq(config_preset(names[i], &c), XF_OK);
+        const xf_dtype dts[] = {XF_FP32, XF_BF16, XF_INT8};
+        for (int k = 0; k < 3; k++) {
+            const char *u = cuda_meta_unsupported(&c, dts[k], KV_ALLOC_POOL);
+            cr_assert(u && strstr(u, "gemma3"), "%s: %s", names[i], u ? u : "(accepted)");
+            u = cuda_meta_unsupported(&c, dts[k], KV_ALLOC_SYSTEM);
+            cr_assert(u && strstr(u, "gemma3"), "%s: %s", names[i], u ? u : "(accepted)");
+        }
+    }
 }
