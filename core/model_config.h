@@ -106,6 +106,16 @@ typedef struct model_config {
     int64_t n_group;              /* experts split into n_group groups of n_experts / n_group */
     int64_t topk_group;           /* groups kept: those with the best sum of their two best scores */
     double routed_scaling_factor; /* the chosen experts' weights are multiplied by it */
+    /* Gemma 3 (arch "gemma3_text", or "gemma3" read from a multimodal config's text_config); zero
+     * for every other family. */
+    double embed_scale;      /* the embedding rows are multiplied by it (gemma3: sqrt(d_model) in fp32); 0: by 1 */
+    int sandwich_norms;      /* gemma3: RMSNorm of the attention's and the FFN's outputs (post_attention_layernorm,
+                                post_feedforward_layernorm) before each residual add */
+    int ffn_gelu;            /* the FFN's gate activation: 0 SiLU (SwiGLU), 1 gelu_pytorch_tanh (GeGLU, gemma3) */
+    double attn_scalar;      /* softmax scale 1 / sqrt(attn_scalar) (gemma3's query_pre_attn_scalar); 0: head_dim */
+    double rope_local_theta; /* gemma3: the windowed layers' RoPE base (rope_local_base_freq), plain RoPE
+                                with no scaling; `rope` applies to the global layers only. 0: every layer
+                                uses rope_theta and `rope` */
 } model_config;
 
 /* 1 when cfg uses multi-head latent attention. */

@@ -81,6 +81,19 @@ static const model_config k_presets[] = {
      .q_lora_rank = 1536, .kv_lora_rank = 512, .qk_nope_head_dim = 128, .qk_rope_head_dim = 64, .v_head_dim = 128,
      .rope_interleave = 1, .moe_score = MOE_SCORE_SIGMOID_GROUPED, .n_group = 8, .topk_group = 4, .routed_scaling_factor = 2.5,
      .d_ff_shared = 2048},
+    /* google/gemma-3-1b-pt (gemma3_text): local layers windowed at 512 with RoPE base 1e4, every 6th
+     * layer global at 1e6; embedding x sqrt(1152) as fp32; four norms per layer, q/k norm, GeGLU,
+     * head_dim 256 over 4 heads of a 1152 model; query_pre_attn_scalar 256 */
+    {.name = "gemma-3-1b", .arch = "gemma3_text", .n_layers = 26, .d_model = 1152, .n_heads = 4, .n_kv_heads = 1, .head_dim = 256,
+     .d_ff = 6912, .vocab = 262144, .max_ctx = 32768, .rope_theta = 1000000.0, .norm_eps = 1e-6, .tied_embeddings = 1, .qk_norm = 1,
+     .sliding_window = 512, .window_layers = {UINT64_C(0x37df7df)}, .embed_scale = 33.941123962402344, .sandwich_norms = 1,
+     .ffn_gelu = 1, .attn_scalar = 256.0, .rope_local_theta = 10000.0},
+    /* google/gemma-3-4b-pt's text_config (the language model; the vision tower and projector are not
+     * modelled): window 1024, the global layers' RoPE linear x8 */
+    {.name = "gemma-3-4b", .arch = "gemma3", .n_layers = 34, .d_model = 2560, .n_heads = 8, .n_kv_heads = 4, .head_dim = 256,
+     .d_ff = 10240, .vocab = 262208, .max_ctx = 131072, .rope_theta = 1000000.0, .norm_eps = 1e-6, .tied_embeddings = 1, .qk_norm = 1,
+     .rope = {.kind = ROPE_LINEAR, .factor = 8.0}, .sliding_window = 1024, .window_layers = {UINT64_C(0x3df7df7df)},
+     .embed_scale = 50.59644317626953, .sandwich_norms = 1, .ffn_gelu = 1, .attn_scalar = 256.0, .rope_local_theta = 10000.0},
 };
 #undef XF_DENSE
 #undef XF_LLAMA3_ROPE
@@ -101,7 +114,7 @@ xf_status config_preset(const char *name, model_config *cfg) {
             return XF_OK;
         }
     }
-    char list[512] = "";
+    char list[1024] = "";
     size_t used = 0;
     for (int i = 0; i < N_PRESETS; i++) {
         int n = snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "", k_presets[i].name);
@@ -199,8 +212,23 @@ xf_status config_rope_freqs(const model_config *cfg, double *inv_freq, double *a
     return XF_OK;
 }
 
+xf_status config_rope_freqs_layer(const model_config *cfg, int64_t layer, double *inv_freq, double *attn_factor) {
+    if (!cfg || cfg->rope_local_theta <= 0 || model_layer_window(cfg, layer) <= 0) return config_rope_freqs(cfg, inv_freq, attn_factor);
+    model_config local = *cfg; /* gemma3's local layers: plain RoPE at rope_local_base_freq */
+    memset(&local.rope, 0, sizeof local.rope);
+    local.rope.kind = ROPE_DEFAULT;
+    local.rope_theta = cfg->rope_local_theta;
+    local.rope_local_theta = 0;
+    return config_rope_freqs(&local, inv_freq, attn_factor);
+}
+
+int config_is_gemma3(const model_config *cfg) {
+    return cfg && (cfg->sandwich_norms || cfg->embed_scale != 0 || cfg->ffn_gelu || cfg->attn_scalar != 0 || cfg->rope_local_theta != 0);
+}
+
 double config_softmax_scale(const model_config *cfg) {
     if (!cfg || cfg->head_dim <= 0) return 0.0;
+    if (!model_is_mla(cfg) && cfg->attn_scalar > 0) return 1.0 / sqrt(cfg->attn_scalar); /* gemma3's query_pre_attn_scalar */
     if (!model_is_mla(cfg)) return 1.0 / sqrt((double)cfg->head_dim);
     double scale = 1.0 / sqrt((double)(cfg->qk_nope_head_dim + cfg->qk_rope_head_dim));
     const rope_scaling *r = &cfg->rope;
@@ -213,6 +241,9 @@ double config_softmax_scale(const model_config *cfg) {
 
 const char *config_first_extension(const model_config *cfg) {
     if (!cfg) return NULL;
+    if (config_is_gemma3(cfg))
+        return "model_type gemma3_text (embedding scale, post-attention/post-feedforward norms, GeGLU, query_pre_attn_scalar, "
+               "rope_local_base_freq)";
     if (model_is_mla(cfg)) return "kv_lora_rank (multi-head latent attention)";
     if (cfg->rope.kind != ROPE_DEFAULT && cfg->rope.kind != ROPE_DYNAMIC) return "rope_scaling";
     if (cfg->o_bias) return "attention_bias (o_proj.bias)";
@@ -343,6 +374,13 @@ xf_status config_validate(const model_config *cfg) {
                          (long long)cfg->d_ff_shared, (long long)CFG_MAX_D_FF);
     if ((cfg->shared_expert_gate != 0 && cfg->shared_expert_gate != 1) || (cfg->shared_expert_gate && cfg->d_ff_shared <= 0))
         return xf_errorf(XF_EINVAL, "model config: shared_expert_gate must be 0 or 1, and 1 only with a shared expert (d_ff_shared)");
+    if (!isfinite(cfg->embed_scale) || cfg->embed_scale < 0 || !isfinite(cfg->attn_scalar) || cfg->attn_scalar < 0 ||
+        !isfinite(cfg->rope_local_theta) || cfg->rope_local_theta < 0)
+        return xf_errorf(XF_EINVAL, "model config: embed_scale, query_pre_attn_scalar and rope_local_base_freq must be finite and >= 0");
+    if ((cfg->sandwich_norms != 0 && cfg->sandwich_norms != 1) || (cfg->ffn_gelu != 0 && cfg->ffn_gelu != 1))
+        return xf_errorf(XF_EINVAL, "model config: sandwich_norms and ffn_gelu must be 0 or 1");
+    if (config_is_gemma3(cfg) && (model_is_mla(cfg) || cfg->n_experts > 0))
+        return xf_errorf(XF_EINVAL, "model config: gemma3 with experts or latent attention is not implemented (no such family)");
     if ((s = mla_validate(cfg)) != XF_OK) return s;
     return rope_validate(&cfg->rope, cfg->max_ctx, "model config: rope scaling");
 }
@@ -390,6 +428,7 @@ static int64_t param_count(const model_config *cfg, int64_t experts) {
     if (cfg->o_bias) layer = mul_add(1, d, layer);
     if (cfg->qk_norm) layer = mul_add(2, cfg->head_dim, layer); /* q_norm, k_norm (head_dim) */
     layer = mul_add(2, d, layer);              /* attention and FFN RMSNorm weights */
+    if (cfg->sandwich_norms) layer = mul_add(2, d, layer); /* gemma3: post-attention and post-feedforward norms */
     int64_t dense = mul_add(3 * d, cfg->d_ff, 0); /* w_gate, w_up (d_ff, d), w_down (d, d_ff) */
     if (cfg->mlp_bias) dense = mul_add(2, cfg->d_ff, mul_add(1, d, dense)); /* gate, up (d_ff), down (d) biases */
     /* MoE layer: the router (n_experts, d) and `experts` SwiGLU experts of d_ff_expert */
@@ -681,6 +720,108 @@ static xf_status parse_deepseek_moe(const cJSON *root, const char *ctx, model_co
     return XF_OK;
 }
 
+/* gemma3's RoPE (Gemma3TextConfig.convert_rope_params_to_dict): the global (full_attention) layers
+ * take rope_theta (default 1e6) and rope_scaling, the local (sliding_attention) layers plain RoPE at
+ * rope_local_base_freq (default 1e4). transformers 5 writes one rope_parameters object keyed by the
+ * layer type; transformers 4 the flat fields. */
+static xf_status parse_gemma3_rope(const cJSON *root, const char *ctx, model_config *cfg) {
+    xf_status s;
+    int present = 0;
+    cfg->rope_local_theta = 10000.0;
+    if ((s = json_opt_number(root, "rope_local_base_freq", ctx, &cfg->rope_local_theta, &present)) != XF_OK) return s;
+    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");
+    if (!rp || cJSON_IsNull(rp)) {
+        if ((s = parse_rope(root, ctx, cfg)) != XF_OK) return s;
+        if (!cJSON_GetObjectItemCaseSensitive(root, "rope_theta") || cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(root, "rope_theta")))
+            cfg->rope_theta = 1000000.0; /* Gemma3TextConfig.default_theta["global"] */
+    } else {
+        if (!cJSON_IsObject(rp)) return xf_errorf(XF_EINVAL, "%s: field 'rope_parameters' must be an object", ctx);
+        const cJSON *rs = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
+        if (rs && !cJSON_IsNull(rs))
+            return xf_errorf(XF_EINVAL, "%s: both 'rope_parameters' and 'rope_scaling' are set on a gemma3 config; keep one", ctx);
+        const cJSON *full = NULL, *local = NULL;
+        for (const cJSON *e = rp->child; e; e = e->next) {
+            if (strcmp(e->string, "full_attention") == 0) full = e;
+            else if (strcmp(e->string, "sliding_attention") == 0) local = e;
+            else
+                return xf_errorf(XF_EINVAL, "%s: field 'rope_parameters.%.40s': a gemma3 config keys its RoPE by layer type "
+                                 "(full_attention, sliding_attention)", ctx, e->string);
+        }
+        cJSON *tmp = cJSON_CreateObject();
+        if (!tmp || (full && !cJSON_IsNull(full) && !cJSON_AddItemToObject(tmp, "rope_parameters", cJSON_Duplicate(full, 1)))) {
+            cJSON_Delete(tmp);
+            return xf_errorf(XF_ENOMEM, "out of memory");
+        }
+        char fctx[300];
+        snprintf(fctx, sizeof fctx, "%s: rope_parameters.full_attention", ctx);
+        s = parse_rope(tmp, fctx, cfg);
+        const int theta_given = full && cJSON_IsObject(full) && cJSON_GetObjectItemCaseSensitive(full, "rope_theta");
+        cJSON_Delete(tmp);
+        if (s) return s;
+        if (!theta_given) cfg->rope_theta = 1000000.0;
+        if (local && !cJSON_IsNull(local)) {
+            char lctx[300];
+            snprintf(lctx, sizeof lctx, "%s: rope_parameters.sliding_attention", ctx);
+            if (!cJSON_IsObject(local)) return xf_errorf(XF_EINVAL, "%s must be an object", lctx);
+            for (const cJSON *e = local->child; e; e = e->next)
+                if (strcmp(e->string, "rope_type") != 0 && strcmp(e->string, "rope_theta") != 0)
+                    return xf_errorf(XF_EINVAL, "%s: field '%.40s' is not implemented (the local layers run plain RoPE)", lctx, e->string);
+            char type[32] = "default";
+            if ((s = json_opt_string(local, "rope_type", lctx, type, sizeof type, &present)) != XF_OK) return s;
+            if (strcmp(type, "default") != 0)
+                return xf_errorf(XF_EINVAL, "%s: field 'rope_type' is '%s'; xfprof implements default RoPE on gemma3's local layers", lctx, type);
+            if ((s = json_opt_number(local, "rope_theta", lctx, &cfg->rope_local_theta, &present)) != XF_OK) return s;
+        }
+    }
+    if (!(cfg->rope_local_theta > 0))
+        return xf_errorf(XF_EINVAL, "%s: field 'rope_local_base_freq' must be > 0, got %g", ctx, cfg->rope_local_theta);
+    return XF_OK;
+}
+
+/* gemma3's own math beside what parse_obj reads for every family: the embedding scale, the
+ * sandwich norms, GeGLU, query_pre_attn_scalar. */
+static xf_status parse_gemma3(const cJSON *root, const char *ctx, model_config *cfg) {
+    xf_status s;
+    int present = 0, bidir = 0;
+    if ((s = json_opt_bool(root, "use_bidirectional_attention", ctx, &bidir, &present)) != XF_OK) return s;
+    if (bidir)
+        return xf_errorf(XF_EINVAL, "%s: field 'use_bidirectional_attention' is true; xfprof runs causal decoders only", ctx);
+    char act[32] = "gelu_pytorch_tanh";
+    if ((s = json_opt_string(root, "hidden_activation", ctx, act, sizeof act, &present)) != XF_OK) return s;
+    if (strcmp(act, "gelu_pytorch_tanh") != 0)
+        return xf_errorf(XF_EINVAL, "%s: field 'hidden_activation' is '%s'; xfprof implements gemma3's gelu_pytorch_tanh only", ctx, act);
+    cfg->ffn_gelu = 1;
+    cfg->sandwich_norms = 1;
+    cfg->qk_norm = 1;
+    /* Gemma3TextScaledWordEmbedding: hidden_size ** 0.5 as a float32 tensor */
+    cfg->embed_scale = (double)(float)sqrt((double)cfg->d_model);
+    cfg->attn_scalar = 256;
+    if ((s = json_opt_number(root, "query_pre_attn_scalar", ctx, &cfg->attn_scalar, &present)) != XF_OK) return s;
+    if (!(cfg->attn_scalar > 0))
+        return xf_errorf(XF_EINVAL, "%s: field 'query_pre_attn_scalar' must be > 0, got %g", ctx, cfg->attn_scalar);
+    return XF_OK;
+}
+
+static xf_status parse_obj(const cJSON *root, const char *ctx, model_config *cfg);
+
+/* A multimodal gemma3 config: its text_config is the decoder xfprof profiles (the vision tower
+ * and the projector are not modelled; the counts are the language model's). */
+static xf_status parse_gemma3_multimodal(const cJSON *root, const char *ctx, model_config *cfg) {
+    const cJSON *tc = cJSON_GetObjectItemCaseSensitive(root, "text_config");
+    if (!tc || !cJSON_IsObject(tc))
+        return xf_errorf(XF_EINVAL, "%s: a model_type gemma3 config needs its 'text_config' object (the language model)", ctx);
+    char tctx[300], mt[32];
+    snprintf(tctx, sizeof tctx, "%s: text_config", ctx);
+    xf_status s = json_get_string(tc, "model_type", tctx, mt, sizeof mt);
+    if (s) return s;
+    if (strcmp(mt, "gemma3_text") != 0)
+        return xf_errorf(XF_EINVAL, "%s: field 'model_type' is '%s'; a gemma3 config's text_config must be gemma3_text", tctx, mt);
+    if ((s = parse_obj(tc, tctx, cfg)) != XF_OK) return s;
+    memset(cfg->arch, 0, sizeof cfg->arch);
+    memcpy(cfg->arch, "gemma3", sizeof "gemma3");
+    return XF_OK;
+}
+
 static xf_status parse_obj(const cJSON *root, const char *ctx, model_config *cfg) {
     xf_status s;
     int present = 0;
@@ -691,19 +832,21 @@ static xf_status parse_obj(const cJSON *root, const char *ctx, model_config *cfg
             return xf_errorf(XF_EINVAL, "%s: field 'model_type' is not supported (too long); xfprof reads llama, mistral and qwen2", ctx);
         return s;
     }
-    static const char *const k_types[] = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3"};
+    if (strcmp(mtype, "gemma3") == 0) return parse_gemma3_multimodal(root, ctx, cfg);
+    static const char *const k_types[] = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3",
+                                          "gemma3_text"};
     const char *arch = NULL;
     for (size_t i = 0; i < sizeof k_types / sizeof k_types[0]; i++)
         if (strcmp(mtype, k_types[i]) == 0) arch = k_types[i];
     if (!arch)
         return xf_errorf(XF_EINVAL, "%s: field 'model_type' is '%s'; xfprof reads llama, mistral, qwen2, qwen3, mixtral, "
-                         "qwen2_moe, qwen3_moe and deepseek_v3", ctx, mtype);
+                         "qwen2_moe, qwen3_moe, deepseek_v3, gemma3_text and gemma3", ctx, mtype);
     /* mixtral's attention is mistral's, qwen3_moe's is qwen3's */
     const int is_mixtral = strcmp(arch, "mixtral") == 0, is_qwen3_moe = strcmp(arch, "qwen3_moe") == 0;
     const int is_qwen2_moe = strcmp(arch, "qwen2_moe") == 0; /* qwen2's attention (qkv_bias), a shared expert */
     const int is_qwen2 = strcmp(arch, "qwen2") == 0 || is_qwen2_moe, is_qwen3 = strcmp(arch, "qwen3") == 0 || is_qwen3_moe;
     const int is_llama = strcmp(arch, "llama") == 0, is_mistral = strcmp(arch, "mistral") == 0 || is_mixtral;
-    const int is_deepseek = strcmp(arch, "deepseek_v3") == 0;
+    const int is_deepseek = strcmp(arch, "deepseek_v3") == 0, is_gemma = strcmp(arch, "gemma3_text") == 0;
     memcpy(cfg->arch, arch, strlen(arch) + 1);
 
     /* Required sizes: whole numbers in [1, limit]; json_get_int names the field on error. */
@@ -727,6 +870,8 @@ static xf_status parse_obj(const cJSON *root, const char *ctx, model_config *cfg
     if ((s = json_opt_int(root, "head_dim", ctx, 1, CFG_MAX_HEAD_DIM, &cfg->head_dim, &present)) != XF_OK) return s;
     if (is_deepseek) {
         if ((s = parse_mla(root, ctx, present, cfg)) != XF_OK) return s;
+    } else if (!present && is_gemma) {
+        cfg->head_dim = 256; /* Gemma3TextConfig's default, whatever hidden_size / heads is */
     } else if (!present) {
         if (cfg->d_model % cfg->n_heads != 0)
             return xf_errorf(XF_EINVAL, "%s: field 'hidden_size' (%lld) is not a multiple of 'num_attention_heads' (%lld) and no 'head_dim' is given", ctx,
@@ -734,12 +879,12 @@ static xf_status parse_obj(const cJSON *root, const char *ctx, model_config *cfg
         cfg->head_dim = cfg->d_model / cfg->n_heads;
     }
 
-    if ((s = parse_rope(root, ctx, cfg)) != XF_OK) return s;
+    if ((s = (is_gemma ? parse_gemma3_rope : parse_rope)(root, ctx, cfg)) != XF_OK) return s;
     cfg->norm_eps = 1e-6;
     if ((s = json_opt_number(root, "rms_norm_eps", ctx, &cfg->norm_eps, &present)) != XF_OK) return s;
     if (present && !(cfg->norm_eps > 0 && cfg->norm_eps < 1))
         return xf_errorf(XF_EINVAL, "%s: field 'rms_norm_eps' must lie in (0, 1), got %g", ctx, cfg->norm_eps);
-    cfg->tied_embeddings = 0;
+    cfg->tied_embeddings = is_gemma; /* Gemma3TextConfig ties by default */
     if ((s = json_opt_bool(root, "tie_word_embeddings", ctx, &cfg->tied_embeddings, &present)) != XF_OK) return s;
 
     /* Biases, as each family's modeling code builds its nn.Linear layers: qwen2 always has Q/K/V
@@ -751,9 +896,9 @@ static xf_status parse_obj(const cJSON *root, const char *ctx, model_config *cfg
     if (is_deepseek && attn_bias)
         return xf_errorf(XF_EINVAL, "%s: field 'attention_bias' is true: biases on deepseek_v3's q_a_proj, kv_a_proj_with_mqa "
                          "and o_proj are not implemented in xfprof", ctx);
-    cfg->qkv_bias = is_qwen2 ? 1 : (is_llama || is_qwen3) ? attn_bias : 0;
+    cfg->qkv_bias = is_qwen2 ? 1 : (is_llama || is_qwen3 || is_gemma) ? attn_bias : 0;
     if (is_qwen2_moe && (s = json_opt_bool(root, "qkv_bias", ctx, &cfg->qkv_bias, &present)) != XF_OK) return s; /* default true */
-    cfg->o_bias = (is_llama || is_qwen3) ? attn_bias : 0;
+    cfg->o_bias = (is_llama || is_qwen3 || is_gemma) ? attn_bias : 0;
     cfg->mlp_bias = is_llama ? mlp_bias : 0;
     cfg->qk_norm = is_qwen3;
 
@@ -774,6 +919,9 @@ static xf_status parse_obj(const cJSON *root, const char *ctx, model_config *cfg
         if (!use_sw) win_present = 0; /* transformers: sliding_window = None without use_sliding_window */
     }
     if (is_llama || is_deepseek) win_present = 0; /* LlamaAttention and DeepseekV3Attention have no window */
+    if (is_gemma && !swf) win = 4096, win_present = 1; /* Gemma3TextConfig's default */
+    if (is_gemma && !win_present)
+        return xf_errorf(XF_EINVAL, "%s: field 'sliding_window' is null on a gemma3 config: its local layers need a window", ctx);
     const cJSON *lt = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
     if (lt && !cJSON_IsNull(lt)) {
         if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != (int)cfg->n_layers)
@@ -794,6 +942,11 @@ static xf_status parse_obj(const cJSON *root, const char *ctx, model_config *cfg
                                  li, is_llama ? "llama has no sliding window" : "set sliding_window and use_sliding_window");
             if (sliding) cfg->window_layers[li / 64] |= UINT64_C(1) << (li % 64);
         }
+    } else if (is_gemma) { /* sliding_window_pattern (default 6): layer l is local unless (l + 1) % pattern == 0 */
+        int64_t pattern = 6;
+        if ((s = json_opt_int(root, "sliding_window_pattern", ctx, 1, CFG_MAX_LAYERS, &pattern, &present)) != XF_OK) return s;
+        for (int64_t l = 0; l < cfg->n_layers; l++)
+            if ((l + 1) % pattern != 0) cfg->window_layers[l / 64] |= UINT64_C(1) << (l % 64);
     } else if (win_present) {
         int64_t first = 0;
         if ((is_qwen2 || is_qwen3) && !is_qwen3_moe) { /* qwen3_moe windows every layer */
@@ -849,6 +1002,7 @@ static xf_status parse_obj(const cJSON *root, const char *ctx, model_config *cfg
         (void)jitter; /* applied in training only */
     }
     if (is_deepseek && (s = parse_deepseek_moe(root, ctx, cfg)) != XF_OK) return s;
+    if (is_gemma && (s = parse_gemma3(root, ctx, cfg)) != XF_OK) return s;
     /* Other fields that would change the math and that no supported family uses. */
     static const char *const k_unknown_math[] = {"attn_logit_softcapping", "final_logit_softcapping", "partial_rotary_factor",
                                                  "num_local_experts", "num_experts", "n_routed_experts", "kv_lora_rank",
@@ -868,7 +1022,7 @@ static xf_status parse_obj(const cJSON *root, const char *ctx, model_config *cfg
     }
     char act[32];
     if ((s = json_opt_string(root, "hidden_act", ctx, act, sizeof act, &present)) != XF_OK) return s;
-    if (present && strcmp(act, "silu") != 0)
+    if (present && !is_gemma && strcmp(act, "silu") != 0) /* gemma3 reads hidden_activation (parse_gemma3) */
         return xf_errorf(XF_EINVAL, "%s: field 'hidden_act' is '%s'; xfprof models SwiGLU FFNs ('silu') only", ctx, act);
 
     if ((s = config_validate(cfg)) != XF_OK) return xf_error_prefix(s, "%s: ", ctx);

@@ -44,6 +44,14 @@ int64_t config_active_param_count(const model_config *cfg);
  * invalid config. */
 xf_status config_rope_freqs(const model_config *cfg, double *inv_freq, double *attn_factor);
 
+/* The same for layer `layer`: gemma3's windowed layers (rope_local_theta > 0) take plain RoPE at
+ * rope_local_theta, every other layer config_rope_freqs'. */
+xf_status config_rope_freqs_layer(const model_config *cfg, int64_t layer, double *inv_freq, double *attn_factor);
+
+/* 1 when cfg uses any of gemma3's features (embed_scale, sandwich_norms, ffn_gelu, attn_scalar,
+ * rope_local_theta). */
+int config_is_gemma3(const model_config *cfg);
+
 /* The first feature of cfg beyond the Llama-2 decoder (biases other than qkv, q/k norm, scaled
  * RoPE, sliding windows) as the config field that turns it on, for backends that do not run it yet; NULL when none.
  * A static string. */

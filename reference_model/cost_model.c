@@ -29,6 +29,7 @@
 #define FLOPS_NORM 4.0
 #define FLOPS_ROPE 3.0
 #define FLOPS_SWIGLU 5.0
+#define FLOPS_GEGLU 9.0 /* gelu_pytorch_tanh(g) * u: x^3, the affine, tanh, 1 +, 0.5 x *, * u (tanh counted as one) */
 #define FLOPS_SOFTMAX 5.0
 #define LOGIT_BYTES 4.0 /* fp32 logits */
 #define TOKEN_BYTES 4.0 /* int32 token ids */
@@ -303,10 +304,15 @@ xf_status cost_step_of_sums(const model_config *cfg, const workload *w, const co
 
     /* Embedding: gather N rows (at most the whole table) and the N token ids; write N x d. */
     double rows = N < (double)V ? N : (double)V;
-    op_set(&ops[i++], ph, -1, OP_EMBEDDING, ew, 0.0, wbytes(w, rows * (double)d, d), N * TOKEN_BYTES,
-           abytes(w, N, d), 0, 0);
+    /* gemma3 scales the rows by sqrt(d): one multiply per element */
+    op_set(&ops[i++], ph, -1, OP_EMBEDDING, ew, cfg->embed_scale != 0 ? N * (double)d : 0.0, wbytes(w, rows * (double)d, d),
+           N * TOKEN_BYTES, abytes(w, N, d), 0, 0);
 
     const double norm_w = dtype_bytes(small, (double)d, 0, 0);
+    /* gemma3's post-attention / post-feedforward norms run in the residual ops (on the sublayer's
+     * output, before the add): their FLOPs and weights */
+    const double post_fl = cfg->sandwich_norms ? FLOPS_NORM * N * (double)d : 0, post_w = cfg->sandwich_norms ? norm_w : 0;
+    const double act_fl = cfg->ffn_gelu ? FLOPS_GEGLU : FLOPS_SWIGLU;
     for (int64_t l = 0; l < cfg->n_layers; l++) {
         int layer = (int)l;
         op_set(&ops[i++], ph, layer, OP_ATTN_NORM, ew, FLOPS_NORM * N * (double)d, norm_w, abytes(w, N, d),
@@ -358,7 +364,7 @@ xf_status cost_step_of_sums(const model_config *cfg, const workload *w, const co
                wbytes(w, (double)q_dim * (double)d, q_dim) + o_bias_w, abytes(w, N, q_dim), abytes(w, N, d), 0, 0);
 
     residual:
-        op_set(&ops[i++], ph, layer, OP_ATTN_RESIDUAL, ew, N * (double)d, 0, 2.0 * abytes(w, N, d), abytes(w, N, d),
+        op_set(&ops[i++], ph, layer, OP_ATTN_RESIDUAL, ew, N * (double)d + post_fl, post_w, 2.0 * abytes(w, N, d), abytes(w, N, d),
                0, 0);
 
         op_set(&ops[i++], ph, layer, OP_FFN_NORM, ew, FLOPS_NORM * N * (double)d, norm_w, abytes(w, N, d),
@@ -395,13 +401,13 @@ xf_status cost_step_of_sums(const model_config *cfg, const workload *w, const co
                wbytes(w, 2.0 * (double)d * (double)f, d) + dtype_bytes(small, gu_b, 0, 0), abytes(w, N, d),
                2.0 * abytes(w, N, f), 0, 0);
 
-        op_set(&ops[i++], ph, layer, OP_SWIGLU, ew, FLOPS_SWIGLU * N * (double)f, 0, 2.0 * abytes(w, N, f),
+        op_set(&ops[i++], ph, layer, OP_SWIGLU, ew, act_fl * N * (double)f, 0, 2.0 * abytes(w, N, f),
                abytes(w, N, f), 0, 0);
 
         op_set(&ops[i++], ph, layer, OP_DOWN, gemm, 2.0 * N * (double)f * (double)d + N * dn_b,
                wbytes(w, (double)f * (double)d, f) + dtype_bytes(small, dn_b, 0, 0), abytes(w, N, f), abytes(w, N, d), 0, 0);
 
-        op_set(&ops[i++], ph, layer, OP_FFN_RESIDUAL, ew, N * (double)d, 0, 2.0 * abytes(w, N, d), abytes(w, N, d),
+        op_set(&ops[i++], ph, layer, OP_FFN_RESIDUAL, ew, N * (double)d + post_fl, post_w, 2.0 * abytes(w, N, d), abytes(w, N, d),
                0, 0);
     }
 
@@ -442,6 +448,7 @@ double cost_weight_bytes(const model_config *cfg, const workload *w) {
     if (cfg->qkv_bias) per_layer += dtype_bytes(small, (double)qkv_out, 0, 0);
     if (cfg->o_bias) per_layer += dtype_bytes(small, (double)d, 0, 0);
     if (cfg->qk_norm) per_layer += dtype_bytes(small, 2.0 * (double)hd, 0, 0);
+    if (cfg->sandwich_norms) per_layer += dtype_bytes(small, 2.0 * (double)d, 0, 0); /* gemma3's post norms */
     if (cfg->mlp_bias) per_layer += dtype_bytes(small, 2.0 * (double)f + (double)d, 0, 0);
     double emb = wbytes(w, (double)V * (double)d, d);
     double total = emb + (double)cfg->n_layers * per_layer + ((double)cfg->n_layers - n_moe) * dense_ffn + n_moe * moe_ffn +

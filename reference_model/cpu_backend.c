@@ -115,6 +115,8 @@ typedef struct cpu_ctx {
     cpu_dnnl *dnnl;        /* bf16 weights, prefill, oneDNN built: its engine; NULL otherwise */
     double *rope_inv;      /* (head_dim / 2) RoPE inverse frequencies (config_rope_freqs) */
     double rope_scale;     /* what cos and sin are multiplied by (yarn's attention factor; else 1) */
+    double *rope_inv_local; /* (head_dim / 2) gemma3's windowed layers' frequencies (config_rope_freqs_layer); NULL otherwise */
+    double rope_scale_local;
     cpu_moe *moe;          /* the experts' buffers and router choices (cpu_moe.h); NULL for a dense model */
     /* latent attention (cpu_mla.h): kpool rows are the latent (kv_dim = kv_lora_rank + qk_rope_head_dim),
      * no vpool; qkv rows [q_a or q | c_kv | k_rope] (qkv_dim = q_rows + kv_dim); att rows n_heads * v_head_dim */
@@ -217,6 +219,7 @@ static void cpu_free(void *ctx) {
     free(c->bfx);
     cpu_dnnl_free(c->dnnl);
     free(c->rope_inv);
+    free(c->rope_inv_local);
     free(c->mla_q);
     free(c->mla_qa);
     free(c->mla_ckv);
@@ -394,6 +397,12 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
     }
     c->rope_inv = cpu_alloc(c, cfg->head_dim / 2, sizeof(double), &st);
     if (!st) st = config_rope_freqs(cfg, c->rope_inv, &c->rope_scale);
+    if (!st && cfg->rope_local_theta > 0) {
+        int64_t lw = 0; /* a windowed layer, whose table the local one is */
+        while (lw < cfg->n_layers && model_layer_window(cfg, lw) == 0) lw++;
+        c->rope_inv_local = cpu_alloc(c, cfg->head_dim / 2, sizeof(double), &st);
+        if (!st) st = config_rope_freqs_layer(cfg, lw, c->rope_inv_local, &c->rope_scale_local);
+    }
     if (!st && cfg->n_experts > 0) {
         st = cpu_moe_init(&c->moe, cfg, T, c->threads);
         c->bytes += cpu_moe_bytes(c->moe);
@@ -738,8 +747,12 @@ static xf_status cpu_run_op(void *ctx, op_kind k, int layer, const step_batch *b
         for (int64_t t = 0; t < n; t++)
             if (b->tokens[t] < 0 || b->tokens[t] >= cfg->vocab)
                 return xf_errorf(XF_EINVAL, "token id %d is outside the vocabulary [0, %lld)", b->tokens[t], (long long)cfg->vocab);
+        const float es = (float)cfg->embed_scale; /* gemma3: sqrt(d_model) in fp32 */
 #pragma omp parallel for num_threads(nth) schedule(static) if (n * d >= CPU_PAR_MIN)
-        for (int64_t t = 0; t < n; t++) xk_dequant_rows(E, b->tokens[t], b->tokens[t] + 1, c->x + t * d);
+        for (int64_t t = 0; t < n; t++) {
+            xk_dequant_rows(E, b->tokens[t], b->tokens[t] + 1, c->x + t * d);
+            for (int64_t i = 0; es != 0 && i < d; i++) c->x[t * d + i] *= es;
+        }
         return XF_OK;
     }
     case OP_ATTN_NORM:
@@ -754,13 +767,15 @@ static xf_status cpu_run_op(void *ctx, op_kind k, int layer, const step_batch *b
         if (Lw->qkv_bias) cpu_add_bias(c, c->qkv, Lw->qkv_bias, n, c->qkv_dim);
         return XF_OK;
     case OP_ROPE: {
+        const int local = c->rope_inv_local && model_layer_window(cfg, layer) > 0; /* gemma3's local RoPE base */
+        const double *rinv = local ? c->rope_inv_local : c->rope_inv, rsc = local ? c->rope_scale_local : c->rope_scale;
 #pragma omp parallel num_threads(nth) if (n * c->qkv_dim >= CPU_PAR_MIN)
         {
             float *cs = c->att_scratch + (int64_t)omp_get_thread_num() * c->att_scratch_n; /* (head_dim) cos | sin */
 #pragma omp for schedule(static)
             for (int64_t t = 0; t < n; t++) {
                 const int64_t s = c->tok_seq[t], pos = b->seqs[s].pos + (t - b->tok_off[s]);
-                xk_rope_table_freqs(cs, cs + hd / 2, pos, c->rope_inv, hd / 2, c->rope_scale);
+                xk_rope_table_freqs(cs, cs + hd / 2, pos, rinv, hd / 2, rsc);
                 float *row = c->qkv + t * c->qkv_dim;
                 if (Lw->q_norm) { /* qwen3: RMSNorm of every Q and K head over head_dim, before the rotation */
                     for (int64_t h = 0; h < cfg->n_heads; h++) xk_rmsnorm(row + h * hd, row + h * hd, Lw->q_norm, hd, (float)cfg->norm_eps);
@@ -787,7 +802,7 @@ static xf_status cpu_run_op(void *ctx, op_kind k, int layer, const step_batch *b
     }
     case OP_ATTENTION: {
         const int64_t nkv = cfg->n_kv_heads, nrep = c->n_rep, qpb = xk_attn_block_queries(nrep);
-        const float scale = (float)(1.0 / sqrt((double)hd));
+        const float scale = (float)config_softmax_scale(cfg); /* 1 / sqrt(head_dim), gemma3's 1 / sqrt(query_pre_attn_scalar) */
         /* A sliding-window layer: query at position p sees keys p - win + 1 .. p (transformers'
          * key > query - window); it takes the per-query kernel for every sequence. */
         const int64_t win = model_layer_window(cfg, layer);
@@ -851,10 +866,16 @@ static xf_status cpu_run_op(void *ctx, op_kind k, int layer, const step_batch *b
         if (Lw->o_bias) cpu_add_bias(c, c->proj, Lw->o_bias, n, d);
         return XF_OK;
     case OP_ATTN_RESIDUAL:
-    case OP_FFN_RESIDUAL:
+    case OP_FFN_RESIDUAL: {
+        /* gemma3: the sublayer's output goes through its post norm first (in this op's range) */
+        const float *pn = k == OP_ATTN_RESIDUAL ? Lw->post_attn_norm : Lw->post_ffn_norm;
 #pragma omp parallel for num_threads(nth) schedule(static) if (n * d >= CPU_PAR_MIN)
-        for (int64_t t = 0; t < n; t++) xk_add(c->x + t * d, c->proj + t * d, d);
+        for (int64_t t = 0; t < n; t++) {
+            if (pn) xk_rmsnorm(c->proj + t * d, c->proj + t * d, pn, d, (float)cfg->norm_eps);
+            xk_add(c->x + t * d, c->proj + t * d, d);
+        }
         return XF_OK;
+    }
     case OP_GATE_UP:
         if (Lw->exp_gate_up) return cpu_moe_gate_up(c->moe, Lw, layer, c->xn, n, cpu_moe_lin, c);
         cpu_linear(c, &Lw->gate_up, c->xn, n, c->gu);
@@ -868,7 +889,8 @@ static xf_status cpu_run_op(void *ctx, op_kind k, int layer, const step_batch *b
         }
         /* per token; one token (decode) runs on the calling thread: a fork costs more than it */
 #pragma omp parallel for num_threads(nth) schedule(static) if (n > 1 && n * ff >= CPU_PAR_MIN / 8)
-        for (int64_t t = 0; t < n; t++) xk_swiglu(c->hff + t * ff, c->gu + t * 2 * ff, c->gu + t * 2 * ff + ff, ff);
+        for (int64_t t = 0; t < n; t++)
+            (cfg->ffn_gelu ? xk_geglu : xk_swiglu)(c->hff + t * ff, c->gu + t * 2 * ff, c->gu + t * 2 * ff + ff, ff);
         return XF_OK;
     }
     case OP_DOWN:

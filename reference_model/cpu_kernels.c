@@ -1308,3 +1308,11 @@ int64_t xk_argmax(const float *v, int64_t n) {
         if (v[i] > v[best]) best = i;
     return best;
 }
+
+void xk_geglu(float *h, const float *g, const float *u, int64_t n) {
+    const double k = 0.7978845608028654; /* sqrt(2 / pi) */
+    for (int64_t i = 0; i < n; i++) {
+        const double x = g[i];
+        h[i] = (float)(0.5 * x * (1.0 + tanh(k * (x + 0.044715 * x * x * x)))) * u[i];
+    }
+}

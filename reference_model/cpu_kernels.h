@@ -135,6 +135,10 @@ void xk_swiglu(float *h, const float *g, const float *u, int64_t n);
 /* y[i] += x[i]. */
 void xk_add(float *y, const float *x, int64_t n);
 
+/* h[i] = gelu_tanh(g[i]) * u[i] (gemma3's GeGLU; PyTorch's gelu approximate='tanh':
+ * 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))), scalar. h may alias neither input. */
+void xk_geglu(float *h, const float *g, const float *u, int64_t n);
+
 /* Index of the largest of n values (the first one on ties). */
 int64_t xk_argmax(const float *v, int64_t n);
 

@@ -521,6 +521,20 @@ static xf_status load_mla(const st_set *s, const model_config *F, const model_co
     return st;
 }
 
+/* Gemma3RMSNorm multiplies by (1 + w) in fp32: the stored weights become those multipliers, so the
+ * backends' RMSNorm stays x / rms(x) * w for every family. */
+static void gemma3_norms_plus_one(model_weights *w) {
+    const model_config *c = &w->cfg;
+    for (int64_t i = 0; i < c->d_model; i++) w->final_norm[i] = 1.0f + w->final_norm[i];
+    for (int64_t l = 0; l < c->n_layers; l++) {
+        layer_weights *L = &w->layers[l];
+        float *const dv[4] = {L->attn_norm, L->ffn_norm, L->post_attn_norm, L->post_ffn_norm};
+        for (int k = 0; k < 4; k++)
+            for (int64_t i = 0; dv[k] && i < c->d_model; i++) dv[k][i] = 1.0f + dv[k][i];
+        for (int64_t i = 0; L->q_norm && i < c->head_dim; i++) L->q_norm[i] = 1.0f + L->q_norm[i], L->k_norm[i] = 1.0f + L->k_norm[i];
+    }
+}
+
 xf_status st_load_weights(const char *dir, const model_config *c, xf_dtype dtype, int group, model_weights **out) {
     return st_load_weights_slice(dir, c, dtype, group, NULL, out);
 }
@@ -533,6 +547,11 @@ xf_status st_load_weights_slice(const char *dir, const model_config *c, xf_dtype
     if (!sl) sl = &whole;
     const model_config *F = sl->full; /* what the files hold; c: what this process holds */
     if (!F) return xf_errorf(XF_EINVAL, "st_load_weights: a slice without its full model");
+    if (strcmp(F->arch, "gemma3") == 0)
+        return xf_errorf(XF_EINVAL, "%s: a multimodal gemma3 folder (its language model under language_model.*) is not read; "
+                         "give a gemma3_text model (Gemma3ForCausalLM) or run the config with random weights", dir);
+    if (sl != &whole && config_is_gemma3(F))
+        return xf_errorf(XF_EINVAL, "%s: a tensor-parallel shard of %s: gemma3 is not implemented in the split reference model", dir, F->name);
     st_set s;
     xf_status st = st_set_open(&s, dir);
     if (st) return st;
@@ -564,7 +583,12 @@ xf_status st_load_weights_slice(const char *dir, const model_config *c, xf_dtype
         if (!st && !moe) st = load_block(&s, XF_NAME("mlp.up_proj.weight"), ff, d, f0, 0, &L->gate_up, c->d_ff, c->d_ff);
         if (!st && !moe) st = load_block(&s, XF_NAME("mlp.down_proj.weight"), d, ff, 0, f0, &L->down, 0, d);
         if (!st) st = load_vec(&s, XF_NAME("input_layernorm.weight"), L->attn_norm, d);
-        if (!st) st = load_vec(&s, XF_NAME("post_attention_layernorm.weight"), L->ffn_norm, d);
+        if (!st && !c->sandwich_norms) st = load_vec(&s, XF_NAME("post_attention_layernorm.weight"), L->ffn_norm, d);
+        if (!st && c->sandwich_norms) { /* gemma3: four norms around the two sublayers */
+            st = load_vec(&s, XF_NAME("post_attention_layernorm.weight"), L->post_attn_norm, d);
+            if (!st) st = load_vec(&s, XF_NAME("pre_feedforward_layernorm.weight"), L->ffn_norm, d);
+            if (!st) st = load_vec(&s, XF_NAME("post_feedforward_layernorm.weight"), L->post_ffn_norm, d);
+        }
         if (!st && c->qkv_bias) {
             st = load_vec_part(&s, XF_NAME("self_attn.q_proj.bias"), L->qkv_bias, fq, q0, q_dim);
             if (!st) st = load_vec_part(&s, XF_NAME("self_attn.k_proj.bias"), L->qkv_bias + q_dim, fkv, kv0, kv_dim);
@@ -596,6 +620,7 @@ xf_status st_load_weights_slice(const char *dir, const model_config *c, xf_dtype
         }
 #undef XF_NAME
     }
+    if (!st && config_is_gemma3(c)) gemma3_norms_plus_one(w);
     if (!st) warn_unused(&s, dir);
     st_set_free(&s);
     if (st) {

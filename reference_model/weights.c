@@ -183,7 +183,7 @@ xf_status weights_bytes_kinds(const model_config *c, xf_dtype dtype, int group, 
     }
     const int64_t n_moe = model_moe_layers(c), n_dense = c->n_layers - n_moe;
     /* norms and biases, fp32 (mlp biases on dense FFNs only; the shared expert's gate on MoE layers) */
-    int64_t small = 2 * c->d_model + (c->qkv_bias ? qkv_rows : 0) + (c->o_bias ? c->d_model : 0) +
+    int64_t small = (c->sandwich_norms ? 4 : 2) * c->d_model + (c->qkv_bias ? qkv_rows : 0) + (c->o_bias ? c->d_model : 0) +
                     (c->qk_norm ? 2 * c->head_dim : 0) +
                     (model_is_mla(c) ? c->q_lora_rank + c->kv_lora_rank : 0); /* q_a and kv_a RMSNorms */
     const int64_t small_dense = c->mlp_bias ? 2 * c->d_ff + c->d_model : 0, small_moe = (c->shared_expert_gate ? c->d_model : 0) +
@@ -261,6 +261,8 @@ void weights_free(model_weights *w) {
             layer_weights *L = &w->layers[l];
             free(L->attn_norm);
             free(L->ffn_norm);
+            free(L->post_attn_norm);
+            free(L->post_ffn_norm);
             free(L->qkv_bias);
             free(L->o_bias);
             free(L->q_norm);
@@ -352,6 +354,10 @@ xf_status weights_alloc(model_weights **out, const model_config *c, xf_dtype dty
         if (c->qkv_bias) L->qkv_bias = alloc64(qkv_rows * 4);
         if (c->o_bias) L->o_bias = alloc64(c->d_model * 4);
         if (c->qk_norm) L->q_norm = alloc64(c->head_dim * 4), L->k_norm = alloc64(c->head_dim * 4);
+        if (c->sandwich_norms && (!(L->post_attn_norm = alloc64(c->d_model * 4)) || !(L->post_ffn_norm = alloc64(c->d_model * 4)))) {
+            st = xf_errorf(XF_ENOMEM, "out of memory");
+            break;
+        }
         const int moe = model_layer_is_moe(c, l);
         if (c->mlp_bias && !moe) L->gate_up_bias = alloc64(2 * c->d_ff * 4), L->down_bias = alloc64(c->d_model * 4);
         if (!L->attn_norm || !L->ffn_norm || (c->qkv_bias && !L->qkv_bias) || (c->o_bias && !L->o_bias) ||
@@ -541,7 +547,7 @@ static inline float elem_value(uint64_t rk, int64_t col) {
 
 float weights_random_value(uint64_t seed, int tensor, int layer, int64_t row, int64_t col) {
     if (tensor == WT_ATTN_NORM || tensor == WT_FFN_NORM || tensor == WT_FINAL_NORM || tensor == WT_Q_NORM ||
-        tensor == WT_K_NORM)
+        tensor == WT_K_NORM || tensor == WT_POST_ATTN_NORM || tensor == WT_POST_FFN_NORM)
         return 1.0f;
     return elem_value(row_key(seed, tensor, layer, row), col);
 }
@@ -586,6 +592,8 @@ xf_status weights_init_random(model_weights **out, const model_config *c, uint64
         layer_weights *L = &w->layers[l];
         fill_vec(L->attn_norm, c->d_model, seed, WT_ATTN_NORM, l);
         fill_vec(L->ffn_norm, c->d_model, seed, WT_FFN_NORM, l);
+        if (L->post_attn_norm) fill_vec(L->post_attn_norm, c->d_model, seed, WT_POST_ATTN_NORM, l);
+        if (L->post_ffn_norm) fill_vec(L->post_ffn_norm, c->d_model, seed, WT_POST_FFN_NORM, l);
         if (L->qkv_bias) {
             fill_vec(L->qkv_bias, q_dim, seed, WT_BQ, l);
             fill_vec(L->qkv_bias + q_dim, kv_dim, seed, WT_BK, l);

@@ -44,7 +44,10 @@ typedef struct layer_weights {
     float *o_bias;    /* (d_model), NULL unless cfg.o_bias */
     float *q_norm;    /* (head_dim) RMSNorm weight shared by every Q head, NULL unless cfg.qk_norm */
     float *k_norm;    /* (head_dim) the same for K heads */
-    float *ffn_norm;  /* (d_model) */
+    float *ffn_norm;  /* (d_model) (gemma3: pre_feedforward_layernorm) */
+    float *post_attn_norm; /* (d_model) gemma3's post_attention_layernorm on o_proj's output; NULL unless cfg.sandwich_norms */
+    float *post_ffn_norm;  /* (d_model) gemma3's post_feedforward_layernorm on down's output; NULL unless cfg.sandwich_norms.
+                              Every norm weight is the multiplier itself: gemma3's (1 + w) is added when read from a folder */
     wmat gate_up;     /* (2 * d_ff, d_model): gate rows then up rows */
     float *gate_up_bias; /* (2 * d_ff) gate then up, NULL unless cfg.mlp_bias */
     wmat down;        /* (d_model, d_ff) */
@@ -130,6 +133,7 @@ enum {
     WT_ROUTER, WT_SH_GATE, WT_SH_UP, WT_SH_DOWN, WT_SH_GATE_W,
     WT_EXP_GATE, WT_EXP_UP, WT_EXP_DOWN, /* expert e of these is tensor WT_EXP_* + (e + 1) * WT_EXPERT_STRIDE */
     WT_Q_B, WT_KV_B, WT_Q_A_NORM, WT_KV_A_NORM, WT_ROUTER_BIAS, /* latent attention (WT_Q: q_a or q_proj, WT_K: kv_a) */
+    WT_POST_ATTN_NORM, WT_POST_FFN_NORM, /* gemma3's sandwich norms */
     WT_COUNT
 };
 #define WT_EXPERT_STRIDE 256

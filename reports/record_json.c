@@ -135,6 +135,12 @@ static cJSON *model_to_json(const record *r) {
     for (int64_t l = 0; ok && m->n_experts > 0 && l < m->n_layers; l++)
         if (!model_layer_is_moe(m, l)) ok = cJSON_AddItemToArray(dl, cJSON_CreateNumber((double)l));
     ok = ok && write_mla(o, m);
+    if (ok && (m->embed_scale != 0 || m->sandwich_norms || m->ffn_gelu || m->attn_scalar != 0 || m->rope_local_theta != 0)) {
+        cJSON *g = cJSON_AddObjectToObject(o, "gemma3"); /* optional: written for gemma3 models only */
+        ok = g && json_add_number(g, "embed_scale", m->embed_scale) && add_bool(g, "sandwich_norms", m->sandwich_norms) &&
+             add_bool(g, "gelu_tanh_ffn", m->ffn_gelu) && json_add_number(g, "query_pre_attn_scalar", m->attn_scalar) &&
+             json_add_number(g, "rope_local_base_freq", m->rope_local_theta);
+    }
     if (!ok) {
         cJSON_Delete(o);
         return NULL;
@@ -544,6 +550,21 @@ static xf_status read_model(const cJSON *j, record *r) {
     if ((m->d_ff_shared > 0 || m->shared_expert_gate) && m->n_experts <= 0)
         return xf_errorf(XF_EINVAL, "%s: a shared expert (d_ff_shared, shared_expert_gate) without routed experts", ctx);
     if ((s = read_mla(j, ctx, m))) return s;
+    m->embed_scale = m->attn_scalar = m->rope_local_theta = 0;
+    m->sandwich_norms = m->ffn_gelu = 0;
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(j, "gemma3"); /* optional (records before it lack it) */
+    if (g && !cJSON_IsNull(g)) {
+        char gctx[160];
+        snprintf(gctx, sizeof gctx, "%s.gemma3", ctx);
+        if (!cJSON_IsObject(g)) return xf_errorf(XF_EINVAL, "%s: must be an object", gctx);
+        if ((s = json_get_number(g, "embed_scale", gctx, &m->embed_scale)) || (s = json_get_bool(g, "sandwich_norms", gctx, &m->sandwich_norms)) ||
+            (s = json_get_bool(g, "gelu_tanh_ffn", gctx, &m->ffn_gelu)) ||
+            (s = json_get_number(g, "query_pre_attn_scalar", gctx, &m->attn_scalar)) ||
+            (s = json_get_number(g, "rope_local_base_freq", gctx, &m->rope_local_theta)))
+            return s;
+        if (!(m->embed_scale >= 0 && m->attn_scalar >= 0 && m->rope_local_theta >= 0))
+            return xf_errorf(XF_EINVAL, "%s: embed_scale, query_pre_attn_scalar and rope_local_base_freq must be >= 0", gctx);
+    }
     if (m->n_experts > 0 && (m->experts_per_tok < 1 || m->experts_per_tok > m->n_experts || m->d_ff_expert < 1))
         return xf_errorf(XF_EINVAL, "%s: n_experts %lld needs 1 <= experts_per_tok (%lld) <= n_experts and d_ff_expert >= 1", ctx,
                          (long long)m->n_experts, (long long)m->experts_per_tok);

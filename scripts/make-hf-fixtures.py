@@ -116,6 +116,50 @@ MLA = dict(q_lora_rank=16, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_di
            head_dim=8, first_k_dense_replace=2, n_routed_experts=4, n_shared_experts=1, moe_intermediate_size=32,
            num_experts_per_tok=2, n_group=1, topk_group=1, rope_interleave=True, attention_bias=False)
 
+# gemma3_text: 3 layers, local-global-local (window 8 < prompt + gen), head_dim 32 (q width 128 !=
+# hidden 64), query_pre_attn_scalar 24, the global layers' RoPE linear x8 at base 1e6, the local
+# layers' plain RoPE at 1e4. hidden_act is not a gemma3 field (hidden_activation is).
+GEMMA3 = dict(head_dim=32, layer_types=["sliding_attention", "full_attention", "sliding_attention"], num_hidden_layers=3,
+              sliding_window=8, query_pre_attn_scalar=24, hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=True,
+              rope_parameters={"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
+                               "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}})
+
+
+def gemma_cfg(**kw):
+    def f(c):
+        c = copy.deepcopy(c)
+        for k, v in kw.items():
+            if k == "full_rope":
+                c["rope_parameters"]["full_attention"] = v
+            elif k == "local_theta":
+                c["rope_parameters"]["sliding_attention"]["rope_theta"] = v
+            else:
+                c[k] = v
+        return c
+    return f
+
+
+def gemma_no_embed_scale(m):
+    m.model.embed_tokens.embed_scale.fill_(1.0)
+
+
+def gemma_no_post_norms(m):
+    for layer in m.model.layers:
+        layer.post_attention_layernorm.forward = lambda x: x
+        layer.post_feedforward_layernorm.forward = lambda x: x
+
+
+# more ablations than the first one, each of which must change the tokens too
+EXTRA_ABLATIONS = {
+    "gemma3": [("no embedding scale", None, gemma_no_embed_scale),
+               ("no post-attention/post-feedforward norms", None, gemma_no_post_norms),
+               ("the local layers at the global RoPE base", gemma_cfg(local_theta=1000000.0), None),
+               ("the global layers without linear RoPE scaling", gemma_cfg(full_rope={"rope_type": "default", "rope_theta": 1000000.0}), None),
+               ("query_pre_attn_scalar = head_dim", gemma_cfg(query_pre_attn_scalar=32), None),
+               ("SiLU instead of gelu_pytorch_tanh", gemma_cfg(hidden_activation="silu"), None),
+               ("q/k norm dropped", None, drop_qk_norm)],
+}
+
 FIXTURES = {
     "llama-rope-llama3": ("llama", {"rope_scaling": llama3_rope()}, ("plain RoPE", no_rope_scaling, None)),
     "llama-rope-linear": ("llama", {"rope_scaling": {"rope_type": "linear", "factor": 4.0}},
@@ -161,6 +205,8 @@ FIXTURES = {
                                                                "original_max_position_embeddings": 16, "mscale": 1.0,
                                                                "mscale_all_dim": 1.0}),
                           ("plain RoPE and softmax scale", no_rope_scaling, None)),
+    "gemma3": ("gemma3_text", GEMMA3, ("every layer global (no window)",
+                                       gemma_cfg(layer_types=["full_attention"] * 3), None)),
     "deepseek-mla": ("deepseek_v3", MLA, ("half-split RoPE instead of interleaved", no_interleave, None)),
     "deepseek-mla-yarn": ("deepseek_v3", dict(MLA, q_lora_rank=None,
                                               rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
@@ -210,25 +256,38 @@ def generate(model):
     return toks, out.logits[0][0].tolist(), out.logits[-1][0].tolist()
 
 
+def ablated_differ(name, model_type, cfg, model, toks, what, ablate_cfg, ablate_model):
+    """Tokens of the same weights without the feature that differ from toks (exits when none do)."""
+    abl = build(model_type, ablate_cfg(cfg) if ablate_cfg else cfg)
+    abl.load_state_dict(model.state_dict())
+    if ablate_model:
+        with torch.no_grad():
+            ablate_model(abl)
+    atoks, _, _ = generate(abl)
+    differ = sum(a != b for a, b in zip(toks, atoks))
+    print(f"{name}: with {what}: {differ}/16 tokens differ")
+    if differ == 0:
+        sys.exit(f"{name}: removing the feature ({what}) does not change the tokens: the fixture would not test it")
+    return differ
+
+
 def make(name, out_dir):
     model_type, over, (what, ablate_cfg, ablate_model) = FIXTURES[name]
     cfg = dict(BASE, **over)
+    if model_type == "gemma3_text":
+        cfg.pop("hidden_act")
+        cfg.pop("rope_theta")
     torch.manual_seed(0)
     model = build(model_type, cfg)
     randomize(model, 1234)
     toks, first, last = generate(model)
+    print(f"{name}: greedy {toks}")
     if len(set(toks)) < 4:
         sys.exit(f"{name}: the greedy tokens are degenerate ({toks}); change the seed or scales")
     # the ablation: the same weights without the feature
-    abl = build(model_type, ablate_cfg(cfg) if ablate_cfg else cfg)
-    abl.load_state_dict(model.state_dict())
-    if ablate_model:
-        ablate_model(abl)
-    atoks, _, _ = generate(abl)
-    differ = sum(a != b for a, b in zip(toks, atoks))
-    print(f"{name}: greedy {toks}; with {what}: {differ}/16 tokens differ")
-    if differ == 0:
-        sys.exit(f"{name}: removing the feature ({what}) does not change the tokens: the fixture would not test it")
+    differ = ablated_differ(name, model_type, cfg, model, toks, what, ablate_cfg, ablate_model)
+    for w2, c2, m2 in EXTRA_ABLATIONS.get(name, []):
+        ablated_differ(name, model_type, cfg, model, toks, w2, c2, m2)
     d = os.path.join(out_dir, name)
     os.makedirs(d, exist_ok=True)
     if name in FUSED:
@@ -269,6 +328,16 @@ PUBLISHED = {
                                              num_hidden_layers=24, num_attention_heads=16, num_key_value_heads=16,
                                              vocab_size=151936, max_position_embeddings=8192, rope_theta=1000000.0,
                                              norm_topk_prob=False, tie_word_embeddings=False, decoder_sparse_step=1)),
+    # google/gemma-3-1b-pt; google/gemma-3-4b-pt's text_config (the language model alone)
+    "gemma-3-1b": ("gemma3_text", dict(hidden_size=1152, intermediate_size=6912, num_hidden_layers=26, num_attention_heads=4,
+                                       num_key_value_heads=1, head_dim=256, vocab_size=262144, max_position_embeddings=32768,
+                                       query_pre_attn_scalar=256, rope_theta=1000000.0, rope_local_base_freq=10000.0,
+                                       sliding_window=512, sliding_window_pattern=6, rope_scaling=None)),
+    "gemma-3-4b": ("gemma3_text", dict(hidden_size=2560, intermediate_size=10240, num_hidden_layers=34, num_attention_heads=8,
+                                       num_key_value_heads=4, head_dim=256, vocab_size=262208, max_position_embeddings=131072,
+                                       query_pre_attn_scalar=256, rope_theta=1000000.0, rope_local_base_freq=10000.0,
+                                       sliding_window=1024, sliding_window_pattern=6,
+                                       rope_scaling={"rope_type": "linear", "factor": 8.0})),
 }
 
 

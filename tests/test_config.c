@@ -229,15 +229,15 @@ Test(config_preset, names_and_lookup) {
     const char *want[] = {"stories15m", "stories110m", "tinyllama-1.1b", "llama-2-7b", "llama-2-13b",
                           "llama-2-70b", "llama-3-8b", "llama-3-70b", "mistral-7b", "qwen2.5-7b",
                           "llama-3.1-8b", "llama-3.2-1b", "mixtral-8x7b", "qwen3-30b-a3b", "qwen3-8b",
-                          "deepseek-v3"};
-    cr_assert_eq(config_preset_count(), 16);
-    for (int i = 0; i < 16; i++) {
+                          "deepseek-v3", "gemma-3-1b", "gemma-3-4b"};
+    cr_assert_eq(config_preset_count(), 18);
+    for (int i = 0; i < 18; i++) {
         cr_assert_str_eq(config_preset_name(i), want[i]);
         model_config c = preset(want[i]);
         cr_assert_str_eq(c.name, want[i]);
     }
     cr_assert_null(config_preset_name(-1));
-    cr_assert_null(config_preset_name(16));
+    cr_assert_null(config_preset_name(18));
 }
 
 Test(config_preset, case_insensitive) {
@@ -610,7 +610,7 @@ Test(config_hf, unsupported_features) {
     expect_hf_error(build(NULL, "model_type", "\"qwen3_moe\""), XF_EINVAL, "num_experts");
     expect_hf_error(build(NULL, "model_type", "\"qwen2_moe\""), XF_EINVAL, "num_experts");
     expect_hf_error(build(NULL, "model_type", "\"deepseek_v3\""), XF_EINVAL, "kv_lora_rank");
-    expect_hf_error(build(NULL, "model_type", "\"gemma3_text\""), XF_EINVAL, "model_type");
+    expect_hf_error(build(NULL, "model_type", "\"gemma2\""), XF_EINVAL, "model_type");
 }
 
 /* ---- RoPE scaling: both spellings, every type, the frequencies transformers computes ---- */

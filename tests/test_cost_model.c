@@ -686,3 +686,40 @@ Test(cost_model, moe_shared_expert_and_chosen_experts) {
     /* every weight once: fp32 bytes = 4 x the parameter count (transformers': 208,576) */
     cr_assert_float_eq(cost_weight_bytes(&c, &w), 4.0 * 208576, 0);
 }
+
+/* gemma3: the scaled embedding (one multiply per element), the post-attention / post-feedforward
+ * norms in the residual ops (4 FLOPs per element and d weights each), GeGLU at 9 FLOPs per
+ * element, weights following the parameter count; gemma-3-1b's local layers read at most their
+ * 512-token window, the global ones the whole context, and the KV memory sums the layers. */
+Test(cost_model, gemma3_norms_embedding_geglu_and_windows) {
+    model_config c = tiny();
+    workload w = wl(1, 4, 0, XF_FP32, XF_FP32, XF_FP32);
+    cost_op *base = step(&c, &w, (step_shape){XF_PREFILL, 1, 4, 4});
+    c.embed_scale = sqrt(8.0);
+    c.sandwich_norms = 1;
+    c.ffn_gelu = 1;
+    c.attn_scalar = 16;
+    c.rope_local_theta = 10000;
+    cost_op *x = step(&c, &w, (step_shape){XF_PREFILL, 1, 4, 4});
+    EXACT(x[op_index(&c, 0, OP_EMBEDDING)].flops - base[op_index(&c, 0, OP_EMBEDDING)].flops, 4 * 8);
+    for (op_kind k = OP_ATTN_RESIDUAL; k <= OP_FFN_RESIDUAL; k = (op_kind)(k + (OP_FFN_RESIDUAL - OP_ATTN_RESIDUAL))) {
+        EXACT(x[op_index(&c, 0, k)].flops - base[op_index(&c, 0, k)].flops, 4.0 * 4 * 8);
+        EXACT(x[op_index(&c, 0, k)].weight_bytes - base[op_index(&c, 0, k)].weight_bytes, 8 * 4.0);
+    }
+    EXACT(x[op_index(&c, 0, OP_SWIGLU)].flops, base[op_index(&c, 0, OP_SWIGLU)].flops / 5.0 * 9.0);
+    EXACT(cost_weight_bytes(&c, &w), 4.0 * (double)config_param_count(&c));
+    free(base);
+    free(x);
+
+    c = preset("gemma-3-1b");
+    w = wl(2, 8192, 1808, XF_BF16, XF_BF16, XF_BF16);
+    EXACT(cost_weight_bytes(&c, &w), 2.0 * (double)config_param_count(&c));
+    cost_op *d = step(&c, &w, (step_shape){XF_DECODE, 2, 1, 10000});
+    /* one KV head of 256, bf16: 2 * 256 * 2 = 1024 bytes per token and layer */
+    EXACT(d[op_index(&c, 0, OP_ATTENTION)].kv_read_bytes, 2.0 * 512 * 1024);
+    EXACT(d[op_index(&c, 5, OP_ATTENTION)].kv_read_bytes, 2.0 * 10000 * 1024);
+    free(d);
+    cost_memory m;
+    cost_memory_of(&c, &w, &m);
+    EXACT(m.kv_bytes, 2.0 * (22 * 512.0 + 4 * 10000.0) * 1024);
+}

@@ -489,3 +489,53 @@ Test(hf_models, deepseek_mla_absorbed) { check_absorbed("deepseek-mla"); }
 Test(hf_models, deepseek_mla_yarn_absorbed) { check_absorbed("deepseek-mla-yarn"); }
 Test(hf_models, deepseek_moe_absorbed) { check_absorbed("deepseek-moe"); }
 Test(hf_models, deepseek_moe_yarn_absorbed) { check_absorbed("deepseek-moe-yarn"); }
+
+/* gemma3_text (Gemma3ForCausalLM): 3 layers local-global-local with a window of 8 (< 20 + 16),
+ * the embedding scaled by sqrt(64), (1 + w) RMSNorms, the post-attention and post-feedforward
+ * norms, q/k norm, head_dim 32 (q width 128 over hidden 64), query_pre_attn_scalar 24, the local
+ * layers' RoPE at 1e4 and the global layer's at 1e6 with linear x8, GeGLU (gelu_pytorch_tanh).
+ * make-hf-fixtures.py checked that removing any one of these changes 13-16 of the 16 tokens. */
+Test(hf_models, gemma3_text) {
+    model_config c;
+    cr_assert_eq(config_resolve(HF_DIR "gemma3", &c), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(model_layer_window(&c, 0), 8);
+    cr_assert_eq(model_layer_window(&c, 1), 0);
+    cr_assert_eq(model_layer_window(&c, 2), 8);
+    cr_assert(c.sandwich_norms && c.ffn_gelu && c.qk_norm && c.tied_embeddings);
+    cr_assert_float_eq(c.embed_scale, 8.0, 1e-12);
+    cr_assert_float_eq(c.attn_scalar, 24.0, 1e-12);
+    cr_assert_float_eq(c.rope_local_theta, 1e4, 1e-9);
+    cr_assert_float_eq(c.rope_theta, 1e6, 1e-6);
+    cr_assert_eq(c.rope.kind, ROPE_LINEAR);
+    check_fp32("gemma3");
+}
+/* bf16 exact as fp32. int8: the fixture's logits spread twice the others' (standard deviation 2.65,
+ * |max| 8.5, against 1.3 and 4.2 for qwen3/llama/mixtral: the (1 + w) post norms and the scaled
+ * embedding), and its error with them: measured 15/16 tokens, 0.66 / 0.91 of a logit (0.25 / 0.34
+ * of that deviation; the others 0.1-0.3 of a logit, 0.1-0.25 of theirs). Held to 0.4 of the
+ * deviation and 12 of 16 tokens, as check_lowp holds the others to 0.5 of a logit. */
+Test(hf_models_lowp, gemma3_text) {
+    outcome b = run_fixture("gemma3", XF_BF16, 2);
+    outcome q = run_fixture("gemma3", XF_INT8, 2);
+    const float sd = 2.65f; /* expected.json's logits_last, population standard deviation (2.37 for logits_first) */
+    cr_log_info("gemma3 bf16: %d/16 tokens, max |dlogit| %.3g / %.3g; int8: %d/16, %.3g / %.3g", b.same_tokens, b.max_first,
+                b.max_last, q.same_tokens, q.max_first, q.max_last);
+    cr_assert_eq(b.same_tokens, GEN, "gemma3 bf16: %d of 16 tokens", b.same_tokens);
+    cr_assert(b.max_first <= 1e-4f && b.max_last <= 1e-4f, "gemma3 bf16: logits off by %.3g / %.3g", b.max_first, b.max_last);
+    cr_assert(q.same_tokens >= 12, "gemma3 int8: %d of 16 tokens", q.same_tokens);
+    cr_assert(q.max_first <= 0.4f * 2.37f && q.max_last <= 0.4f * sd, "gemma3 int8: logits off by %.3g / %.3g", q.max_first, q.max_last);
+}
+
+/* Its windowed layers free their blocks in the reference's paged KV (blocks of 4: at most 3 held
+ * while a decode step runs; the global layer's pool grows to 36 positions = 9 blocks). */
+Test(hf_models, gemma3_window_pool) {
+    for (int threads = 1; threads <= 2; threads++) {
+        outcome r = run_fixture_kv("gemma3", XF_FP32, threads, 4, 0);
+        cr_assert_eq(r.same_tokens, GEN, "gemma3 paged:4: %d of 16 greedy tokens equal transformers'", r.same_tokens);
+        cr_assert(r.max_first <= 1e-4f && r.max_last <= 1e-4f, "gemma3 paged:4: logits off by %.3g / %.3g", r.max_first, r.max_last);
+        cr_assert(r.win_blocks_max >= 2 && r.win_blocks_max <= 3, "gemma3: a windowed layer held %lld blocks of 4", (long long)r.win_blocks_max);
+        cr_assert_eq(r.full_blocks, 9, "gemma3: the global layer's pool holds %lld blocks", (long long)r.full_blocks);
+    }
+}
+
+Test(hf_models, cuda_refuses_gemma3) { check_cuda_refuses("gemma3", XF_BF16, "gemma3"); }
