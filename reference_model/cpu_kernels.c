@@ -1023,6 +1023,14 @@ static void bf16x3_row(const float *x, int64_t n, uint16_t *hi, uint16_t *mid, u
     }
 }
 
+void xk_bf16_round(float *x, int64_t n, int64_t cols, uint16_t *b) {
+    for (int64_t i = 0; i < n * cols; i++) {
+        const uint16_t h = weights_f32_to_bf16(x[i]);
+        x[i] = weights_bf16_to_f32(h);
+        if (b) b[i] = h;
+    }
+}
+
 void xk_bf16x3_split(const float *x, int64_t n, int64_t cols, uint16_t *p) {
     for (int64_t t = 0; t < n; t++) bf16x3_row(x + t * cols, cols, p + t * 3 * cols, p + t * 3 * cols + cols, p + t * 3 * cols + 2 * cols);
 }

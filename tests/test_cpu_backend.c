@@ -42,7 +42,21 @@ typedef struct refw {
     double *bq[8], *bk[8], *bv[8];
     double *n1[8], *n2[8];
     int64_t grid; /* int8 weights: every projection's input on the int8 grid, per group of this; 0: none */
+    int bf16_round; /* bf16 weights with rounded inputs: every projection's input rounded to bf16 */
 } refw;
+
+/* The bf16 inputs mode make_model gives its models (and refw_init its reference): a test sets it. */
+static backend_bf16_inputs test_bf16_inputs = BACKEND_BF16_EXACT3;
+
+/* v as float rounded to bf16 (nearest, ties to even), the test's own rounding. */
+static double ref_bf16(double v) {
+    float f = (float)v;
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&f, &u, 4);
+    return f;
+}
 
 static double *mat_of(const wmat *m, int64_t row0, int64_t rows) {
     double *d = malloc((size_t)(rows * m->cols) * sizeof(double));
@@ -66,6 +80,7 @@ static void refw_init(refw *r, const model_weights *w) {
     r->lm = mat_of(&w->lm_head, 0, c->vocab);
     r->final_norm = vec_of(w->final_norm, c->d_model);
     r->grid = w->layers[0].qkv.dtype == XF_INT8 ? w->layers[0].qkv.group : 0;
+    r->bf16_round = w->layers[0].qkv.dtype == XF_BF16 && test_bf16_inputs == BACKEND_BF16_ROUNDED;
     for (int l = 0; l < c->n_layers; l++) {
         const layer_weights *L = &w->layers[l];
         r->wq[l] = mat_of(&L->qkv, 0, q);
@@ -102,6 +117,7 @@ static void refw_free(refw *r) {
 static void ref_matvec(const refw *r, double *y, const double *W, const double *x, int64_t rows, int64_t cols) {
     double *xg = malloc((size_t)cols * sizeof(double));
     memcpy(xg, x, (size_t)cols * sizeof(double));
+    for (int64_t j = 0; r->bf16_round && j < cols; j++) xg[j] = ref_bf16(x[j]);
     for (int64_t c0 = 0; r->grid > 0 && c0 < cols; c0 += r->grid) {
         const int64_t c1 = c0 + r->grid < cols ? c0 + r->grid : cols;
         double m = 0;
@@ -200,6 +216,7 @@ static model *make_model(const model_config *c, xf_dtype wdt, xf_dtype kvdt, int
     o.wdtype = wdt;
     o.kvdtype = kvdt;
     o.threads = threads;
+    o.bf16_inputs = wdt == XF_BF16 ? test_bf16_inputs : BACKEND_BF16_EXACT3;
     cr_assert_eq(kv_policy_parse(policy, &o.kv_policy), XF_OK);
     o.kv_alloc = mode;
     o.max_seqs = max_seqs;
@@ -354,6 +371,62 @@ static void quant_vs_fp32(xf_dtype wdt, xf_dtype kvdt, double rel_tol) {
 }
 
 Test(cpu_backend, bf16_within_tolerance_of_fp32) { quant_vs_fp32(XF_BF16, XF_FP32, 0.01); }
+
+/* bf16 weights with rounded inputs (backend.h BACKEND_BF16_ROUNDED): against the reference on the
+ * same bf16 weights with every projection's input rounded to bf16 in double, in decode, the own
+ * kernels' prefill (27 tokens) and oneDNN's (40 tokens, one AMX pass where granted). Float rounding
+ * can move an input across a bf16 rounding tie (one bf16 step, 2^-8 of it): measured max |logit
+ * error| 2.4e-8 (decode and own-kernel prefill) and 4.9e-8 (oneDNN prefill, AMX); none crossed a tie
+ * here; stated tolerance 1e-4 (logits ~0.4-0.9). Against fp32 weights and
+ * inputs: bf16 rounding of weights and inputs (each <= 2^-9 relative), the same stated 1% as exact bf16. */
+#define TOL_BF16R 1e-4
+Test(cpu_backend, bf16_rounded_inputs_match_reference) {
+    test_bf16_inputs = BACKEND_BF16_ROUNDED;
+    model_config c = small_cfg(4, 2, 16, 1, 1);
+    int64_t lens[2] = {9, 18}, l40[1] = {40};
+    run_and_check(&c, XF_BF16, XF_FP32, lens, 2, 3, TOL_BF16R, "bf16 rounded");
+    run_and_check(&c, XF_BF16, XF_FP32, l40, 1, 2, TOL_BF16R, "bf16 rounded prefill 40");
+    cr_log_info("bf16 rounded prefill GEMM: %s", cpu_dnnl_built() ? cpu_dnnl_last_impl() : "fp32 OpenBLAS");
+    if (cpu_dnnl_built()) cr_assert(cpu_dnnl_last_impl()[0] != '\0', "oneDNN is built but the prefill did not use it");
+}
+Test(cpu_backend, bf16_rounded_inputs_within_tolerance_of_fp32) {
+    test_bf16_inputs = BACKEND_BF16_ROUNDED;
+    quant_vs_fp32(XF_BF16, XF_FP32, 0.01);
+}
+/* Rounded inputs differ from exact ones (the mode is not ignored), and what cannot take them is refused. */
+Test(cpu_backend, bf16_rounded_inputs_differ_and_refusals) {
+    model_config c = small_cfg(4, 2, 16, 0, 0);
+    int32_t prompts[40];
+    make_prompts(prompts, 40, c.vocab, 5);
+    int64_t l40[1] = {40}, ns, V;
+    float lg[2][101];
+    for (int k = 0; k < 2; k++) {
+        test_bf16_inputs = k ? BACKEND_BF16_ROUNDED : BACKEND_BF16_EXACT3;
+        model *m = make_model(&c, XF_BF16, XF_FP32, 1, "paged:16", KV_ALLOC_POOL, 1, 40, 42, 3);
+        cr_assert_eq(model_prefill(m, 1, prompts, l40, NULL), XF_OK, "%s", xf_error_msg());
+        memcpy(lg[k], model_logits(m, &ns, &V), sizeof lg[k]);
+        model_free(m);
+    }
+    double d = 0;
+    for (int i = 0; i < 101; i++) d = fmax(d, fabs((double)lg[0][i] - lg[1][i]));
+    cr_log_info("bf16 rounded vs exact3 inputs: max |logit difference| %.3g", d);
+    cr_assert(d > 0, "rounded inputs gave the exact inputs' logits bit for bit: the mode was ignored");
+    model_options o;
+    model_options_default(&o);
+    o.bf16_inputs = BACKEND_BF16_ROUNDED;
+    o.max_prompt = 8;
+    o.max_seq_len = 16;
+    model *m = NULL;
+    cr_assert_eq(model_init(&m, &c, &o), XF_EINVAL, "rounded bf16 inputs with fp32 weights must be refused");
+    cr_assert(strstr(xf_error_msg(), "bf16"), "%s", xf_error_msg());
+    model_config moe = c;
+    moe.n_experts = 4;
+    moe.experts_per_tok = 2;
+    moe.d_ff_expert = 32;
+    o.wdtype = XF_BF16;
+    cr_assert_neq(model_init(&m, &moe, &o), XF_OK, "rounded bf16 inputs on a MoE model must be refused");
+    cr_assert_null(m);
+}
 Test(cpu_backend, fp16_within_tolerance_of_fp32) { quant_vs_fp32(XF_FP16, XF_FP32, 0.002); }
 Test(cpu_backend, int8_within_tolerance_of_fp32) { quant_vs_fp32(XF_INT8, XF_FP32, 0.03); }
 Test(cpu_backend, fp16_kv_within_tolerance) { quant_vs_fp32(XF_FP32, XF_FP16, 0.001); }
