@@ -50,7 +50,7 @@ static void help(void) {
            "                    input is quantized to int8 per group, max|x|/127: record env int8_inputs)\n"
            "  --bf16-inputs M   bf16 weights on the CPU: exact3 (default: the fp32 input exactly; on AMX as three\n"
            "                    bf16 parts, 3x the op's FLOPs) or rounded (the input rounded once to bf16 in every\n"
-           "                    phase: one AMX pass; error <= 2^-9 of each input element): record env bf16_inputs\n"
+           "                    phase: one AMX pass; error <= 2^-8 of each input element): record env bf16_inputs\n"
            "  --kvdtype T       KV cache: fp32 (default), fp16 or bf16\n"
            "  --group N         elements per int8 scale (default 128)\n"
            "  --threads N       CPU threads (default: all online CPUs)\n"

@@ -55,7 +55,7 @@ typedef struct step_batch {
 /* What a projection with bf16 weights multiplies them by (`run --bf16-inputs`, record env bf16_inputs):
  * the fp32 input exactly (on AMX as its 3-part bf16 split, three GEMMs: 3x the op's FLOPs), or the
  * input rounded once to bf16 (round to nearest even) in every phase, so each product is exact in
- * fp32 and a prefill GEMM on AMX is one pass; the error is the input's rounding, 2^-9 of each
+ * fp32 and a prefill GEMM on AMX is one pass; the error is the input's rounding, 2^-8 of each
  * element at most. */
 typedef enum backend_bf16_inputs { BACKEND_BF16_EXACT3 = 0, BACKEND_BF16_ROUNDED } backend_bf16_inputs;
 

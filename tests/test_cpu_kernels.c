@@ -121,6 +121,41 @@ static void check_matmul_n(xf_dtype dt, int64_t rows, int64_t cols, int group, i
                                  (long long)n, (long long)r);
             }
             free(p);
+            /* rounded inputs: x rounded to bf16 (xk_bf16_round), one vdpbf16ps per product where the
+             * CPU has it: against double on the rounded x, each token independent of its batch */
+            float *xr = malloc((size_t)(n * cols) * sizeof(float));
+            uint16_t *b = malloc((size_t)(n * cols) * sizeof(uint16_t));
+            memcpy(xr, x, (size_t)(n * cols) * sizeof(float));
+            xk_bf16_round(xr, n, cols, b);
+            for (int64_t i = 0; i < n * cols; i++) {
+                cr_assert_eq(weights_bf16_to_f32(b[i]), xr[i], "bits and values of the rounded x differ at %lld", (long long)i);
+                cr_assert(fabsf(xr[i] - x[i]) <= fabsf(x[i]) * 0x1p-8f, "x[%lld] rounded by more than 2^-8 of itself", (long long)i);
+            }
+            for (int64_t i = 0; i < n_max * ldy; i++) y[i] = -12345.0f;
+            xk_matmul_bf16r(xk_isa_best(), &W, b, xr, n, y, ldy, r0, r1);
+            for (int64_t t = 0; t < n_max; t++)
+                for (int64_t r = 0; r < ldy; r++) {
+                    if (t >= n || r < r0 || r >= r1) {
+                        cr_assert_eq(y[t * ldy + r], -12345.0f, "bf16r wrote outside at t=%lld r=%lld", (long long)t, (long long)r);
+                        continue;
+                    }
+                    double want = 0, mag = 0;
+                    for (int64_t c = 0; c < cols; c++) {
+                        const double pr = (double)weights_get(&W, r, c) * xr[t * cols + c];
+                        want += pr;
+                        mag += fabs(pr);
+                    }
+                    cr_assert(fabs(y[t * ldy + r] - want) <= 1e-5 * mag + 1e-7, "bf16r n=%lld row %lld tok %lld: %.8g vs %.8g",
+                              (long long)n, (long long)r, (long long)t, y[t * ldy + r], want);
+                }
+            for (int64_t t = 0; t < n; t++) {
+                xk_matmul_bf16r(xk_isa_best(), &W, b + t * cols, xr + t * cols, 1, ys, ldy, r0, r1);
+                for (int64_t r = r0; r < r1; r++)
+                    cr_assert_eq(y[t * ldy + r], ys[r], "bf16r: token %lld of %lld differs from it alone at row %lld", (long long)t,
+                                 (long long)n, (long long)r);
+            }
+            free(xr);
+            free(b);
         }
         /* the vectorized variant against the scalar fallback */
         xk_matmul(XK_ISA_SCALAR, &W, x, n, ys, ldy, r0, r1);
