@@ -157,13 +157,19 @@ static inline TGT_AVX512 __attribute__((always_inline)) void cvt_row512(float *d
     }
 }
 
+/* The rows [from, to) of the slot table (bytes of each from off_bytes) into L1 (l2 = 0: the block
+ * about to be read) or L2 (l2 = 1: the block after it, which would otherwise evict the current
+ * block from L1 while the n_rep heads still reuse it: 2 x 64 rows of K and V a block). */
 static inline TGT_AVX512 __attribute__((always_inline)) void prefetch_rows(const char *base, const int64_t *slots,
                                                                            int64_t from, int64_t to, int64_t row_bytes,
-                                                                           int64_t off_bytes, int64_t bytes) {
+                                                                           int64_t off_bytes, int64_t bytes, const int l2) {
     for (int64_t j = from; j < to; j++) {
         const char *r = base + slots[j] * row_bytes + off_bytes;
-        for (int64_t b = 0; b < bytes; b += 64) _mm_prefetch(r + b, _MM_HINT_T0);
-        if ((uintptr_t)r & 63) _mm_prefetch(r + bytes - 1, _MM_HINT_T0); /* a row that does not start on a line */
+        for (int64_t b = 0; b < bytes; b += 64) {
+            if (l2) _mm_prefetch(r + b, _MM_HINT_T1);
+            else _mm_prefetch(r + b, _MM_HINT_T0);
+        }
+        if ((uintptr_t)r & 63) _mm_prefetch(r + bytes - 1, _MM_HINT_T1); /* a row that does not start on a line */
     }
 }
 
@@ -199,15 +205,15 @@ static TGT_AVX512 void attn_part_avx512(float *o, float *ml, const float *q, int
     memset(o, 0, (size_t)(n_rep * hd) * sizeof(float));
     const char *kbase = k_base, *vbase = v_base;
     const int64_t pf0 = n_ctx < XK_DEC_KEYS ? n_ctx : XK_DEC_KEYS;
-    prefetch_rows(kbase, slots, 0, pf0, row_bytes, off_bytes, hbytes);
-    prefetch_rows(vbase, slots, 0, pf0, row_bytes, off_bytes, hbytes);
+    prefetch_rows(kbase, slots, 0, pf0, row_bytes, off_bytes, hbytes, 0);
+    prefetch_rows(vbase, slots, 0, pf0, row_bytes, off_bytes, hbytes, 0);
     const float *kr[XK_DEC_KEYS], *vr[XK_DEC_KEYS];
     for (int64_t j0 = 0; j0 < n_ctx; j0 += XK_DEC_KEYS) {
         const int64_t jb = n_ctx - j0 < XK_DEC_KEYS ? n_ctx - j0 : XK_DEC_KEYS, nsub = (jb + 15) / 16;
         {
             const int64_t p0 = j0 + XK_DEC_KEYS, p1 = p0 + XK_DEC_KEYS < n_ctx ? p0 + XK_DEC_KEYS : n_ctx;
-            prefetch_rows(kbase, slots, p0, p1, row_bytes, off_bytes, hbytes);
-            prefetch_rows(vbase, slots, p0, p1, row_bytes, off_bytes, hbytes);
+            prefetch_rows(kbase, slots, p0, p1, row_bytes, off_bytes, hbytes, 1);
+            prefetch_rows(vbase, slots, p0, p1, row_bytes, off_bytes, hbytes, 1);
         }
         for (int64_t jj = 0; jj < nsub * 16; jj++) {
             if (jj >= jb) kr[jj] = vr[jj] = zero;

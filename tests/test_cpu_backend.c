@@ -710,6 +710,66 @@ Test(cpu_backend, memory_sizes_hand_computed) {
     cr_assert_eq(mm.kv_bytes, 10240);
 }
 
+/* The bytes a loaded model really holds, counted from its tensors as allocated (packed int8 with
+ * its padded rows and groups, fp32 scales; norms and biases fp32 whatever the dtype; a tied
+ * lm_head not twice), against what the record's memory.weights_bytes reports (model_mem_of) and
+ * weights_bytes_kinds: the issue's int8 --group 32 (fp16 scales counted before) and bf16 norm (2
+ * bytes counted before) cases, with every optional tensor present. */
+static int64_t wmat_held(const wmat *m) {
+    if (!m->data || !m->owned) return 0;
+    if (m->dtype == XF_INT8 && m->packed) {
+        const int64_t rp = (m->rows + WMAT_PACK_ROWS - 1) / WMAT_PACK_ROWS * WMAT_PACK_ROWS;
+        return rp * m->n_groups * m->gpad + rp * m->n_groups * 4;
+    }
+    const int64_t esz = m->dtype == XF_FP32 ? 4 : m->dtype == XF_INT8 ? 1 : 2;
+    return m->rows * m->cols * esz + (m->dtype == XF_INT8 ? m->rows * m->n_groups * 4 : 0);
+}
+static void check_held(const model_config *c, xf_dtype wdt, int group) {
+    model_options o;
+    model_options_default(&o);
+    o.wdtype = wdt;
+    o.quant_group = group;
+    o.threads = 1;
+    o.max_prompt = 8;
+    o.max_seq_len = 16;
+    model *m = NULL;
+    cr_assert_eq(model_init(&m, c, &o), XF_OK, "%s", xf_error_msg());
+    const model_weights *w = model_get_weights(m);
+    const int64_t d = c->d_model, q = c->n_heads * c->head_dim, kv = c->n_kv_heads * c->head_dim;
+    int64_t mats = 0, emb = wmat_held(&w->embed) + wmat_held(&w->lm_head), small = d * 4; /* final norm */
+    for (int l = 0; l < c->n_layers; l++) {
+        const layer_weights *L = &w->layers[l];
+        mats += wmat_held(&L->qkv) + wmat_held(&L->o) + wmat_held(&L->gate_up) + wmat_held(&L->down);
+        small += 2 * d * 4 + (L->qkv_bias ? (q + 2 * kv) * 4 : 0) + (L->o_bias ? d * 4 : 0);
+        small += (L->gate_up_bias ? 2 * c->d_ff * 4 : 0) + (L->down_bias ? d * 4 : 0);
+        small += (L->q_norm ? c->head_dim * 4 : 0) + (L->k_norm ? c->head_dim * 4 : 0);
+    }
+    model_mem mm;
+    cr_assert_eq(model_mem_of(c, &o, &mm), XF_OK);
+    weights_kinds wk;
+    cr_assert_eq(weights_bytes_kinds(c, wdt, group, &wk), XF_OK);
+    cr_log_info("%s group %d: held %lld B (tensors %lld + %lld, norms and biases %lld), record %lld B", dtype_name(wdt), group,
+                (long long)(mats + emb + small), (long long)mats, (long long)emb, (long long)small, (long long)mm.weights_bytes);
+    cr_assert_eq(mm.weights_bytes, mats + emb + small, "%s group %d: weights_bytes %lld, the tensors hold %lld", dtype_name(wdt), group,
+                 (long long)mm.weights_bytes, (long long)(mats + emb + small));
+    cr_assert_eq(wk.norms_biases, small, "%s: norms and biases %lld, held %lld", dtype_name(wdt), (long long)wk.norms_biases, (long long)small);
+    cr_assert_eq(wk.layer_matrices + wk.embeddings + wk.scales, mats + emb, "%s: matrices, embeddings and scales differ from the held",
+                 dtype_name(wdt));
+    model_free(m);
+}
+Test(cpu_backend, weights_bytes_are_what_the_tensors_hold) {
+    model_config c = small_cfg(4, 2, 16, 1, 0); /* qkv bias, untied lm_head */
+    c.o_bias = 1;
+    c.mlp_bias = 1;
+    c.qk_norm = 1;
+    check_held(&c, XF_FP32, 0);
+    check_held(&c, XF_BF16, 0);  /* norms and biases at 4 bytes, not 2 */
+    check_held(&c, XF_INT8, 32); /* fp32 scales; groups of 32 over 56 and 88 columns padded */
+    check_held(&c, XF_INT8, 128);
+    c.tied_embeddings = 1;
+    check_held(&c, XF_INT8, 32); /* the tied lm_head counted once */
+}
+
 Test(cpu_backend, refuses_what_does_not_fit_before_allocating) {
     model_config c;
     cr_assert_eq(config_preset("llama-2-70b", &c), XF_OK, "%s", xf_error_msg());
