@@ -1134,30 +1134,27 @@ int xk_bf16x3_supported(void) {
 #endif
 }
 
-void xk_matmul_bf16x3(xk_isa isa, const wmat *W, const uint16_t *p, const float *x, int64_t n, float *y, int64_t ldy,
-                      int64_t r0, int64_t r1) {
+/* The vdpbf16ps kernel with P input parts (3: exact, 1: rounded) where it runs, else xk_matmul. */
+static void bf16dp_matmul(xk_isa isa, const wmat *W, const uint16_t *p, int parts, const float *x, int64_t n, float *y,
+                          int64_t ldy, int64_t r0, int64_t r1) {
     if (n <= 0 || r1 <= r0) return;
 #if XK_X86
     if (isa == XK_ISA_AVX512 && W->dtype == XF_BF16 && have_bf16dp()) {
-        bf16x3_avx512(W, p, x, n, y, ldy, r0, r1);
+        if (parts == 3) bf16x3_avx512(W, p, x, n, y, ldy, r0, r1);
+        else bf16r_avx512(W, p, x, n, y, ldy, r0, r1);
         return;
     }
 #endif
-    (void)p;
+    (void)p, (void)parts;
     xk_matmul(isa, W, x, n, y, ldy, r0, r1);
 }
-
+void xk_matmul_bf16x3(xk_isa isa, const wmat *W, const uint16_t *p, const float *x, int64_t n, float *y, int64_t ldy,
+                      int64_t r0, int64_t r1) {
+    bf16dp_matmul(isa, W, p, 3, x, n, y, ldy, r0, r1);
+}
 void xk_matmul_bf16r(xk_isa isa, const wmat *W, const uint16_t *b, const float *x, int64_t n, float *y, int64_t ldy,
                      int64_t r0, int64_t r1) {
-    if (n <= 0 || r1 <= r0) return;
-#if XK_X86
-    if (isa == XK_ISA_AVX512 && W->dtype == XF_BF16 && have_bf16dp()) {
-        bf16r_avx512(W, b, x, n, y, ldy, r0, r1);
-        return;
-    }
-#endif
-    (void)b;
-    xk_matmul(isa, W, x, n, y, ldy, r0, r1);
+    bf16dp_matmul(isa, W, b, 1, x, n, y, ldy, r0, r1);
 }
 
 void xk_dequant_rows(const wmat *W, int64_t r0, int64_t r1, float *dst) {

@@ -38,6 +38,28 @@ static wmat make_wmat(xf_dtype dt, int64_t rows, int64_t cols, int group, uint32
     return m;
 }
 
+/* y (n_max, ldy) after a kernel wrote tokens [0, n), rows [r0, r1): the sentinel -12345 untouched
+ * elsewhere, and each value within float accumulation error (1e-5 of the sum of |terms|) of the
+ * double product of W with x (n, W->cols). */
+static void check_vs_double(const wmat *W, const float *x, int64_t n, int64_t n_max, const float *y, int64_t ldy, int64_t r0,
+                            int64_t r1, const char *what) {
+    for (int64_t t = 0; t < n_max; t++)
+        for (int64_t r = 0; r < ldy; r++) {
+            if (t >= n || r < r0 || r >= r1) {
+                cr_assert_eq(y[t * ldy + r], -12345.0f, "%s wrote outside at t=%lld r=%lld", what, (long long)t, (long long)r);
+                continue;
+            }
+            double want = 0, mag = 0;
+            for (int64_t c = 0; c < W->cols; c++) {
+                const double pr = (double)weights_get(W, r, c) * x[t * W->cols + c];
+                want += pr;
+                mag += fabs(pr);
+            }
+            cr_assert(fabs(y[t * ldy + r] - want) <= 1e-5 * mag + 1e-7, "%s n=%lld row %lld tok %lld: %.8g vs %.8g", what,
+                      (long long)n, (long long)r, (long long)t, y[t * ldy + r], want);
+        }
+}
+
 /* n 1..n_max tokens (n_max 9: the 4 x 4 blocks, whole and partial; 40: more than one pass of
  * XK_SM_TOKENS tokens over the weights) */
 static void check_matmul_n(xf_dtype dt, int64_t rows, int64_t cols, int group, int64_t n_max) {
@@ -99,21 +121,7 @@ static void check_matmul_n(xf_dtype dt, int64_t rows, int64_t cols, int group, i
             }
             for (int64_t i = 0; i < n_max * ldy; i++) y[i] = -12345.0f;
             xk_matmul_bf16x3(xk_isa_best(), &W, p, x, n, y, ldy, r0, r1);
-            for (int64_t t = 0; t < n_max; t++)
-                for (int64_t r = 0; r < ldy; r++) {
-                    if (t >= n || r < r0 || r >= r1) {
-                        cr_assert_eq(y[t * ldy + r], -12345.0f, "bf16x3 wrote outside at t=%lld r=%lld", (long long)t, (long long)r);
-                        continue;
-                    }
-                    double want = 0, mag = 0;
-                    for (int64_t c = 0; c < cols; c++) {
-                        const double pr = (double)weights_get(&W, r, c) * x[t * cols + c];
-                        want += pr;
-                        mag += fabs(pr);
-                    }
-                    cr_assert(fabs(y[t * ldy + r] - want) <= 1e-5 * mag + 1e-7, "bf16x3 n=%lld row %lld tok %lld: %.8g vs %.8g",
-                              (long long)n, (long long)r, (long long)t, y[t * ldy + r], want);
-                }
+            check_vs_double(&W, x, n, n_max, y, ldy, r0, r1, "bf16x3");
             for (int64_t t = 0; t < n; t++) {
                 xk_matmul_bf16x3(xk_isa_best(), &W, p + t * 3 * cols, x + t * cols, 1, ys, ldy, r0, r1);
                 for (int64_t r = r0; r < r1; r++)
@@ -133,21 +141,7 @@ static void check_matmul_n(xf_dtype dt, int64_t rows, int64_t cols, int group, i
             }
             for (int64_t i = 0; i < n_max * ldy; i++) y[i] = -12345.0f;
             xk_matmul_bf16r(xk_isa_best(), &W, b, xr, n, y, ldy, r0, r1);
-            for (int64_t t = 0; t < n_max; t++)
-                for (int64_t r = 0; r < ldy; r++) {
-                    if (t >= n || r < r0 || r >= r1) {
-                        cr_assert_eq(y[t * ldy + r], -12345.0f, "bf16r wrote outside at t=%lld r=%lld", (long long)t, (long long)r);
-                        continue;
-                    }
-                    double want = 0, mag = 0;
-                    for (int64_t c = 0; c < cols; c++) {
-                        const double pr = (double)weights_get(&W, r, c) * xr[t * cols + c];
-                        want += pr;
-                        mag += fabs(pr);
-                    }
-                    cr_assert(fabs(y[t * ldy + r] - want) <= 1e-5 * mag + 1e-7, "bf16r n=%lld row %lld tok %lld: %.8g vs %.8g",
-                              (long long)n, (long long)r, (long long)t, y[t * ldy + r], want);
-                }
+            check_vs_double(&W, xr, n, n_max, y, ldy, r0, r1, "bf16r");
             for (int64_t t = 0; t < n; t++) {
                 xk_matmul_bf16r(xk_isa_best(), &W, b + t * cols, xr + t * cols, 1, ys, ldy, r0, r1);
                 for (int64_t r = r0; r < r1; r++)
