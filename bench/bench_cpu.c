@@ -10,19 +10,22 @@
  *      over fp32's (>= 4x), int8 (AMX tiles) over bf16's (>= 1.5x). Token agreement of bf16 and
  *      int8 with fp32 over 32 greedy tokens (printed, no target).
  *   4. Timer probe on vs off, same model, adjacent decode steps (target <= 3% overhead).
- *   5. Decode at batch 16 of the three weight dtypes, interleaved: weight bytes per step / time over
- *      the read ceiling (target >= 0.80).
+ *   5. Decode at batch 2, 4, 8 and 16 of each weight variant, interleaved: weight bytes per step /
+ *      time over the read ceiling (target at batch 16 >= 0.80). --batched runs this part alone.
+ * Every part runs four weight variants side by side: fp32, bf16 (exact inputs), int8 and bf16 with
+ * rounded inputs (`run --bf16-inputs rounded`: vdpbf16ps in decode, one oneDNN pass in prefill),
+ * each rounded-input figure printed beside the issue's target for bf16.
  *   6. Decode attention (xk_attention_batch) at batch 1 and 8, 512 and 4096 tokens of context,
  *      fp32 / fp16 / bf16 KV: KV GB/s over the read ceiling measured on a working set of the same
  *      size, interleaved (target >= 0.70), paged against contiguous, the measured class.
  *      --attention runs this part alone.
- * The three weight dtypes are loaded together and their decode steps interleaved (fp32, bf16, int8,
- * fp32, ...), so a neighbour's memory traffic on a shared machine slows all three alike. Times per
+ * The weight variants are loaded together and their decode steps interleaved (fp32, bf16, int8,
+ * bf16 rounded, fp32, ...), so a neighbour's memory traffic on a shared machine slows all three alike. Times per
  * decode step are best-of-N steps, as the ceilings are best-of-N repetitions (the medians are
  * printed too); the prefill GEMMs take each op's best of 3 prefills; the probe overhead compares
  * the best of 32 steps with it and 32 without, taken in adjacent pairs.
  *
- * Usage: bench_cpu [--threads N] [--steps N] [--model NAME] [--quick]
+ * Usage: bench_cpu [--threads N] [--steps N] [--model NAME] [--quick] [--attention] [--batched]
  * Exit status 0 when every target passes, 1 when one fails, 2 on an error. */
 #include <math.h>
 #include <stdio.h>
@@ -122,7 +125,7 @@ static xf_status open_model(bench_model *bm, const model_config *cfg, xf_dtype w
     return open_model_b(bm, cfg, wd, bi, threads, max_prompt, max_len, 1);
 }
 
-/* Batched decode: `batch` sequences of 8 prompt tokens, the three weight dtypes' steps interleaved
+/* Batched decode: `batch` sequences of 8 prompt tokens, the weight variants' steps interleaved
  * as at batch 1; t_best[k]: the best step time of dtype dts[k]. Returns 0, or 2 after an error. */
 static int batched_decode(const model_config *cfg, int threads, int steps, int64_t batch, const xf_dtype *dts,
                           double *t_best) {
@@ -148,7 +151,7 @@ static int batched_decode(const model_config *cfg, int threads, int steps, int64
     return 0;
 }
 
-/* Batched decode at batch 2, 4, 8 and 16 of the three weight dtypes (each batch's three models
+/* Batched decode at batch 2, 4, 8 and 16 of the weight variants (each batch's NV models
  * interleaved), weight GB/s per step against the read ceiling rd, measured again after the
  * batches (the better one is used, as at batch 1). r16: batch 16's ratios. Returns 0, or 2. */
 static int batched_points(const model_config *cfg, int threads, int steps, const xf_dtype *dts, double ws,
@@ -363,7 +366,7 @@ int main(int argc, char **argv) {
         int rc = attention_section(&cfg, threads, quick, peak);
         return rc ? rc : fails ? 1 : 0;
     }
-    /* Decode of the three weight dtypes, interleaved step by step. */
+    /* Decode of the weight variants, interleaved step by step. */
     const xf_dtype dts[NV] = {XF_FP32, XF_BF16, XF_INT8, XF_BF16};
     if (batched_only) {
         printf("\nresults (%s, %d threads):\n", model_name, threads);
@@ -551,7 +554,7 @@ int main(int argc, char **argv) {
            b_off * 1e3, b_on * 1e3, t_off * 1e3, t_on * 1e3, pairs, pair_med, timer_probe_overhead_s(tp) * 1e9, (long long)(nops + 1));
     timer_probe_free(tp);
     model_free(fm.m);
-    /* batched decode after the batch-1 models are freed: 3 models at a time, not 6 */
+    /* batched decode after the batch-1 models are freed: NV models at a time, not 2 NV */
     double r16[NV];
     if (batched_points(&cfg, threads, steps, dts, ws, &rd, r16)) return 2;
 

@@ -153,6 +153,58 @@ static void mm_scalar(const wmat *W, const float *x, int64_t n, float *y, int64_
     }
 
 
+/* Batched decode with unquantized weights (fp32 / bf16 / fp16, one group per row): 4 rows x 4
+ * tokens of accumulators, so each weight vector loaded (and converted) feeds 4 FMAs and each input
+ * vector 4: twice the FMAs per load of XK_MM_BODY, which made batch 8-16 compute-bound. Each sum
+ * runs in the same lane order as XK_MM_BODY / XK_MM_BODY1 (lanes over the columns, one horizontal
+ * sum at the end), so a token's result does not depend on the batch it is in. Tokens past n reuse
+ * the last one and are not stored. A column-blocked variant (16 rows x 128 columns per block, the
+ * inputs' block copied side by side, accumulators kept in memory between blocks, so each weight
+ * is read once per 32 tokens and every other load hits L1) was measured against this one and
+ * dropped: from cache, 2 threads, 512 x 2048 weights, 16 tokens, 184 vs 225 GFLOP/s (fp32) and
+ * 179 vs 248 (bf16; busy machine). At batch 16 this kernel is already near the FMA peak: bf16
+ * there is compute-bound (16 FLOP per weight byte against an FP32 ridge of ~13). */
+#define XK_MM_BODY4(VT, VW, SETZERO, FMADD, LOADU, HSUM, LOADW)                                            \
+    const int64_t cols = W->cols;                                                                           \
+    const int64_t esz = W->dtype == XF_FP32 ? 4 : 2;                                                        \
+    const int64_t cv = (cols / VW) * VW;                                                                    \
+    for (int64_t r = r0; r < r1; r += 4) {                                                                  \
+        const int64_t rb = r1 - r < 4 ? r1 - r : 4;                                                         \
+        int64_t ro[4];                                                                                      \
+        for (int i = 0; i < 4; i++) ro[i] = (r + (i < rb ? i : 0)) * cols;                                 \
+        const char *wp0 = (const char *)W->data + ro[0] * esz, *wp1 = (const char *)W->data + ro[1] * esz; \
+        const char *wp2 = (const char *)W->data + ro[2] * esz, *wp3 = (const char *)W->data + ro[3] * esz; \
+        for (int64_t t = 0; t < n; t += 4) {                                                                \
+            const int64_t tb = n - t < 4 ? n - t : 4;                                                       \
+            const float *x0 = x + t * cols, *x1 = x + (t + (tb > 1 ? 1 : 0)) * cols;                        \
+            const float *x2 = x + (t + (tb > 2 ? 2 : 0)) * cols, *x3 = x + (t + (tb > 3 ? 3 : 0)) * cols;   \
+            VT a[16];                                                                                       \
+            for (int i = 0; i < 16; i++) a[i] = SETZERO();                                                  \
+            for (int64_t c = 0; c < cv; c += VW) {                                                          \
+                const VT v0 = LOADU(x0 + c), v1 = LOADU(x1 + c), v2 = LOADU(x2 + c), v3 = LOADU(x3 + c);    \
+                VT w = LOADW(wp0, c);                                                                       \
+                a[0] = FMADD(w, v0, a[0]), a[1] = FMADD(w, v1, a[1]);                                       \
+                a[2] = FMADD(w, v2, a[2]), a[3] = FMADD(w, v3, a[3]);                                       \
+                w = LOADW(wp1, c);                                                                          \
+                a[4] = FMADD(w, v0, a[4]), a[5] = FMADD(w, v1, a[5]);                                       \
+                a[6] = FMADD(w, v2, a[6]), a[7] = FMADD(w, v3, a[7]);                                       \
+                w = LOADW(wp2, c);                                                                          \
+                a[8] = FMADD(w, v0, a[8]), a[9] = FMADD(w, v1, a[9]);                                       \
+                a[10] = FMADD(w, v2, a[10]), a[11] = FMADD(w, v3, a[11]);                                   \
+                w = LOADW(wp3, c);                                                                          \
+                a[12] = FMADD(w, v0, a[12]), a[13] = FMADD(w, v1, a[13]);                                   \
+                a[14] = FMADD(w, v2, a[14]), a[15] = FMADD(w, v3, a[15]);                                   \
+            }                                                                                               \
+            const float *xs[4] = {x0, x1, x2, x3};                                                          \
+            for (int i = 0; i < rb; i++)                                                                    \
+                for (int j = 0; j < tb; j++) {                                                              \
+                    float tl = 0.0f;                                                                        \
+                    for (int64_t c = cv; c < cols; c++) tl += w_at(W, ro[i] + c) * xs[j][c];                \
+                    y[(t + j) * ldy + r + i] = HSUM(a[i * 4 + j]) + tl;                                     \
+                }                                                                                           \
+        }                                                                                                   \
+    }
+
 /* Software prefetch into L2 of the rows the next block will read. Decode streams every weight once:
  * 8 rows of 2 KB (int8) to 8 KB (fp32) are read side by side, too short for the hardware
  * prefetcher to run far enough ahead on a high-latency machine; fetching the next block one cache
@@ -229,98 +281,6 @@ static void mm_scalar(const wmat *W, const float *x, int64_t n, float *y, int64_
         for (int i = 0; i < rb; i++) y[r + i] = s[i];                                                       \
     }
 
-/* Batched decode with unquantized weights (fp32 / bf16 / fp16, one group per row), n >= 3 tokens:
- * 4 rows x 4 tokens of accumulators, so each weight vector loaded feeds 4 FMAs and each input
- * vector 4, over blocks of XK_SM_ROWS rows x XK_SM_COLS columns: the block's columns of every
- * token of the pass (up to XK_SM_TOKENS) are copied side by side once (rows of the input are
- * cols * 4 bytes apart, often a multiple of 4 KiB, so 16 tokens' lines at one column fall in one
- * L1 set and evicted each other), then each 4 rows of the block (converted to fp32 once, for
- * 16-bit weights) multiply every token before the next 4, the accumulators kept in a buffer
- * between column blocks. So each weight is read from memory once per pass and every other load
- * hits L1, where the former kernel (4 rows x 4 tokens over whole rows) re-read the rows and the
- * inputs from L2 for every 4 tokens: 0.59 (bf16) and 0.74 (int8's own kernel aside) of the read
- * ceiling at batch 16 (bench_cpu, tinyllama, busy machine). The next block of the 4 rows (or the
- * next row block's first) is prefetched while one is computed. Each sum runs in the same lane order
- * as XK_MM_BODY / XK_MM_BODY1 (lanes over the columns in increasing order, one horizontal sum at
- * the end, the scalar tail after it), so a token's result does not depend on the batch it is in.
- * Tokens past n reuse the last one and are not stored. */
-#define XK_SM_ROWS 16   /* rows per block (4 at a time) */
-#define XK_SM_COLS 128  /* columns per block */
-#define XK_SM_TOKENS 32 /* tokens per pass over the weights */
-#define XK_MM_BODYS(VT, VW, SETZERO, FMADD, LOADU, STOREU, HSUM, LOADW)                                     \
-    const int64_t cols = W->cols;                                                                           \
-    const int64_t esz = W->dtype == XF_FP32 ? 4 : 2;                                                        \
-    const int64_t cv = (cols / VW) * VW;                                                                    \
-    float xb[XK_SM_TOKENS * XK_SM_COLS] __attribute__((aligned(64)));     /* (token, column) */              \
-    float wt[4 * XK_SM_COLS] __attribute__((aligned(64)));                /* (row, column) */                \
-    float accb[(XK_SM_TOKENS + 4) * XK_SM_ROWS * VW] __attribute__((aligned(64))); /* (token, row, lane) */ \
-    for (int64_t tc = 0; tc < n; tc += XK_SM_TOKENS) {                                                      \
-        const int64_t nt = n - tc < XK_SM_TOKENS ? n - tc : XK_SM_TOKENS;                                   \
-        const float *xc = x + tc * cols;                                                                    \
-        for (int64_t rB = r0; rB < r1; rB += XK_SM_ROWS) {                                                  \
-            const int64_t nrB = r1 - rB < XK_SM_ROWS ? r1 - rB : XK_SM_ROWS;                                \
-            for (int64_t c0 = 0; c0 < cv; c0 += XK_SM_COLS) {                                               \
-                const int64_t cb = cv - c0 < XK_SM_COLS ? cv - c0 : XK_SM_COLS; /* a multiple of VW */      \
-                for (int64_t t = 0; t < nt; t++)                                                            \
-                    for (int64_t c = 0; c < cb; c += VW) STOREU(xb + t * XK_SM_COLS + c, LOADU(xc + t * cols + c0 + c)); \
-                for (int64_t s = 0; s < nrB; s += 4) {                                                      \
-                    const int64_t r = rB + s, rb = nrB - s < 4 ? nrB - s : 4;                               \
-                    const float *wr[4];                                                                     \
-                    for (int i = 0; i < 4; i++) {                                                           \
-                        const char *wp = (const char *)W->data + (r + (i < rb ? i : 0)) * cols * esz;       \
-                        /* the same columns of the next row block, into L2 a block ahead */                \
-                        const char *nx = r + XK_SM_ROWS + i < W->rows ? wp + (XK_SM_ROWS * cols + c0) * esz : NULL; \
-                        if (nx)                                                                             \
-                            for (int64_t b = 0; b < cb * esz; b += 64) XK_PREFETCH(nx + b);                 \
-                        if (esz == 4) {                                                                     \
-                            wr[i] = (const float *)wp + c0;                                                 \
-                        } else {                                                                            \
-                            for (int64_t c = 0; c < cb; c += VW) STOREU(wt + i * XK_SM_COLS + c, LOADW(wp, c0 + c)); \
-                            wr[i] = wt + i * XK_SM_COLS;                                                    \
-                        }                                                                                   \
-                    }                                                                                       \
-                    for (int64_t t = 0; t < nt; t += 4) {                                                   \
-                        const int64_t tb = nt - t < 4 ? nt - t : 4;                                         \
-                        const float *x0 = xb + t * XK_SM_COLS, *x1 = xb + (t + (tb > 1 ? 1 : 0)) * XK_SM_COLS; \
-                        const float *x2 = xb + (t + (tb > 2 ? 2 : 0)) * XK_SM_COLS;                         \
-                        const float *x3 = xb + (t + (tb > 3 ? 3 : 0)) * XK_SM_COLS;                         \
-                        float *ab = accb + (t * XK_SM_ROWS + s) * VW; /* token t + j, row s + i: ab + (j * XK_SM_ROWS + i) * VW */ \
-                        VT a[16]; /* a[i * 4 + j]: row s + i, token t + j */                                \
-                        for (int i = 0; i < 4; i++)                                                         \
-                            for (int j = 0; j < 4; j++)                                                     \
-                                a[i * 4 + j] = c0 == 0 ? SETZERO() : LOADU(ab + (j * XK_SM_ROWS + i) * VW); \
-                        for (int64_t c = 0; c < cb; c += VW) {                                              \
-                            const VT v0 = LOADU(x0 + c), v1 = LOADU(x1 + c), v2 = LOADU(x2 + c), v3 = LOADU(x3 + c); \
-                            VT w = LOADU(wr[0] + c);                                                        \
-                            a[0] = FMADD(w, v0, a[0]), a[1] = FMADD(w, v1, a[1]);                           \
-                            a[2] = FMADD(w, v2, a[2]), a[3] = FMADD(w, v3, a[3]);                           \
-                            w = LOADU(wr[1] + c);                                                           \
-                            a[4] = FMADD(w, v0, a[4]), a[5] = FMADD(w, v1, a[5]);                           \
-                            a[6] = FMADD(w, v2, a[6]), a[7] = FMADD(w, v3, a[7]);                           \
-                            w = LOADU(wr[2] + c);                                                           \
-                            a[8] = FMADD(w, v0, a[8]), a[9] = FMADD(w, v1, a[9]);                           \
-                            a[10] = FMADD(w, v2, a[10]), a[11] = FMADD(w, v3, a[11]);                       \
-                            w = LOADU(wr[3] + c);                                                           \
-                            a[12] = FMADD(w, v0, a[12]), a[13] = FMADD(w, v1, a[13]);                       \
-                            a[14] = FMADD(w, v2, a[14]), a[15] = FMADD(w, v3, a[15]);                       \
-                        }                                                                                   \
-                        for (int i = 0; i < 4; i++)                                                         \
-                            for (int j = 0; j < 4; j++) STOREU(ab + (j * XK_SM_ROWS + i) * VW, a[i * 4 + j]); \
-                    }                                                                                       \
-                }                                                                                           \
-            }                                                                                               \
-            for (int64_t i = 0; i < nrB; i++)                                                               \
-                for (int64_t j = 0; j < nt; j++) {                                                          \
-                    const float *xj = xc + j * cols;                                                        \
-                    const int64_t ro = (rB + i) * cols;                                                     \
-                    float tl = 0.0f;                                                                        \
-                    for (int64_t c = cv; c < cols; c++) tl += w_at(W, ro + c) * xj[c];                      \
-                    const VT a = cv > 0 ? LOADU(accb + (j * XK_SM_ROWS + i) * VW) : SETZERO();              \
-                    y[(tc + j) * ldy + rB + i] = HSUM(a) + tl;                                              \
-                }                                                                                           \
-        }                                                                                                   \
-    }
-
 #if XK_X86
 
 /* AVX2: 8 lanes. */
@@ -344,7 +304,7 @@ static inline TGT_AVX2 __m256 ld8_i8(const void *w, int64_t off) {
 }
 static TGT_AVX2 void mm_avx2_f32(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
     if (n >= 3) {
-        XK_MM_BODYS(__m256, 8, _mm256_setzero_ps, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_storeu_ps, hsum8, ld8_f32)
+        XK_MM_BODY4(__m256, 8, _mm256_setzero_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_f32)
     } else if (n == 1) {
         XK_MM_BODY1(__m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_f32)
     } else {
@@ -353,7 +313,7 @@ static TGT_AVX2 void mm_avx2_f32(const wmat *W, const float *x, int64_t n, float
 }
 static TGT_AVX2 void mm_avx2_bf16(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
     if (n >= 3) {
-        XK_MM_BODYS(__m256, 8, _mm256_setzero_ps, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_storeu_ps, hsum8, ld8_bf16)
+        XK_MM_BODY4(__m256, 8, _mm256_setzero_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_bf16)
     } else if (n == 1) {
         XK_MM_BODY1(__m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_bf16)
     } else {
@@ -362,7 +322,7 @@ static TGT_AVX2 void mm_avx2_bf16(const wmat *W, const float *x, int64_t n, floa
 }
 static TGT_AVX2 void mm_avx2_f16(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
     if (n >= 3) {
-        XK_MM_BODYS(__m256, 8, _mm256_setzero_ps, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_storeu_ps, hsum8, ld8_f16)
+        XK_MM_BODY4(__m256, 8, _mm256_setzero_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_f16)
     } else if (n == 1) {
         XK_MM_BODY1(__m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_f16)
     } else {
@@ -393,7 +353,7 @@ static inline TGT_AVX512 __m512 ld16_i8(const void *w, int64_t off) {
 }
 static TGT_AVX512 void mm_avx512_f32(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
     if (n >= 3) {
-        XK_MM_BODYS(__m512, 16, _mm512_setzero_ps, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_storeu_ps, hsum16, ld16_f32)
+        XK_MM_BODY4(__m512, 16, _mm512_setzero_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_f32)
     } else if (n == 1) {
         XK_MM_BODY1(__m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_f32)
     } else {
@@ -402,7 +362,7 @@ static TGT_AVX512 void mm_avx512_f32(const wmat *W, const float *x, int64_t n, f
 }
 static TGT_AVX512 void mm_avx512_bf16(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
     if (n >= 3) {
-        XK_MM_BODYS(__m512, 16, _mm512_setzero_ps, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_storeu_ps, hsum16, ld16_bf16)
+        XK_MM_BODY4(__m512, 16, _mm512_setzero_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_bf16)
     } else if (n == 1) {
         XK_MM_BODY1(__m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_bf16)
     } else {
@@ -411,7 +371,7 @@ static TGT_AVX512 void mm_avx512_bf16(const wmat *W, const float *x, int64_t n, 
 }
 static TGT_AVX512 void mm_avx512_f16(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
     if (n >= 3) {
-        XK_MM_BODYS(__m512, 16, _mm512_setzero_ps, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_storeu_ps, hsum16, ld16_f16)
+        XK_MM_BODY4(__m512, 16, _mm512_setzero_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_f16)
     } else if (n == 1) {
         XK_MM_BODY1(__m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_f16)
     } else {

@@ -60,8 +60,8 @@ static void check_vs_double(const wmat *W, const float *x, int64_t n, int64_t n_
         }
 }
 
-/* n 1..n_max tokens (n_max 9: the 4 x 4 blocks, whole and partial; 40: more than one pass of
- * XK_SM_TOKENS tokens over the weights) */
+/* n 1..n_max tokens (n_max 9: the 4 x 4 blocks, whole and partial; 40: past the 31 rows a step
+ * gives the own kernels) */
 static void check_matmul_n(xf_dtype dt, int64_t rows, int64_t cols, int group, int64_t n_max) {
     wmat W = make_wmat(dt, rows, cols, group, 17);
     uint32_t s = 3;
@@ -174,11 +174,11 @@ Test(cpu_kernels, matmul_int8_group32) { check_matmul(XF_INT8, 21, 96, 32); }
 Test(cpu_kernels, matmul_int8_odd_group) { check_matmul(XF_INT8, 9, 61, 24); } /* vector + scalar tail per group */
 Test(cpu_kernels, matmul_tiny) { check_matmul(XF_BF16, 6, 7, 0); }           /* narrower than one vector */
 Test(cpu_kernels, matmul_bf16_wide) { check_matmul(XF_BF16, 29, 32 * 9 + 5, 0); } /* vdpbf16ps steps + a tail */
-/* batched decode's column blocks (XK_SM_COLS = 256: 2 whole blocks, a partial one and a scalar
- * tail) and token passes (XK_SM_TOKENS = 32: 40 tokens take two) */
-Test(cpu_kernels, matmul_fp32_blocks) { check_matmul_n(XF_FP32, 13, 256 * 2 + 48 + 5, 0, 40); }
-Test(cpu_kernels, matmul_bf16_blocks) { check_matmul_n(XF_BF16, 13, 256 * 2 + 48 + 5, 0, 40); }
-Test(cpu_kernels, matmul_fp16_blocks) { check_matmul_n(XF_FP16, 11, 256 + 16, 0, 36); }
+/* every batch a decode step gives the own kernels (up to 31 tokens, and past it), rows of several
+ * hundred columns with a vector and scalar tail */
+Test(cpu_kernels, matmul_fp32_batches) { check_matmul_n(XF_FP32, 13, 256 * 2 + 48 + 5, 0, 40); }
+Test(cpu_kernels, matmul_bf16_batches) { check_matmul_n(XF_BF16, 13, 256 * 2 + 48 + 5, 0, 40); }
+Test(cpu_kernels, matmul_fp16_batches) { check_matmul_n(XF_FP16, 11, 256 + 16, 0, 36); }
 
 /* int8 weights times the 16-bit grid: every variant against straight loops in double on the grid
  * values (each product exact), and against the float kernel fed the same grid values. */
