@@ -346,14 +346,12 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
         c->a8s = cpu_alloc(c, c->a8_tokens * ng, sizeof(float), &st);
         c->a8c = cpu_alloc(c, c->a8_tokens * ng, sizeof(int32_t), &st);
     }
-    if (!st && c->w->dtype == XF_BF16 && (c->bf16_round || (T >= CPU_GEMM_MIN_TOKENS && cpu_dnnl_built()))) {
-        /* prefill GEMMs on AMX through oneDNN (cpu_dnnl.h): the input as 3 bf16 parts, or rounded
-         * (then every phase's input as bf16 bits, for the vdpbf16ps kernel too) */
+    if (!st && c->w->dtype == XF_BF16 && T >= CPU_GEMM_MIN_TOKENS && cpu_dnnl_built()) {
+        /* prefill GEMMs on AMX through oneDNN (cpu_dnnl.h): the input as 3 bf16 parts, or rounded (one) */
         int64_t max_cols = cfg->d_model > cfg->d_ff ? cfg->d_model : cfg->d_ff;
         max_cols = max_cols > c->q_dim ? max_cols : c->q_dim;
-        if (T >= CPU_GEMM_MIN_TOKENS && cpu_dnnl_built() && cpu_dnnl_init(&c->dnnl, c->threads) != XF_OK)
-            c->dnnl = NULL; /* the fp32 path, as without oneDNN */
-        if (c->dnnl || c->bf16_round) c->bfx = cpu_alloc(c, T * (c->bf16_round ? 1 : 3) * max_cols, sizeof(uint16_t), &st);
+        if (cpu_dnnl_init(&c->dnnl, c->threads) == XF_OK) /* else the fp32 path, as without oneDNN */
+            c->bfx = cpu_alloc(c, T * (c->bf16_round ? 1 : 3) * max_cols, sizeof(uint16_t), &st);
     }
     c->rope_inv = cpu_alloc(c, cfg->head_dim / 2, sizeof(double), &st);
     if (!st) st = config_rope_freqs(cfg, c->rope_inv, &c->rope_scale);
@@ -393,19 +391,13 @@ static void cpu_linear(cpu_ctx *c, const wmat *W, float *x, int64_t n, float *y)
         return;
     }
     if (W->dtype == XF_BF16 && c->bf16_round) { /* rounded inputs: x to bf16 in place, every phase */
+        /* decode keeps the widen-and-FMA kernel on the rounded x (each product exact in fp32): a
+         * one-part vdpbf16ps kernel measured 10% slower from cache at 16 tokens (224 vs 248 GFLOP/s,
+         * 2 threads, busy machine), where batched bf16 decode is compute-bound */
+        const int dn = c->dnnl && n >= CPU_GEMM_MIN_TOKENS;
 #pragma omp parallel for num_threads(c->threads) schedule(static) if (n >= 4)
-        for (int64_t t = 0; t < n; t++) xk_bf16_round(x + t * cols, 1, cols, c->bfx + t * cols);
-        if (c->dnnl && n >= CPU_GEMM_MIN_TOKENS && cpu_dnnl_gemm_bf16(c->dnnl, W, c->bfx, n, y, rows) == XF_OK) return; /* one AMX pass */
-        if (n < CPU_GEMM_MIN_TOKENS) { /* decode: one vdpbf16ps per weight vector and token where the CPU has it */
-            const int64_t chunks = (rows + CPU_MM_CHUNK - 1) / CPU_MM_CHUNK;
-            const xk_isa isa = c->isa;
-#pragma omp parallel for num_threads(c->threads) schedule(static)
-            for (int64_t ch = 0; ch < chunks; ch++) {
-                const int64_t r0 = ch * CPU_MM_CHUNK, r1 = r0 + CPU_MM_CHUNK < rows ? r0 + CPU_MM_CHUNK : rows;
-                xk_matmul_bf16r(isa, W, c->bfx, x, n, y, rows, r0, r1);
-            }
-            return;
-        }
+        for (int64_t t = 0; t < n; t++) xk_bf16_round(x + t * cols, 1, cols, dn ? c->bfx + t * cols : NULL);
+        if (dn && cpu_dnnl_gemm_bf16(c->dnnl, W, c->bfx, n, y, rows) == XF_OK) return; /* one AMX pass */
     } else if (W->dtype == XF_BF16 && c->dnnl && n >= CPU_GEMM_MIN_TOKENS) { /* prefill: oneDNN (AMX where granted) */
 #pragma omp parallel for num_threads(c->threads) schedule(static)
         for (int64_t t = 0; t < n; t++) xk_bf16x3_split_planar(x, n, cols, t, t + 1, c->bfx);

@@ -1015,39 +1015,32 @@ static int have_bf16dp(void) {
 
 static inline TGT_AVX512BF16 __m512bh ld_bh(const uint16_t *p) { return (__m512bh)_mm512_loadu_si512((const void *)p); }
 
-/* R rows x T tokens (constants after inlining) from row r: 32 columns per step, P vdpbf16ps per
- * weight vector (P = 3: hi, mid, lo, in that order; P = 1: the rounded input), then one
- * horizontal sum and a scalar tail. p (n, P, cols). Rows past rb reuse row r and tokens past tb
- * token 0; neither is stored. */
+/* R rows x T tokens (constants after inlining) from row r: 32 columns per step, three vdpbf16ps
+ * per weight vector (hi, mid, lo, in that order), then one horizontal sum and a scalar tail. Rows
+ * past rb reuse row r and tokens past tb token 0; neither is stored. */
 static inline __attribute__((always_inline)) TGT_AVX512BF16 void bf16x3_tile(const wmat *W, const uint16_t *p, const float *x,
                                                                               int64_t r, int64_t rb, int64_t t, int64_t tb,
-                                                                              float *y, int64_t ldy, const int R, const int T,
-                                                                              const int P) {
+                                                                              float *y, int64_t ldy, const int R, const int T) {
     const int64_t cols = W->cols, cv = cols / 32 * 32;
     const uint16_t *wr[8];
     const uint16_t *xp[4];
     for (int i = 0; i < R; i++) wr[i] = (const uint16_t *)W->data + (r + (i < rb ? i : 0)) * cols;
-    for (int j = 0; j < T; j++) xp[j] = p + (t + (j < tb ? j : 0)) * P * cols;
+    for (int j = 0; j < T; j++) xp[j] = p + (t + (j < tb ? j : 0)) * 3 * cols;
     const int pf = R == 8 && r + 2 * R <= W->rows; /* one token: the next block of rows into L2 (XK_PREFETCH) */
     __m512 a[8][4];
     for (int i = 0; i < R; i++)
         for (int j = 0; j < T; j++) a[i][j] = _mm512_setzero_ps();
     for (int64_t c = 0; c < cv; c += 32) {
         __m512bh xh[4], xm[4], xl[4];
-        for (int j = 0; j < T; j++) {
-            xh[j] = ld_bh(xp[j] + c);
-            if (P == 3) xm[j] = ld_bh(xp[j] + cols + c), xl[j] = ld_bh(xp[j] + 2 * cols + c);
-        }
+        for (int j = 0; j < T; j++) xh[j] = ld_bh(xp[j] + c), xm[j] = ld_bh(xp[j] + cols + c), xl[j] = ld_bh(xp[j] + 2 * cols + c);
         if (pf)
             for (int i = 0; i < R; i++) XK_PREFETCH(wr[i] + R * cols + c);
         for (int i = 0; i < R; i++) {
             const __m512bh w = ld_bh(wr[i] + c);
             for (int j = 0; j < T; j++) {
                 a[i][j] = _mm512_dpbf16_ps(a[i][j], w, xh[j]);
-                if (P == 3) {
-                    a[i][j] = _mm512_dpbf16_ps(a[i][j], w, xm[j]);
-                    a[i][j] = _mm512_dpbf16_ps(a[i][j], w, xl[j]);
-                }
+                a[i][j] = _mm512_dpbf16_ps(a[i][j], w, xm[j]);
+                a[i][j] = _mm512_dpbf16_ps(a[i][j], w, xl[j]);
             }
         }
     }
@@ -1060,29 +1053,22 @@ static inline __attribute__((always_inline)) TGT_AVX512BF16 void bf16x3_tile(con
         }
 }
 
-/* The tiles of one kernel: 8 rows for one token, else 4 rows x 4 tokens. */
-#define XK_BF16DP_DRIVER(P)                                                                                 \
-    if (n == 1) {                                                                                           \
-        for (int64_t r = r0; r < r1; r += 8) bf16x3_tile(W, p, x, r, r1 - r < 8 ? r1 - r : 8, 0, 1, y, ldy, 8, 1, P); \
-        return;                                                                                             \
-    }                                                                                                       \
-    for (int64_t r = r0; r < r1; r += 4) {                                                                  \
-        const int64_t rb = r1 - r < 4 ? r1 - r : 4;                                                         \
-        for (int64_t t = 0; t < n; t += 4) {                                                                \
-            const int64_t tb = n - t < 4 ? n - t : 4;                                                       \
-            if (tb == 4) bf16x3_tile(W, p, x, r, rb, t, 4, y, ldy, 4, 4, P);                                \
-            else if (tb == 3) bf16x3_tile(W, p, x, r, rb, t, 3, y, ldy, 4, 3, P);                           \
-            else if (tb == 2) bf16x3_tile(W, p, x, r, rb, t, 2, y, ldy, 4, 2, P);                           \
-            else bf16x3_tile(W, p, x, r, rb, t, 1, y, ldy, 4, 1, P);                                        \
-        }                                                                                                   \
-    }
 static TGT_AVX512BF16 void bf16x3_avx512(const wmat *W, const uint16_t *p, const float *x, int64_t n, float *y, int64_t ldy,
                                          int64_t r0, int64_t r1) {
-    XK_BF16DP_DRIVER(3)
-}
-static TGT_AVX512BF16 void bf16r_avx512(const wmat *W, const uint16_t *p, const float *x, int64_t n, float *y, int64_t ldy,
-                                        int64_t r0, int64_t r1) {
-    XK_BF16DP_DRIVER(1)
+    if (n == 1) {
+        for (int64_t r = r0; r < r1; r += 8) bf16x3_tile(W, p, x, r, r1 - r < 8 ? r1 - r : 8, 0, 1, y, ldy, 8, 1);
+        return;
+    }
+    for (int64_t r = r0; r < r1; r += 4) {
+        const int64_t rb = r1 - r < 4 ? r1 - r : 4;
+        for (int64_t t = 0; t < n; t += 4) {
+            const int64_t tb = n - t < 4 ? n - t : 4;
+            if (tb == 4) bf16x3_tile(W, p, x, r, rb, t, 4, y, ldy, 4, 4);
+            else if (tb == 3) bf16x3_tile(W, p, x, r, rb, t, 3, y, ldy, 4, 3);
+            else if (tb == 2) bf16x3_tile(W, p, x, r, rb, t, 2, y, ldy, 4, 2);
+            else bf16x3_tile(W, p, x, r, rb, t, 1, y, ldy, 4, 1);
+        }
+    }
 }
 #endif
 
@@ -1094,27 +1080,17 @@ int xk_bf16x3_supported(void) {
 #endif
 }
 
-/* The vdpbf16ps kernel with P input parts (3: exact, 1: rounded) where it runs, else xk_matmul. */
-static void bf16dp_matmul(xk_isa isa, const wmat *W, const uint16_t *p, int parts, const float *x, int64_t n, float *y,
-                          int64_t ldy, int64_t r0, int64_t r1) {
+void xk_matmul_bf16x3(xk_isa isa, const wmat *W, const uint16_t *p, const float *x, int64_t n, float *y, int64_t ldy,
+                      int64_t r0, int64_t r1) {
     if (n <= 0 || r1 <= r0) return;
 #if XK_X86
     if (isa == XK_ISA_AVX512 && W->dtype == XF_BF16 && have_bf16dp()) {
-        if (parts == 3) bf16x3_avx512(W, p, x, n, y, ldy, r0, r1);
-        else bf16r_avx512(W, p, x, n, y, ldy, r0, r1);
+        bf16x3_avx512(W, p, x, n, y, ldy, r0, r1);
         return;
     }
 #endif
-    (void)p, (void)parts;
+    (void)p;
     xk_matmul(isa, W, x, n, y, ldy, r0, r1);
-}
-void xk_matmul_bf16x3(xk_isa isa, const wmat *W, const uint16_t *p, const float *x, int64_t n, float *y, int64_t ldy,
-                      int64_t r0, int64_t r1) {
-    bf16dp_matmul(isa, W, p, 3, x, n, y, ldy, r0, r1);
-}
-void xk_matmul_bf16r(xk_isa isa, const wmat *W, const uint16_t *b, const float *x, int64_t n, float *y, int64_t ldy,
-                     int64_t r0, int64_t r1) {
-    bf16dp_matmul(isa, W, b, 1, x, n, y, ldy, r0, r1);
 }
 
 void xk_dequant_rows(const wmat *W, int64_t r0, int64_t r1, float *dst) {

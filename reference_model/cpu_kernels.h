@@ -107,14 +107,6 @@ void xk_matmul_bf16x3(xk_isa isa, const wmat *W, const uint16_t *p, const float 
  * bf16 bits into b (n, cols) (a dense GEMM operand for cpu_dnnl.h). */
 void xk_bf16_round(float *x, int64_t n, int64_t cols, uint16_t *b);
 
-/* What xk_matmul computes for bf16 W and x already rounded to bf16 (xk_bf16_round: x (n, cols) the
- * rounded values, b (n, cols) their bits): one vdpbf16ps per weight vector and token where
- * xk_bf16x3_supported (each product exact in fp32, as in xk_matmul on the rounded x; the sums in
- * another order; inputs below 2^-126 flushed, as AMX does), the same tiles as xk_matmul_bf16x3, so a
- * token's result does not depend on its batch; else xk_matmul(isa, W, x, ...). */
-void xk_matmul_bf16r(xk_isa isa, const wmat *W, const uint16_t *b, const float *x, int64_t n, float *y, int64_t ldy,
-                     int64_t r0, int64_t r1);
-
 /* Rows [r0, r1) of W as fp32 into dst (r1 - r0, W->cols): the tile the BLAS GEMM reads. */
 void xk_dequant_rows(const wmat *W, int64_t r0, int64_t r1, float *dst);
 

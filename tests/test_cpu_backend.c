@@ -376,7 +376,7 @@ Test(cpu_backend, bf16_within_tolerance_of_fp32) { quant_vs_fp32(XF_BF16, XF_FP3
  * same bf16 weights with every projection's input rounded to bf16 in double, in decode, the own
  * kernels' prefill (27 tokens) and oneDNN's (40 tokens, one AMX pass where granted). Float rounding
  * can move an input across a bf16 rounding tie (one bf16 step, up to 2^-7 of it): measured max |logit
- * error| 3.2e-8 (decode on vdpbf16ps, own-kernel prefill) and 4.9e-8 (oneDNN prefill, AMX) at the first
+ * error| 2.4e-8 (decode and own-kernel prefill) and 4.9e-8 (oneDNN prefill, AMX) at the first
  * check of each (the one the assertion shows when the tolerance is set to 0); none crossed a tie
  * here; stated tolerance 1e-4 (logits ~0.4-0.9). Against fp32 weights and
  * inputs: bf16 rounding of weights and inputs (each <= 2^-8 relative), the same stated 1% as exact bf16. */

@@ -129,8 +129,7 @@ static void check_matmul_n(xf_dtype dt, int64_t rows, int64_t cols, int group, i
                                  (long long)n, (long long)r);
             }
             free(p);
-            /* rounded inputs: x rounded to bf16 (xk_bf16_round), one vdpbf16ps per product where the
-             * CPU has it: against double on the rounded x, each token independent of its batch */
+            /* rounded inputs (xk_bf16_round): values and bits agree, each within 2^-8 of x */
             float *xr = malloc((size_t)(n * cols) * sizeof(float));
             uint16_t *b = malloc((size_t)(n * cols) * sizeof(uint16_t));
             memcpy(xr, x, (size_t)(n * cols) * sizeof(float));
@@ -138,15 +137,6 @@ static void check_matmul_n(xf_dtype dt, int64_t rows, int64_t cols, int group, i
             for (int64_t i = 0; i < n * cols; i++) {
                 cr_assert_eq(weights_bf16_to_f32(b[i]), xr[i], "bits and values of the rounded x differ at %lld", (long long)i);
                 cr_assert(fabsf(xr[i] - x[i]) <= fabsf(x[i]) * 0x1p-8f, "x[%lld] rounded by more than 2^-8 of itself", (long long)i);
-            }
-            for (int64_t i = 0; i < n_max * ldy; i++) y[i] = -12345.0f;
-            xk_matmul_bf16r(xk_isa_best(), &W, b, xr, n, y, ldy, r0, r1);
-            check_vs_double(&W, xr, n, n_max, y, ldy, r0, r1, "bf16r");
-            for (int64_t t = 0; t < n; t++) {
-                xk_matmul_bf16r(xk_isa_best(), &W, b + t * cols, xr + t * cols, 1, ys, ldy, r0, r1);
-                for (int64_t r = r0; r < r1; r++)
-                    cr_assert_eq(y[t * ldy + r], ys[r], "bf16r: token %lld of %lld differs from it alone at row %lld", (long long)t,
-                                 (long long)n, (long long)r);
             }
             free(xr);
             free(b);
