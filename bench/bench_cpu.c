@@ -155,7 +155,7 @@ static int batched_decode(const model_config *cfg, int threads, int steps, int64
  * interleaved), weight GB/s per step against the read ceiling rd, measured again after the
  * batches (the better one is used, as at batch 1). r16: batch 16's ratios. Returns 0, or 2. */
 static int batched_points(const model_config *cfg, int threads, int steps, const xf_dtype *dts, double ws,
-                          ceilings_bw *rd, double *r16) {
+                          double peak, ceilings_bw *rd, double *r16) {
     static const int64_t bs[] = {2, 4, 8, 16};
     double t[4][NV];
     for (int b = 0; b < 4; b++)
@@ -166,15 +166,21 @@ static int batched_points(const model_config *cfg, int threads, int steps, const
     for (int b = 0; b < 4; b++)
         for (int k = 0; k < NV; k++) {
             const double wb = decode_weight_bytes_b(cfg, dts[k], 8 + 1 + steps / 2, bs[b]);
-            printf("%s decode at batch %2lld: best %.1f ms/step, %.2f GB/s of weights, %.3f of the read ceiling (%.2f GB/s)\n",
+            printf("%s decode at batch %2lld: best %.1f ms/step, %.2f GB/s of weights, %.3f of the read ceiling (%.2f GB/s)",
                    vnames[k], (long long)bs[b], t[b][k] * 1e3, wb / t[b][k] / 1e9, wb / t[b][k] / rd->Bps, rd->Bps / 1e9);
+            if (dts[k] != XF_INT8) { /* fp32 / bf16 weights run on the FP32 FMA units: 2 FLOP per weight and token */
+                const double in = 2.0 * (double)bs[b] / (dts[k] == XF_FP32 ? 4.0 : 2.0), ridge = peak / rd->Bps;
+                printf("; on FP32 FMA %.1f FLOP/B against a ridge of %.1f: %s", in, ridge, in < ridge ? "memory-bound" : "compute-bound");
+            }
+            printf("\n");
             if (bs[b] == 16) r16[k] = wb / t[b][k] / rd->Bps;
         }
     return 0;
 }
-static int batched_section(const model_config *cfg, int threads, int steps, const xf_dtype *dts, double ws, ceilings_bw *rd) {
+static int batched_section(const model_config *cfg, int threads, int steps, const xf_dtype *dts, double ws, double peak,
+                           ceilings_bw *rd) {
     double r16[NV];
-    if (batched_points(cfg, threads, steps, dts, ws, rd, r16)) return 2;
+    if (batched_points(cfg, threads, steps, dts, ws, peak, rd, r16)) return 2;
     for (int k = 0; k < NV; k++) {
         char what[80];
         snprintf(what, sizeof what, "%s decode at batch 16: weights GB/s / read ceiling", vnames[k]);
@@ -370,7 +376,7 @@ int main(int argc, char **argv) {
     const xf_dtype dts[NV] = {XF_FP32, XF_BF16, XF_INT8, XF_BF16};
     if (batched_only) {
         printf("\nresults (%s, %d threads):\n", model_name, threads);
-        int rc = batched_section(&cfg, threads, steps, dts, ws, &rd);
+        int rc = batched_section(&cfg, threads, steps, dts, ws, peak, &rd);
         return rc ? rc : fails ? 1 : 0;
     }
     bench_model bms[NV];
@@ -556,7 +562,7 @@ int main(int argc, char **argv) {
     model_free(fm.m);
     /* batched decode after the batch-1 models are freed: NV models at a time, not 2 NV */
     double r16[NV];
-    if (batched_points(&cfg, threads, steps, dts, ws, &rd, r16)) return 2;
+    if (batched_points(&cfg, threads, steps, dts, ws, peak, &rd, r16)) return 2;
 
     printf("\nresults (%s, %d threads):\n", model_name, threads);
     /* issue 4's targets, then issue 20's (0.90 of the read ceiling for every dtype at batch 1,
