@@ -455,7 +455,7 @@ static void set_env(record *rec, const run_ctx *c) {
             record_set_env(rec, "gemm_bf16", buf);
             record_set_env(rec, "bf16_inputs", c->plan->bf16_inputs == BACKEND_BF16_ROUNDED
                                                    ? "rounded: each projection's fp32 input rounded once to bf16 (nearest even), "
-                                                     "products exact in fp32, sums in fp32; prefill one AMX pass"
+                                                     "products exact in fp32, sums in fp32; prefill one oneDNN pass where built (env gemm_bf16)"
                                                    : "exact3: the fp32 input exactly (on AMX its 3-part bf16 split, 3 passes)");
             break;
         }
