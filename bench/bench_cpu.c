@@ -10,19 +10,22 @@
  *      over fp32's (>= 4x), int8 (AMX tiles) over bf16's (>= 1.5x). Token agreement of bf16 and
  *      int8 with fp32 over 32 greedy tokens (printed, no target).
  *   4. Timer probe on vs off, same model, adjacent decode steps (target <= 3% overhead).
- *   5. Decode at batch 16 of the three weight dtypes, interleaved: weight bytes per step / time over
- *      the read ceiling (target >= 0.80).
+ *   5. Decode at batch 2, 4, 8 and 16 of each weight variant, interleaved: weight bytes per step /
+ *      time over the read ceiling (target at batch 16 >= 0.80). --batched runs this part alone.
+ * Every part runs four weight variants side by side: fp32, bf16 (exact inputs), int8 and bf16 with
+ * rounded inputs (`run --bf16-inputs rounded`: vdpbf16ps in decode, one oneDNN pass in prefill),
+ * each rounded-input figure printed beside the issue's target for bf16.
  *   6. Decode attention (xk_attention_batch) at batch 1 and 8, 512 and 4096 tokens of context,
  *      fp32 / fp16 / bf16 KV: KV GB/s over the read ceiling measured on a working set of the same
  *      size, interleaved (target >= 0.70), paged against contiguous, the measured class.
  *      --attention runs this part alone.
- * The three weight dtypes are loaded together and their decode steps interleaved (fp32, bf16, int8,
- * fp32, ...), so a neighbour's memory traffic on a shared machine slows all three alike. Times per
+ * The weight variants are loaded together and their decode steps interleaved (fp32, bf16, int8,
+ * bf16 rounded, fp32, ...), so a neighbour's memory traffic on a shared machine slows all three alike. Times per
  * decode step are best-of-N steps, as the ceilings are best-of-N repetitions (the medians are
  * printed too); the prefill GEMMs take each op's best of 3 prefills; the probe overhead compares
  * the best of 32 steps with it and 32 without, taken in adjacent pairs.
  *
- * Usage: bench_cpu [--threads N] [--steps N] [--model NAME] [--quick]
+ * Usage: bench_cpu [--threads N] [--steps N] [--model NAME] [--quick] [--attention] [--batched]
  * Exit status 0 when every target passes, 1 when one fails, 2 on an error. */
 #include <math.h>
 #include <stdio.h>
@@ -41,6 +44,13 @@
 #include "reference_model/model.h"
 
 static int fails = 0;
+
+/* The weight variants measured side by side: fp32, bf16 (exact inputs), int8, and bf16 with its
+ * inputs rounded once to bf16 (backend.h BACKEND_BF16_ROUNDED: one vdpbf16ps per product in
+ * decode, one oneDNN pass on AMX in prefill). */
+#define NV 4
+static const char *const vnames[NV] = {"fp32", "bf16", "int8", "bf16 rounded"};
+static backend_bf16_inputs v_inputs(int k) { return k == 3 ? BACKEND_BF16_ROUNDED : BACKEND_BF16_EXACT3; }
 
 char *openblas_get_config(void); /* OpenBLAS, linked by the CPU backend */
 
@@ -91,12 +101,13 @@ typedef struct bench_model {
     int64_t len;
 } bench_model;
 
-static xf_status open_model_b(bench_model *bm, const model_config *cfg, xf_dtype wd, int threads, int64_t max_prompt,
-                              int64_t max_len, int64_t batch) {
+static xf_status open_model_b(bench_model *bm, const model_config *cfg, xf_dtype wd, backend_bf16_inputs bi, int threads,
+                              int64_t max_prompt, int64_t max_len, int64_t batch) {
     model_options o;
     model_options_default(&o);
     o.seed = 7;
     o.wdtype = wd;
+    o.bf16_inputs = bi;
     o.kvdtype = XF_FP32;
     o.threads = threads;
     o.max_seqs = batch;
@@ -109,34 +120,72 @@ static xf_status open_model_b(bench_model *bm, const model_config *cfg, xf_dtype
     }
     return model_init(&bm->m, cfg, &o);
 }
-static xf_status open_model(bench_model *bm, const model_config *cfg, xf_dtype wd, int threads, int64_t max_prompt,
-                            int64_t max_len) {
-    return open_model_b(bm, cfg, wd, threads, max_prompt, max_len, 1);
+static xf_status open_model(bench_model *bm, const model_config *cfg, xf_dtype wd, backend_bf16_inputs bi, int threads,
+                            int64_t max_prompt, int64_t max_len) {
+    return open_model_b(bm, cfg, wd, bi, threads, max_prompt, max_len, 1);
 }
 
-/* Batched decode: `batch` sequences of 8 prompt tokens, the three weight dtypes' steps interleaved
+/* Batched decode: `batch` sequences of 8 prompt tokens, the weight variants' steps interleaved
  * as at batch 1; t_best[k]: the best step time of dtype dts[k]. Returns 0, or 2 after an error. */
 static int batched_decode(const model_config *cfg, int threads, int steps, int64_t batch, const xf_dtype *dts,
                           double *t_best) {
-    bench_model bms[3];
+    bench_model bms[NV];
     int64_t lens[64];
     int32_t prompts[64 * 8];
     for (int64_t s = 0; s < batch; s++) lens[s] = 8;
-    for (int k = 0; k < 3; k++) {
-        if (open_model_b(&bms[k], cfg, dts[k], threads, 8, 8 + steps + 4, batch) != XF_OK) return die(dtype_name(dts[k]));
+    for (int k = 0; k < NV; k++) {
+        if (open_model_b(&bms[k], cfg, dts[k], v_inputs(k), threads, 8, 8 + steps + 4, batch) != XF_OK) return die(vnames[k]);
         for (int64_t i = 0; i < batch * 8; i++) prompts[i] = bms[k].prompt[i % 512];
         if (model_prefill(bms[k].m, (int)batch, prompts, lens, NULL) != XF_OK) return die("batched prefill");
         if (model_decode_step(bms[k].m, NULL, NULL) != XF_OK) return die("batched decode warm-up");
         t_best[k] = 0;
     }
     for (int i = 0; i < steps; i++)
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < NV; k++) {
             double t0 = timer_now_s();
             if (model_decode_step(bms[k].m, NULL, NULL) != XF_OK) return die("batched decode");
             double t = timer_now_s() - t0;
             t_best[k] = i == 0 || t < t_best[k] ? t : t_best[k];
         }
-    for (int k = 0; k < 3; k++) model_free(bms[k].m);
+    for (int k = 0; k < NV; k++) model_free(bms[k].m);
+    return 0;
+}
+
+/* Batched decode at batch 2, 4, 8 and 16 of the weight variants (each batch's NV models
+ * interleaved), weight GB/s per step against the read ceiling rd, measured again after the
+ * batches (the better one is used, as at batch 1). r16: batch 16's ratios. Returns 0, or 2. */
+static int batched_points(const model_config *cfg, int threads, int steps, const xf_dtype *dts, double ws,
+                          double peak, ceilings_bw *rd, double *r16) {
+    static const int64_t bs[] = {2, 4, 8, 16};
+    double t[4][NV];
+    for (int b = 0; b < 4; b++)
+        if (batched_decode(cfg, threads, steps, bs[b], dts, t[b])) return 2;
+    ceilings_bw rd2;
+    if (ceilings_bandwidth(CEIL_READ, ws, threads, 2, &rd2) != XF_OK) return die("read bandwidth");
+    if (rd2.Bps > rd->Bps) *rd = rd2;
+    for (int b = 0; b < 4; b++)
+        for (int k = 0; k < NV; k++) {
+            const double wb = decode_weight_bytes_b(cfg, dts[k], 8 + 1 + steps / 2, bs[b]);
+            printf("%s decode at batch %2lld: best %.1f ms/step, %.2f GB/s of weights, %.3f of the read ceiling (%.2f GB/s)",
+                   vnames[k], (long long)bs[b], t[b][k] * 1e3, wb / t[b][k] / 1e9, wb / t[b][k] / rd->Bps, rd->Bps / 1e9);
+            if (dts[k] != XF_INT8) { /* fp32 / bf16 weights run on the FP32 FMA units: 2 FLOP per weight and token */
+                const double in = 2.0 * (double)bs[b] / (dts[k] == XF_FP32 ? 4.0 : 2.0), ridge = peak / rd->Bps;
+                printf("; on FP32 FMA %.1f FLOP/B against a ridge of %.1f: %s", in, ridge, in < ridge ? "memory-bound" : "compute-bound");
+            }
+            printf("\n");
+            if (bs[b] == 16) r16[k] = wb / t[b][k] / rd->Bps;
+        }
+    return 0;
+}
+static int batched_section(const model_config *cfg, int threads, int steps, const xf_dtype *dts, double ws, double peak,
+                           ceilings_bw *rd) {
+    double r16[NV];
+    if (batched_points(cfg, threads, steps, dts, ws, peak, rd, r16)) return 2;
+    for (int k = 0; k < NV; k++) {
+        char what[80];
+        snprintf(what, sizeof what, "%s decode at batch 16: weights GB/s / read ceiling", vnames[k]);
+        verdict(what, r16[k], 0.80, 1, "");
+    }
     return 0;
 }
 
@@ -282,7 +331,7 @@ static int attention_section(const model_config *cfg, int threads, int quick, do
 
 int main(int argc, char **argv) {
     ceilings_env_reexec(argc, argv); /* OpenBLAS kernels and OpenMP waiting, set before they load */
-    int threads = 2, steps = 8, quick = 0, attention_only = 0;
+    int threads = 2, steps = 8, quick = 0, attention_only = 0, batched_only = 0;
     const char *model_name = "tinyllama-1.1b";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
@@ -290,8 +339,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--model") && i + 1 < argc) model_name = argv[++i];
         else if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--attention")) attention_only = 1;
+        else if (!strcmp(argv[i], "--batched")) batched_only = 1;
         else {
-            fprintf(stderr, "usage: bench_cpu [--threads N] [--steps N] [--model NAME] [--quick] [--attention]\n");
+            fprintf(stderr, "usage: bench_cpu [--threads N] [--steps N] [--model NAME] [--quick] [--attention] [--batched]\n");
             return 2;
         }
     }
@@ -322,18 +372,23 @@ int main(int argc, char **argv) {
         int rc = attention_section(&cfg, threads, quick, peak);
         return rc ? rc : fails ? 1 : 0;
     }
-    /* Decode of the three weight dtypes, interleaved step by step. */
-    const xf_dtype dts[3] = {XF_FP32, XF_BF16, XF_INT8};
-    bench_model bms[3];
-    double *dt_s[3];
-    for (int k = 0; k < 3; k++) {
+    /* Decode of the weight variants, interleaved step by step. */
+    const xf_dtype dts[NV] = {XF_FP32, XF_BF16, XF_INT8, XF_BF16};
+    if (batched_only) {
+        printf("\nresults (%s, %d threads):\n", model_name, threads);
+        int rc = batched_section(&cfg, threads, steps, dts, ws, peak, &rd);
+        return rc ? rc : fails ? 1 : 0;
+    }
+    bench_model bms[NV];
+    double *dt_s[NV];
+    for (int k = 0; k < NV; k++) {
         double t0 = timer_now_s();
         /* fp32 also runs the 512-token prefill below */
         const int64_t fp32_len = 520 > 16 + 8 * (int64_t)steps ? 520 : 16 + 8 * (int64_t)steps; /* probe pairs */
         /* every dtype runs the 512-token prefill below; fp32 also the probe pairs */
-        if (open_model(&bms[k], &cfg, dts[k], threads, 512, k == 0 ? fp32_len : 520) != XF_OK)
-            return die(dtype_name(dts[k]));
-        printf("%s model ready in %.1f s\n", dtype_name(dts[k]), timer_now_s() - t0);
+        if (open_model(&bms[k], &cfg, dts[k], v_inputs(k), threads, 512, k == 0 ? fp32_len : 520) != XF_OK)
+            return die(vnames[k]);
+        printf("%s model ready in %.1f s\n", vnames[k], timer_now_s() - t0);
         dt_s[k] = calloc((size_t)steps, sizeof(double));
         if (!dt_s[k]) return die("out of memory");
         int64_t len = 8;
@@ -343,13 +398,13 @@ int main(int argc, char **argv) {
             if (model_decode_step(bms[k].m, NULL, NULL) != XF_OK) return die("decode warm-up");
     }
     for (int i = 0; i < steps; i++)
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < NV; k++) {
             double t0 = timer_now_s();
             if (model_decode_step(bms[k].m, NULL, NULL) != XF_OK) return die("decode");
             dt_s[k][i] = timer_now_s() - t0;
         }
-    double t_best[3], t_med[3];
-    for (int k = 0; k < 3; k++) {
+    double t_best[NV], t_med[NV];
+    for (int k = 0; k < NV; k++) {
         t_best[k] = dt_s[k][0];
         for (int i = 1; i < steps; i++) t_best[k] = dt_s[k][i] < t_best[k] ? dt_s[k][i] : t_best[k];
         t_med[k] = median(dt_s[k], steps);
@@ -364,10 +419,10 @@ int main(int argc, char **argv) {
     if (rd2.Bps > rd.Bps) rd = rd2;
     /* context during the timed steps: 8 prompt + 2 warm-up + about steps / 2 */
     const int64_t ctx = 10 + steps / 2;
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < NV; k++) {
         double wb = decode_weight_bytes(&cfg, dts[k], ctx);
         printf("%s decode: best %.1f ms/token (median %.1f), %.1f MiB of weights per token -> %.2f GB/s (median %.2f)\n",
-               dtype_name(dts[k]), t_best[k] * 1e3, t_med[k] * 1e3, wb / 1048576, wb / t_best[k] / 1e9,
+               vnames[k], t_best[k] * 1e3, t_med[k] * 1e3, wb / 1048576, wb / t_best[k] / 1e9,
                wb / t_med[k] / 1e9);
     }
     printf("medians: bf16 %.2fx, int8 %.2fx the fp32 tokens/s\n", t_med[0] / t_med[1], t_med[0] / t_med[2]);
@@ -378,8 +433,8 @@ int main(int argc, char **argv) {
 
     /* Token agreement with fp32: the same prompt, greedy, each dtype's first `agree_n` tokens. */
     const int agree_n = 32;
-    int32_t toks[3][32];
-    for (int k = 0; k < 3; k++) {
+    int32_t toks[NV][32];
+    for (int k = 0; k < NV; k++) {
         int64_t l8 = 8;
         model_reset(bms[k].m);
         if (model_prefill(bms[k].m, 1, bms[k].prompt, &l8, NULL) != XF_OK) return die("prefill");
@@ -389,32 +444,32 @@ int main(int argc, char **argv) {
         const int32_t *g = model_tokens(bms[k].m, 0, &ng);
         for (int i = 0; i < agree_n; i++) toks[k][i] = i < ng ? g[i] : -1;
     }
-    for (int k = 1; k < 3; k++) {
+    for (int k = 1; k < NV; k++) {
         int same = 0, prefix = 0;
         for (int i = 0; i < agree_n; i++) same += toks[k][i] == toks[0][i];
         while (prefix < agree_n && toks[k][prefix] == toks[0][prefix]) prefix++;
         printf("token agreement %s vs fp32 (greedy, 8-token prompt, random weights): %d of %d equal, first %d identical\n",
-               dtype_name(dts[k]), same, agree_n, prefix);
+               vnames[k], same, agree_n, prefix);
     }
 
     /* Prefill 512 of the three dtypes, interleaved: GEMM ops timed by the timer probe, each op's
      * best over the prefills. fp32 runs OpenBLAS sgemm; int8 the AMX tile kernel where granted
      * (else sgemm on dequantized tiles of its int8-grid input); bf16 oneDNN where built (cpu_dnnl.h:
      * AMX, three passes of the 3-part input). */
-    timer_probe *tps[3];
-    for (int k = 0; k < 3; k++)
+    timer_probe *tps[NV];
+    for (int k = 0; k < NV; k++)
         if (timer_probe_init(cfg.n_layers, 4, 0, &tps[k]) != XF_OK) return die("timer");
     timer_probe *tp = tps[0];
     probe_set ps = {1, {timer_probe_as_probe(tp)}};
     const int prefill_reps = quick ? 1 : 3;
     double t_prefill = 0;
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < NV; k++) {
         int64_t l64 = 64;
         model_reset(bms[k].m);
         if (model_prefill(bms[k].m, 1, bms[k].prompt, &l64, NULL) != XF_OK) return die("prefill warm-up");
     }
     for (int rep = 0; rep < prefill_reps; rep++)
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < NV; k++) {
             int64_t l512 = 512;
             probe_set psk = {1, {timer_probe_as_probe(tps[k])}};
             model_reset(bms[k].m);
@@ -436,8 +491,8 @@ int main(int argc, char **argv) {
     int64_t nops = cost_step_op_count(&cfg);
     cost_op *ops = calloc((size_t)nops, sizeof *ops);
     if (!ops || cost_step(&cfg, &w, workload_prefill_step(&w), ops, nops) != XF_OK) return die("cost model");
-    double pf_rate[3] = {0, 0, 0}, gemm_flops = 0, gemm_s = 0;
-    for (int k = 0; k < 3; k++) {
+    double pf_rate[NV] = {0, 0, 0, 0}, gemm_flops = 0, gemm_s = 0;
+    for (int k = 0; k < NV; k++) {
         double f = 0, sec = 0;
         for (int64_t i = 0; i < nops; i++) {
             if (!op_kind_is_gemm(ops[i].kind) || ops[i].kind == OP_LM_HEAD) continue; /* lm_head: 1 token in prefill */
@@ -451,13 +506,14 @@ int main(int argc, char **argv) {
         }
         pf_rate[k] = sec > 0 ? f / sec : 0;
         if (k == 0) gemm_flops = f, gemm_s = sec;
-        printf("%s prefill 512 (best of %d): GEMMs %.1f GFLOP in %.3f s -> %.1f GFLOP/s%s\n", dtype_name(dts[k]), prefill_reps,
+        printf("%s prefill 512 (best of %d): GEMMs %.1f GFLOP in %.3f s -> %.1f GFLOP/s%s\n", vnames[k], prefill_reps,
                f / 1e9, sec, pf_rate[k] / 1e9,
                k == 1 ? (cpu_dnnl_built() ? " (oneDNN)" : " (fp32 OpenBLAS: built without oneDNN)")
+                      : k == 3 ? (cpu_dnnl_built() ? " (oneDNN, one pass)" : " (fp32 OpenBLAS: built without oneDNN)")
                       : k == 2 && xk_a8_amx() ? " (int8 AMX tiles, tdpbsud)" : " (fp32 OpenBLAS sgemm)");
     }
     free(ops);
-    for (int k = 1; k < 3; k++) timer_probe_free(tps[k]);
+    for (int k = 1; k < NV; k++) timer_probe_free(tps[k]);
     if (cpu_dnnl_built()) printf("bf16 prefill GEMM implementation: %s (%s)\n", cpu_dnnl_last_impl(), cpu_dnnl_describe());
     double amx_bf16 = 0, amx_int8 = 0;
     if (ceilings_amx_peak(threads, quick ? 2 : 4, &amx_bf16, &amx_int8) != XF_OK)
@@ -465,7 +521,7 @@ int main(int argc, char **argv) {
     else
         printf("AMX peaks now: BF16 %.1f GFLOP/s, INT8 %.1f GOP/s\n", amx_bf16 / 1e9, amx_int8 / 1e9);
     printf("fp32 prefill 512: %.2f s total\n", t_prefill);
-    for (int k = 1; k < 3; k++) model_free(bms[k].m);
+    for (int k = 1; k < NV; k++) model_free(bms[k].m);
     bench_model fm = bms[0];
 
     /* Probe overhead: pairs of adjacent decode steps, one with the probe and one without, the order
@@ -504,17 +560,9 @@ int main(int argc, char **argv) {
            b_off * 1e3, b_on * 1e3, t_off * 1e3, t_on * 1e3, pairs, pair_med, timer_probe_overhead_s(tp) * 1e9, (long long)(nops + 1));
     timer_probe_free(tp);
     model_free(fm.m);
-    /* batch 16 after the batch-1 models are freed: 3 models at a time, not 6 */
-    double t16[3];
-    const int64_t B16 = 16;
-    if (batched_decode(&cfg, threads, steps, B16, dts, t16)) return 2;
-    double r16[3];
-    for (int k = 0; k < 3; k++) {
-        const double wb = decode_weight_bytes_b(&cfg, dts[k], 8 + 1 + steps / 2, B16);
-        r16[k] = wb / t16[k] / rd.Bps;
-        printf("%s decode at batch %lld: best %.1f ms/step, %.2f GB/s of weights\n", dtype_name(dts[k]), (long long)B16,
-               t16[k] * 1e3, wb / t16[k] / 1e9);
-    }
+    /* batched decode after the batch-1 models are freed: NV models at a time, not 2 NV */
+    double r16[NV];
+    if (batched_points(&cfg, threads, steps, dts, ws, peak, &rd, r16)) return 2;
 
     printf("\nresults (%s, %d threads):\n", model_name, threads);
     /* issue 4's targets, then issue 20's (0.90 of the read ceiling for every dtype at batch 1,
@@ -523,10 +571,11 @@ int main(int argc, char **argv) {
     verdict("fp32 decode bandwidth / read ceiling (issue 20)", attained / rd.Bps, 0.90, 1, "");
     verdict("bf16 decode bandwidth / read ceiling (issue 20)", att_bf16 / rd.Bps, 0.90, 1, "");
     verdict("int8 decode bandwidth / read ceiling (issue 20)", att_int8 / rd.Bps, 0.90, 1, "");
+    verdict("bf16 rounded-input decode bandwidth / read ceiling", decode_weight_bytes(&cfg, XF_BF16, ctx) / t_best[3] / rd.Bps, 0.90, 1, "");
     verdict("int8 decode tokens/s / fp32 (issue 20)", t_fp32 / t_int8, 3.6, 1, "x");
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < NV; k++) {
         char what[80];
-        snprintf(what, sizeof what, "%s decode at batch 16: weights GB/s / read ceiling", dtype_name(dts[k]));
+        snprintf(what, sizeof what, "%s decode at batch 16: weights GB/s / read ceiling", vnames[k]);
         verdict(what, r16[k], 0.80, 1, "");
     }
     verdict("bf16 decode tokens/s / fp32", t_fp32 / t_bf16, 1.8, 1, "x");
@@ -537,6 +586,8 @@ int main(int argc, char **argv) {
         printf("  (bf16 prefill: AMX does 3x the op's FLOPs on the 3-part input: %.3f of the AMX peak in AMX work)\n",
                3 * pf_rate[1] / amx_bf16);
     verdict("bf16 prefill-512 GEMM FLOP/s / fp32's (issue 20)", pf_rate[0] > 0 ? pf_rate[1] / pf_rate[0] : 0, 4.0, 1, "x");
+    verdict("bf16 rounded-input prefill-512 GEMM FLOP/s / AMX BF16 peak", amx_bf16 > 0 ? pf_rate[3] / amx_bf16 : 0, 0.50, 1, "");
+    verdict("bf16 rounded-input prefill-512 GEMM FLOP/s / fp32's", pf_rate[0] > 0 ? pf_rate[3] / pf_rate[0] : 0, 4.0, 1, "x");
     verdict("int8 prefill-512 GEMM FLOP/s / bf16's (issue 20)", pf_rate[1] > 0 ? pf_rate[2] / pf_rate[1] : 0, 1.5, 1, "x");
     verdict("decode time with timer probe / without - 1", 100 * overhead, 3.0, 0, "%");
     verdict("decode time with timer probe / without - 1 (issue 20)", 100 * overhead, 2.0, 0, "%");

@@ -48,6 +48,9 @@ static void help(void) {
            "  --prompt-ids IDS  the prompt as token ids (1,15043,29892), the same for every sequence\n"
            "  --wdtype T        weights: fp32 (default; bf16 on cuda), bf16 or int8 (per-group fp32 scales; the\n"
            "                    input is quantized to int8 per group, max|x|/127: record env int8_inputs)\n"
+           "  --bf16-inputs M   bf16 weights on the CPU: exact3 (default: the fp32 input exactly; on AMX as three\n"
+           "                    bf16 parts, 3x the op's FLOPs) or rounded (the input rounded once to bf16 in every\n"
+           "                    phase: one AMX pass; error <= 2^-8 of each input element): record env bf16_inputs\n"
            "  --kvdtype T       KV cache: fp32 (default), fp16 or bf16\n"
            "  --group N         elements per int8 scale (default 128)\n"
            "  --threads N       CPU threads (default: all online CPUs)\n"
@@ -139,6 +142,7 @@ int cmd_run(int argc, char **argv) {
     };
     enum { O_TP = 2000, O_COMM_TIMEOUT, O_PP }; /* a split over MPI ranks (cli/run_tp.c) */
     enum { O_MLA = 2100 };                     /* latent attention's form */
+    enum { O_BF16_INPUTS = 3000 };             /* bf16 weights' input mode (reference_model/backend.h) */
     static const struct option opts[] = {
         {"model", required_argument, 0, O_MODEL},     {"weights", required_argument, 0, O_WEIGHTS},
         {"batch", required_argument, 0, O_BATCH},     {"prompt", required_argument, 0, O_PROMPT},
@@ -158,6 +162,7 @@ int cmd_run(int argc, char **argv) {
         {"callgrind", no_argument, 0, O_CALLGRIND},   {"callgrind-cache", no_argument, 0, O_CALLGRIND_CACHE},
         {"no-concurrent", no_argument, 0, O_NOCONC}, {"pp", required_argument, 0, O_PP},
         {"mla", required_argument, 0, O_MLA},
+        {"bf16-inputs", required_argument, 0, O_BF16_INPUTS},
         {0, 0, 0, 0}};
     int tp = 1;
     double comm_timeout = 60;
@@ -192,6 +197,11 @@ int cmd_run(int argc, char **argv) {
             s = dtype_parse(optarg, &pl.kvdtype);
             if (s == XF_OK && pl.kvdtype != XF_FP32 && pl.kvdtype != XF_FP16 && pl.kvdtype != XF_BF16)
                 return cli_usage_error(CMD, "--kvdtype: the KV cache holds fp32, fp16 or bf16, not %s", optarg);
+            break;
+        case O_BF16_INPUTS:
+            if (!strcmp(optarg, "exact3")) pl.bf16_inputs = BACKEND_BF16_EXACT3;
+            else if (!strcmp(optarg, "rounded")) pl.bf16_inputs = BACKEND_BF16_ROUNDED;
+            else return cli_usage_error(CMD, "--bf16-inputs: '%s' is not exact3 or rounded", optarg);
             break;
         case O_GROUP: if (!(s = args_flag_int("--group", optarg, &v))) pl.quant_group = (int)v; break;
         case O_THREADS: if (!(s = args_flag_int("--threads", optarg, &v))) pl.threads = (int)v; threads_given = 1; break;
@@ -254,6 +264,8 @@ int cmd_run(int argc, char **argv) {
         int cg_rc = run_callgrind_check(&pl, threads_given, argc, argv);
         if (cg_rc >= 0) return cg_rc; /* refused, or the run under callgrind has finished */
     }
+    if (pl.bf16_inputs == BACKEND_BF16_ROUNDED && (pl.cuda || pl.wdtype != XF_BF16))
+        return cli_usage_error(CMD, "--bf16-inputs rounded: only bf16 weights on the CPU take it (give --wdtype bf16 and --device cpu)");
     if (save_logits && !tokens_path) return cli_usage_error(CMD, "--save-logits goes with --save-tokens FILE (the file it writes to)");
     /* The device first: without one, say so plainly (exit 3) before anything is resolved or measured. */
     if (pl.cuda) {

@@ -52,6 +52,13 @@ typedef struct step_batch {
 } step_batch;
 
 /* What a backend is built from. All pointers are borrowed and outlive the backend. */
+/* What a projection with bf16 weights multiplies them by (`run --bf16-inputs`, record env bf16_inputs):
+ * the fp32 input exactly (on AMX as its 3-part bf16 split, three GEMMs: 3x the op's FLOPs), or the
+ * input rounded once to bf16 (round to nearest even) in every phase, so each product is exact in
+ * fp32 and a prefill GEMM on AMX is one pass; the error is the input's rounding, 2^-8 of each
+ * element at most. */
+typedef enum backend_bf16_inputs { BACKEND_BF16_EXACT3 = 0, BACKEND_BF16_ROUNDED } backend_bf16_inputs;
+
 typedef struct backend_init_args {
     const model_config *cfg;
     const struct model_weights *weights; /* host weights (fp32 / bf16 / int8 + scales) */
@@ -70,6 +77,7 @@ typedef struct backend_init_args {
     int64_t max_step_tokens;/* most new tokens in one step (activation rows) */
     int threads;            /* CPU threads (OpenMP and BLAS); ignored by GPU backends */
     int device_index;       /* GPU ordinal; ignored by the CPU backend */
+    backend_bf16_inputs bf16_inputs; /* bf16 weights, CPU: exact (default) or rounded inputs */
     /* Tensor parallel (reference_model/cpu_parallel.h): sums the row-parallel outputs over the
      * ranks (OP_ALL_REDUCE after o_proj and down, in place on their (n_tokens, d_model) output);
      * NULL on one device. */

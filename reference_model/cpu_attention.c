@@ -19,6 +19,19 @@ static inline float dot(const float *a, const float *b, int64_t n) {
 
 #define XK_ATT_BLOCK 64 /* keys per online-softmax block; scratch sizes in cpu_attention.h assume it */
 
+/* The online softmax's bookkeeping, one helper for every vectorized variant (decode and prefill,
+ * AVX-512, AVX2 and portable): a block whose largest score is bm moves the running max m to
+ * softmax_max(m, bm); once the block's weights exp(s - m_new) are summed into bs, softmax_commit
+ * folds them into the running sum l, stores the new max and returns exp(m_old - m_new), the factor
+ * the output so far is scaled by (0 on the first block, where m_old = -inf and l = 0). */
+static inline __attribute__((always_inline)) float softmax_max(float m, float bm) { return bm > m ? bm : m; }
+static inline __attribute__((always_inline)) float softmax_commit(float *m, float *l, float mnew, float bs) {
+    const float c = *m == -INFINITY ? 0.0f : exp_le0(*m - mnew);
+    *l = *l * c + bs;
+    *m = mnew;
+    return c;
+}
+
 /* The scalar reference of one part: keys [0, n_ctx) of slots, o (n_rep, head_dim) unnormalized,
  * ml (n_rep, 2) the running max and sum. scratch: n_rep * 66 + 2 * head_dim floats. */
 static void attn_part_scalar(float *o, float *ml, const float *q, int64_t n_rep, int64_t head_dim, const void *k_base,
@@ -144,13 +157,19 @@ static inline TGT_AVX512 __attribute__((always_inline)) void cvt_row512(float *d
     }
 }
 
+/* The rows [from, to) of the slot table (bytes of each from off_bytes) into L1 (l2 = 0: the block
+ * about to be read) or L2 (l2 = 1: the block after it, which would otherwise evict the current
+ * block from L1 while the n_rep heads still reuse it: 2 x 64 rows of K and V a block). */
 static inline TGT_AVX512 __attribute__((always_inline)) void prefetch_rows(const char *base, const int64_t *slots,
                                                                            int64_t from, int64_t to, int64_t row_bytes,
-                                                                           int64_t off_bytes, int64_t bytes) {
+                                                                           int64_t off_bytes, int64_t bytes, const int l2) {
     for (int64_t j = from; j < to; j++) {
         const char *r = base + slots[j] * row_bytes + off_bytes;
-        for (int64_t b = 0; b < bytes; b += 64) _mm_prefetch(r + b, _MM_HINT_T0);
-        if ((uintptr_t)r & 63) _mm_prefetch(r + bytes - 1, _MM_HINT_T0); /* a row that does not start on a line */
+        for (int64_t b = 0; b < bytes; b += 64) {
+            if (l2) _mm_prefetch(r + b, _MM_HINT_T1);
+            else _mm_prefetch(r + b, _MM_HINT_T0);
+        }
+        if ((uintptr_t)r & 63) _mm_prefetch(r + bytes - 1, _MM_HINT_T1); /* a row that does not start on a line */
     }
 }
 
@@ -186,15 +205,15 @@ static TGT_AVX512 void attn_part_avx512(float *o, float *ml, const float *q, int
     memset(o, 0, (size_t)(n_rep * hd) * sizeof(float));
     const char *kbase = k_base, *vbase = v_base;
     const int64_t pf0 = n_ctx < XK_DEC_KEYS ? n_ctx : XK_DEC_KEYS;
-    prefetch_rows(kbase, slots, 0, pf0, row_bytes, off_bytes, hbytes);
-    prefetch_rows(vbase, slots, 0, pf0, row_bytes, off_bytes, hbytes);
+    prefetch_rows(kbase, slots, 0, pf0, row_bytes, off_bytes, hbytes, 0);
+    prefetch_rows(vbase, slots, 0, pf0, row_bytes, off_bytes, hbytes, 0);
     const float *kr[XK_DEC_KEYS], *vr[XK_DEC_KEYS];
     for (int64_t j0 = 0; j0 < n_ctx; j0 += XK_DEC_KEYS) {
         const int64_t jb = n_ctx - j0 < XK_DEC_KEYS ? n_ctx - j0 : XK_DEC_KEYS, nsub = (jb + 15) / 16;
         {
             const int64_t p0 = j0 + XK_DEC_KEYS, p1 = p0 + XK_DEC_KEYS < n_ctx ? p0 + XK_DEC_KEYS : n_ctx;
-            prefetch_rows(kbase, slots, p0, p1, row_bytes, off_bytes, hbytes);
-            prefetch_rows(vbase, slots, p0, p1, row_bytes, off_bytes, hbytes);
+            prefetch_rows(kbase, slots, p0, p1, row_bytes, off_bytes, hbytes, 1);
+            prefetch_rows(vbase, slots, p0, p1, row_bytes, off_bytes, hbytes, 1);
         }
         for (int64_t jj = 0; jj < nsub * 16; jj++) {
             if (jj >= jb) kr[jj] = vr[jj] = zero;
@@ -230,8 +249,7 @@ static TGT_AVX512 void attn_part_avx512(float *o, float *ml, const float *q, int
                 sv[sb] = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), live, hsum16x16(acc));
                 vmax = _mm512_max_ps(vmax, sv[sb]);
             }
-            const float bm = _mm512_reduce_max_ps(vmax);
-            const float mold = ml[2 * h], mnew = bm > mold ? bm : mold;
+            const float mnew = softmax_max(ml[2 * h], _mm512_reduce_max_ps(vmax));
             const __m512 mv = _mm512_set1_ps(mnew);
             __m512 sum = _mm512_setzero_ps();
             for (int64_t sb = 0; sb < nsub; sb++) {
@@ -241,10 +259,7 @@ static TGT_AVX512 void attn_part_avx512(float *o, float *ml, const float *q, int
                 _mm512_store_ps(pw + h * XK_DEC_KEYS + sb * 16, p);
                 sum = _mm512_add_ps(sum, p);
             }
-            const float c = mold == -INFINITY ? 0.0f : exp_le0(mold - mnew);
-            ml[2 * h + 1] = ml[2 * h + 1] * c + _mm512_reduce_add_ps(sum);
-            ml[2 * h] = mnew;
-            cr[h] = c;
+            cr[h] = softmax_commit(&ml[2 * h], &ml[2 * h + 1], mnew, _mm512_reduce_add_ps(sum));
         }
         for (int64_t h = 0; h < n_rep; h++) {
             const __m512 c = _mm512_set1_ps(cr[h]);
@@ -371,8 +386,7 @@ static TGT_AVX2 void attn_part_avx2(float *o, float *ml, const float *q, int64_t
                 sv[sb] = sc;
                 vmax = _mm256_max_ps(vmax, sc);
             }
-            const float bm = hmax8(vmax);
-            const float mold = ml[2 * h], mnew = bm > mold ? bm : mold;
+            const float mnew = softmax_max(ml[2 * h], hmax8(vmax));
             const __m256 mv = _mm256_set1_ps(mnew);
             __m256 sum = _mm256_setzero_ps();
             for (int64_t sb = 0; sb < nsub; sb++) {
@@ -381,10 +395,7 @@ static TGT_AVX2 void attn_part_avx2(float *o, float *ml, const float *q, int64_t
                 _mm256_storeu_ps(pw + h * XK_DEC_KEYS + sb * 8, p);
                 sum = _mm256_add_ps(sum, p);
             }
-            const float c = mold == -INFINITY ? 0.0f : exp_le0(mold - mnew);
-            ml[2 * h + 1] = ml[2 * h + 1] * c + hadd8(sum);
-            ml[2 * h] = mnew;
-            cr[h] = c;
+            cr[h] = softmax_commit(&ml[2 * h], &ml[2 * h + 1], mnew, hadd8(sum));
         }
         for (int64_t h = 0; h < n_rep; h++) {
             const float *ph = pw + h * XK_DEC_KEYS;
@@ -562,15 +573,14 @@ void xk_attn_gather(float *kt, float *vt, const void *k_base, const void *v_base
 
 /* The online-softmax update of one row of a score tile: s (nk) the scores of keys kb .. kb+nk-1,
  * nv of them visible (the rest are after the row's own position: weight 0). s becomes the weights
- * exp(s - m_new); *m, *l take the new running max and sum; returns exp(m_old - m_new), the factor
- * the row's output so far is scaled by (on the row's first tile m_old = -inf and the factor, then
- * 1.6e-38 from the clamp, multiplies l = 0 and an output the caller has not started yet). */
+ * exp(s - m_new); *m, *l take the new running max and sum (softmax_commit); returns exp(m_old - m_new),
+ * the factor the row's output so far is scaled by (0 on the row's first tile, m_old = -inf). */
 static inline __attribute__((always_inline)) float row_update(float *s, int64_t nv, int64_t nk, float *m, float *l) {
     /* the portable variant: plain loops (no omp simd: clang cannot vectorize exp_le0's selects
      * without AVX-512 masks and warns; the x86 variants below are hand-vectorized) */
     float bm = -INFINITY;
     for (int64_t j = 0; j < nv; j++) bm = s[j] > bm ? s[j] : bm;
-    const float mold = *m, mnew = bm > mold ? bm : mold;
+    const float mnew = softmax_max(*m, bm);
     float bs = 0.0f;
     for (int64_t j = 0; j < nv; j++) {
         const float e = exp_le0(s[j] - mnew);
@@ -578,33 +588,28 @@ static inline __attribute__((always_inline)) float row_update(float *s, int64_t 
         bs += e;
     }
     for (int64_t j = nv; j < nk; j++) s[j] = 0.0f;
-    const float cr = exp_le0(mold - mnew);
-    *l = *l * cr + bs;
-    *m = mnew;
-    return cr;
+    return softmax_commit(m, l, mnew, bs);
 }
 
-/* The softmax step of one score tile: queries [i_lo, n_q) (rows i * n_rep + h, query i at position
- * pos0 + i), S (rows from i_lo * n_rep, lds) the scores of keys kb .. kb + nk - 1. Keys after a
- * query's own position are masked (only on tiles that cross the diagonal; the others take the
- * constant-width path the compiler unrolls). corr[r]: row r's rescale factor. */
-static inline __attribute__((always_inline)) void softmax_tile(float *S, int64_t lds, int64_t i_lo, int64_t n_q,
-                                                              int64_t n_rep, int64_t pos0, int64_t kb, int64_t nk,
-                                                              float *m, float *l, float *corr) {
-    for (int64_t i = i_lo; i < n_q; i++) {
-        int64_t nv = pos0 + i - kb + 1; /* keys kb .. own position */
-        if (nv > nk) nv = nk;
-        for (int64_t r = i * n_rep; r < (i + 1) * n_rep; r++) {
-            float *s = S + (r - i_lo * n_rep) * lds;
-            corr[r] = nv == XK_ATT_KEYS ? row_update(s, XK_ATT_KEYS, XK_ATT_KEYS, m + r, l + r)
-                                        : row_update(s, nv, nk, m + r, l + r);
-        }
+/* The softmax step of one score tile with row update ROW_UPDATE (the body of a softmax_tile_*):
+ * queries [i_lo, n_q) (rows i * n_rep + h, query i at position pos0 + i), S (rows from i_lo * n_rep,
+ * lds) the scores of keys kb .. kb + nk - 1. Keys after a query's own position are masked (only on
+ * tiles that cross the diagonal; the others take the constant-width path the compiler unrolls).
+ * corr[r]: row r's rescale factor. */
+#define XK_SOFTMAX_TILE(ROW_UPDATE)                                                                        \
+    for (int64_t i = i_lo; i < n_q; i++) {                                                                  \
+        int64_t nv = pos0 + i - kb + 1; /* keys kb .. own position */                                       \
+        if (nv > nk) nv = nk;                                                                               \
+        for (int64_t r = i * n_rep; r < (i + 1) * n_rep; r++) {                                             \
+            float *s = S + (r - i_lo * n_rep) * lds;                                                        \
+            corr[r] = nv == XK_ATT_KEYS ? ROW_UPDATE(s, XK_ATT_KEYS, XK_ATT_KEYS, m + r, l + r)             \
+                                        : ROW_UPDATE(s, nv, nk, m + r, l + r);                              \
+        }                                                                                                   \
     }
-}
 
 static void softmax_tile_scalar(float *S, int64_t lds, int64_t i_lo, int64_t n_q, int64_t n_rep, int64_t pos0,
                                 int64_t kb, int64_t nk, float *m, float *l, float *corr) {
-    softmax_tile(S, lds, i_lo, n_q, n_rep, pos0, kb, nk, m, l, corr);
+    XK_SOFTMAX_TILE(row_update)
 }
 
 #if XK_X86
@@ -620,7 +625,7 @@ static inline TGT_AVX2 __attribute__((always_inline)) float row_update_avx2(floa
     hm = _mm_max_ss(hm, _mm_movehdup_ps(hm));
     float bm = _mm_cvtss_f32(hm);
     for (; j < nv; j++) bm = s[j] > bm ? s[j] : bm;
-    const float mold = *m, mnew = bm > mold ? bm : mold;
+    const float mnew = softmax_max(*m, bm);
     const __m256 mv = _mm256_set1_ps(mnew);
     __m256 acc = _mm256_setzero_ps();
     j = 0;
@@ -639,22 +644,11 @@ static inline TGT_AVX2 __attribute__((always_inline)) float row_update_avx2(floa
         bs += e;
     }
     for (j = nv; j < nk; j++) s[j] = 0.0f;
-    const float cr = exp_le0(mold - mnew);
-    *l = *l * cr + bs;
-    *m = mnew;
-    return cr;
+    return softmax_commit(m, l, mnew, bs);
 }
 static TGT_AVX2 void softmax_tile_avx2(float *S, int64_t lds, int64_t i_lo, int64_t n_q, int64_t n_rep, int64_t pos0,
                                        int64_t kb, int64_t nk, float *m, float *l, float *corr) {
-    for (int64_t i = i_lo; i < n_q; i++) {
-        int64_t nv = pos0 + i - kb + 1;
-        if (nv > nk) nv = nk;
-        for (int64_t r = i * n_rep; r < (i + 1) * n_rep; r++) {
-            float *s = S + (r - i_lo * n_rep) * lds;
-            corr[r] = nv == XK_ATT_KEYS ? row_update_avx2(s, XK_ATT_KEYS, XK_ATT_KEYS, m + r, l + r)
-                                        : row_update_avx2(s, nv, nk, m + r, l + r);
-        }
-    }
+    XK_SOFTMAX_TILE(row_update_avx2)
 }
 /* row_update in AVX-512 intrinsics: the compiler's omp simd reductions end in a serial scalar
  * loop over the 16 lanes, which cost as much as the exps on 64-key rows. The partial last vector
@@ -667,7 +661,7 @@ static inline TGT_AVX512 __attribute__((always_inline)) float row_update_avx512(
     const __mmask16 tail = (__mmask16)((1u << (nv - j)) - 1u); /* nv - j < 16 */
     if (tail) vmax = _mm512_mask_max_ps(vmax, tail, vmax, _mm512_maskz_loadu_ps(tail, s + j));
     const float bm = _mm512_reduce_max_ps(vmax);
-    const float mold = *m, mnew = bm > mold ? bm : mold;
+    const float mnew = softmax_max(*m, bm);
     const __m512 mv = _mm512_set1_ps(mnew);
     __m512 acc = _mm512_setzero_ps();
     for (j = 0; j + 16 <= nv; j += 16) {
@@ -682,22 +676,11 @@ static inline TGT_AVX512 __attribute__((always_inline)) float row_update_avx512(
     }
     const float bs = _mm512_reduce_add_ps(acc);
     for (j = nv; j < nk; j++) s[j] = 0.0f;
-    const float cr = exp_le0(mold - mnew);
-    *l = *l * cr + bs;
-    *m = mnew;
-    return cr;
+    return softmax_commit(m, l, mnew, bs);
 }
 static TGT_AVX512 void softmax_tile_avx512(float *S, int64_t lds, int64_t i_lo, int64_t n_q, int64_t n_rep, int64_t pos0,
                                            int64_t kb, int64_t nk, float *m, float *l, float *corr) {
-    for (int64_t i = i_lo; i < n_q; i++) {
-        int64_t nv = pos0 + i - kb + 1;
-        if (nv > nk) nv = nk;
-        for (int64_t r = i * n_rep; r < (i + 1) * n_rep; r++) {
-            float *s = S + (r - i_lo * n_rep) * lds;
-            corr[r] = nv == XK_ATT_KEYS ? row_update_avx512(s, XK_ATT_KEYS, XK_ATT_KEYS, m + r, l + r)
-                                        : row_update_avx512(s, nv, nk, m + r, l + r);
-        }
-    }
+    XK_SOFTMAX_TILE(row_update_avx512)
 }
 #endif
 

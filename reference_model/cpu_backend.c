@@ -113,6 +113,7 @@ typedef struct cpu_ctx {
                               else min(max_tokens, CPU_GEMM_MIN_TOKENS - 1) (prefill: fp32 GEMM on the grid) */
     uint16_t *bfx;         /* bf16 weights with oneDNN: (max_tokens, 3, max_cols) prefill input as 3 bf16 parts */
     cpu_dnnl *dnnl;        /* bf16 weights, prefill, oneDNN built: its engine; NULL otherwise */
+    int bf16_round;        /* bf16 weights: 1 = every projection's input rounded to bf16 (BACKEND_BF16_ROUNDED) */
     double *rope_inv;      /* (head_dim / 2) RoPE inverse frequencies (config_rope_freqs) */
     double rope_scale;     /* what cos and sin are multiplied by (yarn's attention factor; else 1) */
     double *rope_inv_local; /* (head_dim / 2) gemma3's windowed layers' frequencies (config_rope_freqs_layer); NULL otherwise */
@@ -256,6 +257,7 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
     c->allreduce = a->allreduce;
     c->allreduce_ctx = a->allreduce_ctx;
     c->isa = xk_isa_best();
+    c->bf16_round = a->bf16_inputs == BACKEND_BF16_ROUNDED;
     c->max_seqs = a->max_seqs;
     c->max_seq_len = a->max_seq_len;
     c->max_tokens = a->max_step_tokens;
@@ -389,11 +391,11 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
         c->a8c = cpu_alloc(c, c->a8_tokens * ng, sizeof(int32_t), &st);
     }
     if (!st && c->w->dtype == XF_BF16 && T >= CPU_GEMM_MIN_TOKENS && cpu_dnnl_built()) {
-        /* prefill GEMMs on AMX through oneDNN (cpu_dnnl.h): the input as 3 bf16 parts */
+        /* prefill GEMMs on AMX through oneDNN (cpu_dnnl.h): the input as 3 bf16 parts, or rounded (one) */
         int64_t max_cols = cfg->d_model > cfg->d_ff ? cfg->d_model : cfg->d_ff;
         max_cols = max_cols > c->q_dim ? max_cols : c->q_dim;
         if (cpu_dnnl_init(&c->dnnl, c->threads) == XF_OK) /* else the fp32 path, as without oneDNN */
-            c->bfx = cpu_alloc(c, T * 3 * max_cols, sizeof(uint16_t), &st);
+            c->bfx = cpu_alloc(c, T * (c->bf16_round ? 1 : 3) * max_cols, sizeof(uint16_t), &st);
     }
     c->rope_inv = cpu_alloc(c, cfg->head_dim / 2, sizeof(double), &st);
     if (!st) st = config_rope_freqs(cfg, c->rope_inv, &c->rope_scale);
@@ -438,7 +440,15 @@ static void cpu_linear(cpu_ctx *c, const wmat *W, float *x, int64_t n, float *y)
         }
         return;
     }
-    if (W->dtype == XF_BF16 && c->dnnl && n >= CPU_GEMM_MIN_TOKENS) { /* prefill: oneDNN (AMX where granted) */
+    if (W->dtype == XF_BF16 && c->bf16_round) { /* rounded inputs: x to bf16 in place, every phase */
+        /* decode keeps the widen-and-FMA kernel on the rounded x (each product exact in fp32): a
+         * one-part vdpbf16ps kernel measured 10% slower from cache at 16 tokens (224 vs 248 GFLOP/s,
+         * 2 threads, busy machine), where batched bf16 decode is compute-bound */
+        const int dn = c->dnnl && n >= CPU_GEMM_MIN_TOKENS;
+#pragma omp parallel for num_threads(c->threads) schedule(static) if (n >= 4)
+        for (int64_t t = 0; t < n; t++) xk_bf16_round(x + t * cols, 1, cols, dn ? c->bfx + t * cols : NULL);
+        if (dn && cpu_dnnl_gemm_bf16(c->dnnl, W, c->bfx, n, y, rows) == XF_OK) return; /* one AMX pass */
+    } else if (W->dtype == XF_BF16 && c->dnnl && n >= CPU_GEMM_MIN_TOKENS) { /* prefill: oneDNN (AMX where granted) */
 #pragma omp parallel for num_threads(c->threads) schedule(static)
         for (int64_t t = 0; t < n; t++) xk_bf16x3_split_planar(x, n, cols, t, t + 1, c->bfx);
         if (cpu_dnnl_gemm_bf16x3(c->dnnl, W, c->bfx, n, y, rows) == XF_OK) return;

@@ -131,6 +131,12 @@ xf_status cpu_dnnl_gemm_bf16x3(cpu_dnnl *d, const wmat *W, const uint16_t *p, in
     return st;
 }
 
+xf_status cpu_dnnl_gemm_bf16(cpu_dnnl *d, const wmat *W, const uint16_t *xb, int64_t n, float *y, int64_t ldy) {
+    if (!d || !W || W->dtype != XF_BF16) return xf_errorf(XF_EINVAL, "cpu_dnnl_gemm_bf16: bf16 weights only");
+    if (n <= 0) return XF_OK;
+    return gemm_once(d, xb, W->cols, W->data, W->cols, y, ldy, n, W->rows, W->cols, 0);
+}
+
 #else /* built without oneDNN */
 
 int cpu_dnnl_built(void) { return 0; }
@@ -145,6 +151,10 @@ xf_status cpu_dnnl_init(cpu_dnnl **out, int threads) {
 void cpu_dnnl_free(cpu_dnnl *d) { (void)d; }
 xf_status cpu_dnnl_gemm_bf16x3(cpu_dnnl *d, const wmat *W, const uint16_t *p, int64_t n, float *y, int64_t ldy) {
     (void)d, (void)W, (void)p, (void)n, (void)y, (void)ldy;
+    return xf_errorf(XF_EUNSUPPORTED, "%s", cpu_dnnl_describe());
+}
+xf_status cpu_dnnl_gemm_bf16(cpu_dnnl *d, const wmat *W, const uint16_t *xb, int64_t n, float *y, int64_t ldy) {
+    (void)d, (void)W, (void)xb, (void)n, (void)y, (void)ldy;
     return xf_errorf(XF_EUNSUPPORTED, "%s", cpu_dnnl_describe());
 }
 const char *cpu_dnnl_last_impl(void) { return ""; }

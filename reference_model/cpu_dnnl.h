@@ -34,6 +34,10 @@ void cpu_dnnl_free(cpu_dnnl *d); /* NULL is a no-op */
  * outside OpenMP parallel regions. */
 xf_status cpu_dnnl_gemm_bf16x3(cpu_dnnl *d, const wmat *W, const uint16_t *p, int64_t n, float *y, int64_t ldy);
 
+/* The same product for the rounded inputs (backend.h BACKEND_BF16_ROUNDED): xb (n, cols) the bf16
+ * bits of x rounded (xk_bf16_round), one GEMM. Call it outside OpenMP parallel regions. */
+xf_status cpu_dnnl_gemm_bf16(cpu_dnnl *d, const wmat *W, const uint16_t *xb, int64_t n, float *y, int64_t ldy);
+
 /* The oneDNN implementation of the last GEMM this process ran ("brg:avx512_core_amx_bf16", ...),
  * "" before the first (static storage; written by the GEMM's calling thread). */
 const char *cpu_dnnl_last_impl(void);

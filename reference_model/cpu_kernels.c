@@ -158,7 +158,12 @@ static void mm_scalar(const wmat *W, const float *x, int64_t n, float *y, int64_
  * vector 4: twice the FMAs per load of XK_MM_BODY, which made batch 8-16 compute-bound. Each sum
  * runs in the same lane order as XK_MM_BODY / XK_MM_BODY1 (lanes over the columns, one horizontal
  * sum at the end), so a token's result does not depend on the batch it is in. Tokens past n reuse
- * the last one and are not stored. */
+ * the last one and are not stored. A column-blocked variant (16 rows x 128 columns per block, the
+ * inputs' block copied side by side, accumulators kept in memory between blocks, so each weight
+ * is read once per 32 tokens and every other load hits L1) was measured against this one and
+ * dropped: from cache, 2 threads, 512 x 2048 weights, 16 tokens, 184 vs 225 GFLOP/s (fp32) and
+ * 179 vs 248 (bf16; busy machine). At batch 16 this kernel is already near the FMA peak: bf16
+ * there is compute-bound (16 FLOP per weight byte against an FP32 ridge of ~13). */
 #define XK_MM_BODY4(VT, VW, SETZERO, FMADD, LOADU, HSUM, LOADW)                                            \
     const int64_t cols = W->cols;                                                                           \
     const int64_t esz = W->dtype == XF_FP32 ? 4 : 2;                                                        \
@@ -975,6 +980,14 @@ static void bf16x3_row(const float *x, int64_t n, uint16_t *hi, uint16_t *mid, u
         hi[c] = h;
         mid[c] = m;
         lo[c] = bf16_rne(r1 - bf16_f32(m));
+    }
+}
+
+void xk_bf16_round(float *x, int64_t n, int64_t cols, uint16_t *b) {
+    for (int64_t i = 0; i < n * cols; i++) {
+        const uint16_t h = weights_f32_to_bf16(x[i]);
+        x[i] = weights_bf16_to_f32(h);
+        if (b) b[i] = h;
     }
 }
 

@@ -102,6 +102,11 @@ int xk_bf16x3_supported(void);
 void xk_matmul_bf16x3(xk_isa isa, const wmat *W, const uint16_t *p, const float *x, int64_t n, float *y, int64_t ldy,
                       int64_t r0, int64_t r1);
 
+/* bf16 weights with rounded inputs (backend.h BACKEND_BF16_ROUNDED): each of the n rows of x (n,
+ * cols) rounded to bf16 in place (nearest even, NaN kept), and where b is not NULL the same values'
+ * bf16 bits into b (n, cols) (a dense GEMM operand for cpu_dnnl.h). */
+void xk_bf16_round(float *x, int64_t n, int64_t cols, uint16_t *b);
+
 /* Rows [r0, r1) of W as fp32 into dst (r1 - r0, W->cols): the tile the BLAS GEMM reads. */
 void xk_dequant_rows(const wmat *W, int64_t r0, int64_t r1, float *dst);
 

@@ -98,6 +98,15 @@ static xf_status check_options(const model_config *cfg, const model_options *o) 
     if (o->kvdtype != XF_FP32 && o->kvdtype != XF_FP16 && o->kvdtype != XF_BF16)
         return xf_errorf(XF_EINVAL, "KV dtype %s is not supported by the reference model: use fp32, fp16 or bf16",
                          dtype_name(o->kvdtype));
+    if (o->bf16_inputs != BACKEND_BF16_EXACT3 && o->bf16_inputs != BACKEND_BF16_ROUNDED)
+        return xf_errorf(XF_EINVAL, "bf16 inputs mode %d is not exact3 or rounded", (int)o->bf16_inputs);
+    if (o->bf16_inputs == BACKEND_BF16_ROUNDED && (o->wdtype != XF_BF16 || (o->backend && strcmp(o->backend, "cpu"))))
+        return xf_errorf(XF_EINVAL, "bf16 inputs rounded: only bf16 weights on the CPU backend take them (weights %s, backend %s)",
+                         dtype_name(o->wdtype), o->backend ? o->backend : "cpu");
+    if (o->bf16_inputs == BACKEND_BF16_ROUNDED && (cfg->n_experts > 0 || model_is_mla(cfg)))
+        return xf_errorf(XF_EUNSUPPORTED, "bf16 inputs rounded is not implemented for %s models (%s): their expert and latent "
+                         "projections take the fp32 input; use exact3", cfg->n_experts > 0 ? "mixture-of-experts" : "latent-attention",
+                         cfg->name);
     if (o->quant_group < 0 || o->quant_group > 65536)
         return xf_errorf(XF_EINVAL, "quant group %d out of range: use 1..65536 (0 = 128)", o->quant_group);
     if (o->threads < 0 || o->threads > 4096) return xf_errorf(XF_EINVAL, "threads %d out of range: use 1..4096 (0 = all)", o->threads);
@@ -452,6 +461,7 @@ xf_status model_init(model **out, const model_config *cfg, const model_options *
         a.max_step_tokens = m->max_tokens;
         a.threads = opts->threads;
         a.device_index = opts->device_index;
+        a.bf16_inputs = opts->bf16_inputs;
         a.allreduce = opts->allreduce;
         a.allreduce_ctx = opts->allreduce_ctx;
         st = be->init(&m->bctx, &a);

@@ -40,6 +40,7 @@ typedef struct model_options {
     const struct model_weights *weights;
     xf_status (*allreduce)(void *ctx, float *buf, int64_t n, const char *what);
     void *allreduce_ctx;
+    backend_bf16_inputs bf16_inputs; /* bf16 weights on the CPU: BACKEND_BF16_EXACT3 (default) or _ROUNDED */
     int sync_each_op;      /* 1: call the backend's sync after every op, inside the probe range (what
                               a host-clock timer needs on an asynchronous GPU backend); the CPU's
                               sync is a no-op */

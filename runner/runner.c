@@ -448,9 +448,15 @@ static void set_env(record *rec, const run_ctx *c) {
             if (!cpu_dnnl_built()) snprintf(buf, sizeof buf, "prefill (>= 32 tokens): fp32 OpenBLAS on dequantized tiles; %s", cpu_dnnl_describe());
             else if (!cpu_dnnl_last_impl()[0]) snprintf(buf, sizeof buf, "no prefill of 32 tokens or more ran: decode only (own kernels)");
             else
-                snprintf(buf, sizeof buf, "prefill: %.60s, last %.40s, %s; 3 bf16 GEMMs of the exact 3-part input (3x the op's FLOPs)",
-                         cpu_dnnl_describe(), cpu_dnnl_last_impl(), amx == 1 ? "all on AMX (ops: compute tensor16)" : amx < 0 ? "some not on AMX (ops: fp32)" : "not on AMX (ops: fp32)");
+                snprintf(buf, sizeof buf, "prefill: %.60s, last %.40s, %s; %s",
+                         cpu_dnnl_describe(), cpu_dnnl_last_impl(), amx == 1 ? "all on AMX (ops: compute tensor16)" : amx < 0 ? "some not on AMX (ops: fp32)" : "not on AMX (ops: fp32)",
+                         c->plan->bf16_inputs == BACKEND_BF16_ROUNDED ? "1 bf16 GEMM of the rounded input"
+                                                                      : "3 bf16 GEMMs of the exact 3-part input (3x the op's FLOPs)");
             record_set_env(rec, "gemm_bf16", buf);
+            record_set_env(rec, "bf16_inputs", c->plan->bf16_inputs == BACKEND_BF16_ROUNDED
+                                                   ? "rounded: each projection's fp32 input rounded once to bf16 (nearest even), "
+                                                     "products exact in fp32, sums in fp32; prefill one oneDNN pass where built (env gemm_bf16)"
+                                                   : "exact3: the fp32 input exactly (on AMX its 3-part bf16 split, 3 passes)");
             break;
         }
     snprintf(buf, sizeof buf, "%s (core %s)", openblas_get_config(), openblas_get_corename());
@@ -618,6 +624,7 @@ xf_status runner_run(const run_plan *pl, record *rec, run_notes *notes_out) {
     mo.seed = pl->seed;
     mo.wdtype = pl->wdtype;
     mo.quant_group = pl->quant_group;
+    mo.bf16_inputs = pl->bf16_inputs;
     mo.kvdtype = pl->kvdtype;
     mo.threads = pl->threads;
     mo.kv_policy = pl->kv_policy;

@@ -63,6 +63,7 @@ typedef struct run_plan {
     xf_dtype wdtype;             /* host weights: fp32, bf16 or int8 */
     xf_dtype kvdtype;            /* fp32, fp16 or bf16 */
     int quant_group;             /* int8 scale group; 0 = default */
+    backend_bf16_inputs bf16_inputs; /* bf16 weights: exact (default) or rounded inputs (--bf16-inputs) */
     int threads;                 /* >= 1 */
     int reps, warmup;            /* measured (>= 1) and discarded (>= 0) repetitions */
     uint64_t seed;

@@ -56,6 +56,17 @@ for part in ("layer matrices 5971968 B", "embeddings 9216000 B", "int8 scales 18
     assert part in held, (part, held)
 EOF
 fi
+# bf16 weights' input mode (--bf16-inputs): said in the record; what cannot take it refused (exit 2).
+expect_rc 0 "bf16 run, rounded inputs" "$XF" run --wdtype bf16 --bf16-inputs rounded --prompt 40 --gen 2 --reps 1 -o "$TMP/b16r.json"
+grep -q '"bf16_inputs":[[:space:]]*"rounded' "$TMP/b16r.json" && ok "record env bf16_inputs says rounded" ||
+    bad "no env.bf16_inputs rounded in the record"
+expect_rc 0 "bf16 run, default inputs" "$XF" run --wdtype bf16 --prompt 4 --gen 2 --reps 1 -o "$TMP/b16e.json"
+grep -q '"bf16_inputs":[[:space:]]*"exact3' "$TMP/b16e.json" && ok "record env bf16_inputs says exact3 by default" ||
+    bad "no env.bf16_inputs exact3 in the record"
+expect_rc 2 "--bf16-inputs rounded with fp32 weights is refused" "$XF" run --bf16-inputs rounded --prompt 4 --gen 2
+grep -q "bf16-inputs" "$TMP/err" && ok "the refusal names --bf16-inputs" || bad "refusal: $(head -c 300 "$TMP/err")"
+expect_rc 2 "--bf16-inputs with an unknown mode is refused" "$XF" run --wdtype bf16 --bf16-inputs half --prompt 4 --gen 2
+
 if command -v python3 >/dev/null; then
     python3 - "$TMP/rec.json" <<'EOF' && ok "record content checks" || bad "record content checks"
 import json, sys

@@ -38,10 +38,34 @@ static wmat make_wmat(xf_dtype dt, int64_t rows, int64_t cols, int group, uint32
     return m;
 }
 
-static void check_matmul(xf_dtype dt, int64_t rows, int64_t cols, int group) {
+/* y (n_max, ldy) after a kernel wrote tokens [0, n), rows [r0, r1): the sentinel -12345 untouched
+ * elsewhere, and each value within float accumulation error (1e-5 of the sum of |terms|) of the
+ * double product of W with x (n, W->cols). */
+static void check_vs_double(const wmat *W, const float *x, int64_t n, int64_t n_max, const float *y, int64_t ldy, int64_t r0,
+                            int64_t r1, const char *what) {
+    for (int64_t t = 0; t < n_max; t++)
+        for (int64_t r = 0; r < ldy; r++) {
+            if (t >= n || r < r0 || r >= r1) {
+                cr_assert_eq(y[t * ldy + r], -12345.0f, "%s wrote outside at t=%lld r=%lld", what, (long long)t, (long long)r);
+                continue;
+            }
+            double want = 0, mag = 0;
+            for (int64_t c = 0; c < W->cols; c++) {
+                const double pr = (double)weights_get(W, r, c) * x[t * W->cols + c];
+                want += pr;
+                mag += fabs(pr);
+            }
+            cr_assert(fabs(y[t * ldy + r] - want) <= 1e-5 * mag + 1e-7, "%s n=%lld row %lld tok %lld: %.8g vs %.8g", what,
+                      (long long)n, (long long)r, (long long)t, y[t * ldy + r], want);
+        }
+}
+
+/* n 1..n_max tokens (n_max 9: the 4 x 4 blocks, whole and partial; 40: past the 31 rows a step
+ * gives the own kernels) */
+static void check_matmul_n(xf_dtype dt, int64_t rows, int64_t cols, int group, int64_t n_max) {
     wmat W = make_wmat(dt, rows, cols, group, 17);
     uint32_t s = 3;
-    const int64_t n_max = 9, r0 = 3, r1 = rows - 2, ldy = rows + 3; /* n 3..9: the 4 x 4 blocks, whole and partial */
+    const int64_t r0 = 3, r1 = rows - 2, ldy = rows + 3;
     float *x = malloc((size_t)(n_max * cols) * sizeof(float));
     for (int64_t i = 0; i < n_max * cols; i++) x[i] = frand(&s);
     float *y = malloc((size_t)(n_max * ldy) * sizeof(float)), *ys = malloc((size_t)(n_max * ldy) * sizeof(float));
@@ -97,21 +121,7 @@ static void check_matmul(xf_dtype dt, int64_t rows, int64_t cols, int group) {
             }
             for (int64_t i = 0; i < n_max * ldy; i++) y[i] = -12345.0f;
             xk_matmul_bf16x3(xk_isa_best(), &W, p, x, n, y, ldy, r0, r1);
-            for (int64_t t = 0; t < n_max; t++)
-                for (int64_t r = 0; r < ldy; r++) {
-                    if (t >= n || r < r0 || r >= r1) {
-                        cr_assert_eq(y[t * ldy + r], -12345.0f, "bf16x3 wrote outside at t=%lld r=%lld", (long long)t, (long long)r);
-                        continue;
-                    }
-                    double want = 0, mag = 0;
-                    for (int64_t c = 0; c < cols; c++) {
-                        const double pr = (double)weights_get(&W, r, c) * x[t * cols + c];
-                        want += pr;
-                        mag += fabs(pr);
-                    }
-                    cr_assert(fabs(y[t * ldy + r] - want) <= 1e-5 * mag + 1e-7, "bf16x3 n=%lld row %lld tok %lld: %.8g vs %.8g",
-                              (long long)n, (long long)r, (long long)t, y[t * ldy + r], want);
-                }
+            check_vs_double(&W, x, n, n_max, y, ldy, r0, r1, "bf16x3");
             for (int64_t t = 0; t < n; t++) {
                 xk_matmul_bf16x3(xk_isa_best(), &W, p + t * 3 * cols, x + t * cols, 1, ys, ldy, r0, r1);
                 for (int64_t r = r0; r < r1; r++)
@@ -119,6 +129,17 @@ static void check_matmul(xf_dtype dt, int64_t rows, int64_t cols, int group) {
                                  (long long)n, (long long)r);
             }
             free(p);
+            /* rounded inputs (xk_bf16_round): values and bits agree, each within 2^-8 of x */
+            float *xr = malloc((size_t)(n * cols) * sizeof(float));
+            uint16_t *b = malloc((size_t)(n * cols) * sizeof(uint16_t));
+            memcpy(xr, x, (size_t)(n * cols) * sizeof(float));
+            xk_bf16_round(xr, n, cols, b);
+            for (int64_t i = 0; i < n * cols; i++) {
+                cr_assert_eq(weights_bf16_to_f32(b[i]), xr[i], "bits and values of the rounded x differ at %lld", (long long)i);
+                cr_assert(fabsf(xr[i] - x[i]) <= fabsf(x[i]) * 0x1p-8f, "x[%lld] rounded by more than 2^-8 of itself", (long long)i);
+            }
+            free(xr);
+            free(b);
         }
         /* the vectorized variant against the scalar fallback */
         xk_matmul(XK_ISA_SCALAR, &W, x, n, ys, ldy, r0, r1);
@@ -133,6 +154,7 @@ static void check_matmul(xf_dtype dt, int64_t rows, int64_t cols, int group) {
     free(W.data);
     free(W.scales);
 }
+static void check_matmul(xf_dtype dt, int64_t rows, int64_t cols, int group) { check_matmul_n(dt, rows, cols, group, 9); }
 
 Test(cpu_kernels, matmul_fp32) { check_matmul(XF_FP32, 37, 200, 0); }
 Test(cpu_kernels, matmul_bf16) { check_matmul(XF_BF16, 37, 200, 0); }
@@ -142,6 +164,11 @@ Test(cpu_kernels, matmul_int8_group32) { check_matmul(XF_INT8, 21, 96, 32); }
 Test(cpu_kernels, matmul_int8_odd_group) { check_matmul(XF_INT8, 9, 61, 24); } /* vector + scalar tail per group */
 Test(cpu_kernels, matmul_tiny) { check_matmul(XF_BF16, 6, 7, 0); }           /* narrower than one vector */
 Test(cpu_kernels, matmul_bf16_wide) { check_matmul(XF_BF16, 29, 32 * 9 + 5, 0); } /* vdpbf16ps steps + a tail */
+/* every batch a decode step gives the own kernels (up to 31 tokens, and past it), rows of several
+ * hundred columns with a vector and scalar tail */
+Test(cpu_kernels, matmul_fp32_batches) { check_matmul_n(XF_FP32, 13, 256 * 2 + 48 + 5, 0, 40); }
+Test(cpu_kernels, matmul_bf16_batches) { check_matmul_n(XF_BF16, 13, 256 * 2 + 48 + 5, 0, 40); }
+Test(cpu_kernels, matmul_fp16_batches) { check_matmul_n(XF_FP16, 11, 256 + 16, 0, 36); }
 
 /* int8 weights times the 16-bit grid: every variant against straight loops in double on the grid
  * values (each product exact), and against the float kernel fed the same grid values. */
