@@ -15,8 +15,9 @@
 #
 # usage: bench/ci_ab.sh XFPROF [AA_GATES] [POWER_GATES] [FACTORS] [WORKDIR]
 #   defaults: 40 A/A gates; FACTORS "1.10 1.05:10 1.15:10 1.25:10": a factor alone runs
-#   POWER_GATES gates (default 20), F:N runs N. 90 gates: about 11 minutes on our 2-core VM when
-#   it is quiet (7 s a gate), longer under load; the first gate prints an estimate.
+#   POWER_GATES gates (default 20), F:N runs N. 90 gates: about 11 minutes estimated on our 2-core
+#   VM when it is quiet (7 s a gate), far longer under load (35-75 s a gate at load 9-13); the
+#   first gate and every tenth print an estimate of the time left.
 # The gate's command: XF_AB_CMD (default below), rounds XF_AB_ROUNDS (default: compare's).
 # Exit 0 when every gate ran (whatever the rates), 4 when one could not run (exit 2 or 4).
 set -u
