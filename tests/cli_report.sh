@@ -3,10 +3,7 @@
 # another format or version refused with exit status 2; gnuplot absent -> still written.
 set -u
 XF=${1:?usage: cli_report.sh path/to/xfprof}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/lib.sh" # $tmp/$TMP (removed at exit) and the helpers
 
 # expect STATUS MESSAGE-PART -- args...: runs xfprof, checks exit status and that stderr has the text.
 expect() {
