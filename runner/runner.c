@@ -253,7 +253,7 @@ static xf_status run_point(run_ctx *c, record_point *p) {
      * to span scheduler slices, so a core shared with another process shows in it as in the ops. */
     const int every = pl->reps <= RECORD_MAX_PULSES - 1 ? 1 : (pl->reps + RECORD_MAX_PULSES - 2) / (RECORD_MAX_PULSES - 1);
     double rep_guess_s = p->summary.ttft_s + (double)n_dec * p->summary.tpot_s, pulse_budget = 0;
-    const int cpu_threads = pl->cuda ? 1 : pl->threads; /* whose CPU time the steps' figure sums */
+    const int cpu_threads = pl->cuda ? 1 : pl->threads; /* 1: the steps' figure is this thread's CPU time (cpu_now_s) */
     for (int r = -pl->warmup; r < pl->reps; r++) {
         if (r < 0 && pl->stop && pl->stop()) break; /* Ctrl-C in the warm-up: nothing to finish */
         if (c->pulser && r >= 0 && r % every == 0 && (s = concurrent_pulse(c, cc, rep_guess_s, &pulse_budget)) != XF_OK) goto done;
