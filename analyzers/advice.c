@@ -1,6 +1,7 @@
 #include "advice.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +84,27 @@ static void offer(finding_list *l, const record_advice *f) {
     if (l->n < l->max) l->a[l->n++] = *f;
 }
 
+/* Starts one finding: zeroed, its kind, point, the metric its gain is in, and its title. */
+__attribute__((format(printf, 5, 6))) static void advice_begin(record_advice *f, const char *kind, int point,
+                                                              const char *gain_metric, const char *title, ...) {
+    memset(f, 0, sizeof *f);
+    snprintf(f->kind, sizeof f->kind, "%s", kind);
+    f->point = point;
+    snprintf(f->gain_metric, sizeof f->gain_metric, "%s", gain_metric);
+    va_list ap;
+    va_start(ap, title);
+    vsnprintf(f->title, sizeof f->title, title, ap);
+    va_end(ap);
+}
+
+/* Ends one finding: its figure before and after, its score; offered to the list. */
+static void advice_offer(finding_list *l, record_advice *f, double before, double after, double score) {
+    f->before = before;
+    f->after = after;
+    f->score = score;
+    offer(l, f);
+}
+
 /* Decode-step figures of a point, from its ops (measured or predicted times alike). */
 typedef struct decode_view {
     double step;        /* sum of decode op times */
@@ -163,10 +185,7 @@ static void find_weights(const record *r, int pi, const decode_view *v, finding_
             qa.wdtype = alt_t;
             if (q.wdtype == XF_INT8 && tpot_of(&r->model, &qa, &r->device, &alt) != XF_OK) alt = NAN;
             record_advice f;
-            memset(&f, 0, sizeof f);
-            snprintf(f.kind, sizeof f.kind, "weight_precision");
-            f.point = pi;
-            snprintf(f.title, sizeof f.title, "decode projections are memory-bound: lower the weight precision");
+            advice_begin(&f, "weight_precision", pi, "tpot_s", "decode projections are memory-bound: lower the weight precision");
             snprintf(f.evidence, sizeof f.evidence,
                      "point %d (batch %lld): projections take %.0f%% of the decode step, %.0f%% of that memory-bound%s; "
                      "they read %s of %s weights per step at %.2f FLOP/B",
@@ -180,11 +199,7 @@ static void find_weights(const record *r, int pi, const decode_view *v, finding_
             else
                 snprintf(f.action, sizeof f.action, "quantize weights %s -> %s (weight-only, group scales): predicted TPOT %s -> %s",
                          dtype_name(w->wdtype), dtype_name(q.wdtype), units_time(before, t1, sizeof t1), units_time(after, t2, sizeof t2));
-            snprintf(f.gain_metric, sizeof f.gain_metric, "tpot_s");
-            f.before = before;
-            f.after = after;
-            f.score = 1 - after / before;
-            offer(l, &f);
+            advice_offer(l, &f, before, after, 1 - after / before);
         }
     }
     /* Larger batch: up to where the projections reach the ridge, within memory. */
@@ -206,10 +221,7 @@ static void find_weights(const record *r, int pi, const decode_view *v, finding_
     double tps0 = (double)w->batch / before, tps1 = (double)target / after;
     if (!(tps1 > tps0)) return;
     record_advice f;
-    memset(&f, 0, sizeof f);
-    snprintf(f.kind, sizeof f.kind, "batch");
-    f.point = pi;
-    snprintf(f.title, sizeof f.title, "decode projections are memory-bound: batch more sequences");
+    advice_begin(&f, "batch", pi, "decode_tokens_per_s", "decode projections are memory-bound: batch more sequences");
     if (ridge_b > 0)
         snprintf(f.evidence, sizeof f.evidence,
                  "point %d: decode projections at batch %lld run at %.2f FLOP/B; they reach the ridge of %s at batch %lld "
@@ -222,11 +234,7 @@ static void find_weights(const record *r, int pi, const decode_view *v, finding_
     snprintf(f.action, sizeof f.action, "run batch %lld%s (continuous batching): predicted decode %.1f -> %.1f tokens/s, TPOT %s -> %s",
              (long long)target, mem_limited ? " (the most that fits memory)" : "", tps0, tps1, units_time(before, t1, sizeof t1),
              units_time(after, t2, sizeof t2));
-    snprintf(f.gain_metric, sizeof f.gain_metric, "decode_tokens_per_s");
-    f.before = tps0;
-    f.after = tps1;
-    f.score = 1 - tps0 / tps1;
-    offer(l, &f);
+    advice_offer(l, &f, tps0, tps1, 1 - tps0 / tps1);
 }
 
 static void find_kv(const record *r, int pi, const decode_view *v, finding_list *l) {
@@ -247,10 +255,7 @@ static void find_kv(const record *r, int pi, const decode_view *v, finding_list 
     else
         snprintf(gqa, sizeof gqa, "; GQA already shares each KV head among %lld query heads", (long long)(m->n_heads / m->n_kv_heads));
     record_advice f;
-    memset(&f, 0, sizeof f);
-    snprintf(f.kind, sizeof f.kind, "kv_precision");
-    f.point = pi;
-    snprintf(f.title, sizeof f.title, "KV reads dominate decode: store the KV cache in fp8");
+    advice_begin(&f, "kv_precision", pi, "tpot_s", "KV reads dominate decode: store the KV cache in fp8");
     snprintf(f.evidence, sizeof f.evidence,
              "point %d (batch %lld, context %lld): attention takes %.0f%% of the decode step and reads %s of %s KV "
              "(%.0f%% of the step's bytes)%s",
@@ -259,25 +264,19 @@ static void find_kv(const record *r, int pi, const decode_view *v, finding_list 
     snprintf(f.action, sizeof f.action, "KV cache %s -> fp8: predicted TPOT %s -> %s, and %s the tokens per byte of KV memory",
              dtype_name(w->kvdtype), units_time(before, t1, sizeof t1), units_time(after, t2, sizeof t2),
              w->kvdtype == XF_FP32 ? "4x" : "2x");
-    snprintf(f.gain_metric, sizeof f.gain_metric, "tpot_s");
-    f.before = before;
-    f.after = after;
-    f.score = 1 - after / before;
-    offer(l, &f);
+    advice_offer(l, &f, before, after, 1 - after / before);
 }
 
 static void find_fusion(const record *r, int pi, const decode_view *v, finding_list *l) {
     if (v->step <= 0) return;
     char t1[24], t2[24], t3[24], cn[40];
     record_advice f;
-    memset(&f, 0, sizeof f);
-    snprintf(f.kind, sizeof f.kind, "fusion");
-    f.point = pi;
-    snprintf(f.gain_metric, sizeof f.gain_metric, "step_s");
+    double before, after;
     if (v->n_lat > 0 && v->lat_time >= 0.1 * v->step) {
         /* Measured latency-bound ops: what the roofline says they could take. */
-        double after = v->step - v->lat_time + v->lat_pred;
-        snprintf(f.title, sizeof f.title, "latency-bound ops: fuse them, launch fewer kernels");
+        before = v->step;
+        after = v->step - v->lat_time + v->lat_pred;
+        advice_begin(&f, "fusion", pi, "step_s", "latency-bound ops: fuse them, launch fewer kernels");
         snprintf(f.evidence, sizeof f.evidence,
                  "point %d: %d decode ops are latency-bound (neither compute nor memory near its ceiling%s): %s of the %s step",
                  pi + 1, v->n_lat, conf_note(v->lat_conf, cn, sizeof cn), units_time(v->lat_time, t1, sizeof t1),
@@ -286,13 +285,13 @@ static void find_fusion(const record *r, int pi, const decode_view *v, finding_l
                  "fuse element-wise ops into their neighbours (norm+projection, SwiGLU into gate_up), replay the step as a "
                  "CUDA Graph on GPUs: at their roofline time the step would take %s",
                  units_time(after, t3, sizeof t3));
-        f.before = v->step;
-        f.after = after;
     } else if (strcmp(r->device.kind, "gpu") == 0 && v->n_tiny > 0 &&
                (double)v->n_tiny * ADVICE_LAUNCH_S >= 0.2 * v->step) {
         /* Predicted on a GPU: kernels too small to hide a launch. */
         double launches = (double)v->n_tiny * ADVICE_LAUNCH_S;
-        snprintf(f.title, sizeof f.title, "many tiny kernels: launch overhead is a large part of decode");
+        before = v->step + launches;
+        after = v->step;
+        advice_begin(&f, "fusion", pi, "step_s", "many tiny kernels: launch overhead is a large part of decode");
         snprintf(f.evidence, sizeof f.evidence,
                  "point %d: %d of the %d decode ops are predicted under %.0f us; at ~%.0f us per kernel launch (assumed) the "
                  "launches alone take %s against a predicted step of %s",
@@ -302,13 +301,10 @@ static void find_fusion(const record *r, int pi, const decode_view *v, finding_l
                  "capture the decode step in a CUDA Graph and fuse element-wise ops: the step moves from about %s (with "
                  "launches) toward its roofline %s",
                  units_time(v->step + launches, t3, sizeof t3), units_time(v->step, t2, sizeof t2));
-        f.before = v->step + launches;
-        f.after = v->step;
     } else {
         return;
     }
-    f.score = f.before > 0 ? 1 - f.after / f.before : 0;
-    offer(l, &f);
+    advice_offer(l, &f, before, after, before > 0 ? 1 - after / before : 0);
 }
 
 static void find_kv_policy(const record *r, finding_list *l) {
@@ -328,10 +324,7 @@ static void find_kv_policy(const record *r, finding_list *l) {
     double eff_w = held_w[KV_CAT_TOKEN], eff_b = held_b[KV_CAT_TOKEN];
     if (!(eff_b > eff_w + 0.1)) return;
     record_advice f;
-    memset(&f, 0, sizeof f);
-    snprintf(f.kind, sizeof f.kind, "kv_policy");
-    f.point = 0;
-    snprintf(f.title, sizeof f.title, "the KV policy wastes memory: use paged blocks");
+    advice_begin(&f, "kv_policy", 0, "max_live", "the KV policy wastes memory: use paged blocks");
     snprintf(f.evidence, sizeof f.evidence,
              "policy %s keeps %.0f%% of its held KV memory in token states (reserved %.0f%%, internal %.0f%%, external %.0f%% "
              "of the pool); %s keeps %.0f%%",
@@ -341,11 +334,7 @@ static void find_kv_policy(const record *r, finding_list *l) {
              "allocate KV in %s blocks: at most %lld sequences live at once instead of %lld (%.1f vs %.1f tokens/s in the "
              "simulation)",
              best->policy, (long long)best->max_live, (long long)worst->max_live, best->tokens_per_s, worst->tokens_per_s);
-    snprintf(f.gain_metric, sizeof f.gain_metric, "max_live");
-    f.before = (double)worst->max_live;
-    f.after = (double)best->max_live;
-    f.score = eff_b - eff_w;
-    offer(l, &f);
+    advice_offer(l, &f, (double)worst->max_live, (double)best->max_live, eff_b - eff_w);
 }
 
 /* Mixture of experts. expert_imbalance (measured runs): the router sends far more tokens to some
@@ -369,10 +358,8 @@ static void find_expert_imbalance(const record *r, int pi, const decode_view *v,
     (void)v;
     if (!(step > 0)) return;
     record_advice f;
-    memset(&f, 0, sizeof f);
-    snprintf(f.kind, sizeof f.kind, "expert_imbalance");
-    f.point = pi;
-    snprintf(f.title, sizeof f.title, "the router's load is uneven: the busiest expert gets %.1fx its share", ld.max_over_mean);
+    advice_begin(&f, "expert_imbalance", pi, "expert_max_over_mean", "the router's load is uneven: the busiest expert gets %.1fx its share",
+                 ld.max_over_mean);
     snprintf(f.evidence, sizeof f.evidence,
              "point %d %s (%lld steps, %lld routed tokens per layer and step): expert %lld of layer %d got %.0f%% of the "
              "layer's tokens where uniform routing gives %.1f%%; %.0f%% of the (layer, expert) pairs got no token; the expert ops "
@@ -383,11 +370,8 @@ static void find_expert_imbalance(const record *r, int pi, const decode_view *v,
              "before sharding experts over devices (expert parallelism), balance them: the device holding the busiest expert "
              "would take %.1fx the balanced time; replicate hot experts or cap tokens per expert (capacity factor)",
              ld.max_over_mean);
-    snprintf(f.gain_metric, sizeof f.gain_metric, "expert_max_over_mean");
-    f.before = ld.max_over_mean;
-    f.after = 1.0;
-    f.score = (1.0 - 1.0 / ld.max_over_mean) * moe_t / step; /* the expert ops' time lost to the imbalance */
-    offer(l, &f);
+    /* score: the expert ops' time lost to the imbalance */
+    advice_offer(l, &f, ld.max_over_mean, 1.0, (1.0 - 1.0 / ld.max_over_mean) * moe_t / step);
 }
 
 /* expert_parallelism: the routed experts hold most of the weights and the weights most of the
@@ -406,10 +390,7 @@ static void find_expert_parallelism(const record *r, int pi, finding_list *l) {
     const double per = W - experts + experts / n;
     char b1[24], b2[24], b3[24], b4[24], b5[24];
     record_advice f;
-    memset(&f, 0, sizeof f);
-    snprintf(f.kind, sizeof f.kind, "expert_parallelism");
-    f.point = pi;
-    snprintf(f.title, sizeof f.title, "the experts fill the device's memory: shard them (expert parallelism)");
+    advice_begin(&f, "expert_parallelism", pi, "weights_per_device", "the experts fill the device's memory: shard them (expert parallelism)");
     snprintf(f.evidence, sizeof f.evidence,
              "point %d: the %lld routed experts hold %s of the %s of weights (a token reads %s of them); with KV and "
              "activations the point needs %s of %s",
@@ -419,11 +400,8 @@ static void find_expert_parallelism(const record *r, int pi, finding_list *l) {
              "shard the experts over %d devices (%lld experts each; attention and the shared weights replicated): weights per "
              "device %s -> %s, the rest of memory for KV and a larger batch",
              n, (long long)(m->n_experts / n), units_bytes(W, b2, sizeof b2), units_bytes(per, b3, sizeof b3));
-    snprintf(f.gain_metric, sizeof f.gain_metric, "weights_per_device");
-    f.before = W;
-    f.after = per;
-    f.score = (1.0 - per / W) * (p->memory.total_bytes > cap ? 1.0 : 0.5); /* memory saved; more when it does not fit */
-    offer(l, &f);
+    /* score: the memory saved; more when it does not fit */
+    advice_offer(l, &f, W, per, (1.0 - per / W) * (p->memory.total_bytes > cap ? 1.0 : 0.5));
 }
 
 /* expert_batching: a decode step reads the weights of every distinct expert its tokens choose; at
@@ -454,10 +432,7 @@ static void find_expert_batching(const record *r, int pi, finding_list *l) {
     if (!(tps1 > tps0)) return;
     const double D1 = cost_moe_experts_read(m->n_experts, m->experts_per_tok, (double)target);
     record_advice f;
-    memset(&f, 0, sizeof f);
-    snprintf(f.kind, sizeof f.kind, "expert_batching");
-    f.point = pi;
-    snprintf(f.title, sizeof f.title, "each expert read serves few tokens: batch more to amortize it");
+    advice_begin(&f, "expert_batching", pi, "decode_tokens_per_s", "each expert read serves few tokens: batch more to amortize it");
     snprintf(f.evidence, sizeof f.evidence,
              "point %d (batch %lld, top-%lld of %lld): a decode step reads %.1f experts per MoE layer (%s) for %lld tokens: "
              "%.2f tokens per expert read",
@@ -468,11 +443,7 @@ static void find_expert_batching(const record *r, int pi, finding_list *l) {
              "-> %.1f tokens/s",
              (long long)target, fit > 0 && target == fit ? " (the most that fits memory)" : "", D1, E, (double)target * k / D1, tps0,
              tps1);
-    snprintf(f.gain_metric, sizeof f.gain_metric, "decode_tokens_per_s");
-    f.before = tps0;
-    f.after = tps1;
-    f.score = 1 - tps0 / tps1;
-    offer(l, &f);
+    advice_offer(l, &f, tps0, tps1, 1 - tps0 / tps1);
 }
 
 static int by_score(const void *a, const void *b) {

@@ -17,12 +17,9 @@
 #include "probes/ceilings.h"
 #include "reference_model/config.h"
 #include "runner/runner.h"
+#include "bench_util.h"
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+static double now(void) { return bench_now_s(); }
 
 static int run_once(const run_plan *pl, double *wall, double *pulse_share, int *contended) {
     record r;

@@ -42,6 +42,7 @@
 #include "reference_model/cpu_dnnl.h"
 #include "reference_model/cpu_kernels.h"
 #include "reference_model/model.h"
+#include "bench_util.h"
 
 static int fails = 0;
 
@@ -61,16 +62,9 @@ static void verdict(const char *what, double value, double target, int higher_is
            pass ? "PASS" : "FAIL");
 }
 
-static int die(const char *what) {
-    fprintf(stderr, "bench_cpu: %s: %s\n", what, xf_error_msg());
-    return 2;
-}
+static int die(const char *what) { return bench_die("bench_cpu", what, 2); }
 
-static double median(double *x, int n) {
-    double m, iqr;
-    timer_stats(x, n, &m, &iqr);
-    return m;
-}
+static double median(double *x, int n) { return bench_median(x, n); }
 
 /* Weight bytes one decode step reads (the cost model's compulsory weight traffic). */
 static double decode_weight_bytes_b(const model_config *cfg, xf_dtype wd, int64_t context, int64_t batch) {

@@ -18,12 +18,9 @@
 #include <yajl/yajl_parse.h>
 
 #include "importers/importer.h"
+#include "bench_util.h"
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
+static double now(void) { return bench_now_s(); }
 
 static char *read_all(const char *path, size_t *len) {
     char cmd[4200];

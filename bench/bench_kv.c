@@ -14,17 +14,11 @@
 #include "reference_model/config.h"
 #include "reference_model/kv_cache.h"
 #include "reference_model/serving_sim.h"
+#include "bench_util.h"
 
-static double now(clockid_t c) {
-    struct timespec t;
-    clock_gettime(c, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+static double now(clockid_t c) { return bench_clock_s(c); }
 
-static int die(const char *what) {
-    fprintf(stderr, "bench_kv: %s: %s\n", what, xf_error_msg());
-    return 1;
-}
+static int die(const char *what) { return bench_die("bench_kv", what, 1); }
 
 /* Steady churn at about `live_blocks` blocks: sequences grow one token at a time, round robin;
  * one that reaches 20 blocks is freed and a new one admitted with a one-block prompt. Returns

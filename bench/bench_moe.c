@@ -42,6 +42,7 @@
 #include "reference_model/config.h"
 #include "reference_model/cost_model.h"
 #include "reference_model/model.h"
+#include "bench_util.h"
 
 static int fails = 0;
 
@@ -54,16 +55,9 @@ static void verdict(const char *what, double value, double lo, double hi) {
         printf("  %-60s %8.3f  target [%.2f, %.2f]  %s\n", what, value, lo, hi, pass ? "PASS" : "FAIL");
 }
 
-static int die(const char *what) {
-    fprintf(stderr, "bench_moe: %s: %s\n", what, xf_error_msg());
-    return 2;
-}
+static int die(const char *what) { return bench_die("bench_moe", what, 2); }
 
-static double median(double *x, int n) {
-    double m, iqr;
-    timer_stats(x, n, &m, &iqr);
-    return m;
-}
+static double median(double *x, int n) { return bench_median(x, n); }
 
 /* The MoE model and its dense twin. */
 static model_config moe_config(int64_t layers) {

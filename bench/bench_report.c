@@ -10,12 +10,9 @@
 #include "reports/gnuplot.h"
 #include "reports/html.h"
 #include "reports/trace.h"
+#include "bench_util.h"
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+static double now_s(void) { return bench_now_s(); }
 
 int main(int argc, char **argv) {
     const char *out = argc > 1 ? argv[1] : NULL;

@@ -108,7 +108,7 @@ if [ "${XF_GATE_MEASURED:-1}" != 0 ] && "$XF" run --help >/dev/null 2>&1; then
   fi
   # The timed gate, against a base build only.
   if [ $update -eq 0 ] && [ -n "${XF_GATE_BASE:-}" ] && [ "${XF_GATE_AB:-1}" != 0 ]; then
-    "$XF" compare --ab "$XF_GATE_BASE" "$XF" -- run --model stories15m --prompt 16 --gen 8 --reps 3 --threads 1 \
+    "$XF" compare --ab "$XF_GATE_BASE" "$XF" -- run --model stories15m --prompt 16 --gen 8 --reps 3 --threads 1 --no-concurrent \
       >"$work/compare-ab.txt" 2>&1
     rc=$?
     echo "ci_gate: timed A/B against the base build: $(tail -n 1 "$work/compare-ab.txt") (exit $rc)"

@@ -181,10 +181,16 @@ static xf_status fill_experts(run_ctx *c, record_point *p) {
     return XF_OK;
 }
 
-/* The process's CPU time (every thread), seconds. */
-static double cpu_now_s(void) {
+/* The CPU time of the steps, seconds: with one thread the calling thread's (CLOCK_THREAD_CPUTIME_ID),
+ * not the process's: OpenBLAS's server thread (idle: all parallelism is OpenMP's) spins for about
+ * 0.1 s after it starts, and on an idle second CPU that spin doubled the process's CPU time of the
+ * first repetitions (measured: 4.4 ms of CPU per decode step of 2.2 ms wall time, stories15m, one
+ * thread; docs/ci.md). With more threads, the process's (every thread: the OpenMP team's work and
+ * waiting, and any other thread's spin); a sum over the team read in a parallel region was tried
+ * and counted its own wake-up, milliseconds on a busy machine. */
+static double cpu_now_s(int threads) {
     struct timespec ts;
-    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return 0;
+    if (clock_gettime(threads <= 1 ? CLOCK_THREAD_CPUTIME_ID : CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return 0;
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -247,17 +253,18 @@ static xf_status run_point(run_ctx *c, record_point *p) {
      * to span scheduler slices, so a core shared with another process shows in it as in the ops. */
     const int every = pl->reps <= RECORD_MAX_PULSES - 1 ? 1 : (pl->reps + RECORD_MAX_PULSES - 2) / (RECORD_MAX_PULSES - 1);
     double rep_guess_s = p->summary.ttft_s + (double)n_dec * p->summary.tpot_s, pulse_budget = 0;
+    const int cpu_threads = pl->cuda ? 1 : pl->threads; /* 1: the steps' figure is this thread's CPU time (cpu_now_s) */
     for (int r = -pl->warmup; r < pl->reps; r++) {
         if (r < 0 && pl->stop && pl->stop()) break; /* Ctrl-C in the warm-up: nothing to finish */
         if (c->pulser && r >= 0 && r % every == 0 && (s = concurrent_pulse(c, cc, rep_guess_s, &pulse_budget)) != XF_OK) goto done;
         model_reset(c->m);
         probe_set_rep_begin(ps);
-        double c0 = cpu_now_s(), t0 = timer_now_s();
+        double c0 = cpu_now_s(cpu_threads), t0 = timer_now_s();
         if ((s = model_prefill(c->m, (int)w->batch, prompts, lens, ps)) != XF_OK) goto done;
-        double t1 = timer_now_s(), c1 = cpu_now_s();
+        double t1 = timer_now_s(), c1 = cpu_now_s(cpu_threads);
         for (int64_t k = 0; k < n_dec; k++) /* the prefill sampled the first of the gen tokens */
             if ((s = model_decode_step(c->m, NULL, ps)) != XF_OK) goto done;
-        double t2 = timer_now_s(), c2 = cpu_now_s();
+        double t2 = timer_now_s(), c2 = cpu_now_s(cpu_threads);
         if ((s = probe_set_rep_end(ps, r)) != XF_OK) goto done; /* after the timed part; r < 0: warm-up */
         rep_guess_s = t2 - t0; /* the next pulse is sized from this repetition */
         pulse_budget = 0;

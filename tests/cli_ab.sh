@@ -9,10 +9,7 @@
 set -u
 XF=${1:?usage: cli_ab.sh path/to/xfprof}
 XF=$(cd "$(dirname "$XF")" && pwd)/$(basename "$XF")
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/lib.sh" # $tmp/$TMP (removed at exit) and the helpers
 export XFPROF_MACHINE_FILE="$tmp/machine.json"
 mkdir "$tmp/t" && export TMPDIR="$tmp/t" # compare --ab's work folders go here: none may be left
 "$XF" machine --quick --threads 1 >/dev/null 2>&1 || { echo "FAIL: xfprof machine"; exit 1; }

@@ -13,10 +13,7 @@ XF=${1:?usage: cli_callgrind.sh path/to/xfprof}
 XF=$(cd "$(dirname "$XF")" && pwd)/$(basename "$XF")
 command -v valgrind >/dev/null || { echo "SKIP: valgrind is not installed (apt-get install valgrind)"; exit 77; }
 command -v python3 >/dev/null || { echo "SKIP: python3 is needed to read the records"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/lib.sh" # $tmp/$TMP (removed at exit) and the helpers
 export XFPROF_MACHINE_FILE="$tmp/machine.json"
 mkdir "$tmp/t" && export TMPDIR="$tmp/t" # run --callgrind's dump folders go here: none may be left
 cat >"$XFPROF_MACHINE_FILE" <<'EOF'

@@ -7,10 +7,7 @@
 # when nothing else is left to check).
 set -u
 XF=${1:?usage: cli_cuda_nogpu.sh path/to/xfprof}
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/lib.sh" # $tmp/$TMP (removed at exit) and the helpers
 # expect RC WHAT CMD... : runs CMD, checks its exit status; stderr lands in $TMP/err
 expect() {
   local want=$1 what=$2

@@ -3,8 +3,7 @@
 set -u
 XF=${1:?usage: cli_doc.sh path/to/xfprof}
 src=${XF_SOURCE_DIR:-$(dirname "$0")/..}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh" # $tmp/$TMP (removed at exit) and the helpers
 bash "$src/scripts/gen-cli-doc.sh" "$XF" "$tmp/cli.md" || { echo "FAIL: could not generate"; exit 1; }
 if ! diff -u "$src/docs/cli.md" "$tmp/cli.md" >"$tmp/diff"; then
   echo "FAIL: docs/cli.md is stale; run: bash scripts/gen-cli-doc.sh build/xfprof"

@@ -9,10 +9,7 @@
 # leave no temporary file behind. $1: the xfprof binary.
 set -uo pipefail
 XF=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/lib.sh" # $tmp/$TMP (removed at exit) and the helpers
 export XFPROF_DATA_DIR=${XFPROF_DATA_DIR:-$(dirname "$XF")/data}
 src=${XF_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
 tiny=$src/tests/fault/tiny_config.json

@@ -5,10 +5,7 @@
 set -u
 XF=${1:?usage: cli_gate.sh path/to/xfprof}
 root=$(cd "$(dirname "$0")/.." && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/lib.sh" # $tmp/$TMP (removed at exit) and the helpers
 gate() { bash "$root/bench/ci_gate.sh" "$XF" "$@"; }
 
 # 1. Two runs of an unchanged build: no regression, exit 0.

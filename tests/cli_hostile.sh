@@ -4,11 +4,7 @@
 # $1 = the xfprof binary.
 set -u
 XF=${1:?usage: cli_hostile.sh path/to/xfprof}
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-fail=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fail=1; }
+. "$(dirname "$0")/lib.sh" # $tmp/$TMP (removed at exit) and the helpers
 expect_rc() { # expected-rc description command...
     local want=$1 what=$2
     shift 2

@@ -8,10 +8,7 @@
 set -u
 XF=${1:?usage: cli_import.sh path/to/xfprof}
 root=$(cd "$(dirname "$0")/.." && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/lib.sh" # $tmp/$TMP (removed at exit) and the helpers
 data="$root/tests/data/torch"
 
 for name in llama-tiny-fp32 llama-tiny-bf16 llama-small-bf16; do

@@ -6,10 +6,7 @@ set -u
 XF=${1:?usage: cli_kv.sh path/to/xfprof}
 SRC="${XF_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
 D="$SRC/tests/data/kv"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/lib.sh" # $tmp/$TMP (removed at exit) and the helpers
 ok() { echo "ok: $*"; }
 
 # expect STATUS STDERR-PART args...: runs xfprof kv (60 s at most), checks the exit status and

@@ -6,10 +6,7 @@ set -u
 XF=${1:?usage: cli_merge.sh path/to/xfprof}
 XF=$(cd "$(dirname "$XF")" && pwd)/$(basename "$XF")
 src=${XF_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/lib.sh" # $tmp/$TMP (removed at exit) and the helpers
 keys() { cat "$@" | grep -o '"key":"[^"]*"' | sort; }
 nocreated() { sed 's/"created":"[^"]*"//' "$1"; }
 # refused FILE_PREFIX PATTERN ARGS...: merge must exit 2, say PATTERN and write nothing

@@ -5,14 +5,7 @@
 # `kv` sizing pools by the latent row and holding windowed layers at their window. $1 = xfprof.
 set -u
 XF="$1"
-fail=0
-check() { # description, expected exit code, actual exit code
-    if [ "$2" != "$3" ]; then echo "FAIL: $1: exit $3, wanted $2"; fail=1; else echo "ok: $1"; fi
-}
-has() { # description, haystack, needle
-    case "$2" in *"$3"*) echo "ok: $1";; *) echo "FAIL: $1: no '$3' in output"; fail=1;; esac
-}
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh" # $tmp/$TMP (removed at exit) and the helpers
 
 out=$("$XF" models); check "models" 0 $?
 has "models: deepseek-v3 671B total, 37.6B active, 70,272 B of latent KV per token in bf16" \

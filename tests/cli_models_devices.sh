@@ -3,14 +3,7 @@
 set -u
 XF="$1"
 SRC="${XF_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
-fail=0
-check() { # description, expected exit code, actual exit code
-    if [ "$2" != "$3" ]; then echo "FAIL: $1: exit $3, wanted $2"; fail=1; else echo "ok: $1"; fi
-}
-has() { # description, haystack, needle
-    case "$2" in *"$3"*) echo "ok: $1";; *) echo "FAIL: $1: no '$3' in output"; fail=1;; esac
-}
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh" # $tmp/$TMP (removed at exit) and the helpers
 
 out=$("$XF" models); check "models" 0 $?
 has "models lists llama-2-7b with 6.74B params" "$(echo "$out" | grep '^llama-2-7b ')" "6.74B"

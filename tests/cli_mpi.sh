@@ -4,10 +4,7 @@
 # when xfprof was built without MPI or mpirun is absent.
 set -u
 XF=${1:?usage: cli_mpi.sh path/to/xfprof}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/lib.sh" # $tmp/$TMP (removed at exit) and the helpers
 "$XF" machine --comm >"$tmp/out" 2>"$tmp/err"
 rc=$?
 if grep -q "built without MPI" "$tmp/err"; then echo "skipped: xfprof built without MPI"; exit 77; fi

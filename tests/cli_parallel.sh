@@ -3,19 +3,7 @@
 # (exit 2 with a message saying why), and a sweep over splits.
 set -u
 XF=${1:?usage: cli_parallel.sh path/to/xfprof}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-
-# expect STATUS MESSAGE-PART -- args...: runs xfprof, checks exit status and that stderr has the text.
-expect() {
-  local want=$1 part=$2; shift 3
-  "$XF" "$@" >"$tmp/out" 2>"$tmp/err"
-  local rc=$?
-  [ "$rc" -eq "$want" ] || { fail "xfprof $* exited $rc, expected $want; stderr: $(head -c 300 "$tmp/err")"; return; }
-  if [ -n "$part" ] && ! grep -q -- "$part" "$tmp/err"; then fail "xfprof $*: stderr lacks '$part': $(head -c 300 "$tmp/err")"; fi
-}
+. "$(dirname "$0")/lib.sh" # $tmp/$TMP (removed at exit) and the helpers
 
 # Refused, saying why.
 expect 2 "32 attention heads do not split evenly over 3 devices" -- predict --model llama-2-7b --tp 3

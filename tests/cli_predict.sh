@@ -3,19 +3,7 @@
 # input giving a clear message and exit status 2 (never a crash).
 set -u
 XF=${1:?usage: cli_predict.sh path/to/xfprof}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-
-# expect STATUS MESSAGE-PART -- args...: runs xfprof, checks exit status and that stderr has the text.
-expect() {
-  local want=$1 part=$2; shift 3
-  "$XF" "$@" >"$tmp/out" 2>"$tmp/err"
-  local rc=$?
-  [ "$rc" -eq "$want" ] || { fail "xfprof $* exited $rc, expected $want; stderr: $(head -c 300 "$tmp/err")"; return; }
-  if [ -n "$part" ] && ! grep -q -- "$part" "$tmp/err"; then fail "xfprof $*: stderr lacks '$part': $(head -c 300 "$tmp/err")"; fi
-}
+. "$(dirname "$0")/lib.sh" # $tmp/$TMP (removed at exit) and the helpers
 
 presets="stories15m stories110m tinyllama-1.1b llama-2-7b llama-2-13b llama-2-70b llama-3-8b llama-3-70b mistral-7b qwen2.5-7b"
 devices="a100-40gb a100-80gb h100-sxm h100-pcie h200 l4 rtx-4090"

@@ -5,12 +5,8 @@
 # that records of a few tens of MB take the streamed path here. $1 = xfprof.
 set -u
 XF=${1:?usage: cli_record_stream.sh path/to/xfprof}
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
+. "$(dirname "$0")/lib.sh" # $tmp/$TMP (removed at exit) and the helpers
 . "$(dirname "$0")/peak_rss.sh" # ASAN_OPTIONS for RSS, peak_kib
-fail=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fail=1; }
 
 "$XF" sweep --predict --batch 1..600+1 -o "$TMP/s600.json" >/dev/null 2>&1 || bad "600-point sweep failed"
 "$XF" sweep --predict --batch 1..1200+1 -o "$TMP/s1200.json" >/dev/null 2>&1 || bad "1200-point sweep failed"

@@ -3,19 +3,7 @@
 # another format or version refused with exit status 2; gnuplot absent -> still written.
 set -u
 XF=${1:?usage: cli_report.sh path/to/xfprof}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-
-# expect STATUS MESSAGE-PART -- args...: runs xfprof, checks exit status and that stderr has the text.
-expect() {
-  local want=$1 part=$2; shift 3
-  "$XF" "$@" >"$tmp/out" 2>"$tmp/err"
-  local rc=$?
-  [ "$rc" -eq "$want" ] || { fail "xfprof $* exited $rc, expected $want; stderr: $(head -c 300 "$tmp/err")"; return; }
-  if [ -n "$part" ] && ! grep -q -- "$part" "$tmp/err"; then fail "xfprof $*: stderr lacks '$part': $(head -c 300 "$tmp/err")"; fi
-}
+. "$(dirname "$0")/lib.sh" # $tmp/$TMP (removed at exit) and the helpers
 
 "$XF" report --help >"$tmp/out" 2>&1 || fail "report --help exited $?"
 grep -q "Usage: xfprof report" "$tmp/out" || fail "report --help printed no usage"

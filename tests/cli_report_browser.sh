@@ -11,12 +11,9 @@ if [ -z "$CHROMIUM" ]; then
   done
 fi
 if [ -z "$CHROMIUM" ]; then echo "SKIP: chromium not installed"; exit 77; fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh" # $tmp/$TMP (removed at exit) and the helpers
 artifacts="$(cd "$(dirname "$XF")" && pwd)/test-artifacts"
 mkdir -p "$artifacts"
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
 chrome() { # chrome LOG ARGS...: headless, its own profile, a time limit
   local log=$1; shift

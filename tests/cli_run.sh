@@ -2,11 +2,7 @@
 # xfprof run and xfprof machine from the command line. $1 = the xfprof binary.
 set -u
 XF=${1:?usage: cli_run.sh path/to/xfprof}
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-fail=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fail=1; }
+. "$(dirname "$0")/lib.sh" # $tmp/$TMP (removed at exit) and the helpers
 
 # A machine file written by hand, so the tests do not spend seconds measuring ceilings.
 export XFPROF_MACHINE_FILE="$TMP/machine.json"

@@ -6,11 +6,7 @@
 #    gnuplot's folder) removes it; the earlier file stays as it was.
 set -u
 XF=${1:?usage: cli_signals.sh path/to/xfprof}
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-fail=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fail=1; }
+. "$(dirname "$0")/lib.sh" # $tmp/$TMP (removed at exit) and the helpers
 
 export XFPROF_MACHINE_FILE="$TMP/machine.json"
 cat >"$XFPROF_MACHINE_FILE" <<'EOF'

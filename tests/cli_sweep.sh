@@ -3,12 +3,10 @@
 # the middle of a line (same points, nothing doubled), SIGTERM finishing the line, bad input.
 set -u
 XF=${1:?usage: cli_sweep.sh path/to/xfprof}
-tmp=$(mktemp -d)
+. "$(dirname "$0")/lib.sh" # $tmp/$TMP (removed at exit) and the helpers
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"; }
 trap cleanup EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 lines() { wc -l <"$1" | tr -d ' '; }
 keys() { grep -o '"key":"[^"]*"' "$1" | sort; }
 

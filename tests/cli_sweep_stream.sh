@@ -3,14 +3,10 @@
 # spool to the record, which is byte for byte the record written from memory. $1 = xfprof.
 set -u
 XF=${1:?usage: cli_sweep_stream.sh path/to/xfprof}
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
+. "$(dirname "$0")/lib.sh" # $tmp/$TMP (removed at exit) and the helpers
 export TMPDIR="$TMP/scratch"
 mkdir -p "$TMPDIR"
 . "$(dirname "$0")/peak_rss.sh" # ASAN_OPTIONS for RSS, peak_kib
-fail=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fail=1; }
 
 small=$(peak_kib "$XF" sweep --predict --batch 1..300+1 -o "$TMP/s300.json") || bad "300-point sweep failed"
 large=$(peak_kib "$XF" sweep --predict --batch 1..1200+1 -o "$TMP/s1200.json") || bad "1200-point sweep failed"

@@ -27,6 +27,12 @@ static workload wl(int64_t batch, int64_t prompt, int64_t gen, xf_dtype w, xf_dt
     return x;
 }
 
+/* The cost model's record of one point of w, then its advice. */
+static void advise(const model_config *cfg, const device_spec *dev, workload w, record *r) {
+    cr_assert_eq(predict_record(cfg, dev, &w, 1, r), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(advice_record(r), XF_OK, "%s", xf_error_msg());
+}
+
 static const record_advice *find_kind(const record *r, const char *kind) {
     for (int i = 0; i < r->n_advice; i++)
         if (strcmp(r->advice[i].kind, kind) == 0) return &r->advice[i];
@@ -55,8 +61,7 @@ Test(advice, memory_bound_decode_gets_precision_and_batch) {
     setup(&cfg, &dev, "llama-2-7b", "h100-sxm");
     workload w = wl(1, 128, 16, XF_BF16, XF_BF16);
     record r;
-    cr_assert_eq(predict_record(&cfg, &dev, &w, 1, &r), XF_OK);
-    cr_assert_eq(advice_record(&r), XF_OK);
+    advise(&cfg, &dev, w, &r);
     const record_advice *wp = find_kind(&r, "weight_precision");
     cr_assert_not_null(wp);
     /* before: the bf16 decode step the cost model predicts; after: the same with int8 weights */
@@ -91,8 +96,7 @@ Test(advice, never_a_batch_that_does_not_fit) {
     workload w = wl(1, 128, 128, XF_BF16, XF_BF16);
     cr_assert_eq(cost_max_batch(&cfg, &w, dev.memory_bytes), 0);
     record r;
-    cr_assert_eq(predict_record(&cfg, &dev, &w, 1, &r), XF_OK);
-    cr_assert_eq(advice_record(&r), XF_OK);
+    advise(&cfg, &dev, w, &r);
     cr_assert_null(find_kind(&r, "batch"), "%s", find_kind(&r, "batch") ? find_kind(&r, "batch")->action : "");
     cr_assert_not_null(find_kind(&r, "weight_precision")); /* int8 / int4 weights are what would make it fit */
     record_free(&r);
@@ -100,8 +104,7 @@ Test(advice, never_a_batch_that_does_not_fit) {
     w.wdtype = XF_INT4;
     int64_t fit = cost_max_batch(&cfg, &w, dev.memory_bytes);
     cr_assert(fit > 1, "int4 70B fits %lld sequences", (long long)fit);
-    cr_assert_eq(predict_record(&cfg, &dev, &w, 1, &r), XF_OK);
-    cr_assert_eq(advice_record(&r), XF_OK);
+    advise(&cfg, &dev, w, &r);
     const record_advice *bt = find_kind(&r, "batch");
     cr_assert_not_null(bt);
     long long b = 0;
@@ -121,8 +124,7 @@ Test(advice, kv_reads_at_long_context) {
     setup(&cfg, &dev, "llama-2-7b", "h100-sxm");
     workload w = wl(16, 4000, 64, XF_BF16, XF_FP16);
     record r;
-    cr_assert_eq(predict_record(&cfg, &dev, &w, 1, &r), XF_OK);
-    cr_assert_eq(advice_record(&r), XF_OK);
+    advise(&cfg, &dev, w, &r);
     const record_advice *kv = find_kind(&r, "kv_precision");
     cr_assert_not_null(kv);
     cr_assert(kv->after < kv->before);
@@ -131,8 +133,7 @@ Test(advice, kv_reads_at_long_context) {
     /* llama-3-8b: GQA, 32 query heads over 8 KV heads */
     setup(&cfg, &dev, "llama-3-8b", "h100-sxm");
     w = wl(64, 4000, 64, XF_BF16, XF_FP16);
-    cr_assert_eq(predict_record(&cfg, &dev, &w, 1, &r), XF_OK);
-    cr_assert_eq(advice_record(&r), XF_OK);
+    advise(&cfg, &dev, w, &r);
     kv = find_kind(&r, "kv_precision");
     cr_assert_not_null(kv);
     cr_assert(strstr(kv->evidence, "GQA already shares each KV head among 4"), "%s", kv->evidence);
@@ -145,8 +146,7 @@ Test(advice, prefill_only_has_no_decode_findings) {
     setup(&cfg, &dev, "llama-2-7b", "h100-sxm");
     workload w = wl(1, 512, 0, XF_BF16, XF_BF16);
     record r;
-    cr_assert_eq(predict_record(&cfg, &dev, &w, 1, &r), XF_OK);
-    cr_assert_eq(advice_record(&r), XF_OK);
+    advise(&cfg, &dev, w, &r);
     cr_assert_eq(r.n_advice, 0);
     record_free(&r);
 }
@@ -218,8 +218,7 @@ Test(advice, json_round_trip_and_checked_read) {
     setup(&cfg, &dev, "llama-2-7b", "h100-sxm");
     workload w = wl(1, 128, 16, XF_BF16, XF_BF16);
     record r, back;
-    cr_assert_eq(predict_record(&cfg, &dev, &w, 1, &r), XF_OK);
-    cr_assert_eq(advice_record(&r), XF_OK);
+    advise(&cfg, &dev, w, &r);
     cr_assert(r.n_advice >= 2);
     char *text = record_to_json(&r);
     cr_assert_not_null(text);
@@ -253,8 +252,7 @@ Test(advice, moe_expert_parallelism_and_batching) {
     setup(&cfg, &dev, "mixtral-8x7b", "h100-sxm");
     workload w = wl(1, 128, 16, XF_BF16, XF_BF16);
     record r;
-    cr_assert_eq(predict_record(&cfg, &dev, &w, 1, &r), XF_OK);
-    cr_assert_eq(advice_record(&r), XF_OK);
+    advise(&cfg, &dev, w, &r);
     const record_advice *ep = find_kind(&r, "expert_parallelism"), *eb = find_kind(&r, "expert_batching");
     cr_assert_not_null(ep);
     cr_assert_not_null(eb);
@@ -269,8 +267,7 @@ Test(advice, moe_expert_parallelism_and_batching) {
     record_free(&r);
     /* a dense model gets none of them */
     setup(&cfg, &dev, "llama-2-7b", "h100-sxm");
-    cr_assert_eq(predict_record(&cfg, &dev, &w, 1, &r), XF_OK);
-    cr_assert_eq(advice_record(&r), XF_OK);
+    advise(&cfg, &dev, w, &r);
     cr_assert(!find_kind(&r, "expert_parallelism") && !find_kind(&r, "expert_batching"));
     record_free(&r);
 }

@@ -50,6 +50,12 @@ static void make_record(record *r, const char *model, const char *device, int ba
     if (samples) snprintf(p->run.backend, sizeof p->run.backend, "cpu");
 }
 
+/* Two identical records of model "m" on device "d", batch 1: BASE and NEW before a test changes one. */
+static void make_pair(record *a, record *b, int samples) {
+    make_record(a, "m", "d", 1, samples);
+    make_record(b, "m", "d", 1, samples);
+}
+
 static const compare_item *find(const compare_result *c, op_kind k, compare_metric m) {
     for (int64_t i = 0; i < c->n_items; i++)
         if (c->items[i].is_op && c->items[i].kind == k && c->items[i].metric == m) return &c->items[i];
@@ -64,8 +70,7 @@ static const compare_item *find_point(const compare_result *c, compare_metric m)
 
 Test(compare, identical_predictions_unchanged) {
     record a, b;
-    make_record(&a, "m", "d", 1, 0);
-    make_record(&b, "m", "d", 1, 0);
+    make_pair(&a, &b, 0);
     compare_options o;
     compare_options_default(&o);
     o.metrics = (1u << CMP_TIME) | (1u << CMP_BYTES) | (1u << CMP_FLOPS) | (1u << CMP_TTFT);
@@ -87,8 +92,7 @@ Test(compare, identical_predictions_unchanged) {
 
 Test(compare, predicted_op_slowed_is_a_regression_naming_it) {
     record a, b;
-    make_record(&a, "m", "d", 1, 0);
-    make_record(&b, "m", "d", 1, 0);
+    make_pair(&a, &b, 0);
     b.points[0].ops[0].time_s *= 1.3; /* gate_up: 1 ms -> 1.3 ms */
     compare_options o;
     compare_options_default(&o);
@@ -108,8 +112,7 @@ Test(compare, predicted_op_slowed_is_a_regression_naming_it) {
 
 Test(compare, deterministic_figures_are_exact) {
     record a, b;
-    make_record(&a, "m", "d", 1, 0);
-    make_record(&b, "m", "d", 1, 0);
+    make_pair(&a, &b, 0);
     b.points[0].ops[1].cost.bytes = 1010;  /* attention bytes 1000 -> 1010: +1% */
     b.points[0].ops[0].cost.flops = 900;   /* gate_up FLOPs 1000 -> 900: -10% */
     compare_options o;
@@ -143,8 +146,7 @@ Test(compare, measured_samples_use_the_u_test) {
     compare_options o;
     compare_options_default(&o);
     compare_result c;
-    make_record(&a, "m", "d", 1, 5);
-    make_record(&b, "m", "d", 1, 5);
+    make_pair(&a, &b, 5);
     /* gate_up: BASE 10..14 ms, NEW 15..21 ms (x1.5): all NEW above all BASE, U = 0,
      * exact p = 2 / C(10,5) = 2/252 = 0.0079 < 0.05; medians 12 -> 18 ms: +50% > 5% -> regression */
     scale_samples(&b, 0, 1.5, 0);
@@ -202,8 +204,7 @@ Test(compare, measured_samples_use_the_u_test) {
 
 Test(compare, few_samples_warn_and_cannot_be_significant) {
     record a, b;
-    make_record(&a, "m", "d", 1, 3);
-    make_record(&b, "m", "d", 1, 3);
+    make_pair(&a, &b, 3);
     scale_samples(&b, 0, 2.0, 0); /* twice as slow, but 3 vs 3: min exact p = 2/20 = 0.1 > 0.05 */
     compare_options o;
     compare_options_default(&o);
@@ -223,8 +224,7 @@ Test(compare, few_samples_warn_and_cannot_be_significant) {
 
 Test(compare, point_metrics_from_repetitions) {
     record a, b;
-    make_record(&a, "m", "d", 1, 5);
-    make_record(&b, "m", "d", 1, 5);
+    make_pair(&a, &b, 5);
     scale_samples(&b, 0, 1.5, 0);
     compare_options o;
     compare_options_default(&o);
@@ -255,8 +255,7 @@ Test(compare, point_metrics_from_repetitions) {
 
 Test(compare, tokens_per_s_higher_is_better) {
     record a, b;
-    make_record(&a, "m", "d", 1, 0);
-    make_record(&b, "m", "d", 1, 0);
+    make_pair(&a, &b, 0);
     b.points[0].summary.tokens_per_s = 80; /* 100 -> 80: 20% fewer tokens/s: worse */
     compare_options o;
     compare_options_default(&o);
@@ -315,8 +314,7 @@ Test(compare, refuses_other_models_devices_workloads_unless_forced) {
 
 Test(compare, measured_op_without_samples_is_refused_by_name) {
     record a, b;
-    make_record(&a, "m", "d", 1, 5);
-    make_record(&b, "m", "d", 1, 5);
+    make_pair(&a, &b, 5);
     free(b.points[0].ops[1].samples_s);
     b.points[0].ops[1].samples_s = NULL;
     b.points[0].ops[1].n_samples = 0;
@@ -470,8 +468,7 @@ Test(compare, rounds_refuse_bad_input) {
 
 Test(compare, every_item_names_its_method) {
     record a, b;
-    make_record(&a, "m", "d", 1, 5);
-    make_record(&b, "m", "d", 1, 5);
+    make_pair(&a, &b, 5);
     compare_options o;
     compare_options_default(&o);
     o.metrics = (1u << CMP_TIME) | (1u << CMP_FLOPS) | (1u << CMP_TOKENS_PER_S);
@@ -491,8 +488,7 @@ Test(compare, every_item_names_its_method) {
 
 Test(compare, instructions_are_compared_exactly_where_counted) {
     record a, b;
-    make_record(&a, "m", "d", 1, 5);
-    make_record(&b, "m", "d", 1, 5);
+    make_pair(&a, &b, 5);
     /* perf_event counts on every op: gate_up 1,000,000 and attention 2,000,000 instructions */
     for (int i = 0; i < 2; i++) {
         record_op *x = &a.points[0].ops[i], *y = &b.points[0].ops[i];

@@ -2,6 +2,7 @@
  * here (so no ceiling is measured), one repetition: the grid's points in order, gen tokens per
  * sequence, the plan's checks, the memory gate before anything runs, the stop callback between
  * points and the on_step replay. */
+#define _GNU_SOURCE /* CPU affinity: sched_getcpu, pthread_setaffinity_np */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -290,4 +291,99 @@ Test(runner, moe_bytes_follow_the_chosen_experts) {
     free(js);
     record_free(&back);
     record_free(&r);
+}
+
+/* The CPU step times (cpu_step_s, what compare --ab decides on) with one thread are that thread's
+ * CPU time, not the process's: another thread of the process spinning all the while (as OpenBLAS's
+ * idle server thread does for ~0.1 s after it starts) is not counted. The spinner is pinned to the
+ * run's CPU, so the scheduler gives it about half of that CPU whatever else the machine runs: the
+ * process's clock would count that half (the figure about doubles), the thread's does not. Runs
+ * with and without the spinner alternate; each side keeps its least figure. Also, one thread's CPU
+ * time over an interval cannot exceed the interval's wall time. */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+
+static atomic_int g_spin_stop;
+
+static void *spin_thread(void *arg) {
+    (void)arg;
+    volatile unsigned long x = 0;
+    while (!atomic_load_explicit(&g_spin_stop, memory_order_relaxed)) x++;
+    return NULL;
+}
+
+static double median_of(const double *x, int n) {
+    double s[RECORD_MAX_CPU_REPS];
+    memcpy(s, x, (size_t)n * sizeof *s);
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && s[j] < s[j - 1]; j--) {
+            double t = s[j];
+            s[j] = s[j - 1];
+            s[j - 1] = t;
+        }
+    return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+}
+
+/* One run of c (batch 1, prompt 8, gen 48, 5 repetitions) with or without the spinner; returns the
+ * least decode CPU figure and checks each figure against the wall time. */
+static double run_cpu_decode(const model_config *c, int spin, const cpu_set_t *cpu) {
+    static const int64_t batch[] = {1}, prompt[] = {8}, gen[] = {48};
+    run_plan p;
+    plan_of(&p, c);
+    p.batch = batch, p.n_batch = 1, p.prompt = prompt, p.n_prompt = 1, p.gen = gen, p.n_gen = 1;
+    p.reps = 5;
+    p.warmup = 1;
+    p.concurrent = 0;
+    atomic_store(&g_spin_stop, 0);
+    pthread_t th;
+    if (spin) {
+        pthread_attr_t at;
+        cr_assert_eq(pthread_attr_init(&at), 0);
+        cr_assert_eq(pthread_attr_setaffinity_np(&at, sizeof *cpu, cpu), 0);
+        cr_assert_eq(pthread_create(&th, &at, spin_thread, NULL), 0);
+        pthread_attr_destroy(&at);
+    }
+    record r;
+    record_init(&r, "run");
+    run_notes n;
+    xf_status s = runner_run(&p, &r, &n);
+    atomic_store(&g_spin_stop, 1);
+    if (spin) pthread_join(th, NULL);
+    cr_assert_eq(s, XF_OK, "%s", xf_error_msg());
+    const record_point *pt = &r.points[0];
+    cr_assert_eq(pt->n_cpu, 5);
+    double least = INFINITY;
+    for (int k = 0; k < pt->n_cpu; k++) {
+        cr_assert(pt->cpu_prefill_s[k] > 0 && pt->cpu_decode_s[k] > 0);
+        least = fmin(least, pt->cpu_decode_s[k]);
+    }
+    /* tolerance: the two clocks are read one after the other */
+    double slack = 50e-6, n_dec = (double)workload_decode_steps(&pt->wl);
+    double cpu_pre = median_of(pt->cpu_prefill_s, pt->n_cpu), cpu_dec = median_of(pt->cpu_decode_s, pt->n_cpu);
+    cr_assert(cpu_pre <= pt->summary.ttft_s + slack, "prefill CPU %.3g s > wall %.3g s", cpu_pre, pt->summary.ttft_s);
+    cr_assert(cpu_dec <= pt->summary.tpot_s + slack / n_dec, "decode CPU %.3g s/step > wall %.3g s/step", cpu_dec, pt->summary.tpot_s);
+    record_free(&r);
+    return least;
+}
+
+Test(runner, cpu_step_times_with_one_thread_are_that_threads) {
+    model_config c;
+    cr_assert_eq(config_parse_hf("{\"model_type\":\"llama\",\"hidden_size\":256,\"intermediate_size\":768,\"num_attention_heads\":4,"
+                                 "\"num_key_value_heads\":2,\"num_hidden_layers\":4,\"vocab_size\":512,"
+                                 "\"max_position_embeddings\":128,\"rms_norm_eps\":1e-5,\"rope_theta\":10000.0,"
+                                 "\"tie_word_embeddings\":false}",
+                                 "small", &c),
+                 XF_OK, "%s", xf_error_msg());
+    cpu_set_t cpu; /* this thread and the spinner on one CPU (Criterion runs each test in its own process) */
+    CPU_ZERO(&cpu);
+    int here = sched_getcpu();
+    CPU_SET(here >= 0 ? here : 0, &cpu);
+    cr_assert_eq(pthread_setaffinity_np(pthread_self(), sizeof cpu, &cpu), 0);
+    double alone = INFINITY, spun = INFINITY;
+    for (int k = 0; k < 2; k++) {
+        alone = fmin(alone, run_cpu_decode(&c, 0, &cpu));
+        spun = fmin(spun, run_cpu_decode(&c, 1, &cpu));
+    }
+    cr_assert(spun < 1.4 * alone, "decode CPU per step %.3g s with a spinner on the run's CPU, %.3g s without", spun, alone);
 }
