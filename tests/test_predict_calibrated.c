@@ -106,6 +106,15 @@ static void add_gemm(calib_table *t, double m, double n, double k, double eff) {
     cr_assert_eq(calib_table_add(t, &e), XF_OK, "%s", xf_error_msg());
 }
 
+/* The fp32 cache-tier GEMM efficiency at (K, M, N), which must be found. */
+static double gemm_eff(const calib_table *t, double k, double m, double n, int *cl) {
+    double e;
+    int ot;
+    cr_assert_eq(predcal_efficiency(t, CALIB_GEMM, XF_FP32, CALIB_TIER_CACHE, k, m, n, &e, cl, &ot), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(ot, 0);
+    return e;
+}
+
 Test(predict_calibrated, gemm_rows_interpolate_in_the_n_k_plane) {
     calib_table t = table();
     /* row M = 32: (K, N) = (1000, 1000) 0.2, (4000, 1000) 0.6, (1000, 4000) 1.0; row M = 128: N 1000 only, 0.9 */
@@ -115,35 +124,28 @@ Test(predict_calibrated, gemm_rows_interpolate_in_the_n_k_plane) {
     add_gemm(&t, 128, 1000, 1000, 0.9);
     add_gemm(&t, 128, 1000, 4000, 0.9);
     calib_table_merge(&t);
-    double e;
-    int cl, ot;
-    /* on an entry: exact (the other two rows' entries of the same bytes do not count) */
-    cr_assert_eq(predcal_efficiency(&t, CALIB_GEMM, XF_FP32, CALIB_TIER_CACHE, 1000, 32, 4000, &e, &cl, &ot), XF_OK);
-    NEAR(e, 1.0);
+    int cl;
+    /* on an entry: exact (its neighbours in the plane do not count) */
+    NEAR(gemm_eff(&t, 1000, 32, 4000, &cl), 1.0);
     cr_assert_eq(cl, 0);
     /* the same N x K as the last, the other way round: that entry, not the same answer */
-    cr_assert_eq(predcal_efficiency(&t, CALIB_GEMM, XF_FP32, CALIB_TIER_CACHE, 4000, 32, 1000, &e, &cl, &ot), XF_OK);
-    NEAR(e, 0.6);
+    NEAR(gemm_eff(&t, 4000, 32, 1000, &cl), 0.6);
     /* (2000, 2000): at log distance sqrt(2) ln 2 from all three: their mean */
-    cr_assert_eq(predcal_efficiency(&t, CALIB_GEMM, XF_FP32, CALIB_TIER_CACHE, 2000, 32, 2000, &e, &cl, &ot), XF_OK);
-    NEAR(e, 0.6);
+    NEAR(gemm_eff(&t, 2000, 32, 2000, &cl), 0.6);
     cr_assert_eq(cl, 0);
     /* (K 1000, N 2000): distances ln 2, ln 2 and sqrt(5) ln 2: weights 1, 1, 1/5 */
-    cr_assert_eq(predcal_efficiency(&t, CALIB_GEMM, XF_FP32, CALIB_TIER_CACHE, 1000, 32, 2000, &e, &cl, &ot), XF_OK);
-    NEAR(e, (0.2 + 1.0 + 0.6 / 5) / (2 + 1.0 / 5));
+    NEAR(gemm_eff(&t, 1000, 32, 2000, &cl), (0.2 + 1.0 + 0.6 / 5) / (2 + 1.0 / 5));
     /* M = 64 at (2000, 1000), halfway in log M between the row of 32 (weights 1, 1, 1/5) and the row of 128 (0.9) */
-    cr_assert_eq(predcal_efficiency(&t, CALIB_GEMM, XF_FP32, CALIB_TIER_CACHE, 2000, 64, 1000, &e, &cl, &ot), XF_OK);
-    NEAR(e, 0.5 * ((0.2 + 0.6 + 1.0 / 5) / (2 + 1.0 / 5) + 0.9));
+    NEAR(gemm_eff(&t, 2000, 64, 1000, &cl), 0.5 * ((0.2 + 0.6 + 1.0 / 5) / (2 + 1.0 / 5) + 0.9));
     cr_assert_eq(cl, 0);
     /* N beyond the row's: clamped, said; the weighting still leans to the nearest entry */
-    cr_assert_eq(predcal_efficiency(&t, CALIB_GEMM, XF_FP32, CALIB_TIER_CACHE, 1000, 32, 16000, &e, &cl, &ot), XF_OK);
+    double e = gemm_eff(&t, 1000, 32, 16000, &cl);
     cr_assert_eq(cl, 1);
     cr_assert(e > 0.8 && e < 1.0, "%g", e);
     /* the row of 128 has one N: in log K only; another N is clamped */
-    cr_assert_eq(predcal_efficiency(&t, CALIB_GEMM, XF_FP32, CALIB_TIER_CACHE, 2000, 128, 1000, &e, &cl, &ot), XF_OK);
-    NEAR(e, 0.9);
+    NEAR(gemm_eff(&t, 2000, 128, 1000, &cl), 0.9);
     cr_assert_eq(cl, 0);
-    cr_assert_eq(predcal_efficiency(&t, CALIB_GEMM, XF_FP32, CALIB_TIER_CACHE, 2000, 128, 3000, &e, &cl, &ot), XF_OK);
+    (void)gemm_eff(&t, 2000, 128, 3000, &cl);
     cr_assert_eq(cl, 1);
     calib_table_free(&t);
 }
