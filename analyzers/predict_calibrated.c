@@ -35,14 +35,28 @@ static double quarter_octave(double v) { return v > 0 ? exp2(round(4.0 * log2(v)
 
 static double nominal_bytes(xf_dtype d) { return d == XF_INT8 ? 1.0 : d == XF_BF16 || d == XF_FP16 ? 2.0 : 4.0; }
 
-void predcal_keys(const cost_op *op, calib_family f, xf_dtype wdtype, double *x, double *y) {
+void predcal_keys(const cost_op *op, calib_family f, xf_dtype wdtype, double *x, double *y, double *z) {
     *y = 1.0;
+    *z = 1.0;
     switch (f) {
     case CALIB_GEMV:
-    case CALIB_GEMM:
         *x = op->weight_bytes;
         if (op->weight_bytes > 0) *y = quarter_octave(op->flops / (2.0 * op->weight_bytes / nominal_bytes(wdtype)));
         break;
+    case CALIB_GEMM: {
+        /* N x K from the weights (a quantized dtype's scales at the default group size), K / N from
+         * the activations read over written (one dtype) */
+        const double per = dtype_bits(wdtype) / 8.0 + (dtype_is_quantized(wdtype) ? XF_QUANT_SCALE_BYTES / (double)XF_DEFAULT_QUANT_GROUP : 0);
+        const double nk = op->weight_bytes / per;
+        *x = op->weight_bytes; /* without activations (never for a real op): the bytes, N = 1 */
+        if (op->weight_bytes > 0) *y = quarter_octave(op->flops / (2.0 * nk));
+        if (nk > 0 && op->act_in_bytes > 0 && op->act_out_bytes > 0) {
+            const double r = op->act_in_bytes / op->act_out_bytes;
+            *x = sqrt(nk * r);
+            *z = sqrt(nk / r);
+        }
+        break;
+    }
     case CALIB_ATTN_DECODE:
         *x = op->kv_read_bytes;
         if (op->kv_read_bytes > 0) *y = quarter_octave(op->flops / op->kv_read_bytes);
@@ -84,9 +98,34 @@ static double row_at(const calib_entry *const *row, int n, double x, int *clampe
     return row[i - 1]->efficiency + w * (row[i]->efficiency - row[i - 1]->efficiency);
 }
 
+/* A row of entries of several z (gemm: (K, N) pairs): inverse-distance weighting, power 2, in
+ * (log x, log z); exact on an entry; clamped when x or z lies outside the row's range. */
+static double row_plane_at(const calib_entry *const *row, int n, double x, double z, int *clamped) {
+    double x0 = row[0]->x, x1 = x0, z0 = row[0]->z, z1 = z0, sw = 0, swe = 0;
+    for (int i = 0; i < n; i++) {
+        x0 = fmin(x0, row[i]->x), x1 = fmax(x1, row[i]->x), z0 = fmin(z0, row[i]->z), z1 = fmax(z1, row[i]->z);
+        double dx = log(x) - log(row[i]->x), dz = log(z) - log(row[i]->z), d2 = dx * dx + dz * dz;
+        if (d2 < 1e-18) return row[i]->efficiency; /* on an entry */
+        sw += 1.0 / d2;
+        swe += row[i]->efficiency / d2;
+    }
+    if ((x < x0 && !near(x, x0)) || (x > x1 && !near(x, x1)) || (z < z0 && !near(z, z0)) || (z > z1 && !near(z, z1))) *clamped = 1;
+    return swe / sw;
+}
+
+/* One row: in log x when its entries share one z (z outside it is clamped), else in the plane. */
+static double row_eval(const calib_entry *const *row, int n, double x, double z, int *clamped) {
+    int one_z = 1;
+    for (int i = 1; i < n && one_z; i++) one_z = near(row[i]->z, row[0]->z);
+    if (!one_z) return row_plane_at(row, n, x, z, clamped);
+    if (!near(z, row[0]->z)) *clamped = 1;
+    return row_at(row, n, x, clamped);
+}
+
 static int cmp_yx(const void *pa, const void *pb) {
     const calib_entry *a = *(const calib_entry *const *)pa, *b = *(const calib_entry *const *)pb;
     if (!near(a->y, b->y)) return a->y < b->y ? -1 : 1;
+    if (!near(a->z, b->z)) return a->z < b->z ? -1 : 1;
     return a->x < b->x ? -1 : a->x > b->x;
 }
 
@@ -101,10 +140,10 @@ static int gather(const calib_table *t, calib_family f, xf_dtype wd, calib_tier 
 }
 
 xf_status predcal_efficiency(const calib_table *t, calib_family f, xf_dtype wdtype, calib_tier tier, double x, double y,
-                             double *eff, int *clamped, int *other_tier) {
+                             double z, double *eff, int *clamped, int *other_tier) {
     *clamped = 0;
     *other_tier = 0;
-    if (!t || t->n <= 0 || !(x > 0) || !(y > 0)) return XF_EUNSUPPORTED;
+    if (!t || t->n <= 0 || !(x > 0) || !(y > 0) || !(z > 0)) return XF_EUNSUPPORTED;
     const calib_entry **sel = malloc((size_t)t->n * sizeof *sel);
     if (!sel) return xf_errorf(XF_ENOMEM, "calibration: out of memory");
     int n = gather(t, f, wdtype, tier, sel);
@@ -133,12 +172,12 @@ xf_status predcal_efficiency(const calib_table *t, calib_family f, xf_dtype wdty
     double e;
     if (lo_n == 0) { /* y below every row */
         *clamped = 1;
-        e = row_at(sel + hi, hi_n, x, clamped);
+        e = row_eval(sel + hi, hi_n, x, z, clamped);
     } else if (hi < 0 || near(sel[lo]->y, y)) {
         if (hi < 0 && !near(sel[lo]->y, y)) *clamped = 1; /* y above every row */
-        e = row_at(sel + lo, lo_n, x, clamped);
+        e = row_eval(sel + lo, lo_n, x, z, clamped);
     } else {
-        double e0 = row_at(sel + lo, lo_n, x, clamped), e1 = row_at(sel + hi, hi_n, x, clamped);
+        double e0 = row_eval(sel + lo, lo_n, x, z, clamped), e1 = row_eval(sel + hi, hi_n, x, z, clamped);
         double w = (log(y) - log(sel[lo]->y)) / (log(sel[hi]->y) - log(sel[lo]->y));
         e = e0 + w * (e1 - e0);
     }
@@ -161,7 +200,7 @@ xf_status predcal_add_point(calib_table *t, const record_point *p, unsigned fami
         e.family = (calib_family)f;
         e.wdtype = p->wl.wdtype;
         e.tier = tier;
-        predcal_keys(&op->cost, e.family, e.wdtype, &e.x, &e.y);
+        predcal_keys(&op->cost, e.family, e.wdtype, &e.x, &e.y, &e.z);
         e.efficiency = ref / op->time_s;
         e.n = 1;
         if (!(e.x > 0)) continue;
@@ -195,11 +234,11 @@ void predcal_apply_point(const calib_table *t, record_point *p, int prediction, 
         int f = predcal_family_of(&op->cost);
         if (f < 0) continue;
         z.ops++;
-        double x, y, eff;
+        double x, y, zk, eff;
         int clamped, other;
         calib_tier tier = predcal_tier(t, (calib_family)f, p->memory.weights_bytes);
-        predcal_keys(&op->cost, (calib_family)f, p->wl.wdtype, &x, &y);
-        if (predcal_efficiency(t, (calib_family)f, p->wl.wdtype, tier, x, y, &eff, &clamped, &other) != XF_OK) continue;
+        predcal_keys(&op->cost, (calib_family)f, p->wl.wdtype, &x, &y, &zk);
+        if (predcal_efficiency(t, (calib_family)f, p->wl.wdtype, tier, x, y, zk, &eff, &clamped, &other) != XF_OK) continue;
         if (other) tier = tier == CALIB_TIER_CACHE ? CALIB_TIER_DRAM : CALIB_TIER_CACHE; /* the entries' reference */
         double ref = predcal_reference_time(t, &op->cost, tier);
         if (!(ref > 0)) continue;
@@ -234,7 +273,7 @@ xf_status predcal_gpu_defaults(const device_spec *d, calib_table *out) {
     const xf_dtype dts[] = {XF_FP32, XF_BF16, XF_FP16, XF_INT8, XF_FP8, XF_INT4};
     for (int f = 0; f < CALIB_FAMILY_COUNT; f++)
         for (size_t k = 0; k < sizeof dts / sizeof dts[0]; k++) {
-            calib_entry e = {(calib_family)f, dts[k], CALIB_TIER_DRAM, 1.0, 1.0,
+            calib_entry e = {(calib_family)f, dts[k], CALIB_TIER_DRAM, 1.0, 1.0, 1.0,
                              f == CALIB_GEMM || f == CALIB_ATTN_PREFILL ? PREDCAL_GPU_GEMM_EFF : PREDCAL_GPU_MEMORY_EFF, 1};
             xf_status s = calib_table_add(out, &e);
             if (s) {

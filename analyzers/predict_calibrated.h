@@ -5,16 +5,22 @@
  * Families and shape keys (x, y), from the cost op:
  *   gemv         decode-step matrix ops and the prefill's lm_head: x = weight bytes, y = M (tokens
  *                per matrix, F / (2 x weights), rounded to a quarter octave)
- *   gemm         prefill-step matrix ops (qkv, o_proj, gate_up, down): as gemv (y = batch x prompt)
+ *   gemm         prefill-step matrix ops (qkv, o_proj, gate_up, down): x = K (input features),
+ *                y = M (batch x prompt, a quarter octave as gemv's), z = N (output features);
+ *                N x K = the weights (bytes / the dtype's nominal bytes), K / N = the op's input
+ *                over output activation bytes
  *   attn_decode  x = KV bytes read, y = F / Q rounded to a quarter octave (about 2 n_heads / n_kv_heads
  *                per KV byte's element size)
  *   attn_prefill x = FLOPs, y = 1
  *   norm, rope, swiglu, residual, kv_append, embedding, sampling: x = the op's bytes, y = 1
  * The tier is "cache" when the model's weights fit in the calibration's last-level cache, else
  * "dram", as the runner chooses its bandwidth ceiling.
- * Interpolation: linear in log x between the two nearest entries of the row, then linear in log y
- * between the two nearest rows. Outside the table: clamped to the nearest entry (the op is marked
- * calib_clamped and the output says how many). A family/dtype with no entry in the op's tier uses
+ * Every family but gemm has z = 1. Interpolation: within a row (entries of one y), linear in log x
+ * between the two nearest entries when the row has one z; gemm's rows hold entries of many (N, K):
+ * inverse-distance weighting (power 2) over the row's entries in the plane (log K, log N), exact on
+ * an entry. Then linear in log y between the two nearest rows. Outside the table: clamped to the nearest entry (the op is marked
+ * calib_clamped and the output says how many; for gemm: K or N outside the row's range, or M
+ * outside the rows'). A family/dtype with no entry in the op's tier uses
  * the other tier's; with none at all the op keeps the roofline bound (counted as uncalibrated).
  * Collectives, kv_alloc and imported ops are never calibrated. */
 #ifndef XF_PREDICT_CALIBRATED_H
@@ -26,8 +32,8 @@
 /* The op's family, or -1 when it has none (collectives, kv_alloc, other). */
 int predcal_family_of(const cost_op *op);
 
-/* The op's shape keys for family f (wdtype: the run's weight dtype). */
-void predcal_keys(const cost_op *op, calib_family f, xf_dtype wdtype, double *x, double *y);
+/* The op's shape keys for family f (wdtype: the run's weight dtype); *z = 1 unless f is gemm. */
+void predcal_keys(const cost_op *op, calib_family f, xf_dtype wdtype, double *x, double *y, double *z);
 
 /* The tier of an op of family f in a model of weights_bytes: for gemv and gemm (which stream the
  * weights) cache when 0 < weights_bytes <= t->cache_bytes and the table has an in-cache bandwidth,
@@ -38,11 +44,11 @@ calib_tier predcal_tier(const calib_table *t, calib_family f, double weights_byt
 /* max(F / P, Q / B) against the table's ceilings (P of the op's compute type, B of the tier). */
 double predcal_reference_time(const calib_table *t, const cost_op *op, calib_tier tier);
 
-/* The efficiency interpolated at (x, y) for (f, wdtype, tier). *clamped = 1 when x or y lay outside
+/* The efficiency interpolated at (x, y, z) for (f, wdtype, tier). *clamped = 1 when a key lay outside
  * the entries' range; *other_tier = 1 when the tier had no entries and the other's were used.
  * XF_EUNSUPPORTED (no message) when no entry has that family and dtype. */
 xf_status predcal_efficiency(const calib_table *t, calib_family f, xf_dtype wdtype, calib_tier tier, double x, double y,
-                             double *eff, int *clamped, int *other_tier);
+                             double z, double *eff, int *clamped, int *other_tier);
 
 /* Adds an entry for every measured op of p (time_s > 0) of a family in `families` (a bit mask,
  * 1 << calib_family): efficiency = the reference time over its measured time. Call

@@ -11,6 +11,7 @@
 # calibration's efficiencies are); XF_BENCH_RUN_FLAGS=--no-concurrent predicts for the machine
 # file's ceilings instead. Each row also prints the run's load factor (concurrent read ceiling over
 # the machine file's).
+# It also checks that none of the calibration's GEMM shapes (N, K) is one of the judged models'.
 #   bash bench/bench_predict.sh [build/xfprof] [out-dir]
 # XF_BENCH_REUSE=1 reuses out-dir/machine.json's calibration (no new calibration).
 set -euo pipefail
@@ -74,4 +75,11 @@ for model in ("stories110m", "tinyllama-1.1b"):
                 "met " if ok else "MISS", "TTFT" if phase == "prefill" else "TPOT", 1e3 * meas, 1e3 * pred,
                 load.get("%s %s" % (model, wd), "?"), lf))
 print("\ntargets: memory-bound ops <= 10%%, GEMMs <= 15%%, TTFT/TPOT <= 10%%: %d of 12 model/dtype/phase rows miss" % fails)
+# Cross-validation stays honest: the calibration's GEMMs (keyed by M, N = z, K = x) are none of the
+# judged models' (N, K): stories110m's and tinyllama-1.1b's qkv, o_proj, gate_up, down.
+cal = json.load(open(os.path.join(out, "machine.json")))["calibration"]
+grid = {(round(e["z"]), round(e["x"])) for e in cal["entries"] if e["family"] == "gemm"}
+judged = {(2304, 768), (768, 768), (4096, 768), (768, 2048), (2560, 2048), (2048, 2048), (11264, 2048), (2048, 5632)}
+print("cross-validation: %d GEMM shapes (N, K) in the calibration, %d of them the judged models'" % (len(grid), len(grid & judged)))
+if grid & judged: sys.exit("the calibration holds a judged model's GEMM shape: %s" % sorted(grid & judged))
 PY

@@ -37,9 +37,9 @@ void calib_table_free(calib_table *t) {
 static int pos_finite(double v) { return isfinite(v) && v > 0; }
 
 xf_status calib_table_add(calib_table *t, const calib_entry *e) {
-    if (!pos_finite(e->x) || !pos_finite(e->y) || !pos_finite(e->efficiency) || e->family < 0 || e->family >= CALIB_FAMILY_COUNT ||
+    if (!pos_finite(e->x) || !pos_finite(e->y) || !pos_finite(e->z) || !pos_finite(e->efficiency) || e->family < 0 || e->family >= CALIB_FAMILY_COUNT ||
         (e->tier != CALIB_TIER_DRAM && e->tier != CALIB_TIER_CACHE))
-        return xf_errorf(XF_EINVAL, "calibration: an entry needs a known family and tier and positive finite x, y and efficiency");
+        return xf_errorf(XF_EINVAL, "calibration: an entry needs a known family and tier and positive finite x, y, z and efficiency");
     if (t->n >= CALIB_MAX_ENTRIES) return xf_errorf(XF_EINVAL, "calibration: more than %d entries", CALIB_MAX_ENTRIES);
     if (t->n == t->cap) {
         int cap = t->cap ? 2 * t->cap : 64;
@@ -59,6 +59,7 @@ static int cmp_key(const calib_entry *a, const calib_entry *b) {
     if (a->wdtype != b->wdtype) return a->wdtype < b->wdtype ? -1 : 1;
     if (a->tier != b->tier) return a->tier < b->tier ? -1 : 1;
     if (!same_key(a->y, b->y)) return a->y < b->y ? -1 : 1;
+    if (!same_key(a->z, b->z)) return a->z < b->z ? -1 : 1;
     if (!same_key(a->x, b->x)) return a->x < b->x ? -1 : 1;
     return 0;
 }
@@ -108,7 +109,7 @@ char *calib_table_to_json(const calib_table *t) {
         cJSON *x = cJSON_CreateObject();
         ok = x && cJSON_AddStringToObject(x, "family", calib_family_name(e->family)) &&
              cJSON_AddStringToObject(x, "wdtype", dtype_name(e->wdtype)) && cJSON_AddStringToObject(x, "tier", calib_tier_name(e->tier)) &&
-             json_add_number(x, "x", e->x) && json_add_number(x, "y", e->y) && json_add_number(x, "efficiency", e->efficiency) &&
+             json_add_number(x, "x", e->x) && json_add_number(x, "y", e->y) && json_add_number(x, "z", e->z) && json_add_number(x, "efficiency", e->efficiency) &&
              cJSON_AddNumberToObject(x, "n", e->n);
         if (x) cJSON_AddItemToArray(arr, x);
     }
@@ -139,8 +140,8 @@ xf_status calib_table_from_json(const cJSON *o, const char *ctx, calib_table *ou
     int64_t v, th;
     if ((s = json_get_int(o, "version", c0, 0, 1000000, &v))) return s;
     if (v != CALIB_VERSION)
-        return xf_errorf(XF_EFORMAT, "%s: version %lld is not the %d this build reads; run 'xfprof machine --calibrate' again", c0,
-                         (long long)v, CALIB_VERSION);
+        return xf_errorf(XF_EFORMAT, "%s: version %lld is not the %d this build reads%s; run 'xfprof machine --calibrate' again", c0,
+                         (long long)v, CALIB_VERSION, v < CALIB_VERSION ? " (GEMMs are now keyed by M, N and K)" : "");
     if ((s = json_get_int(o, "threads", c0, 1, 4096, &th))) return s;
     out->threads = (int)th;
     if ((s = json_get_string(o, "grid", c0, out->grid, sizeof out->grid)) ||
@@ -188,7 +189,7 @@ xf_status calib_table_from_json(const cJSON *o, const char *ctx, calib_table *ou
             s = xf_errorf(XF_EINVAL, "%s: tier '%s' is not dram or cache", ce, name);
             goto fail;
         }
-        if ((s = get_pos(x, "x", ce, 0, &e.x)) || (s = get_pos(x, "y", ce, 0, &e.y)) ||
+        if ((s = get_pos(x, "x", ce, 0, &e.x)) || (s = get_pos(x, "y", ce, 0, &e.y)) || (s = get_pos(x, "z", ce, 0, &e.z)) ||
             (s = get_pos(x, "efficiency", ce, 0, &e.efficiency)) || (s = json_get_int(x, "n", ce, 1, 1 << 30, &cnt)))
             goto fail;
         e.n = (int)cnt;

@@ -6,12 +6,13 @@
  * the table carries (P the peak of the op's compute type, B the DRAM read bandwidth, or the
  * in-cache read bandwidth when the model's weights fit in the last-level cache: the memory tier).
  * The table is saved as the "calibration" object of the machine file:
- *   {"format":"xfprof-calibration","version":1,"threads":2,"grid":"full","created":"...",
+ *   {"format":"xfprof-calibration","version":2,"threads":2,"grid":"full","created":"...",
  *    "source":"...","dram_bandwidth_Bps":..,"cache_bandwidth_Bps":..,"cache_bytes":..,
  *    "peak_flops":{"fp32":..,"tensor16":..,"fp8":..,"int8":..},
- *    "entries":[{"family":"gemv","wdtype":"fp32","tier":"dram","x":..,"y":..,"efficiency":..,"n":..}]}
- * Shape keys per family (analyzers/predict_calibrated.h): x a size (bytes or FLOPs), y a second key
- * (the op's intensity for matrix ops and attention; 1 for element-wise ops). */
+ *    "entries":[{"family":"gemv","wdtype":"fp32","tier":"dram","x":..,"y":..,"z":..,"efficiency":..,"n":..}]}
+ * Shape keys per family (analyzers/predict_calibrated.h): x a size (bytes or FLOPs; a GEMM's K),
+ * y a second key (M for matrix ops, the intensity for attention; 1 for element-wise ops), z a third
+ * (a GEMM's N; 1 for every other family). Version 1 (no z, GEMMs keyed by bytes) is refused. */
 #ifndef XF_CALIBRATION_H
 #define XF_CALIBRATION_H
 
@@ -22,12 +23,12 @@
 #include "core/status.h"
 
 #define CALIB_FORMAT "xfprof-calibration"
-#define CALIB_VERSION 1
+#define CALIB_VERSION 2
 #define CALIB_MAX_ENTRIES 65536
 
 typedef enum calib_family {
     CALIB_GEMV = 0,     /* matrix op of a decode step (and the prefill's lm_head): x weight bytes, y F/Q */
-    CALIB_GEMM,         /* matrix op of a prefill step: x weight bytes, y F/Q (about 2 M / bytes per weight) */
+    CALIB_GEMM,         /* matrix op of a prefill step: x K (input features), y M (tokens), z N (output features) */
     CALIB_ATTN_DECODE,  /* decode attention: x KV bytes read (context x batch x kv heads x head_dim), y F/Q */
     CALIB_ATTN_PREFILL, /* prefill attention: x FLOPs (sequence length squared), y F/Q */
     CALIB_NORM,         /* attn_norm, ffn_norm, final_norm: x bytes */
@@ -51,6 +52,7 @@ typedef struct calib_entry {
     xf_dtype wdtype;    /* the run's weight dtype (fp32, bf16, int8) */
     calib_tier tier;
     double x, y;        /* shape keys, > 0 */
+    double z;           /* third shape key, > 0: a GEMM's N; 1 for every other family */
     double efficiency;  /* t_ref / t_measured, > 0 (above 1 when the op beats the ceiling used) */
     int n;              /* measured ops merged into it (median) */
 } calib_entry;
@@ -73,8 +75,8 @@ void calib_table_free(calib_table *t); /* NULL is fine; leaves t empty (init'ed)
 /* Appends e (validated: positive finite keys and efficiency). XF_ENOMEM, XF_EINVAL. */
 xf_status calib_table_add(calib_table *t, const calib_entry *e);
 
-/* Merges entries of the same family, dtype, tier and keys (relative difference under 1e-6) into
- * one with their median efficiency, n summed; sorts by (family, dtype, tier, y, x). */
+/* Merges entries of the same family, dtype, tier and keys (x, y, z) (relative difference under 1e-6) into
+ * one with their median efficiency, n summed; sorts by (family, dtype, tier, y, z, x). */
 void calib_table_merge(calib_table *t);
 
 /* The table as a JSON object text (the "calibration" object above). Caller frees. NULL on OOM. */

@@ -12,7 +12,9 @@
 #include "reference_model/cpu_dnnl.h"
 #include "runner.h"
 
-/* The grid's shapes: none is a preset's (d_model, d_ff, heads, KV heads, head_dim). */
+/* The grid's shapes: none is a preset's (d_model, d_ff, heads, KV heads, head_dim), and none of their
+ * GEMMs' (N, K) is stories110m's or tinyllama-1.1b's (bench/bench_predict.sh and
+ * tests/cli_calibrate.sh check it): the calibration's GEMM keys are M, N and K. */
 typedef struct calib_shape {
     const char *name;
     int64_t d_model, d_ff, n_heads, n_kv_heads, head_dim, vocab;

@@ -3,7 +3,8 @@
 # a quick calibration is written, read back and used by run and predict --device cpu (the
 # predicted column moves off the roofline bound, the record says "calibrated"); a machine file
 # without one still works and says "roofline bound"; a corrupt or truncated table is exit 2 naming
-# it. $1 = the xfprof binary.
+# it; an old version-1 table (GEMMs keyed by bytes) is exit 2 saying to calibrate again. $1 = the
+# xfprof binary.
 set -u
 XF=${1:?usage: cli_calibrate.sh path/to/xfprof}
 TMP=$(mktemp -d)
@@ -23,14 +24,24 @@ M="$TMP/machine.json"
 # 1. A quick calibration (fp32, the quick grid) is written into the machine file.
 expect_rc 0 "machine --quick --calibrate" "$XF" machine --quick --calibrate --wdtype fp32 --threads 2 -o "$M"
 grep -q "efficiency = roofline time / measured time" "$TMP/out" && ok "calibration table printed" || bad "no calibration table: $(tail -c 400 "$TMP/out")"
-python3 - "$M" <<'PY' && ok "machine file holds an xfprof-calibration v1 with gemv and norm entries" || bad "machine file's calibration"
+python3 - "$M" <<'PY' && ok "machine file holds an xfprof-calibration v2 with gemv and norm entries, GEMMs keyed by M, N, K" || bad "machine file's calibration"
 import json, sys
 m = json.load(open(sys.argv[1]))
 c = m["calibration"]
-assert c["format"] == "xfprof-calibration" and c["version"] == 1 and c["grid"] == "quick"
+assert c["format"] == "xfprof-calibration" and c["version"] == 2 and c["grid"] == "quick"
 fam = {e["family"] for e in c["entries"]}
 assert {"gemv", "gemm", "norm", "attn_decode", "attn_prefill"} <= fam, fam
 assert all(e["efficiency"] > 0 and e["wdtype"] == "fp32" for e in c["entries"])
+assert all(e["z"] == 1 for e in c["entries"] if e["family"] != "gemm")
+gemm = [e for e in c["entries"] if e["family"] == "gemm"]
+nk = {(round(e["z"]), round(e["x"])) for e in gemm}
+assert all(abs(e["z"] - round(e["z"])) < 1e-6 * e["z"] and abs(e["x"] - round(e["x"])) < 1e-6 * e["x"] for e in gemm), nk
+assert {round(e["y"]) for e in gemm} == {32, 128}, {e["y"] for e in gemm}
+# the quick grid's GEMMs (d_model 512 and 1280): qkv, o_proj, gate_up, down of each, as (N, K)
+assert nk == {(1536, 512), (512, 512), (2816, 512), (512, 1408), (1920, 1280), (1280, 1280), (6912, 1280), (1280, 3456)}, sorted(nk)
+# cross-validation stays honest: no grid GEMM is one of stories110m's or tinyllama-1.1b's
+judged = {(2304, 768), (768, 768), (4096, 768), (768, 2048), (2560, 2048), (2048, 2048), (11264, 2048), (2048, 5632)}
+assert not nk & judged, nk & judged
 assert m["devices"][0]["kind"] == "cpu"
 PY
 
@@ -83,14 +94,17 @@ grep -q "roofline bound" "$TMP/out" && ok "predict says roofline bound" || bad "
 python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); m["calibration"]["entries"][0]["efficiency"]=-1; json.dump(m, open(sys.argv[2], "w"))' "$M" "$TMP/neg.json"
 python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); del m["calibration"]["entries"][1]["x"]; json.dump(m, open(sys.argv[2], "w"))' "$M" "$TMP/nox.json"
 python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); m["calibration"]["version"]=9; json.dump(m, open(sys.argv[2], "w"))' "$M" "$TMP/v9.json"
+python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); m["calibration"]["version"]=1; [e.pop("z") for e in m["calibration"]["entries"]]; json.dump(m, open(sys.argv[2], "w"))' "$M" "$TMP/v1.json"
 head -c "$(( $(wc -c <"$M") - 200 ))" "$M" >"$TMP/trunc.json"
-for f in neg nox v9; do
+for f in neg nox v9 v1; do
     rm -f "$TMP/bad.json"
     XFPROF_MACHINE_FILE="$TMP/$f.json" expect_rc 2 "run with a corrupt calibration ($f)" "$XF" run --prompt 8 --gen 2 --reps 1 --warmup 0 --no-concurrent -o "$TMP/bad.json"
     grep -q "$f.json: calibration" "$TMP/err" && ok "message names the file's calibration ($f)" || bad "message ($f): $(head -c 300 "$TMP/err")"
     [ ! -e "$TMP/bad.json" ] && ok "no record written ($f)" || bad "a record was written ($f)"
     XFPROF_MACHINE_FILE="$TMP/$f.json" expect_rc 2 "predict --device cpu with a corrupt calibration ($f)" "$XF" predict --device cpu
 done
+grep -q "version 1 is not the 2" "$TMP/err" && grep -q "M, N and K" "$TMP/err" && grep -q "machine --calibrate" "$TMP/err" &&
+    ok "an old (v1) table: refused, saying to calibrate again" || bad "v1 message: $(head -c 300 "$TMP/err")"
 grep -q "entries\[1\]" <(XFPROF_MACHINE_FILE="$TMP/nox.json" "$XF" predict --device cpu 2>&1) && ok "names the entry" || bad "entry not named"
 XFPROF_MACHINE_FILE="$TMP/trunc.json" expect_rc 2 "predict --device cpu with a truncated machine file" "$XF" predict --device cpu
 grep -q "trunc.json" "$TMP/err" && grep -qi "truncated" "$TMP/err" && ok "truncation named" || bad "truncation: $(head -c 300 "$TMP/err")"

@@ -16,8 +16,13 @@
 
 #define NEAR(a, b) cr_assert(fabs((double)(a) - (double)(b)) <= 1e-12 * fmax(1.0, fabs((double)(b))), "%s = %.17g, expected %.17g", #a, (double)(a), (double)(b))
 
+static void add_z(calib_table *t, calib_family f, xf_dtype d, calib_tier tier, double x, double y, double z, double eff) {
+    calib_entry e = {f, d, tier, x, y, z, eff, 1};
+    cr_assert_eq(calib_table_add(t, &e), XF_OK, "%s", xf_error_msg());
+}
+
 static void add(calib_table *t, calib_family f, xf_dtype d, calib_tier tier, double x, double y, double eff) {
-    calib_entry e = {f, d, tier, x, y, eff, 1};
+    calib_entry e = {f, d, tier, x, y, 1, eff, 1};
     cr_assert_eq(calib_table_add(t, &e), XF_OK, "%s", xf_error_msg());
 }
 
@@ -42,29 +47,29 @@ Test(predict_calibrated, one_row_log_interpolation_and_clamps) {
     double e;
     int cl, ot;
     /* 1e7 is halfway between 1e6 and 1e8 in log x: 0.7 */
-    cr_assert_eq(predcal_efficiency(&t, CALIB_GEMV, XF_FP32, CALIB_TIER_CACHE, 1e7, 1, &e, &cl, &ot), XF_OK);
+    cr_assert_eq(predcal_efficiency(&t, CALIB_GEMV, XF_FP32, CALIB_TIER_CACHE, 1e7, 1, 1, &e, &cl, &ot), XF_OK);
     NEAR(e, 0.7);
     cr_assert_eq(cl, 0);
     cr_assert_eq(ot, 0);
     /* a quarter of the way: 1e6.5 */
-    cr_assert_eq(predcal_efficiency(&t, CALIB_GEMV, XF_FP32, CALIB_TIER_CACHE, pow(10, 6.5), 1, &e, &cl, &ot), XF_OK);
+    cr_assert_eq(predcal_efficiency(&t, CALIB_GEMV, XF_FP32, CALIB_TIER_CACHE, pow(10, 6.5), 1, 1, &e, &cl, &ot), XF_OK);
     NEAR(e, 0.6);
     /* on an entry: exact, not clamped */
-    cr_assert_eq(predcal_efficiency(&t, CALIB_GEMV, XF_FP32, CALIB_TIER_CACHE, 1e8, 1, &e, &cl, &ot), XF_OK);
+    cr_assert_eq(predcal_efficiency(&t, CALIB_GEMV, XF_FP32, CALIB_TIER_CACHE, 1e8, 1, 1, &e, &cl, &ot), XF_OK);
     NEAR(e, 0.9);
     cr_assert_eq(cl, 0);
     /* outside: the nearest entry, said */
-    cr_assert_eq(predcal_efficiency(&t, CALIB_GEMV, XF_FP32, CALIB_TIER_CACHE, 1e4, 1, &e, &cl, &ot), XF_OK);
+    cr_assert_eq(predcal_efficiency(&t, CALIB_GEMV, XF_FP32, CALIB_TIER_CACHE, 1e4, 1, 1, &e, &cl, &ot), XF_OK);
     NEAR(e, 0.5);
     cr_assert_eq(cl, 1);
-    cr_assert_eq(predcal_efficiency(&t, CALIB_GEMV, XF_FP32, CALIB_TIER_CACHE, 1e12, 1, &e, &cl, &ot), XF_OK);
+    cr_assert_eq(predcal_efficiency(&t, CALIB_GEMV, XF_FP32, CALIB_TIER_CACHE, 1e12, 1, 1, &e, &cl, &ot), XF_OK);
     NEAR(e, 0.9);
     cr_assert_eq(cl, 1);
     /* another dtype or family: none */
-    cr_assert_eq(predcal_efficiency(&t, CALIB_GEMV, XF_INT8, CALIB_TIER_CACHE, 1e7, 1, &e, &cl, &ot), XF_EUNSUPPORTED);
-    cr_assert_eq(predcal_efficiency(&t, CALIB_NORM, XF_FP32, CALIB_TIER_CACHE, 1e7, 1, &e, &cl, &ot), XF_EUNSUPPORTED);
+    cr_assert_eq(predcal_efficiency(&t, CALIB_GEMV, XF_INT8, CALIB_TIER_CACHE, 1e7, 1, 1, &e, &cl, &ot), XF_EUNSUPPORTED);
+    cr_assert_eq(predcal_efficiency(&t, CALIB_NORM, XF_FP32, CALIB_TIER_CACHE, 1e7, 1, 1, &e, &cl, &ot), XF_EUNSUPPORTED);
     /* the other tier's entries when the tier has none, said */
-    cr_assert_eq(predcal_efficiency(&t, CALIB_GEMV, XF_FP32, CALIB_TIER_DRAM, 1e7, 1, &e, &cl, &ot), XF_OK);
+    cr_assert_eq(predcal_efficiency(&t, CALIB_GEMV, XF_FP32, CALIB_TIER_DRAM, 1e7, 1, 1, &e, &cl, &ot), XF_OK);
     NEAR(e, 0.7);
     cr_assert_eq(ot, 1);
     calib_table_free(&t);
@@ -80,18 +85,67 @@ Test(predict_calibrated, two_rows_interpolate_in_log_y) {
     double e;
     int cl, ot;
     /* (1e7, 64): row 32 gives 0.5, row 128 gives 0.9, 64 is halfway in log y: 0.7 */
-    cr_assert_eq(predcal_efficiency(&t, CALIB_GEMM, XF_BF16, CALIB_TIER_DRAM, 1e7, 64, &e, &cl, &ot), XF_OK);
+    cr_assert_eq(predcal_efficiency(&t, CALIB_GEMM, XF_BF16, CALIB_TIER_DRAM, 1e7, 64, 1, &e, &cl, &ot), XF_OK);
     NEAR(e, 0.7);
     cr_assert_eq(cl, 0);
     /* on a row */
-    cr_assert_eq(predcal_efficiency(&t, CALIB_GEMM, XF_BF16, CALIB_TIER_DRAM, 1e6, 128, &e, &cl, &ot), XF_OK);
+    cr_assert_eq(predcal_efficiency(&t, CALIB_GEMM, XF_BF16, CALIB_TIER_DRAM, 1e6, 128, 1, &e, &cl, &ot), XF_OK);
     NEAR(e, 0.8);
     /* y beyond the rows: the last row, clamped */
-    cr_assert_eq(predcal_efficiency(&t, CALIB_GEMM, XF_BF16, CALIB_TIER_DRAM, 1e7, 512, &e, &cl, &ot), XF_OK);
+    cr_assert_eq(predcal_efficiency(&t, CALIB_GEMM, XF_BF16, CALIB_TIER_DRAM, 1e7, 512, 1, &e, &cl, &ot), XF_OK);
     NEAR(e, 0.9);
     cr_assert_eq(cl, 1);
-    cr_assert_eq(predcal_efficiency(&t, CALIB_GEMM, XF_BF16, CALIB_TIER_DRAM, 1e7, 2, &e, &cl, &ot), XF_OK);
+    cr_assert_eq(predcal_efficiency(&t, CALIB_GEMM, XF_BF16, CALIB_TIER_DRAM, 1e7, 2, 1, &e, &cl, &ot), XF_OK);
     NEAR(e, 0.5);
+    cr_assert_eq(cl, 1);
+    calib_table_free(&t);
+}
+
+static void add_gemm(calib_table *t, double m, double n, double k, double eff) {
+    calib_entry e = {CALIB_GEMM, XF_FP32, CALIB_TIER_CACHE, k, m, n, eff, 1};
+    cr_assert_eq(calib_table_add(t, &e), XF_OK, "%s", xf_error_msg());
+}
+
+/* The fp32 cache-tier GEMM efficiency at (K, M, N), which must be found. */
+static double gemm_eff(const calib_table *t, double k, double m, double n, int *cl) {
+    double e;
+    int ot;
+    cr_assert_eq(predcal_efficiency(t, CALIB_GEMM, XF_FP32, CALIB_TIER_CACHE, k, m, n, &e, cl, &ot), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(ot, 0);
+    return e;
+}
+
+Test(predict_calibrated, gemm_rows_interpolate_in_the_n_k_plane) {
+    calib_table t = table();
+    /* row M = 32: (K, N) = (1000, 1000) 0.2, (4000, 1000) 0.6, (1000, 4000) 1.0; row M = 128: N 1000 only, 0.9 */
+    add_gemm(&t, 32, 1000, 1000, 0.2);
+    add_gemm(&t, 32, 1000, 4000, 0.6);
+    add_gemm(&t, 32, 4000, 1000, 1.0);
+    add_gemm(&t, 128, 1000, 1000, 0.9);
+    add_gemm(&t, 128, 1000, 4000, 0.9);
+    calib_table_merge(&t);
+    int cl;
+    /* on an entry: exact (its neighbours in the plane do not count) */
+    NEAR(gemm_eff(&t, 1000, 32, 4000, &cl), 1.0);
+    cr_assert_eq(cl, 0);
+    /* the same N x K as the last, the other way round: that entry, not the same answer */
+    NEAR(gemm_eff(&t, 4000, 32, 1000, &cl), 0.6);
+    /* (2000, 2000): at log distance sqrt(2) ln 2 from all three: their mean */
+    NEAR(gemm_eff(&t, 2000, 32, 2000, &cl), 0.6);
+    cr_assert_eq(cl, 0);
+    /* (K 1000, N 2000): distances ln 2, ln 2 and sqrt(5) ln 2: weights 1, 1, 1/5 */
+    NEAR(gemm_eff(&t, 1000, 32, 2000, &cl), (0.2 + 1.0 + 0.6 / 5) / (2 + 1.0 / 5));
+    /* M = 64 at (2000, 1000), halfway in log M between the row of 32 (weights 1, 1, 1/5) and the row of 128 (0.9) */
+    NEAR(gemm_eff(&t, 2000, 64, 1000, &cl), 0.5 * ((0.2 + 0.6 + 1.0 / 5) / (2 + 1.0 / 5) + 0.9));
+    cr_assert_eq(cl, 0);
+    /* N beyond the row's: clamped, said; the weighting still leans to the nearest entry */
+    double e = gemm_eff(&t, 1000, 32, 16000, &cl);
+    cr_assert_eq(cl, 1);
+    cr_assert(e > 0.8 && e < 1.0, "%g", e);
+    /* the row of 128 has one N: in log K only; another N is clamped */
+    NEAR(gemm_eff(&t, 2000, 128, 1000, &cl), 0.9);
+    cr_assert_eq(cl, 0);
+    (void)gemm_eff(&t, 2000, 128, 3000, &cl);
     cr_assert_eq(cl, 1);
     calib_table_free(&t);
 }
@@ -141,7 +195,7 @@ static xf_status parse(const char *cal, calib_table *out, int *present) {
     return calib_table_parse_machine(text, strlen(text), "m.json", out, present);
 }
 
-#define HEAD "{\"format\":\"xfprof-calibration\",\"version\":1,\"threads\":2,\"grid\":\"full\",\"created\":\"c\",\"source\":\"s\"," \
+#define HEAD "{\"format\":\"xfprof-calibration\",\"version\":2,\"threads\":2,\"grid\":\"full\",\"created\":\"c\",\"source\":\"s\"," \
              "\"dram_bandwidth_Bps\":1e10,\"cache_bandwidth_Bps\":0,\"cache_bytes\":0,\"peak_flops\":{\"fp32\":1e11,\"tensor16\":0,"  \
              "\"fp8\":0,\"int8\":0},\"entries\":["
 
@@ -158,7 +212,7 @@ static void refused(const char *cal, const char *words) { refused_as(XF_EINVAL, 
 Test(predict_calibrated, corrupt_tables_are_refused_by_name) {
     calib_table t;
     int present;
-    cr_assert_eq(parse(HEAD "{\"family\":\"gemv\",\"wdtype\":\"fp32\",\"tier\":\"dram\",\"x\":1,\"y\":1,\"efficiency\":0.5,\"n\":1}]}", &t,
+    cr_assert_eq(parse(HEAD "{\"family\":\"gemv\",\"wdtype\":\"fp32\",\"tier\":\"dram\",\"x\":1,\"y\":1,\"z\":1,\"efficiency\":0.5,\"n\":1}]}", &t,
                        &present),
                  XF_OK, "%s", xf_error_msg());
     cr_assert_eq(present, 1);
@@ -166,16 +220,22 @@ Test(predict_calibrated, corrupt_tables_are_refused_by_name) {
     calib_table_free(&t);
     refused_as(XF_EFORMAT, "{\"format\":\"other\"}", "format");
     refused("[1]", "calibration");
-    refused(HEAD "{\"family\":\"gemv\",\"wdtype\":\"fp32\",\"tier\":\"dram\",\"x\":1,\"y\":1,\"efficiency\":-0.5,\"n\":1}]}", "efficiency");
-    refused(HEAD "{\"family\":\"gemv\",\"wdtype\":\"fp32\",\"tier\":\"dram\",\"x\":1,\"y\":1,\"n\":1}]}", "entries[0]");
-    refused(HEAD "{\"family\":\"conv\",\"wdtype\":\"fp32\",\"tier\":\"dram\",\"x\":1,\"y\":1,\"efficiency\":0.5,\"n\":1}]}", "conv");
-    refused(HEAD "{\"family\":\"gemv\",\"wdtype\":\"fp32\",\"tier\":\"hbm\",\"x\":1,\"y\":1,\"efficiency\":0.5,\"n\":1}]}", "tier");
-    refused(HEAD "{\"family\":\"gemv\",\"wdtype\":\"fp32\",\"tier\":\"dram\",\"x\":0,\"y\":1,\"efficiency\":0.5,\"n\":1}]}", "\"x\"");
-    char v2[1024];
-    snprintf(v2, sizeof v2, "%s", HEAD "]}");
-    char *p = strstr(v2, "\"version\":1");
-    p[10] = '2';
-    refused_as(XF_EFORMAT, v2, "version 2");
+    refused(HEAD "{\"family\":\"gemv\",\"wdtype\":\"fp32\",\"tier\":\"dram\",\"x\":1,\"y\":1,\"z\":1,\"efficiency\":-0.5,\"n\":1}]}", "efficiency");
+    refused(HEAD "{\"family\":\"gemv\",\"wdtype\":\"fp32\",\"tier\":\"dram\",\"x\":1,\"y\":1,\"z\":1,\"n\":1}]}", "entries[0]");
+    refused(HEAD "{\"family\":\"conv\",\"wdtype\":\"fp32\",\"tier\":\"dram\",\"x\":1,\"y\":1,\"z\":1,\"efficiency\":0.5,\"n\":1}]}", "conv");
+    refused(HEAD "{\"family\":\"gemv\",\"wdtype\":\"fp32\",\"tier\":\"hbm\",\"x\":1,\"y\":1,\"z\":1,\"efficiency\":0.5,\"n\":1}]}", "tier");
+    refused(HEAD "{\"family\":\"gemv\",\"wdtype\":\"fp32\",\"tier\":\"dram\",\"x\":0,\"y\":1,\"z\":1,\"efficiency\":0.5,\"n\":1}]}", "\"x\"");
+    refused(HEAD "{\"family\":\"gemm\",\"wdtype\":\"fp32\",\"tier\":\"dram\",\"x\":1,\"y\":1,\"efficiency\":0.5,\"n\":1}]}", "'z'");
+    refused(HEAD "{\"family\":\"gemm\",\"wdtype\":\"fp32\",\"tier\":\"dram\",\"x\":1,\"y\":1,\"z\":0,\"efficiency\":0.5,\"n\":1}]}", "\"z\"");
+    char v[1024];
+    snprintf(v, sizeof v, "%s", HEAD "]}");
+    char *p = strstr(v, "\"version\":2");
+    p[10] = '3';
+    refused_as(XF_EFORMAT, v, "version 3");
+    /* version 1 (GEMMs keyed by bytes, no z): refused, saying to calibrate again */
+    p[10] = '1';
+    refused_as(XF_EFORMAT, v, "version 1");
+    cr_assert(strstr(xf_error_msg(), "M, N and K") && strstr(xf_error_msg(), "machine --calibrate"), "%s", xf_error_msg());
     /* truncated: the machine file's JSON ends inside the table */
     const char *trunc = "{\"format\":\"xfprof-devices\",\"version\":1,\"devices\":[],\"calibration\":" HEAD "{\"family\":\"gemv\",";
     cr_assert_eq(calib_table_parse_machine(trunc, strlen(trunc), "m.json", &t, &present), XF_EPARSE);
@@ -190,10 +250,8 @@ Test(predict_calibrated, corrupt_tables_are_refused_by_name) {
 static void fill_constant(calib_table *t, xf_dtype d, double e) {
     for (int f = 0; f < CALIB_FAMILY_COUNT; f++)
         for (int tier = 0; tier < CALIB_TIER_COUNT; tier++) {
-            add(t, (calib_family)f, d, (calib_tier)tier, 1, 1e-3, e);
-            add(t, (calib_family)f, d, (calib_tier)tier, 1e15, 1e-3, e);
-            add(t, (calib_family)f, d, (calib_tier)tier, 1, 1e6, e);
-            add(t, (calib_family)f, d, (calib_tier)tier, 1e15, 1e6, e);
+            for (int c = 0; c < (f == CALIB_GEMM ? 8 : 4); c++) /* gemm: the corners in z (N) too */
+                add_z(t, (calib_family)f, d, (calib_tier)tier, c & 1 ? 1e15 : 1, c & 2 ? 1e6 : 1e-3, c & 4 ? 1e15 : 1, e);
         }
 }
 
@@ -280,15 +338,20 @@ Test(predict_calibrated, gemm_rows_are_tokens_per_matrix) {
         for (int64_t i = 0; i < p.n_ops; i++) {
             const cost_op *o = &p.ops[i].cost;
             int f = predcal_family_of(o);
-            double x, y;
+            double x, y, z;
             if (f == CALIB_GEMM) {
-                predcal_keys(o, CALIB_GEMM, dts[k], &x, &y);
+                /* tinyllama: d_model 2048, d_ff 5632, 32 query and 4 KV heads of 64 */
+                static const double K[] = {[OP_QKV] = 2048, [OP_O_PROJ] = 2048, [OP_GATE_UP] = 2048, [OP_DOWN] = 5632};
+                static const double N[] = {[OP_QKV] = 2560, [OP_O_PROJ] = 2048, [OP_GATE_UP] = 11264, [OP_DOWN] = 2048};
+                predcal_keys(o, CALIB_GEMM, dts[k], &x, &y, &z);
                 cr_assert(y == 64, "%s %s: M = %g, expected 64", dtype_name(dts[k]), op_kind_name(o->kind), y);
-                cr_assert(x == o->weight_bytes);
+                cr_assert(fabs(x - K[o->kind]) < 1e-6 * K[o->kind], "%s %s: K = %.9g", dtype_name(dts[k]), op_kind_name(o->kind), x);
+                cr_assert(fabs(z - N[o->kind]) < 1e-6 * N[o->kind], "%s %s: N = %.9g", dtype_name(dts[k]), op_kind_name(o->kind), z);
                 seen++;
             } else if (f == CALIB_GEMV) {
-                predcal_keys(o, CALIB_GEMV, dts[k], &x, &y);
+                predcal_keys(o, CALIB_GEMV, dts[k], &x, &y, &z);
                 cr_assert(y == 1, "%s %s: M = %g, expected 1", dtype_name(dts[k]), op_kind_name(o->kind), y);
+                cr_assert(x == o->weight_bytes && z == 1);
             }
         }
         cr_assert_eq(seen, 4 * 22);
@@ -308,9 +371,9 @@ Test(predict_calibrated, gpu_defaults_name_themselves) {
     cr_assert_eq(predcal_gpu_defaults(&d, &t), XF_OK);
     double e;
     int cl, ot;
-    cr_assert_eq(predcal_efficiency(&t, CALIB_GEMM, XF_BF16, CALIB_TIER_DRAM, 1e9, 512, &e, &cl, &ot), XF_OK);
+    cr_assert_eq(predcal_efficiency(&t, CALIB_GEMM, XF_BF16, CALIB_TIER_DRAM, 1e9, 512, 1, &e, &cl, &ot), XF_OK);
     NEAR(e, PREDCAL_GPU_GEMM_EFF);
-    cr_assert_eq(predcal_efficiency(&t, CALIB_GEMV, XF_BF16, CALIB_TIER_DRAM, 1e7, 1, &e, &cl, &ot), XF_OK);
+    cr_assert_eq(predcal_efficiency(&t, CALIB_GEMV, XF_BF16, CALIB_TIER_DRAM, 1e7, 1, 1, &e, &cl, &ot), XF_OK);
     NEAR(e, PREDCAL_GPU_MEMORY_EFF);
     cr_assert(strstr(t.source, "not measured"));
     calib_table_free(&t);

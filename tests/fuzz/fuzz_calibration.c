@@ -1,6 +1,6 @@
 /* libFuzzer harness: a machine file's "calibration" object (core/calibration.h) ->
  * calib_table_parse_machine, then what the predictor does with a table it accepted: merge,
- * interpolate at a few shapes, and write it back. */
+ * interpolate at a few shapes (x, y, z), and write it back. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +18,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             for (int k = 0; k < 5; k++) {
                 double e;
                 int cl, ot;
-                (void)predcal_efficiency(&t, (calib_family)f, XF_FP32, (calib_tier)(k & 1), xs[k], xs[4 - k], &e, &cl, &ot);
+                (void)predcal_efficiency(&t, (calib_family)f, XF_FP32, (calib_tier)(k & 1), xs[k], xs[4 - k], xs[(k + 2) % 5], &e, &cl, &ot);
             }
         free(calib_table_to_json(&t));
     }
