@@ -7,18 +7,7 @@
 # xfprof binary.
 set -u
 XF=${1:?usage: cli_calibrate.sh path/to/xfprof}
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-fail=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fail=1; }
-expect_rc() { # expected-rc description command...
-    local want=$1 what=$2
-    shift 2
-    "$@" >"$TMP/out" 2>"$TMP/err"
-    local rc=$?
-    if [ "$rc" -eq "$want" ]; then ok "$what (exit $rc)"; else bad "$what: exit $rc, wanted $want; stderr: $(head -c 600 "$TMP/err")"; fi
-}
+. "$(dirname "$0")/lib.sh" # $tmp/$TMP (removed at exit), ok/bad/expect_rc
 M="$TMP/machine.json"
 
 # 1. A quick calibration (fp32, the quick grid) is written into the machine file.

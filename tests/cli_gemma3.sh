@@ -5,14 +5,7 @@
 # exiting 2 naming what is not implemented. $1 = xfprof.
 set -u
 XF="$1"
-fail=0
-check() { # description, expected exit code, actual exit code
-    if [ "$2" != "$3" ]; then echo "FAIL: $1: exit $3, wanted $2"; fail=1; else echo "ok: $1"; fi
-}
-has() { # description, haystack, needle
-    case "$2" in *"$3"*) echo "ok: $1";; *) echo "FAIL: $1: no '$3' in output"; fail=1;; esac
-}
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh" # $tmp (removed at exit), check/has
 SRC="${XF_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
 FIX="$SRC/tests/data/hf/gemma3"
 

@@ -5,13 +5,6 @@
 set -u
 XF=${1:?usage: cli_hostile.sh path/to/xfprof}
 . "$(dirname "$0")/lib.sh" # $tmp/$TMP (removed at exit) and the helpers
-expect_rc() { # expected-rc description command...
-    local want=$1 what=$2
-    shift 2
-    "$@" >"$TMP/out" 2>"$TMP/err"
-    local rc=$?
-    if [ "$rc" -eq "$want" ]; then ok "$what (exit $rc)"; else bad "$what: exit $rc, wanted $want; stderr: $(head -c 400 "$TMP/err")"; fi
-}
 has() { grep -q -- "$2" "$1" && ok "$3" || bad "$3: '$2' not in $(head -c 300 "$1")"; }
 # No raw control byte (but tab and newline), no C1 control, no invalid UTF-8 in the file.
 clean_bytes() {

@@ -12,13 +12,6 @@ cat >"$XFPROF_MACHINE_FILE" <<'EOF'
  "peak_flops":{"fp32":1e11},"measured":true,"source":"measured by xfprof machine on test 2026-01-01, 2 threads"}]}
 EOF
 
-expect_rc() { # expected-rc description command...
-    local want=$1 what=$2
-    shift 2
-    "$@" >"$TMP/out" 2>"$TMP/err"
-    local rc=$?
-    if [ "$rc" -eq "$want" ]; then ok "$what (exit $rc)"; else bad "$what: exit $rc, wanted $want; stderr: $(head -c 400 "$TMP/err")"; fi
-}
 
 # 1. The default run works, prints the measured table and writes a valid record.
 expect_rc 0 "default run" "$XF" run -o "$TMP/rec.json"

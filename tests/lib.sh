@@ -8,7 +8,9 @@
 #   expect STATUS PART -- ARGS   runs "$XF" ARGS (stdout to $tmp/out, stderr to $tmp/err) and
 #                                fails unless it exits STATUS and stderr holds PART (if not empty);
 #   fail=0, ok MESSAGE, bad MESSAGE ("FAIL MESSAGE", sets fail=1);
-#   check WHAT WANT GOT          an exit status; has WHAT HAYSTACK NEEDLE: a substring (fail=1 if not).
+#   check WHAT WANT GOT          an exit status; has WHAT HAYSTACK NEEDLE: a substring (fail=1 if not);
+#   expect_rc STATUS WHAT CMD... runs CMD (stdout to $tmp/out, stderr to $tmp/err): ok, or bad unless
+#                                it exits STATUS.
 # A script with a helper of the same name but other behaviour defines its own after this line.
 tmp=$(mktemp -d)
 TMP=$tmp
@@ -32,4 +34,11 @@ check() { # description, expected exit code, actual exit code
 }
 has() { # description, haystack, needle
     case "$2" in *"$3"*) echo "ok: $1";; *) echo "FAIL: $1: no '$3' in output"; fail=1;; esac
+}
+expect_rc() { # expected-rc description command...
+    local want=$1 what=$2
+    shift 2
+    "$@" >"$tmp/out" 2>"$tmp/err"
+    local rc=$?
+    if [ "$rc" -eq "$want" ]; then ok "$what (exit $rc)"; else bad "$what: exit $rc, wanted $want; stderr: $(head -c 600 "$tmp/err")"; fi
 }
