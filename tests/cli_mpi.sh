@@ -215,18 +215,24 @@ done
 "$XF" run --tp 2 --pp 2 >"$tmp/out" 2>"$tmp/err"
 [ $? -eq 2 ] && grep -q "pipeline stages are not implemented in the measured run" "$tmp/err" || fail "run --pp: $(cat "$tmp/err")"
 
+# find_rank1 MPIRUN_PID: sets victim to the pid of rank 1 among mpirun's children and grandchildren
+# (empty when none appeared within 10 s).
+find_rank1() {
+  victim=""
+  for _ in $(seq 1 100); do
+    for pid in $(pgrep -P "$1" 2>/dev/null) $(for c in $(pgrep -P "$1" 2>/dev/null); do pgrep -P "$c"; done); do
+      grep -qa "OMPI_COMM_WORLD_RANK=1" "/proc/$pid/environ" 2>/dev/null && victim=$pid
+    done
+    [ -n "$victim" ] && return
+    sleep 0.1
+  done
+}
+
 # A rank that hangs: the other gives up after --comm-timeout, every rank ends, no record.
 timeout 120 "${MPI[@]}" -np 2 "$XF" run --model stories110m --tp 2 --prompt 64 --gen 400 --reps 50 --threads 1 \
   --comm-timeout 3 -o "$tmp/hang.json" >"$tmp/out" 2>"$tmp/err" &
 mp=$!
-victim=""
-for _ in $(seq 1 100); do
-  for pid in $(pgrep -P "$mp" 2>/dev/null) $(for c in $(pgrep -P "$mp" 2>/dev/null); do pgrep -P "$c"; done); do
-    grep -qa "OMPI_COMM_WORLD_RANK=1" "/proc/$pid/environ" 2>/dev/null && victim=$pid
-  done
-  [ -n "$victim" ] && break
-  sleep 0.1
-done
+find_rank1 "$mp"
 if [ -z "$victim" ]; then
   fail "no rank 1 found under mpirun $mp"
   kill "$mp" 2>/dev/null
@@ -246,14 +252,7 @@ grep -q "no record written" "$tmp/err" || fail "a hung rank: no 'no record writt
 timeout 120 "${MPI[@]}" -np 2 "$XF" run --model stories110m --tp 2 --prompt 64 --gen 400 --reps 50 --threads 1 \
   --comm-timeout 10 -o "$tmp/died.json" >"$tmp/out" 2>"$tmp/err" &
 mp=$!
-victim=""
-for _ in $(seq 1 100); do
-  for pid in $(pgrep -P "$mp" 2>/dev/null) $(for c in $(pgrep -P "$mp" 2>/dev/null); do pgrep -P "$c"; done); do
-    grep -qa "OMPI_COMM_WORLD_RANK=1" "/proc/$pid/environ" 2>/dev/null && victim=$pid
-  done
-  [ -n "$victim" ] && break
-  sleep 0.1
-done
+find_rank1 "$mp"
 if [ -n "$victim" ]; then sleep 2; kill -KILL "$victim"; else fail "no rank 1 found under mpirun $mp"; kill "$mp" 2>/dev/null; fi
 wait "$mp"
 [ $? -ne 0 ] || fail "a killed rank: mpirun exited 0"
