@@ -51,23 +51,25 @@ xf_status predict_point(const model_config *cfg, const workload *w, const device
     }
     free(costs);
 
+    predict_point_finish(out, w, ops, per_step * n_steps, decode_ctx, &need, d->memory_bytes);
+    out->summary.max_batch = cost_max_batch(cfg, w, d->memory_bytes);
+    out->memory.active_weights_bytes = need.active_weights_bytes;
+    return XF_OK;
+}
+
+void predict_point_finish(record_point *out, const workload *w, record_op *ops, int64_t n_ops, int64_t decode_ctx,
+                          const cost_memory *m, double capacity_bytes) {
     out->wl = *w;
-    out->n_ops = per_step * n_steps;
+    out->n_ops = n_ops;
     out->ops = ops;
     roofline_summarize_point(out);
     out->summary.decode_context = decode_ctx;
-    out->summary.max_batch = cost_max_batch(cfg, w, d->memory_bytes);
-
-    cost_memory m;
-    cost_memory_of(cfg, w, &m);
-    out->memory.weights_bytes = m.weights_bytes;
-    out->memory.active_weights_bytes = m.active_weights_bytes;
-    out->memory.kv_bytes = m.kv_bytes;
-    out->memory.kv_bytes_per_token = m.kv_bytes_per_token;
-    out->memory.activations_bytes = m.activations_bytes;
-    out->memory.total_bytes = m.total_bytes;
-    out->memory.capacity_bytes = d->memory_bytes;
-    return XF_OK;
+    out->memory.weights_bytes = m->weights_bytes;
+    out->memory.kv_bytes = m->kv_bytes;
+    out->memory.kv_bytes_per_token = m->kv_bytes_per_token;
+    out->memory.activations_bytes = m->activations_bytes;
+    out->memory.total_bytes = m->total_bytes;
+    out->memory.capacity_bytes = capacity_bytes;
 }
 
 xf_status predict_record(const model_config *cfg, const device_spec *d, const workload *points, int n, record *out) {

@@ -16,6 +16,13 @@
  * ops are owned by it (freed by record_free on the owning record); on error it is left zeroed. */
 xf_status predict_point(const model_config *cfg, const workload *w, const device_spec *d, record_point *out);
 
+/* The end every predicted point shares (predict_point, predict_parallel_point): out takes w, the
+ * ops (n_ops; ownership passes to out), the roofline summary with decode_ctx, and the memory of m
+ * (weights, KV, activations, total; active weights and max_batch are the caller's) against
+ * capacity_bytes. */
+void predict_point_finish(record_point *out, const workload *w, record_op *ops, int64_t n_ops, int64_t decode_ctx,
+                          const cost_memory *m, double capacity_bytes);
+
 /* Fills a whole "predict" record: model, model_params, kv_bytes_per_token at the first workload's
  * KV dtype, device, one point per workload (n >= 1), creation time. *out is record_init'ed by this
  * call; free it with record_free (also after an error). */

@@ -69,18 +69,8 @@ xf_status predict_parallel_point(const model_config *cfg, const workload *w, con
     }
     free(costs);
     free(times);
-    out->wl = *w;
-    out->n_ops = per_step * n_steps;
-    out->ops = ops;
-    roofline_summarize_point(out);
-    out->summary.decode_context = decode_ctx;
+    predict_point_finish(out, w, ops, per_step * n_steps, decode_ctx, &need, d->memory_bytes);
     out->summary.max_batch = parallel_max_batch(cfg, w, &sp, d->memory_bytes);
-    out->memory.weights_bytes = need.weights_bytes;
-    out->memory.kv_bytes = need.kv_bytes;
-    out->memory.kv_bytes_per_token = need.kv_bytes_per_token;
-    out->memory.activations_bytes = need.activations_bytes;
-    out->memory.total_bytes = need.total_bytes;
-    out->memory.capacity_bytes = d->memory_bytes;
     record_parallel *q = &out->par;
     q->tp = sp.tp;
     q->pp = sp.pp;
