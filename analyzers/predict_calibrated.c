@@ -35,13 +35,14 @@ static double quarter_octave(double v) { return v > 0 ? exp2(round(4.0 * log2(v)
 
 static double nominal_bytes(xf_dtype d) { return d == XF_INT8 ? 1.0 : d == XF_BF16 || d == XF_FP16 ? 2.0 : 4.0; }
 
-void predcal_keys(const cost_op *op, calib_family f, xf_dtype wdtype, double *x, double *y, double *z) {
+void predcal_keys(const cost_op *op, calib_family f, xf_dtype wdtype, double working_set, double *x, double *y, double *z) {
     *y = 1.0;
     *z = 1.0;
     switch (f) {
     case CALIB_GEMV:
         *x = op->weight_bytes;
         if (op->weight_bytes > 0) *y = quarter_octave(op->flops / (2.0 * op->weight_bytes / nominal_bytes(wdtype)));
+        if (working_set > 0) *z = working_set; /* a decode step streams every layer's weights: cached or not is the step's */
         break;
     case CALIB_GEMM: {
         /* N x K from the weights (a quantized dtype's scales at the default group size), K / N from
@@ -66,9 +67,13 @@ void predcal_keys(const cost_op *op, calib_family f, xf_dtype wdtype, double *x,
     }
 }
 
+double predcal_working_set(const calib_table *t, double weights_bytes) {
+    return t->cache_bytes > 0 && weights_bytes > 0 ? weights_bytes / t->cache_bytes : 1.0;
+}
+
 calib_tier predcal_tier(const calib_table *t, calib_family f, double weights_bytes) {
-    if (!(t->cache_Bps > 0)) return CALIB_TIER_DRAM;
-    if (f != CALIB_GEMV && f != CALIB_GEMM) return CALIB_TIER_CACHE;
+    if (!(t->cache_Bps > 0) || f == CALIB_GEMV) return CALIB_TIER_DRAM; /* gemv: the working set is its z key */
+    if (f != CALIB_GEMM) return CALIB_TIER_CACHE;
     return t->cache_bytes > 0 && weights_bytes > 0 && weights_bytes <= t->cache_bytes ? CALIB_TIER_CACHE : CALIB_TIER_DRAM;
 }
 
@@ -200,7 +205,7 @@ xf_status predcal_add_point(calib_table *t, const record_point *p, unsigned fami
         e.family = (calib_family)f;
         e.wdtype = p->wl.wdtype;
         e.tier = tier;
-        predcal_keys(&op->cost, e.family, e.wdtype, &e.x, &e.y, &e.z);
+        predcal_keys(&op->cost, e.family, e.wdtype, predcal_working_set(t, p->memory.weights_bytes), &e.x, &e.y, &e.z);
         e.efficiency = ref / op->time_s;
         e.n = 1;
         if (!(e.x > 0)) continue;
@@ -237,7 +242,7 @@ void predcal_apply_point(const calib_table *t, record_point *p, int prediction, 
         double x, y, zk, eff;
         int clamped, other;
         calib_tier tier = predcal_tier(t, (calib_family)f, p->memory.weights_bytes);
-        predcal_keys(&op->cost, (calib_family)f, p->wl.wdtype, &x, &y, &zk);
+        predcal_keys(&op->cost, (calib_family)f, p->wl.wdtype, predcal_working_set(t, p->memory.weights_bytes), &x, &y, &zk);
         if (predcal_efficiency(t, (calib_family)f, p->wl.wdtype, tier, x, y, zk, &eff, &clamped, &other) != XF_OK) continue;
         if (other) tier = tier == CALIB_TIER_CACHE ? CALIB_TIER_DRAM : CALIB_TIER_CACHE; /* the entries' reference */
         double ref = predcal_reference_time(t, &op->cost, tier);

@@ -2,9 +2,12 @@
  * ceilings divided by the efficiency this machine achieved on that op family, weight dtype, memory
  * tier and shape (core/calibration.h, measured by runner/calibrate.c). Pure functions; no I/O.
  *
- * Families and shape keys (x, y), from the cost op:
+ * Families and shape keys (x, y, z), from the cost op:
  *   gemv         decode-step matrix ops and the prefill's lm_head: x = weight bytes, y = M (tokens
- *                per matrix, F / (2 x weights), rounded to a quarter octave)
+ *                per matrix, F / (2 x weights), rounded to a quarter octave), z = the step's working
+ *                set: the model's weight bytes over the last-level cache (a step streams every
+ *                layer's weights, so whether a matrix comes from the cache is the step's, not the
+ *                matrix's); always the dram tier (reference: the DRAM read)
  *   gemm         prefill-step matrix ops (qkv, o_proj, gate_up, down): x = K (input features),
  *                y = M (batch x prompt, a quarter octave as gemv's), z = N (output features);
  *                N x K = the weights (bytes / the dtype's nominal bytes), K / N = the op's input
@@ -13,12 +16,13 @@
  *                per KV byte's element size)
  *   attn_prefill x = FLOPs, y = 1
  *   norm, rope, swiglu, residual, kv_append, embedding, sampling: x = the op's bytes, y = 1
- * The tier is "cache" when the model's weights fit in the calibration's last-level cache, else
- * "dram", as the runner chooses its bandwidth ceiling.
- * Every family but gemm has z = 1. Interpolation: within a row (entries of one y), linear in log x
- * between the two nearest entries when the row has one z; gemm's rows hold entries of many (N, K):
- * inverse-distance weighting (power 2) over the row's entries in the plane (log K, log N), exact on
- * an entry. Then linear in log y between the two nearest rows. Outside the table: clamped to the nearest entry (the op is marked
+ * The tier of a gemm is "cache" when the model's weights fit in the calibration's last-level cache,
+ * else "dram", as the runner chooses its bandwidth ceiling; gemv is always dram (z says how much of
+ * the step the cache holds).
+ * Every family but gemm and gemv has z = 1. Interpolation: within a row (entries of one y), linear
+ * in log x between the two nearest entries when the row has one z; gemm's rows hold entries of many
+ * (N, K), gemv's of many (bytes, working set): inverse-distance weighting (power 2) over the row's
+ * entries in the plane (log x, log z), exact on an entry. Then linear in log y between the two nearest rows. Outside the table: clamped to the nearest entry (the op is marked
  * calib_clamped and the output says how many; for gemm: K or N outside the row's range, or M
  * outside the rows'). A family/dtype with no entry in the op's tier uses
  * the other tier's; with none at all the op keeps the roofline bound (counted as uncalibrated).
@@ -32,13 +36,17 @@
 /* The op's family, or -1 when it has none (collectives, kv_alloc, other). */
 int predcal_family_of(const cost_op *op);
 
-/* The op's shape keys for family f (wdtype: the run's weight dtype); *z = 1 unless f is gemm. */
-void predcal_keys(const cost_op *op, calib_family f, xf_dtype wdtype, double *x, double *y, double *z);
+/* The op's shape keys for family f (wdtype: the run's weight dtype; working_set: the model's
+ * weights over the LLC, predcal_working_set, gemv's z); *z = 1 unless f is gemm or gemv. */
+void predcal_keys(const cost_op *op, calib_family f, xf_dtype wdtype, double working_set, double *x, double *y, double *z);
 
-/* The tier of an op of family f in a model of weights_bytes: for gemv and gemm (which stream the
- * weights) cache when 0 < weights_bytes <= t->cache_bytes and the table has an in-cache bandwidth,
- * else dram; every other family reads activations and KV, which stay in the caches, and is always
- * the cache tier (dram when the table has no in-cache bandwidth). */
+/* A model of weights_bytes as a working set: weights_bytes / t->cache_bytes (1 when either is unknown). */
+double predcal_working_set(const calib_table *t, double weights_bytes);
+
+/* The tier of an op of family f in a model of weights_bytes: gemv always dram (its z is the working
+ * set); gemm (which streams the weights) cache when 0 < weights_bytes <= t->cache_bytes and the
+ * table has an in-cache bandwidth, else dram; every other family reads activations and KV, which
+ * stay in the caches, and is always the cache tier (dram when the table has no in-cache bandwidth). */
 calib_tier predcal_tier(const calib_table *t, calib_family f, double weights_bytes);
 
 /* max(F / P, Q / B) against the table's ceilings (P of the op's compute type, B of the tier). */

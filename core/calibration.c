@@ -141,7 +141,9 @@ xf_status calib_table_from_json(const cJSON *o, const char *ctx, calib_table *ou
     if ((s = json_get_int(o, "version", c0, 0, 1000000, &v))) return s;
     if (v != CALIB_VERSION)
         return xf_errorf(XF_EFORMAT, "%s: version %lld is not the %d this build reads%s; run 'xfprof machine --calibrate' again", c0,
-                         (long long)v, CALIB_VERSION, v < CALIB_VERSION ? " (GEMMs are now keyed by M, N and K)" : "");
+                         (long long)v, CALIB_VERSION, v == 1 ? " (GEMMs are now keyed by M, N and K; decode projections by the step's working set)"
+                         : v < CALIB_VERSION ? " (decode projections are now keyed by the step's working set over the last-level cache)"
+                                             : "");
     if ((s = json_get_int(o, "threads", c0, 1, 4096, &th))) return s;
     out->threads = (int)th;
     if ((s = json_get_string(o, "grid", c0, out->grid, sizeof out->grid)) ||

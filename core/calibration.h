@@ -6,13 +6,16 @@
  * the table carries (P the peak of the op's compute type, B the DRAM read bandwidth, or the
  * in-cache read bandwidth when the model's weights fit in the last-level cache: the memory tier).
  * The table is saved as the "calibration" object of the machine file:
- *   {"format":"xfprof-calibration","version":2,"threads":2,"grid":"full","created":"...",
+ *   {"format":"xfprof-calibration","version":3,"threads":2,"grid":"full","created":"...",
  *    "source":"...","dram_bandwidth_Bps":..,"cache_bandwidth_Bps":..,"cache_bytes":..,
  *    "peak_flops":{"fp32":..,"tensor16":..,"fp8":..,"int8":..},
  *    "entries":[{"family":"gemv","wdtype":"fp32","tier":"dram","x":..,"y":..,"z":..,"efficiency":..,"n":..}]}
  * Shape keys per family (analyzers/predict_calibrated.h): x a size (bytes or FLOPs; a GEMM's K),
  * y a second key (M for matrix ops, the intensity for attention; 1 for element-wise ops), z a third
- * (a GEMM's N; 1 for every other family). Version 1 (no z, GEMMs keyed by bytes) is refused. */
+ * (a GEMM's N; a gemv's working set: the model's weight bytes over the last-level cache; 1 for
+ * every other family). gemv entries are always the dram tier (their reference is the DRAM read, so
+ * an in-cache step shows as an efficiency above 1 at z below 1). Version 1 (no z, GEMMs keyed by
+ * bytes) and version 2 (gemv tiered by a cache/DRAM cut, z = 1) are refused. */
 #ifndef XF_CALIBRATION_H
 #define XF_CALIBRATION_H
 
@@ -23,11 +26,11 @@
 #include "core/status.h"
 
 #define CALIB_FORMAT "xfprof-calibration"
-#define CALIB_VERSION 2
+#define CALIB_VERSION 3
 #define CALIB_MAX_ENTRIES 65536
 
 typedef enum calib_family {
-    CALIB_GEMV = 0,     /* matrix op of a decode step (and the prefill's lm_head): x weight bytes, y F/Q */
+    CALIB_GEMV = 0,     /* matrix op of a decode step (and the prefill's lm_head): x weight bytes, y M, z weights / LLC */
     CALIB_GEMM,         /* matrix op of a prefill step: x K (input features), y M (tokens), z N (output features) */
     CALIB_ATTN_DECODE,  /* decode attention: x KV bytes read (context x batch x kv heads x head_dim), y F/Q */
     CALIB_ATTN_PREFILL, /* prefill attention: x FLOPs (sequence length squared), y F/Q */
@@ -52,7 +55,7 @@ typedef struct calib_entry {
     xf_dtype wdtype;    /* the run's weight dtype (fp32, bf16, int8) */
     calib_tier tier;
     double x, y;        /* shape keys, > 0 */
-    double z;           /* third shape key, > 0: a GEMM's N; 1 for every other family */
+    double z;           /* third shape key, > 0: a GEMM's N; a gemv's model weights over the LLC; 1 otherwise */
     double efficiency;  /* t_ref / t_measured, > 0 (above 1 when the op beats the ceiling used) */
     int n;              /* measured ops merged into it (median) */
 } calib_entry;

@@ -123,10 +123,14 @@ xf_status calibrate_measure(const calibrate_opts *o, const device_spec *m, calib
                 model_config cfg;
                 if ((s = shape_config(sh, layers, &cfg)) == XF_OK) s = run_one(o, &cfg, wd, prompts, 2, 6, all, t);
             }
-            /* beyond the cache: at least 2x the LLC and 512 MiB; the decode projections only */
-            if (!o->quick && i > 0 && s == XF_OK) {
-                double target = fmax(2.0 * llc, 512.0 * 1048576.0);
-                int64_t layers = (int64_t)ceil((target - eb) / lb);
+            /* The in-cache -> DRAM transition of the decode projections (gemv's z: the model's weights
+             * over the LLC; a decode step streams them all): the two smaller shapes at the LLC's size,
+             * and the two larger beyond it, at 1.5x the LLC (a cyclic stream over more than an LRU
+             * cache holds misses every line) and at least 512 MiB. Decode projections only. */
+            for (int at = 0; !o->quick && s == XF_OK && at < 2; at++) {
+                if ((at == 0 && i > 1) || (at == 1 && i == 0) || (at == 0 && !(llc > 0))) continue;
+                double target = at == 0 ? llc : fmax(1.5 * llc, 512.0 * 1048576.0);
+                int64_t layers = (int64_t)(at == 0 ? floor((target - eb) / lb + 0.5) : ceil((target - eb) / lb));
                 if (layers < 1) layers = 1;
                 model_config cfg;
                 if ((s = shape_config(sh, layers, &cfg)) == XF_OK) s = run_one(o, &cfg, wd, &short_prompt, 1, 6, gemv, t);

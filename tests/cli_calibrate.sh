@@ -3,8 +3,8 @@
 # a quick calibration is written, read back and used by run and predict --device cpu (the
 # predicted column moves off the roofline bound, the record says "calibrated"); a machine file
 # without one still works and says "roofline bound"; a corrupt or truncated table is exit 2 naming
-# it; an old version-1 table (GEMMs keyed by bytes) is exit 2 saying to calibrate again. $1 = the
-# xfprof binary.
+# it; an old version-1 table (GEMMs keyed by bytes) or version-2 table (decode projections cut into
+# cache and DRAM tiers) is exit 2 saying to calibrate again. $1 = the xfprof binary.
 set -u
 XF=${1:?usage: cli_calibrate.sh path/to/xfprof}
 . "$(dirname "$0")/lib.sh" # $tmp/$TMP (removed at exit), ok/bad/expect_rc
@@ -13,15 +13,18 @@ M="$TMP/machine.json"
 # 1. A quick calibration (fp32, the quick grid) is written into the machine file.
 expect_rc 0 "machine --quick --calibrate" "$XF" machine --quick --calibrate --wdtype fp32 --threads 2 -o "$M"
 grep -q "efficiency = roofline time / measured time" "$TMP/out" && ok "calibration table printed" || bad "no calibration table: $(tail -c 400 "$TMP/out")"
-python3 - "$M" <<'PY' && ok "machine file holds an xfprof-calibration v2 with gemv and norm entries, GEMMs keyed by M, N, K" || bad "machine file's calibration"
+python3 - "$M" <<'PY' && ok "machine file holds an xfprof-calibration v3 with gemv and norm entries, GEMMs keyed by M, N, K, gemv by the working set" || bad "machine file's calibration"
 import json, sys
 m = json.load(open(sys.argv[1]))
 c = m["calibration"]
-assert c["format"] == "xfprof-calibration" and c["version"] == 2 and c["grid"] == "quick"
+assert c["format"] == "xfprof-calibration" and c["version"] == 3 and c["grid"] == "quick"
 fam = {e["family"] for e in c["entries"]}
 assert {"gemv", "gemm", "norm", "attn_decode", "attn_prefill"} <= fam, fam
 assert all(e["efficiency"] > 0 and e["wdtype"] == "fp32" for e in c["entries"])
-assert all(e["z"] == 1 for e in c["entries"] if e["family"] != "gemm")
+assert all(e["z"] == 1 for e in c["entries"] if e["family"] not in ("gemm", "gemv"))
+# gemv: always the dram tier, z = the model's weights over the last-level cache (the quick grid: in cache, below 1)
+gemv = [e for e in c["entries"] if e["family"] == "gemv"]
+assert gemv and all(e["tier"] == "dram" and 0 < e["z"] < 1 for e in gemv), sorted({(e["tier"], e["z"]) for e in gemv})
 gemm = [e for e in c["entries"] if e["family"] == "gemm"]
 nk = {(round(e["z"]), round(e["x"])) for e in gemm}
 assert all(abs(e["z"] - round(e["z"])) < 1e-6 * e["z"] and abs(e["x"] - round(e["x"])) < 1e-6 * e["x"] for e in gemm), nk
@@ -84,16 +87,20 @@ python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); m["calibration"]["e
 python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); del m["calibration"]["entries"][1]["x"]; json.dump(m, open(sys.argv[2], "w"))' "$M" "$TMP/nox.json"
 python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); m["calibration"]["version"]=9; json.dump(m, open(sys.argv[2], "w"))' "$M" "$TMP/v9.json"
 python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); m["calibration"]["version"]=1; [e.pop("z") for e in m["calibration"]["entries"]]; json.dump(m, open(sys.argv[2], "w"))' "$M" "$TMP/v1.json"
+python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); m["calibration"]["version"]=2; json.dump(m, open(sys.argv[2], "w"))' "$M" "$TMP/v2.json"
 head -c "$(( $(wc -c <"$M") - 200 ))" "$M" >"$TMP/trunc.json"
-for f in neg nox v9 v1; do
+for f in neg nox v9 v2 v1; do
     rm -f "$TMP/bad.json"
     XFPROF_MACHINE_FILE="$TMP/$f.json" expect_rc 2 "run with a corrupt calibration ($f)" "$XF" run --prompt 8 --gen 2 --reps 1 --warmup 0 --no-concurrent -o "$TMP/bad.json"
     grep -q "$f.json: calibration" "$TMP/err" && ok "message names the file's calibration ($f)" || bad "message ($f): $(head -c 300 "$TMP/err")"
     [ ! -e "$TMP/bad.json" ] && ok "no record written ($f)" || bad "a record was written ($f)"
     XFPROF_MACHINE_FILE="$TMP/$f.json" expect_rc 2 "predict --device cpu with a corrupt calibration ($f)" "$XF" predict --device cpu
 done
-grep -q "version 1 is not the 2" "$TMP/err" && grep -q "M, N and K" "$TMP/err" && grep -q "machine --calibrate" "$TMP/err" &&
+grep -q "version 1 is not the 3" "$TMP/err" && grep -q "M, N and K" "$TMP/err" && grep -q "machine --calibrate" "$TMP/err" &&
     ok "an old (v1) table: refused, saying to calibrate again" || bad "v1 message: $(head -c 300 "$TMP/err")"
+XFPROF_MACHINE_FILE="$TMP/v2.json" expect_rc 2 "run with a version-2 table" "$XF" run --prompt 8 --gen 2 --reps 1 --warmup 0 --no-concurrent
+grep -q "version 2 is not the 3" "$TMP/err" && grep -q "working set" "$TMP/err" && grep -q "machine --calibrate" "$TMP/err" &&
+    ok "an old (v2) table: refused, saying to calibrate again" || bad "v2 message: $(head -c 300 "$TMP/err")"
 grep -q "entries\[1\]" <(XFPROF_MACHINE_FILE="$TMP/nox.json" "$XF" predict --device cpu 2>&1) && ok "names the entry" || bad "entry not named"
 XFPROF_MACHINE_FILE="$TMP/trunc.json" expect_rc 2 "predict --device cpu with a truncated machine file" "$XF" predict --device cpu
 grep -q "trunc.json" "$TMP/err" && grep -qi "truncated" "$TMP/err" && ok "truncation named" || bad "truncation: $(head -c 300 "$TMP/err")"

@@ -195,7 +195,7 @@ static xf_status parse(const char *cal, calib_table *out, int *present) {
     return calib_table_parse_machine(text, strlen(text), "m.json", out, present);
 }
 
-#define HEAD "{\"format\":\"xfprof-calibration\",\"version\":2,\"threads\":2,\"grid\":\"full\",\"created\":\"c\",\"source\":\"s\"," \
+#define HEAD "{\"format\":\"xfprof-calibration\",\"version\":3,\"threads\":2,\"grid\":\"full\",\"created\":\"c\",\"source\":\"s\"," \
              "\"dram_bandwidth_Bps\":1e10,\"cache_bandwidth_Bps\":0,\"cache_bytes\":0,\"peak_flops\":{\"fp32\":1e11,\"tensor16\":0,"  \
              "\"fp8\":0,\"int8\":0},\"entries\":["
 
@@ -229,13 +229,18 @@ Test(predict_calibrated, corrupt_tables_are_refused_by_name) {
     refused(HEAD "{\"family\":\"gemm\",\"wdtype\":\"fp32\",\"tier\":\"dram\",\"x\":1,\"y\":1,\"z\":0,\"efficiency\":0.5,\"n\":1}]}", "\"z\"");
     char v[1024];
     snprintf(v, sizeof v, "%s", HEAD "]}");
-    char *p = strstr(v, "\"version\":2");
-    p[10] = '3';
-    refused_as(XF_EFORMAT, v, "version 3");
+    char *p = strstr(v, "\"version\":3");
+    cr_assert_not_null(p);
+    p[10] = '4';
+    refused_as(XF_EFORMAT, v, "version 4");
     /* version 1 (GEMMs keyed by bytes, no z): refused, saying to calibrate again */
     p[10] = '1';
     refused_as(XF_EFORMAT, v, "version 1");
     cr_assert(strstr(xf_error_msg(), "M, N and K") && strstr(xf_error_msg(), "machine --calibrate"), "%s", xf_error_msg());
+    /* version 2 (gemv cut into cache and dram tiers, z = 1): refused, saying why and to calibrate again */
+    p[10] = '2';
+    refused_as(XF_EFORMAT, v, "version 2");
+    cr_assert(strstr(xf_error_msg(), "working set") && strstr(xf_error_msg(), "machine --calibrate"), "%s", xf_error_msg());
     /* truncated: the machine file's JSON ends inside the table */
     const char *trunc = "{\"format\":\"xfprof-devices\",\"version\":1,\"devices\":[],\"calibration\":" HEAD "{\"family\":\"gemv\",";
     cr_assert_eq(calib_table_parse_machine(trunc, strlen(trunc), "m.json", &t, &present), XF_EPARSE);
@@ -250,8 +255,9 @@ Test(predict_calibrated, corrupt_tables_are_refused_by_name) {
 static void fill_constant(calib_table *t, xf_dtype d, double e) {
     for (int f = 0; f < CALIB_FAMILY_COUNT; f++)
         for (int tier = 0; tier < CALIB_TIER_COUNT; tier++) {
-            for (int c = 0; c < (f == CALIB_GEMM ? 8 : 4); c++) /* gemm: the corners in z (N) too */
-                add_z(t, (calib_family)f, d, (calib_tier)tier, c & 1 ? 1e15 : 1, c & 2 ? 1e6 : 1e-3, c & 4 ? 1e15 : 1, e);
+            for (int c = 0; c < (f == CALIB_GEMM || f == CALIB_GEMV ? 8 : 4); c++) /* gemm, gemv: the corners in z (N, working set) too */
+                add_z(t, (calib_family)f, d, (calib_tier)tier, c & 1 ? 1e15 : 1, c & 2 ? 1e6 : 1e-3,
+                      f == CALIB_GEMM || f == CALIB_GEMV ? (c & 4 ? 1e15 : 1e-6) : 1, e);
         }
 }
 
@@ -343,24 +349,30 @@ Test(predict_calibrated, gemm_rows_are_tokens_per_matrix) {
                 /* tinyllama: d_model 2048, d_ff 5632, 32 query and 4 KV heads of 64 */
                 static const double K[] = {[OP_QKV] = 2048, [OP_O_PROJ] = 2048, [OP_GATE_UP] = 2048, [OP_DOWN] = 5632};
                 static const double N[] = {[OP_QKV] = 2560, [OP_O_PROJ] = 2048, [OP_GATE_UP] = 11264, [OP_DOWN] = 2048};
-                predcal_keys(o, CALIB_GEMM, dts[k], &x, &y, &z);
+                predcal_keys(o, CALIB_GEMM, dts[k], 0.5, &x, &y, &z);
                 cr_assert(y == 64, "%s %s: M = %g, expected 64", dtype_name(dts[k]), op_kind_name(o->kind), y);
                 cr_assert(fabs(x - K[o->kind]) < 1e-6 * K[o->kind], "%s %s: K = %.9g", dtype_name(dts[k]), op_kind_name(o->kind), x);
                 cr_assert(fabs(z - N[o->kind]) < 1e-6 * N[o->kind], "%s %s: N = %.9g", dtype_name(dts[k]), op_kind_name(o->kind), z);
                 seen++;
             } else if (f == CALIB_GEMV) {
-                predcal_keys(o, CALIB_GEMV, dts[k], &x, &y, &z);
+                predcal_keys(o, CALIB_GEMV, dts[k], 0.5, &x, &y, &z);
                 cr_assert(y == 1, "%s %s: M = %g, expected 1", dtype_name(dts[k]), op_kind_name(o->kind), y);
-                cr_assert(x == o->weight_bytes && z == 1);
+                cr_assert(x == o->weight_bytes && z == 0.5); /* z: the step's working set given */
+                predcal_keys(o, CALIB_GEMV, dts[k], 0, &x, &y, &z);
+                cr_assert(z == 1); /* unknown: 1 */
             }
         }
         cr_assert_eq(seen, 4 * 22);
         free(p.ops);
     }
-    /* the tier: weights within the cache for the weight-streaming families only */
-    cr_assert_eq(predcal_tier(&t, CALIB_GEMV, 5e8), CALIB_TIER_CACHE);
+    /* the tier: gemm's weights within the cache or not; gemv always dram (its z is the working set) */
+    cr_assert_eq(predcal_tier(&t, CALIB_GEMM, 5e8), CALIB_TIER_CACHE);
+    cr_assert_eq(predcal_tier(&t, CALIB_GEMM, 5e9), CALIB_TIER_DRAM);
+    cr_assert_eq(predcal_tier(&t, CALIB_GEMV, 5e8), CALIB_TIER_DRAM);
     cr_assert_eq(predcal_tier(&t, CALIB_GEMV, 5e9), CALIB_TIER_DRAM);
     cr_assert_eq(predcal_tier(&t, CALIB_NORM, 5e9), CALIB_TIER_CACHE);
+    NEAR(predcal_working_set(&t, 5e8), 0.5); /* the table's cache_bytes is 1e9 */
+    NEAR(predcal_working_set(&t, 0), 1);
     calib_table_free(&t);
 }
 
@@ -376,5 +388,63 @@ Test(predict_calibrated, gpu_defaults_name_themselves) {
     cr_assert_eq(predcal_efficiency(&t, CALIB_GEMV, XF_BF16, CALIB_TIER_DRAM, 1e7, 1, 1, &e, &cl, &ot), XF_OK);
     NEAR(e, PREDCAL_GPU_MEMORY_EFF);
     cr_assert(strstr(t.source, "not measured"));
+    calib_table_free(&t);
+}
+
+/* The fp32 gemv efficiency at (bytes x, M 1, working set z). */
+static double gemv_eff(const calib_table *t, double x, double z, int *cl) {
+    double e;
+    int ot;
+    cr_assert_eq(predcal_efficiency(t, CALIB_GEMV, XF_FP32, CALIB_TIER_DRAM, x, 1, z, &e, cl, &ot), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(ot, 0);
+    return e;
+}
+
+Test(predict_calibrated, gemv_rows_interpolate_in_bytes_and_working_set) {
+    calib_table t = table();
+    /* 1e7-byte matrices in a model half the cache (2.0 of the DRAM read: from the cache), at the
+     * cache's size (1.2) and twice it (0.8); 4e7-byte matrices at half the cache only (1.6) */
+    add_z(&t, CALIB_GEMV, XF_FP32, CALIB_TIER_DRAM, 1e7, 1, 0.5, 2.0);
+    add_z(&t, CALIB_GEMV, XF_FP32, CALIB_TIER_DRAM, 1e7, 1, 1.0, 1.2);
+    add_z(&t, CALIB_GEMV, XF_FP32, CALIB_TIER_DRAM, 1e7, 1, 2.0, 0.8);
+    add_z(&t, CALIB_GEMV, XF_FP32, CALIB_TIER_DRAM, 4e7, 1, 0.5, 1.6);
+    calib_table_merge(&t);
+    int cl;
+    /* on entries: exact, whatever their neighbours */
+    NEAR(gemv_eff(&t, 1e7, 1.0, &cl), 1.2);
+    cr_assert_eq(cl, 0);
+    NEAR(gemv_eff(&t, 1e7, 2.0, &cl), 0.8);
+    /* 1e7 at 1/sqrt(2) (working set halfway between 0.5 and 1 in log): distances (ln 2)/2 to both,
+     * 1.5 ln 2 to 2.0, sqrt(4 + 1/4) ln 2 to (4e7, 0.5): weights 4, 4, 4/9, 4/17 */
+    const double w = 4 + 4 + 4.0 / 9 + 4.0 / 17;
+    NEAR(gemv_eff(&t, 1e7, sqrt(0.5), &cl), (4 * 2.0 + 4 * 1.2 + 4.0 / 9 * 0.8 + 4.0 / 17 * 1.6) / w);
+    cr_assert_eq(cl, 0);
+    /* beyond every working set measured: clamped, said */
+    (void)gemv_eff(&t, 1e7, 8.0, &cl);
+    cr_assert_eq(cl, 1);
+    calib_table_free(&t);
+}
+
+Test(predict_calibrated, gemv_entries_carry_the_models_working_set) {
+    calib_table t = table();
+    t.cache_bytes = 2e8;
+    model_config c;
+    cr_assert_eq(config_preset("stories15m", &c), XF_OK);
+    device_spec d = dev_of(&t);
+    workload w = {1, 16, 4, XF_FP32, XF_FP32, XF_FP32, 0};
+    record_point p;
+    cr_assert_eq(predict_point(&c, &w, &d, &p), XF_OK, "%s", xf_error_msg());
+    for (int64_t i = 0; i < p.n_ops; i++) {
+        p.ops[i].measured = 1;
+        p.ops[i].time_s = 2 * p.ops[i].predicted_time_s;
+    }
+    cr_assert_eq(predcal_add_point(&t, &p, 1u << CALIB_GEMV), XF_OK, "%s", xf_error_msg());
+    cr_assert(t.n > 0);
+    for (int i = 0; i < t.n; i++) {
+        cr_assert_eq(t.entries[i].family, CALIB_GEMV);
+        cr_assert_eq(t.entries[i].tier, CALIB_TIER_DRAM); /* even though the model fits the cache */
+        NEAR(t.entries[i].z, p.memory.weights_bytes / 2e8);
+    }
+    free(p.ops);
     calib_table_free(&t);
 }
