@@ -107,7 +107,7 @@ xf_status calibrate_measure(const calibrate_opts *o, const device_spec *m, calib
     if (!(t->dram_Bps > 0) || !(t->peak_flops[XF_COMPUTE_FP32] > 0))
         return xf_errorf(XF_EINVAL, "calibration: the ceilings have no DRAM bandwidth or FP32 peak");
     static const int64_t prompts[] = {32, 128}, short_prompt = 8;
-    const unsigned all = (1u << CALIB_FAMILY_COUNT) - 1, gemv = 1u << CALIB_GEMV;
+    const unsigned all = (1u << CALIB_FAMILY_COUNT) - 1, gemv = 1u << CALIB_GEMV, gemm = 1u << CALIB_GEMM;
     double llc = m->cache_bytes;
     xf_status s = XF_OK;
     for (int k = 0; k < o->n_wdtypes && s == XF_OK; k++) {
@@ -124,16 +124,20 @@ xf_status calibrate_measure(const calibrate_opts *o, const device_spec *m, calib
                 if ((s = shape_config(sh, layers, &cfg)) == XF_OK) s = run_one(o, &cfg, wd, prompts, 2, 6, all, t);
             }
             /* The in-cache -> DRAM transition of the decode projections (gemv's z: the model's weights
-             * over the LLC; a decode step streams them all): the two smaller shapes at the LLC's size,
-             * and the two larger beyond it, at 1.5x the LLC (a cyclic stream over more than an LRU
-             * cache holds misses every line) and at least 512 MiB. Decode projections only. */
+             * over the LLC; a decode step streams them all): the smallest shape at the LLC's size
+             * (decode projections only; the larger shapes' matrices have their in-cache model at
+             * 0.6-0.7 of the LLC), and the two larger beyond it, at 1.5x the LLC (a cyclic
+             * stream over more than an LRU cache holds misses every line) and at least 512 MiB, with
+             * the prefill GEMMs too (at prompts 32 and 128: the DRAM tier's GEMMs, whose weights
+             * stream from DRAM once per call, which the AMX paths' fast compute no longer hides). */
             for (int at = 0; !o->quick && s == XF_OK && at < 2; at++) {
-                if ((at == 0 && i > 1) || (at == 1 && i == 0) || (at == 0 && !(llc > 0))) continue;
+                if ((at == 0 && i > 0) || (at == 1 && i == 0) || (at == 0 && !(llc > 0))) continue;
                 double target = at == 0 ? llc : fmax(1.5 * llc, 512.0 * 1048576.0);
                 int64_t layers = (int64_t)(at == 0 ? floor((target - eb) / lb + 0.5) : ceil((target - eb) / lb));
                 if (layers < 1) layers = 1;
                 model_config cfg;
-                if ((s = shape_config(sh, layers, &cfg)) == XF_OK) s = run_one(o, &cfg, wd, &short_prompt, 1, 6, gemv, t);
+                if ((s = shape_config(sh, layers, &cfg)) == XF_OK)
+                    s = at == 0 ? run_one(o, &cfg, wd, &short_prompt, 1, 6, gemv, t) : run_one(o, &cfg, wd, prompts, 2, 6, gemv | gemm, t);
             }
         }
     }

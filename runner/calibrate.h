@@ -6,8 +6,9 @@
  *     M = 32 and 128, prefill attention, decode attention at contexts about 35 and 131, every
  *     element-wise op) and their decode projections;
  *   - the in-cache -> DRAM transition of the decode projections (gemv, keyed by the model's weights
- *     over the LLC): a short prompt and decode steps on models of about the LLC's size (d_model 512
- *     and 1280) and beyond it (1.5x the LLC and at least 512 MiB: d_model 1280 and 2560).
+ *     over the LLC): a short prompt and decode steps on a model of about the LLC's size (d_model
+ *     512) and, beyond it, (1.5x the LLC and at least 512 MiB: d_model 1280 and 2560, at
+ *     prompts 32 and 128: the prefill GEMMs of the DRAM tier too).
  * Three shapes (d_model 512/1280/2560, d_ff 1408/3456/6912, query heads per KV head 1/4/16) at
  * each weight dtype asked for; concurrent pulses off; each op's time is the median of the
  * repetitions, as `run` records it. --quick: the two smaller shapes in cache only, one
