@@ -23,9 +23,15 @@ echo "bench_predict: $(date -u +%FT%TZ), load average $(cut -d' ' -f1-3 /proc/lo
 t0=$(date +%s)
 if [ "${XF_BENCH_REUSE:-0}" != 1 ] || ! grep -q '"calibration"' "$XFPROF_MACHINE_FILE" 2>/dev/null; then
     "$XF" machine --calibrate --threads 2 -o "$XFPROF_MACHINE_FILE" >"$OUT/calibrate.txt" 2>"$OUT/calibrate.err"
+    calibrated=1
 fi
 t1=$(date +%s)
-echo "calibration: $((t1 - t0)) s (load average now $(cut -d' ' -f1-3 /proc/loadavg))"
+if [ "${calibrated:-0}" = 1 ]; then
+    # issue 17's budget for the calibration: about 40 s on a quiet machine (a busy one takes longer)
+    echo "calibration: $((t1 - t0)) s, target <= 40 s on a quiet machine: $([ $((t1 - t0)) -le 40 ] && echo PASS || echo FAIL) (load average now $(cut -d' ' -f1-3 /proc/loadavg))"
+else
+    echo "calibration: reused from $XFPROF_MACHINE_FILE"
+fi
 for model in stories110m tinyllama-1.1b; do
     for wd in fp32 bf16 int8; do
         echo "$model $wd: load average $(cut -d' ' -f1 /proc/loadavg)" >>"$OUT/load.txt"

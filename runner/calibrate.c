@@ -53,8 +53,9 @@ static double layer_bytes(const calib_shape *sh, xf_dtype d) {
 }
 static double embed_bytes(const calib_shape *sh, xf_dtype d) { return 2.0 * sh->vocab * sh->d_model * nominal_bytes(d); }
 
+/* reps: measured repetitions (the quick grid: 1); each op's entry is then the median over its layers too */
 static xf_status run_one(const calibrate_opts *o, const model_config *cfg, xf_dtype wd, const int64_t *prompts, int n_prompts,
-                         int64_t gen, unsigned families, calib_table *t) {
+                         int64_t gen, unsigned families, int reps, calib_table *t) {
     run_plan pl;
     run_plan_default(&pl, cfg);
     static const int64_t batch1 = 1;
@@ -66,7 +67,7 @@ static xf_status run_one(const calibrate_opts *o, const model_config *cfg, xf_dt
     pl.n_gen = 1;
     pl.wdtype = wd;
     pl.threads = o->threads;
-    pl.reps = o->quick ? 1 : 3;
+    pl.reps = o->quick ? 1 : reps;
     pl.warmup = 1;
     pl.perf = 0;
     pl.concurrent = 0;
@@ -121,7 +122,7 @@ xf_status calibrate_measure(const calibrate_opts *o, const device_spec *m, calib
                 int64_t layers = (int64_t)floor((0.75 * llc - eb) / lb);
                 if (layers > (o->quick ? 2 : 8)) layers = o->quick ? 2 : 8;
                 model_config cfg;
-                if ((s = shape_config(sh, layers, &cfg)) == XF_OK) s = run_one(o, &cfg, wd, prompts, 2, 6, all, t);
+                if ((s = shape_config(sh, layers, &cfg)) == XF_OK) s = run_one(o, &cfg, wd, prompts, 2, 6, all, 3, t);
             }
             /* The in-cache -> DRAM transition of the decode projections (gemv's z: the model's weights
              * over the LLC; a decode step streams them all): the smallest shape at the LLC's size
@@ -136,8 +137,9 @@ xf_status calibrate_measure(const calibrate_opts *o, const device_spec *m, calib
                 int64_t layers = (int64_t)(at == 0 ? floor((target - eb) / lb + 0.5) : ceil((target - eb) / lb));
                 if (layers < 1) layers = 1;
                 model_config cfg;
+                /* 2 repetitions: these models have 3-150 layers, whose entries merge into their median */
                 if ((s = shape_config(sh, layers, &cfg)) == XF_OK)
-                    s = at == 0 ? run_one(o, &cfg, wd, &short_prompt, 1, 6, gemv, t) : run_one(o, &cfg, wd, prompts, 2, 6, gemv | gemm, t);
+                    s = at == 0 ? run_one(o, &cfg, wd, &short_prompt, 1, 6, gemv, 2, t) : run_one(o, &cfg, wd, prompts, 2, 6, gemv | gemm, 2, t);
             }
         }
     }
