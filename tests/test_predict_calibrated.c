@@ -299,19 +299,25 @@ Test(predict_calibrated, constant_efficiency_scales_the_bound) {
     calib_table_free(&t);
 }
 
+/* stories15m at (wd, prompt, gen 4) predicted against t's ceilings, every op "measured" at
+ * factor x its bound. The caller frees p->ops. */
+static void measured_point(const calib_table *t, xf_dtype wd, int64_t prompt, double factor, record_point *p) {
+    model_config c;
+    cr_assert_eq(config_preset("stories15m", &c), XF_OK);
+    device_spec d = dev_of(t);
+    workload w = {1, prompt, 4, wd, XF_FP32, XF_FP32, 0};
+    cr_assert_eq(predict_point(&c, &w, &d, p), XF_OK, "%s", xf_error_msg());
+    for (int64_t i = 0; i < p->n_ops; i++) {
+        p->ops[i].measured = 1;
+        p->ops[i].time_s = factor * p->ops[i].predicted_time_s;
+    }
+}
+
 Test(predict_calibrated, measured_ops_give_their_efficiency_back) {
     calib_table t = table();
     t.cache_Bps = 0;
-    model_config c;
-    cr_assert_eq(config_preset("stories15m", &c), XF_OK);
-    device_spec d = dev_of(&t);
-    workload w = {1, 32, 4, XF_BF16, XF_FP32, XF_FP32, 0};
     record_point p;
-    cr_assert_eq(predict_point(&c, &w, &d, &p), XF_OK, "%s", xf_error_msg());
-    for (int64_t i = 0; i < p.n_ops; i++) { /* "measured" at 4x the bound */
-        p.ops[i].measured = 1;
-        p.ops[i].time_s = 4 * p.ops[i].predicted_time_s;
-    }
+    measured_point(&t, XF_BF16, 32, 4, &p); /* "measured" at 4x the bound */
     cr_assert_eq(predcal_add_point(&t, &p, ~0u), XF_OK, "%s", xf_error_msg());
     calib_table_merge(&t);
     cr_assert(t.n > 0);
@@ -428,16 +434,8 @@ Test(predict_calibrated, gemv_rows_interpolate_in_bytes_and_working_set) {
 Test(predict_calibrated, gemv_entries_carry_the_models_working_set) {
     calib_table t = table();
     t.cache_bytes = 2e8;
-    model_config c;
-    cr_assert_eq(config_preset("stories15m", &c), XF_OK);
-    device_spec d = dev_of(&t);
-    workload w = {1, 16, 4, XF_FP32, XF_FP32, XF_FP32, 0};
     record_point p;
-    cr_assert_eq(predict_point(&c, &w, &d, &p), XF_OK, "%s", xf_error_msg());
-    for (int64_t i = 0; i < p.n_ops; i++) {
-        p.ops[i].measured = 1;
-        p.ops[i].time_s = 2 * p.ops[i].predicted_time_s;
-    }
+    measured_point(&t, XF_FP32, 16, 2, &p);
     cr_assert_eq(predcal_add_point(&t, &p, 1u << CALIB_GEMV), XF_OK, "%s", xf_error_msg());
     cr_assert(t.n > 0);
     for (int i = 0; i < t.n; i++) {
