@@ -131,15 +131,15 @@ xf_status calibrate_measure(const calibrate_opts *o, const device_spec *m, calib
              * stream over more than an LRU cache holds misses every line) and at least 512 MiB, with
              * the prefill GEMMs too (at prompts 32 and 128: the DRAM tier's GEMMs, whose weights
              * stream from DRAM once per call, which the AMX paths' fast compute no longer hides). */
-            for (int at = 0; !o->quick && s == XF_OK && at < 2; at++) {
-                if ((at == 0 && i > 0) || (at == 1 && i == 0) || (at == 0 && !(llc > 0))) continue;
-                double target = at == 0 ? llc : fmax(1.5 * llc, 512.0 * 1048576.0);
-                int64_t layers = (int64_t)(at == 0 ? floor((target - eb) / lb + 0.5) : ceil((target - eb) / lb));
+            const int at_llc = i == 0; /* the smallest shape at the LLC's size, the others beyond it */
+            if (!o->quick && s == XF_OK && (!at_llc || llc > 0)) {
+                double target = at_llc ? llc : fmax(1.5 * llc, 512.0 * 1048576.0);
+                int64_t layers = (int64_t)(at_llc ? floor((target - eb) / lb + 0.5) : ceil((target - eb) / lb));
                 if (layers < 1) layers = 1;
                 model_config cfg;
                 /* 2 repetitions: these models have 3-150 layers, whose entries merge into their median */
                 if ((s = shape_config(sh, layers, &cfg)) == XF_OK)
-                    s = at == 0 ? run_one(o, &cfg, wd, &short_prompt, 1, 6, gemv, 2, t) : run_one(o, &cfg, wd, prompts, 2, 6, gemv | gemm, 2, t);
+                    s = at_llc ? run_one(o, &cfg, wd, &short_prompt, 1, 6, gemv, 2, t) : run_one(o, &cfg, wd, prompts, 2, 6, gemv | gemm, 2, t);
             }
         }
     }
