@@ -118,11 +118,19 @@ void xk_attention(float *out, const float *q, int64_t n_rep, int64_t head_dim, c
 
 static int64_t round16(int64_t n) { return (n + 15) & ~(int64_t)15; } /* keeps every part 64-byte aligned */
 
+/* Floats of scratch the AVX-512 head-lane variant (attn_part_heads) needs. */
+static int64_t heads_scratch(int64_t n_rep, int64_t hd) {
+    const int64_t hdp = (hd + 31) & ~(int64_t)31; /* bf16 rows are converted in 32-element pieces */
+    return 2 * n_rep * hdp + (2 * XK_DEC_KEYS + 1) * hdp + 64 * 16 + XK_DEC_KEYS * 16 + round16(8 * n_rep);
+}
+
 int64_t xk_attn_decode_scratch(int64_t n_rep, int64_t head_dim) {
     const int64_t hdp = round16(head_dim);
     const int64_t vec = round16(n_rep * hdp) + (2 * XK_DEC_KEYS + 1) * hdp + round16(n_rep * XK_DEC_KEYS) + round16(n_rep);
     const int64_t ref = n_rep * 66 + 2 * head_dim; /* the scalar variant's */
-    return vec > ref ? vec : ref;
+    const int64_t hl = heads_scratch(n_rep, head_dim); /* the AVX-512 head-lane variant's */
+    const int64_t m = vec > ref ? vec : ref;
+    return hl > m ? hl : m;
 }
 
 #if XK_X86
@@ -429,12 +437,243 @@ static TGT_AVX2 void attn_part_avx2(float *o, float *ml, const float *q, int64_t
         }
     }
 }
+
+/* ---- AVX-512, GQA groups of 4 or 8k query heads: the heads side by side in the lanes ----
+ * W = 16 / H lanes per head for chunks of H heads (H = 8: W = 2; H = 4: W = 4). A query chunk is
+ * laid out as hd / W vectors Q'[c], lane i = (head i / W, dim W c + i % W); W elements of a key row
+ * broadcast to all 16 lanes (one load-port broadcast, no shuffle) times Q'[c] give every head's
+ * partial products at once, so a key costs hd / W FMAs for the H heads with no horizontal sums: 16
+ * keys' accumulators are reduced over their W dims by one or two shuffle-and-add stages (R vectors:
+ * lane 4 L + p = head L (4 / W) + p % (4 / W), key p / (4 / W) of the group of W keys). P.V runs
+ * in the same layout: O'[c] += P_j * broadcast(V[j][W c ..]), P_j lane i = head i / W's weight. */
+/* The element at position p of a row converted for attn_part_heads: bf16 rows in 32-element
+ * pieces, even elements then odd ones; the others in order. */
+static inline int64_t row_dim(int64_t p, xf_dtype dt) {
+    if (dt != XF_BF16) return p;
+    const int64_t r = p % 32;
+    return p - r + (r < 16 ? 2 * r : 2 * (r - 16) + 1);
+}
+/* n bf16 elements as fp32 in row_dim's order into dst (round32(n) floats, zeros past n): the
+ * even elements of a 32-element piece are its dwords shifted left by 16, the odd ones the dwords
+ * with the low half cleared. */
+static inline TGT_AVX512 __attribute__((always_inline)) void cvt_row_bf16eo(float *dst, const uint16_t *src, int64_t n) {
+    for (int64_t i = 0; i < n; i += 32) {
+        const __mmask32 m = n - i >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << (n - i)) - 1u);
+        const __m512i x = _mm512_maskz_loadu_epi16(m, src + i);
+        _mm512_store_ps(dst + i, _mm512_castsi512_ps(_mm512_slli_epi32(x, 16)));
+        _mm512_store_ps(dst + i + 16, _mm512_castsi512_ps(_mm512_and_si512(x, _mm512_set1_epi32((int)0xffff0000u))));
+    }
+}
+static inline TGT_AVX512 __attribute__((always_inline)) __m512 bcast_w(const float *p, const int W) {
+    if (W == 2) {
+        double d;
+        memcpy(&d, p, sizeof d);
+        return _mm512_castpd_ps(_mm512_set1_pd(d));
+    }
+    return _mm512_broadcast_f32x4(_mm_loadu_ps(p));
+}
+/* the lanes of each head in the R layout combined by op (max or add): W = 2 pairs p, p ^ 2 */
+static inline TGT_AVX512 __attribute__((always_inline)) __m512 rl_max(__m512 v, const int W) {
+    v = _mm512_max_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(1, 0, 3, 2)));
+    if (W == 4) v = _mm512_max_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(2, 3, 0, 1)));
+    return v;
+}
+static inline TGT_AVX512 __attribute__((always_inline)) __m512 rl_add(__m512 v, const int W) {
+    v = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(1, 0, 3, 2)));
+    if (W == 4) v = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(2, 3, 0, 1)));
+    return v;
+}
+
+
+static inline TGT_AVX512 __attribute__((always_inline)) void
+attn_part_heads(float *o, float *ml, const float *q, int64_t n_rep, int64_t hd, const void *k_base, const void *v_base,
+                xf_dtype dt, int64_t row_elems, int64_t head_off, const int64_t *slots, int64_t n_ctx, float scale,
+                float *scratch, const int W) {
+    const int H = 16 / W, Q = 4 / W; /* heads per chunk; heads per 128-bit lane of an R vector */
+    /* a row's positions: bf16 rows are converted in 32-element pieces, even elements first (one
+     * shift or mask per 16, no shuffle), so position p holds element row_dim(p) (>= hd: padding) */
+    const int64_t hdp = (hd + 31) & ~(int64_t)31, rl = dt == XF_BF16 ? hdp : hd, nc = rl / W;
+    const int64_t nch = n_rep / H, esz = dt == XF_FP32 ? 4 : 2;
+    const int64_t row_bytes = row_elems * esz, off_bytes = head_off * esz, hbytes = hd * esz;
+    float *qp = scratch;                        /* (nch, nc, 16) the scaled query in the head layout */
+    float *op = qp + n_rep * hdp;               /* (nch, nc, 16) the unnormalized output, same layout */
+    float *kb = op + n_rep * hdp;               /* (XK_DEC_KEYS, hdp) a block of K as fp32 */
+    float *vb = kb + XK_DEC_KEYS * hdp;         /* (XK_DEC_KEYS, hdp) a block of V as fp32 */
+    float *zero = vb + XK_DEC_KEYS * hdp;       /* (hdp) zeros: the rows past n_ctx */
+    float *rb = zero + hdp;                     /* (64, 16) a block's R vectors (scores, then weights) */
+    float *pj = rb + 64 * 16;                   /* (XK_DEC_KEYS, 16) each key's weights in the head layout */
+    float *mls = pj + XK_DEC_KEYS * 16;         /* (nch, 2, 16) running max and sum per chunk, R layout */
+    for (int64_t ch = 0; ch < nch; ch++)
+        for (int64_t c = 0; c < nc; c++)
+            for (int i = 0; i < 16; i++) {
+                const int64_t d = row_dim(W * c + i % W, dt);
+                qp[(ch * nc + c) * 16 + i] = d < hd ? scale * q[(ch * H + i / W) * hd + d] : 0.0f;
+            }
+    memset(op, 0, (size_t)(nch * nc * 16) * sizeof(float));
+    for (int64_t ch = 0; ch < nch; ch++) {
+        _mm512_store_ps(mls + ch * 32, _mm512_set1_ps(-INFINITY));
+        _mm512_store_ps(mls + ch * 32 + 16, _mm512_setzero_ps());
+    }
+    for (int64_t v = 0; v < hdp; v += 16) _mm512_store_ps(zero + v, _mm512_setzero_ps());
+    /* lane i of the R layout: the key offset within its group of W keys */
+    __m512i koff, idx_c, idx_p[4];
+    {
+        int32_t a[16], b[16], p[4][16];
+        for (int i = 0; i < 16; i++) {
+            const int h = i / W;
+            a[i] = (i % 4) / Q;
+            b[i] = 4 * (h / Q) + h % Q;
+            for (int k = 0; k < W; k++) p[k][i] = 4 * (h / Q) + k * Q + h % Q;
+        }
+        koff = _mm512_loadu_si512(a);
+        idx_c = _mm512_loadu_si512(b);
+        for (int k = 0; k < W; k++) idx_p[k] = _mm512_loadu_si512(p[k]);
+    }
+    const char *kbase = k_base, *vbase = v_base;
+    const int64_t pf0 = n_ctx < XK_DEC_KEYS ? n_ctx : XK_DEC_KEYS;
+    prefetch_rows(kbase, slots, 0, pf0, row_bytes, off_bytes, hbytes, 0);
+    prefetch_rows(vbase, slots, 0, pf0, row_bytes, off_bytes, hbytes, 0);
+    const float *kr[XK_DEC_KEYS], *vr[XK_DEC_KEYS];
+    for (int64_t j0 = 0; j0 < n_ctx; j0 += XK_DEC_KEYS) {
+        const int64_t jb = n_ctx - j0 < XK_DEC_KEYS ? n_ctx - j0 : XK_DEC_KEYS, nsub = (jb + 15) / 16;
+        {
+            const int64_t p0 = j0 + XK_DEC_KEYS, p1 = p0 + XK_DEC_KEYS < n_ctx ? p0 + XK_DEC_KEYS : n_ctx;
+            prefetch_rows(kbase, slots, p0, p1, row_bytes, off_bytes, hbytes, 1);
+            prefetch_rows(vbase, slots, p0, p1, row_bytes, off_bytes, hbytes, 1);
+        }
+        for (int64_t jj = 0; jj < nsub * 16; jj++) {
+            if (jj >= jb) kr[jj] = vr[jj] = zero;
+            else if (dt == XF_FP32) {
+                kr[jj] = (const float *)(kbase + slots[j0 + jj] * row_bytes + off_bytes);
+                vr[jj] = (const float *)(vbase + slots[j0 + jj] * row_bytes + off_bytes);
+            } else {
+                if (dt == XF_BF16) {
+                    cvt_row_bf16eo(kb + jj * hdp, (const uint16_t *)(kbase + slots[j0 + jj] * row_bytes + off_bytes), hd);
+                    cvt_row_bf16eo(vb + jj * hdp, (const uint16_t *)(vbase + slots[j0 + jj] * row_bytes + off_bytes), hd);
+                } else {
+                    cvt_row512(kb + jj * hdp, (const uint16_t *)(kbase + slots[j0 + jj] * row_bytes + off_bytes), dt, hd);
+                    cvt_row512(vb + jj * hdp, (const uint16_t *)(vbase + slots[j0 + jj] * row_bytes + off_bytes), dt, hd);
+                }
+                kr[jj] = kb + jj * hdp;
+                vr[jj] = vb + jj * hdp;
+            }
+        }
+        const int64_t nr = nsub * 16 / W; /* R vectors of this block */
+        for (int64_t ch = 0; ch < nch; ch++) {
+            const float *qc = qp + ch * nc * 16;
+            __m512 vmax = _mm512_set1_ps(-INFINITY);
+            for (int64_t sb = 0; sb < nsub; sb++) {
+                const float *const *kk = kr + sb * 16;
+                __m512 acc[16];
+#pragma GCC unroll 16
+                for (int k = 0; k < 16; k++) acc[k] = _mm512_setzero_ps();
+                for (int64_t c = 0; c < nc; c++) {
+                    const __m512 qv = _mm512_load_ps(qc + c * 16);
+#pragma GCC unroll 16
+                    for (int k = 0; k < 16; k++) acc[k] = _mm512_fmadd_ps(qv, bcast_w(kk[k] + W * c, W), acc[k]);
+                }
+                __m512 r[8];
+#pragma GCC unroll 8
+                for (int t = 0; t < 8; t++)
+                    r[t] = _mm512_add_ps(_mm512_shuffle_ps(acc[2 * t], acc[2 * t + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                         _mm512_shuffle_ps(acc[2 * t], acc[2 * t + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+                if (W == 4) {
+#pragma GCC unroll 4
+                    for (int t = 0; t < 4; t++)
+                        r[t] = _mm512_add_ps(_mm512_shuffle_ps(r[2 * t], r[2 * t + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                             _mm512_shuffle_ps(r[2 * t], r[2 * t + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+                }
+#pragma GCC unroll 8
+                for (int t = 0; t < 16 / W; t++) {
+                    const int64_t rr = sb * (16 / W) + t, left = jb - rr * W; /* keys of this group left */
+                    __m512 s = r[t];
+                    if (left < W) s = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY),
+                                                         _mm512_cmplt_epi32_mask(koff, _mm512_set1_epi32((int)(left > 0 ? left : 0))), s);
+                    _mm512_store_ps(rb + rr * 16, s);
+                    vmax = _mm512_max_ps(vmax, s);
+                }
+            }
+            float *mc = mls + ch * 32;
+            const __m512 mold = _mm512_load_ps(mc), lold = _mm512_load_ps(mc + 16);
+            const __m512 mnew = _mm512_max_ps(mold, rl_max(vmax, W));
+            const __mmask16 first = _mm512_cmp_ps_mask(mold, _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ);
+            const __m512 cv = _mm512_maskz_mov_ps((__mmask16)~first, exp16_le0(_mm512_sub_ps(mold, mnew)));
+            __m512 sum = _mm512_setzero_ps();
+            for (int64_t rr = 0; rr < nr; rr++) {
+                const __m512 s = _mm512_load_ps(rb + rr * 16);
+                const __mmask16 live = _mm512_cmp_ps_mask(s, _mm512_set1_ps(-INFINITY), _CMP_NEQ_OQ);
+                const __m512 p = _mm512_maskz_mov_ps(live, exp16_le0(_mm512_sub_ps(s, mnew)));
+                _mm512_store_ps(rb + rr * 16, p);
+                sum = _mm512_add_ps(sum, p);
+            }
+            _mm512_store_ps(mc, mnew);
+            _mm512_store_ps(mc + 16, _mm512_fmadd_ps(lold, cv, rl_add(sum, W)));
+            for (int64_t j = 0; j < jb; j++)
+                _mm512_store_ps(pj + j * 16, _mm512_permutexvar_ps(idx_p[j % W], _mm512_load_ps(rb + (j / W) * 16)));
+            const __m512 co = _mm512_permutexvar_ps(idx_c, cv);
+            float *oc = op + ch * nc * 16;
+            int64_t c0 = 0;
+            for (; c0 + 16 <= nc; c0 += 16) { /* 16 vectors of the output in registers */
+                __m512 acc[16];
+#pragma GCC unroll 16
+                for (int u = 0; u < 16; u++) acc[u] = _mm512_mul_ps(co, _mm512_load_ps(oc + (c0 + u) * 16));
+                for (int64_t j = 0; j < jb; j++) {
+                    const __m512 pv = _mm512_load_ps(pj + j * 16);
+                    const float *vj = vr[j] + W * c0;
+#pragma GCC unroll 16
+                    for (int u = 0; u < 16; u++) acc[u] = _mm512_fmadd_ps(pv, bcast_w(vj + W * u, W), acc[u]);
+                }
+#pragma GCC unroll 16
+                for (int u = 0; u < 16; u++) _mm512_store_ps(oc + (c0 + u) * 16, acc[u]);
+            }
+            for (; c0 < nc; c0++) { /* the rest one vector at a time, even and odd keys apart */
+                __m512 a0 = _mm512_mul_ps(co, _mm512_load_ps(oc + c0 * 16)), a1 = _mm512_setzero_ps();
+                int64_t j = 0;
+                for (; j + 2 <= jb; j += 2) {
+                    a0 = _mm512_fmadd_ps(_mm512_load_ps(pj + j * 16), bcast_w(vr[j] + W * c0, W), a0);
+                    a1 = _mm512_fmadd_ps(_mm512_load_ps(pj + (j + 1) * 16), bcast_w(vr[j + 1] + W * c0, W), a1);
+                }
+                if (j < jb) a0 = _mm512_fmadd_ps(_mm512_load_ps(pj + j * 16), bcast_w(vr[j] + W * c0, W), a0);
+                _mm512_store_ps(oc + c0 * 16, _mm512_add_ps(a0, a1));
+            }
+        }
+    }
+    for (int64_t ch = 0; ch < nch; ch++)
+        for (int h = 0; h < H; h++) {
+            const int64_t hh = ch * H + h;
+            ml[2 * hh] = mls[ch * 32 + 4 * (h / Q) + h % Q];
+            ml[2 * hh + 1] = mls[ch * 32 + 16 + 4 * (h / Q) + h % Q];
+            for (int64_t c = 0; c < nc; c++)
+                for (int e = 0; e < W; e++) {
+                    const int64_t d = row_dim(W * c + e, dt);
+                    if (d < hd) o[hh * hd + d] = op[(ch * nc + c) * 16 + h * W + e];
+                }
+        }
+}
+static TGT_AVX512 void attn_part_heads8(float *o, float *ml, const float *q, int64_t n_rep, int64_t hd, const void *k_base,
+                                        const void *v_base, xf_dtype dt, int64_t row_elems, int64_t head_off,
+                                        const int64_t *slots, int64_t n_ctx, float scale, float *scratch) {
+    attn_part_heads(o, ml, q, n_rep, hd, k_base, v_base, dt, row_elems, head_off, slots, n_ctx, scale, scratch, 2);
+}
+static TGT_AVX512 void attn_part_heads4(float *o, float *ml, const float *q, int64_t n_rep, int64_t hd, const void *k_base,
+                                        const void *v_base, xf_dtype dt, int64_t row_elems, int64_t head_off,
+                                        const int64_t *slots, int64_t n_ctx, float scale, float *scratch) {
+    attn_part_heads(o, ml, q, n_rep, hd, k_base, v_base, dt, row_elems, head_off, slots, n_ctx, scale, scratch, 4);
+}
 #endif
 
 void xk_attention_part(xk_isa isa, float *o, float *ml, const float *q, int64_t n_rep, int64_t head_dim,
                        const void *k_base, const void *v_base, xf_dtype dtype, int64_t row_elems, int64_t head_off,
                        const int64_t *slots, int64_t n_ctx, float scale, float *scratch) {
 #if XK_X86
+    if (isa == XK_ISA_AVX512 && n_rep % 8 == 0 && head_dim % 2 == 0) {
+        attn_part_heads8(o, ml, q, n_rep, head_dim, k_base, v_base, dtype, row_elems, head_off, slots, n_ctx, scale, scratch);
+        return;
+    }
+    if (isa == XK_ISA_AVX512 && n_rep % 4 == 0 && head_dim % 4 == 0) {
+        attn_part_heads4(o, ml, q, n_rep, head_dim, k_base, v_base, dtype, row_elems, head_off, slots, n_ctx, scale, scratch);
+        return;
+    }
     if (isa == XK_ISA_AVX512) {
         attn_part_avx512(o, ml, q, n_rep, head_dim, k_base, v_base, dtype, row_elems, head_off, slots, n_ctx, scale, scratch);
         return;
