@@ -165,19 +165,36 @@ static inline TGT_AVX512 __attribute__((always_inline)) void cvt_row512(float *d
     }
 }
 
-/* The rows [from, to) of the slot table (bytes of each from off_bytes) into L1 (l2 = 0: the block
- * about to be read) or L2 (l2 = 1: the block after it, which would otherwise evict the current
- * block from L1 while the n_rep heads still reuse it: 2 x 64 rows of K and V a block). */
+/* The rows [from, to) of the slot table (bytes of each from off_bytes) into L1: the first block of
+ * a part (prefetch_next brings the later ones to L2 while the block before is computed). */
 static inline TGT_AVX512 __attribute__((always_inline)) void prefetch_rows(const char *base, const int64_t *slots,
                                                                            int64_t from, int64_t to, int64_t row_bytes,
-                                                                           int64_t off_bytes, int64_t bytes, const int l2) {
+                                                                           int64_t off_bytes, int64_t bytes) {
     for (int64_t j = from; j < to; j++) {
         const char *r = base + slots[j] * row_bytes + off_bytes;
-        for (int64_t b = 0; b < bytes; b += 64) {
-            if (l2) _mm_prefetch(r + b, _MM_HINT_T1);
-            else _mm_prefetch(r + b, _MM_HINT_T0);
-        }
+        for (int64_t b = 0; b < bytes; b += 64) _mm_prefetch(r + b, _MM_HINT_T0);
         if ((uintptr_t)r & 63) _mm_prefetch(r + bytes - 1, _MM_HINT_T1); /* a row that does not start on a line */
+    }
+}
+
+/* The 16 rows from j of the slot table (if below n_ctx) into L2, `bytes` of each from off_bytes, K
+ * and V: issued for each KV head's slice while the same 16 keys of the block before are computed
+ * for that head, so the stream ahead of the arithmetic is a steady trickle rather than a burst
+ * that fills the line-fill buffers. */
+static inline TGT_AVX512 __attribute__((always_inline)) void prefetch_next(const char *kbase, const char *vbase,
+                                                                           const int64_t *slots, int64_t j, int64_t n_ctx,
+                                                                           int64_t row_bytes, int64_t off_bytes, int64_t bytes) {
+    const int64_t j1 = j + 16 < n_ctx ? j + 16 : n_ctx;
+    for (; j < j1; j++) {
+        const char *a = kbase + slots[j] * row_bytes + off_bytes, *b = vbase + slots[j] * row_bytes + off_bytes;
+        for (int64_t x = 0; x < bytes; x += 64) {
+            _mm_prefetch(a + x, _MM_HINT_T1);
+            _mm_prefetch(b + x, _MM_HINT_T1);
+        }
+        if ((uintptr_t)a & 63) { /* rows that do not start on a line: their last line */
+            _mm_prefetch(a + bytes - 1, _MM_HINT_T1);
+            _mm_prefetch(b + bytes - 1, _MM_HINT_T1);
+        }
     }
 }
 
@@ -187,21 +204,21 @@ static inline TGT_AVX512 __attribute__((always_inline)) void prefetch_rows(const
  * the output row in registers. GQA's n_rep heads reuse each block of K and V from L1. The rows of
  * the block ahead are prefetched (the slot table makes the stream irregular to the hardware
  * prefetchers). */
-static TGT_AVX512 void attn_part_avx512(float *o, float *ml, const float *q, int64_t n_rep, int64_t hd,
+static TGT_AVX512 void attn_part_avx512(float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep, int64_t hd,
                                         const void *k_base, const void *v_base, xf_dtype dt, int64_t row_elems,
                                         int64_t head_off, const int64_t *slots, int64_t n_ctx, float scale,
                                         float *scratch) {
-    const int64_t hdp = round16(hd), nvec = hdp / 16, esz = dt == XF_FP32 ? 4 : 2;
+    const int64_t hdp = round16(hd), nvec = hdp / 16, esz = dt == XF_FP32 ? 4 : 2, nh = n_g * n_rep;
     const int64_t row_bytes = row_elems * esz, off_bytes = head_off * esz, hbytes = hd * esz;
     const __mmask16 tail = hd % 16 ? (__mmask16)((1u << (hd % 16)) - 1u) : (__mmask16)0xffff;
-    float *qs = scratch;                                  /* (n_rep, hdp) scale * q, zero-padded */
-    float *kb = qs + round16(n_rep * hdp);                /* (XK_DEC_KEYS, hdp) a block of K as fp32 */
+    float *qs = scratch;                                  /* (nh, hdp) scale * q, zero-padded */
+    float *kb = qs + round16(nh * hdp);                   /* (XK_DEC_KEYS, hdp) a block of K as fp32 */
     float *vb = kb + XK_DEC_KEYS * hdp;                   /* (XK_DEC_KEYS, hdp) a block of V as fp32 */
     float *zero = vb + XK_DEC_KEYS * hdp;                 /* (hdp) zeros: the rows past n_ctx */
     float *pw = zero + hdp;                               /* (n_rep, XK_DEC_KEYS) this block's weights */
     float *cr = pw + round16(n_rep * XK_DEC_KEYS);        /* (n_rep) this block's rescale factors */
     const __m512 vs = _mm512_set1_ps(scale);
-    for (int64_t h = 0; h < n_rep; h++) {
+    for (int64_t h = 0; h < nh; h++) {
         for (int64_t v = 0; v < nvec; v++) {
             const __mmask16 m = v == nvec - 1 ? tail : (__mmask16)0xffff;
             _mm512_store_ps(qs + h * hdp + v * 16, _mm512_mul_ps(vs, _mm512_maskz_loadu_ps(m, q + h * hd + v * 16)));
@@ -210,41 +227,40 @@ static TGT_AVX512 void attn_part_avx512(float *o, float *ml, const float *q, int
         ml[2 * h + 1] = 0.0f;
     }
     for (int64_t v = 0; v < nvec; v++) _mm512_store_ps(zero + v * 16, _mm512_setzero_ps());
-    memset(o, 0, (size_t)(n_rep * hd) * sizeof(float));
+    memset(o, 0, (size_t)(nh * hd) * sizeof(float));
     const char *kbase = k_base, *vbase = v_base;
     const int64_t pf0 = n_ctx < XK_DEC_KEYS ? n_ctx : XK_DEC_KEYS;
-    prefetch_rows(kbase, slots, 0, pf0, row_bytes, off_bytes, hbytes, 0);
-    prefetch_rows(vbase, slots, 0, pf0, row_bytes, off_bytes, hbytes, 0);
+    prefetch_rows(kbase, slots, 0, pf0, row_bytes, off_bytes, n_g * hbytes);
+    prefetch_rows(vbase, slots, 0, pf0, row_bytes, off_bytes, n_g * hbytes);
     const float *kr[XK_DEC_KEYS], *vr[XK_DEC_KEYS];
     for (int64_t j0 = 0; j0 < n_ctx; j0 += XK_DEC_KEYS) {
         const int64_t jb = n_ctx - j0 < XK_DEC_KEYS ? n_ctx - j0 : XK_DEC_KEYS, nsub = (jb + 15) / 16;
-        {
-            const int64_t p0 = j0 + XK_DEC_KEYS, p1 = p0 + XK_DEC_KEYS < n_ctx ? p0 + XK_DEC_KEYS : n_ctx;
-            prefetch_rows(kbase, slots, p0, p1, row_bytes, off_bytes, hbytes, 1);
-            prefetch_rows(vbase, slots, p0, p1, row_bytes, off_bytes, hbytes, 1);
-        }
+      for (int64_t g = 0; g < n_g; g++) { /* the KV heads of a row one after the other: the block's rows stream in order */
+        const int64_t goff = off_bytes + g * hbytes;
         for (int64_t jj = 0; jj < nsub * 16; jj++) {
             if (jj >= jb) kr[jj] = vr[jj] = zero;
             else if (dt == XF_FP32) {
-                kr[jj] = (const float *)(kbase + slots[j0 + jj] * row_bytes + off_bytes);
-                vr[jj] = (const float *)(vbase + slots[j0 + jj] * row_bytes + off_bytes);
+                kr[jj] = (const float *)(kbase + slots[j0 + jj] * row_bytes + goff);
+                vr[jj] = (const float *)(vbase + slots[j0 + jj] * row_bytes + goff);
             } else {
-                cvt_row512(kb + jj * hdp, (const uint16_t *)(kbase + slots[j0 + jj] * row_bytes + off_bytes), dt, hd);
-                cvt_row512(vb + jj * hdp, (const uint16_t *)(vbase + slots[j0 + jj] * row_bytes + off_bytes), dt, hd);
+                cvt_row512(kb + jj * hdp, (const uint16_t *)(kbase + slots[j0 + jj] * row_bytes + goff), dt, hd);
+                cvt_row512(vb + jj * hdp, (const uint16_t *)(vbase + slots[j0 + jj] * row_bytes + goff), dt, hd);
                 kr[jj] = kb + jj * hdp;
                 vr[jj] = vb + jj * hdp;
             }
         }
         for (int64_t h = 0; h < n_rep; h++) {
+            const int64_t hh = g * n_rep + h;
             __m512 sv[XK_DEC_KEYS / 16];
             __m512 vmax = _mm512_set1_ps(-INFINITY);
             for (int64_t sb = 0; sb < nsub; sb++) {
                 const float *const *kk = kr + sb * 16;
+                if (h == 0) prefetch_next(kbase, vbase, slots, j0 + XK_DEC_KEYS + sb * 16, n_ctx, row_bytes, goff, hbytes);
                 __m512 acc[16]; /* in registers: every loop over them is unrolled */
 #pragma GCC unroll 16
                 for (int jj = 0; jj < 16; jj++) acc[jj] = _mm512_setzero_ps();
                 for (int64_t v = 0; v < nvec; v++) {
-                    const __m512 qv = _mm512_load_ps(qs + h * hdp + v * 16);
+                    const __m512 qv = _mm512_load_ps(qs + hh * hdp + v * 16);
                     /* fp32 rows are read in place: the last vector masked (the zero-padded q makes
                      * the tail's value irrelevant, but the load must not leave the row) */
                     const __mmask16 m = v == nvec - 1 && dt == XF_FP32 ? tail : (__mmask16)0xffff;
@@ -257,7 +273,7 @@ static TGT_AVX512 void attn_part_avx512(float *o, float *ml, const float *q, int
                 sv[sb] = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), live, hsum16x16(acc));
                 vmax = _mm512_max_ps(vmax, sv[sb]);
             }
-            const float mnew = softmax_max(ml[2 * h], _mm512_reduce_max_ps(vmax));
+            const float mnew = softmax_max(ml[2 * hh], _mm512_reduce_max_ps(vmax));
             const __m512 mv = _mm512_set1_ps(mnew);
             __m512 sum = _mm512_setzero_ps();
             for (int64_t sb = 0; sb < nsub; sb++) {
@@ -267,12 +283,12 @@ static TGT_AVX512 void attn_part_avx512(float *o, float *ml, const float *q, int
                 _mm512_store_ps(pw + h * XK_DEC_KEYS + sb * 16, p);
                 sum = _mm512_add_ps(sum, p);
             }
-            cr[h] = softmax_commit(&ml[2 * h], &ml[2 * h + 1], mnew, _mm512_reduce_add_ps(sum));
+            cr[h] = softmax_commit(&ml[2 * hh], &ml[2 * hh + 1], mnew, _mm512_reduce_add_ps(sum));
         }
         for (int64_t h = 0; h < n_rep; h++) {
             const __m512 c = _mm512_set1_ps(cr[h]);
             const float *ph = pw + h * XK_DEC_KEYS;
-            float *oh = o + h * hd;
+            float *oh = o + (g * n_rep + h) * hd;
             for (int64_t v0 = 0; v0 < nvec; v0 += 4) { /* 4 vectors of the output row in registers */
                 const int64_t nv = nvec - v0 < 4 ? nvec - v0 : 4;
                 __mmask16 m[4];
@@ -300,6 +316,7 @@ static TGT_AVX512 void attn_part_avx512(float *o, float *ml, const float *q, int
                 for (int u = 0; u < 4; u++) _mm512_mask_storeu_ps(oh + (v0 + u) * 16, m[u], _mm512_add_ps(ov[u], ow[u]));
             }
         }
+      }
     }
 }
 
@@ -486,18 +503,18 @@ static inline TGT_AVX512 __attribute__((always_inline)) __m512 rl_add(__m512 v, 
 
 
 static inline TGT_AVX512 __attribute__((always_inline)) void
-attn_part_heads(float *o, float *ml, const float *q, int64_t n_rep, int64_t hd, const void *k_base, const void *v_base,
+attn_part_heads(float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep, int64_t hd, const void *k_base, const void *v_base,
                 xf_dtype dt, int64_t row_elems, int64_t head_off, const int64_t *slots, int64_t n_ctx, float scale,
                 float *scratch, const int W) {
     const int H = 16 / W, Q = 4 / W; /* heads per chunk; heads per 128-bit lane of an R vector */
     /* a row's positions: bf16 rows are converted in 32-element pieces, even elements first (one
      * shift or mask per 16, no shuffle), so position p holds element row_dim(p) (>= hd: padding) */
     const int64_t hdp = (hd + 31) & ~(int64_t)31, rl = dt == XF_BF16 ? hdp : hd, nc = rl / W;
-    const int64_t nch = n_rep / H, esz = dt == XF_FP32 ? 4 : 2;
+    const int64_t cpg = n_rep / H, nch = n_g * cpg, esz = dt == XF_FP32 ? 4 : 2; /* chunks per KV head, in all */
     const int64_t row_bytes = row_elems * esz, off_bytes = head_off * esz, hbytes = hd * esz;
     float *qp = scratch;                        /* (nch, nc, 16) the scaled query in the head layout */
-    float *op = qp + n_rep * hdp;               /* (nch, nc, 16) the unnormalized output, same layout */
-    float *kb = op + n_rep * hdp;               /* (XK_DEC_KEYS, hdp) a block of K as fp32 */
+    float *op = qp + n_g * n_rep * hdp;         /* (nch, nc, 16) the unnormalized output, same layout */
+    float *kb = op + n_g * n_rep * hdp;         /* (XK_DEC_KEYS, hdp) a block of K as fp32 */
     float *vb = kb + XK_DEC_KEYS * hdp;         /* (XK_DEC_KEYS, hdp) a block of V as fp32 */
     float *zero = vb + XK_DEC_KEYS * hdp;       /* (hdp) zeros: the rows past n_ctx */
     float *rb = zero + hdp;                     /* (64, 16) a block's R vectors (scores, then weights) */
@@ -531,39 +548,37 @@ attn_part_heads(float *o, float *ml, const float *q, int64_t n_rep, int64_t hd, 
     }
     const char *kbase = k_base, *vbase = v_base;
     const int64_t pf0 = n_ctx < XK_DEC_KEYS ? n_ctx : XK_DEC_KEYS;
-    prefetch_rows(kbase, slots, 0, pf0, row_bytes, off_bytes, hbytes, 0);
-    prefetch_rows(vbase, slots, 0, pf0, row_bytes, off_bytes, hbytes, 0);
+    prefetch_rows(kbase, slots, 0, pf0, row_bytes, off_bytes, n_g * hbytes);
+    prefetch_rows(vbase, slots, 0, pf0, row_bytes, off_bytes, n_g * hbytes);
     const float *kr[XK_DEC_KEYS], *vr[XK_DEC_KEYS];
     for (int64_t j0 = 0; j0 < n_ctx; j0 += XK_DEC_KEYS) {
         const int64_t jb = n_ctx - j0 < XK_DEC_KEYS ? n_ctx - j0 : XK_DEC_KEYS, nsub = (jb + 15) / 16;
-        {
-            const int64_t p0 = j0 + XK_DEC_KEYS, p1 = p0 + XK_DEC_KEYS < n_ctx ? p0 + XK_DEC_KEYS : n_ctx;
-            prefetch_rows(kbase, slots, p0, p1, row_bytes, off_bytes, hbytes, 1);
-            prefetch_rows(vbase, slots, p0, p1, row_bytes, off_bytes, hbytes, 1);
-        }
+      for (int64_t g = 0; g < n_g; g++) { /* the KV heads of a row one after the other: the block's rows stream in order */
+        const int64_t goff = off_bytes + g * hbytes;
         for (int64_t jj = 0; jj < nsub * 16; jj++) {
             if (jj >= jb) kr[jj] = vr[jj] = zero;
             else if (dt == XF_FP32) {
-                kr[jj] = (const float *)(kbase + slots[j0 + jj] * row_bytes + off_bytes);
-                vr[jj] = (const float *)(vbase + slots[j0 + jj] * row_bytes + off_bytes);
+                kr[jj] = (const float *)(kbase + slots[j0 + jj] * row_bytes + goff);
+                vr[jj] = (const float *)(vbase + slots[j0 + jj] * row_bytes + goff);
             } else {
                 if (dt == XF_BF16) {
-                    cvt_row_bf16eo(kb + jj * hdp, (const uint16_t *)(kbase + slots[j0 + jj] * row_bytes + off_bytes), hd);
-                    cvt_row_bf16eo(vb + jj * hdp, (const uint16_t *)(vbase + slots[j0 + jj] * row_bytes + off_bytes), hd);
+                    cvt_row_bf16eo(kb + jj * hdp, (const uint16_t *)(kbase + slots[j0 + jj] * row_bytes + goff), hd);
+                    cvt_row_bf16eo(vb + jj * hdp, (const uint16_t *)(vbase + slots[j0 + jj] * row_bytes + goff), hd);
                 } else {
-                    cvt_row512(kb + jj * hdp, (const uint16_t *)(kbase + slots[j0 + jj] * row_bytes + off_bytes), dt, hd);
-                    cvt_row512(vb + jj * hdp, (const uint16_t *)(vbase + slots[j0 + jj] * row_bytes + off_bytes), dt, hd);
+                    cvt_row512(kb + jj * hdp, (const uint16_t *)(kbase + slots[j0 + jj] * row_bytes + goff), dt, hd);
+                    cvt_row512(vb + jj * hdp, (const uint16_t *)(vbase + slots[j0 + jj] * row_bytes + goff), dt, hd);
                 }
                 kr[jj] = kb + jj * hdp;
                 vr[jj] = vb + jj * hdp;
             }
         }
         const int64_t nr = nsub * 16 / W; /* R vectors of this block */
-        for (int64_t ch = 0; ch < nch; ch++) {
+        for (int64_t ch = g * cpg; ch < (g + 1) * cpg; ch++) {
             const float *qc = qp + ch * nc * 16;
             __m512 vmax = _mm512_set1_ps(-INFINITY);
             for (int64_t sb = 0; sb < nsub; sb++) {
                 const float *const *kk = kr + sb * 16;
+                if (ch == g * cpg) prefetch_next(kbase, vbase, slots, j0 + XK_DEC_KEYS + sb * 16, n_ctx, row_bytes, goff, hbytes);
                 __m512 acc[16];
 #pragma GCC unroll 16
                 for (int k = 0; k < 16; k++) acc[k] = _mm512_setzero_ps();
@@ -637,6 +652,7 @@ attn_part_heads(float *o, float *ml, const float *q, int64_t n_rep, int64_t hd, 
                 _mm512_store_ps(oc + c0 * 16, _mm512_add_ps(a0, a1));
             }
         }
+      }
     }
     for (int64_t ch = 0; ch < nch; ch++)
         for (int h = 0; h < H; h++) {
@@ -650,41 +666,57 @@ attn_part_heads(float *o, float *ml, const float *q, int64_t n_rep, int64_t hd, 
                 }
         }
 }
-static TGT_AVX512 void attn_part_heads8(float *o, float *ml, const float *q, int64_t n_rep, int64_t hd, const void *k_base,
-                                        const void *v_base, xf_dtype dt, int64_t row_elems, int64_t head_off,
-                                        const int64_t *slots, int64_t n_ctx, float scale, float *scratch) {
-    attn_part_heads(o, ml, q, n_rep, hd, k_base, v_base, dt, row_elems, head_off, slots, n_ctx, scale, scratch, 2);
+static TGT_AVX512 void attn_part_heads8(float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep, int64_t hd,
+                                        const void *k_base, const void *v_base, xf_dtype dt, int64_t row_elems,
+                                        int64_t head_off, const int64_t *slots, int64_t n_ctx, float scale, float *scratch) {
+    attn_part_heads(o, ml, q, n_g, n_rep, hd, k_base, v_base, dt, row_elems, head_off, slots, n_ctx, scale, scratch, 2);
 }
-static TGT_AVX512 void attn_part_heads4(float *o, float *ml, const float *q, int64_t n_rep, int64_t hd, const void *k_base,
-                                        const void *v_base, xf_dtype dt, int64_t row_elems, int64_t head_off,
-                                        const int64_t *slots, int64_t n_ctx, float scale, float *scratch) {
-    attn_part_heads(o, ml, q, n_rep, hd, k_base, v_base, dt, row_elems, head_off, slots, n_ctx, scale, scratch, 4);
+static TGT_AVX512 void attn_part_heads4(float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep, int64_t hd,
+                                        const void *k_base, const void *v_base, xf_dtype dt, int64_t row_elems,
+                                        int64_t head_off, const int64_t *slots, int64_t n_ctx, float scale, float *scratch) {
+    attn_part_heads(o, ml, q, n_g, n_rep, hd, k_base, v_base, dt, row_elems, head_off, slots, n_ctx, scale, scratch, 4);
 }
 #endif
+
+/* A part of n_g consecutive KV heads from head_off (q, o: (n_g * n_rep, head_dim), ml (n_g * n_rep, 2)).
+ * The AVX-512 variants take the heads inside their block loop, so each block's rows are read in
+ * order, every KV head of a row at once (the rows are (KV head, head_dim) in the cache); the others
+ * run one KV head after the other. scratch: xk_attn_decode_scratch(n_g * n_rep, head_dim) floats. */
+static void attn_part_g(xk_isa isa, float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep, int64_t head_dim,
+                        const void *k_base, const void *v_base, xf_dtype dtype, int64_t row_elems, int64_t head_off,
+                        const int64_t *slots, int64_t n_ctx, float scale, float *scratch) {
+#if XK_X86
+    if (isa == XK_ISA_AVX512 && n_rep % 8 == 0 && head_dim % 2 == 0) {
+        attn_part_heads8(o, ml, q, n_g, n_rep, head_dim, k_base, v_base, dtype, row_elems, head_off, slots, n_ctx, scale, scratch);
+        return;
+    }
+    if (isa == XK_ISA_AVX512 && n_rep % 4 == 0 && head_dim % 4 == 0) {
+        attn_part_heads4(o, ml, q, n_g, n_rep, head_dim, k_base, v_base, dtype, row_elems, head_off, slots, n_ctx, scale, scratch);
+        return;
+    }
+    if (isa == XK_ISA_AVX512) {
+        attn_part_avx512(o, ml, q, n_g, n_rep, head_dim, k_base, v_base, dtype, row_elems, head_off, slots, n_ctx, scale, scratch);
+        return;
+    }
+#endif
+    for (int64_t g = 0; g < n_g; g++) {
+        const int64_t off = g * n_rep * head_dim;
+#if XK_X86
+        if (isa == XK_ISA_AVX2) {
+            attn_part_avx2(o + off, ml + 2 * g * n_rep, q + off, n_rep, head_dim, k_base, v_base, dtype, row_elems,
+                           head_off + g * head_dim, slots, n_ctx, scale, scratch);
+            continue;
+        }
+#endif
+        attn_part_scalar(o + off, ml + 2 * g * n_rep, q + off, n_rep, head_dim, k_base, v_base, dtype, row_elems,
+                         head_off + g * head_dim, slots, n_ctx, scale, scratch);
+    }
+}
 
 void xk_attention_part(xk_isa isa, float *o, float *ml, const float *q, int64_t n_rep, int64_t head_dim,
                        const void *k_base, const void *v_base, xf_dtype dtype, int64_t row_elems, int64_t head_off,
                        const int64_t *slots, int64_t n_ctx, float scale, float *scratch) {
-#if XK_X86
-    if (isa == XK_ISA_AVX512 && n_rep % 8 == 0 && head_dim % 2 == 0) {
-        attn_part_heads8(o, ml, q, n_rep, head_dim, k_base, v_base, dtype, row_elems, head_off, slots, n_ctx, scale, scratch);
-        return;
-    }
-    if (isa == XK_ISA_AVX512 && n_rep % 4 == 0 && head_dim % 4 == 0) {
-        attn_part_heads4(o, ml, q, n_rep, head_dim, k_base, v_base, dtype, row_elems, head_off, slots, n_ctx, scale, scratch);
-        return;
-    }
-    if (isa == XK_ISA_AVX512) {
-        attn_part_avx512(o, ml, q, n_rep, head_dim, k_base, v_base, dtype, row_elems, head_off, slots, n_ctx, scale, scratch);
-        return;
-    }
-    if (isa == XK_ISA_AVX2) {
-        attn_part_avx2(o, ml, q, n_rep, head_dim, k_base, v_base, dtype, row_elems, head_off, slots, n_ctx, scale, scratch);
-        return;
-    }
-#endif
-    (void)isa;
-    attn_part_scalar(o, ml, q, n_rep, head_dim, k_base, v_base, dtype, row_elems, head_off, slots, n_ctx, scale, scratch);
+    attn_part_g(isa, o, ml, q, 1, n_rep, head_dim, k_base, v_base, dtype, row_elems, head_off, slots, n_ctx, scale, scratch);
 }
 
 void xk_attention_decode(xk_isa isa, float *out, const float *q, int64_t n_rep, int64_t head_dim, const void *k_base,
@@ -716,8 +748,8 @@ void xk_attention_merge(float *out, const float *o, const float *ml, int64_t n_p
     }
 }
 
-int64_t xk_attn_thread_floats(int64_t n_rep, int64_t head_dim) {
-    return round16(xk_attn_decode_scratch(n_rep, head_dim)) + round16(2 * n_rep);
+int64_t xk_attn_thread_floats(int64_t n_heads, int64_t head_dim) {
+    return round16(xk_attn_decode_scratch(n_heads, head_dim)) + round16(2 * n_heads);
 }
 
 /* Split-K: the parts of a context of ctx keys, and the keys per part (a multiple of 16). */
@@ -731,17 +763,18 @@ void xk_attention_batch(xk_isa isa, int threads, const xk_attn_query *qs, int64_
                         int64_t hd, xf_dtype dtype, int64_t row_elems, float scale, const xk_attn_work *w) {
     if (n_q < 1) return;
     const int split = n_q * n_kv < XK_ATT_SPLIT_ITEMS;
-    int64_t *ti = w->items; /* ti[i]: items before query i */
+    const int64_t nh = n_kv * n_rep; /* a token's query heads: every item takes all of them */
+    int64_t *ti = w->items; /* ti[i]: items (context parts) before query i */
     ti[0] = 0;
-    for (int64_t i = 0; i < n_q; i++) ti[i + 1] = ti[i] + n_kv * (split ? attn_parts(qs[i].n_ctx) : 1);
+    for (int64_t i = 0; i < n_q; i++) ti[i + 1] = ti[i] + (split ? attn_parts(qs[i].n_ctx) : 1);
     const int64_t n_items = ti[n_q];
 #pragma omp parallel num_threads(threads) if (n_items > 1)
     {
         float *scr = w->scratch + (int64_t)omp_get_thread_num() * w->scratch_n;
-        float *ml = scr + round16(xk_attn_decode_scratch(n_rep, hd)); /* (n_rep, 2) */
+        float *ml = scr + round16(xk_attn_decode_scratch(nh, hd)); /* (nh, 2) */
 #pragma omp for schedule(dynamic, 1)
         for (int64_t it = 0; it < n_items; it++) {
-            int64_t qi = it / n_kv; /* one part per (query, KV head) unless split */
+            int64_t qi = it; /* one item per query unless split */
             if (split) { /* the query with ti[qi] <= it < ti[qi + 1] */
                 int64_t lo = 0, hi = n_q;
                 while (hi - lo > 1) {
@@ -752,29 +785,27 @@ void xk_attention_batch(xk_isa isa, int threads, const xk_attn_query *qs, int64_
                 qi = lo;
             }
             const xk_attn_query *a = &qs[qi];
-            const int64_t np = (ti[qi + 1] - ti[qi]) / n_kv, g = (it - ti[qi]) / np, p = (it - ti[qi]) % np;
-            const int64_t qoff = g * n_rep * hd; /* query heads g*n_rep .. (g+1)*n_rep-1 */
             if (!split) {
-                xk_attention_decode(isa, a->out + qoff, a->q + qoff, n_rep, hd, a->k_base, a->v_base, dtype, row_elems,
-                                    g * hd, a->slots, a->n_ctx, scale, scr, ml);
+                attn_part_g(isa, a->out, ml, a->q, n_kv, n_rep, hd, a->k_base, a->v_base, dtype, row_elems, 0, a->slots,
+                            a->n_ctx, scale, scr);
+                attn_normalize(a->out, a->out, ml, nh, hd);
             } else {
+                const int64_t np = ti[qi + 1] - ti[qi], p = it - ti[qi];
                 const int64_t plen = attn_part_len(a->n_ctx, np), j0 = p * plen;
                 const int64_t j1 = j0 + plen < a->n_ctx ? j0 + plen : a->n_ctx;
-                float *po = w->part_o + it * n_rep * hd, *pml = w->part_ml + it * n_rep * 2;
+                float *po = w->part_o + it * nh * hd, *pml = w->part_ml + it * nh * 2;
                 if (j1 > j0)
-                    xk_attention_part(isa, po, pml, a->q + qoff, n_rep, hd, a->k_base, a->v_base, dtype, row_elems, g * hd,
-                                      a->slots + j0, j1 - j0, scale, scr);
+                    attn_part_g(isa, po, pml, a->q, n_kv, n_rep, hd, a->k_base, a->v_base, dtype, row_elems, 0, a->slots + j0,
+                                j1 - j0, scale, scr);
                 else
-                    for (int64_t h = 0; h < n_rep; h++) pml[2 * h] = -INFINITY, pml[2 * h + 1] = 0.0f; /* merged as empty */
+                    for (int64_t h = 0; h < nh; h++) pml[2 * h] = -INFINITY, pml[2 * h + 1] = 0.0f; /* merged as empty */
             }
         }
         if (split) {
 #pragma omp for schedule(static)
-            for (int64_t qg = 0; qg < n_q * n_kv; qg++) {
-                const int64_t qi = qg / n_kv, g = qg % n_kv, np = (ti[qi + 1] - ti[qi]) / n_kv, i0 = ti[qi] + g * np;
-                xk_attention_merge(qs[qi].out + g * n_rep * hd, w->part_o + i0 * n_rep * hd, w->part_ml + i0 * n_rep * 2, np,
-                                   n_rep, hd);
-            }
+            for (int64_t qi = 0; qi < n_q; qi++)
+                xk_attention_merge(qs[qi].out, w->part_o + ti[qi] * nh * hd, w->part_ml + ti[qi] * nh * 2, ti[qi + 1] - ti[qi],
+                                   nh, hd);
         }
     }
 }

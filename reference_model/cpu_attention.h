@@ -58,7 +58,7 @@ void xk_attention_decode(xk_isa isa, float *out, const float *q, int64_t n_rep, 
  * ml (n_parts, n_rep, 2) from xk_attention_part, rescaled to the largest max and normalized. */
 void xk_attention_merge(float *out, const float *o, const float *ml, int64_t n_parts, int64_t n_rep, int64_t head_dim);
 
-/* ---- decode attention of a batch: threads over (query, KV head, part) ---- */
+/* ---- decode attention of a batch: threads over (query, part), every KV head in each ---- */
 
 #define XK_ATT_SPLIT_ITEMS 32 /* fewer (query, KV head) pairs than this split each context into parts */
 #define XK_ATT_MAX_PARTS 8    /* at most this many parts per pair ... */
@@ -78,18 +78,19 @@ typedef struct xk_attn_work {
     float *part_o;      /* (XK_ATT_SPLIT_ITEMS * XK_ATT_MAX_PARTS, n_rep, head_dim) split-K partial outputs */
     float *part_ml;     /* (XK_ATT_SPLIT_ITEMS * XK_ATT_MAX_PARTS, n_rep, 2) their max and sum */
     float *scratch;     /* (threads, scratch_n) 64-byte aligned */
-    int64_t scratch_n;  /* xk_attn_thread_floats(n_rep, head_dim) */
+    int64_t scratch_n;  /* xk_attn_thread_floats(n_kv * n_rep, head_dim) */
 } xk_attn_work;
 
-/* Floats per thread of xk_attn_work.scratch: the kernel's scratch and a (n_rep, 2) max and sum,
- * a multiple of 16. */
-int64_t xk_attn_thread_floats(int64_t n_rep, int64_t head_dim);
+/* Floats per thread of xk_attn_work.scratch for tokens of n_heads query heads (n_kv * n_rep: an
+ * item takes all of them): the kernel's scratch and a (n_heads, 2) max and sum, a multiple of 16. */
+int64_t xk_attn_thread_floats(int64_t n_heads, int64_t head_dim);
 
 /* Decode attention of n_q queries on n_kv KV heads of n_rep query heads each, on `threads` OpenMP
- * threads: work items (query, KV head, part); when n_q * n_kv < XK_ATT_SPLIT_ITEMS each context is
- * cut into parts of >= XK_ATT_PART_MIN keys (at most XK_ATT_MAX_PARTS, a multiple of 16 keys each)
- * merged afterwards. The cut depends on n_q, n_kv and the contexts only, never on the thread
- * count, so the results do not either. */
+ * threads: work items (query, part), each over all n_kv KV heads (on AVX-512 the heads of a row
+ * are read together, so a part's rows stream in order: the rows hold every KV head of a token);
+ * when n_q * n_kv < XK_ATT_SPLIT_ITEMS each context is cut into parts of >= XK_ATT_PART_MIN keys
+ * (at most XK_ATT_MAX_PARTS, a multiple of 16 keys each) merged afterwards. The cut depends on
+ * n_q, n_kv and the contexts only, never on the thread count, so the results do not either. */
 void xk_attention_batch(xk_isa isa, int threads, const xk_attn_query *qs, int64_t n_q, int64_t n_kv, int64_t n_rep,
                         int64_t head_dim, xf_dtype dtype, int64_t row_elems, float scale, const xk_attn_work *w);
 

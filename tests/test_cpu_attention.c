@@ -211,6 +211,71 @@ Test(cpu_attention, decode_gqa_group_equals_single_heads) {
     free_kv(&c);
 }
 
+/* xk_attention_batch, the backend's decode entry: items (query, part) over every KV head, split-K
+ * when n_q * n_kv < XK_ATT_SPLIT_ITEMS. Against the double reference per (query, KV head), and the
+ * same bits on 1 and 2 threads (the cut is a rule of the shapes). n_kv 3: the KV heads of a row
+ * side by side, as in the cache. */
+static void check_batch(xk_isa isa, xf_dtype dt, int64_t n_q, int64_t n_rep, int64_t hd) {
+    const int64_t n_kv = 3, nh = n_kv * n_rep, n_slots = 700;
+    kvc c = make_kv(dt, n_slots, n_kv, hd, (uint32_t)(n_q * 31 + n_rep * 7 + hd));
+    int64_t *slots = malloc((size_t)n_slots * sizeof(int64_t));
+    for (int64_t j = 0; j < n_slots; j++) slots[j] = (j * 53 + 17) % n_slots; /* scattered, distinct */
+    float *q = malloc((size_t)(n_q * nh * hd) * sizeof(float)), *out1 = malloc((size_t)(n_q * nh * hd) * sizeof(float));
+    float *out2 = malloc((size_t)(n_q * nh * hd) * sizeof(float));
+    double *want = malloc((size_t)(n_rep * hd) * sizeof(double));
+    uint32_t s = (uint32_t)(3 + n_q);
+    for (int64_t i = 0; i < n_q * nh * hd; i++) q[i] = frand(&s);
+    xk_attn_query *qs = malloc((size_t)n_q * sizeof *qs);
+    const int64_t tf = xk_attn_thread_floats(nh, hd);
+    xk_attn_work w = {malloc((size_t)(n_q + 1) * sizeof(int64_t)),
+                      malloc((size_t)(XK_ATT_SPLIT_ITEMS * XK_ATT_MAX_PARTS * n_rep * hd) * sizeof(float)),
+                      malloc((size_t)(XK_ATT_SPLIT_ITEMS * XK_ATT_MAX_PARTS * 2 * n_rep) * sizeof(float)),
+                      aligned_alloc(64, (size_t)(2 * tf) * sizeof(float)), tf};
+    const float scale = 1.0f / sqrtf((float)hd);
+    for (int th = 1; th <= 2; th++) {
+        float *out = th == 1 ? out1 : out2;
+        for (int64_t i = 0; i < n_q; i++) {
+            const int64_t ctx = 1 + (i * 211 + 600) % n_slots; /* 600, 111, 322, ...: split into 3, 1, 2 parts */
+            qs[i] = (xk_attn_query){q + i * nh * hd, out + i * nh * hd, c.K, c.V, slots, ctx};
+        }
+        xk_attention_batch(isa, th, qs, n_q, n_kv, n_rep, hd, dt, c.row, scale, &w);
+    }
+    for (int64_t i = 0; i < n_q; i++)
+        for (int64_t g = 0; g < n_kv; g++) {
+            ref_attention(want, q + (i * nh + g * n_rep) * hd, n_rep, hd, &c, g, slots, qs[i].n_ctx, scale);
+            for (int64_t e = 0; e < n_rep * hd; e++) {
+                const int64_t k = (i * nh + g * n_rep) * hd + e;
+                cr_assert(fabs(out1[k] - want[e]) <= TOL_DEC, "%s %s n_q %lld n_rep %lld hd %lld query %lld head %lld elem %lld: %.8g vs %.8g",
+                          xk_isa_name(isa), dtype_name(dt), (long long)n_q, (long long)n_rep, (long long)hd, (long long)i,
+                          (long long)g, (long long)e, out1[k], want[e]);
+                cr_assert_eq(out1[k], out2[k], "%s: 1 and 2 threads differ at query %lld", xk_isa_name(isa), (long long)i);
+            }
+        }
+    free(w.items);
+    free(w.part_o);
+    free(w.part_ml);
+    free(w.scratch);
+    free(qs);
+    free(want);
+    free(out2);
+    free(out1);
+    free(q);
+    free(slots);
+    free_kv(&c);
+}
+
+Test(cpu_attention, decode_batch_all_heads) {
+    const xf_dtype dts[3] = {XF_FP32, XF_FP16, XF_BF16};
+    const int64_t reps[3] = {1, 4, 8}, hds[2] = {64, 20}, nqs[2] = {2, 11}; /* 2 x 3 < 32: split; 11 x 3 >= 32: not */
+    for (int isa = 0; isa < XK_ISA_COUNT; isa++) {
+        if (!xk_isa_supported((xk_isa)isa)) continue;
+        for (int d = 0; d < 3; d++)
+            for (int r = 0; r < 3; r++)
+                for (int h = 0; h < 2; h++)
+                    for (int n = 0; n < 2; n++) check_batch((xk_isa)isa, dts[d], nqs[n], reps[r], hds[h]);
+    }
+}
+
 /* ---- blocked causal kernel ---- */
 
 /* A prefill of the last n_q of n_ctx positions (pos0 = n_ctx - n_q) of one sequence, n_kv KV heads
