@@ -316,7 +316,10 @@ static xf_status bench_attention(const model_config *cfg, int threads, int reps,
  * gather of the head's K and V into fp32 tiles, then every query block of it, last to first),
  * fp32 KV in 16-token blocks in a shuffled order. FLOPs: 4 head_dim per (query head, visible key)
  * pair under the causal mask, the cost model's pairs without its softmax term. Best of reps. */
+void openblas_set_num_threads(int num_threads); /* OpenBLAS: one thread per call under OpenMP, as the backend sets */
+
 static xf_status bench_prefill_attention(const model_config *cfg, int threads, int reps, int64_t n_tok, double *flops_s) {
+    openblas_set_num_threads(1);
     const int64_t hd = cfg->head_dim, nkv = cfg->n_kv_heads, kv_dim = nkv * hd, nrep = cfg->n_heads / nkv;
     const int64_t qw = cfg->n_heads * hd, qpb = xk_attn_block_queries(nrep), nqb = (n_tok + qpb - 1) / qpb;
     const int64_t tile_n = xk_attn_prefill_floats(n_tok, nrep, hd), tr = (n_tok * hd + 15) & ~(int64_t)15;

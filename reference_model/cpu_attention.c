@@ -204,10 +204,19 @@ static inline TGT_AVX512 __attribute__((always_inline)) void prefetch_next(const
  * the output row in registers. GQA's n_rep heads reuse each block of K and V from L1. The rows of
  * the block ahead are prefetched (the slot table makes the stream irregular to the hardware
  * prefetchers). */
-static TGT_AVX512 void attn_part_avx512(float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep, int64_t hd,
-                                        const void *k_base, const void *v_base, xf_dtype dt, int64_t row_elems,
-                                        int64_t head_off, const int64_t *slots, int64_t n_ctx, float scale,
-                                        float *scratch) {
+/* 16 elements from element i of a KV row: fp32 as stored (direct = 0, or rows converted to fp32
+ * first), or fp16 / bf16 read in place and widened in the register (direct = 1). */
+static inline TGT_AVX512 __attribute__((always_inline)) __m512 ld_kv(const float *p, int64_t i, __mmask16 m, xf_dtype dt,
+                                                                     const int direct) {
+    if (!direct) return _mm512_maskz_loadu_ps(m, p + i);
+    const __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)(const void *)p + i);
+    return dt == XF_FP16 ? _mm512_cvtph_ps(h) : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+static inline TGT_AVX512 __attribute__((always_inline)) void
+attn_part_avx512_t(float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep, int64_t hd, const void *k_base,
+                   const void *v_base, xf_dtype dt, int64_t row_elems, int64_t head_off, const int64_t *slots, int64_t n_ctx,
+                   float scale, float *scratch, const int direct) {
     const int64_t hdp = round16(hd), nvec = hdp / 16, esz = dt == XF_FP32 ? 4 : 2, nh = n_g * n_rep;
     const int64_t row_bytes = row_elems * esz, off_bytes = head_off * esz, hbytes = hd * esz;
     const __mmask16 tail = hd % 16 ? (__mmask16)((1u << (hd % 16)) - 1u) : (__mmask16)0xffff;
@@ -239,9 +248,9 @@ static TGT_AVX512 void attn_part_avx512(float *o, float *ml, const float *q, int
         const int64_t goff = off_bytes + g * hbytes;
         for (int64_t jj = 0; jj < nsub * 16; jj++) {
             if (jj >= jb) kr[jj] = vr[jj] = zero;
-            else if (dt == XF_FP32) {
-                kr[jj] = (const float *)(kbase + slots[j0 + jj] * row_bytes + goff);
-                vr[jj] = (const float *)(vbase + slots[j0 + jj] * row_bytes + goff);
+            else if (dt == XF_FP32 || direct) { /* read in place (16-bit rows: as uint16, through ld_kv) */
+                kr[jj] = (const float *)(const void *)(kbase + slots[j0 + jj] * row_bytes + goff);
+                vr[jj] = (const float *)(const void *)(vbase + slots[j0 + jj] * row_bytes + goff);
             } else {
                 cvt_row512(kb + jj * hdp, (const uint16_t *)(kbase + slots[j0 + jj] * row_bytes + goff), dt, hd);
                 cvt_row512(vb + jj * hdp, (const uint16_t *)(vbase + slots[j0 + jj] * row_bytes + goff), dt, hd);
@@ -263,10 +272,9 @@ static TGT_AVX512 void attn_part_avx512(float *o, float *ml, const float *q, int
                     const __m512 qv = _mm512_load_ps(qs + hh * hdp + v * 16);
                     /* fp32 rows are read in place: the last vector masked (the zero-padded q makes
                      * the tail's value irrelevant, but the load must not leave the row) */
-                    const __mmask16 m = v == nvec - 1 && dt == XF_FP32 ? tail : (__mmask16)0xffff;
+                    const __mmask16 m = v == nvec - 1 && (dt == XF_FP32 || direct) ? tail : (__mmask16)0xffff;
 #pragma GCC unroll 16
-                    for (int jj = 0; jj < 16; jj++)
-                        acc[jj] = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, kk[jj] + v * 16), acc[jj]);
+                    for (int jj = 0; jj < 16; jj++) acc[jj] = _mm512_fmadd_ps(qv, ld_kv(kk[jj], v * 16, m, dt, direct), acc[jj]);
                 }
                 const int64_t left = jb - sb * 16;
                 const __mmask16 live = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
@@ -305,11 +313,10 @@ static TGT_AVX512 void attn_part_avx512(float *o, float *ml, const float *q, int
                 for (int u = 0; u < 4; u++) ow[u] = _mm512_setzero_ps();
                 for (int64_t jj = 0; jj < jb; jj += 2) {
                     const __m512 pj = _mm512_set1_ps(ph[jj]), pk = _mm512_set1_ps(ph[jj + 1]);
-                    const float *vj = vr[jj] + v0 * 16, *vk = vr[jj + 1] + v0 * 16;
 #pragma GCC unroll 4
                     for (int u = 0; u < 4; u++) {
-                        ov[u] = _mm512_fmadd_ps(pj, _mm512_maskz_loadu_ps(m[u], vj + u * 16), ov[u]);
-                        ow[u] = _mm512_fmadd_ps(pk, _mm512_maskz_loadu_ps(m[u], vk + u * 16), ow[u]);
+                        ov[u] = _mm512_fmadd_ps(pj, ld_kv(vr[jj], (v0 + u) * 16, m[u], dt, direct), ov[u]);
+                        ow[u] = _mm512_fmadd_ps(pk, ld_kv(vr[jj + 1], (v0 + u) * 16, m[u], dt, direct), ow[u]);
                     }
                 }
 #pragma GCC unroll 4
@@ -318,6 +325,26 @@ static TGT_AVX512 void attn_part_avx512(float *o, float *ml, const float *q, int
         }
       }
     }
+}
+
+static TGT_AVX512 void attn_part_avx512(float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep, int64_t hd,
+                                        const void *k_base, const void *v_base, xf_dtype dt, int64_t row_elems,
+                                        int64_t head_off, const int64_t *slots, int64_t n_ctx, float scale, float *scratch) {
+    attn_part_avx512_t(o, ml, q, n_g, n_rep, hd, k_base, v_base, dt, row_elems, head_off, slots, n_ctx, scale, scratch, 0);
+}
+/* One query head per KV head (each row used once): fp16 / bf16 widened in the register, not
+ * converted into the block buffers first. */
+static TGT_AVX512 void attn_part_avx512_f16(float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep, int64_t hd,
+                                            const void *k_base, const void *v_base, xf_dtype dt, int64_t row_elems,
+                                            int64_t head_off, const int64_t *slots, int64_t n_ctx, float scale, float *scratch) {
+    (void)dt;
+    attn_part_avx512_t(o, ml, q, n_g, n_rep, hd, k_base, v_base, XF_FP16, row_elems, head_off, slots, n_ctx, scale, scratch, 1);
+}
+static TGT_AVX512 void attn_part_avx512_b16(float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep, int64_t hd,
+                                            const void *k_base, const void *v_base, xf_dtype dt, int64_t row_elems,
+                                            int64_t head_off, const int64_t *slots, int64_t n_ctx, float scale, float *scratch) {
+    (void)dt;
+    attn_part_avx512_t(o, ml, q, n_g, n_rep, hd, k_base, v_base, XF_BF16, row_elems, head_off, slots, n_ctx, scale, scratch, 1);
 }
 
 /* r[i] = the sum of the 8 lanes of v[i], for i in [0, 8): hadd tree then the two 128-bit halves. */
@@ -692,6 +719,11 @@ static void attn_part_g(xk_isa isa, float *o, float *ml, const float *q, int64_t
     }
     if (isa == XK_ISA_AVX512 && n_rep % 4 == 0 && head_dim % 4 == 0) {
         attn_part_heads4(o, ml, q, n_g, n_rep, head_dim, k_base, v_base, dtype, row_elems, head_off, slots, n_ctx, scale, scratch);
+        return;
+    }
+    if (isa == XK_ISA_AVX512 && n_rep == 1 && dtype != XF_FP32) {
+        (dtype == XF_FP16 ? attn_part_avx512_f16 : attn_part_avx512_b16)(o, ml, q, n_g, n_rep, head_dim, k_base, v_base, dtype,
+                                                                          row_elems, head_off, slots, n_ctx, scale, scratch);
         return;
     }
     if (isa == XK_ISA_AVX512) {
