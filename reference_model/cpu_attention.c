@@ -625,8 +625,7 @@ attn_part_heads(float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep,
                         r[t] = _mm512_add_ps(_mm512_shuffle_ps(r[2 * t], r[2 * t + 1], _MM_SHUFFLE(2, 0, 2, 0)),
                                              _mm512_shuffle_ps(r[2 * t], r[2 * t + 1], _MM_SHUFFLE(3, 1, 3, 1)));
                 }
-#pragma GCC unroll 8
-                for (int t = 0; t < 16 / W; t++) {
+                for (int t = 0; t < 16 / W; t++) { /* W is a constant where this is inlined: unrolled */
                     const int64_t rr = sb * (16 / W) + t, left = jb - rr * W; /* keys of this group left */
                     __m512 s = r[t];
                     if (left < W) s = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY),
