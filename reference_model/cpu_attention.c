@@ -165,15 +165,67 @@ static inline TGT_AVX512 __attribute__((always_inline)) void cvt_row512(float *d
     }
 }
 
-/* The rows [from, to) of the slot table (bytes of each from off_bytes) into L1: the first block of
- * a part (prefetch_next brings the later ones to L2 while the block before is computed). */
-static inline TGT_AVX512 __attribute__((always_inline)) void prefetch_rows(const char *base, const int64_t *slots,
-                                                                           int64_t from, int64_t to, int64_t row_bytes,
+/* The element at position p of a row converted for attn_part_heads: bf16 rows in 32-element
+ * pieces, even elements then odd ones; the others in order. */
+static inline int64_t row_dim(int64_t p, xf_dtype dt) {
+    if (dt != XF_BF16) return p;
+    const int64_t r = p % 32;
+    return p - r + (r < 16 ? 2 * r : 2 * (r - 16) + 1);
+}
+/* n bf16 elements as fp32 in row_dim's order into dst (round32(n) floats, zeros past n): the
+ * even elements of a 32-element piece are its dwords shifted left by 16, the odd ones the dwords
+ * with the low half cleared. */
+static inline TGT_AVX512 __attribute__((always_inline)) void cvt_row_bf16eo(float *dst, const uint16_t *src, int64_t n) {
+    for (int64_t i = 0; i < n; i += 32) {
+        const __mmask32 m = n - i >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << (n - i)) - 1u);
+        const __m512i x = _mm512_maskz_loadu_epi16(m, src + i);
+        _mm512_store_ps(dst + i, _mm512_castsi512_ps(_mm512_slli_epi32(x, 16)));
+        _mm512_store_ps(dst + i + 16, _mm512_castsi512_ps(_mm512_and_si512(x, _mm512_set1_epi32((int)0xffff0000u))));
+    }
+}
+/* The first n rows of the slot table (bytes of each from off_bytes) of K and V into L1: the first
+ * block of a part (prefetch_next brings the later ones to L2 while the block before is computed). */
+static inline TGT_AVX512 __attribute__((always_inline)) void prefetch_rows(const char *kbase, const char *vbase,
+                                                                           const int64_t *slots, int64_t n, int64_t row_bytes,
                                                                            int64_t off_bytes, int64_t bytes) {
-    for (int64_t j = from; j < to; j++) {
-        const char *r = base + slots[j] * row_bytes + off_bytes;
-        for (int64_t b = 0; b < bytes; b += 64) _mm_prefetch(r + b, _MM_HINT_T0);
-        if ((uintptr_t)r & 63) _mm_prefetch(r + bytes - 1, _MM_HINT_T1); /* a row that does not start on a line */
+    for (int64_t j = 0; j < n; j++) {
+        const char *a = kbase + slots[j] * row_bytes + off_bytes, *b = vbase + slots[j] * row_bytes + off_bytes;
+        for (int64_t x = 0; x < bytes; x += 64) {
+            _mm_prefetch(a + x, _MM_HINT_T0);
+            _mm_prefetch(b + x, _MM_HINT_T0);
+        }
+        if ((uintptr_t)a & 63) { /* a row that does not start on a line: its last line */
+            _mm_prefetch(a + bytes - 1, _MM_HINT_T0);
+            _mm_prefetch(b + bytes - 1, _MM_HINT_T0);
+        }
+    }
+}
+
+/* One block's row pointers for one KV head: kr / vr [0, n) = the K and V rows of slots[0 .. jb)
+ * (the zero row from jb on) at byte offset goff. fp32 rows, and 16-bit ones when in_place (read
+ * through ld_kv), are used where they are; the others are converted into kb / vb (rows of hdp
+ * floats): in row_dim's order when eo (bf16 for attn_part_heads), else in order. */
+static inline TGT_AVX512 __attribute__((always_inline)) void
+block_rows(const float **kr, const float **vr, const char *kbase, const char *vbase, const int64_t *slots, int64_t jb,
+           int64_t n, int64_t row_bytes, int64_t goff, xf_dtype dt, const int in_place, const int eo, float *kb, float *vb,
+           int64_t hdp, int64_t hd, const float *zero) {
+    for (int64_t jj = 0; jj < n; jj++) {
+        const char *kr8 = kbase + slots[jj < jb ? jj : 0] * row_bytes + goff, *vr8 = vbase + slots[jj < jb ? jj : 0] * row_bytes + goff;
+        if (jj >= jb) kr[jj] = vr[jj] = zero;
+        else if (dt == XF_FP32 || in_place) {
+            kr[jj] = (const float *)(const void *)kr8;
+            vr[jj] = (const float *)(const void *)vr8;
+        } else {
+            if (eo) {
+                cvt_row_bf16eo(kb + jj * hdp, (const uint16_t *)(const void *)kr8, hd);
+                cvt_row_bf16eo(vb + jj * hdp, (const uint16_t *)(const void *)vr8, hd);
+            } else {
+                cvt_row512(kb + jj * hdp, (const uint16_t *)(const void *)kr8, dt, hd);
+                cvt_row512(vb + jj * hdp, (const uint16_t *)(const void *)vr8, dt, hd);
+            }
+            kr[jj] = kb + jj * hdp;
+            vr[jj] = vb + jj * hdp;
+        }
     }
 }
 
@@ -238,26 +290,13 @@ attn_part_avx512_t(float *o, float *ml, const float *q, int64_t n_g, int64_t n_r
     for (int64_t v = 0; v < nvec; v++) _mm512_store_ps(zero + v * 16, _mm512_setzero_ps());
     memset(o, 0, (size_t)(nh * hd) * sizeof(float));
     const char *kbase = k_base, *vbase = v_base;
-    const int64_t pf0 = n_ctx < XK_DEC_KEYS ? n_ctx : XK_DEC_KEYS;
-    prefetch_rows(kbase, slots, 0, pf0, row_bytes, off_bytes, n_g * hbytes);
-    prefetch_rows(vbase, slots, 0, pf0, row_bytes, off_bytes, n_g * hbytes);
+    prefetch_rows(kbase, vbase, slots, n_ctx < XK_DEC_KEYS ? n_ctx : XK_DEC_KEYS, row_bytes, off_bytes, n_g * hbytes);
     const float *kr[XK_DEC_KEYS], *vr[XK_DEC_KEYS];
     for (int64_t j0 = 0; j0 < n_ctx; j0 += XK_DEC_KEYS) {
         const int64_t jb = n_ctx - j0 < XK_DEC_KEYS ? n_ctx - j0 : XK_DEC_KEYS, nsub = (jb + 15) / 16;
       for (int64_t g = 0; g < n_g; g++) { /* the KV heads of a row one after the other: the block's rows stream in order */
         const int64_t goff = off_bytes + g * hbytes;
-        for (int64_t jj = 0; jj < nsub * 16; jj++) {
-            if (jj >= jb) kr[jj] = vr[jj] = zero;
-            else if (dt == XF_FP32 || direct) { /* read in place (16-bit rows: as uint16, through ld_kv) */
-                kr[jj] = (const float *)(const void *)(kbase + slots[j0 + jj] * row_bytes + goff);
-                vr[jj] = (const float *)(const void *)(vbase + slots[j0 + jj] * row_bytes + goff);
-            } else {
-                cvt_row512(kb + jj * hdp, (const uint16_t *)(kbase + slots[j0 + jj] * row_bytes + goff), dt, hd);
-                cvt_row512(vb + jj * hdp, (const uint16_t *)(vbase + slots[j0 + jj] * row_bytes + goff), dt, hd);
-                kr[jj] = kb + jj * hdp;
-                vr[jj] = vb + jj * hdp;
-            }
-        }
+        block_rows(kr, vr, kbase, vbase, slots + j0, jb, nsub * 16, row_bytes, goff, dt, direct, 0, kb, vb, hdp, hd, zero);
         for (int64_t h = 0; h < n_rep; h++) {
             const int64_t hh = g * n_rep + h;
             __m512 sv[XK_DEC_KEYS / 16];
@@ -327,25 +366,20 @@ attn_part_avx512_t(float *o, float *ml, const float *q, int64_t n_g, int64_t n_r
     }
 }
 
-static TGT_AVX512 void attn_part_avx512(float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep, int64_t hd,
-                                        const void *k_base, const void *v_base, xf_dtype dt, int64_t row_elems,
-                                        int64_t head_off, const int64_t *slots, int64_t n_ctx, float scale, float *scratch) {
-    attn_part_avx512_t(o, ml, q, n_g, n_rep, hd, k_base, v_base, dt, row_elems, head_off, slots, n_ctx, scale, scratch, 0);
-}
+/* The variants of a part as functions of attn_part_g's parameters: an always-inline body
+ * instantiated with its dtype (dt, or a constant) and its last, constant, argument. */
+#define ATTN_PART_VARIANT(name, body, dt_arg, last)                                                                   \
+    static TGT_AVX512 void name(float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep, int64_t hd,           \
+                                const void *k_base, const void *v_base, xf_dtype dt, int64_t row_elems,                \
+                                int64_t head_off, const int64_t *slots, int64_t n_ctx, float scale, float *scratch) {  \
+        (void)dt;                                                                                                      \
+        body(o, ml, q, n_g, n_rep, hd, k_base, v_base, dt_arg, row_elems, head_off, slots, n_ctx, scale, scratch, last); \
+    }
+ATTN_PART_VARIANT(attn_part_avx512, attn_part_avx512_t, dt, 0)
 /* One query head per KV head (each row used once): fp16 / bf16 widened in the register, not
  * converted into the block buffers first. */
-static TGT_AVX512 void attn_part_avx512_f16(float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep, int64_t hd,
-                                            const void *k_base, const void *v_base, xf_dtype dt, int64_t row_elems,
-                                            int64_t head_off, const int64_t *slots, int64_t n_ctx, float scale, float *scratch) {
-    (void)dt;
-    attn_part_avx512_t(o, ml, q, n_g, n_rep, hd, k_base, v_base, XF_FP16, row_elems, head_off, slots, n_ctx, scale, scratch, 1);
-}
-static TGT_AVX512 void attn_part_avx512_b16(float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep, int64_t hd,
-                                            const void *k_base, const void *v_base, xf_dtype dt, int64_t row_elems,
-                                            int64_t head_off, const int64_t *slots, int64_t n_ctx, float scale, float *scratch) {
-    (void)dt;
-    attn_part_avx512_t(o, ml, q, n_g, n_rep, hd, k_base, v_base, XF_BF16, row_elems, head_off, slots, n_ctx, scale, scratch, 1);
-}
+ATTN_PART_VARIANT(attn_part_avx512_f16, attn_part_avx512_t, XF_FP16, 1)
+ATTN_PART_VARIANT(attn_part_avx512_b16, attn_part_avx512_t, XF_BF16, 1)
 
 /* r[i] = the sum of the 8 lanes of v[i], for i in [0, 8): hadd tree then the two 128-bit halves. */
 static inline TGT_AVX2 __attribute__((always_inline)) __m256 hsum8x8(const __m256 *v) {
@@ -490,24 +524,6 @@ static TGT_AVX2 void attn_part_avx2(float *o, float *ml, const float *q, int64_t
  * keys' accumulators are reduced over their W dims by one or two shuffle-and-add stages (R vectors:
  * lane 4 L + p = head L (4 / W) + p % (4 / W), key p / (4 / W) of the group of W keys). P.V runs
  * in the same layout: O'[c] += P_j * broadcast(V[j][W c ..]), P_j lane i = head i / W's weight. */
-/* The element at position p of a row converted for attn_part_heads: bf16 rows in 32-element
- * pieces, even elements then odd ones; the others in order. */
-static inline int64_t row_dim(int64_t p, xf_dtype dt) {
-    if (dt != XF_BF16) return p;
-    const int64_t r = p % 32;
-    return p - r + (r < 16 ? 2 * r : 2 * (r - 16) + 1);
-}
-/* n bf16 elements as fp32 in row_dim's order into dst (round32(n) floats, zeros past n): the
- * even elements of a 32-element piece are its dwords shifted left by 16, the odd ones the dwords
- * with the low half cleared. */
-static inline TGT_AVX512 __attribute__((always_inline)) void cvt_row_bf16eo(float *dst, const uint16_t *src, int64_t n) {
-    for (int64_t i = 0; i < n; i += 32) {
-        const __mmask32 m = n - i >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << (n - i)) - 1u);
-        const __m512i x = _mm512_maskz_loadu_epi16(m, src + i);
-        _mm512_store_ps(dst + i, _mm512_castsi512_ps(_mm512_slli_epi32(x, 16)));
-        _mm512_store_ps(dst + i + 16, _mm512_castsi512_ps(_mm512_and_si512(x, _mm512_set1_epi32((int)0xffff0000u))));
-    }
-}
 static inline TGT_AVX512 __attribute__((always_inline)) __m512 bcast_w(const float *p, const int W) {
     if (W == 2) {
         double d;
@@ -574,31 +590,13 @@ attn_part_heads(float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep,
         for (int k = 0; k < W; k++) idx_p[k] = _mm512_loadu_si512(p[k]);
     }
     const char *kbase = k_base, *vbase = v_base;
-    const int64_t pf0 = n_ctx < XK_DEC_KEYS ? n_ctx : XK_DEC_KEYS;
-    prefetch_rows(kbase, slots, 0, pf0, row_bytes, off_bytes, n_g * hbytes);
-    prefetch_rows(vbase, slots, 0, pf0, row_bytes, off_bytes, n_g * hbytes);
+    prefetch_rows(kbase, vbase, slots, n_ctx < XK_DEC_KEYS ? n_ctx : XK_DEC_KEYS, row_bytes, off_bytes, n_g * hbytes);
     const float *kr[XK_DEC_KEYS], *vr[XK_DEC_KEYS];
     for (int64_t j0 = 0; j0 < n_ctx; j0 += XK_DEC_KEYS) {
         const int64_t jb = n_ctx - j0 < XK_DEC_KEYS ? n_ctx - j0 : XK_DEC_KEYS, nsub = (jb + 15) / 16;
       for (int64_t g = 0; g < n_g; g++) { /* the KV heads of a row one after the other: the block's rows stream in order */
         const int64_t goff = off_bytes + g * hbytes;
-        for (int64_t jj = 0; jj < nsub * 16; jj++) {
-            if (jj >= jb) kr[jj] = vr[jj] = zero;
-            else if (dt == XF_FP32) {
-                kr[jj] = (const float *)(kbase + slots[j0 + jj] * row_bytes + goff);
-                vr[jj] = (const float *)(vbase + slots[j0 + jj] * row_bytes + goff);
-            } else {
-                if (dt == XF_BF16) {
-                    cvt_row_bf16eo(kb + jj * hdp, (const uint16_t *)(kbase + slots[j0 + jj] * row_bytes + goff), hd);
-                    cvt_row_bf16eo(vb + jj * hdp, (const uint16_t *)(vbase + slots[j0 + jj] * row_bytes + goff), hd);
-                } else {
-                    cvt_row512(kb + jj * hdp, (const uint16_t *)(kbase + slots[j0 + jj] * row_bytes + goff), dt, hd);
-                    cvt_row512(vb + jj * hdp, (const uint16_t *)(vbase + slots[j0 + jj] * row_bytes + goff), dt, hd);
-                }
-                kr[jj] = kb + jj * hdp;
-                vr[jj] = vb + jj * hdp;
-            }
-        }
+        block_rows(kr, vr, kbase, vbase, slots + j0, jb, nsub * 16, row_bytes, goff, dt, 0, dt == XF_BF16, kb, vb, hdp, hd, zero);
         const int64_t nr = nsub * 16 / W; /* R vectors of this block */
         for (int64_t ch = g * cpg; ch < (g + 1) * cpg; ch++) {
             const float *qc = qp + ch * nc * 16;
@@ -692,16 +690,8 @@ attn_part_heads(float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep,
                 }
         }
 }
-static TGT_AVX512 void attn_part_heads8(float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep, int64_t hd,
-                                        const void *k_base, const void *v_base, xf_dtype dt, int64_t row_elems,
-                                        int64_t head_off, const int64_t *slots, int64_t n_ctx, float scale, float *scratch) {
-    attn_part_heads(o, ml, q, n_g, n_rep, hd, k_base, v_base, dt, row_elems, head_off, slots, n_ctx, scale, scratch, 2);
-}
-static TGT_AVX512 void attn_part_heads4(float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep, int64_t hd,
-                                        const void *k_base, const void *v_base, xf_dtype dt, int64_t row_elems,
-                                        int64_t head_off, const int64_t *slots, int64_t n_ctx, float scale, float *scratch) {
-    attn_part_heads(o, ml, q, n_g, n_rep, hd, k_base, v_base, dt, row_elems, head_off, slots, n_ctx, scale, scratch, 4);
-}
+ATTN_PART_VARIANT(attn_part_heads8, attn_part_heads, dt, 2)
+ATTN_PART_VARIANT(attn_part_heads4, attn_part_heads, dt, 4)
 #endif
 
 /* A part of n_g consecutive KV heads from head_off (q, o: (n_g * n_rep, head_dim), ml (n_g * n_rep, 2)).
