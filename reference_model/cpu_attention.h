@@ -32,7 +32,8 @@ void xk_attention(float *out, const float *q, int64_t n_rep, int64_t head_dim, c
  * heads side by side in the 16 lanes, 2 (or 4) elements of a K or V row broadcast to all of them,
  * so a key costs head_dim / 2 (or / 4) FMAs for the chunk's heads in QK and in P.V, with no
  * horizontal sums; bf16 rows are widened 32 elements at a time, even elements then odd (the dot
- * products and P.V sum in that order). AVX2 runs the per-head steps on 8 lanes over rows
+ * products and P.V sum in that order). With one query head per KV head, fp16 / bf16 rows are
+ * widened in the register (each row is used once). AVX2 runs the per-head steps on 8 lanes over rows
  * converted to fp32 first; the scalar variant is xk_attention's code. Every variant's sums run in
  * an order fixed by n_rep, head_dim and dtype only (tolerance against double: test_cpu_attention).
  * A context may be cut into parts (split-K): xk_attention_part gives a part's unnormalized output
@@ -75,8 +76,10 @@ typedef struct xk_attn_query {
 /* The caller's buffers for xk_attention_batch (sizes from xk_attn_work_floats). */
 typedef struct xk_attn_work {
     int64_t *items;     /* (max_queries + 1) */
-    float *part_o;      /* (XK_ATT_SPLIT_ITEMS * XK_ATT_MAX_PARTS, n_rep, head_dim) split-K partial outputs */
-    float *part_ml;     /* (XK_ATT_SPLIT_ITEMS * XK_ATT_MAX_PARTS, n_rep, 2) their max and sum */
+    float *part_o;      /* (XK_ATT_SPLIT_ITEMS * XK_ATT_MAX_PARTS, n_rep, head_dim) split-K partial outputs:
+                         * (n_kv * n_rep, head_dim) a (query, part) item, fewer than XK_ATT_SPLIT_ITEMS / n_kv
+                         * queries of at most XK_ATT_MAX_PARTS parts */
+    float *part_ml;     /* (XK_ATT_SPLIT_ITEMS * XK_ATT_MAX_PARTS, n_rep, 2) their max and sum, likewise */
     float *scratch;     /* (threads, scratch_n) 64-byte aligned */
     int64_t scratch_n;  /* xk_attn_thread_floats(n_kv * n_rep, head_dim) */
 } xk_attn_work;
