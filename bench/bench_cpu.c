@@ -16,9 +16,11 @@
  * rounded inputs (`run --bf16-inputs rounded`: vdpbf16ps in decode, one oneDNN pass in prefill),
  * each rounded-input figure printed beside the issue's target for bf16.
  *   6. Decode attention (xk_attention_batch) at batch 1 and 8, 512 and 4096 tokens of context,
- *      fp32 / fp16 / bf16 KV: KV GB/s over the read ceiling measured on a working set of the same
- *      size, interleaved (target >= 0.70), paged against contiguous, the measured class.
- *      --attention runs this part alone.
+ *      fp32 / fp16 / bf16 KV, of stories110m and tinyllama-1.1b (or --model): KV GB/s over the DRAM
+ *      read ceiling measured on a working set of the same bytes (copies of a layer's KV cycled past
+ *      4x the LLC, as a decode step's weights evict it), interleaved (target >= 0.70, and classed
+ *      memory-bound), paged against contiguous; prefill attention (xk_attention_causal, 512 and
+ *      2048 tokens) over the FP32 peak (target >= 0.50). --attention runs this part alone.
  * The weight variants are loaded together and their decode steps interleaved (fp32, bf16, int8,
  * bf16 rounded, fp32, ...), so a neighbour's memory traffic on a shared machine slows all three alike. Times per
  * decode step are best-of-N steps, as the ceilings are best-of-N repetitions (the medians are
@@ -28,6 +30,7 @@
  * Usage: bench_cpu [--threads N] [--steps N] [--model NAME] [--quick] [--attention] [--batched]
  * Exit status 0 when every target passes, 1 when one fails, 2 on an error. */
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -187,11 +190,14 @@ static int batched_section(const model_config *cfg, int threads, int steps, cons
  * The backend's decode attention (xk_attention_batch) over `batch` sequences of `ctx` cached
  * tokens of the model's KV shape, layer after layer as a decode step runs it, KV in one pool per
  * layer: contiguous (sequence s at slots s*ctx ..) and paged (16-token blocks in a shuffled order,
- * as the KV manager's paged policy leaves them). Layers are capped so the KV read per step stays
- * <= 1 GiB; the read ceiling is measured on a working set of the same size, interleaved with the
+ * as the KV manager's paged policy leaves them). In a decode step the weights stream through the
+ * caches between two reads of a layer's KV, so the KV comes from DRAM: the bench cycles over as
+ * many copies of a layer's KV as make the working set of the DRAM read ceiling (>= 4x the LLC),
+ * and the read ceiling is measured on a working set of the same bytes, interleaved with the
  * attention steps (best of reps each). */
 typedef struct att_result {
-    double kv_bytes, read_Bps, t_contig, t_paged;
+    double kv_bytes, layer_bytes, read_Bps, t_contig, t_paged;
+    int64_t copies;
     xf_bound cls;
 } att_result;
 
@@ -209,12 +215,12 @@ static double att_step(const model_config *cfg, int threads, int64_t layers, int
     return timer_now_s() - t0;
 }
 
-static xf_status bench_attention(const model_config *cfg, int threads, int reps, double peak, int64_t batch, int64_t ctx,
-                                 xf_dtype dt, att_result *r) {
+static xf_status bench_attention(const model_config *cfg, int threads, int reps, double peak, double ws, int64_t batch,
+                                 int64_t ctx, xf_dtype dt, att_result *r) {
     const int64_t hd = cfg->head_dim, kv_dim = cfg->n_kv_heads * hd, esz = dt == XF_FP32 ? 4 : 2, nrep = cfg->n_heads / cfg->n_kv_heads;
     const int64_t n_slots = batch * ctx, layer_bytes = 2 * n_slots * kv_dim * esz;
-    int64_t layers = (int64_t)(1073741824.0 / (double)layer_bytes);
-    layers = layers < 1 ? 1 : layers > cfg->n_layers ? cfg->n_layers : layers;
+    int64_t layers = (int64_t)ceil(ws / (double)layer_bytes); /* copies of one layer's KV */
+    layers = layers < 1 ? 1 : layers;
     xf_status st = XF_OK;
     char **K = calloc((size_t)layers, sizeof *K), **V = calloc((size_t)layers, sizeof *V);
     int64_t *contig = malloc((size_t)n_slots * sizeof(int64_t)), *paged = malloc((size_t)n_slots * sizeof(int64_t));
@@ -225,8 +231,8 @@ static xf_status bench_attention(const model_config *cfg, int threads, int reps,
     xk_attn_work w = {malloc((size_t)(batch + 1) * sizeof(int64_t)),
                       aligned_alloc(64, (size_t)(XK_ATT_SPLIT_ITEMS * XK_ATT_MAX_PARTS * nrep * hd) * sizeof(float)),
                       aligned_alloc(64, (size_t)(XK_ATT_SPLIT_ITEMS * XK_ATT_MAX_PARTS * 2 * nrep) * sizeof(float) + 64),
-                      aligned_alloc(64, (size_t)(threads * xk_attn_thread_floats(nrep, hd)) * sizeof(float)),
-                      xk_attn_thread_floats(nrep, hd)};
+                      aligned_alloc(64, (size_t)(threads * xk_attn_thread_floats(cfg->n_heads, hd)) * sizeof(float)),
+                      xk_attn_thread_floats(cfg->n_heads, hd)};
     if (!K || !V || !contig || !paged || !perm || !q || !out || !row || !qs || !w.items || !w.part_o || !w.part_ml || !w.scratch)
         st = xf_errorf(XF_ENOMEM, "out of memory");
     uint64_t x = 99;
@@ -237,6 +243,11 @@ static xf_status bench_attention(const model_config *cfg, int threads, int reps,
         if (!K[l] || !V[l]) {
             st = xf_errorf(XF_ENOMEM, "out of memory for %lld MiB of KV", (long long)(layer_bytes * layers >> 20));
             break;
+        }
+        if (l > 0) { /* the copies: the same values, other memory */
+            memcpy(K[l], K[0], (size_t)(n_slots * kv_dim * esz));
+            memcpy(V[l], V[0], (size_t)(n_slots * kv_dim * esz));
+            continue;
         }
         for (int64_t j = 0; j < n_slots; j++) {
             for (int64_t e = 0; e < kv_dim; e++) row[e] = (float)(LCG() % 2001) / 1000.0f - 1.0f;
@@ -258,6 +269,8 @@ static xf_status bench_attention(const model_config *cfg, int threads, int reps,
     }
 #undef LCG
     r->kv_bytes = (double)(layer_bytes * layers);
+    r->layer_bytes = (double)layer_bytes;
+    r->copies = layers;
     r->read_Bps = r->t_contig = r->t_paged = 0;
     r->cls = XF_BOUND_LATENCY;
     for (int i = 0; !st && i < reps; i++) {
@@ -297,40 +310,134 @@ static xf_status bench_attention(const model_config *cfg, int threads, int reps,
     return st;
 }
 
-/* Runs the attention points; returns 0, or 2 after an error. */
-static int attention_section(const model_config *cfg, int threads, int quick, double peak) {
-    static const struct { int64_t batch, ctx; xf_dtype dt; } pts[] = {
-        {1, 512, XF_FP32}, {1, 4096, XF_FP32}, {8, 512, XF_FP32}, {8, 4096, XF_FP32},
-        {1, 4096, XF_FP16}, {8, 512, XF_BF16},
-    };
-    printf("decode attention (%s, %lld KV heads x head_dim %lld, %lld query heads per KV head):\n", cfg->name,
-           (long long)cfg->n_kv_heads, (long long)cfg->head_dim, (long long)(cfg->n_heads / cfg->n_kv_heads));
-    for (size_t i = 0; i < sizeof pts / sizeof pts[0]; i++) {
-        att_result r;
-        if (bench_attention(cfg, threads, quick ? 2 : 5, peak, pts[i].batch, pts[i].ctx, pts[i].dt, &r) != XF_OK) {
-            fprintf(stderr, "bench_cpu: attention: %s\n", xf_error_msg());
+/* ---- prefill attention against the FP32 peak ----
+ * One sequence's n_tok-token prompt through xk_attention_causal, the backend's prefill kernel
+ * (score tiles and P.V on OpenBLAS sgemm, online softmax): each thread takes KV heads (one
+ * gather of the head's K and V into fp32 tiles, then every query block of it, last to first),
+ * fp32 KV in 16-token blocks in a shuffled order. FLOPs: 4 head_dim per (query head, visible key)
+ * pair under the causal mask, the cost model's pairs without its softmax term. Best of reps. */
+void openblas_set_num_threads(int num_threads); /* OpenBLAS: one thread per call under OpenMP, as the backend sets */
+
+static xf_status bench_prefill_attention(const model_config *cfg, int threads, int reps, int64_t n_tok, double *flops_s) {
+    openblas_set_num_threads(1);
+    const int64_t hd = cfg->head_dim, nkv = cfg->n_kv_heads, kv_dim = nkv * hd, nrep = cfg->n_heads / nkv;
+    const int64_t qw = cfg->n_heads * hd, qpb = xk_attn_block_queries(nrep), nqb = (n_tok + qpb - 1) / qpb;
+    const int64_t tile_n = xk_attn_prefill_floats(n_tok, nrep, hd), tr = (n_tok * hd + 15) & ~(int64_t)15;
+    float *K = malloc((size_t)(n_tok * kv_dim) * sizeof(float)), *V = malloc((size_t)(n_tok * kv_dim) * sizeof(float));
+    float *q = malloc((size_t)(n_tok * qw) * sizeof(float)), *out = malloc((size_t)(n_tok * qw) * sizeof(float));
+    float *tiles = tile_n > 0 ? aligned_alloc(64, (size_t)(threads * tile_n) * sizeof(float)) : NULL;
+    int64_t *slots = malloc((size_t)n_tok * sizeof(int64_t));
+    xf_status st = XF_OK;
+    if (!K || !V || !q || !out || !tiles || !slots) st = xf_errorf(XF_ENOMEM, "out of memory");
+    uint64_t x = 7;
+#define LCG() (x = x * 6364136223846793005ULL + 1442695040888963407ULL, x >> 33)
+    for (int64_t i = 0; !st && i < n_tok * kv_dim; i++) {
+        K[i] = (float)(LCG() % 2001) / 1000.0f - 1.0f;
+        V[i] = (float)(LCG() % 2001) / 1000.0f - 1.0f;
+    }
+    for (int64_t i = 0; !st && i < n_tok * qw; i++) q[i] = (float)(LCG() % 2001) / 1000.0f - 1.0f;
+    for (int64_t b = 0; !st && b < n_tok / 16; b++) { /* blocks of 16 in a shuffled order (n_tok: a multiple of 16) */
+        const int64_t pb = (b * 7 + 3) % (n_tok / 16);
+        for (int64_t j = 0; j < 16; j++) slots[b * 16 + j] = pb * 16 + j;
+    }
+#undef LCG
+    const float scale = (float)(1.0 / sqrt((double)hd));
+    double best = 0;
+    for (int rep = 0; !st && rep < reps; rep++) {
+        const double t0 = timer_now_s();
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+        for (int64_t g = 0; g < nkv; g++) {
+            float *kt = tiles + (int64_t)omp_get_thread_num() * tile_n, *vt = kt + tr, *bscr = vt + tr;
+            xk_attn_gather(kt, vt, K, V, XF_FP32, kv_dim, g * hd, slots, 0, n_tok, hd);
+            for (int64_t qb = nqb - 1; qb >= 0; qb--) {
+                const int64_t q0 = qb * qpb, nq = n_tok - q0 < qpb ? n_tok - q0 : qpb;
+                xk_attention_causal(xk_isa_best(), out + q0 * qw + g * nrep * hd, qw, q + q0 * qw + g * nrep * hd, qw, nq,
+                                    nrep, hd, q0, kt, vt, scale, bscr);
+            }
+        }
+        const double t = timer_now_s() - t0;
+        best = rep == 0 || t < best ? t : best;
+    }
+    /* sum over queries i of (i + 1) visible keys, times the query heads, 4 hd FLOP each */
+    *flops_s = st ? 0 : 4.0 * (double)hd * (double)cfg->n_heads * ((double)n_tok * (double)(n_tok + 1) / 2) / best;
+    free(K);
+    free(V);
+    free(q);
+    free(out);
+    free(tiles);
+    free(slots);
+    return st;
+}
+
+/* Runs the attention points of one model; returns 0, or 2 after an error. */
+static int attention_model(const model_config *cfg, int threads, int quick, double peak, double ws) {
+    static const int64_t batches[2] = {1, 8}, ctxs[2] = {512, 4096};
+    static const xf_dtype dts[3] = {XF_FP32, XF_FP16, XF_BF16};
+    printf("decode attention (%s, %lld KV heads x head_dim %lld, %lld query heads per KV head), %s kernel:\n", cfg->name,
+           (long long)cfg->n_kv_heads, (long long)cfg->head_dim, (long long)(cfg->n_heads / cfg->n_kv_heads),
+           xk_isa_name(xk_isa_best()));
+    for (int d = 0; d < 3; d++)
+        for (int bi = 0; bi < 2; bi++)
+            for (int ci = 0; ci < 2; ci++) {
+                const int64_t batch = batches[bi], ctx = ctxs[ci];
+                const xf_dtype dt = dts[d];
+                att_result r;
+                if (bench_attention(cfg, threads, quick ? 2 : 5, peak, ws, batch, ctx, dt, &r) != XF_OK) {
+                    fprintf(stderr, "bench_cpu: attention: %s\n", xf_error_msg());
+                    return 2;
+                }
+                printf("  batch %lld ctx %4lld %s KV: %.2f MiB a layer x %lld copies = %.0f MiB a step (DRAM tier); DRAM read "
+                       "ceiling over the same bytes %.2f GB/s; contiguous %.2f GB/s, paged %.2f GB/s (paged costs %+.1f%%), "
+                       "class %s\n",
+                       (long long)batch, (long long)ctx, dtype_name(dt), r.layer_bytes / 1048576, (long long)r.copies,
+                       r.kv_bytes / 1048576, r.read_Bps / 1e9, r.kv_bytes / r.t_contig / 1e9, r.kv_bytes / r.t_paged / 1e9,
+                       100 * (r.t_paged / r.t_contig - 1), bound_name(r.cls));
+                char what[192];
+                snprintf(what, sizeof what, "attention %s b%lld ctx %lld %s paged / DRAM read", cfg->name, (long long)batch,
+                         (long long)ctx, dtype_name(dt));
+                verdict(what, r.kv_bytes / r.t_paged / r.read_Bps, 0.70, 1, "");
+                snprintf(what, sizeof what, "attention %s b%lld ctx %lld %s classed memory", cfg->name, (long long)batch,
+                         (long long)ctx, dtype_name(dt));
+                verdict(what, r.cls == XF_BOUND_MEMORY, 1, 1, "");
+            }
+    static const int64_t ptoks[2] = {512, 2048};
+    for (int i = 0; i < 2; i++) {
+        double f;
+        if (bench_prefill_attention(cfg, threads, quick ? 2 : 5, ptoks[i], &f) != XF_OK) {
+            fprintf(stderr, "bench_cpu: prefill attention: %s\n", xf_error_msg());
             return 2;
         }
-        printf("  batch %lld ctx %4lld %s KV: %.0f MiB per step; read ceiling there %.2f GB/s; contiguous %.2f GB/s, paged %.2f GB/s "
-               "(paged costs %+.1f%%), class %s\n",
-               (long long)pts[i].batch, (long long)pts[i].ctx, dtype_name(pts[i].dt), r.kv_bytes / 1048576, r.read_Bps / 1e9,
-               r.kv_bytes / r.t_contig / 1e9, r.kv_bytes / r.t_paged / 1e9, 100 * (r.t_paged / r.t_contig - 1), bound_name(r.cls));
-        char what[96];
-        snprintf(what, sizeof what, "attention b%lld ctx %lld %s paged GB/s / read ceiling", (long long)pts[i].batch,
-                 (long long)pts[i].ctx, dtype_name(pts[i].dt));
-        verdict(what, r.kv_bytes / r.t_paged / r.read_Bps, 0.70, 1, "");
+        printf("  prefill attention %s, %lld-token prompt, fp32 KV: %.1f GFLOP/s (FP32 peak %.1f)\n", cfg->name,
+               (long long)ptoks[i], f / 1e9, peak / 1e9);
+        char what[192];
+        snprintf(what, sizeof what, "prefill attention %s %lld tokens / FP32 peak", cfg->name, (long long)ptoks[i]);
+        verdict(what, f / peak, 0.50, 1, "");
+    }
+    return 0;
+}
+
+/* The attention points of --model when given, else of stories110m (12 heads, one per KV head) and
+ * tinyllama-1.1b (8 query heads per KV head); returns 0, or 2 after an error. */
+static int attention_section(const model_config *cfg, int model_given, int threads, int quick, double peak, double ws) {
+    if (model_given) return attention_model(cfg, threads, quick, peak, ws);
+    static const char *const names[2] = {"stories110m", "tinyllama-1.1b"};
+    for (int i = 0; i < 2; i++) {
+        model_config c;
+        if (config_resolve(names[i], &c) != XF_OK) return die("model");
+        int rc = attention_model(&c, threads, quick, peak, ws);
+        if (rc) return rc;
     }
     return 0;
 }
 
 int main(int argc, char **argv) {
     ceilings_env_reexec(argc, argv); /* OpenBLAS kernels and OpenMP waiting, set before they load */
-    int threads = 2, steps = 8, quick = 0, attention_only = 0, batched_only = 0;
+    int threads = 2, steps = 8, quick = 0, attention_only = 0, batched_only = 0, model_given = 0;
     const char *model_name = "tinyllama-1.1b";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--model") && i + 1 < argc) model_name = argv[++i];
+        else if (!strcmp(argv[i], "--model") && i + 1 < argc) model_name = argv[++i], model_given = 1;
         else if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--attention")) attention_only = 1;
         else if (!strcmp(argv[i], "--batched")) batched_only = 1;
@@ -363,7 +470,7 @@ int main(int argc, char **argv) {
 
     if (attention_only) {
         printf("\nresults (%s, %d threads):\n", model_name, threads);
-        int rc = attention_section(&cfg, threads, quick, peak);
+        int rc = attention_section(&cfg, model_given, threads, quick, peak, ws);
         return rc ? rc : fails ? 1 : 0;
     }
     /* Decode of the weight variants, interleaved step by step. */
@@ -585,6 +692,6 @@ int main(int argc, char **argv) {
     verdict("int8 prefill-512 GEMM FLOP/s / bf16's (issue 20)", pf_rate[1] > 0 ? pf_rate[2] / pf_rate[1] : 0, 1.5, 1, "x");
     verdict("decode time with timer probe / without - 1", 100 * overhead, 3.0, 0, "%");
     verdict("decode time with timer probe / without - 1 (issue 20)", 100 * overhead, 2.0, 0, "%");
-    if (attention_section(&cfg, threads, quick, peak)) return 2;
+    if (attention_section(&cfg, model_given, threads, quick, peak, ws)) return 2;
     return fails ? 1 : 0;
 }

@@ -118,11 +118,19 @@ void xk_attention(float *out, const float *q, int64_t n_rep, int64_t head_dim, c
 
 static int64_t round16(int64_t n) { return (n + 15) & ~(int64_t)15; } /* keeps every part 64-byte aligned */
 
+/* Floats of scratch the AVX-512 head-lane variant (attn_part_heads) needs. */
+static int64_t heads_scratch(int64_t n_rep, int64_t hd) {
+    const int64_t hdp = (hd + 31) & ~(int64_t)31; /* bf16 rows are converted in 32-element pieces */
+    return 2 * n_rep * hdp + (2 * XK_DEC_KEYS + 1) * hdp + 64 * 16 + XK_DEC_KEYS * 16 + round16(8 * n_rep);
+}
+
 int64_t xk_attn_decode_scratch(int64_t n_rep, int64_t head_dim) {
     const int64_t hdp = round16(head_dim);
     const int64_t vec = round16(n_rep * hdp) + (2 * XK_DEC_KEYS + 1) * hdp + round16(n_rep * XK_DEC_KEYS) + round16(n_rep);
     const int64_t ref = n_rep * 66 + 2 * head_dim; /* the scalar variant's */
-    return vec > ref ? vec : ref;
+    const int64_t hl = heads_scratch(n_rep, head_dim); /* the AVX-512 head-lane variant's */
+    const int64_t m = vec > ref ? vec : ref;
+    return hl > m ? hl : m;
 }
 
 #if XK_X86
@@ -157,19 +165,88 @@ static inline TGT_AVX512 __attribute__((always_inline)) void cvt_row512(float *d
     }
 }
 
-/* The rows [from, to) of the slot table (bytes of each from off_bytes) into L1 (l2 = 0: the block
- * about to be read) or L2 (l2 = 1: the block after it, which would otherwise evict the current
- * block from L1 while the n_rep heads still reuse it: 2 x 64 rows of K and V a block). */
-static inline TGT_AVX512 __attribute__((always_inline)) void prefetch_rows(const char *base, const int64_t *slots,
-                                                                           int64_t from, int64_t to, int64_t row_bytes,
-                                                                           int64_t off_bytes, int64_t bytes, const int l2) {
-    for (int64_t j = from; j < to; j++) {
-        const char *r = base + slots[j] * row_bytes + off_bytes;
-        for (int64_t b = 0; b < bytes; b += 64) {
-            if (l2) _mm_prefetch(r + b, _MM_HINT_T1);
-            else _mm_prefetch(r + b, _MM_HINT_T0);
+/* The element at position p of a row converted for attn_part_heads: bf16 rows in 32-element
+ * pieces, even elements then odd ones; the others in order. */
+static inline int64_t row_dim(int64_t p, xf_dtype dt) {
+    if (dt != XF_BF16) return p;
+    const int64_t r = p % 32;
+    return p - r + (r < 16 ? 2 * r : 2 * (r - 16) + 1);
+}
+/* n bf16 elements as fp32 in row_dim's order into dst (round32(n) floats, zeros past n): the
+ * even elements of a 32-element piece are its dwords shifted left by 16, the odd ones the dwords
+ * with the low half cleared. */
+static inline TGT_AVX512 __attribute__((always_inline)) void cvt_row_bf16eo(float *dst, const uint16_t *src, int64_t n) {
+    for (int64_t i = 0; i < n; i += 32) {
+        const __mmask32 m = n - i >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << (n - i)) - 1u);
+        const __m512i x = _mm512_maskz_loadu_epi16(m, src + i);
+        _mm512_store_ps(dst + i, _mm512_castsi512_ps(_mm512_slli_epi32(x, 16)));
+        _mm512_store_ps(dst + i + 16, _mm512_castsi512_ps(_mm512_and_si512(x, _mm512_set1_epi32((int)0xffff0000u))));
+    }
+}
+/* The first n rows of the slot table (bytes of each from off_bytes) of K and V into L1: the first
+ * block of a part (prefetch_next brings the later ones to L2 while the block before is computed). */
+static inline TGT_AVX512 __attribute__((always_inline)) void prefetch_rows(const char *kbase, const char *vbase,
+                                                                           const int64_t *slots, int64_t n, int64_t row_bytes,
+                                                                           int64_t off_bytes, int64_t bytes) {
+    for (int64_t j = 0; j < n; j++) {
+        const char *a = kbase + slots[j] * row_bytes + off_bytes, *b = vbase + slots[j] * row_bytes + off_bytes;
+        for (int64_t x = 0; x < bytes; x += 64) {
+            _mm_prefetch(a + x, _MM_HINT_T0);
+            _mm_prefetch(b + x, _MM_HINT_T0);
         }
-        if ((uintptr_t)r & 63) _mm_prefetch(r + bytes - 1, _MM_HINT_T1); /* a row that does not start on a line */
+        if ((uintptr_t)a & 63) { /* a row that does not start on a line: its last line */
+            _mm_prefetch(a + bytes - 1, _MM_HINT_T0);
+            _mm_prefetch(b + bytes - 1, _MM_HINT_T0);
+        }
+    }
+}
+
+/* One block's row pointers for one KV head: kr / vr [0, n) = the K and V rows of slots[0 .. jb)
+ * (the zero row from jb on) at byte offset goff. fp32 rows, and 16-bit ones when in_place (read
+ * through ld_kv), are used where they are; the others are converted into kb / vb (rows of hdp
+ * floats): in row_dim's order when eo (bf16 for attn_part_heads), else in order. */
+static inline TGT_AVX512 __attribute__((always_inline)) void
+block_rows(const float **kr, const float **vr, const char *kbase, const char *vbase, const int64_t *slots, int64_t jb,
+           int64_t n, int64_t row_bytes, int64_t goff, xf_dtype dt, const int in_place, const int eo, float *kb, float *vb,
+           int64_t hdp, int64_t hd, const float *zero) {
+    for (int64_t jj = 0; jj < n; jj++) {
+        const char *kr8 = kbase + slots[jj < jb ? jj : 0] * row_bytes + goff, *vr8 = vbase + slots[jj < jb ? jj : 0] * row_bytes + goff;
+        if (jj >= jb) kr[jj] = vr[jj] = zero;
+        else if (dt == XF_FP32 || in_place) {
+            kr[jj] = (const float *)(const void *)kr8;
+            vr[jj] = (const float *)(const void *)vr8;
+        } else {
+            if (eo) {
+                cvt_row_bf16eo(kb + jj * hdp, (const uint16_t *)(const void *)kr8, hd);
+                cvt_row_bf16eo(vb + jj * hdp, (const uint16_t *)(const void *)vr8, hd);
+            } else {
+                cvt_row512(kb + jj * hdp, (const uint16_t *)(const void *)kr8, dt, hd);
+                cvt_row512(vb + jj * hdp, (const uint16_t *)(const void *)vr8, dt, hd);
+            }
+            kr[jj] = kb + jj * hdp;
+            vr[jj] = vb + jj * hdp;
+        }
+    }
+}
+
+/* The 16 rows from j of the slot table (if below n_ctx) into L2, `bytes` of each from off_bytes, K
+ * and V: issued for each KV head's slice while the same 16 keys of the block before are computed
+ * for that head, so the stream ahead of the arithmetic is a steady trickle rather than a burst
+ * that fills the line-fill buffers. */
+static inline TGT_AVX512 __attribute__((always_inline)) void prefetch_next(const char *kbase, const char *vbase,
+                                                                           const int64_t *slots, int64_t j, int64_t n_ctx,
+                                                                           int64_t row_bytes, int64_t off_bytes, int64_t bytes) {
+    const int64_t j1 = j + 16 < n_ctx ? j + 16 : n_ctx;
+    for (; j < j1; j++) {
+        const char *a = kbase + slots[j] * row_bytes + off_bytes, *b = vbase + slots[j] * row_bytes + off_bytes;
+        for (int64_t x = 0; x < bytes; x += 64) {
+            _mm_prefetch(a + x, _MM_HINT_T1);
+            _mm_prefetch(b + x, _MM_HINT_T1);
+        }
+        if ((uintptr_t)a & 63) { /* rows that do not start on a line: their last line */
+            _mm_prefetch(a + bytes - 1, _MM_HINT_T1);
+            _mm_prefetch(b + bytes - 1, _MM_HINT_T1);
+        }
     }
 }
 
@@ -179,21 +256,30 @@ static inline TGT_AVX512 __attribute__((always_inline)) void prefetch_rows(const
  * the output row in registers. GQA's n_rep heads reuse each block of K and V from L1. The rows of
  * the block ahead are prefetched (the slot table makes the stream irregular to the hardware
  * prefetchers). */
-static TGT_AVX512 void attn_part_avx512(float *o, float *ml, const float *q, int64_t n_rep, int64_t hd,
-                                        const void *k_base, const void *v_base, xf_dtype dt, int64_t row_elems,
-                                        int64_t head_off, const int64_t *slots, int64_t n_ctx, float scale,
-                                        float *scratch) {
-    const int64_t hdp = round16(hd), nvec = hdp / 16, esz = dt == XF_FP32 ? 4 : 2;
+/* 16 elements from element i of a KV row: fp32 as stored (direct = 0, or rows converted to fp32
+ * first), or fp16 / bf16 read in place and widened in the register (direct = 1). */
+static inline TGT_AVX512 __attribute__((always_inline)) __m512 ld_kv(const float *p, int64_t i, __mmask16 m, xf_dtype dt,
+                                                                     const int direct) {
+    if (!direct) return _mm512_maskz_loadu_ps(m, p + i);
+    const __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)(const void *)p + i);
+    return dt == XF_FP16 ? _mm512_cvtph_ps(h) : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+static inline TGT_AVX512 __attribute__((always_inline)) void
+attn_part_avx512_t(float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep, int64_t hd, const void *k_base,
+                   const void *v_base, xf_dtype dt, int64_t row_elems, int64_t head_off, const int64_t *slots, int64_t n_ctx,
+                   float scale, float *scratch, const int direct) {
+    const int64_t hdp = round16(hd), nvec = hdp / 16, esz = dt == XF_FP32 ? 4 : 2, nh = n_g * n_rep;
     const int64_t row_bytes = row_elems * esz, off_bytes = head_off * esz, hbytes = hd * esz;
     const __mmask16 tail = hd % 16 ? (__mmask16)((1u << (hd % 16)) - 1u) : (__mmask16)0xffff;
-    float *qs = scratch;                                  /* (n_rep, hdp) scale * q, zero-padded */
-    float *kb = qs + round16(n_rep * hdp);                /* (XK_DEC_KEYS, hdp) a block of K as fp32 */
+    float *qs = scratch;                                  /* (nh, hdp) scale * q, zero-padded */
+    float *kb = qs + round16(nh * hdp);                   /* (XK_DEC_KEYS, hdp) a block of K as fp32 */
     float *vb = kb + XK_DEC_KEYS * hdp;                   /* (XK_DEC_KEYS, hdp) a block of V as fp32 */
     float *zero = vb + XK_DEC_KEYS * hdp;                 /* (hdp) zeros: the rows past n_ctx */
     float *pw = zero + hdp;                               /* (n_rep, XK_DEC_KEYS) this block's weights */
     float *cr = pw + round16(n_rep * XK_DEC_KEYS);        /* (n_rep) this block's rescale factors */
     const __m512 vs = _mm512_set1_ps(scale);
-    for (int64_t h = 0; h < n_rep; h++) {
+    for (int64_t h = 0; h < nh; h++) {
         for (int64_t v = 0; v < nvec; v++) {
             const __mmask16 m = v == nvec - 1 ? tail : (__mmask16)0xffff;
             _mm512_store_ps(qs + h * hdp + v * 16, _mm512_mul_ps(vs, _mm512_maskz_loadu_ps(m, q + h * hd + v * 16)));
@@ -202,54 +288,39 @@ static TGT_AVX512 void attn_part_avx512(float *o, float *ml, const float *q, int
         ml[2 * h + 1] = 0.0f;
     }
     for (int64_t v = 0; v < nvec; v++) _mm512_store_ps(zero + v * 16, _mm512_setzero_ps());
-    memset(o, 0, (size_t)(n_rep * hd) * sizeof(float));
+    memset(o, 0, (size_t)(nh * hd) * sizeof(float));
     const char *kbase = k_base, *vbase = v_base;
-    const int64_t pf0 = n_ctx < XK_DEC_KEYS ? n_ctx : XK_DEC_KEYS;
-    prefetch_rows(kbase, slots, 0, pf0, row_bytes, off_bytes, hbytes, 0);
-    prefetch_rows(vbase, slots, 0, pf0, row_bytes, off_bytes, hbytes, 0);
+    prefetch_rows(kbase, vbase, slots, n_ctx < XK_DEC_KEYS ? n_ctx : XK_DEC_KEYS, row_bytes, off_bytes, n_g * hbytes);
     const float *kr[XK_DEC_KEYS], *vr[XK_DEC_KEYS];
     for (int64_t j0 = 0; j0 < n_ctx; j0 += XK_DEC_KEYS) {
         const int64_t jb = n_ctx - j0 < XK_DEC_KEYS ? n_ctx - j0 : XK_DEC_KEYS, nsub = (jb + 15) / 16;
-        {
-            const int64_t p0 = j0 + XK_DEC_KEYS, p1 = p0 + XK_DEC_KEYS < n_ctx ? p0 + XK_DEC_KEYS : n_ctx;
-            prefetch_rows(kbase, slots, p0, p1, row_bytes, off_bytes, hbytes, 1);
-            prefetch_rows(vbase, slots, p0, p1, row_bytes, off_bytes, hbytes, 1);
-        }
-        for (int64_t jj = 0; jj < nsub * 16; jj++) {
-            if (jj >= jb) kr[jj] = vr[jj] = zero;
-            else if (dt == XF_FP32) {
-                kr[jj] = (const float *)(kbase + slots[j0 + jj] * row_bytes + off_bytes);
-                vr[jj] = (const float *)(vbase + slots[j0 + jj] * row_bytes + off_bytes);
-            } else {
-                cvt_row512(kb + jj * hdp, (const uint16_t *)(kbase + slots[j0 + jj] * row_bytes + off_bytes), dt, hd);
-                cvt_row512(vb + jj * hdp, (const uint16_t *)(vbase + slots[j0 + jj] * row_bytes + off_bytes), dt, hd);
-                kr[jj] = kb + jj * hdp;
-                vr[jj] = vb + jj * hdp;
-            }
-        }
+      for (int64_t g = 0; g < n_g; g++) { /* the KV heads of a row one after the other: the block's rows stream in order */
+        const int64_t goff = off_bytes + g * hbytes;
+        block_rows(kr, vr, kbase, vbase, slots + j0, jb, nsub * 16, row_bytes, goff, dt, direct, 0, kb, vb, hdp, hd, zero);
         for (int64_t h = 0; h < n_rep; h++) {
+            const int64_t hh = g * n_rep + h;
             __m512 sv[XK_DEC_KEYS / 16];
             __m512 vmax = _mm512_set1_ps(-INFINITY);
             for (int64_t sb = 0; sb < nsub; sb++) {
                 const float *const *kk = kr + sb * 16;
+                if (h == 0) prefetch_next(kbase, vbase, slots, j0 + XK_DEC_KEYS + sb * 16, n_ctx, row_bytes, goff, hbytes);
                 __m512 acc[16]; /* in registers: every loop over them is unrolled */
 #pragma GCC unroll 16
                 for (int jj = 0; jj < 16; jj++) acc[jj] = _mm512_setzero_ps();
                 for (int64_t v = 0; v < nvec; v++) {
-                    const __m512 qv = _mm512_load_ps(qs + h * hdp + v * 16);
+                    const __m512 qv = _mm512_load_ps(qs + hh * hdp + v * 16);
                     /* fp32 rows are read in place: the last vector masked (the zero-padded q makes
                      * the tail's value irrelevant, but the load must not leave the row) */
-                    const __mmask16 m = v == nvec - 1 && dt == XF_FP32 ? tail : (__mmask16)0xffff;
+                    const __mmask16 m = v == nvec - 1 && (dt == XF_FP32 || direct) ? tail : (__mmask16)0xffff;
 #pragma GCC unroll 16
-                    for (int jj = 0; jj < 16; jj++)
-                        acc[jj] = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, kk[jj] + v * 16), acc[jj]);
+                    for (int jj = 0; jj < 16; jj++) acc[jj] = _mm512_fmadd_ps(qv, ld_kv(kk[jj], v * 16, m, dt, direct), acc[jj]);
                 }
                 const int64_t left = jb - sb * 16;
                 const __mmask16 live = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
                 sv[sb] = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), live, hsum16x16(acc));
                 vmax = _mm512_max_ps(vmax, sv[sb]);
             }
-            const float mnew = softmax_max(ml[2 * h], _mm512_reduce_max_ps(vmax));
+            const float mnew = softmax_max(ml[2 * hh], _mm512_reduce_max_ps(vmax));
             const __m512 mv = _mm512_set1_ps(mnew);
             __m512 sum = _mm512_setzero_ps();
             for (int64_t sb = 0; sb < nsub; sb++) {
@@ -259,12 +330,12 @@ static TGT_AVX512 void attn_part_avx512(float *o, float *ml, const float *q, int
                 _mm512_store_ps(pw + h * XK_DEC_KEYS + sb * 16, p);
                 sum = _mm512_add_ps(sum, p);
             }
-            cr[h] = softmax_commit(&ml[2 * h], &ml[2 * h + 1], mnew, _mm512_reduce_add_ps(sum));
+            cr[h] = softmax_commit(&ml[2 * hh], &ml[2 * hh + 1], mnew, _mm512_reduce_add_ps(sum));
         }
         for (int64_t h = 0; h < n_rep; h++) {
             const __m512 c = _mm512_set1_ps(cr[h]);
             const float *ph = pw + h * XK_DEC_KEYS;
-            float *oh = o + h * hd;
+            float *oh = o + (g * n_rep + h) * hd;
             for (int64_t v0 = 0; v0 < nvec; v0 += 4) { /* 4 vectors of the output row in registers */
                 const int64_t nv = nvec - v0 < 4 ? nvec - v0 : 4;
                 __mmask16 m[4];
@@ -281,19 +352,34 @@ static TGT_AVX512 void attn_part_avx512(float *o, float *ml, const float *q, int
                 for (int u = 0; u < 4; u++) ow[u] = _mm512_setzero_ps();
                 for (int64_t jj = 0; jj < jb; jj += 2) {
                     const __m512 pj = _mm512_set1_ps(ph[jj]), pk = _mm512_set1_ps(ph[jj + 1]);
-                    const float *vj = vr[jj] + v0 * 16, *vk = vr[jj + 1] + v0 * 16;
 #pragma GCC unroll 4
                     for (int u = 0; u < 4; u++) {
-                        ov[u] = _mm512_fmadd_ps(pj, _mm512_maskz_loadu_ps(m[u], vj + u * 16), ov[u]);
-                        ow[u] = _mm512_fmadd_ps(pk, _mm512_maskz_loadu_ps(m[u], vk + u * 16), ow[u]);
+                        ov[u] = _mm512_fmadd_ps(pj, ld_kv(vr[jj], (v0 + u) * 16, m[u], dt, direct), ov[u]);
+                        ow[u] = _mm512_fmadd_ps(pk, ld_kv(vr[jj + 1], (v0 + u) * 16, m[u], dt, direct), ow[u]);
                     }
                 }
 #pragma GCC unroll 4
                 for (int u = 0; u < 4; u++) _mm512_mask_storeu_ps(oh + (v0 + u) * 16, m[u], _mm512_add_ps(ov[u], ow[u]));
             }
         }
+      }
     }
 }
+
+/* The variants of a part as functions of attn_part_g's parameters: an always-inline body
+ * instantiated with its dtype (dt, or a constant) and its last, constant, argument. */
+#define ATTN_PART_VARIANT(name, body, dt_arg, last)                                                                   \
+    static TGT_AVX512 void name(float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep, int64_t hd,           \
+                                const void *k_base, const void *v_base, xf_dtype dt, int64_t row_elems,                \
+                                int64_t head_off, const int64_t *slots, int64_t n_ctx, float scale, float *scratch) {  \
+        (void)dt;                                                                                                      \
+        body(o, ml, q, n_g, n_rep, hd, k_base, v_base, dt_arg, row_elems, head_off, slots, n_ctx, scale, scratch, last); \
+    }
+ATTN_PART_VARIANT(attn_part_avx512, attn_part_avx512_t, dt, 0)
+/* One query head per KV head (each row used once): fp16 / bf16 widened in the register, not
+ * converted into the block buffers first. */
+ATTN_PART_VARIANT(attn_part_avx512_f16, attn_part_avx512_t, XF_FP16, 1)
+ATTN_PART_VARIANT(attn_part_avx512_b16, attn_part_avx512_t, XF_BF16, 1)
 
 /* r[i] = the sum of the 8 lanes of v[i], for i in [0, 8): hadd tree then the two 128-bit halves. */
 static inline TGT_AVX2 __attribute__((always_inline)) __m256 hsum8x8(const __m256 *v) {
@@ -429,23 +515,229 @@ static TGT_AVX2 void attn_part_avx2(float *o, float *ml, const float *q, int64_t
         }
     }
 }
+
+/* ---- AVX-512, GQA groups of 4 or 8k query heads: the heads side by side in the lanes ----
+ * W = 16 / H lanes per head for chunks of H heads (H = 8: W = 2; H = 4: W = 4). A query chunk is
+ * laid out as hd / W vectors Q'[c], lane i = (head i / W, dim W c + i % W); W elements of a key row
+ * broadcast to all 16 lanes (one load-port broadcast, no shuffle) times Q'[c] give every head's
+ * partial products at once, so a key costs hd / W FMAs for the H heads with no horizontal sums: 16
+ * keys' accumulators are reduced over their W dims by one or two shuffle-and-add stages (R vectors:
+ * lane 4 L + p = head L (4 / W) + p % (4 / W), key p / (4 / W) of the group of W keys). P.V runs
+ * in the same layout: O'[c] += P_j * broadcast(V[j][W c ..]), P_j lane i = head i / W's weight. */
+static inline TGT_AVX512 __attribute__((always_inline)) __m512 bcast_w(const float *p, const int W) {
+    if (W == 2) {
+        double d;
+        memcpy(&d, p, sizeof d);
+        return _mm512_castpd_ps(_mm512_set1_pd(d));
+    }
+    return _mm512_broadcast_f32x4(_mm_loadu_ps(p));
+}
+/* the lanes of each head in the R layout combined by op (max or add): W = 2 pairs p, p ^ 2 */
+static inline TGT_AVX512 __attribute__((always_inline)) __m512 rl_max(__m512 v, const int W) {
+    v = _mm512_max_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(1, 0, 3, 2)));
+    if (W == 4) v = _mm512_max_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(2, 3, 0, 1)));
+    return v;
+}
+static inline TGT_AVX512 __attribute__((always_inline)) __m512 rl_add(__m512 v, const int W) {
+    v = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(1, 0, 3, 2)));
+    if (W == 4) v = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(2, 3, 0, 1)));
+    return v;
+}
+
+
+static inline TGT_AVX512 __attribute__((always_inline)) void
+attn_part_heads(float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep, int64_t hd, const void *k_base, const void *v_base,
+                xf_dtype dt, int64_t row_elems, int64_t head_off, const int64_t *slots, int64_t n_ctx, float scale,
+                float *scratch, const int W) {
+    const int H = 16 / W, Q = 4 / W; /* heads per chunk; heads per 128-bit lane of an R vector */
+    /* a row's positions: bf16 rows are converted in 32-element pieces, even elements first (one
+     * shift or mask per 16, no shuffle), so position p holds element row_dim(p) (>= hd: padding) */
+    const int64_t hdp = (hd + 31) & ~(int64_t)31, rl = dt == XF_BF16 ? hdp : hd, nc = rl / W;
+    const int64_t cpg = n_rep / H, nch = n_g * cpg, esz = dt == XF_FP32 ? 4 : 2; /* chunks per KV head, in all */
+    const int64_t row_bytes = row_elems * esz, off_bytes = head_off * esz, hbytes = hd * esz;
+    float *qp = scratch;                        /* (nch, nc, 16) the scaled query in the head layout */
+    float *op = qp + n_g * n_rep * hdp;         /* (nch, nc, 16) the unnormalized output, same layout */
+    float *kb = op + n_g * n_rep * hdp;         /* (XK_DEC_KEYS, hdp) a block of K as fp32 */
+    float *vb = kb + XK_DEC_KEYS * hdp;         /* (XK_DEC_KEYS, hdp) a block of V as fp32 */
+    float *zero = vb + XK_DEC_KEYS * hdp;       /* (hdp) zeros: the rows past n_ctx */
+    float *rb = zero + hdp;                     /* (64, 16) a block's R vectors (scores, then weights) */
+    float *pj = rb + 64 * 16;                   /* (XK_DEC_KEYS, 16) each key's weights in the head layout */
+    float *mls = pj + XK_DEC_KEYS * 16;         /* (nch, 2, 16) running max and sum per chunk, R layout */
+    for (int64_t ch = 0; ch < nch; ch++)
+        for (int64_t c = 0; c < nc; c++)
+            for (int i = 0; i < 16; i++) {
+                const int64_t d = row_dim(W * c + i % W, dt);
+                qp[(ch * nc + c) * 16 + i] = d < hd ? scale * q[(ch * H + i / W) * hd + d] : 0.0f;
+            }
+    memset(op, 0, (size_t)(nch * nc * 16) * sizeof(float));
+    for (int64_t ch = 0; ch < nch; ch++) {
+        _mm512_store_ps(mls + ch * 32, _mm512_set1_ps(-INFINITY));
+        _mm512_store_ps(mls + ch * 32 + 16, _mm512_setzero_ps());
+    }
+    for (int64_t v = 0; v < hdp; v += 16) _mm512_store_ps(zero + v, _mm512_setzero_ps());
+    /* lane i of the R layout: the key offset within its group of W keys */
+    __m512i koff, idx_c, idx_p[4];
+    {
+        int32_t a[16], b[16], p[4][16];
+        for (int i = 0; i < 16; i++) {
+            const int h = i / W;
+            a[i] = (i % 4) / Q;
+            b[i] = 4 * (h / Q) + h % Q;
+            for (int k = 0; k < W; k++) p[k][i] = 4 * (h / Q) + k * Q + h % Q;
+        }
+        koff = _mm512_loadu_si512(a);
+        idx_c = _mm512_loadu_si512(b);
+        for (int k = 0; k < W; k++) idx_p[k] = _mm512_loadu_si512(p[k]);
+    }
+    const char *kbase = k_base, *vbase = v_base;
+    prefetch_rows(kbase, vbase, slots, n_ctx < XK_DEC_KEYS ? n_ctx : XK_DEC_KEYS, row_bytes, off_bytes, n_g * hbytes);
+    const float *kr[XK_DEC_KEYS], *vr[XK_DEC_KEYS];
+    for (int64_t j0 = 0; j0 < n_ctx; j0 += XK_DEC_KEYS) {
+        const int64_t jb = n_ctx - j0 < XK_DEC_KEYS ? n_ctx - j0 : XK_DEC_KEYS, nsub = (jb + 15) / 16;
+      for (int64_t g = 0; g < n_g; g++) { /* the KV heads of a row one after the other: the block's rows stream in order */
+        const int64_t goff = off_bytes + g * hbytes;
+        block_rows(kr, vr, kbase, vbase, slots + j0, jb, nsub * 16, row_bytes, goff, dt, 0, dt == XF_BF16, kb, vb, hdp, hd, zero);
+        const int64_t nr = nsub * 16 / W; /* R vectors of this block */
+        for (int64_t ch = g * cpg; ch < (g + 1) * cpg; ch++) {
+            const float *qc = qp + ch * nc * 16;
+            __m512 vmax = _mm512_set1_ps(-INFINITY);
+            for (int64_t sb = 0; sb < nsub; sb++) {
+                const float *const *kk = kr + sb * 16;
+                if (ch == g * cpg) prefetch_next(kbase, vbase, slots, j0 + XK_DEC_KEYS + sb * 16, n_ctx, row_bytes, goff, hbytes);
+                __m512 acc[16];
+#pragma GCC unroll 16
+                for (int k = 0; k < 16; k++) acc[k] = _mm512_setzero_ps();
+                for (int64_t c = 0; c < nc; c++) {
+                    const __m512 qv = _mm512_load_ps(qc + c * 16);
+#pragma GCC unroll 16
+                    for (int k = 0; k < 16; k++) acc[k] = _mm512_fmadd_ps(qv, bcast_w(kk[k] + W * c, W), acc[k]);
+                }
+                __m512 r[8];
+#pragma GCC unroll 8
+                for (int t = 0; t < 8; t++)
+                    r[t] = _mm512_add_ps(_mm512_shuffle_ps(acc[2 * t], acc[2 * t + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                         _mm512_shuffle_ps(acc[2 * t], acc[2 * t + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+                if (W == 4) {
+#pragma GCC unroll 4
+                    for (int t = 0; t < 4; t++)
+                        r[t] = _mm512_add_ps(_mm512_shuffle_ps(r[2 * t], r[2 * t + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                             _mm512_shuffle_ps(r[2 * t], r[2 * t + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+                }
+                for (int t = 0; t < 16 / W; t++) { /* W is a constant where this is inlined: unrolled */
+                    const int64_t rr = sb * (16 / W) + t, left = jb - rr * W; /* keys of this group left */
+                    __m512 s = r[t];
+                    if (left < W) s = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY),
+                                                         _mm512_cmplt_epi32_mask(koff, _mm512_set1_epi32((int)(left > 0 ? left : 0))), s);
+                    _mm512_store_ps(rb + rr * 16, s);
+                    vmax = _mm512_max_ps(vmax, s);
+                }
+            }
+            float *mc = mls + ch * 32;
+            const __m512 mold = _mm512_load_ps(mc), lold = _mm512_load_ps(mc + 16);
+            const __m512 mnew = _mm512_max_ps(mold, rl_max(vmax, W));
+            const __mmask16 first = _mm512_cmp_ps_mask(mold, _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ);
+            const __m512 cv = _mm512_maskz_mov_ps((__mmask16)~first, exp16_le0(_mm512_sub_ps(mold, mnew)));
+            __m512 sum = _mm512_setzero_ps();
+            for (int64_t rr = 0; rr < nr; rr++) {
+                const __m512 s = _mm512_load_ps(rb + rr * 16);
+                const __mmask16 live = _mm512_cmp_ps_mask(s, _mm512_set1_ps(-INFINITY), _CMP_NEQ_OQ);
+                const __m512 p = _mm512_maskz_mov_ps(live, exp16_le0(_mm512_sub_ps(s, mnew)));
+                _mm512_store_ps(rb + rr * 16, p);
+                sum = _mm512_add_ps(sum, p);
+            }
+            _mm512_store_ps(mc, mnew);
+            _mm512_store_ps(mc + 16, _mm512_fmadd_ps(lold, cv, rl_add(sum, W)));
+            for (int64_t j = 0; j < jb; j++)
+                _mm512_store_ps(pj + j * 16, _mm512_permutexvar_ps(idx_p[j % W], _mm512_load_ps(rb + (j / W) * 16)));
+            const __m512 co = _mm512_permutexvar_ps(idx_c, cv);
+            float *oc = op + ch * nc * 16;
+            int64_t c0 = 0;
+            for (; c0 + 16 <= nc; c0 += 16) { /* 16 vectors of the output in registers */
+                __m512 acc[16];
+#pragma GCC unroll 16
+                for (int u = 0; u < 16; u++) acc[u] = _mm512_mul_ps(co, _mm512_load_ps(oc + (c0 + u) * 16));
+                for (int64_t j = 0; j < jb; j++) {
+                    const __m512 pv = _mm512_load_ps(pj + j * 16);
+                    const float *vj = vr[j] + W * c0;
+#pragma GCC unroll 16
+                    for (int u = 0; u < 16; u++) acc[u] = _mm512_fmadd_ps(pv, bcast_w(vj + W * u, W), acc[u]);
+                }
+#pragma GCC unroll 16
+                for (int u = 0; u < 16; u++) _mm512_store_ps(oc + (c0 + u) * 16, acc[u]);
+            }
+            for (; c0 < nc; c0++) { /* the rest one vector at a time, even and odd keys apart */
+                __m512 a0 = _mm512_mul_ps(co, _mm512_load_ps(oc + c0 * 16)), a1 = _mm512_setzero_ps();
+                int64_t j = 0;
+                for (; j + 2 <= jb; j += 2) {
+                    a0 = _mm512_fmadd_ps(_mm512_load_ps(pj + j * 16), bcast_w(vr[j] + W * c0, W), a0);
+                    a1 = _mm512_fmadd_ps(_mm512_load_ps(pj + (j + 1) * 16), bcast_w(vr[j + 1] + W * c0, W), a1);
+                }
+                if (j < jb) a0 = _mm512_fmadd_ps(_mm512_load_ps(pj + j * 16), bcast_w(vr[j] + W * c0, W), a0);
+                _mm512_store_ps(oc + c0 * 16, _mm512_add_ps(a0, a1));
+            }
+        }
+      }
+    }
+    for (int64_t ch = 0; ch < nch; ch++)
+        for (int h = 0; h < H; h++) {
+            const int64_t hh = ch * H + h;
+            ml[2 * hh] = mls[ch * 32 + 4 * (h / Q) + h % Q];
+            ml[2 * hh + 1] = mls[ch * 32 + 16 + 4 * (h / Q) + h % Q];
+            for (int64_t c = 0; c < nc; c++)
+                for (int e = 0; e < W; e++) {
+                    const int64_t d = row_dim(W * c + e, dt);
+                    if (d < hd) o[hh * hd + d] = op[(ch * nc + c) * 16 + h * W + e];
+                }
+        }
+}
+ATTN_PART_VARIANT(attn_part_heads8, attn_part_heads, dt, 2)
+ATTN_PART_VARIANT(attn_part_heads4, attn_part_heads, dt, 4)
 #endif
+
+/* A part of n_g consecutive KV heads from head_off (q, o: (n_g * n_rep, head_dim), ml (n_g * n_rep, 2)).
+ * The AVX-512 variants take the heads inside their block loop, so each block's rows are read in
+ * order, every KV head of a row at once (the rows are (KV head, head_dim) in the cache); the others
+ * run one KV head after the other. scratch: xk_attn_decode_scratch(n_g * n_rep, head_dim) floats. */
+static void attn_part_g(xk_isa isa, float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep, int64_t head_dim,
+                        const void *k_base, const void *v_base, xf_dtype dtype, int64_t row_elems, int64_t head_off,
+                        const int64_t *slots, int64_t n_ctx, float scale, float *scratch) {
+#if XK_X86
+    if (isa == XK_ISA_AVX512 && n_rep % 8 == 0 && head_dim % 2 == 0) {
+        attn_part_heads8(o, ml, q, n_g, n_rep, head_dim, k_base, v_base, dtype, row_elems, head_off, slots, n_ctx, scale, scratch);
+        return;
+    }
+    if (isa == XK_ISA_AVX512 && n_rep % 4 == 0 && head_dim % 4 == 0) {
+        attn_part_heads4(o, ml, q, n_g, n_rep, head_dim, k_base, v_base, dtype, row_elems, head_off, slots, n_ctx, scale, scratch);
+        return;
+    }
+    if (isa == XK_ISA_AVX512 && n_rep == 1 && dtype != XF_FP32) {
+        (dtype == XF_FP16 ? attn_part_avx512_f16 : attn_part_avx512_b16)(o, ml, q, n_g, n_rep, head_dim, k_base, v_base, dtype,
+                                                                          row_elems, head_off, slots, n_ctx, scale, scratch);
+        return;
+    }
+    if (isa == XK_ISA_AVX512) {
+        attn_part_avx512(o, ml, q, n_g, n_rep, head_dim, k_base, v_base, dtype, row_elems, head_off, slots, n_ctx, scale, scratch);
+        return;
+    }
+#endif
+    for (int64_t g = 0; g < n_g; g++) {
+        const int64_t off = g * n_rep * head_dim;
+#if XK_X86
+        if (isa == XK_ISA_AVX2) {
+            attn_part_avx2(o + off, ml + 2 * g * n_rep, q + off, n_rep, head_dim, k_base, v_base, dtype, row_elems,
+                           head_off + g * head_dim, slots, n_ctx, scale, scratch);
+            continue;
+        }
+#endif
+        attn_part_scalar(o + off, ml + 2 * g * n_rep, q + off, n_rep, head_dim, k_base, v_base, dtype, row_elems,
+                         head_off + g * head_dim, slots, n_ctx, scale, scratch);
+    }
+}
 
 void xk_attention_part(xk_isa isa, float *o, float *ml, const float *q, int64_t n_rep, int64_t head_dim,
                        const void *k_base, const void *v_base, xf_dtype dtype, int64_t row_elems, int64_t head_off,
                        const int64_t *slots, int64_t n_ctx, float scale, float *scratch) {
-#if XK_X86
-    if (isa == XK_ISA_AVX512) {
-        attn_part_avx512(o, ml, q, n_rep, head_dim, k_base, v_base, dtype, row_elems, head_off, slots, n_ctx, scale, scratch);
-        return;
-    }
-    if (isa == XK_ISA_AVX2) {
-        attn_part_avx2(o, ml, q, n_rep, head_dim, k_base, v_base, dtype, row_elems, head_off, slots, n_ctx, scale, scratch);
-        return;
-    }
-#endif
-    (void)isa;
-    attn_part_scalar(o, ml, q, n_rep, head_dim, k_base, v_base, dtype, row_elems, head_off, slots, n_ctx, scale, scratch);
+    attn_part_g(isa, o, ml, q, 1, n_rep, head_dim, k_base, v_base, dtype, row_elems, head_off, slots, n_ctx, scale, scratch);
 }
 
 void xk_attention_decode(xk_isa isa, float *out, const float *q, int64_t n_rep, int64_t head_dim, const void *k_base,
@@ -477,8 +769,8 @@ void xk_attention_merge(float *out, const float *o, const float *ml, int64_t n_p
     }
 }
 
-int64_t xk_attn_thread_floats(int64_t n_rep, int64_t head_dim) {
-    return round16(xk_attn_decode_scratch(n_rep, head_dim)) + round16(2 * n_rep);
+int64_t xk_attn_thread_floats(int64_t n_heads, int64_t head_dim) {
+    return round16(xk_attn_decode_scratch(n_heads, head_dim)) + round16(2 * n_heads);
 }
 
 /* Split-K: the parts of a context of ctx keys, and the keys per part (a multiple of 16). */
@@ -492,17 +784,18 @@ void xk_attention_batch(xk_isa isa, int threads, const xk_attn_query *qs, int64_
                         int64_t hd, xf_dtype dtype, int64_t row_elems, float scale, const xk_attn_work *w) {
     if (n_q < 1) return;
     const int split = n_q * n_kv < XK_ATT_SPLIT_ITEMS;
-    int64_t *ti = w->items; /* ti[i]: items before query i */
+    const int64_t nh = n_kv * n_rep; /* a token's query heads: every item takes all of them */
+    int64_t *ti = w->items; /* ti[i]: items (context parts) before query i */
     ti[0] = 0;
-    for (int64_t i = 0; i < n_q; i++) ti[i + 1] = ti[i] + n_kv * (split ? attn_parts(qs[i].n_ctx) : 1);
+    for (int64_t i = 0; i < n_q; i++) ti[i + 1] = ti[i] + (split ? attn_parts(qs[i].n_ctx) : 1);
     const int64_t n_items = ti[n_q];
 #pragma omp parallel num_threads(threads) if (n_items > 1)
     {
         float *scr = w->scratch + (int64_t)omp_get_thread_num() * w->scratch_n;
-        float *ml = scr + round16(xk_attn_decode_scratch(n_rep, hd)); /* (n_rep, 2) */
+        float *ml = scr + round16(xk_attn_decode_scratch(nh, hd)); /* (nh, 2) */
 #pragma omp for schedule(dynamic, 1)
         for (int64_t it = 0; it < n_items; it++) {
-            int64_t qi = it / n_kv; /* one part per (query, KV head) unless split */
+            int64_t qi = it; /* one item per query unless split */
             if (split) { /* the query with ti[qi] <= it < ti[qi + 1] */
                 int64_t lo = 0, hi = n_q;
                 while (hi - lo > 1) {
@@ -513,29 +806,27 @@ void xk_attention_batch(xk_isa isa, int threads, const xk_attn_query *qs, int64_
                 qi = lo;
             }
             const xk_attn_query *a = &qs[qi];
-            const int64_t np = (ti[qi + 1] - ti[qi]) / n_kv, g = (it - ti[qi]) / np, p = (it - ti[qi]) % np;
-            const int64_t qoff = g * n_rep * hd; /* query heads g*n_rep .. (g+1)*n_rep-1 */
             if (!split) {
-                xk_attention_decode(isa, a->out + qoff, a->q + qoff, n_rep, hd, a->k_base, a->v_base, dtype, row_elems,
-                                    g * hd, a->slots, a->n_ctx, scale, scr, ml);
+                attn_part_g(isa, a->out, ml, a->q, n_kv, n_rep, hd, a->k_base, a->v_base, dtype, row_elems, 0, a->slots,
+                            a->n_ctx, scale, scr);
+                attn_normalize(a->out, a->out, ml, nh, hd);
             } else {
+                const int64_t np = ti[qi + 1] - ti[qi], p = it - ti[qi];
                 const int64_t plen = attn_part_len(a->n_ctx, np), j0 = p * plen;
                 const int64_t j1 = j0 + plen < a->n_ctx ? j0 + plen : a->n_ctx;
-                float *po = w->part_o + it * n_rep * hd, *pml = w->part_ml + it * n_rep * 2;
+                float *po = w->part_o + it * nh * hd, *pml = w->part_ml + it * nh * 2;
                 if (j1 > j0)
-                    xk_attention_part(isa, po, pml, a->q + qoff, n_rep, hd, a->k_base, a->v_base, dtype, row_elems, g * hd,
-                                      a->slots + j0, j1 - j0, scale, scr);
+                    attn_part_g(isa, po, pml, a->q, n_kv, n_rep, hd, a->k_base, a->v_base, dtype, row_elems, 0, a->slots + j0,
+                                j1 - j0, scale, scr);
                 else
-                    for (int64_t h = 0; h < n_rep; h++) pml[2 * h] = -INFINITY, pml[2 * h + 1] = 0.0f; /* merged as empty */
+                    for (int64_t h = 0; h < nh; h++) pml[2 * h] = -INFINITY, pml[2 * h + 1] = 0.0f; /* merged as empty */
             }
         }
         if (split) {
 #pragma omp for schedule(static)
-            for (int64_t qg = 0; qg < n_q * n_kv; qg++) {
-                const int64_t qi = qg / n_kv, g = qg % n_kv, np = (ti[qi + 1] - ti[qi]) / n_kv, i0 = ti[qi] + g * np;
-                xk_attention_merge(qs[qi].out + g * n_rep * hd, w->part_o + i0 * n_rep * hd, w->part_ml + i0 * n_rep * 2, np,
-                                   n_rep, hd);
-            }
+            for (int64_t qi = 0; qi < n_q; qi++)
+                xk_attention_merge(qs[qi].out, w->part_o + ti[qi] * nh * hd, w->part_ml + ti[qi] * nh * 2, ti[qi + 1] - ti[qi],
+                                   nh, hd);
         }
     }
 }

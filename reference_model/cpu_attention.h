@@ -27,8 +27,15 @@ void xk_attention(float *out, const float *q, int64_t n_rep, int64_t head_dim, c
  * AVX-512 takes 16 keys at a time (16 dot products over head_dim reduced into one vector of
  * scores, the online softmax on that vector, P.V with the weights broadcast; the n_rep query heads
  * of a GQA group reuse each block of K and V from L1, so the cache is read once per KV head), and
- * prefetches the rows of the block ahead through the slot table; AVX2 runs the same steps on 8
- * lanes over rows converted to fp32 first; the scalar variant is xk_attention's code.
+ * prefetches the rows of the block ahead through the slot table. A GQA group of 8k heads (head_dim
+ * even) or 4k heads (head_dim a multiple of 4) takes AVX-512's head-lane variant instead: 8 (or 4)
+ * heads side by side in the 16 lanes, 2 (or 4) elements of a K or V row broadcast to all of them,
+ * so a key costs head_dim / 2 (or / 4) FMAs for the chunk's heads in QK and in P.V, with no
+ * horizontal sums; bf16 rows are widened 32 elements at a time, even elements then odd (the dot
+ * products and P.V sum in that order). With one query head per KV head, fp16 / bf16 rows are
+ * widened in the register (each row is used once). AVX2 runs the per-head steps on 8 lanes over rows
+ * converted to fp32 first; the scalar variant is xk_attention's code. Every variant's sums run in
+ * an order fixed by n_rep, head_dim and dtype only (tolerance against double: test_cpu_attention).
  * A context may be cut into parts (split-K): xk_attention_part gives a part's unnormalized output
  * and its running max and sum, xk_attention_merge combines parts. */
 
@@ -52,7 +59,7 @@ void xk_attention_decode(xk_isa isa, float *out, const float *q, int64_t n_rep, 
  * ml (n_parts, n_rep, 2) from xk_attention_part, rescaled to the largest max and normalized. */
 void xk_attention_merge(float *out, const float *o, const float *ml, int64_t n_parts, int64_t n_rep, int64_t head_dim);
 
-/* ---- decode attention of a batch: threads over (query, KV head, part) ---- */
+/* ---- decode attention of a batch: threads over (query, part), every KV head in each ---- */
 
 #define XK_ATT_SPLIT_ITEMS 32 /* fewer (query, KV head) pairs than this split each context into parts */
 #define XK_ATT_MAX_PARTS 8    /* at most this many parts per pair ... */
@@ -69,21 +76,24 @@ typedef struct xk_attn_query {
 /* The caller's buffers for xk_attention_batch (sizes from xk_attn_work_floats). */
 typedef struct xk_attn_work {
     int64_t *items;     /* (max_queries + 1) */
-    float *part_o;      /* (XK_ATT_SPLIT_ITEMS * XK_ATT_MAX_PARTS, n_rep, head_dim) split-K partial outputs */
-    float *part_ml;     /* (XK_ATT_SPLIT_ITEMS * XK_ATT_MAX_PARTS, n_rep, 2) their max and sum */
+    float *part_o;      /* (XK_ATT_SPLIT_ITEMS * XK_ATT_MAX_PARTS, n_rep, head_dim) split-K partial outputs:
+                         * (n_kv * n_rep, head_dim) a (query, part) item, fewer than XK_ATT_SPLIT_ITEMS / n_kv
+                         * queries of at most XK_ATT_MAX_PARTS parts */
+    float *part_ml;     /* (XK_ATT_SPLIT_ITEMS * XK_ATT_MAX_PARTS, n_rep, 2) their max and sum, likewise */
     float *scratch;     /* (threads, scratch_n) 64-byte aligned */
-    int64_t scratch_n;  /* xk_attn_thread_floats(n_rep, head_dim) */
+    int64_t scratch_n;  /* xk_attn_thread_floats(n_kv * n_rep, head_dim) */
 } xk_attn_work;
 
-/* Floats per thread of xk_attn_work.scratch: the kernel's scratch and a (n_rep, 2) max and sum,
- * a multiple of 16. */
-int64_t xk_attn_thread_floats(int64_t n_rep, int64_t head_dim);
+/* Floats per thread of xk_attn_work.scratch for tokens of n_heads query heads (n_kv * n_rep: an
+ * item takes all of them): the kernel's scratch and a (n_heads, 2) max and sum, a multiple of 16. */
+int64_t xk_attn_thread_floats(int64_t n_heads, int64_t head_dim);
 
 /* Decode attention of n_q queries on n_kv KV heads of n_rep query heads each, on `threads` OpenMP
- * threads: work items (query, KV head, part); when n_q * n_kv < XK_ATT_SPLIT_ITEMS each context is
- * cut into parts of >= XK_ATT_PART_MIN keys (at most XK_ATT_MAX_PARTS, a multiple of 16 keys each)
- * merged afterwards. The cut depends on n_q, n_kv and the contexts only, never on the thread
- * count, so the results do not either. */
+ * threads: work items (query, part), each over all n_kv KV heads (on AVX-512 the heads of a row
+ * are read together, so a part's rows stream in order: the rows hold every KV head of a token);
+ * when n_q * n_kv < XK_ATT_SPLIT_ITEMS each context is cut into parts of >= XK_ATT_PART_MIN keys
+ * (at most XK_ATT_MAX_PARTS, a multiple of 16 keys each) merged afterwards. The cut depends on
+ * n_q, n_kv and the contexts only, never on the thread count, so the results do not either. */
 void xk_attention_batch(xk_isa isa, int threads, const xk_attn_query *qs, int64_t n_q, int64_t n_kv, int64_t n_rep,
                         int64_t head_dim, xf_dtype dtype, int64_t row_elems, float scale, const xk_attn_work *w);
 

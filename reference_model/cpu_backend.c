@@ -16,7 +16,7 @@
  * and every output row is computed by one thread in a fixed order whatever the thread count.
  *
  * Attention (cpu_attention.c): decode queries run the vectorized decode kernel through
- * xk_attention_batch (items (token, KV head, context part), split-K when the batch is small),
+ * xk_attention_batch (items (token, context part) over all KV heads, split-K when the batch is small),
  * reading K and V in place through the slot table. A sequence with CPU_ATT_MIN_TOKENS or more new tokens (prefill) runs the
  * blocked causal kernel: work items (sequence, KV head, query block); each thread gathers a KV
  * head's K and V once into its own fp32 tiles (sized at init for max_seq_len), then score tiles and
@@ -326,7 +326,7 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
     c->last = cpu_alloc(c, c->max_seqs * cfg->d_model, 4, &st);
     c->logits = cpu_alloc(c, c->max_seqs * cfg->vocab, 4, &st);
     c->sampled = cpu_alloc(c, c->max_seqs, sizeof(int32_t), &st);
-    c->att_scratch_n = xk_attn_thread_floats(c->n_rep, cfg->head_dim); /* also the rope's cos | sin */
+    c->att_scratch_n = xk_attn_thread_floats(cfg->n_kv_heads * c->n_rep, cfg->head_dim); /* also the rope's cos | sin */
     c->att_scratch = cpu_alloc(c, c->threads * c->att_scratch_n, 4, &st);
     c->att_items = cpu_alloc(c, c->max_seqs + 1, sizeof(int64_t), &st);
     c->att_q = cpu_alloc(c, T, sizeof(xk_attn_query), &st);

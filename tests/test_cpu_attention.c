@@ -104,7 +104,8 @@ Test(cpu_attention, decode_online_softmax) {
 
 /* The vectorized decode kernel (xk_attention_decode) in every ISA variant, whole and cut into parts
  * merged by xk_attention_merge (the backend's split-K), against the double reference: GQA groups of
- * 1, 4 and 8 heads, head_dim 64, 128 and odd ones, contexts across the 16-key blocks. */
+ * 1, 4, 8 and 16 heads (on AVX-512 4, 8 and 16 take the head-lane variant where head_dim allows,
+ * head_dim 13 the per-head one), head_dim 64, 128 and odd ones, contexts across the 16-key blocks. */
 /* float scores and sums against double, outputs of ~0.1-1: the same 2e-6 as the scalar kernel's
  * (measured ~3e-7 at 1000 keys) */
 #define TOL_DEC 2e-6
@@ -123,7 +124,7 @@ static void check_decode(xk_isa isa, xf_dtype dt, int64_t n_rep, int64_t hd, int
     const int64_t scr_n = xk_attn_decode_scratch(n_rep, hd);
     float *scr = aligned_alloc(64, (size_t)((scr_n + 15) / 16 * 16) * sizeof(float));
     float *po = malloc((size_t)(n_parts * n_rep * hd) * sizeof(float));
-    float *pml = malloc((size_t)(n_parts * n_rep * 2) * sizeof(float)), ml[2 * 8];
+    float *pml = malloc((size_t)(n_parts * n_rep * 2) * sizeof(float)), ml[2 * 16];
     double *want = malloc((size_t)(n_rep * hd) * sizeof(double));
     const float scale = (float)(scale_mul / sqrt((double)hd));
     /* a float score's error grows with its size, and the weights' relative error with it */
@@ -160,12 +161,12 @@ static void check_decode(xk_isa isa, xf_dtype dt, int64_t n_rep, int64_t hd, int
 }
 
 static void check_decode_isas(xf_dtype dt) {
-    const int64_t reps[3] = {1, 4, 8}, hds[4] = {64, 128, 20, 13}, ctxs[6] = {1, 15, 16, 17, 333, 1000};
+    const int64_t reps[4] = {1, 4, 8, 16}, hds[4] = {64, 128, 20, 13}, ctxs[6] = {1, 15, 16, 17, 333, 1000};
     int ran = 0;
     for (int isa = 0; isa < XK_ISA_COUNT; isa++) {
         if (!xk_isa_supported((xk_isa)isa)) continue;
         ran++;
-        for (int r = 0; r < 3; r++)
+        for (int r = 0; r < 4; r++)
             for (int h = 0; h < 4; h++)
                 for (int k = 0; k < 6; k++) {
                     check_decode((xk_isa)isa, dt, reps[r], hds[h], ctxs[k], ctxs[k] >= 333 ? 3 : 2, 1.0);
@@ -179,26 +180,100 @@ Test(cpu_attention, decode_vectorized_fp32) { check_decode_isas(XF_FP32); }
 Test(cpu_attention, decode_vectorized_fp16) { check_decode_isas(XF_FP16); }
 Test(cpu_attention, decode_vectorized_bf16) { check_decode_isas(XF_BF16); }
 
-/* The vectorized kernel reads each K and V element of the context once per KV head however many
- * query heads share it: a GQA group of 8 gives the same heads as 8 groups of 1 on the same KV. */
+/* A GQA group gives every head what that head gets alone: on AVX-512 a group of 4 or 8k heads runs
+ * the head-lane variant (the heads side by side in the lanes, other sums' order) and one head the
+ * per-head one, so they agree to the kernels' tolerance; chunks of 8 heads are independent, so a
+ * group of 16 gives bitwise the two groups of 8 it is made of. */
 Test(cpu_attention, decode_gqa_group_equals_single_heads) {
-    const int64_t hd = 64, n_ctx = 300, n_rep = 8;
+    const int64_t hd = 64, n_ctx = 300, n_rep = 16;
     kvc c = make_kv(XF_FP32, n_ctx, 1, hd, 3);
     int64_t *slots = malloc((size_t)n_ctx * sizeof(int64_t));
     for (int64_t j = 0; j < n_ctx; j++) slots[j] = n_ctx - 1 - j;
-    float q[8 * 64], grp[8 * 64], one[64], ml[16];
+    float q[16 * 64], grp[16 * 64], half[8 * 64], one[64], ml[32];
     uint32_t s = 1;
     for (int i = 0; i < n_rep * hd; i++) q[i] = frand(&s);
     float *scr = aligned_alloc(64, (size_t)((xk_attn_decode_scratch(n_rep, hd) + 15) / 16 * 16) * sizeof(float));
     const xk_isa isa = xk_isa_best();
     xk_attention_decode(isa, grp, q, n_rep, hd, c.K, c.V, XF_FP32, c.row, 0, slots, n_ctx, 0.125f, scr, ml);
+    for (int64_t g = 0; g < 2; g++) {
+        xk_attention_decode(isa, half, q + g * 8 * hd, 8, hd, c.K, c.V, XF_FP32, c.row, 0, slots, n_ctx, 0.125f, scr, ml);
+        for (int64_t i = 0; i < 8 * hd; i++)
+            cr_assert_eq(half[i], grp[g * 8 * hd + i], "%s half %lld elem %lld", xk_isa_name(isa), (long long)g, (long long)i);
+    }
     for (int64_t h = 0; h < n_rep; h++) {
         xk_attention_decode(isa, one, q + h * hd, 1, hd, c.K, c.V, XF_FP32, c.row, 0, slots, n_ctx, 0.125f, scr, ml);
-        for (int64_t i = 0; i < hd; i++) cr_assert_eq(one[i], grp[h * hd + i], "%s head %lld elem %lld", xk_isa_name(isa), (long long)h, (long long)i);
+        for (int64_t i = 0; i < hd; i++)
+            cr_assert(fabs(one[i] - grp[h * hd + i]) <= TOL_DEC, "%s head %lld elem %lld: %.8g vs %.8g", xk_isa_name(isa),
+                      (long long)h, (long long)i, one[i], grp[h * hd + i]);
     }
     free(scr);
     free(slots);
     free_kv(&c);
+}
+
+/* xk_attention_batch, the backend's decode entry: items (query, part) over every KV head, split-K
+ * when n_q * n_kv < XK_ATT_SPLIT_ITEMS. Against the double reference per (query, KV head), and the
+ * same bits on 1 and 2 threads (the cut is a rule of the shapes). n_kv 3: the KV heads of a row
+ * side by side, as in the cache. */
+static void check_batch(xk_isa isa, xf_dtype dt, int64_t n_q, int64_t n_rep, int64_t hd) {
+    const int64_t n_kv = 3, nh = n_kv * n_rep, n_slots = 700;
+    kvc c = make_kv(dt, n_slots, n_kv, hd, (uint32_t)(n_q * 31 + n_rep * 7 + hd));
+    int64_t *slots = malloc((size_t)n_slots * sizeof(int64_t));
+    for (int64_t j = 0; j < n_slots; j++) slots[j] = (j * 53 + 17) % n_slots; /* scattered, distinct */
+    float *q = malloc((size_t)(n_q * nh * hd) * sizeof(float)), *out1 = malloc((size_t)(n_q * nh * hd) * sizeof(float));
+    float *out2 = malloc((size_t)(n_q * nh * hd) * sizeof(float));
+    double *want = malloc((size_t)(n_rep * hd) * sizeof(double));
+    uint32_t s = (uint32_t)(3 + n_q);
+    for (int64_t i = 0; i < n_q * nh * hd; i++) q[i] = frand(&s);
+    xk_attn_query *qs = malloc((size_t)n_q * sizeof *qs);
+    const int64_t tf = xk_attn_thread_floats(nh, hd);
+    xk_attn_work w = {malloc((size_t)(n_q + 1) * sizeof(int64_t)),
+                      malloc((size_t)(XK_ATT_SPLIT_ITEMS * XK_ATT_MAX_PARTS * n_rep * hd) * sizeof(float)),
+                      malloc((size_t)(XK_ATT_SPLIT_ITEMS * XK_ATT_MAX_PARTS * 2 * n_rep) * sizeof(float)),
+                      aligned_alloc(64, (size_t)(2 * tf) * sizeof(float)), tf};
+    const float scale = 1.0f / sqrtf((float)hd);
+    for (int th = 1; th <= 2; th++) {
+        float *out = th == 1 ? out1 : out2;
+        for (int64_t i = 0; i < n_q; i++) {
+            const int64_t ctx = 1 + (i * 211 + 600) % n_slots; /* 600, 111, 322, ...: split into 3, 1, 2 parts */
+            qs[i] = (xk_attn_query){q + i * nh * hd, out + i * nh * hd, c.K, c.V, slots, ctx};
+        }
+        xk_attention_batch(isa, th, qs, n_q, n_kv, n_rep, hd, dt, c.row, scale, &w);
+    }
+    for (int64_t i = 0; i < n_q; i++)
+        for (int64_t g = 0; g < n_kv; g++) {
+            ref_attention(want, q + (i * nh + g * n_rep) * hd, n_rep, hd, &c, g, slots, qs[i].n_ctx, scale);
+            for (int64_t e = 0; e < n_rep * hd; e++) {
+                const int64_t k = (i * nh + g * n_rep) * hd + e;
+                cr_assert(fabs(out1[k] - want[e]) <= TOL_DEC, "%s %s n_q %lld n_rep %lld hd %lld query %lld head %lld elem %lld: %.8g vs %.8g",
+                          xk_isa_name(isa), dtype_name(dt), (long long)n_q, (long long)n_rep, (long long)hd, (long long)i,
+                          (long long)g, (long long)e, out1[k], want[e]);
+                cr_assert_eq(out1[k], out2[k], "%s: 1 and 2 threads differ at query %lld", xk_isa_name(isa), (long long)i);
+            }
+        }
+    free(w.items);
+    free(w.part_o);
+    free(w.part_ml);
+    free(w.scratch);
+    free(qs);
+    free(want);
+    free(out2);
+    free(out1);
+    free(q);
+    free(slots);
+    free_kv(&c);
+}
+
+Test(cpu_attention, decode_batch_all_heads) {
+    const xf_dtype dts[3] = {XF_FP32, XF_FP16, XF_BF16};
+    const int64_t reps[3] = {1, 4, 8}, hds[2] = {64, 20}, nqs[2] = {2, 11}; /* 2 x 3 < 32: split; 11 x 3 >= 32: not */
+    for (int isa = 0; isa < XK_ISA_COUNT; isa++) {
+        if (!xk_isa_supported((xk_isa)isa)) continue;
+        for (int d = 0; d < 3; d++)
+            for (int r = 0; r < 3; r++)
+                for (int h = 0; h < 2; h++)
+                    for (int n = 0; n < 2; n++) check_batch((xk_isa)isa, dts[d], nqs[n], reps[r], hds[h]);
+    }
 }
 
 /* ---- blocked causal kernel ---- */
