@@ -68,20 +68,10 @@ static double median(double *x, int n) { return bench_median(x, n); }
 
 /* Weight bytes one decode step reads (the cost model's compulsory weight traffic). */
 static double decode_weight_bytes_b(const model_config *cfg, xf_dtype wd, int64_t context, int64_t batch) {
-    workload w;
-    workload_default(&w);
-    w.batch = batch;
-    w.prompt = context;
-    w.gen = 1;
-    w.wdtype = wd;
-    w.adtype = XF_FP32;
-    w.kvdtype = XF_FP32;
-    int64_t n = cost_step_op_count(cfg);
-    cost_op *ops = calloc((size_t)n, sizeof *ops);
-    if (!ops) return 0;
+    int64_t n;
+    cost_op *ops = bench_decode_ops(cfg, batch, context, wd, &n);
     double b = 0;
-    if (cost_step(cfg, &w, workload_decode_step(&w, context), ops, n) == XF_OK)
-        for (int64_t i = 0; i < n; i++) b += ops[i].weight_bytes;
+    for (int64_t i = 0; ops && i < n; i++) b += ops[i].weight_bytes;
     free(ops);
     return b;
 }
