@@ -66,6 +66,9 @@ int64_t xk_act8_cols(const wmat *W);
 /* x (n, W->cols) to q (n, xk_act8_cols(W)) int8 (each group padded to W->gpad with zeros), s (n,
  * W->n_groups) and corr (n, W->n_groups) = 128 * sum of the group's q. */
 void xk_act8_quantize(const wmat *W, const float *x, int64_t n, int8_t *q, float *s, int32_t *corr);
+/* The same with the variant for isa (AVX-512, AVX2 or the scalar reference: the same bits);
+ * xk_act8_quantize takes the best this CPU runs. */
+void xk_act8_quantize_isa(xk_isa isa, const wmat *W, const float *x, int64_t n, int8_t *q, float *s, int32_t *corr);
 /* Each of the n rows of x (n, cols) replaced by its grid value s * q, in place. */
 void xk_act8_round(float *x, int64_t n, int64_t cols, int64_t group);
 /* y[t][r] = sum_g W->scales[r][g] * s[t][g] * sum_{c in g} W[r][c] * q[t][c], tokens t in [0, n),
