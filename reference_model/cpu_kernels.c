@@ -164,7 +164,7 @@ static void mm_scalar(const wmat *W, const float *x, int64_t n, float *y, int64_
  * tokens of accumulators, so each weight vector loaded (and converted) feeds 4 FMAs and each input
  * vector 4: twice the FMAs per load of XK_MM_BODY, which made batch 8-16 compute-bound. Rows go in
  * groups of 16 and, within a group, columns in chunks outermost: the chunk's inputs of every token
- * (XK_MM_KC_BYTES of fp32: 256 columns at 16 tokens) stay in L1 across the group's 4 row blocks
+ * (XK_MM_KC_BYTES of fp32: 512 columns at 16 tokens) stay in L1 across the group's 4 row blocks
  * and each block's chunk of weights in L1 across the token groups, the accumulators of the group
  * (16 rows x n tokens) waiting in memory between chunks; the next group's rows are prefetched into
  * L2, spread over this group's work. Without the chunks every token's whole input row was reloaded
@@ -177,7 +177,7 @@ static void mm_scalar(const wmat *W, const float *x, int64_t n, float *y, int64_
  * Measured against the unchunked kernel (docs/performance.md); a column-blocked variant with the
  * inputs copied side by side (16 rows x 128 columns, each weight read once per 32 tokens) was
  * slower than both. */
-#define XK_MM_KC_BYTES 16384
+#define XK_MM_KC_BYTES 32768
 #define XK_MM_MAX_TOKENS 16
 #define XK_MM_BODY4(VT, VW, SETZERO, FMADD, LOADU, HSUM, LOADW)                                            \
     const int64_t cols = W->cols;                                                                           \
@@ -197,7 +197,11 @@ static void mm_scalar(const wmat *W, const float *x, int64_t n, float *y, int64_
         const char *pfp = (const char *)W->data + rge * cols * esz;                                         \
         const int pf = ts == 0 && rge + 16 <= W->rows;                                                      \
         const int64_t steps = nrb * ntg * (cv / VW), lines = 16 * cols * esz / 64;                          \
-        const int64_t per = steps > 0 ? (lines + steps - 1) / steps : 0;                                    \
+        /* per lines every `every` steps, spread over the group's work (issued in bursts at the start   \
+         * of each pass instead, they measured 12% slower from DRAM) */                                    \
+        const int64_t per = steps > 0 && lines >= steps ? (lines + steps - 1) / steps : 1;                 \
+        const int64_t every = steps > 0 && lines < steps && lines > 0 ? steps / lines : 1;                  \
+        int64_t sc = 0;                                                                                     \
         for (int64_t k0 = 0; k0 < cv; k0 += kc) {                                                           \
             const int64_t k1 = k0 + kc < cv ? k0 + kc : cv;                                                 \
             for (int64_t b = 0; b < nrb; b++) {                                                             \
@@ -213,8 +217,10 @@ static void mm_scalar(const wmat *W, const float *x, int64_t n, float *y, int64_
                     VT a[16];                                                                               \
                     for (int i = 0; i < 16; i++) a[i] = k0 == 0 ? SETZERO() : acc[b][tg][i];                \
                     for (int64_t c = k0; c < k1; c += VW) {                                                 \
-                        if (pf)                                                                             \
+                        if (pf && ++sc >= every) {                                                          \
+                            sc = 0;                                                                         \
                             for (int64_t k = 0; k < per; k++, pfp += 64) XK_PREFETCH(pfp);                  \
+                        }                                                                                   \
                         const VT v0 = LOADU(x0 + c), v1 = LOADU(x1 + c), v2 = LOADU(x2 + c), v3 = LOADU(x3 + c); \
                         VT w = LOADW(wp0, c);                                                               \
                         a[0] = FMADD(w, v0, a[0]), a[1] = FMADD(w, v1, a[1]);                               \
