@@ -824,8 +824,11 @@ static void a8_scalar(const wmat *W, const int8_t *q, const float *s, const int3
 }
 
 /* The next weights, fetched ahead of the stream: a block's groups are contiguous and blocks follow
- * each other, so this runs on into the next block (a prefetch never faults). */
-#define XK_A8_PF 1024
+ * each other, so this runs on into the next block (a prefetch never faults). The packed layout
+ * makes each thread's rows one sequential stream, which this machine's hardware prefetcher
+ * alone does not run far enough ahead of: 6 KiB ahead (3 of tinyllama's 16-row blocks) streamed
+ * 5-11% faster than 1 KiB, 8-16 KiB about the same as 6 (docs/performance.md, busy machine). */
+#define XK_A8_PF 6144
 
 #if XK_X86
 /* One 16-row block times TB tokens (TB a constant after inlining): two accumulator chains per
