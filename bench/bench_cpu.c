@@ -5,6 +5,9 @@
  *      the decode, the better of the two (target >= 0.85).
  *   2. bf16 and int8 weights: decode tokens/s over fp32's (targets >= 1.8x and >= 3x; issue 20: every
  *      dtype's weight GB/s >= 0.90 of the read ceiling, int8 >= 3.6x).
+ *      Then where each variant's step goes (no target): the timer probe over 12 more steps, per
+ *      projection kind its time, weight GB/s and fixed cost per call against the largest one's
+ *      rate, and attention and the other ops.
  *   3. A 512-token prefill of each dtype: fp32 GEMMs' FLOP/s over the measured FP32 peak (target
  *      >= 0.60); issue 20: bf16 (oneDNN on AMX) over the AMX BF16 peak measured now (>= 0.50) and
  *      over fp32's (>= 4x), int8 (AMX tiles) over bf16's (>= 1.5x). Token agreement of bf16 and
