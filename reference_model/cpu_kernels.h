@@ -21,8 +21,10 @@ int xk_isa_supported(xk_isa isa);
 /* y[t][r] = sum_c W[r][c] * x[t][c] for tokens t in [0, n) and rows r in [r0, r1) (packed int8
  * weights, weights.h, take the scalar path here: their fast kernel is xk_matmul_a8).
  * x (n, W->cols) row-major; y (n, ldy) row-major, columns r0..r1 written. Weights fp32, bf16, fp16
- * or int8 (dequantized per group with W->scales). Tokens are taken 2 at a time and rows 4 at a time,
- * so each weight vector loaded feeds up to 8 FMAs. Results do not depend on how [r0, r1) is split. */
+ * or int8 (dequantized per group with W->scales). One token: 8 rows at a time; two: 4 rows x 2
+ * tokens; three or more (fp32 / bf16 / fp16): 4 rows x 4 tokens in groups of 16 rows with column
+ * chunks outermost (cpu_kernels.c). Each (row, token) sum runs in the same lane order whatever the
+ * tiling, so a token's result does not depend on its batch, nor on how [r0, r1) is split. */
 void xk_matmul(xk_isa isa, const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0,
                int64_t r1);
 
