@@ -5,6 +5,9 @@
  *      the decode, the better of the two (target >= 0.85).
  *   2. bf16 and int8 weights: decode tokens/s over fp32's (targets >= 1.8x and >= 3x; issue 20: every
  *      dtype's weight GB/s >= 0.90 of the read ceiling, int8 >= 3.6x).
+ *      Then where each variant's step goes (no target): the timer probe over 12 more steps, per
+ *      projection kind its time, weight GB/s and fixed cost per call against the largest one's
+ *      rate, and attention and the other ops.
  *   3. A 512-token prefill of each dtype: fp32 GEMMs' FLOP/s over the measured FP32 peak (target
  *      >= 0.60); issue 20: bf16 (oneDNN on AMX) over the AMX BF16 peak measured now (>= 0.50) and
  *      over fp32's (>= 4x), int8 (AMX tiles) over bf16's (>= 1.5x). Token agreement of bf16 and
@@ -71,20 +74,10 @@ static double median(double *x, int n) { return bench_median(x, n); }
 
 /* Weight bytes one decode step reads (the cost model's compulsory weight traffic). */
 static double decode_weight_bytes_b(const model_config *cfg, xf_dtype wd, int64_t context, int64_t batch) {
-    workload w;
-    workload_default(&w);
-    w.batch = batch;
-    w.prompt = context;
-    w.gen = 1;
-    w.wdtype = wd;
-    w.adtype = XF_FP32;
-    w.kvdtype = XF_FP32;
-    int64_t n = cost_step_op_count(cfg);
-    cost_op *ops = calloc((size_t)n, sizeof *ops);
-    if (!ops) return 0;
+    int64_t n;
+    cost_op *ops = bench_decode_ops(cfg, batch, context, wd, &n);
     double b = 0;
-    if (cost_step(cfg, &w, workload_decode_step(&w, context), ops, n) == XF_OK)
-        for (int64_t i = 0; i < n; i++) b += ops[i].weight_bytes;
+    for (int64_t i = 0; ops && i < n; i++) b += ops[i].weight_bytes;
     free(ops);
     return b;
 }
@@ -430,6 +423,60 @@ static int attention_section(const model_config *cfg, int model_given, int threa
     return 0;
 }
 
+/* Where one batch-1 decode step of bm goes (issue 20, item 1): the timer probe over 3 repetitions
+ * of 4 steps, each op's best repetition, summed per op kind over the layers: the projections' time
+ * and weight GB/s (against the read ceiling rd), attention, and the rest. Each projection's time
+ * over what it would take at the largest one's rate is its fixed cost (OpenMP fork and wake-up,
+ * input quantization). Returns 0, or 2 after an error. */
+static int decode_accounting(bench_model *bm, const model_config *cfg, const char *name, xf_dtype wd, int64_t ctx, double rd) {
+    timer_probe *tp;
+    if (timer_probe_init(cfg->n_layers, 4, 0, &tp) != XF_OK) return die("timer");
+    probe_set ps = {1, {timer_probe_as_probe(tp)}};
+    for (int rep = 0; rep < 3; rep++) {
+        timer_probe_rep_begin(tp);
+        for (int i = 0; i < 4; i++)
+            if (model_decode_step(bm->m, NULL, &ps) != XF_OK) return die("probed decode");
+        if (timer_probe_rep_end(tp) != XF_OK) return die("timer");
+    }
+    int64_t n;
+    cost_op *ops = bench_decode_ops(cfg, 1, ctx, wd, &n);
+    if (!ops) return die("cost model");
+    static const op_kind kinds[] = {OP_QKV, OP_O_PROJ, OP_GATE_UP, OP_DOWN, OP_LM_HEAD};
+    double kt[5] = {0}, kb[5] = {0}, t_att = 0, t_rest = 0;
+    int64_t kn[5] = {0};
+    for (int64_t i = 0; i < n; i++) {
+        const double *smp;
+        const int ns = timer_probe_samples(tp, XF_DECODE, ops[i].layer, ops[i].kind, &smp);
+        double b = 0;
+        for (int q = 0; q < ns; q++) b = q == 0 || smp[q] < b ? smp[q] : b;
+        int k = 0;
+        while (k < 5 && kinds[k] != ops[i].kind) k++;
+        if (k < 5) kt[k] += b, kb[k] += ops[i].weight_bytes, kn[k]++;
+        else if (ops[i].kind == OP_ATTENTION) t_att += b;
+        else t_rest += b;
+    }
+    free(ops);
+    timer_probe_free(tp);
+    int big = -1; /* the kind streaming the most bytes per op sets the rate */
+    for (int k = 0; k < 5; k++)
+        if (kn[k] > 0 && kt[k] > 0 && (big < 0 || kb[k] / (double)kn[k] > kb[big] / (double)kn[big])) big = k;
+    if (big < 0) return 0; /* no projection was timed */
+    const double rate = kb[big] / kt[big];
+    double tp_sum = 0, bp_sum = 0;
+    printf("%s decode step, per op (timer probe, best of 3 x 4 steps):", name);
+    for (int k = 0; k < 5; k++) {
+        if (kn[k] == 0 || kt[k] <= 0) continue;
+        tp_sum += kt[k], bp_sum += kb[k];
+        printf(" %s %.2f ms (%.1f GB/s, %+.0f us a call over %s's rate)%s", op_kind_name(kinds[k]), kt[k] * 1e3, kb[k] / kt[k] / 1e9,
+               (kt[k] - kb[k] / rate) / (double)kn[k] * 1e6, op_kind_name(kinds[big]), k < 4 ? ";" : "");
+    }
+    printf("\n  projections %.2f ms for %.0f MiB: %.2f GB/s, %.3f of the read ceiling (at %s's rate: %.2f ms); attention %.2f ms; "
+           "the other ops %.2f ms; the step's ops %.2f ms\n",
+           tp_sum * 1e3, bp_sum / 1048576, bp_sum / tp_sum / 1e9, bp_sum / tp_sum / rd, op_kind_name(kinds[big]), bp_sum / rate * 1e3,
+           t_att * 1e3, t_rest * 1e3, (tp_sum + t_att + t_rest) * 1e3);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     ceilings_env_reexec(argc, argv); /* OpenBLAS kernels and OpenMP waiting, set before they load */
     int threads = 2, steps = 8, quick = 0, attention_only = 0, batched_only = 0, model_given = 0;
@@ -527,6 +574,8 @@ int main(int argc, char **argv) {
                wb / t_med[k] / 1e9);
     }
     printf("medians: bf16 %.2fx, int8 %.2fx the fp32 tokens/s\n", t_med[0] / t_med[1], t_med[0] / t_med[2]);
+    for (int k = 0; k < NV; k++) /* context: the steps above and these 12 */
+        if (decode_accounting(&bms[k], &cfg, vnames[k], dts[k], ctx + steps / 2 + 6, rd.Bps)) return 2;
 
     const double t_fp32 = t_best[0], t_bf16 = t_best[1], t_int8 = t_best[2];
     const double attained = decode_weight_bytes(&cfg, XF_FP32, ctx) / t_fp32;

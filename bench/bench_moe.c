@@ -92,30 +92,6 @@ static model_config dense_twin(const model_config *m) {
     return c;
 }
 
-static workload decode_wl(int64_t batch, int64_t prompt) {
-    workload w;
-    workload_default(&w);
-    w.batch = batch;
-    w.prompt = prompt;
-    w.gen = 2;
-    w.wdtype = XF_FP32;
-    w.adtype = XF_FP32;
-    w.kvdtype = XF_FP32;
-    return w;
-}
-
-/* The cost model's ops of one decode step at `context` (caller frees); NULL on error. */
-static cost_op *step_ops(const model_config *c, int64_t batch, int64_t context, int64_t *n) {
-    workload w = decode_wl(batch, context);
-    *n = cost_step_op_count(c);
-    cost_op *ops = calloc((size_t)*n, sizeof *ops);
-    if (ops && cost_step(c, &w, workload_decode_step(&w, context), ops, *n) != XF_OK) {
-        free(ops);
-        return NULL;
-    }
-    return ops;
-}
-
 static xf_status open_model(model **m, const model_config *c, int threads, int64_t batch, int64_t prompt, int steps) {
     model_options o;
     model_options_default(&o);
@@ -203,9 +179,9 @@ int main(int argc, char **argv) {
         td[i] = timer_now_s() - a;
         step_distinct(mm, L, prev, dis);
         int64_t n;
-        cost_op *om = step_ops(&mc, 1, ctx, &n), *od = step_ops(&dc, 1, ctx, &n);
+        cost_op *om = bench_decode_ops(&mc, 1, ctx, XF_FP32, &n), *od = bench_decode_ops(&dc, 1, ctx, XF_FP32, &n);
         if (!om || !od) return die("cost model");
-        workload w = decode_wl(1, ctx);
+        workload w = workload_decode(1, ctx, XF_FP32);
         bm[i] = bd[i] = 0;
         for (int64_t k = 0; k < n; k++) {
             if (om[k].layer >= 0) cost_moe_set_experts(&mc, &w, &om[k], (double)dis[om[k].layer]);
@@ -243,9 +219,9 @@ int main(int argc, char **argv) {
     memset(prev, 0, sizeof prev);
     step_distinct(mm, L, prev, dis); /* nothing yet: decode sums are zero after the prefill */
     double pred = 0, meas = 0, tb = 0;
-    const workload wb = decode_wl(batch, prompt + 1);
+    const workload wb = workload_decode(batch, prompt + 1, XF_FP32);
     int64_t n;
-    cost_op *ob = step_ops(&mc, batch, prompt + 1, &n);
+    cost_op *ob = bench_decode_ops(&mc, batch, prompt + 1, XF_FP32, &n);
     if (!ob) return die("cost model");
     double pred_step = 0; /* the expert ops' bytes of one step, uniform routing */
     for (int64_t k = 0; k < n; k++)

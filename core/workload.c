@@ -28,6 +28,18 @@ void workload_default(workload *w) {
     w->quant_group = 0;
 }
 
+workload workload_decode(int64_t batch, int64_t prompt, xf_dtype wdtype) {
+    workload w;
+    workload_default(&w);
+    w.batch = batch;
+    w.prompt = prompt;
+    w.gen = 2;
+    w.wdtype = wdtype;
+    w.adtype = XF_FP32;
+    w.kvdtype = XF_FP32;
+    return w;
+}
+
 /* Limits that keep every product in the cost model far from 2^53 and say "absurd" plainly. */
 #define MAX_BATCH (1LL << 20)
 #define MAX_TOKENS (1LL << 24)

@@ -45,6 +45,11 @@ int64_t workload_mean_decode_context(const workload *w);
 /* Defaults: batch 1, the shared request (core/limits.h: prompt 128, gen 128), bf16 everywhere. */
 void workload_default(workload *w);
 
+/* A decode workload as the CPU reference runs it: `batch` sequences of `prompt` tokens and one
+ * decode step (gen 2), weights `wdtype`, activations and KV in fp32, the default group. The
+ * benchmarks' decode set-up (bench_cpu, bench_moe). */
+workload workload_decode(int64_t batch, int64_t prompt, xf_dtype wdtype);
+
 /* Checks batch >= 1, prompt >= 1, gen >= 0, and sizes below sane limits. */
 xf_status workload_validate(const workload *w);
 

@@ -430,7 +430,7 @@ static void cpu_linear(cpu_ctx *c, const wmat *W, float *x, int64_t n, float *y)
     if (W->dtype == XF_INT8 && W->packed && n <= c->a8_tokens) { /* decode (prefill with AMX): int8 inputs, u8 x s8 kernel */
         const int64_t qc = xk_act8_cols(W), ng = W->n_groups;
 #pragma omp parallel for num_threads(c->threads) schedule(static) if (n >= 4)
-        for (int64_t t = 0; t < n; t++) xk_act8_quantize(W, x + t * cols, 1, c->a8q + t * qc, c->a8s + t * ng, c->a8c + t * ng);
+        for (int64_t t = 0; t < n; t++) xk_act8_quantize_isa(c->isa, W, x + t * cols, 1, c->a8q + t * qc, c->a8s + t * ng, c->a8c + t * ng);
         const int64_t chunks = (rows + CPU_MM_CHUNK - 1) / CPU_MM_CHUNK;
         const xk_isa isa = c->isa;
 #pragma omp parallel for num_threads(c->threads) schedule(static)

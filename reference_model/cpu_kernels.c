@@ -153,64 +153,106 @@ static void mm_scalar(const wmat *W, const float *x, int64_t n, float *y, int64_
     }
 
 
-/* Batched decode with unquantized weights (fp32 / bf16 / fp16, one group per row): 4 rows x 4
- * tokens of accumulators, so each weight vector loaded (and converted) feeds 4 FMAs and each input
- * vector 4: twice the FMAs per load of XK_MM_BODY, which made batch 8-16 compute-bound. Each sum
- * runs in the same lane order as XK_MM_BODY / XK_MM_BODY1 (lanes over the columns, one horizontal
- * sum at the end), so a token's result does not depend on the batch it is in. Tokens past n reuse
- * the last one and are not stored. A column-blocked variant (16 rows x 128 columns per block, the
- * inputs' block copied side by side, accumulators kept in memory between blocks, so each weight
- * is read once per 32 tokens and every other load hits L1) was measured against this one and
- * dropped: from cache, 2 threads, 512 x 2048 weights, 16 tokens, 184 vs 225 GFLOP/s (fp32) and
- * 179 vs 248 (bf16; busy machine). At batch 16 this kernel is already near the FMA peak: bf16
- * there is compute-bound (16 FLOP per weight byte against an FP32 ridge of ~13). */
-#define XK_MM_BODY4(VT, VW, SETZERO, FMADD, LOADU, HSUM, LOADW)                                            \
-    const int64_t cols = W->cols;                                                                           \
-    const int64_t esz = W->dtype == XF_FP32 ? 4 : 2;                                                        \
-    const int64_t cv = (cols / VW) * VW;                                                                    \
-    for (int64_t r = r0; r < r1; r += 4) {                                                                  \
-        const int64_t rb = r1 - r < 4 ? r1 - r : 4;                                                         \
-        int64_t ro[4];                                                                                      \
-        for (int i = 0; i < 4; i++) ro[i] = (r + (i < rb ? i : 0)) * cols;                                 \
-        const char *wp0 = (const char *)W->data + ro[0] * esz, *wp1 = (const char *)W->data + ro[1] * esz; \
-        const char *wp2 = (const char *)W->data + ro[2] * esz, *wp3 = (const char *)W->data + ro[3] * esz; \
-        for (int64_t t = 0; t < n; t += 4) {                                                                \
-            const int64_t tb = n - t < 4 ? n - t : 4;                                                       \
-            const float *x0 = x + t * cols, *x1 = x + (t + (tb > 1 ? 1 : 0)) * cols;                        \
-            const float *x2 = x + (t + (tb > 2 ? 2 : 0)) * cols, *x3 = x + (t + (tb > 3 ? 3 : 0)) * cols;   \
-            VT a[16];                                                                                       \
-            for (int i = 0; i < 16; i++) a[i] = SETZERO();                                                  \
-            for (int64_t c = 0; c < cv; c += VW) {                                                          \
-                const VT v0 = LOADU(x0 + c), v1 = LOADU(x1 + c), v2 = LOADU(x2 + c), v3 = LOADU(x3 + c);    \
-                VT w = LOADW(wp0, c);                                                                       \
-                a[0] = FMADD(w, v0, a[0]), a[1] = FMADD(w, v1, a[1]);                                       \
-                a[2] = FMADD(w, v2, a[2]), a[3] = FMADD(w, v3, a[3]);                                       \
-                w = LOADW(wp1, c);                                                                          \
-                a[4] = FMADD(w, v0, a[4]), a[5] = FMADD(w, v1, a[5]);                                       \
-                a[6] = FMADD(w, v2, a[6]), a[7] = FMADD(w, v3, a[7]);                                       \
-                w = LOADW(wp2, c);                                                                          \
-                a[8] = FMADD(w, v0, a[8]), a[9] = FMADD(w, v1, a[9]);                                       \
-                a[10] = FMADD(w, v2, a[10]), a[11] = FMADD(w, v3, a[11]);                                   \
-                w = LOADW(wp3, c);                                                                          \
-                a[12] = FMADD(w, v0, a[12]), a[13] = FMADD(w, v1, a[13]);                                   \
-                a[14] = FMADD(w, v2, a[14]), a[15] = FMADD(w, v3, a[15]);                                   \
-            }                                                                                               \
-            const float *xs[4] = {x0, x1, x2, x3};                                                          \
-            for (int i = 0; i < rb; i++)                                                                    \
-                for (int j = 0; j < tb; j++) {                                                              \
-                    float tl = 0.0f;                                                                        \
-                    for (int64_t c = cv; c < cols; c++) tl += w_at(W, ro[i] + c) * xs[j][c];                \
-                    y[(t + j) * ldy + r + i] = HSUM(a[i * 4 + j]) + tl;                                     \
-                }                                                                                           \
-        }                                                                                                   \
-    }
-
 /* Software prefetch into L2 of the rows the next block will read. Decode streams every weight once:
  * 8 rows of 2 KB (int8) to 8 KB (fp32) are read side by side, too short for the hardware
  * prefetcher to run far enough ahead on a high-latency machine; fetching the next block one cache
  * line per row per line consumed raised int8 decode from ~19 to ~27 GB/s on a 2-core Xeon VM
  * (docs/performance.md). A prefetch never faults; the block is only fetched when it exists. */
 #define XK_PREFETCH(p) __builtin_prefetch((p), 0, 2)
+
+/* Batched decode with unquantized weights (fp32 / bf16 / fp16, one group per row): 4 rows x 4
+ * tokens of accumulators, so each weight vector loaded (and converted) feeds 4 FMAs and each input
+ * vector 4: twice the FMAs per load of XK_MM_BODY, which made batch 8-16 compute-bound. Rows go in
+ * groups of 16 and, within a group, columns in chunks outermost: the chunk's inputs of every token
+ * (XK_MM_KC_BYTES of fp32: 512 columns at 16 tokens) stay in L1 across the group's 4 row blocks
+ * and each block's chunk of weights in L1 across the token groups, the accumulators of the group
+ * (16 rows x n tokens) waiting in memory between chunks; the next group's rows are prefetched into
+ * L2, spread over this group's work. Without the chunks every token's whole input row was reloaded
+ * from L2 for every block of 4 rows (4x the weights' bytes at 16 tokens). Each sum still runs in
+ * the lane order of XK_MM_BODY / XK_MM_BODY1 (lanes over the columns in order, one horizontal sum
+ * at the end; a chunk only pauses it), so a token's result does not depend on the batch it is in
+ * (tested bitwise). Tokens past n reuse the last one and are not stored; more than XK_MM_MAX_TOKENS
+ * tokens go in slices of that many over each group (its rows then come from L2; at 31 tokens in
+ * one slice the accumulators alone filled L1 and it measured 13% slower than the unchunked kernel).
+ * Measured against the unchunked kernel (docs/performance.md); a column-blocked variant with the
+ * inputs copied side by side (16 rows x 128 columns, each weight read once per 32 tokens) was
+ * slower than both. */
+#define XK_MM_KC_BYTES 32768
+#define XK_MM_MAX_TOKENS 16
+#define XK_MM_BODY4(VT, VW, SETZERO, FMADD, LOADU, HSUM, LOADW)                                            \
+    const int64_t cols = W->cols;                                                                           \
+    const int64_t esz = W->dtype == XF_FP32 ? 4 : 2;                                                        \
+    const int64_t cv = (cols / VW) * VW;                                                                    \
+    VT acc[4][XK_MM_MAX_TOKENS / 4][16]; /* (row block, token group, 4 rows x 4 tokens) */                 \
+    for (int64_t rg = r0; rg < r1; rg += 16)                                                                \
+    for (int64_t ts = 0; ts < n; ts += XK_MM_MAX_TOKENS) { /* the group's rows stay in L2 across slices */ \
+        const int64_t nn = n - ts < XK_MM_MAX_TOKENS ? n - ts : XK_MM_MAX_TOKENS, ntg = (nn + 3) / 4;        \
+        const float *xs = x + ts * cols;                                                                    \
+        float *ys = y + ts * ldy;                                                                           \
+        /* columns per chunk: the chunk's inputs of the slice's tokens in XK_MM_KC_BYTES */               \
+        int64_t kc = XK_MM_KC_BYTES / (4 * nn) / VW * VW;                                                  \
+        kc = kc < 4 * VW ? 4 * VW : kc;                                                                     \
+        const int64_t rge = rg + 16 < r1 ? rg + 16 : r1, nrb = (rge - rg + 3) / 4;                         \
+        /* the next group's 16 rows, during the first slice: lines spread over its vector steps */         \
+        const char *pfp = (const char *)W->data + rge * cols * esz;                                         \
+        const int pf = ts == 0 && rge + 16 <= W->rows;                                                      \
+        const int64_t steps = nrb * ntg * (cv / VW), lines = 16 * cols * esz / 64;                          \
+        /* per lines every `every` steps, spread over the group's work (issued in bursts at the start   \
+         * of each pass instead, they measured 12% slower from DRAM) */                                    \
+        const int64_t per = steps > 0 && lines >= steps ? (lines + steps - 1) / steps : 1;                 \
+        const int64_t every = steps > 0 && lines < steps && lines > 0 ? steps / lines : 1;                  \
+        int64_t sc = 0;                                                                                     \
+        for (int64_t k0 = 0; k0 < cv; k0 += kc) {                                                           \
+            const int64_t k1 = k0 + kc < cv ? k0 + kc : cv;                                                 \
+            for (int64_t b = 0; b < nrb; b++) {                                                             \
+                const int64_t r = rg + 4 * b, rb = rge - r < 4 ? rge - r : 4;                               \
+                const char *wp0 = (const char *)W->data + r * cols * esz;                                   \
+                const char *wp1 = (const char *)W->data + (r + (rb > 1 ? 1 : 0)) * cols * esz;              \
+                const char *wp2 = (const char *)W->data + (r + (rb > 2 ? 2 : 0)) * cols * esz;              \
+                const char *wp3 = (const char *)W->data + (r + (rb > 3 ? 3 : 0)) * cols * esz;              \
+                for (int64_t tg = 0; tg < ntg; tg++) {                                                      \
+                    const int64_t t = 4 * tg, tb = nn - t < 4 ? nn - t : 4;                                   \
+                    const float *x0 = xs + t * cols, *x1 = xs + (t + (tb > 1 ? 1 : 0)) * cols;                \
+                    const float *x2 = xs + (t + (tb > 2 ? 2 : 0)) * cols, *x3 = xs + (t + (tb > 3 ? 3 : 0)) * cols; \
+                    VT a[16];                                                                               \
+                    for (int i = 0; i < 16; i++) a[i] = k0 == 0 ? SETZERO() : acc[b][tg][i];                \
+                    for (int64_t c = k0; c < k1; c += VW) {                                                 \
+                        if (pf && ++sc >= every) {                                                          \
+                            sc = 0;                                                                         \
+                            for (int64_t k = 0; k < per; k++, pfp += 64) XK_PREFETCH(pfp);                  \
+                        }                                                                                   \
+                        const VT v0 = LOADU(x0 + c), v1 = LOADU(x1 + c), v2 = LOADU(x2 + c), v3 = LOADU(x3 + c); \
+                        VT w = LOADW(wp0, c);                                                               \
+                        a[0] = FMADD(w, v0, a[0]), a[1] = FMADD(w, v1, a[1]);                               \
+                        a[2] = FMADD(w, v2, a[2]), a[3] = FMADD(w, v3, a[3]);                               \
+                        w = LOADW(wp1, c);                                                                  \
+                        a[4] = FMADD(w, v0, a[4]), a[5] = FMADD(w, v1, a[5]);                               \
+                        a[6] = FMADD(w, v2, a[6]), a[7] = FMADD(w, v3, a[7]);                               \
+                        w = LOADW(wp2, c);                                                                  \
+                        a[8] = FMADD(w, v0, a[8]), a[9] = FMADD(w, v1, a[9]);                               \
+                        a[10] = FMADD(w, v2, a[10]), a[11] = FMADD(w, v3, a[11]);                           \
+                        w = LOADW(wp3, c);                                                                  \
+                        a[12] = FMADD(w, v0, a[12]), a[13] = FMADD(w, v1, a[13]);                           \
+                        a[14] = FMADD(w, v2, a[14]), a[15] = FMADD(w, v3, a[15]);                           \
+                    }                                                                                       \
+                    for (int i = 0; i < 16; i++) acc[b][tg][i] = a[i];                                      \
+                }                                                                                           \
+            }                                                                                               \
+        }                                                                                                   \
+        for (int64_t b = 0; b < nrb; b++) {                                                                 \
+            const int64_t r = rg + 4 * b, rb = rge - r < 4 ? rge - r : 4;                                   \
+            for (int64_t tg = 0; tg < ntg; tg++) {                                                          \
+                const int64_t t = 4 * tg, tb = nn - t < 4 ? nn - t : 4;                                       \
+                for (int i = 0; i < rb; i++)                                                                \
+                    for (int j = 0; j < tb; j++) {                                                          \
+                        float tl = 0.0f;                                                                    \
+                        for (int64_t c = cv; c < cols; c++) tl += w_at(W, (r + i) * cols + c) * xs[(t + j) * cols + c]; \
+                        ys[(t + j) * ldy + r + i] = (cv > 0 ? HSUM(acc[b][tg][i * 4 + j]) : 0.0f) + tl;     \
+                    }                                                                                       \
+            }                                                                                               \
+        }                                                                                                   \
+    }
+
 
 /* The one-token case (decode at batch 1): 8 rows x 1 token of accumulators, so the 8 FMA chains
  * are independent and none is wasted on a duplicate token. */
@@ -639,26 +681,121 @@ void xk_matvec_i8a16(xk_isa isa, const wmat *W, const int16_t *q, const float *s
 
 int64_t xk_act8_cols(const wmat *W) { return W->n_groups * W->gpad; }
 
-void xk_act8_quantize(const wmat *W, const float *x, int64_t n, int8_t *q, float *s, int32_t *corr) {
+/* One group of len inputs to q (gp bytes, zero past len), its step and 128 * sum(q): the portable
+ * reference the vector variants match bit for bit. */
+static float act8_group_scalar(const float *x, int64_t len, int64_t gp, int8_t *q, int32_t *corr) {
+    float inv;
+    const float s = grid_scale(x, len, XK_ACT8_MAX, &inv);
+    int32_t sum = 0;
+    for (int64_t k = 0; k < len; k++) {
+        long v = lrintf(x[k] * inv); /* |x * inv| <= 127 up to rounding; NaN: s is NaN */
+        v = v > 127 ? 127 : v < -127 ? -127 : v;
+        q[k] = (int8_t)v;
+        sum += (int32_t)v;
+    }
+    for (int64_t k = len; k < gp; k++) q[k] = 0;
+    *corr = 128 * sum;
+    return s;
+}
+
+#if XK_X86
+/* The same steps on 16 lanes: max|x| and the finiteness of the group (|x| <= FLT_MAX is false for
+ * NaN and infinities), the same fp32 product x * inv rounded to nearest even by vcvtps2dq as
+ * lrintf rounds it (NaN converts to INT_MIN and clamps to -127, as lrintf's LONG_MIN does), the
+ * same clamp; masked loads for the group's last partial vector. */
+static TGT_AVX512 float act8_group_avx512(const float *x, int64_t len, int64_t gp, int8_t *q, int32_t *corr) {
+    const __m512 fmax = _mm512_set1_ps(3.40282347e38f);
+    __m512 vm = _mm512_setzero_ps();
+    __mmask16 fin = 0xffff;
+    for (int64_t k = 0; k < len; k += 16) {
+        const __mmask16 m = len - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (len - k)) - 1);
+        const __m512 a = _mm512_abs_ps(_mm512_maskz_loadu_ps(m, x + k));
+        fin &= _mm512_cmp_ps_mask(a, fmax, _CMP_LE_OQ);
+        vm = _mm512_max_ps(vm, a);
+    }
+    const float mx = _mm512_reduce_max_ps(vm);
+    const int finite = fin == 0xffff;
+    const float inv = finite && mx > 0.0f ? XK_ACT8_MAX / mx : 0.0f;
+    const __m512 vi = _mm512_set1_ps(inv);
+    const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+    __m512i vs = _mm512_setzero_si512();
+    for (int64_t k = 0; k < gp; k += 16) {
+        const __mmask16 m = k >= len ? 0 : len - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (len - k)) - 1);
+        __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + k), vi));
+        v = _mm512_maskz_mov_epi32(m, _mm512_min_epi32(_mm512_max_epi32(v, lo), hi));
+        vs = _mm512_add_epi32(vs, v);
+        const __mmask16 st = gp - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (gp - k)) - 1);
+        _mm_mask_storeu_epi8(q + k, st, _mm512_cvtepi32_epi8(v));
+    }
+    *corr = 128 * _mm512_reduce_add_epi32(vs);
+    return finite ? mx / XK_ACT8_MAX : NAN;
+}
+
+/* 8 lanes; the int8 bytes go out through a 32-bit lane per half. */
+static TGT_AVX2 float act8_group_avx2(const float *x, int64_t len, int64_t gp, int8_t *q, int32_t *corr) {
+    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)), fmax = _mm256_set1_ps(3.40282347e38f);
+    const int64_t lv = len / 8 * 8;
+    __m256 vm = _mm256_setzero_ps();
+    int fin = 1;
+    for (int64_t k = 0; k < lv; k += 8) {
+        const __m256 a = _mm256_and_ps(_mm256_loadu_ps(x + k), absm);
+        fin &= _mm256_movemask_ps(_mm256_cmp_ps(a, fmax, _CMP_LE_OQ)) == 0xff;
+        vm = _mm256_max_ps(vm, a);
+    }
+    float lanes[8];
+    _mm256_storeu_ps(lanes, vm);
+    float mx = 0.0f;
+    for (int i = 0; i < 8; i++) mx = lanes[i] > mx ? lanes[i] : mx;
+    for (int64_t k = lv; k < len; k++) {
+        const float a = fabsf(x[k]);
+        fin &= isfinite(a) != 0;
+        mx = a > mx ? a : mx;
+    }
+    const float inv = fin && mx > 0.0f ? XK_ACT8_MAX / mx : 0.0f;
+    const __m256 vi = _mm256_set1_ps(inv);
+    const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
+    __m256i vs = _mm256_setzero_si256();
+    for (int64_t k = 0; k < lv; k += 8) {
+        const __m256i v = _mm256_min_epi32(_mm256_max_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + k), vi)), lo), hi);
+        vs = _mm256_add_epi32(vs, v);
+        const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(v, v), _mm256_setzero_si256()); /* bytes 0-3 of each half */
+        const int32_t b0 = _mm256_extract_epi32(p, 0), b1 = _mm256_extract_epi32(p, 4);
+        memcpy(q + k, &b0, 4);
+        memcpy(q + k + 4, &b1, 4);
+    }
+    int32_t lanes_i[8], sum = 0;
+    _mm256_storeu_si256((__m256i *)lanes_i, vs);
+    for (int i = 0; i < 8; i++) sum += lanes_i[i];
+    for (int64_t k = lv; k < len; k++) {
+        long v = lrintf(x[k] * inv);
+        v = v > 127 ? 127 : v < -127 ? -127 : v;
+        q[k] = (int8_t)v;
+        sum += (int32_t)v;
+    }
+    for (int64_t k = len; k < gp; k++) q[k] = 0;
+    *corr = 128 * sum;
+    return fin ? mx / XK_ACT8_MAX : NAN;
+}
+#endif
+
+void xk_act8_quantize_isa(xk_isa isa, const wmat *W, const float *x, int64_t n, int8_t *q, float *s, int32_t *corr) {
     const int64_t cols = W->cols, group = W->group, ng = W->n_groups, gp = W->gpad, qc = ng * gp;
-    for (int64_t t = 0; t < n; t++) {
-        const float *xt = x + t * cols;
+#if XK_X86
+    float (*grp)(const float *, int64_t, int64_t, int8_t *, int32_t *) =
+        isa == XK_ISA_AVX512 ? act8_group_avx512 : isa == XK_ISA_AVX2 ? act8_group_avx2 : act8_group_scalar;
+#else
+    float (*grp)(const float *, int64_t, int64_t, int8_t *, int32_t *) = act8_group_scalar;
+    (void)isa;
+#endif
+    for (int64_t t = 0; t < n; t++)
         for (int64_t g = 0; g < ng; g++) {
             const int64_t c0 = g * group, len = (c0 + group < cols ? c0 + group : cols) - c0;
-            float inv;
-            s[t * ng + g] = grid_scale(xt + c0, len, XK_ACT8_MAX, &inv);
-            int8_t *qg = q + t * qc + g * gp;
-            int32_t sum = 0;
-            for (int64_t k = 0; k < len; k++) {
-                long v = lrintf(xt[c0 + k] * inv); /* |x * inv| <= 127 up to rounding; NaN: s is NaN */
-                v = v > 127 ? 127 : v < -127 ? -127 : v;
-                qg[k] = (int8_t)v;
-                sum += (int32_t)v;
-            }
-            for (int64_t k = len; k < gp; k++) qg[k] = 0;
-            corr[t * ng + g] = 128 * sum;
+            s[t * ng + g] = grp(x + t * cols + c0, len, gp, q + t * qc + g * gp, &corr[t * ng + g]);
         }
-    }
+}
+
+void xk_act8_quantize(const wmat *W, const float *x, int64_t n, int8_t *q, float *s, int32_t *corr) {
+    xk_act8_quantize_isa(xk_isa_best(), W, x, n, q, s, corr);
 }
 
 void xk_act8_round(float *x, int64_t n, int64_t cols, int64_t group) { grid_round(x, n, cols, group, XK_ACT8_MAX); }
@@ -687,8 +824,11 @@ static void a8_scalar(const wmat *W, const int8_t *q, const float *s, const int3
 }
 
 /* The next weights, fetched ahead of the stream: a block's groups are contiguous and blocks follow
- * each other, so this runs on into the next block (a prefetch never faults). */
-#define XK_A8_PF 1024
+ * each other, so this runs on into the next block (a prefetch never faults). The packed layout
+ * makes each thread's rows one sequential stream, which this machine's hardware prefetcher
+ * alone does not run far enough ahead of: 6 KiB ahead (3 of tinyllama's 16-row blocks) streamed
+ * 5-11% faster than 1 KiB, 8-16 KiB about the same as 6 (docs/performance.md, busy machine). */
+#define XK_A8_PF 6144
 
 #if XK_X86
 /* One 16-row block times TB tokens (TB a constant after inlining): two accumulator chains per

@@ -21,8 +21,10 @@ int xk_isa_supported(xk_isa isa);
 /* y[t][r] = sum_c W[r][c] * x[t][c] for tokens t in [0, n) and rows r in [r0, r1) (packed int8
  * weights, weights.h, take the scalar path here: their fast kernel is xk_matmul_a8).
  * x (n, W->cols) row-major; y (n, ldy) row-major, columns r0..r1 written. Weights fp32, bf16, fp16
- * or int8 (dequantized per group with W->scales). Tokens are taken 2 at a time and rows 4 at a time,
- * so each weight vector loaded feeds up to 8 FMAs. Results do not depend on how [r0, r1) is split. */
+ * or int8 (dequantized per group with W->scales). One token: 8 rows at a time; two: 4 rows x 2
+ * tokens; three or more (fp32 / bf16 / fp16): 4 rows x 4 tokens in groups of 16 rows with column
+ * chunks outermost (cpu_kernels.c). Each (row, token) sum runs in the same lane order whatever the
+ * tiling, so a token's result does not depend on its batch, nor on how [r0, r1) is split. */
 void xk_matmul(xk_isa isa, const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0,
                int64_t r1);
 
@@ -66,6 +68,9 @@ int64_t xk_act8_cols(const wmat *W);
 /* x (n, W->cols) to q (n, xk_act8_cols(W)) int8 (each group padded to W->gpad with zeros), s (n,
  * W->n_groups) and corr (n, W->n_groups) = 128 * sum of the group's q. */
 void xk_act8_quantize(const wmat *W, const float *x, int64_t n, int8_t *q, float *s, int32_t *corr);
+/* The same with the variant for isa (AVX-512, AVX2 or the scalar reference: the same bits);
+ * xk_act8_quantize takes the best this CPU runs. */
+void xk_act8_quantize_isa(xk_isa isa, const wmat *W, const float *x, int64_t n, int8_t *q, float *s, int32_t *corr);
 /* Each of the n rows of x (n, cols) replaced by its grid value s * q, in place. */
 void xk_act8_round(float *x, int64_t n, int64_t cols, int64_t group);
 /* y[t][r] = sum_g W->scales[r][g] * s[t][g] * sum_{c in g} W[r][c] * q[t][c], tokens t in [0, n),

@@ -723,3 +723,23 @@ Test(cost_model, gemma3_norms_embedding_geglu_and_windows) {
     cost_memory_of(&c, &w, &m);
     EXACT(m.kv_bytes, 2.0 * (22 * 512.0 + 4 * 10000.0) * 1024);
 }
+
+/* workload_decode: the CPU reference's decode workload (fp32 activations and KV, the weights'
+ * dtype as given): a decode step of tinyllama reads each weight once in that dtype (fp32 4 bytes a
+ * weight, bf16 2) and one token's KV row per layer and position in fp32. */
+Test(cost_model, workload_decode_is_the_cpu_reference_workload) {
+    model_config c = preset("tinyllama-1.1b");
+    const workload w = workload_decode(4, 100, XF_BF16);
+    cr_assert(w.batch == 4 && w.prompt == 100 && w.gen == 2 && w.wdtype == XF_BF16 && w.adtype == XF_FP32 &&
+              w.kvdtype == XF_FP32 && w.quant_group == 0);
+    cost_op *o = step(&c, &w, workload_decode_step(&w, 101));
+    const workload w32 = workload_decode(4, 100, XF_FP32);
+    cost_op *o32 = step(&c, &w32, workload_decode_step(&w32, 101));
+    const cost_op *q = &o[op_index(&c, 0, OP_QKV)], *q32 = &o32[op_index(&c, 0, OP_QKV)];
+    EXACT(q->weight_bytes, 2.0 * (double)c.d_model * (double)(c.n_heads + 2 * c.n_kv_heads) * (double)c.head_dim);
+    EXACT(q32->weight_bytes, 2 * q->weight_bytes);
+    const cost_op *a = &o[op_index(&c, 0, OP_ATTENTION)]; /* 4 sequences x 101 positions x K and V, fp32 */
+    EXACT(a->kv_read_bytes, 4.0 * 101 * 2 * (double)(c.n_kv_heads * c.head_dim) * 4);
+    free(o);
+    free(o32);
+}

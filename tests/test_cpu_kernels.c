@@ -396,6 +396,44 @@ Test(cpu_kernels, a8_grid_hand_computed_and_non_finite) {
     free(W.data), free(W.scales);
 }
 
+/* The input quantization's vector variants give the scalar reference's bits: q (padding
+ * included), s and corr, over full and partial vectors per group, an all-zero group, a group with
+ * NaN, one with an infinity, values that round to +-127 and ties. */
+static void check_act8_isas(int64_t cols, int group) {
+    wmat W = make_wmat(XF_INT8, 16, cols, group, 5);
+    cr_assert_eq(weights_pack_int8(&W), XF_OK);
+    const int64_t n = 3, qc = xk_act8_cols(&W), ng = W.n_groups;
+    float *x = malloc((size_t)(n * cols) * sizeof(float));
+    uint32_t seed = 17;
+    for (int64_t i = 0; i < n * cols; i++) x[i] = frand(&seed) * (i % 7 == 0 ? 40.0f : 1.0f);
+    for (int64_t c = 0; c < group && c < cols; c++) x[cols + c] = 0.0f; /* token 1, group 0: zeros */
+    if (ng > 1) x[cols + group + 1] = NAN;                               /* token 1, group 1 */
+    if (ng > 2) x[2 * cols + 2 * group] = -INFINITY;                     /* token 2, group 2 */
+    x[2 * cols + 1] = 0.5f, x[2 * cols + 2] = 1.0f;                      /* with max 1.0 below: ties */
+    x[2 * cols + 3] = -1.0f;
+    int8_t *q0 = malloc((size_t)(n * qc)), *q1 = malloc((size_t)(n * qc));
+    float *s0 = malloc((size_t)(n * ng) * sizeof(float)), *s1 = malloc((size_t)(n * ng) * sizeof(float));
+    int32_t *c0 = malloc((size_t)(n * ng) * sizeof(int32_t)), *c1 = malloc((size_t)(n * ng) * sizeof(int32_t));
+    xk_act8_quantize_isa(XK_ISA_SCALAR, &W, x, n, q0, s0, c0);
+    for (int isa = 1; isa < XK_ISA_COUNT; isa++) {
+        if (!xk_isa_supported((xk_isa)isa)) continue;
+        memset(q1, 0x55, (size_t)(n * qc));
+        xk_act8_quantize_isa((xk_isa)isa, &W, x, n, q1, s1, c1);
+        cr_assert(memcmp(q0, q1, (size_t)(n * qc)) == 0, "%s: q differs from the scalar reference", xk_isa_name((xk_isa)isa));
+        cr_assert(memcmp(s0, s1, (size_t)(n * ng) * sizeof(float)) == 0, "%s: s differs", xk_isa_name((xk_isa)isa));
+        cr_assert(memcmp(c0, c1, (size_t)(n * ng) * sizeof(int32_t)) == 0, "%s: corr differs", xk_isa_name((xk_isa)isa));
+    }
+    cr_assert(s0[ng] == 0.0f && c0[ng] == 0, "the zero group: step 0, sum 0");
+    if (ng > 1) cr_assert(isnan(s0[ng + 1]), "the NaN group: NaN step");
+    if (ng > 2) cr_assert(isnan(s0[2 * ng + 2]), "the infinite group: NaN step");
+    xk_act8_quantize(&W, x, n, q1, s1, c1); /* the best variant: the same bits */
+    cr_assert(memcmp(q0, q1, (size_t)(n * qc)) == 0);
+    free(x), free(q0), free(q1), free(s0), free(s1), free(c0), free(c1), free(W.data), free(W.scales);
+}
+Test(cpu_kernels, act8_quantize_variants_group128) { check_act8_isas(2048 + 128 + 72, 128); } /* last group 72 */
+Test(cpu_kernels, act8_quantize_variants_odd_group) { check_act8_isas(61, 22); }              /* gpad 24, tails */
+Test(cpu_kernels, act8_quantize_variants_wide_group) { check_act8_isas(300, 300); }           /* one group, 3 lanes short */
+
 /* Setting rows of a packed matrix stores what setting them before packing does. */
 Test(cpu_kernels, a8_set_rows_packed) {
     wmat A = make_wmat(XF_INT8, 19, 70, 32, 12), B = make_wmat(XF_INT8, 19, 70, 32, 12);
