@@ -1,0 +1,297 @@
+/* AMX tile kernels: see cpu_amx.h. */
+#include "reference_model/cpu_amx.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "reference_model/cpu_simd.h"
+
+#if XK_X86
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+static int amx_off; /* amx_avoid */
+
+void amx_avoid(int avoid) { __atomic_store_n(&amx_off, avoid != 0, __ATOMIC_RELAXED); }
+
+#if XK_X86
+/* Bit 0: AMX-INT8 usable, bit 1: AMX-BF16 usable; asked once (CPUID leaf 7 EDX: AMX-BF16 bit 22,
+ * AMX-TILE 24, AMX-INT8 25; then the OS's permission for the tile data, XTILEDATA = 18). */
+static int amx_bits(void) {
+    static int cached = -1;
+    int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (v < 0) {
+        unsigned a, b, c, d;
+        v = 0;
+        __builtin_cpu_init();
+        const int avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma");
+        if (avx512 && __get_cpuid_max(0, NULL) >= 7) {
+            __cpuid_count(7, 0, a, b, c, d);
+            (void)a, (void)b, (void)c;
+            const int tile = (d >> 24) & 1u, i8 = ((d >> 25) & 1u) && __builtin_cpu_supports("avx512vnni"), bf = (d >> 22) & 1u;
+            if (tile && (i8 || bf) && syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18) == 0) v = i8 | bf << 1;
+        }
+        __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+int amx_int8_granted(void) { return !__atomic_load_n(&amx_off, __ATOMIC_RELAXED) && (amx_bits() & 1); }
+int amx_bf16_granted(void) { return !__atomic_load_n(&amx_off, __ATOMIC_RELAXED) && (amx_bits() & 2); }
+
+typedef struct amx_tilecfg {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} amx_tilecfg;
+
+#define TGT_AMX8 __attribute__((target("avx512f,avx512bw,avx512vl,fma,avx512vnni,amx-tile,amx-int8")))
+#define TGT_AMXBF __attribute__((target("avx512f,avx512bw,avx512vl,fma,amx-tile,amx-bf16")))
+
+static void amx_load_config(const amx_tilecfg *c) {
+    __asm__ __volatile__("ldtilecfg %0" : : "m"(*c) : "memory");
+}
+static void amx_release(void) { __asm__ __volatile__("tilerelease" : : : "memory"); }
+
+/* ---- int8 (tdpbsud: s8 inputs x u8 packed weights) ----
+ * For 4 consecutive columns, 16 rows x 4 bytes per 64 bytes, so Kc / 4 such lines are one B tile
+ * (Kc columns of 16 weight rows). A tile: up to 16 tokens x Kc input bytes, row stride the token's
+ * q row. Per group the int32 tile C (tokens x 16 rows) is stored and finished as the VNNI kernel
+ * finishes its lanes (minus 128 * sum(q), times the weight scale times s, one fp32 FMA), so both
+ * give the same bits. */
+static void a8_config(int m, int kc) {
+    amx_tilecfg c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    c.rows[0] = (uint8_t)m, c.colsb[0] = 64;           /* C: tokens x 16 int32 */
+    c.rows[1] = (uint8_t)m, c.colsb[1] = (uint16_t)kc; /* A: tokens x Kc int8 */
+    c.rows[2] = (uint8_t)(kc / 4), c.colsb[2] = 64;    /* B: Kc / 4 lines of 16 rows x 4 */
+    amx_load_config(&c);
+}
+
+TGT_AMX8 void amx_matmul_a8(const wmat *W, const int8_t *q, const float *s, const int32_t *corr, int64_t n, float *y,
+                            int64_t ldy, int64_t r0, int64_t r1) {
+    const int64_t ng = W->n_groups, gp = W->gpad, qc = ng * gp;
+    const int kc = (int)(gp % 64 == 0 ? 64 : gp % 32 == 0 ? 32 : gp % 16 == 0 ? 16 : gp % 8 == 0 ? 8 : 4);
+    int32_t ct[16 * 16] __attribute__((aligned(64)));
+    float out[16 * 16] __attribute__((aligned(64)));
+    for (int64_t t = 0; t < n; t += 16) {
+        const int m = (int)(n - t < 16 ? n - t : 16);
+        a8_config(m, kc);
+        const int8_t *qt = q + t * qc;
+        const float *st = s + t * ng;
+        const int32_t *cr = corr + t * ng;
+        for (int64_t b = r0 / WMAT_PACK_ROWS; b * WMAT_PACK_ROWS < r1; b++) {
+            const uint8_t *wb = (const uint8_t *)W->data + b * ng * gp * WMAT_PACK_ROWS;
+            const float *sb = W->scales + b * ng * WMAT_PACK_ROWS;
+            for (int j = 0; j < m; j++) _mm512_store_ps(out + j * 16, _mm512_setzero_ps());
+            for (int64_t g = 0; g < ng; g++) {
+                _tile_zero(0);
+                for (int64_t k = 0; k < gp; k += kc) {
+                    _tile_loadd(1, qt + g * gp + k, qc);
+                    _tile_loadd(2, wb + (g * gp + k) * WMAT_PACK_ROWS, 64);
+                    _tile_dpbsud(0, 1, 2);
+                }
+                _tile_stored(0, ct, 64);
+                const __m512 sv = _mm512_loadu_ps(sb + g * WMAT_PACK_ROWS);
+                for (int j = 0; j < m; j++) {
+                    const __m512i d = _mm512_sub_epi32(_mm512_load_si512((const void *)(ct + j * 16)), _mm512_set1_epi32(cr[j * ng + g]));
+                    const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(sv, _mm512_set1_ps(st[j * ng + g])),
+                                                     _mm512_load_ps(out + j * 16));
+                    _mm512_store_ps(out + j * 16, f);
+                }
+            }
+            const int64_t lo = b * WMAT_PACK_ROWS > r0 ? b * WMAT_PACK_ROWS : r0;
+            const int64_t hi = (b + 1) * WMAT_PACK_ROWS < r1 ? (b + 1) * WMAT_PACK_ROWS : r1;
+            for (int j = 0; j < m; j++)
+                for (int64_t r = lo; r < hi; r++) y[(t + j) * ldy + r] = out[j * 16 + r - b * WMAT_PACK_ROWS];
+        }
+    }
+    amx_release();
+}
+
+/* ---- bf16 (tdpbf16ps: weights as A, tokens as B) ----
+ * Tiles: C00 0, C01 1 (A0 x B0, B1), C10 2, C11 3 (A1 x B0, B1), A0 4, A1 5, B0 6, B1 7. A tile:
+ * ra weight rows x 64 bytes (32 columns), stride the row; B: 16 lines (column pairs) x 16 tokens
+ * x 2; C: ra rows x 16 fp32 (tokens; the padded ones are computed and not stored). */
+static void bf_config(int ra0, int ra1) {
+    amx_tilecfg c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int i = 0; i < 8; i++) c.colsb[i] = 64, c.rows[i] = 16;
+    c.rows[0] = c.rows[1] = c.rows[4] = (uint8_t)ra0;
+    c.rows[2] = c.rows[3] = c.rows[5] = (uint8_t)(ra1 > 0 ? ra1 : 16);
+    amx_load_config(&c);
+}
+#endif /* XK_X86 */
+
+int amx_bf16_fits(const wmat *W) { return W->dtype == XF_BF16 && W->cols > 0 && W->cols % 32 == 0 && amx_bf16_granted(); }
+
+int64_t amx_bf16_input_elems(int64_t n, int64_t cols, int parts) { return (int64_t)parts * ((n + 15) / 16) * 16 * cols; }
+
+int64_t amx_bf16_scratch_floats(int64_t rows, int64_t n) { return ((rows + 31) / 32) * ((n + 31) / 32) * 1024; }
+
+/* Round to nearest even bf16 (weights_f32_to_bf16's rounding; NaN stays NaN through the parts). */
+static inline uint16_t bf_round(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+static inline float bf_f32(uint16_t h) {
+    const uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+void amx_bf16_pack_input(const float *x, int64_t n, int64_t cols, int parts, int64_t b0, int64_t b1, uint16_t *xb) {
+    const int64_t nb = (n + 15) / 16, half = cols / 2;
+    for (int64_t b = b0; b < b1; b++)
+        for (int64_t tt = 0; tt < 16; tt++) {
+            const int64_t t = b * 16 + tt;
+            for (int64_t k = 0; k < cols; k++) {
+                float v = t < n ? x[t * cols + k] : 0.0f;
+                for (int p = 0; p < parts; p++) {
+                    const uint16_t h = bf_round(v);
+                    xb[((p * nb + b) * half + k / 2) * 32 + tt * 2 + (k & 1)] = h;
+                    v -= bf_f32(h); /* exact: v and its bf16 rounding share the exponent range */
+                }
+            }
+        }
+}
+
+/* fp32 with denormals flushed to zero (AMX's inputs and results). */
+static inline float ftz(float v) { return fabsf(v) < 0x1p-126f ? copysignf(0.0f, v) : v; }
+
+void amx_matmul_bf16_ref(const wmat *W, const uint16_t *xb, int parts, int64_t n, float *y, int64_t ldy, int64_t r0,
+                         int64_t r1) {
+    const int64_t cols = W->cols, nb = (n + 15) / 16, half = cols / 2;
+    const uint16_t *w = (const uint16_t *)W->data;
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t r = r0; r < r1; r++) {
+            float acc = 0.0f;
+            for (int64_t kk = 0; kk < cols; kk += 32)
+                for (int p = 0; p < parts; p++)
+                    for (int64_t k = kk; k < kk + 32; k++) {
+                        const float a = ftz(bf_f32(w[r * cols + k]));
+                        const float b = ftz(bf_f32(xb[((p * nb + t / 16) * half + k / 2) * 32 + (t % 16) * 2 + (k & 1)]));
+                        acc = ftz(acc + a * b); /* a * b is exact in fp32 (8 x 8 significant bits) */
+                    }
+            y[t * ldy + r] = acc;
+        }
+}
+
+#if XK_X86
+/* One block: rows [rb, rb + ra0 + ra1) x tokens [16 tb, 16 tb + 16 nb), columns [k0, k1); C from
+ * the scratch cs unless first, to the scratch unless last (then to y through a local tile). */
+#define BF_TDP(P)                                                                                      \
+    do {                                                                                               \
+        _tile_loadd(6, xp + (int64_t)(P) * pstride + kk * 16, 64);                                     \
+        if (NB == 2) _tile_loadd(7, xp + (int64_t)(P) * pstride + bstride + kk * 16, 64);              \
+        _tile_dpbf16ps(0, 4, 6);                                                                       \
+        if (NB == 2) _tile_dpbf16ps(1, 4, 7);                                                          \
+        if (NA == 2) _tile_dpbf16ps(2, 5, 6);                                                          \
+        if (NA == 2 && NB == 2) _tile_dpbf16ps(3, 5, 7);                                               \
+    } while (0)
+
+static inline __attribute__((always_inline)) TGT_AMXBF void bf_block(const int NA, const int NB, const uint16_t *wr, int64_t cols,
+                                                                     const uint16_t *xp, int64_t pstride, int64_t bstride,
+                                                                     int parts, int64_t k0, int64_t k1, int first, int last,
+                                                                     float *cs, float *y, int64_t ldy, int64_t rb, int ra0,
+                                                                     int ra1, int64_t t0, int64_t n) {
+    const int64_t ws = cols * 2;
+    if (first) {
+        _tile_zero(0);
+        if (NB == 2) _tile_zero(1);
+        if (NA == 2) _tile_zero(2);
+        if (NA == 2 && NB == 2) _tile_zero(3);
+    } else {
+        _tile_loadd(0, cs, 64);
+        if (NB == 2) _tile_loadd(1, cs + 256, 64);
+        if (NA == 2) _tile_loadd(2, cs + 512, 64);
+        if (NA == 2 && NB == 2) _tile_loadd(3, cs + 768, 64);
+    }
+    for (int64_t kk = k0; kk < k1; kk += 32) {
+        _tile_loadd(4, wr + kk, ws);
+        if (NA == 2) _tile_loadd(5, wr + 16 * cols + kk, ws);
+        /* the weights ahead: each A row's next line (the rows are 32 streams, more than the
+         * hardware prefetcher follows well) */
+        if (kk + 256 < k1)
+            for (int i = 0; i < 16 * NA; i++) _mm_prefetch((const char *)(wr + i * cols + kk + 256), _MM_HINT_T0);
+        BF_TDP(0);
+        if (parts == 3) {
+            BF_TDP(1);
+            BF_TDP(2);
+        }
+    }
+    if (!last) {
+        _tile_stored(0, cs, 64);
+        if (NB == 2) _tile_stored(1, cs + 256, 64);
+        if (NA == 2) _tile_stored(2, cs + 512, 64);
+        if (NA == 2 && NB == 2) _tile_stored(3, cs + 768, 64);
+        return;
+    }
+    float out[4 * 256] __attribute__((aligned(64)));
+    _tile_stored(0, out, 64);
+    if (NB == 2) _tile_stored(1, out + 256, 64);
+    if (NA == 2) _tile_stored(2, out + 512, 64);
+    if (NA == 2 && NB == 2) _tile_stored(3, out + 768, 64);
+    for (int a = 0; a < NA; a++)
+        for (int b = 0; b < NB; b++) {
+            const float *o = out + (a * 2 + b) * 256;
+            const int ra = a == 0 ? ra0 : ra1;
+            for (int64_t j = 0; j < 16 && t0 + b * 16 + j < n; j++) {
+                float *yt = y + (t0 + b * 16 + j) * ldy + rb + a * 16;
+                for (int i = 0; i < ra; i++) yt[i] = o[i * 16 + j];
+            }
+        }
+}
+
+TGT_AMXBF void amx_matmul_bf16(const wmat *W, const uint16_t *xb, int parts, int64_t n, float *y, int64_t ldy, int64_t r0,
+                               int64_t r1, float *c) {
+    if (n <= 0 || r1 <= r0) return;
+    const int64_t cols = W->cols, nb = (n + 15) / 16, half = cols / 2;
+    const int64_t pstride = nb * half * 32, bstride = half * 32; /* uint16 per part, per token block */
+    const int64_t kb = n <= 32 ? cols : AMX_BF16_KB;             /* one token pair: no B panel to keep */
+    const int64_t ntp = (nb + 1) / 2;
+    const uint16_t *w = (const uint16_t *)W->data;
+    int cfg0 = -1, cfg1 = -1;
+    for (int64_t k0 = 0; k0 < cols; k0 += kb) {
+        const int64_t k1 = k0 + kb < cols ? k0 + kb : cols;
+        const int first = k0 == 0, last = k1 == cols;
+        for (int64_t rb = r0; rb < r1; rb += 32) {
+            const int64_t left = r1 - rb;
+            const int ra0 = (int)(left < 16 ? left : 16), ra1 = (int)(left <= 16 ? 0 : left < 32 ? left - 16 : 16);
+            if (ra0 != cfg0 || ra1 != cfg1) bf_config(ra0, ra1), cfg0 = ra0, cfg1 = ra1;
+            const uint16_t *wr = w + rb * cols;
+            for (int64_t tp = 0; tp < ntp; tp++) {
+                float *cs = c + (((rb - r0) / 32) * ntp + tp) * 1024;
+                const uint16_t *xp = xb + tp * 2 * bstride;
+                const int two = tp * 2 + 1 < nb;
+#define BF_CALL(NA, NB) bf_block(NA, NB, wr, cols, xp, pstride, bstride, parts, k0, k1, first, last, cs, y, ldy, rb, ra0, ra1, tp * 32, n)
+                if (ra1 > 0 && two) BF_CALL(2, 2);
+                else if (ra1 > 0) BF_CALL(2, 1);
+                else if (two) BF_CALL(1, 2);
+                else BF_CALL(1, 1);
+#undef BF_CALL
+            }
+        }
+    }
+    amx_release();
+}
+#else
+int amx_int8_granted(void) { return 0; }
+int amx_bf16_granted(void) { return 0; }
+void amx_matmul_a8(const wmat *W, const int8_t *q, const float *s, const int32_t *corr, int64_t n, float *y, int64_t ldy,
+                   int64_t r0, int64_t r1) {
+    (void)W, (void)q, (void)s, (void)corr, (void)n, (void)y, (void)ldy, (void)r0, (void)r1;
+}
+void amx_matmul_bf16(const wmat *W, const uint16_t *xb, int parts, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1,
+                     float *c) {
+    (void)c;
+    amx_matmul_bf16_ref(W, xb, parts, n, y, ldy, r0, r1);
+}
+#endif
