@@ -174,12 +174,15 @@ void amx_matmul_bf16_ref(const wmat *W, const uint16_t *xb, int parts, int64_t n
         for (int64_t r = r0; r < r1; r++) {
             float acc = 0.0f;
             for (int64_t kk = 0; kk < cols; kk += 32)
-                for (int p = 0; p < parts; p++)
+                for (int p = 0; p < parts; p++) {
+                    float s2[2] = {0.0f, 0.0f}; /* the chunk's even and odd columns */
                     for (int64_t k = kk; k < kk + 32; k++) {
                         const float a = ftz(bf_f32(w[r * cols + k]));
                         const float b = ftz(bf_f32(xb[((p * nb + t / 16) * half + k / 2) * 32 + (t % 16) * 2 + (k & 1)]));
-                        acc = ftz(acc + a * b); /* a * b is exact in fp32 (8 x 8 significant bits) */
+                        s2[k & 1] = ftz(s2[k & 1] + a * b); /* a * b is exact in fp32 (8 x 8 significant bits) */
                     }
+                    acc = ftz(acc + ftz(s2[0] + s2[1]));
+                }
             y[t * ldy + r] = acc;
         }
 }

@@ -36,8 +36,10 @@ void amx_matmul_a8(const wmat *W, const int8_t *q, const float *s, const int32_t
  *
  * Summation order of y[t][r], whatever the batch, the tokens beside t, the row range or the thread:
  * columns in chunks of 32 in increasing order; within a chunk, part by part (hi, mid, lo); within
- * a part, tdpbf16ps's own order over the 16 column pairs (Intel: fp32 accumulation, pairs in
- * order, round to nearest even, denormal inputs and results flushed to zero). The K blocking for
+ * a part, tdpbf16ps's order: the 16 even columns summed in order from 0, the 16 odd ones likewise,
+ * their sum added to C (fp32, round to nearest even, denormal inputs and results flushed to zero).
+ * Intel documents only the fp32 accumulation and the flushing; amx_matmul_bf16_ref states this
+ * order in scalar code and matches the tiles bit for bit on this CPU (tested). The K blocking for
  * the cache (AMX_BF16_KB) stores the fp32 C tiles and reloads them, which changes nothing. So a
  * token's result does not depend on its batch (tested bitwise), but it is not the order of the
  * vector kernels of cpu_kernels.h (fewer tokens a step): the backend says which steps run here.
