@@ -12,7 +12,10 @@
 #include <unistd.h>
 #endif
 
-static int amx_off; /* amx_avoid */
+static int amx_off;           /* amx_avoid */
+static int64_t bf16_calls;    /* amx_bf16_calls */
+
+int64_t amx_bf16_calls(void) { return __atomic_load_n(&bf16_calls, __ATOMIC_RELAXED); }
 
 void amx_avoid(int avoid) { __atomic_store_n(&amx_off, avoid != 0, __ATOMIC_RELAXED); }
 
@@ -256,6 +259,7 @@ static inline __attribute__((always_inline)) TGT_AMXBF void bf_block(const int N
 TGT_AMXBF void amx_matmul_bf16(const wmat *W, const uint16_t *xb, int parts, int64_t n, float *y, int64_t ldy, int64_t r0,
                                int64_t r1, float *c) {
     if (n <= 0 || r1 <= r0) return;
+    __atomic_fetch_add(&bf16_calls, 1, __ATOMIC_RELAXED);
     const int64_t cols = W->cols, nb = (n + 15) / 16, half = cols / 2;
     const int64_t pstride = nb * half * 32, bstride = half * 32; /* uint16 per part, per token block */
     const int64_t kb = n <= 32 ? cols : AMX_BF16_KB;             /* one token pair: no B panel to keep */

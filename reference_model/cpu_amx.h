@@ -60,6 +60,8 @@ int64_t amx_bf16_scratch_floats(int64_t rows, int64_t n);
  * where amx_bf16_fits(W). */
 void amx_matmul_bf16(const wmat *W, const uint16_t *xb, int parts, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1,
                      float *c);
+/* amx_matmul_bf16 calls this process made (the record says the bf16 projections ran on the tiles). */
+int64_t amx_bf16_calls(void);
 /* The order above in scalar fp32 (products exact, each sum rounded to nearest even, denormals
  * flushed): the reference the tile kernel is tested against. Same arguments but no scratch. */
 void amx_matmul_bf16_ref(const wmat *W, const uint16_t *xb, int parts, int64_t n, float *y, int64_t ldy, int64_t r0,
