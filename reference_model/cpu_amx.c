@@ -2,6 +2,7 @@
 #include "reference_model/cpu_amx.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "reference_model/cpu_simd.h"
@@ -134,7 +135,7 @@ int amx_bf16_fits(const wmat *W) { return W->dtype == XF_BF16 && W->cols > 0 && 
 
 int64_t amx_bf16_input_elems(int64_t n, int64_t cols, int parts) { return (int64_t)parts * ((n + 15) / 16) * 16 * cols; }
 
-int64_t amx_bf16_scratch_floats(int64_t rows, int64_t n) { return ((rows + 31) / 32) * ((n + 31) / 32) * 1024; }
+int64_t amx_bf16_scratch_floats(int64_t rows, int64_t n) { return ((rows + 31) / 32) * ((n + 31) / 32) * 1024 + 32 * AMX_BF16_KB / 2; }
 
 /* Round to nearest even bf16 (weights_f32_to_bf16's rounding; NaN stays NaN through the parts). */
 static inline uint16_t bf_round(float f) {
@@ -150,8 +151,71 @@ static inline float bf_f32(uint16_t h) {
     return f;
 }
 
+#if XK_X86
+/* bf_round on 16 lanes: the rounded values as fp32 (bf16 in the upper half, the lower zero). */
+static inline TGT_AVX512 __m512i bf_round16(__m512 v) {
+    const __m512i u = _mm512_castps_si512(v);
+    const __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1)));
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+    const __m512i q = _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x400000)); /* NaN: quiet, not rounded */
+    return _mm512_and_si512(q, _mm512_set1_epi32((int)0xffff0000u));
+}
+/* 16 x 16 32-bit transpose in registers: r[i][j] -> r[j][i]. */
+static inline TGT_AVX512 void tr16(__m512 r[16]) {
+    __m512 t[16];
+    for (int i = 0; i < 16; i += 2) t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44), r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44), r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (int h = 0; h < 16; h += 8)
+        for (int i = 0; i < 4; i++) {
+            t[h + i] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0x88);
+            t[h + i + 4] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0xdd);
+        }
+    for (int i = 0; i < 8; i++) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+    }
+}
+/* amx_bf16_pack_input with AVX-512: per 16 tokens and 32 columns, each token's parts as 16 column
+ * pairs (one vector), then the 16 x 16 pairs transposed into the 16 lines of the B tile. */
+static TGT_AVX512 void pack_avx512(const float *x, int64_t n, int64_t cols, int parts, int64_t b0, int64_t b1, uint16_t *xb) {
+    const int64_t nb = (n + 15) / 16, half = cols / 2;
+    /* the upper halves of 32 lanes (two vectors of 16) in order: 16 pairs (col 2i, 2i + 1) */
+    const __m512i hi16 = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27, 25, 23, 21, 19, 17, 15,
+                                          13, 11, 9, 7, 5, 3, 1);
+    __m512 rows[3][16];
+    for (int64_t b = b0; b < b1; b++)
+        for (int64_t k = 0; k < cols; k += 32) {
+            for (int64_t tt = 0; tt < 16; tt++) {
+                const int64_t t = b * 16 + tt;
+                __m512 v0 = t < n ? _mm512_loadu_ps(x + t * cols + k) : _mm512_setzero_ps();
+                __m512 v1 = t < n ? _mm512_loadu_ps(x + t * cols + k + 16) : _mm512_setzero_ps();
+                for (int p = 0; p < parts; p++) {
+                    const __m512i h0 = bf_round16(v0), h1 = bf_round16(v1);
+                    rows[p][tt] = _mm512_castsi512_ps(_mm512_permutex2var_epi16(h0, hi16, h1));
+                    v0 = _mm512_sub_ps(v0, _mm512_castsi512_ps(h0)); /* exact, as in the scalar code */
+                    v1 = _mm512_sub_ps(v1, _mm512_castsi512_ps(h1));
+                }
+            }
+            for (int p = 0; p < parts; p++) {
+                tr16(rows[p]);
+                uint16_t *dst = xb + ((p * nb + b) * half + k / 2) * 32;
+                for (int l = 0; l < 16; l++) _mm512_storeu_ps((float *)(dst + l * 32), rows[p][l]);
+            }
+        }
+}
+#endif
+
 void amx_bf16_pack_input(const float *x, int64_t n, int64_t cols, int parts, int64_t b0, int64_t b1, uint16_t *xb) {
     const int64_t nb = (n + 15) / 16, half = cols / 2;
+#if XK_X86
+    if (cols % 32 == 0 && amx_bf16_granted()) { /* AMX implies AVX-512; amx_avoid: the scalar loop */
+        pack_avx512(x, n, cols, parts, b0, b1, xb);
+        return;
+    }
+#endif
     for (int64_t b = b0; b < b1; b++)
         for (int64_t tt = 0; tt < 16; tt++) {
             const int64_t t = b * 16 + tt;
@@ -192,7 +256,9 @@ void amx_matmul_bf16_ref(const wmat *W, const uint16_t *xb, int parts, int64_t n
 
 #if XK_X86
 /* One block: rows [rb, rb + ra0 + ra1) x tokens [16 tb, 16 tb + 16 nb), columns [k0, k1); C from
- * the scratch cs unless first, to the scratch unless last (then to y through a local tile). */
+ * the scratch cs unless first, to the scratch unless last (then to y through a local tile). The A
+ * tiles: at a0 + a * aoff + (kk - k0) * amul with row stride ald bytes (the weights in place, or
+ * the panel amx_matmul_bf16 copied). */
 #define BF_TDP(P)                                                                                      \
     do {                                                                                               \
         _tile_loadd(6, xp + (int64_t)(P) * pstride + kk * 16, 64);                                     \
@@ -203,12 +269,14 @@ void amx_matmul_bf16_ref(const wmat *W, const uint16_t *xb, int parts, int64_t n
         if (NA == 2 && NB == 2) _tile_dpbf16ps(3, 5, 7);                                               \
     } while (0)
 
-static inline __attribute__((always_inline)) TGT_AMXBF void bf_block(const int NA, const int NB, const uint16_t *wr, int64_t cols,
-                                                                     const uint16_t *xp, int64_t pstride, int64_t bstride,
-                                                                     int parts, int64_t k0, int64_t k1, int first, int last,
-                                                                     float *cs, float *y, int64_t ldy, int64_t rb, int ra0,
-                                                                     int ra1, int64_t t0, int64_t n) {
-    const int64_t ws = cols * 2;
+static int bf_pf = -1; /* prefetch distance of the weights in place, columns (AMX_BF16_PF to tune; 0 none) */
+
+static inline __attribute__((always_inline)) TGT_AMXBF void bf_block(const int NA, const int NB, const uint16_t *a0, int64_t aoff,
+                                                                     int64_t amul, int64_t ald, int64_t cols, const uint16_t *xp,
+                                                                     int64_t pstride, int64_t bstride, int parts, int64_t k0,
+                                                                     int64_t k1, int first, int last, float *cs, float *y,
+                                                                     int64_t ldy, int64_t rb, int ra0, int ra1, int64_t t0,
+                                                                     int64_t n, int pf) {
     if (first) {
         _tile_zero(0);
         if (NB == 2) _tile_zero(1);
@@ -221,18 +289,20 @@ static inline __attribute__((always_inline)) TGT_AMXBF void bf_block(const int N
         if (NA == 2 && NB == 2) _tile_loadd(3, cs + 768, 64);
     }
     for (int64_t kk = k0; kk < k1; kk += 32) {
-        _tile_loadd(4, wr + kk, ws);
-        if (NA == 2) _tile_loadd(5, wr + 16 * cols + kk, ws);
-        /* the weights ahead: each A row's next line (the rows are 32 streams, more than the
-         * hardware prefetcher follows well) */
-        if (kk + 256 < k1)
-            for (int i = 0; i < 16 * NA; i++) _mm_prefetch((const char *)(wr + i * cols + kk + 256), _MM_HINT_T0);
+        const uint16_t *at = a0 + (kk - k0) * amul;
+        _tile_loadd(4, at, ald);
+        if (NA == 2) _tile_loadd(5, at + aoff, ald);
+        /* weights in place (decode): each A row's line ahead into L2 (the rows' common 4 KiB
+         * alignment would make L1 prefetches evict each other) */
+        if (pf && kk + pf < k1)
+            for (int i = 0; i < 16 * NA; i++) _mm_prefetch((const char *)(at + i * cols + pf), _MM_HINT_T1);
         BF_TDP(0);
         if (parts == 3) {
             BF_TDP(1);
             BF_TDP(2);
         }
     }
+    (void)cols;
     if (!last) {
         _tile_stored(0, cs, 64);
         if (NB == 2) _tile_stored(1, cs + 256, 64);
@@ -245,26 +315,47 @@ static inline __attribute__((always_inline)) TGT_AMXBF void bf_block(const int N
     if (NB == 2) _tile_stored(1, out + 256, 64);
     if (NA == 2) _tile_stored(2, out + 512, 64);
     if (NA == 2 && NB == 2) _tile_stored(3, out + 768, 64);
+    const __m512i col = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi32(16));
     for (int a = 0; a < NA; a++)
         for (int b = 0; b < NB; b++) {
             const float *o = out + (a * 2 + b) * 256;
-            const int ra = a == 0 ? ra0 : ra1;
-            for (int64_t j = 0; j < 16 && t0 + b * 16 + j < n; j++) {
-                float *yt = y + (t0 + b * 16 + j) * ldy + rb + a * 16;
-                for (int i = 0; i < ra; i++) yt[i] = o[i * 16 + j];
-            }
+            const __mmask16 mk = (__mmask16)((1u << (a == 0 ? ra0 : ra1)) - 1u);
+            for (int64_t j = 0; j < 16 && t0 + b * 16 + j < n; j++) /* token j's column of the tile: its ra rows of y */
+                _mm512_mask_storeu_ps(y + (t0 + b * 16 + j) * ldy + rb + a * 16, mk, _mm512_i32gather_ps(col, o + j, 4));
         }
+}
+
+/* Rows [rb, rb + ra) x columns [k0, k1) of w (cols) into ap as tiles of 16 rows x 32 columns,
+ * contiguous (ap (ceil(ra / 16), (k1 - k0) / 32, 16, 32)); rows past ra left as they are (the
+ * tile configuration does not load them). */
+static TGT_AMXBF void bf_copy_panel(const uint16_t *w, int64_t cols, int64_t rb, int ra, int64_t k0, int64_t k1, uint16_t *ap) {
+    const int64_t nk = (k1 - k0) / 32;
+    for (int i = 0; i < ra; i++) {
+        const uint16_t *src = w + (rb + i) * cols + k0;
+        uint16_t *dst = ap + (i / 16) * nk * 512 + (i % 16) * 32;
+        for (int64_t j = 0; j < nk; j++) _mm512_store_si512((void *)(dst + j * 512), _mm512_loadu_si512((const void *)(src + j * 32)));
+    }
 }
 
 TGT_AMXBF void amx_matmul_bf16(const wmat *W, const uint16_t *xb, int parts, int64_t n, float *y, int64_t ldy, int64_t r0,
                                int64_t r1, float *c) {
     if (n <= 0 || r1 <= r0) return;
     __atomic_fetch_add(&bf16_calls, 1, __ATOMIC_RELAXED);
+    int pf = __atomic_load_n(&bf_pf, __ATOMIC_RELAXED);
+    if (pf < 0) {
+        const char *e = getenv("AMX_BF16_PF");
+        pf = e ? atoi(e) / 32 * 32 : 512;
+        __atomic_store_n(&bf_pf, pf, __ATOMIC_RELAXED);
+    }
     const int64_t cols = W->cols, nb = (n + 15) / 16, half = cols / 2;
     const int64_t pstride = nb * half * 32, bstride = half * 32; /* uint16 per part, per token block */
-    const int64_t kb = n <= 32 ? cols : AMX_BF16_KB;             /* one token pair: no B panel to keep */
+    /* one token pair: the weights streamed in place once; more: K blocks, each block's A panel
+     * copied once and used by every token pair */
+    const int panel = n > 32;
+    const int64_t kb = panel ? AMX_BF16_KB : cols;
     const int64_t ntp = (nb + 1) / 2;
     const uint16_t *w = (const uint16_t *)W->data;
+    uint16_t *ap = (uint16_t *)(c + ((r1 - r0 + 31) / 32) * ntp * 1024); /* (2, KB / 32, 16, 32) */
     int cfg0 = -1, cfg1 = -1;
     for (int64_t k0 = 0; k0 < cols; k0 += kb) {
         const int64_t k1 = k0 + kb < cols ? k0 + kb : cols;
@@ -273,12 +364,26 @@ TGT_AMXBF void amx_matmul_bf16(const wmat *W, const uint16_t *xb, int parts, int
             const int64_t left = r1 - rb;
             const int ra0 = (int)(left < 16 ? left : 16), ra1 = (int)(left <= 16 ? 0 : left < 32 ? left - 16 : 16);
             if (ra0 != cfg0 || ra1 != cfg1) bf_config(ra0, ra1), cfg0 = ra0, cfg1 = ra1;
-            const uint16_t *wr = w + rb * cols;
+            const uint16_t *a0 = w + rb * cols + k0;
+            int64_t aoff = 16 * cols, amul = 1, ald = cols * 2;
+            if (panel) {
+                bf_copy_panel(w, cols, rb, ra0 + ra1, k0, k1, ap);
+                a0 = ap, aoff = (k1 - k0) / 32 * 512, amul = 16, ald = 64;
+            }
+            const int pfk = panel ? 0 : pf;
+            const int64_t nrows = r1 - rb - 32 < 32 ? r1 - rb - 32 : 32, lpr = (k1 - k0) / 32; /* the next panel: rows, lines a row */
+            const int64_t per = (nrows * lpr + ntp - 1) / ntp;
             for (int64_t tp = 0; tp < ntp; tp++) {
+                /* the next panel's weights into L2 while this one computes (its copy waited on DRAM) */
+                if (panel && nrows > 0)
+                    for (int64_t q = tp * per; q < (tp + 1) * per && q < nrows * lpr; q++)
+                        _mm_prefetch((const char *)(w + (rb + 32 + q / lpr) * cols + k0 + (q % lpr) * 32), _MM_HINT_T1);
                 float *cs = c + (((rb - r0) / 32) * ntp + tp) * 1024;
                 const uint16_t *xp = xb + tp * 2 * bstride;
                 const int two = tp * 2 + 1 < nb;
-#define BF_CALL(NA, NB) bf_block(NA, NB, wr, cols, xp, pstride, bstride, parts, k0, k1, first, last, cs, y, ldy, rb, ra0, ra1, tp * 32, n)
+#define BF_CALL(NA, NB)                                                                                                    \
+    bf_block(NA, NB, a0, aoff, amul, ald, cols, xp, pstride, bstride, parts, k0, k1, first, last, cs, y, ldy, rb, ra0, ra1, \
+             tp * 32, n, pfk)
                 if (ra1 > 0 && two) BF_CALL(2, 2);
                 else if (ra1 > 0) BF_CALL(2, 1);
                 else if (two) BF_CALL(1, 2);

@@ -57,7 +57,14 @@ Test(cpu_amx, pack_input_layout_and_exact_parts) {
             cr_assert_eq(sum, (double)want, "t %lld k %lld: hi + mid + lo = %.10g, x = %.10g", (long long)t, (long long)k, sum, want);
             cr_assert_eq(x1[at], t < n ? weights_f32_to_bf16(want) : 0, "rounded part at t %lld k %lld", (long long)t, (long long)k);
         }
-    free(x), free(x3), free(x1);
+    /* the scalar loop (amx_avoid) and the vector one give the same bits, NaN and infinities included */
+    x[5] = NAN, x[70] = INFINITY, x[71] = -INFINITY, x[100] = 1e-40f;
+    uint16_t *v3 = pack(x, n, cols, 3);
+    amx_avoid(1);
+    uint16_t *s3 = pack(x, n, cols, 3);
+    amx_avoid(0);
+    cr_assert(memcmp(v3, s3, (size_t)amx_bf16_input_elems(n, cols, 3) * 2) == 0, "vector and scalar packing differ");
+    free(x), free(x3), free(x1), free(v3), free(s3);
 }
 
 /* |y - double product| <= 1e-5 * sum |w x| (the other kernels' tolerance, test_cpu_kernels): parts
