@@ -6,8 +6,9 @@
  *   2. bf16 and int8 weights: decode tokens/s over fp32's (targets >= 1.8x and >= 3x; issue 20: every
  *      dtype's weight GB/s >= 0.90 of the read ceiling, int8 >= 3.6x).
  *   3. A 512-token prefill of each dtype: fp32 GEMMs' FLOP/s over the measured FP32 peak (target
- *      >= 0.60); issue 20: bf16 (oneDNN on AMX) over the AMX BF16 peak measured now (>= 0.50) and
- *      over fp32's (>= 4x), int8 (AMX tiles) over bf16's (>= 1.5x). Token agreement of bf16 and
+ *      >= 0.60); issue 20: bf16 (own AMX tiles where granted, else oneDNN) over the AMX BF16 peak
+ *      measured now (>= 0.50) and over fp32's (>= 4x), int8 (AMX tiles) over bf16's (>= 1.5x); with
+ *      own tiles and oneDNN both here, oneDNN's bf16 prefills run interleaved too (own / oneDNN printed). Token agreement of bf16 and
  *      int8 with fp32 over 32 greedy tokens (printed, no target).
  *   4. Timer probe on vs off, same model, adjacent decode steps (target <= 3% overhead).
  *   5. Decode at batch 2, 4, 8 and 16 of each weight variant, interleaved: weight bytes per step /
@@ -39,6 +40,7 @@
 #include "reference_model/config.h"
 #include "reference_model/cost_model.h"
 #include "reference_model/cpu_attention.h"
+#include "reference_model/cpu_amx.h"
 #include "reference_model/cpu_dnnl.h"
 #include "reference_model/cpu_kernels.h"
 #include "reference_model/model.h"
@@ -120,19 +122,21 @@ static xf_status open_model(bench_model *bm, const model_config *cfg, xf_dtype w
 }
 
 /* Batched decode: `batch` sequences of 8 prompt tokens, the weight variants' steps interleaved
- * as at batch 1; t_best[k]: the best step time of dtype dts[k]. Returns 0, or 2 after an error. */
+ * as at batch 1; t_best[k]: the best step time of dtype dts[k]; t_fma[k] (bf16 variants, own AMX
+ * tiles granted, 4+ sequences): the same models' steps with the tiles held off (the FP32 FMA
+ * kernel), interleaved with the others; 0 otherwise. Returns 0, or 2 after an error. */
 static int batched_decode(const model_config *cfg, int threads, int steps, int64_t batch, const xf_dtype *dts,
-                          double *t_best) {
+                          double *t_best, double *t_fma) {
     bench_model bms[NV];
     int64_t lens[64];
     int32_t prompts[64 * 8];
     for (int64_t s = 0; s < batch; s++) lens[s] = 8;
     for (int k = 0; k < NV; k++) {
-        if (open_model_b(&bms[k], cfg, dts[k], v_inputs(k), threads, 8, 8 + steps + 4, batch) != XF_OK) return die(vnames[k]);
+        if (open_model_b(&bms[k], cfg, dts[k], v_inputs(k), threads, 8, 8 + 2 * steps + 4, batch) != XF_OK) return die(vnames[k]);
         for (int64_t i = 0; i < batch * 8; i++) prompts[i] = bms[k].prompt[i % 512];
         if (model_prefill(bms[k].m, (int)batch, prompts, lens, NULL) != XF_OK) return die("batched prefill");
         if (model_decode_step(bms[k].m, NULL, NULL) != XF_OK) return die("batched decode warm-up");
-        t_best[k] = 0;
+        t_best[k] = t_fma[k] = 0;
     }
     for (int i = 0; i < steps; i++)
         for (int k = 0; k < NV; k++) {
@@ -140,6 +144,14 @@ static int batched_decode(const model_config *cfg, int threads, int steps, int64
             if (model_decode_step(bms[k].m, NULL, NULL) != XF_OK) return die("batched decode");
             double t = timer_now_s() - t0;
             t_best[k] = i == 0 || t < t_best[k] ? t : t_best[k];
+            if (dts[k] != XF_BF16 || batch < 4 || !amx_bf16_granted()) continue;
+            amx_avoid_bf16(1);
+            t0 = timer_now_s();
+            const xf_status sf = model_decode_step(bms[k].m, NULL, NULL);
+            t = timer_now_s() - t0;
+            amx_avoid_bf16(0);
+            if (sf != XF_OK) return die("batched decode, FMA");
+            t_fma[k] = i == 0 || t < t_fma[k] ? t : t_fma[k];
         }
     for (int k = 0; k < NV; k++) model_free(bms[k].m);
     return 0;
@@ -151,9 +163,9 @@ static int batched_decode(const model_config *cfg, int threads, int steps, int64
 static int batched_points(const model_config *cfg, int threads, int steps, const xf_dtype *dts, double ws,
                           double peak, ceilings_bw *rd, double *r16) {
     static const int64_t bs[] = {2, 4, 8, 16};
-    double t[4][NV];
+    double t[4][NV], tf[4][NV];
     for (int b = 0; b < 4; b++)
-        if (batched_decode(cfg, threads, steps, bs[b], dts, t[b])) return 2;
+        if (batched_decode(cfg, threads, steps, bs[b], dts, t[b], tf[b])) return 2;
     ceilings_bw rd2;
     if (ceilings_bandwidth(CEIL_READ, ws, threads, 2, &rd2) != XF_OK) return die("read bandwidth");
     if (rd2.Bps > rd->Bps) *rd = rd2;
@@ -162,7 +174,10 @@ static int batched_points(const model_config *cfg, int threads, int steps, const
             const double wb = decode_weight_bytes_b(cfg, dts[k], 8 + 1 + steps / 2, bs[b]);
             printf("%s decode at batch %2lld: best %.1f ms/step, %.2f GB/s of weights, %.3f of the read ceiling (%.2f GB/s)",
                    vnames[k], (long long)bs[b], t[b][k] * 1e3, wb / t[b][k] / 1e9, wb / t[b][k] / rd->Bps, rd->Bps / 1e9);
-            if (dts[k] != XF_INT8) { /* fp32 / bf16 weights run on the FP32 FMA units: 2 FLOP per weight and token */
+            if (tf[b][k] > 0) /* bf16 on own AMX tiles, the FMA kernel's steps beside them */
+                printf("; own AMX tiles (FP32 FMA kernel beside: %.1f ms/step, %.3f of the read ceiling; tiles %.2fx)", tf[b][k] * 1e3,
+                       wb / tf[b][k] / rd->Bps, tf[b][k] / t[b][k]);
+            else if (dts[k] != XF_INT8) { /* fp32 / bf16 weights run on the FP32 FMA units: 2 FLOP per weight and token */
                 const double in = 2.0 * (double)bs[b] / (dts[k] == XF_FP32 ? 4.0 : 2.0), ridge = peak / rd->Bps;
                 printf("; on FP32 FMA %.1f FLOP/B against a ridge of %.1f: %s", in, ridge, in < ridge ? "memory-bound" : "compute-bound");
             }
@@ -450,8 +465,11 @@ int main(int argc, char **argv) {
      * best over the prefills. fp32 runs OpenBLAS sgemm; int8 the AMX tile kernel where granted
      * (else sgemm on dequantized tiles of its int8-grid input); bf16 oneDNN where built (cpu_dnnl.h:
      * AMX, three passes of the 3-part input). */
-    timer_probe *tps[NV];
-    for (int k = 0; k < NV; k++)
+    /* entries NV and NV + 1: bf16 and bf16 rounded again with the own AMX tiles held off
+     * (amx_avoid_bf16), i.e. through oneDNN where built, interleaved with the rest */
+#define NP (NV + 2)
+    timer_probe *tps[NP];
+    for (int k = 0; k < NP; k++)
         if (timer_probe_init(cfg.n_layers, 4, 0, &tps[k]) != XF_OK) return die("timer");
     timer_probe *tp = tps[0];
     probe_set ps = {1, {timer_probe_as_probe(tp)}};
@@ -462,15 +480,20 @@ int main(int argc, char **argv) {
         model_reset(bms[k].m);
         if (model_prefill(bms[k].m, 1, bms[k].prompt, &l64, NULL) != XF_OK) return die("prefill warm-up");
     }
+    const int own_amx = amx_bf16_granted();
     for (int rep = 0; rep < prefill_reps; rep++)
-        for (int k = 0; k < NV; k++) {
+        for (int k = 0; k < (own_amx && cpu_dnnl_built() ? NP : NV); k++) {
             int64_t l512 = 512;
+            const int mk = k == NV ? 1 : k == NV + 1 ? 3 : k; /* the model this entry runs */
             probe_set psk = {1, {timer_probe_as_probe(tps[k])}};
-            model_reset(bms[k].m);
+            model_reset(bms[mk].m);
             timer_probe_rep_begin(tps[k]);
+            amx_avoid_bf16(k >= NV);
             double t0 = timer_now_s();
-            if (model_prefill(bms[k].m, 1, bms[k].prompt, &l512, &psk) != XF_OK) return die("prefill 512");
+            const xf_status ps512 = model_prefill(bms[mk].m, 1, bms[mk].prompt, &l512, &psk);
             double t = timer_now_s() - t0;
+            amx_avoid_bf16(0);
+            if (ps512 != XF_OK) return die("prefill 512");
             if (k == 0) t_prefill = rep == 0 || t < t_prefill ? t : t_prefill;
             if (timer_probe_rep_end(tps[k]) != XF_OK) return die("timer");
         }
@@ -485,8 +508,8 @@ int main(int argc, char **argv) {
     int64_t nops = cost_step_op_count(&cfg);
     cost_op *ops = calloc((size_t)nops, sizeof *ops);
     if (!ops || cost_step(&cfg, &w, workload_prefill_step(&w), ops, nops) != XF_OK) return die("cost model");
-    double pf_rate[NV] = {0, 0, 0, 0}, gemm_flops = 0, gemm_s = 0;
-    for (int k = 0; k < NV; k++) {
+    double pf_rate[NP] = {0, 0, 0, 0, 0, 0}, gemm_flops = 0, gemm_s = 0;
+    for (int k = 0; k < (own_amx && cpu_dnnl_built() ? NP : NV); k++) {
         double f = 0, sec = 0;
         for (int64_t i = 0; i < nops; i++) {
             if (!op_kind_is_gemm(ops[i].kind) || ops[i].kind == OP_LM_HEAD) continue; /* lm_head: 1 token in prefill */
@@ -500,14 +523,19 @@ int main(int argc, char **argv) {
         }
         pf_rate[k] = sec > 0 ? f / sec : 0;
         if (k == 0) gemm_flops = f, gemm_s = sec;
-        printf("%s prefill 512 (best of %d): GEMMs %.1f GFLOP in %.3f s -> %.1f GFLOP/s%s\n", vnames[k], prefill_reps,
-               f / 1e9, sec, pf_rate[k] / 1e9,
-               k == 1 ? (cpu_dnnl_built() ? " (oneDNN)" : " (fp32 OpenBLAS: built without oneDNN)")
-                      : k == 3 ? (cpu_dnnl_built() ? " (oneDNN, one pass)" : " (fp32 OpenBLAS: built without oneDNN)")
-                      : k == 2 && xk_a8_amx() ? " (int8 AMX tiles, tdpbsud)" : " (fp32 OpenBLAS sgemm)");
+        printf("%s prefill 512 (best of %d): GEMMs %.1f GFLOP in %.3f s -> %.1f GFLOP/s%s\n", k >= NV ? vnames[k == NV ? 1 : 3] : vnames[k],
+               prefill_reps, f / 1e9, sec, pf_rate[k] / 1e9,
+               k >= NV ? (k == NV ? " (oneDNN, beside the own tiles)" : " (oneDNN one pass, beside the own tiles)")
+               : (k == 1 || k == 3) && own_amx ? (k == 1 ? " (own AMX tiles, 3 parts into one C)" : " (own AMX tiles, one part)")
+               : k == 1 ? (cpu_dnnl_built() ? " (oneDNN)" : " (fp32 OpenBLAS: built without oneDNN)")
+               : k == 3 ? (cpu_dnnl_built() ? " (oneDNN, one pass)" : " (fp32 OpenBLAS: built without oneDNN)")
+               : k == 2 && xk_a8_amx() ? " (int8 AMX tiles, tdpbsud)" : " (fp32 OpenBLAS sgemm)");
     }
+    if (own_amx && cpu_dnnl_built())
+        printf("bf16 prefill GEMMs, own AMX tiles / oneDNN side by side: exact3 %.2fx, rounded %.2fx (the backend runs the own tiles)\n",
+               pf_rate[NV] > 0 ? pf_rate[1] / pf_rate[NV] : 0, pf_rate[NV + 1] > 0 ? pf_rate[3] / pf_rate[NV + 1] : 0);
     free(ops);
-    for (int k = 1; k < NV; k++) timer_probe_free(tps[k]);
+    for (int k = 1; k < NP; k++) timer_probe_free(tps[k]);
     if (cpu_dnnl_built()) printf("bf16 prefill GEMM implementation: %s (%s)\n", cpu_dnnl_last_impl(), cpu_dnnl_describe());
     double amx_bf16 = 0, amx_int8 = 0;
     if (ceilings_amx_peak(threads, quick ? 2 : 4, &amx_bf16, &amx_int8) != XF_OK)
@@ -576,7 +604,7 @@ int main(int argc, char **argv) {
     verdict("int8 decode tokens/s / fp32", t_fp32 / t_int8, 3.0, 1, "x");
     verdict("fp32 prefill-512 GEMM FLOP/s / measured FP32 peak", gemm_s > 0 ? gemm_flops / gemm_s / peak : 0, 0.60, 1, "");
     verdict("bf16 prefill-512 GEMM FLOP/s / AMX BF16 peak (issue 20)", amx_bf16 > 0 ? pf_rate[1] / amx_bf16 : 0, 0.50, 1, "");
-    if (amx_bf16 > 0 && cpu_dnnl_built())
+    if (amx_bf16 > 0 && (cpu_dnnl_built() || own_amx))
         printf("  (bf16 prefill: AMX does 3x the op's FLOPs on the 3-part input: %.3f of the AMX peak in AMX work)\n",
                3 * pf_rate[1] / amx_bf16);
     verdict("bf16 prefill-512 GEMM FLOP/s / fp32's (issue 20)", pf_rate[0] > 0 ? pf_rate[1] / pf_rate[0] : 0, 4.0, 1, "x");

@@ -18,7 +18,10 @@ static int64_t bf16_calls;    /* amx_bf16_calls */
 
 int64_t amx_bf16_calls(void) { return __atomic_load_n(&bf16_calls, __ATOMIC_RELAXED); }
 
+static int bf16_off; /* amx_avoid_bf16 */
+
 void amx_avoid(int avoid) { __atomic_store_n(&amx_off, avoid != 0, __ATOMIC_RELAXED); }
+void amx_avoid_bf16(int avoid) { __atomic_store_n(&bf16_off, avoid != 0, __ATOMIC_RELAXED); }
 
 #if XK_X86
 /* Bit 0: AMX-INT8 usable, bit 1: AMX-BF16 usable; asked once (CPUID leaf 7 EDX: AMX-BF16 bit 22,
@@ -43,7 +46,9 @@ static int amx_bits(void) {
     return v;
 }
 int amx_int8_granted(void) { return !__atomic_load_n(&amx_off, __ATOMIC_RELAXED) && (amx_bits() & 1); }
-int amx_bf16_granted(void) { return !__atomic_load_n(&amx_off, __ATOMIC_RELAXED) && (amx_bits() & 2); }
+int amx_bf16_granted(void) {
+    return !__atomic_load_n(&amx_off, __ATOMIC_RELAXED) && !__atomic_load_n(&bf16_off, __ATOMIC_RELAXED) && (amx_bits() & 2);
+}
 
 typedef struct amx_tilecfg {
     uint8_t palette, start_row, reserved[14];
@@ -65,6 +70,7 @@ static void amx_release(void) { __asm__ __volatile__("tilerelease" : : : "memory
  * q row. Per group the int32 tile C (tokens x 16 rows) is stored and finished as the VNNI kernel
  * finishes its lanes (minus 128 * sum(q), times the weight scale times s, one fp32 FMA), so both
  * give the same bits. */
+#define XK_AMX8_PF 2048 /* bytes ahead the weights are prefetched (measured: 2 KiB best of 0-8 KiB) */
 static void a8_config(int m, int kc) {
     amx_tilecfg c;
     memset(&c, 0, sizeof c);
@@ -72,6 +78,9 @@ static void a8_config(int m, int kc) {
     c.rows[0] = (uint8_t)m, c.colsb[0] = 64;           /* C: tokens x 16 int32 */
     c.rows[1] = (uint8_t)m, c.colsb[1] = (uint16_t)kc; /* A: tokens x Kc int8 */
     c.rows[2] = (uint8_t)(kc / 4), c.colsb[2] = 64;    /* B: Kc / 4 lines of 16 rows x 4 */
+    c.rows[3] = c.rows[0], c.colsb[3] = c.colsb[0];      /* the second group's C, A, B */
+    c.rows[4] = c.rows[1], c.colsb[4] = c.colsb[1];
+    c.rows[5] = c.rows[2], c.colsb[5] = c.colsb[2];
     amx_load_config(&c);
 }
 
@@ -91,20 +100,34 @@ TGT_AMX8 void amx_matmul_a8(const wmat *W, const int8_t *q, const float *s, cons
             const uint8_t *wb = (const uint8_t *)W->data + b * ng * gp * WMAT_PACK_ROWS;
             const float *sb = W->scales + b * ng * WMAT_PACK_ROWS;
             for (int j = 0; j < m; j++) _mm512_store_ps(out + j * 16, _mm512_setzero_ps());
-            for (int64_t g = 0; g < ng; g++) {
+            /* groups two at a time on two sets of tiles (C 0, A 1, B 2 and C 3, A 4, B 5), so the
+             * second's loads and products overlap the first's, then both finished in order */
+            for (int64_t g = 0; g < ng; g += 2) {
+                const int two = g + 1 < ng;
                 _tile_zero(0);
+                if (two) _tile_zero(3);
                 for (int64_t k = 0; k < gp; k += kc) {
+                    const uint8_t *bt = wb + (g * gp + k) * WMAT_PACK_ROWS;
+                    for (int l = 0; l < kc / 4 * (two + 1); l++) _mm_prefetch((const char *)(bt + XK_AMX8_PF + l * 64), _MM_HINT_T0);
                     _tile_loadd(1, qt + g * gp + k, qc);
-                    _tile_loadd(2, wb + (g * gp + k) * WMAT_PACK_ROWS, 64);
+                    _tile_loadd(2, bt, 64);
                     _tile_dpbsud(0, 1, 2);
+                    if (two) {
+                        _tile_loadd(4, qt + (g + 1) * gp + k, qc);
+                        _tile_loadd(5, bt + gp * WMAT_PACK_ROWS, 64);
+                        _tile_dpbsud(3, 4, 5);
+                    }
                 }
-                _tile_stored(0, ct, 64);
-                const __m512 sv = _mm512_loadu_ps(sb + g * WMAT_PACK_ROWS);
-                for (int j = 0; j < m; j++) {
-                    const __m512i d = _mm512_sub_epi32(_mm512_load_si512((const void *)(ct + j * 16)), _mm512_set1_epi32(cr[j * ng + g]));
-                    const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(sv, _mm512_set1_ps(st[j * ng + g])),
-                                                     _mm512_load_ps(out + j * 16));
-                    _mm512_store_ps(out + j * 16, f);
+                for (int h = 0; h <= two; h++) {
+                    if (h == 0) _tile_stored(0, ct, 64);
+                    else _tile_stored(3, ct, 64);
+                    const __m512 sv = _mm512_loadu_ps(sb + (g + h) * WMAT_PACK_ROWS);
+                    for (int j = 0; j < m; j++) {
+                        const __m512i d = _mm512_sub_epi32(_mm512_load_si512((const void *)(ct + j * 16)), _mm512_set1_epi32(cr[j * ng + g + h]));
+                        const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(sv, _mm512_set1_ps(st[j * ng + g + h])),
+                                                         _mm512_load_ps(out + j * 16));
+                        _mm512_store_ps(out + j * 16, f);
+                    }
                 }
             }
             const int64_t lo = b * WMAT_PACK_ROWS > r0 ? b * WMAT_PACK_ROWS : r0;
@@ -269,14 +292,13 @@ void amx_matmul_bf16_ref(const wmat *W, const uint16_t *xb, int parts, int64_t n
         if (NA == 2 && NB == 2) _tile_dpbf16ps(3, 5, 7);                                               \
     } while (0)
 
-static int bf_pf = -1; /* prefetch distance of the weights in place, columns (AMX_BF16_PF to tune; 0 none) */
 
 static inline __attribute__((always_inline)) TGT_AMXBF void bf_block(const int NA, const int NB, const uint16_t *a0, int64_t aoff,
-                                                                     int64_t amul, int64_t ald, int64_t cols, const uint16_t *xp,
+                                                                     int64_t amul, int64_t ald, const uint16_t *xp,
                                                                      int64_t pstride, int64_t bstride, int parts, int64_t k0,
                                                                      int64_t k1, int first, int last, float *cs, float *y,
                                                                      int64_t ldy, int64_t rb, int ra0, int ra1, int64_t t0,
-                                                                     int64_t n, int pf) {
+                                                                     int64_t n) {
     if (first) {
         _tile_zero(0);
         if (NB == 2) _tile_zero(1);
@@ -292,17 +314,12 @@ static inline __attribute__((always_inline)) TGT_AMXBF void bf_block(const int N
         const uint16_t *at = a0 + (kk - k0) * amul;
         _tile_loadd(4, at, ald);
         if (NA == 2) _tile_loadd(5, at + aoff, ald);
-        /* weights in place (decode): each A row's line ahead into L2 (the rows' common 4 KiB
-         * alignment would make L1 prefetches evict each other) */
-        if (pf && kk + pf < k1)
-            for (int i = 0; i < 16 * NA; i++) _mm_prefetch((const char *)(at + i * cols + pf), _MM_HINT_T1);
         BF_TDP(0);
         if (parts == 3) {
             BF_TDP(1);
             BF_TDP(2);
         }
     }
-    (void)cols;
     if (!last) {
         _tile_stored(0, cs, 64);
         if (NB == 2) _tile_stored(1, cs + 256, 64);
@@ -341,12 +358,6 @@ TGT_AMXBF void amx_matmul_bf16(const wmat *W, const uint16_t *xb, int parts, int
                                int64_t r1, float *c) {
     if (n <= 0 || r1 <= r0) return;
     __atomic_fetch_add(&bf16_calls, 1, __ATOMIC_RELAXED);
-    int pf = __atomic_load_n(&bf_pf, __ATOMIC_RELAXED);
-    if (pf < 0) {
-        const char *e = getenv("AMX_BF16_PF");
-        pf = e ? atoi(e) / 32 * 32 : 512;
-        __atomic_store_n(&bf_pf, pf, __ATOMIC_RELAXED);
-    }
     const int64_t cols = W->cols, nb = (n + 15) / 16, half = cols / 2;
     const int64_t pstride = nb * half * 32, bstride = half * 32; /* uint16 per part, per token block */
     /* one token pair: the weights streamed in place once; more: K blocks, each block's A panel
@@ -370,7 +381,6 @@ TGT_AMXBF void amx_matmul_bf16(const wmat *W, const uint16_t *xb, int parts, int
                 bf_copy_panel(w, cols, rb, ra0 + ra1, k0, k1, ap);
                 a0 = ap, aoff = (k1 - k0) / 32 * 512, amul = 16, ald = 64;
             }
-            const int pfk = panel ? 0 : pf;
             const int64_t nrows = r1 - rb - 32 < 32 ? r1 - rb - 32 : 32, lpr = (k1 - k0) / 32; /* the next panel: rows, lines a row */
             const int64_t per = (nrows * lpr + ntp - 1) / ntp;
             for (int64_t tp = 0; tp < ntp; tp++) {
@@ -382,8 +392,8 @@ TGT_AMXBF void amx_matmul_bf16(const wmat *W, const uint16_t *xb, int parts, int
                 const uint16_t *xp = xb + tp * 2 * bstride;
                 const int two = tp * 2 + 1 < nb;
 #define BF_CALL(NA, NB)                                                                                                    \
-    bf_block(NA, NB, a0, aoff, amul, ald, cols, xp, pstride, bstride, parts, k0, k1, first, last, cs, y, ldy, rb, ra0, ra1, \
-             tp * 32, n, pfk)
+    bf_block(NA, NB, a0, aoff, amul, ald, xp, pstride, bstride, parts, k0, k1, first, last, cs, y, ldy, rb, ra0, ra1, \
+             tp * 32, n)
                 if (ra1 > 0 && two) BF_CALL(2, 2);
                 else if (ra1 > 0) BF_CALL(2, 1);
                 else if (two) BF_CALL(1, 2);

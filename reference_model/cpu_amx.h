@@ -16,6 +16,9 @@ int amx_int8_granted(void);
 int amx_bf16_granted(void);
 /* Tests and benchmarks: 1 makes both report 0 (the vector kernels run instead). */
 void amx_avoid(int avoid);
+/* Benchmarks: 1 makes amx_bf16_granted report 0 only (bf16 prefill then goes to oneDNN where built:
+ * bench_cpu runs both side by side). */
+void amx_avoid_bf16(int avoid);
 
 /* int8: what xk_matmul_a8 computes (cpu_kernels.h), bit for bit, on tiles of up to 16 tokens x 64
  * input bytes: W int8 packed (its packed layout is AMX's B-tile layout), q (n, xk_act8_cols(W)),

@@ -55,7 +55,8 @@
 #define CPU_GEMM_ROWS 256          /* output rows per BLAS GEMM call (a multiple of 16) */
 #define CPU_MM_CHUNK 16            /* output rows per OpenMP work item in the own matmul */
 #define CPU_AMX_MIN_TOKENS 4       /* bf16 steps of this many tokens or more run on AMX tiles where granted (cpu_amx.h) */
-#define CPU_AMX_ROWS 64            /* output rows per OpenMP work item of the bf16 tiles below CPU_GEMM_MIN_TOKENS */
+#define CPU_AMX_ROWS 64            /* output rows per OpenMP work item of the bf16 tiles (small: 768-row matrices
+                                      split evenly over the threads; the B panel is read per 32 rows anyway) */
 #define CPU_ATT_MIN_TOKENS 16     /* sequences with this many new tokens take the blocked (prefill)
                                       attention; fewer (decode) the per-query kernel */
 #define CPU_PAR_MIN 16384          /* element-wise ops on fewer elements run on one thread: a fork and
@@ -419,7 +420,7 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
         c->amx_tokens = T;
         c->amx_cols = max_cols;
         c->amx_xb = cpu_alloc(c, amx_bf16_input_elems(T, max_cols, parts), sizeof(uint16_t), &st);
-        c->amx_c_n = amx_bf16_scratch_floats(CPU_GEMM_ROWS, T);
+        c->amx_c_n = amx_bf16_scratch_floats(CPU_AMX_ROWS, T);
         c->amx_c = cpu_alloc(c, (int64_t)c->threads * c->amx_c_n, sizeof(float), &st);
         if (c->dnnl) c->bfx = c->amx_xb; /* oneDNN's planar parts fit the same buffer: (parts, T, cols) <= it */
     }
@@ -469,19 +470,22 @@ static void cpu_linear(cpu_ctx *c, const wmat *W, float *x, int64_t n, float *y)
     if (c->amx_bf16 && n >= CPU_AMX_MIN_TOKENS && n <= c->amx_tokens && cols <= c->amx_cols && amx_bf16_fits(W)) {
         /* bf16 on own AMX tiles (batched decode and prefill): x packed as 1 rounded or 3 exact parts */
         const int parts = c->bf16_round ? 1 : 3;
-        const int64_t nb = (n + 15) / 16;
-#pragma omp parallel for num_threads(c->threads) schedule(static) if (n >= 64)
-        for (int64_t b = 0; b < nb; b++) {
-            const int64_t t1 = (b + 1) * 16 < n ? (b + 1) * 16 : n;
-            if (c->bf16_round) xk_bf16_round(x + b * 16 * cols, t1 - b * 16, cols, NULL);
-            amx_bf16_pack_input(x, n, cols, parts, b, b + 1, c->amx_xb);
-        }
-        /* fixed chunks of rows (the threads split N): a row's sums do not depend on the chunk anyway */
-        const int64_t step = n >= CPU_GEMM_MIN_TOKENS ? CPU_GEMM_ROWS : CPU_AMX_ROWS, chunks = (rows + step - 1) / step;
-#pragma omp parallel for num_threads(c->threads) schedule(static)
-        for (int64_t ch = 0; ch < chunks; ch++) {
-            const int64_t r0 = ch * step, r1 = r0 + step < rows ? r0 + step : rows;
-            amx_matmul_bf16(W, c->amx_xb, parts, n, y, rows, r0, r1, c->amx_c + (int64_t)omp_get_thread_num() * c->amx_c_n);
+        const int64_t nb = (n + 15) / 16, chunks = (rows + CPU_AMX_ROWS - 1) / CPU_AMX_ROWS;
+        /* one parallel region: the input's token blocks, then fixed chunks of rows (the threads
+         * split N; a row's sums do not depend on the chunk anyway) */
+#pragma omp parallel num_threads(c->threads)
+        {
+#pragma omp for schedule(static)
+            for (int64_t b = 0; b < nb; b++) {
+                const int64_t t1 = (b + 1) * 16 < n ? (b + 1) * 16 : n;
+                if (c->bf16_round) xk_bf16_round(x + b * 16 * cols, t1 - b * 16, cols, NULL);
+                amx_bf16_pack_input(x, n, cols, parts, b, b + 1, c->amx_xb);
+            }
+#pragma omp for schedule(static)
+            for (int64_t ch = 0; ch < chunks; ch++) {
+                const int64_t r0 = ch * CPU_AMX_ROWS, r1 = r0 + CPU_AMX_ROWS < rows ? r0 + CPU_AMX_ROWS : rows;
+                amx_matmul_bf16(W, c->amx_xb, parts, n, y, rows, r0, r1, c->amx_c + (int64_t)omp_get_thread_num() * c->amx_c_n);
+            }
         }
         return;
     }
