@@ -9,7 +9,8 @@
  * kernel by shape, so per-thread ranges made the sums' order, and the logits, depend on the thread
  * count); bf16 / int8 weights are first dequantized into a (bf16 prefill goes to oneDNN's AMX GEMMs
  * where the build has oneDNN, int8 prefill to the AMX tile kernel where the OS grants AMX; this is
- * their fallback)
+ * their fallback; where AMX-BF16 is granted, bf16 steps of CPU_AMX_MIN_TOKENS or more tokens, batched
+ * decode included, run on the own tiles of cpu_amx.h instead, the weights in place)
  * per-thread fp32 tile of a few MB (the dequantization costs O(rows * cols) against the GEMM's
  * O(tokens * rows * cols), so it is amortized over the prompt). OpenBLAS is set to one thread:
  * all parallelism is OpenMP's, so BLAS threads never compete with OpenMP threads for the cores,
