@@ -381,13 +381,8 @@ TGT_AMXBF void amx_matmul_bf16(const wmat *W, const uint16_t *xb, int parts, int
                 bf_copy_panel(w, cols, rb, ra0 + ra1, k0, k1, ap);
                 a0 = ap, aoff = (k1 - k0) / 32 * 512, amul = 16, ald = 64;
             }
-            const int64_t nrows = r1 - rb - 32 < 32 ? r1 - rb - 32 : 32, lpr = (k1 - k0) / 32; /* the next panel: rows, lines a row */
-            const int64_t per = (nrows * lpr + ntp - 1) / ntp;
+            /* (prefetching the next panel into L2 during this one's products measured 8-14% slower) */
             for (int64_t tp = 0; tp < ntp; tp++) {
-                /* the next panel's weights into L2 while this one computes (its copy waited on DRAM) */
-                if (panel && nrows > 0)
-                    for (int64_t q = tp * per; q < (tp + 1) * per && q < nrows * lpr; q++)
-                        _mm_prefetch((const char *)(w + (rb + 32 + q / lpr) * cols + k0 + (q % lpr) * 32), _MM_HINT_T1);
                 float *cs = c + (((rb - r0) / 32) * ntp + tp) * 1024;
                 const uint16_t *xp = xb + tp * 2 * bstride;
                 const int two = tp * 2 + 1 < nb;
