@@ -75,65 +75,79 @@ static void a8_config(int m, int kc) {
     amx_tilecfg c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
-    c.rows[0] = (uint8_t)m, c.colsb[0] = 64;           /* C: tokens x 16 int32 */
-    c.rows[1] = (uint8_t)m, c.colsb[1] = (uint16_t)kc; /* A: tokens x Kc int8 */
-    c.rows[2] = (uint8_t)(kc / 4), c.colsb[2] = 64;    /* B: Kc / 4 lines of 16 rows x 4 */
-    c.rows[3] = c.rows[0], c.colsb[3] = c.colsb[0];      /* the second group's C, A, B */
-    c.rows[4] = c.rows[1], c.colsb[4] = c.colsb[1];
-    c.rows[5] = c.rows[2], c.colsb[5] = c.colsb[2];
+    for (int i = 0; i < 4; i++) c.rows[i] = (uint8_t)m, c.colsb[i] = 64;           /* C: tokens x 16 int32, per block */
+    c.rows[4] = (uint8_t)m, c.colsb[4] = (uint16_t)kc;                           /* A: tokens x Kc int8 */
+    for (int i = 5; i < 8; i++) c.rows[i] = (uint8_t)(kc / 4), c.colsb[i] = 64;  /* B: Kc / 4 lines of 16 rows x 4 */
     amx_load_config(&c);
 }
 
+/* One group's products for up to A8_RB row blocks sharing the input tile: C tile i (0..3) for
+ * block i, A 4, B 5, 6, 7 (block 3 takes 5 again). */
+#define A8_RB 4
+#define A8_TDP(I, T, BT)                                                                                \
+    if (nbk > (I)) {                                                                                    \
+        _tile_loadd(BT, wg + (I) * bstr + k * WMAT_PACK_ROWS, 64);                                      \
+        _tile_dpbsud(T, 4, BT);                                                                         \
+    }
+
 TGT_AMX8 void amx_matmul_a8(const wmat *W, const int8_t *q, const float *s, const int32_t *corr, int64_t n, float *y,
                             int64_t ldy, int64_t r0, int64_t r1) {
-    const int64_t ng = W->n_groups, gp = W->gpad, qc = ng * gp;
+    const int64_t ng = W->n_groups, gp = W->gpad, qc = ng * gp, bstr = ng * gp * WMAT_PACK_ROWS; /* bytes a block */
     const int kc = (int)(gp % 64 == 0 ? 64 : gp % 32 == 0 ? 32 : gp % 16 == 0 ? 16 : gp % 8 == 0 ? 8 : 4);
-    int32_t ct[16 * 16] __attribute__((aligned(64)));
-    float out[16 * 16] __attribute__((aligned(64)));
+    int32_t ct[A8_RB * 16 * 16] __attribute__((aligned(64)));
+    float out[A8_RB * 16 * 16] __attribute__((aligned(64)));
     for (int64_t t = 0; t < n; t += 16) {
         const int m = (int)(n - t < 16 ? n - t : 16);
         a8_config(m, kc);
         const int8_t *qt = q + t * qc;
         const float *st = s + t * ng;
         const int32_t *cr = corr + t * ng;
-        for (int64_t b = r0 / WMAT_PACK_ROWS; b * WMAT_PACK_ROWS < r1; b++) {
-            const uint8_t *wb = (const uint8_t *)W->data + b * ng * gp * WMAT_PACK_ROWS;
-            const float *sb = W->scales + b * ng * WMAT_PACK_ROWS;
-            for (int j = 0; j < m; j++) _mm512_store_ps(out + j * 16, _mm512_setzero_ps());
-            /* groups two at a time on two sets of tiles (C 0, A 1, B 2 and C 3, A 4, B 5), so the
-             * second's loads and products overlap the first's, then both finished in order */
-            for (int64_t g = 0; g < ng; g += 2) {
-                const int two = g + 1 < ng;
+        /* A8_RB blocks of 16 rows at a time: each input tile loaded once for all of them (prefill
+         * streamed the whole input once per block before) */
+        for (int64_t b0 = r0 / WMAT_PACK_ROWS; b0 * WMAT_PACK_ROWS < r1; b0 += A8_RB) {
+            int nbk = 0;
+            while (nbk < A8_RB && (b0 + nbk) * WMAT_PACK_ROWS < r1) nbk++;
+            const uint8_t *wb = (const uint8_t *)W->data + b0 * bstr;
+            for (int i = 0; i < nbk; i++)
+                for (int j = 0; j < m; j++) _mm512_store_ps(out + i * 256 + j * 16, _mm512_setzero_ps());
+            for (int64_t g = 0; g < ng; g++) {
                 _tile_zero(0);
-                if (two) _tile_zero(3);
+                if (nbk > 1) _tile_zero(1);
+                if (nbk > 2) _tile_zero(2);
+                if (nbk > 3) _tile_zero(3);
+                const uint8_t *wg = wb + g * gp * WMAT_PACK_ROWS;
                 for (int64_t k = 0; k < gp; k += kc) {
-                    const uint8_t *bt = wb + (g * gp + k) * WMAT_PACK_ROWS;
-                    for (int l = 0; l < kc / 4 * (two + 1); l++) _mm_prefetch((const char *)(bt + XK_AMX8_PF + l * 64), _MM_HINT_T0);
-                    _tile_loadd(1, qt + g * gp + k, qc);
-                    _tile_loadd(2, bt, 64);
-                    _tile_dpbsud(0, 1, 2);
-                    if (two) {
-                        _tile_loadd(4, qt + (g + 1) * gp + k, qc);
-                        _tile_loadd(5, bt + gp * WMAT_PACK_ROWS, 64);
-                        _tile_dpbsud(3, 4, 5);
-                    }
+                    for (int i = 0; i < nbk; i++)
+                        for (int l = 0; l < kc / 4; l++)
+                            _mm_prefetch((const char *)(wg + i * bstr + k * WMAT_PACK_ROWS + XK_AMX8_PF + l * 64), _MM_HINT_T0);
+                    _tile_loadd(4, qt + g * gp + k, qc);
+                    A8_TDP(0, 0, 5)
+                    A8_TDP(1, 1, 6)
+                    A8_TDP(2, 2, 7)
+                    A8_TDP(3, 3, 5)
                 }
-                for (int h = 0; h <= two; h++) {
-                    if (h == 0) _tile_stored(0, ct, 64);
-                    else _tile_stored(3, ct, 64);
-                    const __m512 sv = _mm512_loadu_ps(sb + (g + h) * WMAT_PACK_ROWS);
+                _tile_stored(0, ct, 64);
+                if (nbk > 1) _tile_stored(1, ct + 256, 64);
+                if (nbk > 2) _tile_stored(2, ct + 512, 64);
+                if (nbk > 3) _tile_stored(3, ct + 768, 64);
+                for (int i = 0; i < nbk; i++) {
+                    const __m512 sv = _mm512_loadu_ps(W->scales + ((b0 + i) * ng + g) * WMAT_PACK_ROWS);
+                    float *o = out + i * 256;
                     for (int j = 0; j < m; j++) {
-                        const __m512i d = _mm512_sub_epi32(_mm512_load_si512((const void *)(ct + j * 16)), _mm512_set1_epi32(cr[j * ng + g + h]));
-                        const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(sv, _mm512_set1_ps(st[j * ng + g + h])),
-                                                         _mm512_load_ps(out + j * 16));
-                        _mm512_store_ps(out + j * 16, f);
+                        const __m512i d = _mm512_sub_epi32(_mm512_load_si512((const void *)(ct + i * 256 + j * 16)), _mm512_set1_epi32(cr[j * ng + g]));
+                        const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(sv, _mm512_set1_ps(st[j * ng + g])),
+                                                         _mm512_load_ps(o + j * 16));
+                        _mm512_store_ps(o + j * 16, f);
                     }
                 }
             }
-            const int64_t lo = b * WMAT_PACK_ROWS > r0 ? b * WMAT_PACK_ROWS : r0;
-            const int64_t hi = (b + 1) * WMAT_PACK_ROWS < r1 ? (b + 1) * WMAT_PACK_ROWS : r1;
-            for (int j = 0; j < m; j++)
-                for (int64_t r = lo; r < hi; r++) y[(t + j) * ldy + r] = out[j * 16 + r - b * WMAT_PACK_ROWS];
+            for (int i = 0; i < nbk; i++) {
+                const int64_t b = b0 + i;
+                const int64_t lo = b * WMAT_PACK_ROWS > r0 ? b * WMAT_PACK_ROWS : r0;
+                const int64_t hi = (b + 1) * WMAT_PACK_ROWS < r1 ? (b + 1) * WMAT_PACK_ROWS : r1;
+                for (int j = 0; j < m; j++)
+                    for (int64_t r = lo; r < hi; r++) y[(t + j) * ldy + r] = out[i * 256 + j * 16 + r - b * WMAT_PACK_ROWS];
+            }
         }
     }
     amx_release();

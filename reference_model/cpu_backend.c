@@ -459,11 +459,14 @@ static void cpu_linear(cpu_ctx *c, const wmat *W, float *x, int64_t n, float *y)
         const int64_t qc = xk_act8_cols(W), ng = W->n_groups;
 #pragma omp parallel for num_threads(c->threads) schedule(static) if (n >= 4)
         for (int64_t t = 0; t < n; t++) xk_act8_quantize(W, x + t * cols, 1, c->a8q + t * qc, c->a8s + t * ng, c->a8c + t * ng);
-        const int64_t chunks = (rows + CPU_MM_CHUNK - 1) / CPU_MM_CHUNK;
+        /* on AMX tiles (4+ tokens) 64 rows a work item: the tiles take 4 blocks of 16 rows per input
+         * tile (the same bits whatever the chunk) */
+        const int64_t step = n >= 4 && xk_a8_amx() && c->isa == XK_ISA_AVX512 ? CPU_AMX_ROWS : CPU_MM_CHUNK;
+        const int64_t chunks = (rows + step - 1) / step;
         const xk_isa isa = c->isa;
 #pragma omp parallel for num_threads(c->threads) schedule(static)
         for (int64_t ch = 0; ch < chunks; ch++) {
-            int64_t r0 = ch * CPU_MM_CHUNK, r1 = r0 + CPU_MM_CHUNK < rows ? r0 + CPU_MM_CHUNK : rows;
+            int64_t r0 = ch * step, r1 = r0 + step < rows ? r0 + step : rows;
             xk_matmul_a8(isa, W, c->a8q, c->a8s, c->a8c, n, y, rows, r0, r1);
         }
         return;
