@@ -174,22 +174,8 @@ int64_t amx_bf16_input_elems(int64_t n, int64_t cols, int parts) { return (int64
 
 int64_t amx_bf16_scratch_floats(int64_t rows, int64_t n) { return ((rows + 31) / 32) * ((n + 31) / 32) * 1024 + 32 * AMX_BF16_KB / 2; }
 
-/* Round to nearest even bf16 (weights_f32_to_bf16's rounding; NaN stays NaN through the parts). */
-static inline uint16_t bf_round(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-static inline float bf_f32(uint16_t h) {
-    const uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 #if XK_X86
-/* bf_round on 16 lanes: the rounded values as fp32 (bf16 in the upper half, the lower zero). */
+/* weights_f32_to_bf16 on 16 lanes: the rounded values as fp32 (bf16 in the upper half, the lower zero). */
 static inline TGT_AVX512 __m512i bf_round16(__m512 v) {
     const __m512i u = _mm512_castps_si512(v);
     const __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1)));
@@ -259,9 +245,9 @@ void amx_bf16_pack_input(const float *x, int64_t n, int64_t cols, int parts, int
             for (int64_t k = 0; k < cols; k++) {
                 float v = t < n ? x[t * cols + k] : 0.0f;
                 for (int p = 0; p < parts; p++) {
-                    const uint16_t h = bf_round(v);
+                    const uint16_t h = weights_f32_to_bf16(v);
                     xb[((p * nb + b) * half + k / 2) * 32 + tt * 2 + (k & 1)] = h;
-                    v -= bf_f32(h); /* exact: v and its bf16 rounding share the exponent range */
+                    v -= weights_bf16_to_f32(h); /* exact: v and its bf16 rounding share the exponent range */
                 }
             }
         }
@@ -281,8 +267,8 @@ void amx_matmul_bf16_ref(const wmat *W, const uint16_t *xb, int parts, int64_t n
                 for (int p = 0; p < parts; p++) {
                     float s2[2] = {0.0f, 0.0f}; /* the chunk's even and odd columns */
                     for (int64_t k = kk; k < kk + 32; k++) {
-                        const float a = ftz(bf_f32(w[r * cols + k]));
-                        const float b = ftz(bf_f32(xb[((p * nb + t / 16) * half + k / 2) * 32 + (t % 16) * 2 + (k & 1)]));
+                        const float a = ftz(weights_bf16_to_f32(w[r * cols + k]));
+                        const float b = ftz(weights_bf16_to_f32(xb[((p * nb + t / 16) * half + k / 2) * 32 + (t % 16) * 2 + (k & 1)]));
                         s2[k & 1] = ftz(s2[k & 1] + a * b); /* a * b is exact in fp32 (8 x 8 significant bits) */
                     }
                     acc = ftz(acc + ftz(s2[0] + s2[1]));
