@@ -423,6 +423,10 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
         c->amx_xb = cpu_alloc(c, amx_bf16_input_elems(T, max_cols, parts), sizeof(uint16_t), &st);
         c->amx_c_n = amx_bf16_scratch_floats(CPU_AMX_ROWS, T);
         c->amx_c = cpu_alloc(c, (int64_t)c->threads * c->amx_c_n, sizeof(float), &st);
+        /* touched now, not in the first prefill that reaches their end (its page faults were
+         * timed as the tiles' cost) */
+        if (!st) memset(c->amx_xb, 0, (size_t)amx_bf16_input_elems(T, max_cols, parts) * sizeof(uint16_t));
+        if (!st) memset(c->amx_c, 0, (size_t)((int64_t)c->threads * c->amx_c_n) * sizeof(float));
         if (c->dnnl) c->bfx = c->amx_xb; /* oneDNN's planar parts fit the same buffer: (parts, T, cols) <= it */
     }
     c->rope_inv = cpu_alloc(c, cfg->head_dim / 2, sizeof(double), &st);
