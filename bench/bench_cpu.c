@@ -9,12 +9,14 @@
  *      projection kind its time, weight GB/s and fixed cost per call against the largest one's
  *      rate, and attention and the other ops.
  *   3. A 512-token prefill of each dtype: fp32 GEMMs' FLOP/s over the measured FP32 peak (target
- *      >= 0.60); issue 20: bf16 (oneDNN on AMX) over the AMX BF16 peak measured now (>= 0.50) and
- *      over fp32's (>= 4x), int8 (AMX tiles) over bf16's (>= 1.5x). Token agreement of bf16 and
+ *      >= 0.60); issue 20: bf16 (own AMX tiles where granted, else oneDNN) over the AMX BF16 peak
+ *      measured now (>= 0.50) and over fp32's (>= 4x), int8 (AMX tiles) over bf16's (>= 1.5x); with
+ *      own tiles and oneDNN both here, oneDNN's bf16 prefills run interleaved too (own / oneDNN printed). Token agreement of bf16 and
  *      int8 with fp32 over 32 greedy tokens (printed, no target).
  *   4. Timer probe on vs off, same model, adjacent decode steps (target <= 3% overhead).
  *   5. Decode at batch 2, 4, 8 and 16 of each weight variant, interleaved: weight bytes per step /
- *      time over the read ceiling (target at batch 16 >= 0.80). --batched runs this part alone.
+ *      time over the read ceiling (target at batch 16 >= 0.80). --batched runs this part alone
+ *      (--prefill part 3 alone).
  * Every part runs four weight variants side by side: fp32, bf16 (exact inputs), int8 and bf16 with
  * rounded inputs (`run --bf16-inputs rounded`: vdpbf16ps in decode, one oneDNN pass in prefill),
  * each rounded-input figure printed beside the issue's target for bf16.
@@ -30,7 +32,7 @@
  * printed too); the prefill GEMMs take each op's best of 3 prefills; the probe overhead compares
  * the best of 32 steps with it and 32 without, taken in adjacent pairs.
  *
- * Usage: bench_cpu [--threads N] [--steps N] [--model NAME] [--quick] [--attention] [--batched]
+ * Usage: bench_cpu [--threads N] [--steps N] [--model NAME] [--quick] [--attention] [--batched] [--prefill]
  * Exit status 0 when every target passes, 1 when one fails, 2 on an error. */
 #include <math.h>
 #include <omp.h>
@@ -45,6 +47,7 @@
 #include "reference_model/config.h"
 #include "reference_model/cost_model.h"
 #include "reference_model/cpu_attention.h"
+#include "reference_model/cpu_amx.h"
 #include "reference_model/cpu_dnnl.h"
 #include "reference_model/cpu_kernels.h"
 #include "reference_model/model.h"
@@ -116,19 +119,21 @@ static xf_status open_model(bench_model *bm, const model_config *cfg, xf_dtype w
 }
 
 /* Batched decode: `batch` sequences of 8 prompt tokens, the weight variants' steps interleaved
- * as at batch 1; t_best[k]: the best step time of dtype dts[k]. Returns 0, or 2 after an error. */
+ * as at batch 1; t_best[k]: the best step time of dtype dts[k]; t_fma[k] (bf16 variants, own AMX
+ * tiles granted, 4+ sequences): the same models' steps with the tiles held off (the FP32 FMA
+ * kernel), interleaved with the others; 0 otherwise. Returns 0, or 2 after an error. */
 static int batched_decode(const model_config *cfg, int threads, int steps, int64_t batch, const xf_dtype *dts,
-                          double *t_best) {
+                          double *t_best, double *t_fma) {
     bench_model bms[NV];
     int64_t lens[64];
     int32_t prompts[64 * 8];
     for (int64_t s = 0; s < batch; s++) lens[s] = 8;
     for (int k = 0; k < NV; k++) {
-        if (open_model_b(&bms[k], cfg, dts[k], v_inputs(k), threads, 8, 8 + steps + 4, batch) != XF_OK) return die(vnames[k]);
+        if (open_model_b(&bms[k], cfg, dts[k], v_inputs(k), threads, 8, 8 + 2 * steps + 4, batch) != XF_OK) return die(vnames[k]);
         for (int64_t i = 0; i < batch * 8; i++) prompts[i] = bms[k].prompt[i % 512];
         if (model_prefill(bms[k].m, (int)batch, prompts, lens, NULL) != XF_OK) return die("batched prefill");
         if (model_decode_step(bms[k].m, NULL, NULL) != XF_OK) return die("batched decode warm-up");
-        t_best[k] = 0;
+        t_best[k] = t_fma[k] = 0;
     }
     for (int i = 0; i < steps; i++)
         for (int k = 0; k < NV; k++) {
@@ -136,6 +141,14 @@ static int batched_decode(const model_config *cfg, int threads, int steps, int64
             if (model_decode_step(bms[k].m, NULL, NULL) != XF_OK) return die("batched decode");
             double t = timer_now_s() - t0;
             t_best[k] = i == 0 || t < t_best[k] ? t : t_best[k];
+            if (dts[k] != XF_BF16 || batch < 4 || !amx_bf16_granted()) continue;
+            amx_avoid_bf16(1);
+            t0 = timer_now_s();
+            const xf_status sf = model_decode_step(bms[k].m, NULL, NULL);
+            t = timer_now_s() - t0;
+            amx_avoid_bf16(0);
+            if (sf != XF_OK) return die("batched decode, FMA");
+            t_fma[k] = i == 0 || t < t_fma[k] ? t : t_fma[k];
         }
     for (int k = 0; k < NV; k++) model_free(bms[k].m);
     return 0;
@@ -147,9 +160,9 @@ static int batched_decode(const model_config *cfg, int threads, int steps, int64
 static int batched_points(const model_config *cfg, int threads, int steps, const xf_dtype *dts, double ws,
                           double peak, ceilings_bw *rd, double *r16) {
     static const int64_t bs[] = {2, 4, 8, 16};
-    double t[4][NV];
+    double t[4][NV], tf[4][NV];
     for (int b = 0; b < 4; b++)
-        if (batched_decode(cfg, threads, steps, bs[b], dts, t[b])) return 2;
+        if (batched_decode(cfg, threads, steps, bs[b], dts, t[b], tf[b])) return 2;
     ceilings_bw rd2;
     if (ceilings_bandwidth(CEIL_READ, ws, threads, 2, &rd2) != XF_OK) return die("read bandwidth");
     if (rd2.Bps > rd->Bps) *rd = rd2;
@@ -158,7 +171,10 @@ static int batched_points(const model_config *cfg, int threads, int steps, const
             const double wb = decode_weight_bytes_b(cfg, dts[k], 8 + 1 + steps / 2, bs[b]);
             printf("%s decode at batch %2lld: best %.1f ms/step, %.2f GB/s of weights, %.3f of the read ceiling (%.2f GB/s)",
                    vnames[k], (long long)bs[b], t[b][k] * 1e3, wb / t[b][k] / 1e9, wb / t[b][k] / rd->Bps, rd->Bps / 1e9);
-            if (dts[k] != XF_INT8) { /* fp32 / bf16 weights run on the FP32 FMA units: 2 FLOP per weight and token */
+            if (tf[b][k] > 0) /* bf16 on own AMX tiles, the FMA kernel's steps beside them */
+                printf("; own AMX tiles (FP32 FMA kernel beside: %.1f ms/step, %.3f of the read ceiling; tiles %.2fx)", tf[b][k] * 1e3,
+                       wb / tf[b][k] / rd->Bps, tf[b][k] / t[b][k]);
+            else if (dts[k] != XF_INT8) { /* fp32 / bf16 weights run on the FP32 FMA units: 2 FLOP per weight and token */
                 const double in = 2.0 * (double)bs[b] / (dts[k] == XF_FP32 ? 4.0 : 2.0), ridge = peak / rd->Bps;
                 printf("; on FP32 FMA %.1f FLOP/B against a ridge of %.1f: %s", in, ridge, in < ridge ? "memory-bound" : "compute-bound");
             }
@@ -477,9 +493,115 @@ static int decode_accounting(bench_model *bm, const model_config *cfg, const cha
     return 0;
 }
 
+/* The prefill targets from the 512-token prefills' GEMM rates pf_rate (vnames order). */
+static void prefill_verdicts(double peak, double gemm_flops, double gemm_s, double amx_bf16, const double *pf_rate, int own_amx) {
+    verdict("fp32 prefill-512 GEMM FLOP/s / measured FP32 peak", gemm_s > 0 ? gemm_flops / gemm_s / peak : 0, 0.60, 1, "");
+    verdict("bf16 prefill-512 GEMM FLOP/s / AMX BF16 peak (issue 20)", amx_bf16 > 0 ? pf_rate[1] / amx_bf16 : 0, 0.50, 1, "");
+    if (amx_bf16 > 0 && (cpu_dnnl_built() || own_amx))
+        printf("  (bf16 prefill: AMX does 3x the op's FLOPs on the 3-part input: %.3f of the AMX peak in AMX work)\n",
+               3 * pf_rate[1] / amx_bf16);
+    verdict("bf16 prefill-512 GEMM FLOP/s / fp32's (issue 20)", pf_rate[0] > 0 ? pf_rate[1] / pf_rate[0] : 0, 4.0, 1, "x");
+    verdict("bf16 rounded-input prefill-512 GEMM FLOP/s / AMX BF16 peak", amx_bf16 > 0 ? pf_rate[3] / amx_bf16 : 0, 0.50, 1, "");
+    verdict("bf16 rounded-input prefill-512 GEMM FLOP/s / fp32's", pf_rate[0] > 0 ? pf_rate[3] / pf_rate[0] : 0, 4.0, 1, "x");
+    verdict("int8 prefill-512 GEMM FLOP/s / bf16's (issue 20)", pf_rate[1] > 0 ? pf_rate[2] / pf_rate[1] : 0, 1.5, 1, "x");
+}
+
+/* Part 3: the 512-token prefills of the variants bms (vnames order), interleaved, and with own AMX
+ * tiles and oneDNN both here oneDNN's bf16 prefills beside them; each GEMM op's best. Out: pf_rate
+ * (NV + 2: the two oneDNN entries last), fp32's GEMM FLOPs and seconds, the AMX BF16 peak now,
+ * fp32's prefill time, whether the own tiles ran, and tps[0] (fp32's timer probe: the caller's to
+ * free). Returns 0, or 2 after an error. */
+#define NP (NV + 2)
+static int prefill_section(const model_config *cfg, bench_model *bms, int threads, int quick, double *pf_rate, double *gemm_flops_o,
+                           double *gemm_s_o, double *amx_bf16_o, double *t_prefill_o, int *own_amx_o, timer_probe **tp_o) {
+    /* Prefill 512 of the three dtypes, interleaved: GEMM ops timed by the timer probe, each op's
+     * best over the prefills. fp32 runs OpenBLAS sgemm; int8 the AMX tile kernel where granted
+     * (else sgemm on dequantized tiles of its int8-grid input); bf16 oneDNN where built (cpu_dnnl.h:
+     * AMX, three passes of the 3-part input). */
+    /* entries NV and NV + 1: bf16 and bf16 rounded again with the own AMX tiles held off
+     * (amx_avoid_bf16), i.e. through oneDNN where built, interleaved with the rest */
+    timer_probe *tps[NP];
+    for (int k = 0; k < NP; k++)
+        if (timer_probe_init(cfg->n_layers, 4, 0, &tps[k]) != XF_OK) return die("timer");
+    const int prefill_reps = quick ? 1 : 3;
+    double t_prefill = 0;
+    for (int k = 0; k < NV; k++) {
+        int64_t l64 = 64;
+        model_reset(bms[k].m);
+        if (model_prefill(bms[k].m, 1, bms[k].prompt, &l64, NULL) != XF_OK) return die("prefill warm-up");
+    }
+    const int own_amx = amx_bf16_granted();
+    for (int rep = 0; rep < prefill_reps; rep++)
+        for (int k = 0; k < (own_amx && cpu_dnnl_built() ? NP : NV); k++) {
+            int64_t l512 = 512;
+            const int mk = k == NV ? 1 : k == NV + 1 ? 3 : k; /* the model this entry runs */
+            probe_set psk = {1, {timer_probe_as_probe(tps[k])}};
+            model_reset(bms[mk].m);
+            timer_probe_rep_begin(tps[k]);
+            amx_avoid_bf16(k >= NV);
+            double t0 = timer_now_s();
+            const xf_status ps512 = model_prefill(bms[mk].m, 1, bms[mk].prompt, &l512, &psk);
+            double t = timer_now_s() - t0;
+            amx_avoid_bf16(0);
+            if (ps512 != XF_OK) return die("prefill 512");
+            if (k == 0) t_prefill = rep == 0 || t < t_prefill ? t : t_prefill;
+            if (timer_probe_rep_end(tps[k]) != XF_OK) return die("timer");
+        }
+    workload w;
+    workload_default(&w);
+    w.batch = 1;
+    w.prompt = 512;
+    w.gen = 0;
+    w.wdtype = XF_FP32;
+    w.adtype = XF_FP32;
+    w.kvdtype = XF_FP32;
+    int64_t nops = cost_step_op_count(cfg);
+    cost_op *ops = calloc((size_t)nops, sizeof *ops);
+    if (!ops || cost_step(cfg, &w, workload_prefill_step(&w), ops, nops) != XF_OK) return die("cost model");
+    double gemm_flops = 0, gemm_s = 0;
+    for (int k = 0; k < NP; k++) pf_rate[k] = 0;
+    for (int k = 0; k < (own_amx && cpu_dnnl_built() ? NP : NV); k++) {
+        double f = 0, sec = 0;
+        for (int64_t i = 0; i < nops; i++) {
+            if (!op_kind_is_gemm(ops[i].kind) || ops[i].kind == OP_LM_HEAD) continue; /* lm_head: 1 token in prefill */
+            const double *smp;
+            int ns = timer_probe_samples(tps[k], XF_PREFILL, ops[i].layer, ops[i].kind, &smp);
+            if (ns < 1) continue;
+            double b = smp[0]; /* each op's best of the prefills, as the peak is a best-of */
+            for (int q = 1; q < ns; q++) b = smp[q] < b ? smp[q] : b;
+            f += ops[i].flops;
+            sec += b;
+        }
+        pf_rate[k] = sec > 0 ? f / sec : 0;
+        if (k == 0) gemm_flops = f, gemm_s = sec;
+        printf("%s prefill 512 (best of %d): GEMMs %.1f GFLOP in %.3f s -> %.1f GFLOP/s%s\n", k >= NV ? vnames[k == NV ? 1 : 3] : vnames[k],
+               prefill_reps, f / 1e9, sec, pf_rate[k] / 1e9,
+               k >= NV ? (k == NV ? " (oneDNN, beside the own tiles)" : " (oneDNN one pass, beside the own tiles)")
+               : (k == 1 || k == 3) && own_amx ? (k == 1 ? " (own AMX tiles, 3 parts into one C)" : " (own AMX tiles, one part)")
+               : k == 1 ? (cpu_dnnl_built() ? " (oneDNN)" : " (fp32 OpenBLAS: built without oneDNN)")
+               : k == 3 ? (cpu_dnnl_built() ? " (oneDNN, one pass)" : " (fp32 OpenBLAS: built without oneDNN)")
+               : k == 2 && xk_a8_amx() ? " (int8 AMX tiles, tdpbsud)" : " (fp32 OpenBLAS sgemm)");
+    }
+    if (own_amx && cpu_dnnl_built())
+        printf("bf16 prefill GEMMs, own AMX tiles / oneDNN side by side: exact3 %.2fx, rounded %.2fx (the backend runs the own tiles)\n",
+               pf_rate[NV] > 0 ? pf_rate[1] / pf_rate[NV] : 0, pf_rate[NV + 1] > 0 ? pf_rate[3] / pf_rate[NV + 1] : 0);
+    free(ops);
+    for (int k = 1; k < NP; k++) timer_probe_free(tps[k]);
+    if (cpu_dnnl_built()) printf("bf16 prefill GEMM implementation: %s (%s)\n", cpu_dnnl_last_impl(), cpu_dnnl_describe());
+    double amx_bf16 = 0, amx_int8 = 0;
+    if (ceilings_amx_peak(threads, quick ? 2 : 4, &amx_bf16, &amx_int8) != XF_OK)
+        printf("AMX peaks: not measured (%s)\n", xf_error_msg());
+    else
+        printf("AMX peaks now: BF16 %.1f GFLOP/s, INT8 %.1f GOP/s\n", amx_bf16 / 1e9, amx_int8 / 1e9);
+    printf("fp32 prefill 512: %.2f s total\n", t_prefill);
+    *gemm_flops_o = gemm_flops, *gemm_s_o = gemm_s, *amx_bf16_o = amx_bf16, *t_prefill_o = t_prefill, *own_amx_o = own_amx;
+    *tp_o = tps[0];
+    return 0;
+}
+
 int main(int argc, char **argv) {
     ceilings_env_reexec(argc, argv); /* OpenBLAS kernels and OpenMP waiting, set before they load */
-    int threads = 2, steps = 8, quick = 0, attention_only = 0, batched_only = 0, model_given = 0;
+    int threads = 2, steps = 8, quick = 0, attention_only = 0, batched_only = 0, prefill_only = 0, model_given = 0;
     const char *model_name = "tinyllama-1.1b";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
@@ -488,8 +610,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--attention")) attention_only = 1;
         else if (!strcmp(argv[i], "--batched")) batched_only = 1;
+        else if (!strcmp(argv[i], "--prefill")) prefill_only = 1;
         else {
-            fprintf(stderr, "usage: bench_cpu [--threads N] [--steps N] [--model NAME] [--quick] [--attention] [--batched]\n");
+            fprintf(stderr, "usage: bench_cpu [--threads N] [--steps N] [--model NAME] [--quick] [--attention] [--batched] [--prefill]\n");
             return 2;
         }
     }
@@ -544,6 +667,17 @@ int main(int argc, char **argv) {
         if (model_prefill(bms[k].m, 1, bms[k].prompt, &len, NULL) != XF_OK) return die("prefill");
         for (int w = 0; w < 2; w++) /* warm-up steps */
             if (model_decode_step(bms[k].m, NULL, NULL) != XF_OK) return die("decode warm-up");
+    }
+    if (prefill_only) { /* --prefill: part 3 alone */
+        double pr[NP], gf, gs, ab, tpf;
+        int oa;
+        timer_probe *t1;
+        if (prefill_section(&cfg, bms, threads, quick, pr, &gf, &gs, &ab, &tpf, &oa, &t1)) return 2;
+        timer_probe_free(t1);
+        for (int k = 0; k < NV; k++) model_free(bms[k].m), free(dt_s[k]);
+        printf("\nresults (%s, %d threads):\n", model_name, threads);
+        prefill_verdicts(peak, gf, gs, ab, pr, oa);
+        return fails ? 1 : 0;
     }
     for (int i = 0; i < steps; i++)
         for (int k = 0; k < NV; k++) {
@@ -602,75 +736,11 @@ int main(int argc, char **argv) {
                vnames[k], same, agree_n, prefix);
     }
 
-    /* Prefill 512 of the three dtypes, interleaved: GEMM ops timed by the timer probe, each op's
-     * best over the prefills. fp32 runs OpenBLAS sgemm; int8 the AMX tile kernel where granted
-     * (else sgemm on dequantized tiles of its int8-grid input); bf16 oneDNN where built (cpu_dnnl.h:
-     * AMX, three passes of the 3-part input). */
-    timer_probe *tps[NV];
-    for (int k = 0; k < NV; k++)
-        if (timer_probe_init(cfg.n_layers, 4, 0, &tps[k]) != XF_OK) return die("timer");
-    timer_probe *tp = tps[0];
+    double pf_rate[NP], gemm_flops, gemm_s, amx_bf16, t_prefill;
+    int own_amx;
+    timer_probe *tp;
+    if (prefill_section(&cfg, bms, threads, quick, pf_rate, &gemm_flops, &gemm_s, &amx_bf16, &t_prefill, &own_amx, &tp)) return 2;
     probe_set ps = {1, {timer_probe_as_probe(tp)}};
-    const int prefill_reps = quick ? 1 : 3;
-    double t_prefill = 0;
-    for (int k = 0; k < NV; k++) {
-        int64_t l64 = 64;
-        model_reset(bms[k].m);
-        if (model_prefill(bms[k].m, 1, bms[k].prompt, &l64, NULL) != XF_OK) return die("prefill warm-up");
-    }
-    for (int rep = 0; rep < prefill_reps; rep++)
-        for (int k = 0; k < NV; k++) {
-            int64_t l512 = 512;
-            probe_set psk = {1, {timer_probe_as_probe(tps[k])}};
-            model_reset(bms[k].m);
-            timer_probe_rep_begin(tps[k]);
-            double t0 = timer_now_s();
-            if (model_prefill(bms[k].m, 1, bms[k].prompt, &l512, &psk) != XF_OK) return die("prefill 512");
-            double t = timer_now_s() - t0;
-            if (k == 0) t_prefill = rep == 0 || t < t_prefill ? t : t_prefill;
-            if (timer_probe_rep_end(tps[k]) != XF_OK) return die("timer");
-        }
-    workload w;
-    workload_default(&w);
-    w.batch = 1;
-    w.prompt = 512;
-    w.gen = 0;
-    w.wdtype = XF_FP32;
-    w.adtype = XF_FP32;
-    w.kvdtype = XF_FP32;
-    int64_t nops = cost_step_op_count(&cfg);
-    cost_op *ops = calloc((size_t)nops, sizeof *ops);
-    if (!ops || cost_step(&cfg, &w, workload_prefill_step(&w), ops, nops) != XF_OK) return die("cost model");
-    double pf_rate[NV] = {0, 0, 0, 0}, gemm_flops = 0, gemm_s = 0;
-    for (int k = 0; k < NV; k++) {
-        double f = 0, sec = 0;
-        for (int64_t i = 0; i < nops; i++) {
-            if (!op_kind_is_gemm(ops[i].kind) || ops[i].kind == OP_LM_HEAD) continue; /* lm_head: 1 token in prefill */
-            const double *smp;
-            int ns = timer_probe_samples(tps[k], XF_PREFILL, ops[i].layer, ops[i].kind, &smp);
-            if (ns < 1) continue;
-            double b = smp[0]; /* each op's best of the prefills, as the peak is a best-of */
-            for (int q = 1; q < ns; q++) b = smp[q] < b ? smp[q] : b;
-            f += ops[i].flops;
-            sec += b;
-        }
-        pf_rate[k] = sec > 0 ? f / sec : 0;
-        if (k == 0) gemm_flops = f, gemm_s = sec;
-        printf("%s prefill 512 (best of %d): GEMMs %.1f GFLOP in %.3f s -> %.1f GFLOP/s%s\n", vnames[k], prefill_reps,
-               f / 1e9, sec, pf_rate[k] / 1e9,
-               k == 1 ? (cpu_dnnl_built() ? " (oneDNN)" : " (fp32 OpenBLAS: built without oneDNN)")
-                      : k == 3 ? (cpu_dnnl_built() ? " (oneDNN, one pass)" : " (fp32 OpenBLAS: built without oneDNN)")
-                      : k == 2 && xk_a8_amx() ? " (int8 AMX tiles, tdpbsud)" : " (fp32 OpenBLAS sgemm)");
-    }
-    free(ops);
-    for (int k = 1; k < NV; k++) timer_probe_free(tps[k]);
-    if (cpu_dnnl_built()) printf("bf16 prefill GEMM implementation: %s (%s)\n", cpu_dnnl_last_impl(), cpu_dnnl_describe());
-    double amx_bf16 = 0, amx_int8 = 0;
-    if (ceilings_amx_peak(threads, quick ? 2 : 4, &amx_bf16, &amx_int8) != XF_OK)
-        printf("AMX peaks: not measured (%s)\n", xf_error_msg());
-    else
-        printf("AMX peaks now: BF16 %.1f GFLOP/s, INT8 %.1f GOP/s\n", amx_bf16 / 1e9, amx_int8 / 1e9);
-    printf("fp32 prefill 512: %.2f s total\n", t_prefill);
     for (int k = 1; k < NV; k++) model_free(bms[k].m);
     bench_model fm = bms[0];
 
@@ -707,7 +777,7 @@ int main(int argc, char **argv) {
     free(ratio);
     printf("decode with the timer probe: best %.2f ms/token off, %.2f ms/token on (medians %.2f / %.2f over %d steps each; "
            "median of the pairs' on/off %.4f); %.1f ns per range, %lld ranges per step\n",
-           b_off * 1e3, b_on * 1e3, t_off * 1e3, t_on * 1e3, pairs, pair_med, timer_probe_overhead_s(tp) * 1e9, (long long)(nops + 1));
+           b_off * 1e3, b_on * 1e3, t_off * 1e3, t_on * 1e3, pairs, pair_med, timer_probe_overhead_s(tp) * 1e9, (long long)(cost_step_op_count(&cfg) + 1));
     timer_probe_free(tp);
     model_free(fm.m);
     /* batched decode after the batch-1 models are freed: NV models at a time, not 2 NV */
@@ -730,15 +800,7 @@ int main(int argc, char **argv) {
     }
     verdict("bf16 decode tokens/s / fp32", t_fp32 / t_bf16, 1.8, 1, "x");
     verdict("int8 decode tokens/s / fp32", t_fp32 / t_int8, 3.0, 1, "x");
-    verdict("fp32 prefill-512 GEMM FLOP/s / measured FP32 peak", gemm_s > 0 ? gemm_flops / gemm_s / peak : 0, 0.60, 1, "");
-    verdict("bf16 prefill-512 GEMM FLOP/s / AMX BF16 peak (issue 20)", amx_bf16 > 0 ? pf_rate[1] / amx_bf16 : 0, 0.50, 1, "");
-    if (amx_bf16 > 0 && cpu_dnnl_built())
-        printf("  (bf16 prefill: AMX does 3x the op's FLOPs on the 3-part input: %.3f of the AMX peak in AMX work)\n",
-               3 * pf_rate[1] / amx_bf16);
-    verdict("bf16 prefill-512 GEMM FLOP/s / fp32's (issue 20)", pf_rate[0] > 0 ? pf_rate[1] / pf_rate[0] : 0, 4.0, 1, "x");
-    verdict("bf16 rounded-input prefill-512 GEMM FLOP/s / AMX BF16 peak", amx_bf16 > 0 ? pf_rate[3] / amx_bf16 : 0, 0.50, 1, "");
-    verdict("bf16 rounded-input prefill-512 GEMM FLOP/s / fp32's", pf_rate[0] > 0 ? pf_rate[3] / pf_rate[0] : 0, 4.0, 1, "x");
-    verdict("int8 prefill-512 GEMM FLOP/s / bf16's (issue 20)", pf_rate[1] > 0 ? pf_rate[2] / pf_rate[1] : 0, 1.5, 1, "x");
+    prefill_verdicts(peak, gemm_flops, gemm_s, amx_bf16, pf_rate, own_amx);
     verdict("decode time with timer probe / without - 1", 100 * overhead, 3.0, 0, "%");
     verdict("decode time with timer probe / without - 1 (issue 20)", 100 * overhead, 2.0, 0, "%");
     if (attention_section(&cfg, model_given, threads, quick, peak, ws)) return 2;

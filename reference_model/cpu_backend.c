@@ -9,7 +9,8 @@
  * kernel by shape, so per-thread ranges made the sums' order, and the logits, depend on the thread
  * count); bf16 / int8 weights are first dequantized into a (bf16 prefill goes to oneDNN's AMX GEMMs
  * where the build has oneDNN, int8 prefill to the AMX tile kernel where the OS grants AMX; this is
- * their fallback)
+ * their fallback; where AMX-BF16 is granted, bf16 steps of CPU_AMX_MIN_TOKENS or more tokens, batched
+ * decode included, run on the own tiles of cpu_amx.h instead, the weights in place)
  * per-thread fp32 tile of a few MB (the dequantization costs O(rows * cols) against the GEMM's
  * O(tokens * rows * cols), so it is amortized over the prompt). OpenBLAS is set to one thread:
  * all parallelism is OpenMP's, so BLAS threads never compete with OpenMP threads for the cores,
@@ -37,6 +38,7 @@
 #include <strings.h>
 
 #include "reference_model/backend.h"
+#include "reference_model/cpu_amx.h"
 #include "reference_model/cpu_attention.h"
 #include "reference_model/cpu_dnnl.h"
 #include "reference_model/cpu_kernels.h"
@@ -53,6 +55,9 @@
 #define CPU_TILE_FLOATS (1 << 20)  /* per-thread fp32 dequantization tile: 4 MiB */
 #define CPU_GEMM_ROWS 256          /* output rows per BLAS GEMM call (a multiple of 16) */
 #define CPU_MM_CHUNK 16            /* output rows per OpenMP work item in the own matmul */
+#define CPU_AMX_MIN_TOKENS 4       /* bf16 steps of this many tokens or more run on AMX tiles where granted (cpu_amx.h) */
+#define CPU_AMX_ROWS 64            /* output rows per OpenMP work item of the bf16 tiles (small: 768-row matrices
+                                      split evenly over the threads; the B panel is read per 32 rows anyway) */
 #define CPU_ATT_MIN_TOKENS 16     /* sequences with this many new tokens take the blocked (prefill)
                                       attention; fewer (decode) the per-query kernel */
 #define CPU_PAR_MIN 16384          /* element-wise ops on fewer elements run on one thread: a fork and
@@ -113,6 +118,12 @@ typedef struct cpu_ctx {
                               else min(max_tokens, CPU_GEMM_MIN_TOKENS - 1) (prefill: fp32 GEMM on the grid) */
     uint16_t *bfx;         /* bf16 weights with oneDNN: (max_tokens, 3, max_cols) prefill input as 3 bf16 parts */
     cpu_dnnl *dnnl;        /* bf16 weights, prefill, oneDNN built: its engine; NULL otherwise */
+    int amx_bf16;          /* bf16 weights: 1 when steps of CPU_AMX_MIN_TOKENS..amx_tokens tokens run on own AMX tiles */
+    int64_t amx_tokens, amx_cols; /* the most tokens and input columns amx_xb holds */
+    uint16_t *amx_xb;      /* (parts, ceil(amx_tokens / 16) * 16, amx_cols) a step's input packed for the tiles
+                              (amx_bf16_pack_input; parts 1 rounded, 3 exact3); also oneDNN's bfx when both exist */
+    float *amx_c;          /* (threads, amx_c_n) the tile kernel's C scratch */
+    int64_t amx_c_n;
     int bf16_round;        /* bf16 weights: 1 = every projection's input rounded to bf16 (BACKEND_BF16_ROUNDED) */
     double *rope_inv;      /* (head_dim / 2) RoPE inverse frequencies (config_rope_freqs) */
     double rope_scale;     /* what cos and sin are multiplied by (yarn's attention factor; else 1) */
@@ -217,7 +228,9 @@ static void cpu_free(void *ctx) {
     free(c->a8q);
     free(c->a8s);
     free(c->a8c);
-    free(c->bfx);
+    if (c->bfx != c->amx_xb) free(c->bfx);
+    free(c->amx_xb);
+    free(c->amx_c);
     cpu_dnnl_free(c->dnnl);
     free(c->rope_inv);
     free(c->rope_inv_local);
@@ -390,12 +403,31 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
         c->a8s = cpu_alloc(c, c->a8_tokens * ng, sizeof(float), &st);
         c->a8c = cpu_alloc(c, c->a8_tokens * ng, sizeof(int32_t), &st);
     }
+    const int own_amx = c->w->dtype == XF_BF16 && T >= CPU_AMX_MIN_TOKENS && c->isa == XK_ISA_AVX512 && amx_bf16_granted();
     if (!st && c->w->dtype == XF_BF16 && T >= CPU_GEMM_MIN_TOKENS && cpu_dnnl_built()) {
         /* prefill GEMMs on AMX through oneDNN (cpu_dnnl.h): the input as 3 bf16 parts, or rounded (one) */
         int64_t max_cols = cfg->d_model > cfg->d_ff ? cfg->d_model : cfg->d_ff;
         max_cols = max_cols > c->q_dim ? max_cols : c->q_dim;
-        if (cpu_dnnl_init(&c->dnnl, c->threads) == XF_OK) /* else the fp32 path, as without oneDNN */
+        if (cpu_dnnl_init(&c->dnnl, c->threads) == XF_OK && !own_amx) /* else the fp32 path, as without oneDNN */
             c->bfx = cpu_alloc(c, T * (c->bf16_round ? 1 : 3) * max_cols, sizeof(uint16_t), &st);
+    }
+    if (!st && own_amx) {
+        /* batched decode and prefill on own AMX tiles (cpu_amx.h); wider inputs (experts, latent
+         * ranks) than these, or more rows (kv_b over a context), take the other paths */
+        int64_t max_cols = cfg->d_model > cfg->d_ff ? cfg->d_model : cfg->d_ff;
+        max_cols = max_cols > c->q_dim ? max_cols : c->q_dim;
+        const int parts = c->bf16_round ? 1 : 3;
+        c->amx_bf16 = 1;
+        c->amx_tokens = T;
+        c->amx_cols = max_cols;
+        c->amx_xb = cpu_alloc(c, amx_bf16_input_elems(T, max_cols, parts), sizeof(uint16_t), &st);
+        c->amx_c_n = amx_bf16_scratch_floats(CPU_AMX_ROWS, T);
+        c->amx_c = cpu_alloc(c, (int64_t)c->threads * c->amx_c_n, sizeof(float), &st);
+        /* touched now, not in the first prefill that reaches their end (its page faults were
+         * timed as the tiles' cost) */
+        if (!st) memset(c->amx_xb, 0, (size_t)amx_bf16_input_elems(T, max_cols, parts) * sizeof(uint16_t));
+        if (!st) memset(c->amx_c, 0, (size_t)((int64_t)c->threads * c->amx_c_n) * sizeof(float));
+        if (c->dnnl) c->bfx = c->amx_xb; /* oneDNN's planar parts fit the same buffer: (parts, T, cols) <= it */
     }
     c->rope_inv = cpu_alloc(c, cfg->head_dim / 2, sizeof(double), &st);
     if (!st) st = config_rope_freqs(cfg, c->rope_inv, &c->rope_scale);
@@ -431,12 +463,37 @@ static void cpu_linear(cpu_ctx *c, const wmat *W, float *x, int64_t n, float *y)
         const int64_t qc = xk_act8_cols(W), ng = W->n_groups;
 #pragma omp parallel for num_threads(c->threads) schedule(static) if (n >= 4)
         for (int64_t t = 0; t < n; t++) xk_act8_quantize_isa(c->isa, W, x + t * cols, 1, c->a8q + t * qc, c->a8s + t * ng, c->a8c + t * ng);
-        const int64_t chunks = (rows + CPU_MM_CHUNK - 1) / CPU_MM_CHUNK;
+        /* on AMX tiles (4+ tokens) 64 rows a work item: the tiles take 4 blocks of 16 rows per input
+         * tile (the same bits whatever the chunk) */
+        const int64_t step = n >= 4 && xk_a8_amx() && c->isa == XK_ISA_AVX512 ? CPU_AMX_ROWS : CPU_MM_CHUNK;
+        const int64_t chunks = (rows + step - 1) / step;
         const xk_isa isa = c->isa;
 #pragma omp parallel for num_threads(c->threads) schedule(static)
         for (int64_t ch = 0; ch < chunks; ch++) {
-            int64_t r0 = ch * CPU_MM_CHUNK, r1 = r0 + CPU_MM_CHUNK < rows ? r0 + CPU_MM_CHUNK : rows;
+            int64_t r0 = ch * step, r1 = r0 + step < rows ? r0 + step : rows;
             xk_matmul_a8(isa, W, c->a8q, c->a8s, c->a8c, n, y, rows, r0, r1);
+        }
+        return;
+    }
+    if (c->amx_bf16 && n >= CPU_AMX_MIN_TOKENS && n <= c->amx_tokens && cols <= c->amx_cols && amx_bf16_fits(W)) {
+        /* bf16 on own AMX tiles (batched decode and prefill): x packed as 1 rounded or 3 exact parts */
+        const int parts = c->bf16_round ? 1 : 3;
+        const int64_t nb = (n + 15) / 16, chunks = (rows + CPU_AMX_ROWS - 1) / CPU_AMX_ROWS;
+        /* one parallel region: the input's token blocks, then fixed chunks of rows (the threads
+         * split N; a row's sums do not depend on the chunk anyway) */
+#pragma omp parallel num_threads(c->threads)
+        {
+#pragma omp for schedule(static)
+            for (int64_t b = 0; b < nb; b++) {
+                const int64_t t1 = (b + 1) * 16 < n ? (b + 1) * 16 : n;
+                if (c->bf16_round) xk_bf16_round(x + b * 16 * cols, t1 - b * 16, cols, NULL);
+                amx_bf16_pack_input(x, n, cols, parts, b, b + 1, c->amx_xb);
+            }
+#pragma omp for schedule(static)
+            for (int64_t ch = 0; ch < chunks; ch++) {
+                const int64_t r0 = ch * CPU_AMX_ROWS, r1 = r0 + CPU_AMX_ROWS < rows ? r0 + CPU_AMX_ROWS : rows;
+                amx_matmul_bf16(W, c->amx_xb, parts, n, y, rows, r0, r1, c->amx_c + (int64_t)omp_get_thread_num() * c->amx_c_n);
+            }
         }
         return;
     }

@@ -4,12 +4,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "reference_model/cpu_amx.h"
 #include "reference_model/cpu_simd.h"
-
-#if XK_X86
-#include <sys/syscall.h>
-#include <unistd.h>
-#endif
 
 /* ---- ISA selection ---- */
 
@@ -953,117 +949,16 @@ static TGT_AVX2 void a8_avx2(const wmat *W, const int8_t *q, const float *s, con
 #endif
 
 #if XK_X86
-/* ---- the same on AMX tiles (tdpbsud: s8 inputs x u8 packed weights) ----
- * The packed layout is AMX's B-tile layout: for 4 consecutive columns, 16 rows x 4 bytes per 64
- * bytes, so Kc / 4 such lines are one B tile (Kc columns of 16 weight rows). A tile: up to 16
- * tokens x Kc input bytes, row stride the token's q row. Per group the int32 tile C (tokens x 16
- * rows) is stored and finished as the VNNI kernel finishes its lanes (minus 128 * sum(q), times
- * the weight scale times s, one fp32 FMA), so both give the same bits. The tile state needs the
- * kernel's permission (arch_prctl ARCH_REQ_XCOMP_PERM), asked once per process; each call loads
- * its tile configuration and releases the tiles at the end. */
-typedef struct xk_tilecfg {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} xk_tilecfg;
-
-#define XK_AMX_MIN_TOKENS 4 /* fewer tokens: the VNNI kernel (decode at batch 1 is memory-bound there) */
-#define TGT_AMX __attribute__((target("avx512f,avx512bw,avx512vl,fma,avx512vnni,amx-tile,amx-int8")))
-
-static int amx_off; /* xk_a8_avoid_amx */
-
-static int have_amx(void) {
-    static int granted = -1;
-    if (__atomic_load_n(&amx_off, __ATOMIC_RELAXED)) return 0;
-    int v = __atomic_load_n(&granted, __ATOMIC_RELAXED);
-    if (v < 0) {
-        unsigned a, b, c, d;
-        v = 0;
-        if (have_vnni() && __get_cpuid_max(0, NULL) >= 7) {
-            __cpuid_count(7, 0, a, b, c, d);
-            (void)a, (void)b, (void)c;
-            /* AMX-TILE (bit 24) and AMX-INT8 (25), then the OS's permission for the tile data (18) */
-            if (((d >> 24) & 1u) && ((d >> 25) & 1u)) v = syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18) == 0;
-        }
-        __atomic_store_n(&granted, v, __ATOMIC_RELAXED);
-    }
-    return v;
-}
-
-/* Loaded on every call: another library (oneDNN's AMX GEMMs) may have loaded its own on this
- * thread since; released at the end of each call. */
-static TGT_AMX void amx_config(int m, int kc) {
-    xk_tilecfg c;
-    memset(&c, 0, sizeof c);
-    c.palette = 1;
-    c.rows[0] = (uint8_t)m, c.colsb[0] = 64;               /* C: tokens x 16 int32 */
-    c.rows[1] = (uint8_t)m, c.colsb[1] = (uint16_t)kc;     /* A: tokens x Kc int8 */
-    c.rows[2] = (uint8_t)(kc / 4), c.colsb[2] = 64;        /* B: Kc / 4 lines of 16 rows x 4 */
-    __asm__ __volatile__("" : : "m"(c) : "memory");        /* keep the stores ldtilecfg reads */
-    _tile_loadconfig(&c);
-}
-
-static TGT_AMX void a8_amx(const wmat *W, const int8_t *q, const float *s, const int32_t *corr, int64_t n, float *y, int64_t ldy,
-                           int64_t r0, int64_t r1) {
-    const int64_t ng = W->n_groups, gp = W->gpad, qc = ng * gp;
-    const int kc = (int)(gp % 64 == 0 ? 64 : gp % 32 == 0 ? 32 : gp % 16 == 0 ? 16 : gp % 8 == 0 ? 8 : 4);
-    int32_t ct[16 * 16] __attribute__((aligned(64)));
-    float out[16 * 16] __attribute__((aligned(64)));
-    for (int64_t t = 0; t < n; t += 16) {
-        const int m = (int)(n - t < 16 ? n - t : 16);
-        amx_config(m, kc);
-        const int8_t *qt = q + t * qc;
-        const float *st = s + t * ng;
-        const int32_t *cr = corr + t * ng;
-        for (int64_t b = r0 / WMAT_PACK_ROWS; b * WMAT_PACK_ROWS < r1; b++) {
-            const uint8_t *wb = (const uint8_t *)W->data + b * ng * gp * WMAT_PACK_ROWS;
-            const float *sb = W->scales + b * ng * WMAT_PACK_ROWS;
-            for (int j = 0; j < m; j++) _mm512_store_ps(out + j * 16, _mm512_setzero_ps());
-            for (int64_t g = 0; g < ng; g++) {
-                _tile_zero(0);
-                for (int64_t k = 0; k < gp; k += kc) {
-                    _tile_loadd(1, qt + g * gp + k, qc);
-                    _tile_loadd(2, wb + (g * gp + k) * WMAT_PACK_ROWS, 64);
-                    _tile_dpbsud(0, 1, 2);
-                }
-                _tile_stored(0, ct, 64);
-                const __m512 sv = _mm512_loadu_ps(sb + g * WMAT_PACK_ROWS);
-                for (int j = 0; j < m; j++) {
-                    const __m512i d = _mm512_sub_epi32(_mm512_load_si512((const void *)(ct + j * 16)), _mm512_set1_epi32(cr[j * ng + g]));
-                    const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(sv, _mm512_set1_ps(st[j * ng + g])),
-                                                     _mm512_load_ps(out + j * 16));
-                    _mm512_store_ps(out + j * 16, f);
-                }
-            }
-            const int64_t lo = b * WMAT_PACK_ROWS > r0 ? b * WMAT_PACK_ROWS : r0;
-            const int64_t hi = (b + 1) * WMAT_PACK_ROWS < r1 ? (b + 1) * WMAT_PACK_ROWS : r1;
-            for (int j = 0; j < m; j++)
-                for (int64_t r = lo; r < hi; r++) y[(t + j) * ldy + r] = out[j * 16 + r - b * WMAT_PACK_ROWS];
-        }
-    }
-    _tile_release();
-}
+#define XK_AMX_MIN_TOKENS 4 /* fewer tokens: the VNNI kernel (decode at batch 1 is memory-bound there); AMX: cpu_amx.c */
 #endif
 
-void xk_a8_avoid_amx(int avoid) {
-#if XK_X86
-    __atomic_store_n(&amx_off, avoid != 0, __ATOMIC_RELAXED);
-#else
-    (void)avoid;
-#endif
-}
+void xk_a8_avoid_amx(int avoid) { amx_avoid(avoid); }
 
-int xk_a8_amx(void) {
-#if XK_X86
-    return have_amx();
-#else
-    return 0;
-#endif
-}
+int xk_a8_amx(void) { return amx_int8_granted(); }
 
 const char *xk_a8_name(xk_isa isa) {
 #if XK_X86
-    if (isa == XK_ISA_AVX512 && have_amx()) return "amx tdpbsud (4+ tokens), avx512 vnni vpdpbusd";
+    if (isa == XK_ISA_AVX512 && amx_int8_granted()) return "amx tdpbsud (4+ tokens), avx512 vnni vpdpbusd";
     if (isa == XK_ISA_AVX512 && have_vnni()) return "avx512 vnni vpdpbusd";
     if (isa >= XK_ISA_AVX2 && xk_isa_supported(XK_ISA_AVX2)) return "avx2 pmaddwd";
 #else
@@ -1076,8 +971,8 @@ void xk_matmul_a8(xk_isa isa, const wmat *W, const int8_t *q, const float *s, co
                   int64_t ldy, int64_t r0, int64_t r1) {
     if (n <= 0 || r1 <= r0) return;
 #if XK_X86
-    if (isa == XK_ISA_AVX512 && n >= XK_AMX_MIN_TOKENS && have_amx()) {
-        a8_amx(W, q, s, corr, n, y, ldy, r0, r1);
+    if (isa == XK_ISA_AVX512 && n >= XK_AMX_MIN_TOKENS && amx_int8_granted()) {
+        amx_matmul_a8(W, q, s, corr, n, y, ldy, r0, r1);
         return;
     }
     if (isa == XK_ISA_AVX512 && have_vnni()) {

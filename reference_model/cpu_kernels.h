@@ -86,7 +86,8 @@ void xk_matmul_a8(xk_isa isa, const wmat *W, const int8_t *q, const float *s, co
 const char *xk_a8_name(xk_isa isa);
 /* 1 when the AMX path runs here (CPU and OS). */
 int xk_a8_amx(void);
-/* Tests and benchmarks: 1 keeps xk_matmul_a8 off AMX (the VNNI kernel for every token count). */
+/* Tests and benchmarks: 1 keeps xk_matmul_a8 off AMX (the VNNI kernel for every token count), and the
+ * bf16 tiles too (amx_avoid, cpu_amx.h, where the AMX kernels live). */
 void xk_a8_avoid_amx(int avoid);
 
 /* bf16 weights with AVX512-BF16 (`vdpbf16ps`): the input split exactly into three bf16 parts,

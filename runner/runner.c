@@ -15,6 +15,7 @@
 #include "core/limits.h"
 #include "probes/ceilings.h"
 #include "probes/cupti_probe.h"
+#include "reference_model/cpu_amx.h"
 #include "reference_model/cpu_kernels.h"
 #include "reference_model/cpu_dnnl.h"
 #include "reference_model/weights.h"
@@ -23,6 +24,19 @@
 char *openblas_get_config(void);   /* OpenBLAS (linked by the CPU backend): its build string */
 
 char *openblas_get_corename(void); /* and the kernel set it picked at run time */
+
+/* The input width of a dense model's projection op (0 for other ops, MoE and latent attention,
+ * whose projections the backend may run elsewhere): with bf16 weights a multiple of 32 runs on
+ * the AMX tiles (cpu_amx.h) at 4+ tokens a step. */
+static int64_t amx_bf16_k(const model_config *cfg, op_kind k) {
+    if (cfg->n_experts > 0 || cfg->kv_lora_rank > 0) return 0;
+    switch (k) {
+    case OP_QKV: case OP_GATE_UP: case OP_LM_HEAD: return cfg->d_model;
+    case OP_O_PROJ: return (int64_t)cfg->n_heads * cfg->head_dim;
+    case OP_DOWN: return cfg->d_ff;
+    default: return 0;
+    }
+}
 
 void run_plan_default(run_plan *p, const model_config *cfg) {
     memset(p, 0, sizeof *p);
@@ -335,6 +349,13 @@ static xf_status run_point(run_ctx *c, record_point *p) {
             (op->cost.kind == OP_QKV || op->cost.kind == OP_O_PROJ || op->cost.kind == OP_GATE_UP || op->cost.kind == OP_DOWN) &&
             cpu_dnnl_amx_state() == 1 && c->dev.peak_flops[XF_COMPUTE_TENSOR16] > 0)
             op->cost.compute = XF_COMPUTE_TENSOR16;
+        /* bf16 projections of 4+ tokens a step on the backend's own AMX tiles (cpu_amx.h: a dense
+         * model's projections whose input width is a multiple of 32): the AMX BF16 peak, tensor16 */
+        if (!pl->cuda && w->wdtype == XF_BF16 && amx_bf16_calls() > 0 && amx_bf16_k(&pl->cfg, op->cost.kind) % 32 == 0 &&
+            amx_bf16_k(&pl->cfg, op->cost.kind) > 0 &&
+            (op->cost.phase == XF_PREFILL && op->cost.kind != OP_LM_HEAD ? w->batch * w->prompt : w->batch) >= 4 &&
+            c->dev.peak_flops[XF_COMPUTE_TENSOR16] > 0)
+            op->cost.compute = XF_COMPUTE_TENSOR16;
         /* int8 projections of 4+ tokens a step ran on AMX INT8 tiles (cpu_kernels.h): that peak */
         if (!pl->cuda && w->wdtype == XF_INT8 && xk_a8_amx() && xk_isa_best() == XK_ISA_AVX512 && op_kind_is_gemm(op->cost.kind) &&
             (op->cost.phase == XF_PREFILL && op->cost.kind != OP_LM_HEAD ? w->batch * w->prompt : w->batch) >= 4 &&
@@ -452,7 +473,12 @@ static void set_env(record *rec, const run_ctx *c) {
     for (int i = 0; i < rec->n_points; i++)
         if (rec->points[i].wl.wdtype == XF_BF16) {
             const int amx = cpu_dnnl_amx_state();
-            if (!cpu_dnnl_built()) snprintf(buf, sizeof buf, "prefill (>= 32 tokens): fp32 OpenBLAS on dequantized tiles; %s", cpu_dnnl_describe());
+            if (amx_bf16_calls() > 0)
+                snprintf(buf, sizeof buf, "steps of 4+ tokens (batched decode, prefill): own AMX tiles, tdpbf16ps (ops: compute tensor16), "
+                         "weights in place; %s; fewer tokens: own vector kernels",
+                         c->plan->bf16_inputs == BACKEND_BF16_ROUNDED ? "1 tile product of the rounded input"
+                                                                      : "3 tile products of the exact 3-part input into one C (3x the op's FLOPs)");
+            else if (!cpu_dnnl_built()) snprintf(buf, sizeof buf, "prefill (>= 32 tokens): fp32 OpenBLAS on dequantized tiles; %s", cpu_dnnl_describe());
             else if (!cpu_dnnl_last_impl()[0]) snprintf(buf, sizeof buf, "no prefill of 32 tokens or more ran: decode only (own kernels)");
             else
                 snprintf(buf, sizeof buf, "prefill: %.60s, last %.40s, %s; %s",

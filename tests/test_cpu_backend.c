@@ -10,6 +10,7 @@
 #include "reference_model/kv_cache.h"
 #include "reference_model/model.h"
 #include "reference_model/weights.h"
+#include "reference_model/cpu_amx.h"
 #include "reference_model/cpu_dnnl.h"
 
 /* ---- the reference ---- */
@@ -394,6 +395,23 @@ Test(cpu_backend, bf16_rounded_inputs_within_tolerance_of_fp32) {
     test_bf16_inputs = BACKEND_BF16_ROUNDED;
     quant_vs_fp32(XF_BF16, XF_FP32, 0.01);
 }
+/* bf16 on own AMX tiles (cpu_amx.h) where granted: every projection's input width a multiple of 32
+ * (d_model 64, d_ff 96, q_dim 64), so the prefill (61 tokens) and the decode steps (4 sequences)
+ * run on the tiles, exact3 and rounded inputs, against the reference on the same bf16 values with
+ * the tolerances of the other paths (float rounding only). */
+Test(cpu_backend, bf16_amx_tiles_match_reference) {
+    model_config c = small_cfg(4, 2, 16, 1, 0);
+    c.d_model = 64, c.d_ff = 96;
+    int64_t lens[4] = {5, 9, 7, 40};
+    const int64_t before = amx_bf16_calls();
+    run_and_check(&c, XF_BF16, XF_FP32, lens, 4, 3, TOL_FP32, "bf16 tiles");
+    test_bf16_inputs = BACKEND_BF16_ROUNDED;
+    run_and_check(&c, XF_BF16, XF_FP32, lens, 4, 3, TOL_BF16R, "bf16 rounded tiles");
+    test_bf16_inputs = BACKEND_BF16_EXACT3;
+    cr_log_info("AMX-BF16 here: %d; tile calls %lld", amx_bf16_granted(), (long long)(amx_bf16_calls() - before));
+    if (amx_bf16_granted()) cr_assert(amx_bf16_calls() > before, "AMX is granted but no projection ran on it");
+}
+
 /* Rounded inputs differ from exact ones (the mode is not ignored), and what cannot take them is refused. */
 Test(cpu_backend, bf16_rounded_inputs_differ_and_refusals) {
     model_config c = small_cfg(4, 2, 16, 0, 0);
