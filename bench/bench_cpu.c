@@ -312,7 +312,7 @@ static xf_status bench_attention(const model_config *cfg, int threads, int reps,
 
 /* ---- prefill attention against the FP32 peak ----
  * One sequence's n_tok-token prompt through xk_attention_causal, the backend's prefill kernel
- * (score tiles and P.V on OpenBLAS sgemm, online softmax): each thread takes KV heads (one
+ * (score tiles and P.V on AVX-512 register tiles, or OpenBLAS sgemm without AVX-512; online softmax): each thread takes KV heads (one
  * gather of the head's K and V into fp32 tiles, then every query block of it, last to first),
  * fp32 KV in 16-token blocks in a shuffled order. FLOPs: 4 head_dim per (query head, visible key)
  * pair under the causal mask, the cost model's pairs without its softmax term. Best of reps. */

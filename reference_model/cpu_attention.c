@@ -840,8 +840,10 @@ int64_t xk_attn_block_queries(int64_t n_rep) {
 
 int64_t xk_attn_block_scratch(int64_t n_rep, int64_t head_dim) {
     const int64_t rows = xk_attn_block_queries(n_rep) * n_rep; /* at most max(XK_ATT_ROWS, n_rep) */
-    /* Q and O (rows, head_dim), scores (rows, XK_ATT_KEYS), running max, sum and correction (rows) */
-    return 2 * round16(rows * head_dim) + round16(rows * XK_ATT_KEYS) + 3 * round16(rows);
+    /* Q and O (rows, head_dim), scores (rows, XK_ATT_KEYS), running max, sum and correction (rows),
+     * a transposed key block (head_dim, XK_ATT_KEYS) */
+    return 2 * round16(rows * head_dim) + round16(rows * XK_ATT_KEYS) + 3 * round16(rows) +
+           round16(head_dim * XK_ATT_KEYS);
 }
 
 int64_t xk_attn_prefill_floats(int64_t max_ctx, int64_t n_rep, int64_t head_dim) {
@@ -973,6 +975,147 @@ static TGT_AVX512 void softmax_tile_avx512(float *S, int64_t lds, int64_t i_lo, 
                                            int64_t kb, int64_t nk, float *m, float *l, float *corr) {
     XK_SOFTMAX_TILE(row_update_avx512)
 }
+
+/* The AVX-512 prefill GEMMs (head_dim a multiple of 16), in place of OpenBLAS's sgemm on shapes
+ * too small for it (256 x 64 x head_dim): a key block transposed once into KT (head_dim, 64), then
+ * register tiles of up to 6 rows x 64 keys (QK^T: 24 accumulators, one broadcast of q per row and
+ * element, 4 loads of KT) and of up to 6 rows x 64 output elements (P.V: the running rescale
+ * folded into the load of O, one broadcast of a weight per row and key). Each score sums over
+ * head_dim in order, each output over the block's keys in order: the order is fixed by the shapes. */
+#define XK_PF_ROWS 6 /* rows per register tile */
+
+/* KT (hd, XK_ATT_KEYS) = the transpose of keys kt[0 .. nk), zero past nk (those scores are masked). */
+static void kt_transpose(float *KT, const float *kt, int64_t nk, int64_t hd) {
+    for (int64_t j = 0; j < nk; j++)
+        for (int64_t e = 0; e < hd; e++) KT[e * XK_ATT_KEYS + j] = kt[j * hd + e];
+    for (int64_t e = 0; e < hd; e++)
+        for (int64_t j = nk; j < XK_ATT_KEYS; j++) KT[e * XK_ATT_KEYS + j] = 0.0f;
+}
+
+/* The register tiles name their 24 accumulators a<row><vector> (arrays of vectors indexed in
+ * loops stay on the stack at -O2); a row or vector past R / NV (constants after inlining) folds
+ * away. */
+#define XK_PF_ACC(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define XK_PF_DECL(r) __m512 a##r##0 = _mm512_setzero_ps(), a##r##1 = a##r##0, a##r##2 = a##r##0, a##r##3 = a##r##0;
+
+/* S (R, XK_ATT_KEYS) = Q (R, hd) . KT. */
+static inline TGT_AVX512 __attribute__((always_inline)) void qk_tile(float *S, const float *Q, const float *KT,
+                                                                    int64_t hd, const int R) {
+    XK_PF_ACC(XK_PF_DECL)
+    for (int64_t e = 0; e < hd; e++) {
+        const float *k = KT + e * XK_ATT_KEYS;
+        const __m512 k0 = _mm512_load_ps(k), k1 = _mm512_load_ps(k + 16), k2 = _mm512_load_ps(k + 32),
+                     k3 = _mm512_load_ps(k + 48);
+#define XK_QK_ROW(r)                                           \
+    if (R > r) {                                               \
+        const __m512 qv = _mm512_set1_ps(Q[r * hd + e]);       \
+        a##r##0 = _mm512_fmadd_ps(qv, k0, a##r##0);            \
+        a##r##1 = _mm512_fmadd_ps(qv, k1, a##r##1);            \
+        a##r##2 = _mm512_fmadd_ps(qv, k2, a##r##2);            \
+        a##r##3 = _mm512_fmadd_ps(qv, k3, a##r##3);            \
+    }
+        XK_PF_ACC(XK_QK_ROW)
+#undef XK_QK_ROW
+    }
+#define XK_QK_STORE(r)                                          \
+    if (R > r) {                                                \
+        _mm512_storeu_ps(S + r * XK_ATT_KEYS, a##r##0);         \
+        _mm512_storeu_ps(S + r * XK_ATT_KEYS + 16, a##r##1);    \
+        _mm512_storeu_ps(S + r * XK_ATT_KEYS + 32, a##r##2);    \
+        _mm512_storeu_ps(S + r * XK_ATT_KEYS + 48, a##r##3);    \
+    }
+    XK_PF_ACC(XK_QK_STORE)
+#undef XK_QK_STORE
+}
+
+/* O (R, hd) columns [c0, c0 + 16 NV) = corr * O + P (R, nk) . V (nk, hd); first: O starts at 0
+ * (its first key block: O holds nothing yet). */
+static inline TGT_AVX512 __attribute__((always_inline)) void pv_tile(float *O, const float *P, const float *V,
+                                                                    const float *corr, int64_t hd, int64_t c0,
+                                                                    int64_t nk, int first, const int R, const int NV) {
+    XK_PF_ACC(XK_PF_DECL)
+    float *o = O + c0;
+#define XK_PV_LOAD1(r, c) \
+    if (NV > c) a##r##c = _mm512_mul_ps(cr, _mm512_loadu_ps(o + r * hd + 16 * c));
+#define XK_PV_LOAD(r)                                   \
+    if (R > r && !first) {                              \
+        const __m512 cr = _mm512_set1_ps(corr[r]);      \
+        XK_PV_LOAD1(r, 0) XK_PV_LOAD1(r, 1) XK_PV_LOAD1(r, 2) XK_PV_LOAD1(r, 3) \
+    }
+    XK_PF_ACC(XK_PV_LOAD)
+    const float *v = V + c0;
+    for (int64_t j = 0; j < nk; j++, v += hd) {
+        const __m512 v0 = _mm512_loadu_ps(v), v1 = NV > 1 ? _mm512_loadu_ps(v + 16) : v0,
+                     v2 = NV > 2 ? _mm512_loadu_ps(v + 32) : v0, v3 = NV > 3 ? _mm512_loadu_ps(v + 48) : v0;
+#define XK_PV_FMA1(r, c) \
+    if (NV > c) a##r##c = _mm512_fmadd_ps(pv, v##c, a##r##c);
+#define XK_PV_ROW(r)                                                   \
+    if (R > r) {                                                       \
+        const __m512 pv = _mm512_set1_ps(P[r * XK_ATT_KEYS + j]);      \
+        XK_PV_FMA1(r, 0) XK_PV_FMA1(r, 1) XK_PV_FMA1(r, 2) XK_PV_FMA1(r, 3) \
+    }
+        XK_PF_ACC(XK_PV_ROW)
+    }
+#define XK_PV_STORE1(r, c) \
+    if (NV > c) _mm512_storeu_ps(o + r * hd + 16 * c, a##r##c);
+#define XK_PV_STORE(r) \
+    if (R > r) { XK_PV_STORE1(r, 0) XK_PV_STORE1(r, 1) XK_PV_STORE1(r, 2) XK_PV_STORE1(r, 3) }
+    XK_PF_ACC(XK_PV_STORE)
+#undef XK_PV_LOAD1
+#undef XK_PV_LOAD
+#undef XK_PV_FMA1
+#undef XK_PV_ROW
+#undef XK_PV_STORE1
+#undef XK_PV_STORE
+}
+#undef XK_PF_DECL
+#undef XK_PF_ACC
+
+/* The tile of R rows (1 .. XK_PF_ROWS) for a runtime R: one instantiation per count. */
+#define XK_PF_SWITCH(R, CALL) \
+    switch (R) {              \
+    case 1: CALL(1); break;   \
+    case 2: CALL(2); break;   \
+    case 3: CALL(3); break;   \
+    case 4: CALL(4); break;   \
+    case 5: CALL(5); break;   \
+    default: CALL(6); break;  \
+    }
+
+/* S (mr, XK_ATT_KEYS) = Q (mr, hd) . KT */
+static TGT_AVX512 void qk_block(float *S, const float *Q, const float *KT, int64_t mr, int64_t hd) {
+    for (int64_t r = 0; r < mr; r += XK_PF_ROWS) {
+        const int64_t n = mr - r < XK_PF_ROWS ? mr - r : XK_PF_ROWS;
+#define XK_QK(R) qk_tile(S + r * XK_ATT_KEYS, Q + r * hd, KT, hd, R)
+        XK_PF_SWITCH(n, XK_QK)
+#undef XK_QK
+    }
+}
+
+static inline TGT_AVX512 __attribute__((always_inline)) void pv_cols(float *O, const float *P, const float *V,
+                                                                    const float *corr, int64_t mr, int64_t hd,
+                                                                    int64_t c0, int64_t nk, int first, const int NV) {
+    for (int64_t r = 0; r < mr; r += XK_PF_ROWS) {
+        const int64_t n = mr - r < XK_PF_ROWS ? mr - r : XK_PF_ROWS;
+#define XK_PV(R) pv_tile(O + r * hd, P + r * XK_ATT_KEYS, V, corr + r, hd, c0, nk, first, R, NV)
+        XK_PF_SWITCH(n, XK_PV)
+#undef XK_PV
+    }
+}
+
+/* O (mr, hd) = corr * O + P (mr, nk) . V (nk, hd), 64 columns at a time. */
+static TGT_AVX512 void pv_block(float *O, const float *P, const float *V, const float *corr, int64_t mr, int64_t hd,
+                                int64_t nk, int first) {
+    for (int64_t c0 = 0; c0 < hd; c0 += 64) {
+        switch ((hd - c0) / 16) {
+        case 1: pv_cols(O, P, V, corr, mr, hd, c0, nk, first, 1); break;
+        case 2: pv_cols(O, P, V, corr, mr, hd, c0, nk, first, 2); break;
+        case 3: pv_cols(O, P, V, corr, mr, hd, c0, nk, first, 3); break;
+        default: pv_cols(O, P, V, corr, mr, hd, c0, nk, first, 4); break;
+        }
+    }
+}
+#undef XK_PF_SWITCH
 #endif
 
 void xk_attention_causal(xk_isa isa, float *out, int64_t ldo, const float *q, int64_t ldq, int64_t n_q,
@@ -987,13 +1130,17 @@ void xk_attention_causal(xk_isa isa, float *out, int64_t ldo, const float *q, in
     float *m = S + round16(max_rows * XK_ATT_KEYS);   /* (rows) running max */
     float *l = m + round16(max_rows);                 /* (rows) running sum */
     float *corr = l + round16(max_rows);              /* (rows) this tile's rescale factor */
+    float *KT = corr + round16(max_rows);             /* (hd, XK_ATT_KEYS) the key block transposed */
+    int own = 0; /* the AVX-512 GEMM tiles instead of sgemm */
     void (*tile)(float *, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float *, float *, float *) =
         softmax_tile_scalar;
 #if XK_X86
     if (isa == XK_ISA_AVX512) tile = softmax_tile_avx512;
     else if (isa == XK_ISA_AVX2) tile = softmax_tile_avx2;
+    own = isa == XK_ISA_AVX512 && hd % 16 == 0;
 #else
     (void)isa;
+    (void)KT;
 #endif
     for (int64_t i = 0; i < n_q; i++) {
         const float *src = q + i * ldq;
@@ -1010,6 +1157,15 @@ void xk_attention_causal(xk_isa isa, float *out, int64_t ldo, const float *q, in
         const int64_t nk = n_keys - kb < XK_ATT_KEYS ? n_keys - kb : XK_ATT_KEYS;
         /* rows whose position is before kb see none of these keys: queries i < kb - pos0 */
         const int64_t i_lo = kb > pos0 ? kb - pos0 : 0, r_lo = i_lo * n_rep, mr = rows - r_lo;
+#if XK_X86
+        if (own) {
+            kt_transpose(KT, kt + kb * hd, nk, hd);
+            qk_block(S, Q + r_lo * hd, KT, mr, hd);
+            tile(S, XK_ATT_KEYS, i_lo, n_q, n_rep, pos0, kb, nk, m, l, corr);
+            pv_block(O + r_lo * hd, S, vt + kb * hd, corr + r_lo, mr, hd, nk, kb == 0);
+            continue;
+        }
+#endif
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)mr, (blasint)nk, (blasint)hd, 1.0f,
                     Q + r_lo * hd, (blasint)hd, kt + kb * hd, (blasint)hd, 0.0f, S, XK_ATT_KEYS);
         tile(S, XK_ATT_KEYS, i_lo, n_q, n_rep, pos0, kb, nk, m, l, corr);
