@@ -1000,31 +1000,29 @@ static void kt_transpose(float *KT, const float *kt, int64_t nk, int64_t hd) {
 
 /* S (R, XK_ATT_KEYS) = Q (R, hd) . KT. */
 static inline TGT_AVX512 __attribute__((always_inline)) void qk_tile(float *S, const float *Q, const float *KT,
-                                                                    int64_t hd, const int R) {
+                                                                    int64_t hd, const int R, const int NK) {
     XK_PF_ACC(XK_PF_DECL)
     for (int64_t e = 0; e < hd; e++) {
         const float *k = KT + e * XK_ATT_KEYS;
-        const __m512 k0 = _mm512_load_ps(k), k1 = _mm512_load_ps(k + 16), k2 = _mm512_load_ps(k + 32),
-                     k3 = _mm512_load_ps(k + 48);
-#define XK_QK_ROW(r)                                           \
-    if (R > r) {                                               \
-        const __m512 qv = _mm512_set1_ps(Q[r * hd + e]);       \
-        a##r##0 = _mm512_fmadd_ps(qv, k0, a##r##0);            \
-        a##r##1 = _mm512_fmadd_ps(qv, k1, a##r##1);            \
-        a##r##2 = _mm512_fmadd_ps(qv, k2, a##r##2);            \
-        a##r##3 = _mm512_fmadd_ps(qv, k3, a##r##3);            \
+        const __m512 k0 = _mm512_load_ps(k), k1 = NK > 1 ? _mm512_load_ps(k + 16) : k0,
+                     k2 = NK > 2 ? _mm512_load_ps(k + 32) : k0, k3 = NK > 3 ? _mm512_load_ps(k + 48) : k0;
+#define XK_QK_FMA1(r, c) \
+    if (NK > c) a##r##c = _mm512_fmadd_ps(qv, k##c, a##r##c);
+#define XK_QK_ROW(r)                                                        \
+    if (R > r) {                                                            \
+        const __m512 qv = _mm512_set1_ps(Q[r * hd + e]);                    \
+        XK_QK_FMA1(r, 0) XK_QK_FMA1(r, 1) XK_QK_FMA1(r, 2) XK_QK_FMA1(r, 3) \
     }
         XK_PF_ACC(XK_QK_ROW)
+#undef XK_QK_FMA1
 #undef XK_QK_ROW
     }
-#define XK_QK_STORE(r)                                          \
-    if (R > r) {                                                \
-        _mm512_storeu_ps(S + r * XK_ATT_KEYS, a##r##0);         \
-        _mm512_storeu_ps(S + r * XK_ATT_KEYS + 16, a##r##1);    \
-        _mm512_storeu_ps(S + r * XK_ATT_KEYS + 32, a##r##2);    \
-        _mm512_storeu_ps(S + r * XK_ATT_KEYS + 48, a##r##3);    \
-    }
+#define XK_QK_STORE1(r, c) \
+    if (NK > c) _mm512_storeu_ps(S + r * XK_ATT_KEYS + 16 * c, a##r##c);
+#define XK_QK_STORE(r) \
+    if (R > r) { XK_QK_STORE1(r, 0) XK_QK_STORE1(r, 1) XK_QK_STORE1(r, 2) XK_QK_STORE1(r, 3) }
     XK_PF_ACC(XK_QK_STORE)
+#undef XK_QK_STORE1
 #undef XK_QK_STORE
 }
 
@@ -1082,36 +1080,61 @@ static inline TGT_AVX512 __attribute__((always_inline)) void pv_tile(float *O, c
     default: CALL(6); break;  \
     }
 
-/* S (mr, XK_ATT_KEYS) = Q (mr, hd) . KT */
-static TGT_AVX512 void qk_block(float *S, const float *Q, const float *KT, int64_t mr, int64_t hd) {
+/* Keys a tile of rows [r, r + n) of a block needs: up to its last row's own position (query
+ * (r0 + r + n - 1) / n_rep at key d0 + that, d0 = pos0 - kb), at most nk. The weights past a row's
+ * position are 0, so the tiles skip the keys no row of theirs sees (the causal triangle of a
+ * diagonal block) without changing any sum. */
+static inline int64_t tile_keys(int64_t r0, int64_t r, int64_t n, int64_t n_rep, int64_t d0, int64_t nk) {
+    const int64_t nv = d0 + (r0 + r + n - 1) / n_rep + 1;
+    return nv < nk ? nv : nk;
+}
+
+static inline TGT_AVX512 __attribute__((always_inline)) void qk_rows(float *S, const float *Q, const float *KT,
+                                                                    int64_t hd, int64_t n, const int NK) {
+#define XK_QK(R) qk_tile(S, Q, KT, hd, R, NK)
+    XK_PF_SWITCH(n, XK_QK)
+#undef XK_QK
+}
+
+/* S (mr, XK_ATT_KEYS) = Q (mr, hd) . KT for rows r0 .. r0 + mr of the block (see tile_keys);
+ * columns past a tile's keys are left unset (the softmax reads none of them). */
+static TGT_AVX512 void qk_block(float *S, const float *Q, const float *KT, int64_t mr, int64_t hd, int64_t r0,
+                                int64_t n_rep, int64_t d0, int64_t nk) {
     for (int64_t r = 0; r < mr; r += XK_PF_ROWS) {
         const int64_t n = mr - r < XK_PF_ROWS ? mr - r : XK_PF_ROWS;
-#define XK_QK(R) qk_tile(S + r * XK_ATT_KEYS, Q + r * hd, KT, hd, R)
-        XK_PF_SWITCH(n, XK_QK)
-#undef XK_QK
+        float *s = S + r * XK_ATT_KEYS;
+        const float *q = Q + r * hd;
+        switch ((tile_keys(r0, r, n, n_rep, d0, nk) + 15) / 16) {
+        case 1: qk_rows(s, q, KT, hd, n, 1); break;
+        case 2: qk_rows(s, q, KT, hd, n, 2); break;
+        case 3: qk_rows(s, q, KT, hd, n, 3); break;
+        default: qk_rows(s, q, KT, hd, n, 4); break;
+        }
     }
 }
 
 static inline TGT_AVX512 __attribute__((always_inline)) void pv_cols(float *O, const float *P, const float *V,
                                                                     const float *corr, int64_t mr, int64_t hd,
-                                                                    int64_t c0, int64_t nk, int first, const int NV) {
+                                                                    int64_t c0, int64_t r0, int64_t n_rep, int64_t d0,
+                                                                    int64_t nk, int first, const int NV) {
     for (int64_t r = 0; r < mr; r += XK_PF_ROWS) {
-        const int64_t n = mr - r < XK_PF_ROWS ? mr - r : XK_PF_ROWS;
-#define XK_PV(R) pv_tile(O + r * hd, P + r * XK_ATT_KEYS, V, corr + r, hd, c0, nk, first, R, NV)
+        const int64_t n = mr - r < XK_PF_ROWS ? mr - r : XK_PF_ROWS, nt = tile_keys(r0, r, n, n_rep, d0, nk);
+#define XK_PV(R) pv_tile(O + r * hd, P + r * XK_ATT_KEYS, V, corr + r, hd, c0, nt, first, R, NV)
         XK_PF_SWITCH(n, XK_PV)
 #undef XK_PV
     }
 }
 
-/* O (mr, hd) = corr * O + P (mr, nk) . V (nk, hd), 64 columns at a time. */
+/* O (mr, hd) = corr * O + P (mr, nk) . V (nk, hd), 64 columns at a time, each tile over the keys
+ * its rows see (tile_keys). */
 static TGT_AVX512 void pv_block(float *O, const float *P, const float *V, const float *corr, int64_t mr, int64_t hd,
-                                int64_t nk, int first) {
+                                int64_t r0, int64_t n_rep, int64_t d0, int64_t nk, int first) {
     for (int64_t c0 = 0; c0 < hd; c0 += 64) {
         switch ((hd - c0) / 16) {
-        case 1: pv_cols(O, P, V, corr, mr, hd, c0, nk, first, 1); break;
-        case 2: pv_cols(O, P, V, corr, mr, hd, c0, nk, first, 2); break;
-        case 3: pv_cols(O, P, V, corr, mr, hd, c0, nk, first, 3); break;
-        default: pv_cols(O, P, V, corr, mr, hd, c0, nk, first, 4); break;
+        case 1: pv_cols(O, P, V, corr, mr, hd, c0, r0, n_rep, d0, nk, first, 1); break;
+        case 2: pv_cols(O, P, V, corr, mr, hd, c0, r0, n_rep, d0, nk, first, 2); break;
+        case 3: pv_cols(O, P, V, corr, mr, hd, c0, r0, n_rep, d0, nk, first, 3); break;
+        default: pv_cols(O, P, V, corr, mr, hd, c0, r0, n_rep, d0, nk, first, 4); break;
         }
     }
 }
@@ -1160,9 +1183,9 @@ void xk_attention_causal(xk_isa isa, float *out, int64_t ldo, const float *q, in
 #if XK_X86
         if (own) {
             kt_transpose(KT, kt + kb * hd, nk, hd);
-            qk_block(S, Q + r_lo * hd, KT, mr, hd);
+            qk_block(S, Q + r_lo * hd, KT, mr, hd, r_lo, n_rep, pos0 - kb, nk);
             tile(S, XK_ATT_KEYS, i_lo, n_q, n_rep, pos0, kb, nk, m, l, corr);
-            pv_block(O + r_lo * hd, S, vt + kb * hd, corr + r_lo, mr, hd, nk, kb == 0);
+            pv_block(O + r_lo * hd, S, vt + kb * hd, corr + r_lo, mr, hd, r_lo, n_rep, pos0 - kb, nk, kb == 0);
             continue;
         }
 #endif
