@@ -984,12 +984,39 @@ static TGT_AVX512 void softmax_tile_avx512(float *S, int64_t lds, int64_t i_lo, 
  * head_dim in order, each output over the block's keys in order: the order is fixed by the shapes. */
 #define XK_PF_ROWS 6 /* rows per register tile */
 
-/* KT (hd, XK_ATT_KEYS) = the transpose of keys kt[0 .. nk), zero past nk (those scores are masked). */
-static void kt_transpose(float *KT, const float *kt, int64_t nk, int64_t hd) {
-    for (int64_t j = 0; j < nk; j++)
-        for (int64_t e = 0; e < hd; e++) KT[e * XK_ATT_KEYS + j] = kt[j * hd + e];
-    for (int64_t e = 0; e < hd; e++)
-        for (int64_t j = nk; j < XK_ATT_KEYS; j++) KT[e * XK_ATT_KEYS + j] = 0.0f;
+/* KT (hd, XK_ATT_KEYS) = the transpose of keys kt[0 .. nk), zero past nk (those scores are masked),
+ * in 16 x 16 pieces in registers: 4 x 4 transposes inside each 128-bit lane (unpack ps, pd), then
+ * the 4 x 4 transpose of the lanes (shuffle_f32x4). A scalar transpose cost ~10% of a block. */
+static TGT_AVX512 void kt_transpose(float *KT, const float *kt, int64_t nk, int64_t hd) {
+    for (int64_t j0 = 0; j0 < XK_ATT_KEYS; j0 += 16)
+        for (int64_t e0 = 0; e0 < hd; e0 += 16) {
+            __m512 r[16], t[16];
+            for (int i = 0; i < 16; i++)
+                r[i] = j0 + i < nk ? _mm512_loadu_ps(kt + (j0 + i) * hd + e0) : _mm512_setzero_ps();
+            for (int i = 0; i < 16; i += 2) {
+                t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+                t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+            }
+            for (int i = 0; i < 16; i += 4) { /* r[i + k], lane L: column 4 L + k of rows i .. i + 3 */
+                const __m512d t0 = _mm512_castps_pd(t[i]), t1 = _mm512_castps_pd(t[i + 1]),
+                              t2 = _mm512_castps_pd(t[i + 2]), t3 = _mm512_castps_pd(t[i + 3]);
+                r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
+                r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+                r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
+                r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+            }
+            for (int k = 0; k < 4; k++) {
+                const __m512 b0 = _mm512_shuffle_f32x4(r[k], r[4 + k], _MM_SHUFFLE(1, 0, 1, 0));
+                const __m512 b1 = _mm512_shuffle_f32x4(r[k], r[4 + k], _MM_SHUFFLE(3, 2, 3, 2));
+                const __m512 b2 = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], _MM_SHUFFLE(1, 0, 1, 0));
+                const __m512 b3 = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], _MM_SHUFFLE(3, 2, 3, 2));
+                float *d = KT + (e0 + k) * XK_ATT_KEYS + j0; /* column 4 L + k goes to row e0 + 4 L + k */
+                _mm512_store_ps(d, _mm512_shuffle_f32x4(b0, b2, _MM_SHUFFLE(2, 0, 2, 0)));
+                _mm512_store_ps(d + 4 * XK_ATT_KEYS, _mm512_shuffle_f32x4(b0, b2, _MM_SHUFFLE(3, 1, 3, 1)));
+                _mm512_store_ps(d + 8 * XK_ATT_KEYS, _mm512_shuffle_f32x4(b1, b3, _MM_SHUFFLE(2, 0, 2, 0)));
+                _mm512_store_ps(d + 12 * XK_ATT_KEYS, _mm512_shuffle_f32x4(b1, b3, _MM_SHUFFLE(3, 1, 3, 1)));
+            }
+        }
 }
 
 /* The register tiles name their 24 accumulators a<row><vector> (arrays of vectors indexed in
