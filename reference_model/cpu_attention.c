@@ -134,24 +134,29 @@ int64_t xk_attn_decode_scratch(int64_t n_rep, int64_t head_dim) {
 }
 
 #if XK_X86
-/* r[i] = the sum of the 16 lanes of v[i], for i in [0, 16): a transpose-and-add tree (pairs within
- * 128-bit lanes, then quadruples, then across the four 128-bit lanes), 30 shuffles and 15 adds. */
-static inline TGT_AVX512 __attribute__((always_inline)) __m512 hsum16x16(const __m512 *v) {
+/* r[i] = the sum (MX 0) or the max (MX 1) of the 16 lanes of v[i], for i in [0, 16): a
+ * transpose-and-combine tree (pairs within 128-bit lanes, then quadruples, then across the four
+ * 128-bit lanes), 30 shuffles and 15 adds or maxes. */
+static inline TGT_AVX512 __attribute__((always_inline)) __m512 hop(__m512 a, __m512 b, const int MX) {
+    return MX ? _mm512_max_ps(a, b) : _mm512_add_ps(a, b);
+}
+static inline TGT_AVX512 __attribute__((always_inline)) __m512 hred16x16(const __m512 *v, const int MX) {
     __m512 w[8], u[4];
 #pragma GCC unroll 8
     for (int i = 0; i < 8; i++)
-        w[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+        w[i] = hop(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]), MX);
 #pragma GCC unroll 4
     for (int i = 0; i < 4; i++)
-        u[i] = _mm512_add_ps(_mm512_shuffle_ps(w[2 * i], w[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-                             _mm512_shuffle_ps(w[2 * i], w[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-    const __m512 e = _mm512_add_ps(_mm512_shuffle_f32x4(u[0], u[1], _MM_SHUFFLE(1, 0, 1, 0)),
-                                   _mm512_shuffle_f32x4(u[0], u[1], _MM_SHUFFLE(3, 2, 3, 2)));
-    const __m512 f = _mm512_add_ps(_mm512_shuffle_f32x4(u[2], u[3], _MM_SHUFFLE(1, 0, 1, 0)),
-                                   _mm512_shuffle_f32x4(u[2], u[3], _MM_SHUFFLE(3, 2, 3, 2)));
-    return _mm512_add_ps(_mm512_shuffle_f32x4(e, f, _MM_SHUFFLE(2, 0, 2, 0)),
-                         _mm512_shuffle_f32x4(e, f, _MM_SHUFFLE(3, 1, 3, 1)));
+        u[i] = hop(_mm512_shuffle_ps(w[2 * i], w[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                   _mm512_shuffle_ps(w[2 * i], w[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)), MX);
+    const __m512 e = hop(_mm512_shuffle_f32x4(u[0], u[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_f32x4(u[0], u[1], _MM_SHUFFLE(3, 2, 3, 2)), MX);
+    const __m512 f = hop(_mm512_shuffle_f32x4(u[2], u[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_f32x4(u[2], u[3], _MM_SHUFFLE(3, 2, 3, 2)), MX);
+    return hop(_mm512_shuffle_f32x4(e, f, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_f32x4(e, f, _MM_SHUFFLE(3, 1, 3, 1)),
+               MX);
 }
+static inline TGT_AVX512 __attribute__((always_inline)) __m512 hsum16x16(const __m512 *v) { return hred16x16(v, 0); }
 
 /* n elements of a 16-bit KV row as fp32 into dst (padded with zeros to a multiple of 16). */
 static inline TGT_AVX512 __attribute__((always_inline)) void cvt_row512(float *dst, const uint16_t *src, xf_dtype dt,
@@ -971,9 +976,50 @@ static inline TGT_AVX512 __attribute__((always_inline)) float row_update_avx512(
     for (j = nv; j < nk; j++) s[j] = 0.0f;
     return softmax_commit(m, l, mnew, bs);
 }
+/* The softmax step of a tile in AVX-512 (XK_SOFTMAX_TILE's contract): 16 consecutive rows that all
+ * see the whole block take their maxima, sums and rescales as vectors (one reduction tree and one
+ * exp for 16 rows, instead of two horizontal reductions and a scalar exp per row); the rest (the
+ * diagonal's rows, a short last block) row by row. */
 static TGT_AVX512 void softmax_tile_avx512(float *S, int64_t lds, int64_t i_lo, int64_t n_q, int64_t n_rep, int64_t pos0,
                                            int64_t kb, int64_t nk, float *m, float *l, float *corr) {
-    XK_SOFTMAX_TILE(row_update_avx512)
+    const int64_t r_lo = i_lo * n_rep, rows = n_q * n_rep;
+    int64_t r = r_lo;
+    if (nk == XK_ATT_KEYS)
+        for (; r + 16 <= rows && pos0 + r / n_rep - kb + 1 >= XK_ATT_KEYS; r += 16) {
+            float *s = S + (r - r_lo) * lds;
+            __m512 v[16];
+            float mn[16];
+            for (int t = 0; t < 16; t++) {
+                const float *st = s + t * lds;
+                v[t] = _mm512_max_ps(_mm512_max_ps(_mm512_loadu_ps(st), _mm512_loadu_ps(st + 16)),
+                                     _mm512_max_ps(_mm512_loadu_ps(st + 32), _mm512_loadu_ps(st + 48)));
+            }
+            const __m512 mold = _mm512_loadu_ps(m + r), mnew = _mm512_max_ps(mold, hred16x16(v, 1));
+            _mm512_storeu_ps(mn, mnew);
+            for (int t = 0; t < 16; t++) {
+                float *st = s + t * lds;
+                const __m512 mt = _mm512_set1_ps(mn[t]);
+                __m512 e[4];
+                for (int c = 0; c < 4; c++) {
+                    e[c] = exp16_le0(_mm512_sub_ps(_mm512_loadu_ps(st + 16 * c), mt));
+                    _mm512_storeu_ps(st + 16 * c, e[c]);
+                }
+                v[t] = _mm512_add_ps(_mm512_add_ps(e[0], e[1]), _mm512_add_ps(e[2], e[3]));
+            }
+            /* softmax_commit on 16 rows: the rescale is 0 on a row's first block (m_old = -inf) */
+            const __mmask16 first = _mm512_cmp_ps_mask(mold, _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ);
+            const __m512 c = _mm512_maskz_mov_ps((__mmask16)~first, exp16_le0(_mm512_sub_ps(mold, mnew)));
+            _mm512_storeu_ps(l + r, _mm512_fmadd_ps(_mm512_loadu_ps(l + r), c, hred16x16(v, 0)));
+            _mm512_storeu_ps(m + r, mnew);
+            _mm512_storeu_ps(corr + r, c);
+        }
+    for (; r < rows; r++) {
+        int64_t nv = pos0 + r / n_rep - kb + 1; /* keys kb .. own position */
+        if (nv > nk) nv = nk;
+        float *s = S + (r - r_lo) * lds;
+        corr[r] = nv == XK_ATT_KEYS ? row_update_avx512(s, XK_ATT_KEYS, XK_ATT_KEYS, m + r, l + r)
+                                    : row_update_avx512(s, nv, nk, m + r, l + r);
+    }
 }
 
 /* The AVX-512 prefill GEMMs (head_dim a multiple of 16), in place of OpenBLAS's sgemm on shapes
