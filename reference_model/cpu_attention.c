@@ -1071,32 +1071,51 @@ static TGT_AVX512 void kt_transpose(float *KT, const float *kt, int64_t nk, int6
 #define XK_PF_ACC(X) X(0) X(1) X(2) X(3) X(4) X(5)
 #define XK_PF_DECL(r) __m512 a##r##0 = _mm512_setzero_ps(), a##r##1 = a##r##0, a##r##2 = a##r##0, a##r##3 = a##r##0;
 
-/* S (R, XK_ATT_KEYS) = Q (R, hd) . KT. */
+/* One register tile of both GEMMs: C (R, 16 NV) = C0 + A (R, K) . B (K, 16 NV), rows of A, B and C
+ * lda, ldb and ldc floats apart; C0 = corr[r] * C (corr non-NULL) or 0. One broadcast of A per row
+ * and k, NV loads of B per k; the sum over k runs in order. */
+static inline TGT_AVX512 __attribute__((always_inline)) void gemm_tile(float *C, int64_t ldc, const float *A, int64_t lda,
+                                                                      const float *B, int64_t ldb, int64_t K,
+                                                                      const float *corr, const int R, const int NV) {
+    XK_PF_ACC(XK_PF_DECL)
+#define XK_GT_LOAD1(r, c) \
+    if (NV > c) a##r##c = _mm512_mul_ps(cr, _mm512_loadu_ps(C + r * ldc + 16 * c));
+#define XK_GT_LOAD(r)                                                           \
+    if (R > r && corr) {                                                        \
+        const __m512 cr = _mm512_set1_ps(corr[r]);                              \
+        XK_GT_LOAD1(r, 0) XK_GT_LOAD1(r, 1) XK_GT_LOAD1(r, 2) XK_GT_LOAD1(r, 3) \
+    }
+    XK_PF_ACC(XK_GT_LOAD)
+    const float *b = B;
+    for (int64_t k = 0; k < K; k++, b += ldb) {
+        const __m512 b0 = _mm512_loadu_ps(b), b1 = NV > 1 ? _mm512_loadu_ps(b + 16) : b0,
+                     b2 = NV > 2 ? _mm512_loadu_ps(b + 32) : b0, b3 = NV > 3 ? _mm512_loadu_ps(b + 48) : b0;
+#define XK_GT_FMA1(r, c) \
+    if (NV > c) a##r##c = _mm512_fmadd_ps(av, b##c, a##r##c);
+#define XK_GT_ROW(r)                                                            \
+    if (R > r) {                                                                \
+        const __m512 av = _mm512_set1_ps(A[r * lda + k]);                       \
+        XK_GT_FMA1(r, 0) XK_GT_FMA1(r, 1) XK_GT_FMA1(r, 2) XK_GT_FMA1(r, 3)     \
+    }
+        XK_PF_ACC(XK_GT_ROW)
+    }
+#define XK_GT_STORE1(r, c) \
+    if (NV > c) _mm512_storeu_ps(C + r * ldc + 16 * c, a##r##c);
+#define XK_GT_STORE(r) \
+    if (R > r) { XK_GT_STORE1(r, 0) XK_GT_STORE1(r, 1) XK_GT_STORE1(r, 2) XK_GT_STORE1(r, 3) }
+    XK_PF_ACC(XK_GT_STORE)
+#undef XK_GT_LOAD1
+#undef XK_GT_LOAD
+#undef XK_GT_FMA1
+#undef XK_GT_ROW
+#undef XK_GT_STORE1
+#undef XK_GT_STORE
+}
+
+/* S (R, XK_ATT_KEYS) = Q (R, hd) . KT, the first NK vectors of keys. */
 static inline TGT_AVX512 __attribute__((always_inline)) void qk_tile(float *S, const float *Q, const float *KT,
                                                                     int64_t hd, const int R, const int NK) {
-    XK_PF_ACC(XK_PF_DECL)
-    for (int64_t e = 0; e < hd; e++) {
-        const float *k = KT + e * XK_ATT_KEYS;
-        const __m512 k0 = _mm512_load_ps(k), k1 = NK > 1 ? _mm512_load_ps(k + 16) : k0,
-                     k2 = NK > 2 ? _mm512_load_ps(k + 32) : k0, k3 = NK > 3 ? _mm512_load_ps(k + 48) : k0;
-#define XK_QK_FMA1(r, c) \
-    if (NK > c) a##r##c = _mm512_fmadd_ps(qv, k##c, a##r##c);
-#define XK_QK_ROW(r)                                                        \
-    if (R > r) {                                                            \
-        const __m512 qv = _mm512_set1_ps(Q[r * hd + e]);                    \
-        XK_QK_FMA1(r, 0) XK_QK_FMA1(r, 1) XK_QK_FMA1(r, 2) XK_QK_FMA1(r, 3) \
-    }
-        XK_PF_ACC(XK_QK_ROW)
-#undef XK_QK_FMA1
-#undef XK_QK_ROW
-    }
-#define XK_QK_STORE1(r, c) \
-    if (NK > c) _mm512_storeu_ps(S + r * XK_ATT_KEYS + 16 * c, a##r##c);
-#define XK_QK_STORE(r) \
-    if (R > r) { XK_QK_STORE1(r, 0) XK_QK_STORE1(r, 1) XK_QK_STORE1(r, 2) XK_QK_STORE1(r, 3) }
-    XK_PF_ACC(XK_QK_STORE)
-#undef XK_QK_STORE1
-#undef XK_QK_STORE
+    gemm_tile(S, XK_ATT_KEYS, Q, hd, KT, XK_ATT_KEYS, hd, NULL, R, NK);
 }
 
 /* O (R, hd) columns [c0, c0 + 16 NV) = corr * O + P (R, nk) . V (nk, hd); first: O starts at 0
@@ -1104,40 +1123,7 @@ static inline TGT_AVX512 __attribute__((always_inline)) void qk_tile(float *S, c
 static inline TGT_AVX512 __attribute__((always_inline)) void pv_tile(float *O, const float *P, const float *V,
                                                                     const float *corr, int64_t hd, int64_t c0,
                                                                     int64_t nk, int first, const int R, const int NV) {
-    XK_PF_ACC(XK_PF_DECL)
-    float *o = O + c0;
-#define XK_PV_LOAD1(r, c) \
-    if (NV > c) a##r##c = _mm512_mul_ps(cr, _mm512_loadu_ps(o + r * hd + 16 * c));
-#define XK_PV_LOAD(r)                                   \
-    if (R > r && !first) {                              \
-        const __m512 cr = _mm512_set1_ps(corr[r]);      \
-        XK_PV_LOAD1(r, 0) XK_PV_LOAD1(r, 1) XK_PV_LOAD1(r, 2) XK_PV_LOAD1(r, 3) \
-    }
-    XK_PF_ACC(XK_PV_LOAD)
-    const float *v = V + c0;
-    for (int64_t j = 0; j < nk; j++, v += hd) {
-        const __m512 v0 = _mm512_loadu_ps(v), v1 = NV > 1 ? _mm512_loadu_ps(v + 16) : v0,
-                     v2 = NV > 2 ? _mm512_loadu_ps(v + 32) : v0, v3 = NV > 3 ? _mm512_loadu_ps(v + 48) : v0;
-#define XK_PV_FMA1(r, c) \
-    if (NV > c) a##r##c = _mm512_fmadd_ps(pv, v##c, a##r##c);
-#define XK_PV_ROW(r)                                                   \
-    if (R > r) {                                                       \
-        const __m512 pv = _mm512_set1_ps(P[r * XK_ATT_KEYS + j]);      \
-        XK_PV_FMA1(r, 0) XK_PV_FMA1(r, 1) XK_PV_FMA1(r, 2) XK_PV_FMA1(r, 3) \
-    }
-        XK_PF_ACC(XK_PV_ROW)
-    }
-#define XK_PV_STORE1(r, c) \
-    if (NV > c) _mm512_storeu_ps(o + r * hd + 16 * c, a##r##c);
-#define XK_PV_STORE(r) \
-    if (R > r) { XK_PV_STORE1(r, 0) XK_PV_STORE1(r, 1) XK_PV_STORE1(r, 2) XK_PV_STORE1(r, 3) }
-    XK_PF_ACC(XK_PV_STORE)
-#undef XK_PV_LOAD1
-#undef XK_PV_LOAD
-#undef XK_PV_FMA1
-#undef XK_PV_ROW
-#undef XK_PV_STORE1
-#undef XK_PV_STORE
+    gemm_tile(O + c0, hd, P, XK_ATT_KEYS, V + c0, hd, nk, first ? NULL : corr, R, NV);
 }
 #undef XK_PF_DECL
 #undef XK_PF_ACC
