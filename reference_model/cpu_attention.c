@@ -134,24 +134,29 @@ int64_t xk_attn_decode_scratch(int64_t n_rep, int64_t head_dim) {
 }
 
 #if XK_X86
-/* r[i] = the sum of the 16 lanes of v[i], for i in [0, 16): a transpose-and-add tree (pairs within
- * 128-bit lanes, then quadruples, then across the four 128-bit lanes), 30 shuffles and 15 adds. */
-static inline TGT_AVX512 __attribute__((always_inline)) __m512 hsum16x16(const __m512 *v) {
+/* r[i] = the sum (MX 0) or the max (MX 1) of the 16 lanes of v[i], for i in [0, 16): a
+ * transpose-and-combine tree (pairs within 128-bit lanes, then quadruples, then across the four
+ * 128-bit lanes), 30 shuffles and 15 adds or maxes. */
+static inline TGT_AVX512 __attribute__((always_inline)) __m512 hop(__m512 a, __m512 b, const int MX) {
+    return MX ? _mm512_max_ps(a, b) : _mm512_add_ps(a, b);
+}
+static inline TGT_AVX512 __attribute__((always_inline)) __m512 hred16x16(const __m512 *v, const int MX) {
     __m512 w[8], u[4];
 #pragma GCC unroll 8
     for (int i = 0; i < 8; i++)
-        w[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+        w[i] = hop(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]), MX);
 #pragma GCC unroll 4
     for (int i = 0; i < 4; i++)
-        u[i] = _mm512_add_ps(_mm512_shuffle_ps(w[2 * i], w[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-                             _mm512_shuffle_ps(w[2 * i], w[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-    const __m512 e = _mm512_add_ps(_mm512_shuffle_f32x4(u[0], u[1], _MM_SHUFFLE(1, 0, 1, 0)),
-                                   _mm512_shuffle_f32x4(u[0], u[1], _MM_SHUFFLE(3, 2, 3, 2)));
-    const __m512 f = _mm512_add_ps(_mm512_shuffle_f32x4(u[2], u[3], _MM_SHUFFLE(1, 0, 1, 0)),
-                                   _mm512_shuffle_f32x4(u[2], u[3], _MM_SHUFFLE(3, 2, 3, 2)));
-    return _mm512_add_ps(_mm512_shuffle_f32x4(e, f, _MM_SHUFFLE(2, 0, 2, 0)),
-                         _mm512_shuffle_f32x4(e, f, _MM_SHUFFLE(3, 1, 3, 1)));
+        u[i] = hop(_mm512_shuffle_ps(w[2 * i], w[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                   _mm512_shuffle_ps(w[2 * i], w[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)), MX);
+    const __m512 e = hop(_mm512_shuffle_f32x4(u[0], u[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_f32x4(u[0], u[1], _MM_SHUFFLE(3, 2, 3, 2)), MX);
+    const __m512 f = hop(_mm512_shuffle_f32x4(u[2], u[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_f32x4(u[2], u[3], _MM_SHUFFLE(3, 2, 3, 2)), MX);
+    return hop(_mm512_shuffle_f32x4(e, f, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_f32x4(e, f, _MM_SHUFFLE(3, 1, 3, 1)),
+               MX);
 }
+static inline TGT_AVX512 __attribute__((always_inline)) __m512 hsum16x16(const __m512 *v) { return hred16x16(v, 0); }
 
 /* n elements of a 16-bit KV row as fp32 into dst (padded with zeros to a multiple of 16). */
 static inline TGT_AVX512 __attribute__((always_inline)) void cvt_row512(float *dst, const uint16_t *src, xf_dtype dt,
@@ -840,8 +845,10 @@ int64_t xk_attn_block_queries(int64_t n_rep) {
 
 int64_t xk_attn_block_scratch(int64_t n_rep, int64_t head_dim) {
     const int64_t rows = xk_attn_block_queries(n_rep) * n_rep; /* at most max(XK_ATT_ROWS, n_rep) */
-    /* Q and O (rows, head_dim), scores (rows, XK_ATT_KEYS), running max, sum and correction (rows) */
-    return 2 * round16(rows * head_dim) + round16(rows * XK_ATT_KEYS) + 3 * round16(rows);
+    /* Q and O (rows, head_dim), scores (rows, XK_ATT_KEYS), running max, sum and correction (rows),
+     * a transposed key block (head_dim, XK_ATT_KEYS) */
+    return 2 * round16(rows * head_dim) + round16(rows * XK_ATT_KEYS) + 3 * round16(rows) +
+           round16(head_dim * XK_ATT_KEYS);
 }
 
 int64_t xk_attn_prefill_floats(int64_t max_ctx, int64_t n_rep, int64_t head_dim) {
@@ -969,10 +976,228 @@ static inline TGT_AVX512 __attribute__((always_inline)) float row_update_avx512(
     for (j = nv; j < nk; j++) s[j] = 0.0f;
     return softmax_commit(m, l, mnew, bs);
 }
+/* The softmax step of a tile in AVX-512 (XK_SOFTMAX_TILE's contract): 16 consecutive rows that all
+ * see the whole block take their maxima, sums and rescales as vectors (one reduction tree and one
+ * exp for 16 rows, instead of two horizontal reductions and a scalar exp per row); the rest (the
+ * diagonal's rows, a short last block) row by row. */
 static TGT_AVX512 void softmax_tile_avx512(float *S, int64_t lds, int64_t i_lo, int64_t n_q, int64_t n_rep, int64_t pos0,
                                            int64_t kb, int64_t nk, float *m, float *l, float *corr) {
-    XK_SOFTMAX_TILE(row_update_avx512)
+    const int64_t r_lo = i_lo * n_rep, rows = n_q * n_rep;
+    int64_t r = r_lo;
+    if (nk == XK_ATT_KEYS)
+        for (; r + 16 <= rows && pos0 + r / n_rep - kb + 1 >= XK_ATT_KEYS; r += 16) {
+            float *s = S + (r - r_lo) * lds;
+            __m512 v[16];
+            float mn[16];
+            for (int t = 0; t < 16; t++) {
+                const float *st = s + t * lds;
+                v[t] = _mm512_max_ps(_mm512_max_ps(_mm512_loadu_ps(st), _mm512_loadu_ps(st + 16)),
+                                     _mm512_max_ps(_mm512_loadu_ps(st + 32), _mm512_loadu_ps(st + 48)));
+            }
+            const __m512 mold = _mm512_loadu_ps(m + r), mnew = _mm512_max_ps(mold, hred16x16(v, 1));
+            _mm512_storeu_ps(mn, mnew);
+            for (int t = 0; t < 16; t++) {
+                float *st = s + t * lds;
+                const __m512 mt = _mm512_set1_ps(mn[t]);
+                __m512 e[4];
+                for (int c = 0; c < 4; c++) {
+                    e[c] = exp16_le0(_mm512_sub_ps(_mm512_loadu_ps(st + 16 * c), mt));
+                    _mm512_storeu_ps(st + 16 * c, e[c]);
+                }
+                v[t] = _mm512_add_ps(_mm512_add_ps(e[0], e[1]), _mm512_add_ps(e[2], e[3]));
+            }
+            /* softmax_commit on 16 rows: the rescale is 0 on a row's first block (m_old = -inf) */
+            const __mmask16 first = _mm512_cmp_ps_mask(mold, _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ);
+            const __m512 c = _mm512_maskz_mov_ps((__mmask16)~first, exp16_le0(_mm512_sub_ps(mold, mnew)));
+            _mm512_storeu_ps(l + r, _mm512_fmadd_ps(_mm512_loadu_ps(l + r), c, hred16x16(v, 0)));
+            _mm512_storeu_ps(m + r, mnew);
+            _mm512_storeu_ps(corr + r, c);
+        }
+    for (; r < rows; r++) {
+        int64_t nv = pos0 + r / n_rep - kb + 1; /* keys kb .. own position */
+        if (nv > nk) nv = nk;
+        float *s = S + (r - r_lo) * lds;
+        corr[r] = nv == XK_ATT_KEYS ? row_update_avx512(s, XK_ATT_KEYS, XK_ATT_KEYS, m + r, l + r)
+                                    : row_update_avx512(s, nv, nk, m + r, l + r);
+    }
 }
+
+/* The AVX-512 prefill GEMMs (head_dim a multiple of 16), in place of OpenBLAS's sgemm on shapes
+ * too small for it (256 x 64 x head_dim): a key block transposed once into KT (head_dim, 64), then
+ * register tiles of up to 6 rows x 64 keys (QK^T: 24 accumulators, one broadcast of q per row and
+ * element, 4 loads of KT) and of up to 6 rows x 64 output elements (P.V: the running rescale
+ * folded into the load of O, one broadcast of a weight per row and key). Each score sums over
+ * head_dim in order, each output over the block's keys in order: the order is fixed by the shapes. */
+#define XK_PF_ROWS 6 /* rows per register tile */
+
+/* KT (hd, XK_ATT_KEYS) = the transpose of keys kt[0 .. nk), zero past nk (those scores are masked),
+ * in 16 x 16 pieces in registers: 4 x 4 transposes inside each 128-bit lane (unpack ps, pd), then
+ * the 4 x 4 transpose of the lanes (shuffle_f32x4). A scalar transpose cost ~10% of a block. */
+static TGT_AVX512 void kt_transpose(float *KT, const float *kt, int64_t nk, int64_t hd) {
+    for (int64_t j0 = 0; j0 < XK_ATT_KEYS; j0 += 16)
+        for (int64_t e0 = 0; e0 < hd; e0 += 16) {
+            __m512 r[16], t[16];
+            for (int i = 0; i < 16; i++)
+                r[i] = j0 + i < nk ? _mm512_loadu_ps(kt + (j0 + i) * hd + e0) : _mm512_setzero_ps();
+            for (int i = 0; i < 16; i += 2) {
+                t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+                t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+            }
+            for (int i = 0; i < 16; i += 4) { /* r[i + k], lane L: column 4 L + k of rows i .. i + 3 */
+                const __m512d t0 = _mm512_castps_pd(t[i]), t1 = _mm512_castps_pd(t[i + 1]),
+                              t2 = _mm512_castps_pd(t[i + 2]), t3 = _mm512_castps_pd(t[i + 3]);
+                r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
+                r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+                r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
+                r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+            }
+            for (int k = 0; k < 4; k++) {
+                const __m512 b0 = _mm512_shuffle_f32x4(r[k], r[4 + k], _MM_SHUFFLE(1, 0, 1, 0));
+                const __m512 b1 = _mm512_shuffle_f32x4(r[k], r[4 + k], _MM_SHUFFLE(3, 2, 3, 2));
+                const __m512 b2 = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], _MM_SHUFFLE(1, 0, 1, 0));
+                const __m512 b3 = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], _MM_SHUFFLE(3, 2, 3, 2));
+                float *d = KT + (e0 + k) * XK_ATT_KEYS + j0; /* column 4 L + k goes to row e0 + 4 L + k */
+                _mm512_store_ps(d, _mm512_shuffle_f32x4(b0, b2, _MM_SHUFFLE(2, 0, 2, 0)));
+                _mm512_store_ps(d + 4 * XK_ATT_KEYS, _mm512_shuffle_f32x4(b0, b2, _MM_SHUFFLE(3, 1, 3, 1)));
+                _mm512_store_ps(d + 8 * XK_ATT_KEYS, _mm512_shuffle_f32x4(b1, b3, _MM_SHUFFLE(2, 0, 2, 0)));
+                _mm512_store_ps(d + 12 * XK_ATT_KEYS, _mm512_shuffle_f32x4(b1, b3, _MM_SHUFFLE(3, 1, 3, 1)));
+            }
+        }
+}
+
+/* The register tiles name their 24 accumulators a<row><vector> (arrays of vectors indexed in
+ * loops stay on the stack at -O2); a row or vector past R / NV (constants after inlining) folds
+ * away. */
+#define XK_PF_ACC(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define XK_PF_DECL(r) __m512 a##r##0 = _mm512_setzero_ps(), a##r##1 = a##r##0, a##r##2 = a##r##0, a##r##3 = a##r##0;
+
+/* One register tile of both GEMMs: C (R, 16 NV) = C0 + A (R, K) . B (K, 16 NV), rows of A, B and C
+ * lda, ldb and ldc floats apart; C0 = corr[r] * C (corr non-NULL) or 0. One broadcast of A per row
+ * and k, NV loads of B per k; the sum over k runs in order. */
+static inline TGT_AVX512 __attribute__((always_inline)) void gemm_tile(float *C, int64_t ldc, const float *A, int64_t lda,
+                                                                      const float *B, int64_t ldb, int64_t K,
+                                                                      const float *corr, const int R, const int NV) {
+    XK_PF_ACC(XK_PF_DECL)
+#define XK_GT_LOAD1(r, c) \
+    if (NV > c) a##r##c = _mm512_mul_ps(cr, _mm512_loadu_ps(C + r * ldc + 16 * c));
+#define XK_GT_LOAD(r)                                                           \
+    if (R > r && corr) {                                                        \
+        const __m512 cr = _mm512_set1_ps(corr[r]);                              \
+        XK_GT_LOAD1(r, 0) XK_GT_LOAD1(r, 1) XK_GT_LOAD1(r, 2) XK_GT_LOAD1(r, 3) \
+    }
+    XK_PF_ACC(XK_GT_LOAD)
+    const float *b = B;
+    for (int64_t k = 0; k < K; k++, b += ldb) {
+        const __m512 b0 = _mm512_loadu_ps(b), b1 = NV > 1 ? _mm512_loadu_ps(b + 16) : b0,
+                     b2 = NV > 2 ? _mm512_loadu_ps(b + 32) : b0, b3 = NV > 3 ? _mm512_loadu_ps(b + 48) : b0;
+#define XK_GT_FMA1(r, c) \
+    if (NV > c) a##r##c = _mm512_fmadd_ps(av, b##c, a##r##c);
+#define XK_GT_ROW(r)                                                            \
+    if (R > r) {                                                                \
+        const __m512 av = _mm512_set1_ps(A[r * lda + k]);                       \
+        XK_GT_FMA1(r, 0) XK_GT_FMA1(r, 1) XK_GT_FMA1(r, 2) XK_GT_FMA1(r, 3)     \
+    }
+        XK_PF_ACC(XK_GT_ROW)
+    }
+#define XK_GT_STORE1(r, c) \
+    if (NV > c) _mm512_storeu_ps(C + r * ldc + 16 * c, a##r##c);
+#define XK_GT_STORE(r) \
+    if (R > r) { XK_GT_STORE1(r, 0) XK_GT_STORE1(r, 1) XK_GT_STORE1(r, 2) XK_GT_STORE1(r, 3) }
+    XK_PF_ACC(XK_GT_STORE)
+#undef XK_GT_LOAD1
+#undef XK_GT_LOAD
+#undef XK_GT_FMA1
+#undef XK_GT_ROW
+#undef XK_GT_STORE1
+#undef XK_GT_STORE
+}
+
+/* S (R, XK_ATT_KEYS) = Q (R, hd) . KT, the first NK vectors of keys. */
+static inline TGT_AVX512 __attribute__((always_inline)) void qk_tile(float *S, const float *Q, const float *KT,
+                                                                    int64_t hd, const int R, const int NK) {
+    gemm_tile(S, XK_ATT_KEYS, Q, hd, KT, XK_ATT_KEYS, hd, NULL, R, NK);
+}
+
+/* O (R, hd) columns [c0, c0 + 16 NV) = corr * O + P (R, nk) . V (nk, hd); first: O starts at 0
+ * (its first key block: O holds nothing yet). */
+static inline TGT_AVX512 __attribute__((always_inline)) void pv_tile(float *O, const float *P, const float *V,
+                                                                    const float *corr, int64_t hd, int64_t c0,
+                                                                    int64_t nk, int first, const int R, const int NV) {
+    gemm_tile(O + c0, hd, P, XK_ATT_KEYS, V + c0, hd, nk, first ? NULL : corr, R, NV);
+}
+#undef XK_PF_DECL
+#undef XK_PF_ACC
+
+/* The tile of R rows (1 .. XK_PF_ROWS) for a runtime R: one instantiation per count. */
+#define XK_PF_SWITCH(R, CALL) \
+    switch (R) {              \
+    case 1: CALL(1); break;   \
+    case 2: CALL(2); break;   \
+    case 3: CALL(3); break;   \
+    case 4: CALL(4); break;   \
+    case 5: CALL(5); break;   \
+    default: CALL(6); break;  \
+    }
+
+/* Keys a tile of rows [r, r + n) of a block needs: up to its last row's own position (query
+ * (r0 + r + n - 1) / n_rep at key d0 + that, d0 = pos0 - kb), at most nk. The weights past a row's
+ * position are 0, so the tiles skip the keys no row of theirs sees (the causal triangle of a
+ * diagonal block) without changing any sum. */
+static inline int64_t tile_keys(int64_t r0, int64_t r, int64_t n, int64_t n_rep, int64_t d0, int64_t nk) {
+    const int64_t nv = d0 + (r0 + r + n - 1) / n_rep + 1;
+    return nv < nk ? nv : nk;
+}
+
+static inline TGT_AVX512 __attribute__((always_inline)) void qk_rows(float *S, const float *Q, const float *KT,
+                                                                    int64_t hd, int64_t n, const int NK) {
+#define XK_QK(R) qk_tile(S, Q, KT, hd, R, NK)
+    XK_PF_SWITCH(n, XK_QK)
+#undef XK_QK
+}
+
+/* S (mr, XK_ATT_KEYS) = Q (mr, hd) . KT for rows r0 .. r0 + mr of the block (see tile_keys);
+ * columns past a tile's keys are left unset (the softmax reads none of them). */
+static TGT_AVX512 void qk_block(float *S, const float *Q, const float *KT, int64_t mr, int64_t hd, int64_t r0,
+                                int64_t n_rep, int64_t d0, int64_t nk) {
+    for (int64_t r = 0; r < mr; r += XK_PF_ROWS) {
+        const int64_t n = mr - r < XK_PF_ROWS ? mr - r : XK_PF_ROWS;
+        float *s = S + r * XK_ATT_KEYS;
+        const float *q = Q + r * hd;
+        switch ((tile_keys(r0, r, n, n_rep, d0, nk) + 15) / 16) {
+        case 1: qk_rows(s, q, KT, hd, n, 1); break;
+        case 2: qk_rows(s, q, KT, hd, n, 2); break;
+        case 3: qk_rows(s, q, KT, hd, n, 3); break;
+        default: qk_rows(s, q, KT, hd, n, 4); break;
+        }
+    }
+}
+
+static inline TGT_AVX512 __attribute__((always_inline)) void pv_cols(float *O, const float *P, const float *V,
+                                                                    const float *corr, int64_t mr, int64_t hd,
+                                                                    int64_t c0, int64_t r0, int64_t n_rep, int64_t d0,
+                                                                    int64_t nk, int first, const int NV) {
+    for (int64_t r = 0; r < mr; r += XK_PF_ROWS) {
+        const int64_t n = mr - r < XK_PF_ROWS ? mr - r : XK_PF_ROWS, nt = tile_keys(r0, r, n, n_rep, d0, nk);
+#define XK_PV(R) pv_tile(O + r * hd, P + r * XK_ATT_KEYS, V, corr + r, hd, c0, nt, first, R, NV)
+        XK_PF_SWITCH(n, XK_PV)
+#undef XK_PV
+    }
+}
+
+/* O (mr, hd) = corr * O + P (mr, nk) . V (nk, hd), 64 columns at a time, each tile over the keys
+ * its rows see (tile_keys). */
+static TGT_AVX512 void pv_block(float *O, const float *P, const float *V, const float *corr, int64_t mr, int64_t hd,
+                                int64_t r0, int64_t n_rep, int64_t d0, int64_t nk, int first) {
+    for (int64_t c0 = 0; c0 < hd; c0 += 64) {
+        switch ((hd - c0) / 16) {
+        case 1: pv_cols(O, P, V, corr, mr, hd, c0, r0, n_rep, d0, nk, first, 1); break;
+        case 2: pv_cols(O, P, V, corr, mr, hd, c0, r0, n_rep, d0, nk, first, 2); break;
+        case 3: pv_cols(O, P, V, corr, mr, hd, c0, r0, n_rep, d0, nk, first, 3); break;
+        default: pv_cols(O, P, V, corr, mr, hd, c0, r0, n_rep, d0, nk, first, 4); break;
+        }
+    }
+}
+#undef XK_PF_SWITCH
 #endif
 
 void xk_attention_causal(xk_isa isa, float *out, int64_t ldo, const float *q, int64_t ldq, int64_t n_q,
@@ -987,13 +1212,17 @@ void xk_attention_causal(xk_isa isa, float *out, int64_t ldo, const float *q, in
     float *m = S + round16(max_rows * XK_ATT_KEYS);   /* (rows) running max */
     float *l = m + round16(max_rows);                 /* (rows) running sum */
     float *corr = l + round16(max_rows);              /* (rows) this tile's rescale factor */
+    float *KT = corr + round16(max_rows);             /* (hd, XK_ATT_KEYS) the key block transposed */
+    int own = 0; /* the AVX-512 GEMM tiles instead of sgemm */
     void (*tile)(float *, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float *, float *, float *) =
         softmax_tile_scalar;
 #if XK_X86
     if (isa == XK_ISA_AVX512) tile = softmax_tile_avx512;
     else if (isa == XK_ISA_AVX2) tile = softmax_tile_avx2;
+    own = isa == XK_ISA_AVX512 && hd % 16 == 0;
 #else
     (void)isa;
+    (void)KT;
 #endif
     for (int64_t i = 0; i < n_q; i++) {
         const float *src = q + i * ldq;
@@ -1010,6 +1239,15 @@ void xk_attention_causal(xk_isa isa, float *out, int64_t ldo, const float *q, in
         const int64_t nk = n_keys - kb < XK_ATT_KEYS ? n_keys - kb : XK_ATT_KEYS;
         /* rows whose position is before kb see none of these keys: queries i < kb - pos0 */
         const int64_t i_lo = kb > pos0 ? kb - pos0 : 0, r_lo = i_lo * n_rep, mr = rows - r_lo;
+#if XK_X86
+        if (own) {
+            kt_transpose(KT, kt + kb * hd, nk, hd);
+            qk_block(S, Q + r_lo * hd, KT, mr, hd, r_lo, n_rep, pos0 - kb, nk);
+            tile(S, XK_ATT_KEYS, i_lo, n_q, n_rep, pos0, kb, nk, m, l, corr);
+            pv_block(O + r_lo * hd, S, vt + kb * hd, corr + r_lo, mr, hd, r_lo, n_rep, pos0 - kb, nk, kb == 0);
+            continue;
+        }
+#endif
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)mr, (blasint)nk, (blasint)hd, 1.0f,
                     Q + r_lo * hd, (blasint)hd, kt + kb * hd, (blasint)hd, 0.0f, S, XK_ATT_KEYS);
         tile(S, XK_ATT_KEYS, i_lo, n_q, n_rep, pos0, kb, nk, m, l, corr);

@@ -1,9 +1,9 @@
 /* The CPU backend's attention kernels (part of the cpu_kernels family, hence the xk_ prefix):
  * the per-query kernel used for decode (one query per sequence), and a blocked causal kernel for
  * prefill that works on contiguous fp32 tiles of a KV head's K and V, computing
- * (query block x key block) score tiles with single-threaded cblas_sgemm, an online softmax per row
- * (running max and sum, the causal mask only on the blocks that cross the diagonal), and the P.V
- * product with cblas_sgemm again. None allocates or spawns threads: the backend splits the work
+ * (query block x key block) score tiles, an online softmax per row (running max and sum, the causal
+ * mask only on the blocks that cross the diagonal), and the P.V product: on AVX-512 (head_dim a
+ * multiple of 16) by the file's own register tiles, otherwise by single-threaded cblas_sgemm. None allocates or spawns threads: the backend splits the work
  * over (sequence, KV head, query block) items and gives each thread its own scratch. */
 #ifndef XF_CPU_ATTENTION_H
 #define XF_CPU_ATTENTION_H
@@ -129,7 +129,10 @@ void xk_attn_gather(float *kt, float *vt, const void *k_base, const void *v_base
  * max per row, exp by a polynomial within ~2 ulp of expf (equal to xk_attention's within float
  * rounding: the query rows are scaled first, the sums run in another order). n_q <= xk_attn_block_queries(n_rep);
  * scratch: xk_attn_block_scratch(n_rep, head_dim) floats, 64-byte aligned. isa picks the variant
- * of the softmax loops (the GEMMs are OpenBLAS's, single-threaded under OpenMP). */
+ * of the softmax loops and of the GEMMs: AVX-512 with head_dim a multiple of 16 runs register
+ * tiles of 6 rows x 64 keys (QK^T on the key block transposed once, head_dim summed in order) and
+ * 6 rows x 64 outputs (P.V, the block's keys summed in order, the rescale folded in); the others
+ * OpenBLAS sgemm, single-threaded under OpenMP. */
 void xk_attention_causal(xk_isa isa, float *out, int64_t ldo, const float *q, int64_t ldq, int64_t n_q,
                          int64_t n_rep, int64_t head_dim, int64_t pos0, const float *kt, const float *vt,
                          float scale, float *scratch);

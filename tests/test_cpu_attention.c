@@ -374,6 +374,14 @@ Test(cpu_attention, causal_gqa_fp16) { check_isas(XF_FP16, 3, 2, 13); }
 Test(cpu_attention, causal_gqa_bf16) { check_isas(XF_BF16, 3, 2, 13); }
 /* GQA 8 (TinyLlama's 32 / 4): 32 queries per block, head_dim 64 (whole vectors). */
 Test(cpu_attention, causal_gqa8_hd64_fp32) { check_isas(XF_FP32, 8, 1, 64); }
+/* The AVX-512 register tiles' column chunks (64 output elements, then 16 * (1 .. 3)) and row
+ * counts (6-row tiles and 1 .. 5 left over): head_dim 48 (3 vectors), 80 (64 + 16), 128 (2 x 64);
+ * 200-key prompts of 1, 2 and 4 heads per KV head give rows of every remainder mod 6. */
+Test(cpu_attention, causal_tile_widths_fp32) {
+    check_isas(XF_FP32, 2, 1, 48);
+    check_isas(XF_FP32, 1, 1, 80);
+    check_isas(XF_FP32, 4, 1, 128);
+}
 
 /* A sharp softmax: scores spread over hundreds, so most weights underflow (the clamp at -87) and the
  * running max jumps between key blocks. Outputs are then near single V rows. Scores ~40x larger
@@ -418,12 +426,13 @@ Test(cpu_attention, block_sizes_hand_computed) {
     cr_assert_eq(xk_attn_block_queries(3), 85);  /* floor(256 / 3) */
     cr_assert_eq(xk_attn_block_queries(300), 1); /* never 0 */
     /* n_rep 4, head_dim 8: 64 queries -> 256 rows; Q and O 2 * 2048, scores 256 * 64 = 16384,
-     * max / sum / correction 3 * 256 = 768: 21248 floats. */
-    cr_assert_eq(xk_attn_block_scratch(4, 8), 21248);
-    /* + K and V tiles of 10 positions x 8 = 80 floats each (already a multiple of 16): 21408. */
-    cr_assert_eq(xk_attn_prefill_floats(10, 4, 8), 21408);
-    /* 3 positions x 5 = 15 -> 16 each: 32 + n_rep 1 (256 rows): 2 * round16(1280) + 16384 + 768 = 19712. */
-    cr_assert_eq(xk_attn_prefill_floats(3, 1, 5), 32 + 19712);
+     * max / sum / correction 3 * 256 = 768, the transposed key block 8 * 64 = 512: 21760 floats. */
+    cr_assert_eq(xk_attn_block_scratch(4, 8), 21760);
+    /* + K and V tiles of 10 positions x 8 = 80 floats each (already a multiple of 16): 21920. */
+    cr_assert_eq(xk_attn_prefill_floats(10, 4, 8), 21920);
+    /* 3 positions x 5 = 15 -> 16 each: 32 + n_rep 1 (256 rows): 2 * round16(1280) + 16384 + 768
+     * + 5 * 64 = 20032. */
+    cr_assert_eq(xk_attn_prefill_floats(3, 1, 5), 32 + 20032);
     cr_assert_eq(xk_attn_prefill_floats((int64_t)1 << 60, 1, 128), -1, "overflow refused");
     cr_assert_eq(xk_attn_prefill_floats(0, 1, 128), -1);
 }
