@@ -56,8 +56,12 @@
 #define CPU_GEMM_ROWS 256          /* output rows per BLAS GEMM call (a multiple of 16) */
 #define CPU_MM_CHUNK 16            /* output rows per OpenMP work item in the own matmul */
 #define CPU_AMX_MIN_TOKENS 4       /* bf16 steps of this many tokens or more run on AMX tiles where granted (cpu_amx.h) */
-#define CPU_AMX_ROWS 64            /* output rows per OpenMP work item of the bf16 tiles (small: 768-row matrices
+#define CPU_AMX_ROWS 64            /* output rows per OpenMP work item of the int8 tiles (small: 768-row matrices
                                       split evenly over the threads; the B panel is read per 32 rows anyway) */
+#define CPU_AMX_BF16_ROWS 1024     /* at most this many output rows per work item of the bf16 tiles: each K
+                                      block's input panel then serves that many rows from L2 (64-row items
+                                      streamed it once per 64 rows: 0.77-0.83x, docs/performance.md) */
+#define CPU_AMX_BF16_SCRATCH (4 << 20) /* bytes of C scratch per thread the bf16 work items may need */
 #define CPU_ATT_MIN_TOKENS 16     /* sequences with this many new tokens take the blocked (prefill)
                                       attention; fewer (decode) the per-query kernel */
 #define CPU_PAR_MIN 16384          /* element-wise ops on fewer elements run on one thread: a fork and
@@ -124,6 +128,7 @@ typedef struct cpu_ctx {
                               (amx_bf16_pack_input; parts 1 rounded, 3 exact3); also oneDNN's bfx when both exist */
     float *amx_c;          /* (threads, amx_c_n) the tile kernel's C scratch */
     int64_t amx_c_n;
+    int64_t amx_rows;      /* the most output rows of one bf16 tile work item (amx_c_n holds their C) */
     int bf16_round;        /* bf16 weights: 1 = every projection's input rounded to bf16 (BACKEND_BF16_ROUNDED) */
     double *rope_inv;      /* (head_dim / 2) RoPE inverse frequencies (config_rope_freqs) */
     double rope_scale;     /* what cos and sin are multiplied by (yarn's attention factor; else 1) */
@@ -421,7 +426,10 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
         c->amx_tokens = T;
         c->amx_cols = max_cols;
         c->amx_xb = cpu_alloc(c, amx_bf16_input_elems(T, max_cols, parts), sizeof(uint16_t), &st);
-        c->amx_c_n = amx_bf16_scratch_floats(CPU_AMX_ROWS, T);
+        /* work items of up to CPU_AMX_BF16_ROWS rows, fewer where T tokens' C would pass the budget */
+        const int64_t rb_fit = CPU_AMX_BF16_SCRATCH / (((T + 31) / 32) * 4096) * 32;
+        c->amx_rows = rb_fit < CPU_AMX_ROWS ? CPU_AMX_ROWS : rb_fit > CPU_AMX_BF16_ROWS ? CPU_AMX_BF16_ROWS : rb_fit;
+        c->amx_c_n = amx_bf16_scratch_floats(c->amx_rows, T);
         c->amx_c = cpu_alloc(c, (int64_t)c->threads * c->amx_c_n, sizeof(float), &st);
         /* touched now, not in the first prefill that reaches their end (its page faults were
          * timed as the tiles' cost) */
@@ -478,7 +486,12 @@ static void cpu_linear(cpu_ctx *c, const wmat *W, float *x, int64_t n, float *y)
     if (c->amx_bf16 && n >= CPU_AMX_MIN_TOKENS && n <= c->amx_tokens && cols <= c->amx_cols && amx_bf16_fits(W)) {
         /* bf16 on own AMX tiles (batched decode and prefill): x packed as 1 rounded or 3 exact parts */
         const int parts = c->bf16_round ? 1 : 3;
-        const int64_t nb = (n + 15) / 16, chunks = (rows + CPU_AMX_ROWS - 1) / CPU_AMX_ROWS;
+        /* work items: each thread's share of the rows in equal pieces of at most amx_rows, 32-row
+         * multiples, contiguous per thread under the static schedule */
+        const int64_t per = (rows + c->threads - 1) / c->threads, pieces = (per + c->amx_rows - 1) / c->amx_rows;
+        int64_t step = ((per + pieces - 1) / pieces + 31) / 32 * 32;
+        step = step > c->amx_rows ? c->amx_rows : step;
+        const int64_t nb = (n + 15) / 16, chunks = (rows + step - 1) / step;
         /* one parallel region: the input's token blocks, then fixed chunks of rows (the threads
          * split N; a row's sums do not depend on the chunk anyway) */
 #pragma omp parallel num_threads(c->threads)
@@ -491,7 +504,7 @@ static void cpu_linear(cpu_ctx *c, const wmat *W, float *x, int64_t n, float *y)
             }
 #pragma omp for schedule(static)
             for (int64_t ch = 0; ch < chunks; ch++) {
-                const int64_t r0 = ch * CPU_AMX_ROWS, r1 = r0 + CPU_AMX_ROWS < rows ? r0 + CPU_AMX_ROWS : rows;
+                const int64_t r0 = ch * step, r1 = r0 + step < rows ? r0 + step : rows;
                 amx_matmul_bf16(W, c->amx_xb, parts, n, y, rows, r0, r1, c->amx_c + (int64_t)omp_get_thread_num() * c->amx_c_n);
             }
         }
