@@ -62,6 +62,8 @@
                                       block's input panel then serves that many rows from L2 (64-row items
                                       streamed it once per 64 rows: 0.77-0.83x, docs/performance.md) */
 #define CPU_AMX_BF16_SCRATCH (4 << 20) /* bytes of C scratch per thread the bf16 work items may need */
+#define CPU_AMX_BF16_L2 (1 << 20)  /* packed inputs up to this size stay in L2 whatever the item: 64-row items
+                                      there (their C scratch stays small; larger ones measured 0.78-0.95x) */
 #define CPU_ATT_MIN_TOKENS 16     /* sequences with this many new tokens take the blocked (prefill)
                                       attention; fewer (decode) the per-query kernel */
 #define CPU_PAR_MIN 16384          /* element-wise ops on fewer elements run on one thread: a fork and
@@ -487,10 +489,11 @@ static void cpu_linear(cpu_ctx *c, const wmat *W, float *x, int64_t n, float *y)
         /* bf16 on own AMX tiles (batched decode and prefill): x packed as 1 rounded or 3 exact parts */
         const int parts = c->bf16_round ? 1 : 3;
         /* work items: each thread's share of the rows in equal pieces of at most amx_rows, 32-row
-         * multiples, contiguous per thread under the static schedule */
-        const int64_t per = (rows + c->threads - 1) / c->threads, pieces = (per + c->amx_rows - 1) / c->amx_rows;
+         * multiples, contiguous per thread under the static schedule; 64 rows where the input fits L2 */
+        const int64_t most = amx_bf16_input_elems(n, cols, parts) * 2 > CPU_AMX_BF16_L2 ? c->amx_rows : CPU_AMX_ROWS;
+        const int64_t per = (rows + c->threads - 1) / c->threads, pieces = (per + most - 1) / most;
         int64_t step = ((per + pieces - 1) / pieces + 31) / 32 * 32;
-        step = step > c->amx_rows ? c->amx_rows : step;
+        step = step > most ? most : step;
         const int64_t nb = (n + 15) / 16, chunks = (rows + step - 1) / step;
         /* one parallel region: the input's token blocks, then fixed chunks of rows (the threads
          * split N; a row's sums do not depend on the chunk anyway) */
