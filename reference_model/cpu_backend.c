@@ -56,11 +56,13 @@
 #define CPU_GEMM_ROWS 256          /* output rows per BLAS GEMM call (a multiple of 16) */
 #define CPU_MM_CHUNK 16            /* output rows per OpenMP work item in the own matmul */
 #define CPU_AMX_MIN_TOKENS 4       /* bf16 steps of this many tokens or more run on AMX tiles where granted (cpu_amx.h) */
-#define CPU_AMX_ROWS 64            /* output rows per OpenMP work item of the int8 tiles (small: 768-row matrices
+#define CPU_AMX_ROWS 64            /* output rows per OpenMP work item of the int8 tiles, and of the bf16 tiles
+                                      where the input fits L2 (small: 768-row matrices
                                       split evenly over the threads; the B panel is read per 32 rows anyway) */
 #define CPU_AMX_BF16_ROWS 1024     /* at most this many output rows per work item of the bf16 tiles: each K
                                       block's input panel then serves that many rows from L2 (64-row items
-                                      streamed it once per 64 rows: 0.77-0.83x, docs/performance.md) */
+                                      fetched the whole input from L3 once per 64 rows: 1.1-1.75x slower
+                                      on tinyllama's shapes, docs/performance.md) */
 #define CPU_AMX_BF16_SCRATCH (4 << 20) /* bytes of C scratch per thread the bf16 work items may need */
 #define CPU_AMX_BF16_L2 (1 << 20)  /* packed inputs up to this size stay in L2 whatever the item: 64-row items
                                       there (their C scratch stays small; larger ones measured 0.78-0.95x) */
