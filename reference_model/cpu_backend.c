@@ -66,6 +66,10 @@
 #define CPU_AMX_BF16_SCRATCH (4 << 20) /* bytes of C scratch per thread the bf16 work items may need */
 #define CPU_AMX_BF16_L2 (1 << 20)  /* packed inputs up to this size stay in L2 whatever the item: 64-row items
                                       there (their C scratch stays small; larger ones measured 0.78-0.95x) */
+#define CPU_AMX_I8_BYTES (1 << 20) /* int8 tiles in prefill: packed weight bytes per work item (they stay in L2
+                                      for every 16-token block; 64-row items measured 0.81-0.87x at 2048
+                                      columns, 512 rows of 5632 columns (2.8 MiB) 0.64x) */
+#define CPU_AMX_I8_ROWS 512        /* and at most this many rows */
 #define CPU_ATT_MIN_TOKENS 16     /* sequences with this many new tokens take the blocked (prefill)
                                       attention; fewer (decode) the per-query kernel */
 #define CPU_PAR_MIN 16384          /* element-wise ops on fewer elements run on one thread: a fork and
@@ -465,6 +469,14 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
 
 /* ---- projections ---- */
 
+/* Output rows per work item of the AMX tiles: each thread's share of the rows in equal pieces of at
+ * most `most` rows, multiples of `align`, contiguous per thread under the static schedule. */
+static int64_t cpu_amx_step(int64_t rows, int threads, int64_t most, int64_t align) {
+    const int64_t per = (rows + threads - 1) / threads, pieces = (per + most - 1) / most;
+    const int64_t step = ((per + pieces - 1) / pieces + align - 1) / align * align;
+    return step > most ? most : step;
+}
+
 /* y (n, W->rows) = x (n, W->cols) . W^T. With packed int8 weights x is quantized to int8 (decode,
  * and prefill on AMX tiles) or rounded to that grid in place (prefill without AMX: the fp32 GEMM);
  * bf16 prefill goes to oneDNN where built (cpu_dnnl.h); row-major int8 weights put x on the 16-bit grid of
@@ -476,8 +488,12 @@ static void cpu_linear(cpu_ctx *c, const wmat *W, float *x, int64_t n, float *y)
 #pragma omp parallel for num_threads(c->threads) schedule(static) if (n >= 4)
         for (int64_t t = 0; t < n; t++) xk_act8_quantize(W, x + t * cols, 1, c->a8q + t * qc, c->a8s + t * ng, c->a8c + t * ng);
         /* on AMX tiles (4+ tokens) 64 rows a work item: the tiles take 4 blocks of 16 rows per input
-         * tile (the same bits whatever the chunk) */
-        const int64_t step = n >= 4 && xk_a8_amx() && c->isa == XK_ISA_AVX512 ? CPU_AMX_ROWS : CPU_MM_CHUNK;
+         * tile (the same bits whatever the chunk); in prefill up to CPU_AMX_I8_BYTES of weights an
+         * item, which stay in L2 for every token block */
+        const int amx = n >= 4 && xk_a8_amx() && c->isa == XK_ISA_AVX512;
+        int64_t most = CPU_AMX_I8_BYTES / (ng * W->gpad) / CPU_AMX_ROWS * CPU_AMX_ROWS;
+        most = n <= 32 || most < CPU_AMX_ROWS ? CPU_AMX_ROWS : most > CPU_AMX_I8_ROWS ? CPU_AMX_I8_ROWS : most;
+        const int64_t step = amx ? cpu_amx_step(rows, c->threads, most, CPU_AMX_ROWS) : CPU_MM_CHUNK;
         const int64_t chunks = (rows + step - 1) / step;
         const xk_isa isa = c->isa;
 #pragma omp parallel for num_threads(c->threads) schedule(static)
@@ -493,9 +509,7 @@ static void cpu_linear(cpu_ctx *c, const wmat *W, float *x, int64_t n, float *y)
         /* work items: each thread's share of the rows in equal pieces of at most amx_rows, 32-row
          * multiples, contiguous per thread under the static schedule; 64 rows where the input fits L2 */
         const int64_t most = amx_bf16_input_elems(n, cols, parts) * 2 > CPU_AMX_BF16_L2 ? c->amx_rows : CPU_AMX_ROWS;
-        const int64_t per = (rows + c->threads - 1) / c->threads, pieces = (per + most - 1) / most;
-        int64_t step = ((per + pieces - 1) / pieces + 31) / 32 * 32;
-        step = step > most ? most : step;
+        const int64_t step = cpu_amx_step(rows, c->threads, most, 32);
         const int64_t nb = (n + 15) / 16, chunks = (rows + step - 1) / step;
         /* one parallel region: the input's token blocks, then fixed chunks of rows (the threads
          * split N; a row's sums do not depend on the chunk anyway) */
