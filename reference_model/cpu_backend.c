@@ -56,8 +56,20 @@
 #define CPU_GEMM_ROWS 256          /* output rows per BLAS GEMM call (a multiple of 16) */
 #define CPU_MM_CHUNK 16            /* output rows per OpenMP work item in the own matmul */
 #define CPU_AMX_MIN_TOKENS 4       /* bf16 steps of this many tokens or more run on AMX tiles where granted (cpu_amx.h) */
-#define CPU_AMX_ROWS 64            /* output rows per OpenMP work item of the bf16 tiles (small: 768-row matrices
+#define CPU_AMX_ROWS 64            /* output rows per OpenMP work item of the int8 tiles, and of the bf16 tiles
+                                      where the input fits L2 (small: 768-row matrices
                                       split evenly over the threads; the B panel is read per 32 rows anyway) */
+#define CPU_AMX_BF16_ROWS 1024     /* at most this many output rows per work item of the bf16 tiles: each K
+                                      block's input panel then serves that many rows from L2 (64-row items
+                                      fetched the whole input from L3 once per 64 rows: 1.1-1.75x slower
+                                      on tinyllama's shapes, docs/performance.md) */
+#define CPU_AMX_BF16_SCRATCH (4 << 20) /* bytes of C scratch per thread the bf16 work items may need */
+#define CPU_AMX_BF16_L2 (1 << 20)  /* packed inputs up to this size stay in L2 whatever the item: 64-row items
+                                      there (their C scratch stays small; larger ones measured 0.78-0.95x) */
+#define CPU_AMX_I8_BYTES (1 << 20) /* int8 tiles in prefill: packed weight bytes per work item (they stay in L2
+                                      for every 16-token block; 64-row items measured 0.81-0.87x at 2048
+                                      columns, 512 rows of 5632 columns (2.8 MiB) 0.64x) */
+#define CPU_AMX_I8_ROWS 512        /* and at most this many rows */
 #define CPU_ATT_MIN_TOKENS 16     /* sequences with this many new tokens take the blocked (prefill)
                                       attention; fewer (decode) the per-query kernel */
 #define CPU_PAR_MIN 16384          /* element-wise ops on fewer elements run on one thread: a fork and
@@ -124,6 +136,7 @@ typedef struct cpu_ctx {
                               (amx_bf16_pack_input; parts 1 rounded, 3 exact3); also oneDNN's bfx when both exist */
     float *amx_c;          /* (threads, amx_c_n) the tile kernel's C scratch */
     int64_t amx_c_n;
+    int64_t amx_rows;      /* the most output rows of one bf16 tile work item (amx_c_n holds their C) */
     int bf16_round;        /* bf16 weights: 1 = every projection's input rounded to bf16 (BACKEND_BF16_ROUNDED) */
     double *rope_inv;      /* (head_dim / 2) RoPE inverse frequencies (config_rope_freqs) */
     double rope_scale;     /* what cos and sin are multiplied by (yarn's attention factor; else 1) */
@@ -421,7 +434,10 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
         c->amx_tokens = T;
         c->amx_cols = max_cols;
         c->amx_xb = cpu_alloc(c, amx_bf16_input_elems(T, max_cols, parts), sizeof(uint16_t), &st);
-        c->amx_c_n = amx_bf16_scratch_floats(CPU_AMX_ROWS, T);
+        /* work items of up to CPU_AMX_BF16_ROWS rows, fewer where T tokens' C would pass the budget */
+        const int64_t rb_fit = CPU_AMX_BF16_SCRATCH / (((T + 31) / 32) * 4096) * 32;
+        c->amx_rows = rb_fit < CPU_AMX_ROWS ? CPU_AMX_ROWS : rb_fit > CPU_AMX_BF16_ROWS ? CPU_AMX_BF16_ROWS : rb_fit;
+        c->amx_c_n = amx_bf16_scratch_floats(c->amx_rows, T);
         c->amx_c = cpu_alloc(c, (int64_t)c->threads * c->amx_c_n, sizeof(float), &st);
         /* touched now, not in the first prefill that reaches their end (its page faults were
          * timed as the tiles' cost) */
@@ -453,6 +469,14 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
 
 /* ---- projections ---- */
 
+/* Output rows per work item of the AMX tiles: each thread's share of the rows in equal pieces of at
+ * most `most` rows, multiples of `align`, contiguous per thread under the static schedule. */
+static int64_t cpu_amx_step(int64_t rows, int threads, int64_t most, int64_t align) {
+    const int64_t per = (rows + threads - 1) / threads, pieces = (per + most - 1) / most;
+    const int64_t step = ((per + pieces - 1) / pieces + align - 1) / align * align;
+    return step > most ? most : step;
+}
+
 /* y (n, W->rows) = x (n, W->cols) . W^T. With packed int8 weights x is quantized to int8 (decode,
  * and prefill on AMX tiles) or rounded to that grid in place (prefill without AMX: the fp32 GEMM);
  * bf16 prefill goes to oneDNN where built (cpu_dnnl.h); row-major int8 weights put x on the 16-bit grid of
@@ -464,8 +488,12 @@ static void cpu_linear(cpu_ctx *c, const wmat *W, float *x, int64_t n, float *y)
 #pragma omp parallel for num_threads(c->threads) schedule(static) if (n >= 4)
         for (int64_t t = 0; t < n; t++) xk_act8_quantize_isa(c->isa, W, x + t * cols, 1, c->a8q + t * qc, c->a8s + t * ng, c->a8c + t * ng);
         /* on AMX tiles (4+ tokens) 64 rows a work item: the tiles take 4 blocks of 16 rows per input
-         * tile (the same bits whatever the chunk) */
-        const int64_t step = n >= 4 && xk_a8_amx() && c->isa == XK_ISA_AVX512 ? CPU_AMX_ROWS : CPU_MM_CHUNK;
+         * tile (the same bits whatever the chunk); in prefill up to CPU_AMX_I8_BYTES of weights an
+         * item, which stay in L2 for every token block */
+        const int amx = n >= 4 && xk_a8_amx() && c->isa == XK_ISA_AVX512;
+        int64_t most = CPU_AMX_I8_BYTES / (ng * W->gpad) / CPU_AMX_ROWS * CPU_AMX_ROWS;
+        most = n <= 32 || most < CPU_AMX_ROWS ? CPU_AMX_ROWS : most > CPU_AMX_I8_ROWS ? CPU_AMX_I8_ROWS : most;
+        const int64_t step = amx ? cpu_amx_step(rows, c->threads, most, CPU_AMX_ROWS) : CPU_MM_CHUNK;
         const int64_t chunks = (rows + step - 1) / step;
         const xk_isa isa = c->isa;
 #pragma omp parallel for num_threads(c->threads) schedule(static)
@@ -478,7 +506,11 @@ static void cpu_linear(cpu_ctx *c, const wmat *W, float *x, int64_t n, float *y)
     if (c->amx_bf16 && n >= CPU_AMX_MIN_TOKENS && n <= c->amx_tokens && cols <= c->amx_cols && amx_bf16_fits(W)) {
         /* bf16 on own AMX tiles (batched decode and prefill): x packed as 1 rounded or 3 exact parts */
         const int parts = c->bf16_round ? 1 : 3;
-        const int64_t nb = (n + 15) / 16, chunks = (rows + CPU_AMX_ROWS - 1) / CPU_AMX_ROWS;
+        /* work items: each thread's share of the rows in equal pieces of at most amx_rows, 32-row
+         * multiples, contiguous per thread under the static schedule; 64 rows where the input fits L2 */
+        const int64_t most = amx_bf16_input_elems(n, cols, parts) * 2 > CPU_AMX_BF16_L2 ? c->amx_rows : CPU_AMX_ROWS;
+        const int64_t step = cpu_amx_step(rows, c->threads, most, 32);
+        const int64_t nb = (n + 15) / 16, chunks = (rows + step - 1) / step;
         /* one parallel region: the input's token blocks, then fixed chunks of rows (the threads
          * split N; a row's sums do not depend on the chunk anyway) */
 #pragma omp parallel num_threads(c->threads)
@@ -491,7 +523,7 @@ static void cpu_linear(cpu_ctx *c, const wmat *W, float *x, int64_t n, float *y)
             }
 #pragma omp for schedule(static)
             for (int64_t ch = 0; ch < chunks; ch++) {
-                const int64_t r0 = ch * CPU_AMX_ROWS, r1 = r0 + CPU_AMX_ROWS < rows ? r0 + CPU_AMX_ROWS : rows;
+                const int64_t r0 = ch * step, r1 = r0 + step < rows ? r0 + step : rows;
                 amx_matmul_bf16(W, c->amx_xb, parts, n, y, rows, r0, r1, c->amx_c + (int64_t)omp_get_thread_num() * c->amx_c_n);
             }
         }

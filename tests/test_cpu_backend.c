@@ -553,6 +553,32 @@ Test(cpu_backend, one_and_two_threads_same_tokens) {
     model_free(b);
 }
 
+/* A prefill whose packed input passes CPU_AMX_BF16_L2 (exact3, 200 tokens x 1024 columns: 1.2
+ * MiB) takes the bf16 tiles in items of each thread's share of the rows: one thread (1024-row
+ * items) and two (512) give the same logits bit for bit, and the next decode step too. So do the
+ * int8 tiles' prefill items (1536 rows: 512-row items with one thread, 384 with two). */
+static void large_items_threads(xf_dtype wd) {
+    model_config c = small_cfg(16, 4, 64, 0, 0);
+    c.n_layers = 1, c.d_model = 1024, c.d_ff = 1536, c.max_ctx = 256;
+    int32_t prompt[200];
+    make_prompts(prompt, 200, c.vocab, 9);
+    int64_t len[1] = {200}, ns, V;
+    float lg[2][2][101];
+    const int64_t before = amx_bf16_calls();
+    for (int k = 0; k < 2; k++) {
+        model *m = make_model(&c, wd, XF_FP32, k + 1, "paged:16", KV_ALLOC_POOL, 1, 200, 208, 5);
+        cr_assert_eq(model_prefill(m, 1, prompt, len, NULL), XF_OK, "%s", xf_error_msg());
+        memcpy(lg[k][0], model_logits(m, &ns, &V), sizeof lg[k][0]);
+        cr_assert_eq(model_decode_step(m, NULL, NULL), XF_OK, "%s", xf_error_msg());
+        memcpy(lg[k][1], model_logits(m, &ns, &V), sizeof lg[k][1]);
+        model_free(m);
+    }
+    if (wd == XF_BF16 && amx_bf16_granted()) cr_assert(amx_bf16_calls() > before, "AMX is granted but the prefill did not run on it");
+    cr_assert(memcmp(lg[0], lg[1], sizeof lg[0]) == 0, "%s: threads 1 and 2 give different logits", dtype_name(wd));
+}
+Test(cpu_backend, bf16_tiles_large_items_threads_same_logits) { large_items_threads(XF_BF16); }
+Test(cpu_backend, int8_tiles_large_items_threads_same_logits) { large_items_threads(XF_INT8); }
+
 Test(cpu_backend, same_seed_same_weights_and_tokens) {
     model_config c = small_cfg(4, 4, 14, 0, 1);
     model *a = make_model(&c, XF_FP32, XF_FP32, 2, "paged:16", KV_ALLOC_POOL, 3, 19, 19 + STEPS, 42);
