@@ -81,6 +81,23 @@ for model in ("stories110m", "tinyllama-1.1b"):
                 "met " if ok else "MISS", "TTFT" if phase == "prefill" else "TPOT", 1e3 * meas, 1e3 * pred,
                 load.get("%s %s" % (model, wd), "?"), lf))
 print("\ntargets: memory-bound ops <= 10%%, GEMMs <= 15%%, TTFT/TPOT <= 10%%: %d of 12 model/dtype/phase rows miss" % fails)
+# Beside the target, not instead of it: the memory-bound set above is chosen by the measured class,
+# so it holds the repetitions that ran fast (an element-wise op reaches 60% of the read ceiling only
+# then; run 9 in docs/verdicts.md). The same median over every element-wise op (norms, rope,
+# kv_append, residuals, swiglu, embedding, sampling: memory-bound by intensity on every device here),
+# a selection that does not depend on the time measured.
+EW = {"attn_norm", "ffn_norm", "final_norm", "rope", "kv_append", "attn_residual", "ffn_residual", "swiglu", "embedding", "sampling"}
+print("\nelement-wise ops, whatever their measured class (median |measured/predicted - 1|, calibrated; not the target):")
+for model in ("stories110m", "tinyllama-1.1b"):
+    for wd in ("fp32", "bf16", "int8"):
+        p = json.load(open(os.path.join(out, "%s-%s.json" % (model, wd))))["points"][0]
+        cells = []
+        for phase in ("prefill", "decode"):
+            v = [abs(o["time_s"] / o["calibrated_time_s"] - 1) for o in p["ops"]
+                 if o["phase"] == phase and o["op"] in EW and o["time_s"] > 0 and o.get("calibrated_time_s", 0) > 0]
+            nm = sum(1 for o in p["ops"] if o["phase"] == phase and o["op"] in EW and o["bound"] == "memory")
+            cells.append("%s %s (%d ops, %d of them classed memory-bound)" % (phase, pct(med(v)), len(v), nm))
+        print("%-15s %-5s %s" % (model, wd, "   ".join(cells)))
 # Cross-validation stays honest: the calibration's GEMMs (keyed by M, N = z, K = x) are none of the
 # judged models' (N, K): stories110m's and tinyllama-1.1b's qkv, o_proj, gate_up, down.
 cal = json.load(open(os.path.join(out, "machine.json")))["calibration"]
