@@ -9,26 +9,7 @@
 
 #include "reference_model/cpu_amx.h"
 #include "reference_model/weights.h"
-
-static float frand(uint32_t *s) {
-    *s = *s * 1664525u + 1013904223u;
-    return (float)((*s >> 8) & 0xffff) / 32768.0f - 1.0f; /* [-1, 1) */
-}
-
-/* A bf16 (rows, cols) matrix of random values; the caller frees data. */
-static wmat make_bf16(int64_t rows, int64_t cols, uint32_t seed) {
-    wmat m;
-    memset(&m, 0, sizeof m);
-    m.dtype = XF_BF16, m.rows = rows, m.cols = cols, m.owned = 1;
-    m.data = malloc((size_t)(rows * cols) * 2);
-    float *row = malloc((size_t)cols * sizeof(float));
-    for (int64_t r = 0; r < rows; r++) {
-        for (int64_t c = 0; c < cols; c++) row[c] = frand(&seed) * 0.05f;
-        weights_set_rows(&m, r, 1, row);
-    }
-    free(row);
-    return m;
-}
+#include "tests/test_wmat.h"
 
 /* Inputs with full 24-bit significands over a few decades, so the three parts all matter. */
 static float *make_x(int64_t n, int64_t cols, uint32_t seed) {
@@ -72,7 +53,7 @@ Test(cpu_amx, pack_input_layout_and_exact_parts) {
  * the exact product by more than exact3's error (so the test sees a dropped part). */
 Test(cpu_amx, reference_order_matches_double) {
     const int64_t n = 19, rows = 40, cols = 256;
-    wmat W = make_bf16(rows, cols, 7);
+    wmat W = make_wmat(XF_BF16, rows, cols, 0, 7);
     float *x = make_x(n, cols, 11);
     uint16_t *x3 = pack(x, n, cols, 3), *x1 = pack(x, n, cols, 1);
     float *y3 = malloc((size_t)(n * rows) * 4), *y1 = malloc((size_t)(n * rows) * 4);
@@ -105,7 +86,7 @@ Test(cpu_amx, tiles_match_reference) {
     if (!amx_bf16_granted()) cr_skip_test("no AMX-BF16 here (CPU or OS)");
     const int64_t rows = 77, cols = AMX_BF16_KB + 96;
     const int64_t ns[] = {1, 4, 16, 17, 33, 70};
-    wmat W = make_bf16(rows, cols, 5);
+    wmat W = make_wmat(XF_BF16, rows, cols, 0, 5);
     for (int parts = 1; parts <= 3; parts += 2)
         for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
             const int64_t n = ns[i], ldy = rows + 3;
@@ -141,7 +122,7 @@ Test(cpu_amx, tiles_match_reference) {
 Test(cpu_amx, token_result_independent_of_batch_and_split) {
     if (!amx_bf16_granted()) cr_skip_test("no AMX-BF16 here (CPU or OS)");
     const int64_t rows = 96, cols = AMX_BF16_KB * 2 + 64, nmax = 600;
-    wmat W = make_bf16(rows, cols, 9);
+    wmat W = make_wmat(XF_BF16, rows, cols, 0, 9);
     float *x = make_x(nmax, cols, 21);
     float *c = aligned_alloc(64, (size_t)amx_bf16_scratch_floats(rows, nmax) * 4);
     float *alone = malloc((size_t)rows * 4), *y = malloc((size_t)(nmax * rows) * 4);

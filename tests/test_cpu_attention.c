@@ -8,11 +8,7 @@
 
 #include "reference_model/cpu_attention.h"
 #include "reference_model/cpu_kernels.h"
-
-static float frand(uint32_t *s) {
-    *s = *s * 1664525u + 1013904223u;
-    return (float)((*s >> 8) & 0xffff) / 32768.0f - 1.0f; /* [-1, 1) */
-}
+#include "tests/test_wmat.h"
 
 /* A KV cache of n_slots rows of n_kv heads x hd elements in dt (K in [-2, 2), V in [-1, 1)). */
 typedef struct kvc {

@@ -8,35 +8,7 @@
 
 #include "reference_model/cpu_kernels.h"
 #include "reference_model/weights.h"
-
-static float frand(uint32_t *s) {
-    *s = *s * 1664525u + 1013904223u;
-    return (float)((*s >> 8) & 0xffff) / 32768.0f - 1.0f; /* [-1, 1) */
-}
-
-/* A (rows, cols) matrix in dtype from random fp32 values; the caller frees data and scales. */
-static wmat make_wmat(xf_dtype dt, int64_t rows, int64_t cols, int group, uint32_t seed) {
-    wmat m;
-    memset(&m, 0, sizeof m);
-    m.dtype = dt;
-    m.rows = rows;
-    m.cols = cols;
-    m.owned = 1;
-    int64_t esz = dt == XF_FP32 ? 4 : dt == XF_INT8 ? 1 : 2;
-    m.data = malloc((size_t)(rows * cols * esz));
-    if (dt == XF_INT8) {
-        m.group = group;
-        m.n_groups = (cols + group - 1) / group;
-        m.scales = malloc((size_t)(rows * m.n_groups) * sizeof(float));
-    }
-    float *row = malloc((size_t)cols * sizeof(float));
-    for (int64_t r = 0; r < rows; r++) {
-        for (int64_t c = 0; c < cols; c++) row[c] = frand(&seed) * 0.05f;
-        weights_set_rows(&m, r, 1, row);
-    }
-    free(row);
-    return m;
-}
+#include "tests/test_wmat.h"
 
 /* y (n_max, ldy) after a kernel wrote tokens [0, n), rows [r0, r1): the sentinel -12345 untouched
  * elsewhere, and each value within float accumulation error (1e-5 of the sum of |terms|) of the
