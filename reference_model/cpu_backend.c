@@ -260,6 +260,13 @@ static void cpu_free(void *ctx) {
     free(c);
 }
 
+/* The widest input of a dense layer's projections: d_model (qkv, gate_up), d_ff (down) or the
+ * query width q_dim (o_proj). */
+static int64_t cpu_dense_max_cols(const model_config *cfg, int64_t q_dim) {
+    const int64_t m = cfg->d_model > cfg->d_ff ? cfg->d_model : cfg->d_ff;
+    return m > q_dim ? m : q_dim;
+}
+
 static xf_status cpu_init(void **out, const backend_init_args *a) {
     *out = NULL;
     if (!a || !a->cfg || !a->weights) return xf_errorf(XF_EINVAL, "cpu backend: NULL config or weights");
@@ -390,8 +397,7 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
         c->mla_scores = cpu_alloc(c, (int64_t)c->threads * c->mla_scores_n, 4, &st);
     }
     if (c->w->dtype == XF_INT8) {
-        int64_t max_cols = cfg->d_model > cfg->d_ff ? cfg->d_model : cfg->d_ff;
-        max_cols = max_cols > c->q_dim ? max_cols : c->q_dim;
+        int64_t max_cols = cpu_dense_max_cols(cfg, c->q_dim);
         if (mla && cfg->q_lora_rank > max_cols) max_cols = cfg->q_lora_rank;
         if (mla && cfg->kv_lora_rank > max_cols) max_cols = cfg->kv_lora_rank;
         max_cols = max_cols > cfg->d_ff_expert ? max_cols : cfg->d_ff_expert; /* the experts' down inputs */
@@ -419,16 +425,14 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
     const int own_amx = c->w->dtype == XF_BF16 && T >= CPU_AMX_MIN_TOKENS && c->isa == XK_ISA_AVX512 && amx_bf16_granted();
     if (!st && c->w->dtype == XF_BF16 && T >= CPU_GEMM_MIN_TOKENS && cpu_dnnl_built()) {
         /* prefill GEMMs on AMX through oneDNN (cpu_dnnl.h): the input as 3 bf16 parts, or rounded (one) */
-        int64_t max_cols = cfg->d_model > cfg->d_ff ? cfg->d_model : cfg->d_ff;
-        max_cols = max_cols > c->q_dim ? max_cols : c->q_dim;
+        int64_t max_cols = cpu_dense_max_cols(cfg, c->q_dim);
         if (cpu_dnnl_init(&c->dnnl, c->threads) == XF_OK && !own_amx) /* else the fp32 path, as without oneDNN */
             c->bfx = cpu_alloc(c, T * (c->bf16_round ? 1 : 3) * max_cols, sizeof(uint16_t), &st);
     }
     if (!st && own_amx) {
         /* batched decode and prefill on own AMX tiles (cpu_amx.h); wider inputs (experts, latent
          * ranks) than these, or more rows (kv_b over a context), take the other paths */
-        int64_t max_cols = cfg->d_model > cfg->d_ff ? cfg->d_model : cfg->d_ff;
-        max_cols = max_cols > c->q_dim ? max_cols : c->q_dim;
+        int64_t max_cols = cpu_dense_max_cols(cfg, c->q_dim);
         const int parts = c->bf16_round ? 1 : 3;
         c->amx_bf16 = 1;
         c->amx_tokens = T;

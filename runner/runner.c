@@ -38,6 +38,12 @@ static int64_t amx_bf16_k(const model_config *cfg, op_kind k) {
     }
 }
 
+/* Tokens one call of a projection op takes: the whole prompt in prefill (lm_head: the last
+ * token of each sequence), one per sequence in decode. */
+static int64_t op_step_tokens(const cost_op *op, const workload *w) {
+    return op->phase == XF_PREFILL && op->kind != OP_LM_HEAD ? w->batch * w->prompt : w->batch;
+}
+
 void run_plan_default(run_plan *p, const model_config *cfg) {
     memset(p, 0, sizeof *p);
     if (cfg) p->cfg = *cfg;
@@ -351,14 +357,14 @@ static xf_status run_point(run_ctx *c, record_point *p) {
             op->cost.compute = XF_COMPUTE_TENSOR16;
         /* bf16 projections of 4+ tokens a step on the backend's own AMX tiles (cpu_amx.h: a dense
          * model's projections whose input width is a multiple of 32): the AMX BF16 peak, tensor16 */
-        if (!pl->cuda && w->wdtype == XF_BF16 && amx_bf16_calls() > 0 && amx_bf16_k(&pl->cfg, op->cost.kind) % 32 == 0 &&
-            amx_bf16_k(&pl->cfg, op->cost.kind) > 0 &&
-            (op->cost.phase == XF_PREFILL && op->cost.kind != OP_LM_HEAD ? w->batch * w->prompt : w->batch) >= 4 &&
+        const int64_t amx_k = amx_bf16_k(&pl->cfg, op->cost.kind);
+        if (!pl->cuda && w->wdtype == XF_BF16 && amx_bf16_calls() > 0 && amx_k > 0 && amx_k % 32 == 0 &&
+            op_step_tokens(&op->cost, w) >= 4 &&
             c->dev.peak_flops[XF_COMPUTE_TENSOR16] > 0)
             op->cost.compute = XF_COMPUTE_TENSOR16;
         /* int8 projections of 4+ tokens a step ran on AMX INT8 tiles (cpu_kernels.h): that peak */
         if (!pl->cuda && w->wdtype == XF_INT8 && xk_a8_amx() && xk_isa_best() == XK_ISA_AVX512 && op_kind_is_gemm(op->cost.kind) &&
-            (op->cost.phase == XF_PREFILL && op->cost.kind != OP_LM_HEAD ? w->batch * w->prompt : w->batch) >= 4 &&
+            op_step_tokens(&op->cost, w) >= 4 &&
             c->dev.peak_flops[XF_COMPUTE_INT8] > 0)
             op->cost.compute = XF_COMPUTE_INT8;
         callgrind_probe_fill(c->callgrind, op); /* NULL: nothing */
