@@ -25,7 +25,8 @@
  * 153-415 ms; with OMP_WAIT_POLICY=passive 0.0 ms, 0.0 ms and 26-49 ms. Both models pay it per
  * region, the MoE's 3.3x shorter step relatively more: ratio 0.38-0.61 with the default, 1.00-1.09
  * with passive or GOMP_SPINCOUNT=200 (load 9.7-11). `xfprof run` and `xfprof machine` restart
- * themselves with GOMP_SPINCOUNT=200 (ceilings_env_reexec) unless the user set a policy, so they
+ * themselves with GOMP_SPINCOUNT=200, or 3000 when the CPUs are idle (ceilings_env_reexec), unless
+ * the user set a policy, so they
  * never run in the default regime; this program does the same (like bench_cpu and
  * bench_concurrent), so it measures the engine as xfprof runs it, and prints the policy in force.
  *
@@ -149,9 +150,11 @@ int main(int argc, char **argv) {
     if (config_validate(&mc) || config_validate(&dc)) return die("config");
     printf("bench_moe: %d threads, %d decode steps per model (timings on this machine as it is: shared machines are noisy)\n",
            threads, steps);
-    printf("OpenMP waiting: OMP_WAIT_POLICY=%s, GOMP_SPINCOUNT=%s (xfprof run sets GOMP_SPINCOUNT=%s when neither is set)\n",
+    printf("OpenMP waiting: OMP_WAIT_POLICY=%s, GOMP_SPINCOUNT=%s%s%s (xfprof run sets GOMP_SPINCOUNT=%s on idle CPUs, %s otherwise, "
+           "when neither is set)\n",
            getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "(unset)", getenv("GOMP_SPINCOUNT") ? getenv("GOMP_SPINCOUNT") : "(unset)",
-           XF_OMP_SPINCOUNT);
+           getenv("XFPROF_OMP_SPIN_WHY") ? ", " : "", getenv("XFPROF_OMP_SPIN_WHY") ? getenv("XFPROF_OMP_SPIN_WHY") : "",
+           XF_OMP_SPINCOUNT_IDLE, XF_OMP_SPINCOUNT);
     printf("models: %s (%lld layers, %lld experts of %lld, top-%lld) and %s (one FFN of %lld), fp32, %.2f GB of weights each\n",
            mc.name, (long long)L, (long long)mc.n_experts, (long long)mc.d_ff_expert, (long long)mc.experts_per_tok, dc.name,
            (long long)dc.d_ff, 4.0 * (double)config_param_count(&mc) / 1e9);

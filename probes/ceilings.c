@@ -629,13 +629,75 @@ const char *ceilings_blas_coretype_fix(void) {
  * read only when they load:
  * - OPENBLAS_CORETYPE, when OpenBLAS fell back to generic kernels on this CPU
  *   (ceilings_blas_coretype_fix): 4-6x slower prefill GEMMs otherwise;
- * - GOMP_SPINCOUNT=XF_OMP_SPINCOUNT when neither it nor OMP_WAIT_POLICY is set: idle OpenMP threads
- *   spin about 10 us at a barrier, then sleep. libgomp's default spin (300000) on a shared or busy
- *   machine stalls a 2-thread decode a whole time slice per op (measured 10x slower at load 8);
- *   sleeping at once (OMP_WAIT_POLICY=passive) makes every op pay a futex wake-up, which on this
- *   VM cost stories15m's decode 20% (TPOT 1.68 ms passive vs 1.44 ms with 200 spins, idle
- *   machine), while under load 200 spins measured like passive (2.88 vs 2.71 ms).
+ * - GOMP_SPINCOUNT when neither it nor OMP_WAIT_POLICY is set: idle OpenMP threads spin a while at
+ *   a barrier, then sleep. libgomp's default spin (300000) on a shared or busy machine stalls a
+ *   2-thread decode a whole time slice per op (measured 10x slower at load 8); sleeping at once
+ *   (OMP_WAIT_POLICY=passive) makes every op pay a futex wake-up, which on this VM cost
+ *   stories15m's decode 20% (TPOT 1.68 ms passive vs 1.44 ms with 200 spins, idle machine),
+ *   while under load 200 spins measured like passive (2.88 vs 2.71 ms). On idle CPUs 200 spins
+ *   (~10 us) still let the second thread sleep in the serial gaps between a tinyllama step's ops:
+ *   3000 made int8 decode 9% faster (TPOT 46.1-46.7 -> 42.4-42.5 ms), fp32 4% (149 -> 143), bf16
+ *   4% (79.6 -> 76.6); beside one busy-looping process it made them slower (int8 82.3 -> 86.7-87.9
+ *   ms, stories15m 2.56 -> 4.54 ms). So the CPUs are looked at for 30 ms first
+ *   (ceilings_spincount_for): 3000 when they are idle, 200 otherwise.
  * A value the user set is never changed. Returns when no restart is needed or exec failed. */
+
+/* The "cpu " line's fields (user nice system idle iowait irq softirq steal; later ones, guest
+ * time, are already in user): idle + iowait and the sum of all eight, in USER_HZ ticks. */
+static int stat_cpu_ticks(const char *text, double *idle, double *total) {
+    if (!text || strncmp(text, "cpu ", 4) != 0) return -1;
+    const char *s = text + 4;
+    unsigned long long v[8];
+    for (int i = 0; i < 8; i++) {
+        while (*s == ' ') s++;
+        if (*s < '0' || *s > '9') return -1;
+        char *end;
+        errno = 0;
+        v[i] = strtoull(s, &end, 10);
+        if (errno || end == s) return -1;
+        s = end;
+    }
+    *idle = (double)v[3] + (double)v[4];
+    *total = 0;
+    for (int i = 0; i < 8; i++) *total += (double)v[i];
+    return 0;
+}
+
+double ceilings_idle_cpus(const char *stat_before, const char *stat_after, int ncpu) {
+    double i0, t0, i1, t1;
+    if (ncpu < 1 || stat_cpu_ticks(stat_before, &i0, &t0) || stat_cpu_ticks(stat_after, &i1, &t1)) return -1;
+    if (!(t1 > t0) || i1 < i0 || i1 - i0 > t1 - t0) return -1; /* no time passed, or counters that went back */
+    return (double)ncpu * (i1 - i0) / (t1 - t0);
+}
+
+const char *ceilings_spincount_for(double idle_cpus, int ncpu) {
+    return idle_cpus >= 0 && ncpu >= 1 && idle_cpus >= (double)ncpu - 0.25 ? XF_OMP_SPINCOUNT_IDLE : XF_OMP_SPINCOUNT;
+}
+
+/* The first line of /proc/stat into buf (empty when unreadable). */
+static void read_proc_stat(char *buf, size_t len) {
+    buf[0] = 0;
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f) return;
+    if (!fgets(buf, (int)len, f)) buf[0] = 0;
+    fclose(f);
+}
+
+/* The spin count for this start and why (e.g. "1.98 of 2 CPUs idle over 30 ms"). */
+static const char *choose_spincount(char *why, size_t len) {
+    char a[512], b[512];
+    int ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    read_proc_stat(a, sizeof a);
+    struct timespec ts = {0, 30 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    read_proc_stat(b, sizeof b);
+    double idle = ceilings_idle_cpus(a, b, ncpu);
+    const char *spin = ceilings_spincount_for(idle, ncpu);
+    if (idle < 0) snprintf(why, len, "xfprof's choice: /proc/stat unreadable, the short spin");
+    else snprintf(why, len, "xfprof's choice: %.2f of %d CPUs idle over 30 ms at start", idle, ncpu);
+    return spin;
+}
+
 void ceilings_env_reexec(int argc, char **argv) {
     if (getenv("XFPROF_REEXEC")) return; /* already restarted: the record's env names the kernels */
     /* Under valgrind, /proc/self/exe is valgrind's tool, which refuses to start without its launcher
@@ -651,7 +713,11 @@ void ceilings_env_reexec(int argc, char **argv) {
     if (!nargv) return;
     for (int i = 0; i < argc; i++) nargv[i] = argv[i];
     if (fix) setenv("OPENBLAS_CORETYPE", fix, 1);
-    if (set_omp) setenv("GOMP_SPINCOUNT", XF_OMP_SPINCOUNT, 1);
+    if (set_omp) {
+        char why[128];
+        setenv("GOMP_SPINCOUNT", choose_spincount(why, sizeof why), 1);
+        setenv("XFPROF_OMP_SPIN_WHY", why, 1);
+    }
     setenv("XFPROF_REEXEC", "1", 1);
     fflush(NULL);
     execv("/proc/self/exe", nargv);
@@ -659,6 +725,7 @@ void ceilings_env_reexec(int argc, char **argv) {
     if (fix) fprintf(stderr, "xfprof: note: OpenBLAS picked generic kernels; set OPENBLAS_CORETYPE=%s for fast prefill GEMMs\n", fix);
     if (fix) unsetenv("OPENBLAS_CORETYPE");
     if (set_omp) unsetenv("GOMP_SPINCOUNT");
+    if (set_omp) unsetenv("XFPROF_OMP_SPIN_WHY");
     unsetenv("XFPROF_REEXEC");
     free(nargv);
 }

@@ -117,15 +117,27 @@ xf_status ceilings_load(const char *path, device_spec *out);
 const char *ceilings_blas_coretype_fix(void);
 
 /* The bounded spin idle OpenMP threads do before sleeping (libgomp's GOMP_SPINCOUNT), set by
- * ceilings_env_reexec: enough to bridge the gap between back-to-back ops, too short to hog a
- * shared CPU (ceilings.c says what was measured). */
-#define XF_OMP_SPINCOUNT "200"
+ * ceilings_env_reexec from how busy the CPUs are when the program starts (ceilings.c says what
+ * was measured): on idle CPUs the long spin keeps the other threads awake across the serial gaps
+ * between a step's ops (5-15 us); on a busy machine the short one, which does not hold a CPU a
+ * descheduled partner needs. */
+#define XF_OMP_SPINCOUNT_IDLE "3000" /* ~150 us */
+#define XF_OMP_SPINCOUNT "200"       /* ~10 us */
+
+/* How many CPUs were idle between two readings of /proc/stat (their texts): the aggregate
+ * "cpu " line's idle + iowait share of all its time, times ncpu. Returns -1 when a text has no
+ * well-formed "cpu " line first, ncpu < 1, or no time passed between them. */
+double ceilings_idle_cpus(const char *stat_before, const char *stat_after, int ncpu);
+
+/* The GOMP_SPINCOUNT for idle_cpus of ncpu CPUs: XF_OMP_SPINCOUNT_IDLE when every CPU but a
+ * quarter of one was idle, XF_OMP_SPINCOUNT otherwise or when unknown (idle_cpus < 0). Static. */
+const char *ceilings_spincount_for(double idle_cpus, int ncpu);
 
 /* Process-level, for main() only: restarts the program once (execv of /proc/self/exe with argv,
  * argv[0] first) with OPENBLAS_CORETYPE set when ceilings_blas_coretype_fix says so and with
- * GOMP_SPINCOUNT=XF_OMP_SPINCOUNT when neither it nor OMP_WAIT_POLICY is set, both read by the
- * libraries when they load. Values the user set are kept. Returns when no restart is needed (or it
- * failed, said on stderr). */
+ * GOMP_SPINCOUNT (ceilings_spincount_for over 30 ms of /proc/stat; XFPROF_OMP_SPIN_WHY says why)
+ * when neither it nor OMP_WAIT_POLICY is set, both read by the libraries when they load. Values
+ * the user set are kept. Returns when no restart is needed (or it failed, said on stderr). */
 void ceilings_env_reexec(int argc, char **argv);
 
 /* The CPU model name from /proc/cpuinfo ("unknown CPU" otherwise). */

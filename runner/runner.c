@@ -500,9 +500,10 @@ static void set_env(record *rec, const run_ctx *c) {
         }
     snprintf(buf, sizeof buf, "%s (core %s)", openblas_get_config(), openblas_get_corename());
     record_set_env(rec, "blas", buf);
-    snprintf(buf, sizeof buf, "OMP_WAIT_POLICY=%.60s, GOMP_SPINCOUNT=%.60s",
+    snprintf(buf, sizeof buf, "OMP_WAIT_POLICY=%.60s, GOMP_SPINCOUNT=%.60s%s%.100s%s",
              getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "(unset)",
-             getenv("GOMP_SPINCOUNT") ? getenv("GOMP_SPINCOUNT") : "(unset)");
+             getenv("GOMP_SPINCOUNT") ? getenv("GOMP_SPINCOUNT") : "(unset)", getenv("XFPROF_OMP_SPIN_WHY") ? " (" : "",
+             getenv("XFPROF_OMP_SPIN_WHY") ? getenv("XFPROF_OMP_SPIN_WHY") : "", getenv("XFPROF_OMP_SPIN_WHY") ? ")" : "");
     record_set_env(rec, "omp_wait_policy", buf);
     set_env_common(rec, c, ceil_note, c->notes->perf, rss);
 }
