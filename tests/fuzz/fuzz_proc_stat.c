@@ -1,0 +1,31 @@
+/* libFuzzer harness: two /proc/stat texts (the input split at its first NUL, or in halves) ->
+ * ceilings_idle_cpus, whose result must be -1 or within [0, ncpu], and the spin choice of it. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "probes/ceilings.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 1) return 0;
+    int ncpu = data[0] % 20; /* 0 is refused */
+    data++, size--;
+    const uint8_t *nul = memchr(data, 0, size);
+    size_t n0 = nul ? (size_t)(nul - data) : size / 2, off1 = nul ? n0 + 1 : n0;
+    char *a = malloc(n0 + 1), *b = malloc(size - off1 + 1);
+    if (!a || !b) {
+        free(a);
+        free(b);
+        return 0;
+    }
+    memcpy(a, data, n0);
+    a[n0] = 0;
+    memcpy(b, data + off1, size - off1);
+    b[size - off1] = 0;
+    double idle = ceilings_idle_cpus(a, b, ncpu);
+    if (!(idle == -1 || (idle >= 0 && idle <= ncpu))) abort();
+    (void)ceilings_spincount_for(idle, ncpu);
+    free(a);
+    free(b);
+    return 0;
+}
