@@ -1039,6 +1039,13 @@ void xk_a8_avoid_amx(int avoid) { amx_avoid(avoid); }
 
 int xk_a8_amx(void) { return amx_int8_granted(); }
 
+int xk_a8_streams(void) {
+#if XK_X86
+    if (xk_isa_best() == XK_ISA_AVX512 && have_vnni()) return XK_A8_STREAMS;
+#endif
+    return 1;
+}
+
 const char *xk_a8_name(xk_isa isa) {
 #if XK_X86
     if (isa == XK_ISA_AVX512 && amx_int8_granted()) return "amx tdpbsud (4+ tokens), avx512 vnni vpdpbusd";
