@@ -501,6 +501,77 @@ static int decode_accounting(bench_model *bm, const model_config *cfg, const cha
     return 0;
 }
 
+/* The int8 batch-1 kernel over the model's layer matrices (random int8 values, packed; from DRAM:
+ * every layer's own copy), side by side, interleaved, best of reps: one call per 16-row chunk (one
+ * stream per thread, as the backend called it before) against each thread's rows in one call
+ * (XK_A8_STREAMS streams, what the backend does now). The same bits; printed beside the read
+ * ceiling rd. 1 on error. */
+static int a8_streams_section(const model_config *cfg, int threads, int reps, double rd) {
+    const int64_t d = cfg->d_model, qd = cfg->n_heads * cfg->head_dim, kvd = cfg->n_kv_heads * cfg->head_dim;
+    const int64_t rows[4] = {qd + 2 * kvd, d, 2 * cfg->d_ff, d}, cols[4] = {d, qd, d, cfg->d_ff};
+    const int64_t nm = 4 * cfg->n_layers;
+    wmat *M = calloc((size_t)nm, sizeof *M);
+    float *x = malloc((size_t)cfg->d_ff * 4 + (size_t)d * 4 + (size_t)qd * 4), *y = malloc((size_t)(2 * cfg->d_ff + qd + 2 * kvd) * 4);
+    int8_t *q = malloc((size_t)(cfg->d_ff + d + qd) + 4096);
+    float *qs = malloc((size_t)(cfg->d_ff + d + qd) * 4);
+    int32_t *qcr = malloc((size_t)(cfg->d_ff + d + qd) * 4);
+    if (!M || !x || !y || !q || !qs || !qcr) return die("out of memory");
+    double bytes = 0;
+    uint32_t sd = 17;
+    for (int64_t i = 0; i < nm; i++) {
+        wmat *W = &M[i];
+        W->dtype = XF_INT8, W->rows = rows[i % 4], W->cols = cols[i % 4], W->group = 128, W->owned = 1;
+        W->n_groups = (W->cols + 127) / 128;
+        W->data = malloc((size_t)(W->rows * W->cols));
+        W->scales = malloc((size_t)(W->rows * W->n_groups) * sizeof(float));
+        if (!W->data || !W->scales) return die("out of memory");
+        int8_t *v = W->data;
+        for (int64_t j = 0; j < W->rows * W->cols; j++) sd = sd * 1664525u + 1013904223u, v[j] = (int8_t)(sd >> 24);
+        for (int64_t j = 0; j < W->rows * W->n_groups; j++) W->scales[j] = 1e-3f;
+        if (weights_pack_int8(W) != XF_OK) return die("pack");
+        bytes += (double)(W->rows * W->cols);
+    }
+    for (int64_t i = 0; i < cfg->d_ff + d + qd; i++) sd = sd * 1664525u + 1013904223u, x[i] = (float)(sd >> 8) / 16777216.0f - 0.5f;
+    double best[2] = {1e30, 1e30}, ratio[64];
+    int wins = 0, nr = reps < 64 ? reps : 64;
+    for (int r = 0; r < nr; r++) {
+        double t[2];
+        for (int vi = 0; vi < 2; vi++) {
+            const int v = r % 2 ? 1 - vi : vi;
+            const double t0 = bench_now_s();
+            for (int64_t i = 0; i < nm; i++) {
+                const wmat *W = &M[i];
+                const int64_t rw = W->rows, chunks = (rw + 15) / 16;
+                xk_act8_quantize(W, x, 1, q, qs, qcr);
+                if (v == 0) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+                    for (int64_t ch = 0; ch < chunks; ch++)
+                        xk_matmul_a8(xk_isa_best(), W, q, qs, qcr, 1, y, rw, ch * 16, ch * 16 + 16 < rw ? ch * 16 + 16 : rw);
+                } else {
+#pragma omp parallel num_threads(threads)
+                    {
+                        const int64_t nt = omp_get_num_threads(), id = omp_get_thread_num();
+                        const int64_t c0 = chunks * id / nt, c1 = chunks * (id + 1) / nt;
+                        if (c0 < c1) xk_matmul_a8(xk_isa_best(), W, q, qs, qcr, 1, y, rw, c0 * 16, c1 * 16 < rw ? c1 * 16 : rw);
+                    }
+                }
+            }
+            t[v] = bench_now_s() - t0;
+            best[v] = t[v] < best[v] ? t[v] : best[v];
+        }
+        ratio[r] = t[0] / t[1];
+        wins += t[1] < t[0];
+    }
+    printf("int8 batch-1 kernel from DRAM (%s, %d layers x 4 matrices, %.0f MiB; best of %d, interleaved): one call per 16-row "
+           "chunk %.2f GB/s (%.3f of the read ceiling), a thread's rows in one call (%d streams) %.2f GB/s (%.3f); "
+           "speed ratio median %.3f, best %.3f, faster in %d of %d\n",
+           xk_a8_name(xk_isa_best()), (int)cfg->n_layers, bytes / 1048576, nr, bytes / best[0] / 1e9, bytes / best[0] / rd,
+           xk_a8_streams(), bytes / best[1] / 1e9, bytes / best[1] / rd, median(ratio, nr), best[0] / best[1], wins, nr);
+    for (int64_t i = 0; i < nm; i++) free(M[i].data), free(M[i].scales);
+    free(M), free(x), free(y), free(q), free(qs), free(qcr);
+    return 0;
+}
+
 /* The prefill targets from the 512-token prefills' GEMM rates pf_rate (vnames order). */
 static void prefill_verdicts(double peak, double gemm_flops, double gemm_s, double amx_bf16, const double *pf_rate, int own_amx) {
     verdict("fp32 prefill-512 GEMM FLOP/s / measured FP32 peak", gemm_s > 0 ? gemm_flops / gemm_s / peak : 0, 0.60, 1, "");
@@ -722,6 +793,7 @@ int main(int argc, char **argv) {
     printf("medians: bf16 %.2fx, int8 %.2fx the fp32 tokens/s\n", t_med[0] / t_med[1], t_med[0] / t_med[2]);
     for (int k = 0; k < NV; k++) /* context: the steps above and these 12 */
         if (decode_accounting(&bms[k], &cfg, vnames[k], dts[k], ctx + steps / 2 + 6, rd.Bps)) return 2;
+    if (a8_streams_section(&cfg, threads, quick ? 5 : 11, rd.Bps)) return 2;
 
     const double t_fp32 = t_best[0], t_bf16 = t_best[1], t_int8 = t_best[2];
     const double attained = decode_weight_bytes(&cfg, XF_FP32, ctx) / t_fp32;

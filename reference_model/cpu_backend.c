@@ -500,6 +500,15 @@ static void cpu_linear(cpu_ctx *c, const wmat *W, float *x, int64_t n, float *y)
         const int64_t step = amx ? cpu_amx_step(rows, c->threads, most, CPU_AMX_ROWS) : CPU_MM_CHUNK;
         const int64_t chunks = (rows + step - 1) / step;
         const xk_isa isa = c->isa;
+        if (n == 1) { /* decode at batch 1: each thread's chunks in one call, which reads them as several streams */
+#pragma omp parallel num_threads(c->threads)
+            {
+                const int64_t nt = omp_get_num_threads(), id = omp_get_thread_num();
+                const int64_t c0 = chunks * id / nt, c1 = chunks * (id + 1) / nt;
+                if (c0 < c1) xk_matmul_a8(isa, W, c->a8q, c->a8s, c->a8c, 1, y, rows, c0 * step, c1 * step < rows ? c1 * step : rows);
+            }
+            return;
+        }
 #pragma omp parallel for num_threads(c->threads) schedule(static)
         for (int64_t ch = 0; ch < chunks; ch++) {
             int64_t r0 = ch * step, r1 = r0 + step < rows ? r0 + step : rows;

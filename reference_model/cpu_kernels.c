@@ -825,6 +825,11 @@ static void a8_scalar(const wmat *W, const int8_t *q, const float *s, const int3
  * alone does not run far enough ahead of: 6 KiB ahead (3 of tinyllama's 16-row blocks) streamed
  * 5-11% faster than 1 KiB, 8-16 KiB about the same as 6 (docs/performance.md, busy machine). */
 #define XK_A8_PF 6144
+/* Decode at batch 1 (AVX-512 VNNI): a thread's blocks are read as this many streams side by side,
+ * as the read ceiling's kernel reads several: 2 and 4 streams measured 3-8% faster than one
+ * stream (tinyllama's projections from DRAM, 2 threads, interleaved, busy machine;
+ * docs/performance.md). */
+#define XK_A8_STREAMS 2
 
 #if XK_X86
 /* One 16-row block times TB tokens (TB a constant after inlining): two accumulator chains per
@@ -938,8 +943,86 @@ static inline __attribute__((always_inline)) TGT_AVX2 void a8_tile256(const uint
         }                                                                                                   \
     }
 
+/* One token over S blocks side by side (S a constant after inlining): each block's sums are
+ * a8_tile512's for one token (the integer dot products exact, then the same fp32 steps per group),
+ * so the bits do not depend on S; the S blocks are S streams through memory. */
+static inline __attribute__((always_inline)) TGT_AVX512VNNI void a8_tile512_streams(const uint8_t *const *wb, const float *const *sb,
+                                                                                    int64_t ng, int64_t gp, const int8_t *q,
+                                                                                    const float *s, const int32_t *corr, const int S,
+                                                                                    float *out) {
+    __m512 f[XK_A8_STREAMS];
+    for (int j = 0; j < S; j++) f[j] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < ng; g++) {
+        const int8_t *qg = q + g * gp;
+        const int64_t go = g * gp * WMAT_PACK_ROWS;
+        __m512i aa[XK_A8_STREAMS], ab[XK_A8_STREAMS];
+        for (int j = 0; j < S; j++) aa[j] = _mm512_setzero_si512(), ab[j] = _mm512_setzero_si512();
+        int64_t k = 0;
+        for (; k + 8 <= gp; k += 8) {
+            int32_t x0, x1;
+            memcpy(&x0, qg + k, 4);
+            memcpy(&x1, qg + k + 4, 4);
+            const __m512i b0 = _mm512_set1_epi32(x0), b1 = _mm512_set1_epi32(x1);
+            for (int j = 0; j < S; j++) {
+                const uint8_t *wg = wb[j] + go + k * WMAT_PACK_ROWS;
+                XK_PREFETCH(wg + XK_A8_PF);
+                XK_PREFETCH(wg + 64 + XK_A8_PF);
+                aa[j] = _mm512_dpbusd_epi32(aa[j], _mm512_loadu_si512((const void *)wg), b0);
+                ab[j] = _mm512_dpbusd_epi32(ab[j], _mm512_loadu_si512((const void *)(wg + 64)), b1);
+            }
+        }
+        if (k < gp) {
+            int32_t x0;
+            memcpy(&x0, qg + k, 4);
+            for (int j = 0; j < S; j++)
+                aa[j] = _mm512_dpbusd_epi32(aa[j], _mm512_loadu_si512((const void *)(wb[j] + go + k * WMAT_PACK_ROWS)), _mm512_set1_epi32(x0));
+        }
+        for (int j = 0; j < S; j++) {
+            const __m512 sv = _mm512_loadu_ps(sb[j] + g * WMAT_PACK_ROWS);
+            const __m512i d = _mm512_sub_epi32(_mm512_add_epi32(aa[j], ab[j]), _mm512_set1_epi32(corr[g]));
+            f[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(sv, _mm512_set1_ps(s[g])), f[j]);
+        }
+    }
+    for (int j = 0; j < S; j++) _mm512_storeu_ps(out + j * WMAT_PACK_ROWS, f[j]);
+}
+
+/* Decode at batch 1: the blocks meeting [r0, r1) cut into XK_A8_STREAMS equal runs read side by
+ * side (block i of every run together), the blocks left over one at a time; results through a
+ * local tile so that only rows in [r0, r1) are stored. */
+static TGT_AVX512VNNI void a8_avx512vnni_1(const wmat *W, const int8_t *q, const float *s, const int32_t *corr, float *y,
+                                           int64_t r0, int64_t r1) {
+    const int64_t ng = W->n_groups, gp = W->gpad, bsz = ng * gp * WMAT_PACK_ROWS;
+    const int64_t b0 = r0 / WMAT_PACK_ROWS, nb = (r1 + WMAT_PACK_ROWS - 1) / WMAT_PACK_ROWS - b0;
+    const int64_t run = nb / XK_A8_STREAMS;
+    for (int64_t i = 0; i < nb; i++) {
+        const int S = i < run ? XK_A8_STREAMS : 1; /* block i of every run, then the rest alone */
+        if (i == run) i = XK_A8_STREAMS * run;
+        if (i >= nb) break;
+        const uint8_t *wb[XK_A8_STREAMS];
+        const float *sb[XK_A8_STREAMS];
+        int64_t bj[XK_A8_STREAMS];
+        for (int j = 0; j < S; j++) {
+            bj[j] = b0 + i + j * run;
+            wb[j] = (const uint8_t *)W->data + bj[j] * bsz;
+            sb[j] = W->scales + bj[j] * ng * WMAT_PACK_ROWS;
+        }
+        float out[XK_A8_STREAMS * WMAT_PACK_ROWS];
+        if (S == 1) a8_tile512_streams(wb, sb, ng, gp, q, s, corr, 1, out);
+        else a8_tile512_streams(wb, sb, ng, gp, q, s, corr, XK_A8_STREAMS, out);
+        for (int j = 0; j < S; j++) {
+            const int64_t lo = bj[j] * WMAT_PACK_ROWS > r0 ? bj[j] * WMAT_PACK_ROWS : r0;
+            const int64_t hi = (bj[j] + 1) * WMAT_PACK_ROWS < r1 ? (bj[j] + 1) * WMAT_PACK_ROWS : r1;
+            for (int64_t r = lo; r < hi; r++) y[r] = out[j * WMAT_PACK_ROWS + r - bj[j] * WMAT_PACK_ROWS];
+        }
+    }
+}
+
 static TGT_AVX512VNNI void a8_avx512vnni(const wmat *W, const int8_t *q, const float *s, const int32_t *corr, int64_t n, float *y,
                                          int64_t ldy, int64_t r0, int64_t r1) {
+    if (n == 1) {
+        a8_avx512vnni_1(W, q, s, corr, y, r0, r1);
+        return;
+    }
     XK_A8_DRIVER(a8_tile512)
 }
 static TGT_AVX2 void a8_avx2(const wmat *W, const int8_t *q, const float *s, const int32_t *corr, int64_t n, float *y,
@@ -955,6 +1038,13 @@ static TGT_AVX2 void a8_avx2(const wmat *W, const int8_t *q, const float *s, con
 void xk_a8_avoid_amx(int avoid) { amx_avoid(avoid); }
 
 int xk_a8_amx(void) { return amx_int8_granted(); }
+
+int xk_a8_streams(void) {
+#if XK_X86
+    if (xk_isa_best() == XK_ISA_AVX512 && have_vnni()) return XK_A8_STREAMS;
+#endif
+    return 1;
+}
 
 const char *xk_a8_name(xk_isa isa) {
 #if XK_X86

@@ -322,6 +322,49 @@ static void check_a8_batches(int64_t rows, int64_t cols, int group) {
 Test(cpu_kernels, a8_batches_group128) { check_a8_batches(35, 384, 128); } /* K tiles of 64 */
 Test(cpu_kernels, a8_batches_odd_group) { check_a8_batches(20, 70, 22); }  /* gpad 24: K tiles of 8 */
 
+/* Decode at batch 1 reads a call's row blocks as several streams side by side (XK_A8_STREAMS):
+ * a row's bits do not depend on the range it is computed in (one call, block by block, cuts at
+ * rows inside blocks: how threads split the rows), they equal the 2-token kernel's, and every
+ * range stores its rows only. Groups of 20 leave a 4-column step at the end of each group. */
+static void check_a8_streams(int64_t rows, int64_t cols, int group) {
+    wmat W = make_wmat(XF_INT8, rows, cols, group, 53);
+    cr_assert_eq(weights_pack_int8(&W), XF_OK);
+    const int64_t qc = xk_act8_cols(&W), ng = W.n_groups;
+    uint32_t sd = 23;
+    float *x = malloc((size_t)(2 * cols) * sizeof(float));
+    for (int64_t i = 0; i < 2 * cols; i++) x[i] = frand(&sd);
+    int8_t *q = malloc((size_t)(2 * qc));
+    float *s = malloc((size_t)(2 * ng) * sizeof(float));
+    int32_t *corr = malloc((size_t)(2 * ng) * sizeof(int32_t));
+    float *ya = malloc((size_t)rows * sizeof(float)), *yb = malloc((size_t)rows * sizeof(float));
+    float *y2 = malloc((size_t)(2 * rows) * sizeof(float));
+    xk_act8_quantize(&W, x, 2, q, s, corr);
+    const xk_isa isa = xk_isa_best();
+    xk_a8_avoid_amx(1);
+    xk_matmul_a8(isa, &W, q, s, corr, 2, y2, rows, 0, rows);
+    xk_a8_avoid_amx(0);
+    xk_matmul_a8(isa, &W, q, s, corr, 1, ya, rows, 0, rows);
+    for (int64_t r = 0; r < rows; r++)
+        cr_assert_eq(ya[r], y2[r], "row %lld: batch 1 %.9g, token 0 of 2 %.9g", (long long)r, ya[r], y2[r]);
+    const int64_t cuts[][4] = {{0, 16, 32, 48}, {0, 5, 21, 70}, {0, 3, 77, 100}, {0, 1, 2, 17}};
+    for (size_t k = 0; k < sizeof cuts / sizeof cuts[0]; k++) {
+        for (int64_t r = 0; r < rows; r++) yb[r] = -12345.0f;
+        int64_t r0 = 0;
+        for (int i = 1; r0 < rows; i++) { /* ranges at the cuts, then 16-row pieces to the end */
+            const int64_t r1 = i < 4 && cuts[k][i] < rows ? cuts[k][i] : r0 + 16 < rows ? r0 + 16 : rows;
+            xk_matmul_a8(isa, &W, q, s, corr, 1, yb, rows, r0, r1);
+            for (int64_t r = r1; r < rows; r++) cr_assert_eq(yb[r], -12345.0f, "range [%lld, %lld) wrote row %lld", (long long)r0, (long long)r1, (long long)r);
+            r0 = r1;
+        }
+        for (int64_t r = 0; r < rows; r++)
+            cr_assert_eq(yb[r], ya[r], "cuts %zu row %lld: %.9g vs one call %.9g", k, (long long)r, yb[r], ya[r]);
+    }
+    free(x), free(q), free(s), free(corr), free(ya), free(yb), free(y2), free(W.data), free(W.scales);
+}
+
+Test(cpu_kernels, a8_streams_group128) { check_a8_streams(16 * 11 + 7, 384, 128); } /* 12 blocks, the last partial */
+Test(cpu_kernels, a8_streams_group20) { check_a8_streams(16 * 5, 100, 20); }        /* gpad 20: a 4-column step per group */
+
 /* The extreme: 65536 columns of 127 times inputs all at 127: 127 * 127 * 65536 ~ 1.06e9 in int32,
  * with (127 + 128) * 127 * 65536 ~ 2.12e9 before the correction. */
 Test(cpu_kernels, a8_int32_extreme) {
