@@ -87,7 +87,14 @@ double predcal_reference_time(const calib_table *t, const cost_op *op, calib_tie
 
 static int near(double a, double b) { return fabs(a - b) <= 1e-6 * fmax(fabs(a), fabs(b)); }
 
-/* Linear in log x over the entries of one row (sorted by x). */
+/* Efficiencies are ratios (t_ref / t): they are interpolated geometrically (linearly in log
+ * efficiency), which gives the same answer whether efficiency or its inverse, the time over the
+ * reference, is interpolated, and is exact where the efficiency is a power of the key (a fixed cost:
+ * efficiency proportional to the bytes; a bandwidth-bound op: constant). Linear in efficiency leant
+ * to the faster neighbour (since run 10; docs/verdicts.md). */
+static double lerp_log(double e0, double e1, double w) { return exp(log(e0) + w * (log(e1) - log(e0))); }
+
+/* Geometrically in log x over the entries of one row (sorted by x). */
 static double row_at(const calib_entry *const *row, int n, double x, int *clamped) {
     if (x <= row[0]->x) {
         if (!near(x, row[0]->x)) *clamped = 1;
@@ -100,11 +107,11 @@ static double row_at(const calib_entry *const *row, int n, double x, int *clampe
     int i = 1;
     while (i < n - 1 && row[i]->x < x) i++;
     double w = (log(x) - log(row[i - 1]->x)) / (log(row[i]->x) - log(row[i - 1]->x));
-    return row[i - 1]->efficiency + w * (row[i]->efficiency - row[i - 1]->efficiency);
+    return lerp_log(row[i - 1]->efficiency, row[i]->efficiency, w);
 }
 
 /* A row of entries of several z (gemm: (K, N) pairs): inverse-distance weighting, power 2, in
- * (log x, log z); exact on an entry; x or z outside the row's range is clamped to it first (and
+ * (log x, log z), of the entries' log efficiency (a weighted geometric mean); exact on an entry; x or z outside the row's range is clamped to it first (and
  * said), so beyond the table the nearest edge's entries decide: weighted from outside, every
  * entry's weight tends to the same and the answer drifted to the row's mean (a 6x-LLC decode was
  * predicted 7% slower than the 1.6x entries it should follow; measured: flat from 1.1x to 5.9x). */
@@ -119,9 +126,9 @@ static double row_plane_at(const calib_entry *const *row, int n, double x, doubl
         double dx = log(x) - log(row[i]->x), dz = log(z) - log(row[i]->z), d2 = dx * dx + dz * dz;
         if (d2 < 1e-18) return row[i]->efficiency; /* on an entry */
         sw += 1.0 / d2;
-        swe += row[i]->efficiency / d2;
+        swe += log(row[i]->efficiency) / d2;
     }
-    return swe / sw;
+    return exp(swe / sw);
 }
 
 /* One row: in log x when its entries share one z (z outside it is clamped), else in the plane. */
@@ -190,7 +197,7 @@ xf_status predcal_efficiency(const calib_table *t, calib_family f, xf_dtype wdty
     } else {
         double e0 = row_eval(sel + lo, lo_n, x, z, clamped), e1 = row_eval(sel + hi, hi_n, x, z, clamped);
         double w = (log(y) - log(sel[lo]->y)) / (log(sel[hi]->y) - log(sel[lo]->y));
-        e = e0 + w * (e1 - e0);
+        e = lerp_log(e0, e1, w);
     }
     free(sel);
     if (!(e > 0) || !isfinite(e)) return XF_EUNSUPPORTED;

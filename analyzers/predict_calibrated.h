@@ -19,10 +19,11 @@
  * The tier of a gemm is "cache" when the model's weights fit in the calibration's last-level cache,
  * else "dram", as the runner chooses its bandwidth ceiling; gemv is always dram (z says how much of
  * the step the cache holds).
- * Every family but gemm and gemv has z = 1. Interpolation: within a row (entries of one y), linear
- * in log x between the two nearest entries when the row has one z; gemm's rows hold entries of many
- * (N, K), gemv's of many (bytes, working set): inverse-distance weighting (power 2) over the row's
- * entries in the plane (log x, log z), exact on an entry. Then linear in log y between the two nearest rows. Outside the table: clamped to the nearest entry (the op is marked
+ * Every family but gemm and gemv has z = 1. Interpolation, always of log efficiency (geometric; an
+ * efficiency is a ratio): within a row (entries of one y), linear in log x between the two nearest
+ * entries when the row has one z; gemm's rows hold entries of many (N, K), gemv's of many (bytes,
+ * working set): inverse-distance weighting (power 2) over the row's entries in the plane (log x,
+ * log z), exact on an entry. Then linear in log y between the two nearest rows. Outside the table: clamped to the nearest entry (the op is marked
  * calib_clamped and the output says how many; for gemm: K or N outside the row's range, or M
  * outside the rows'). A family/dtype with no entry in the op's tier uses
  * the other tier's; with none at all the op keeps the roofline bound (counted as uncalibrated).

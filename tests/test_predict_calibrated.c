@@ -46,14 +46,16 @@ Test(predict_calibrated, one_row_log_interpolation_and_clamps) {
     add(&t, CALIB_GEMV, XF_FP32, CALIB_TIER_CACHE, 1e8, 1, 0.9);
     double e;
     int cl, ot;
-    /* 1e7 is halfway between 1e6 and 1e8 in log x: 0.7 */
+    /* 1e7 is halfway between 1e6 and 1e8 in log x: the geometric mean of 0.5 and 0.9 */
     cr_assert_eq(predcal_efficiency(&t, CALIB_GEMV, XF_FP32, CALIB_TIER_CACHE, 1e7, 1, 1, &e, &cl, &ot), XF_OK);
-    NEAR(e, 0.7);
+    NEAR(e, sqrt(0.5 * 0.9));
     cr_assert_eq(cl, 0);
     cr_assert_eq(ot, 0);
     /* a quarter of the way: 1e6.5 */
     cr_assert_eq(predcal_efficiency(&t, CALIB_GEMV, XF_FP32, CALIB_TIER_CACHE, pow(10, 6.5), 1, 1, &e, &cl, &ot), XF_OK);
-    NEAR(e, 0.6);
+    NEAR(e, pow(0.5, 0.75) * pow(0.9, 0.25));
+    /* the same answer as interpolating the inverse (time over the reference) */
+    NEAR(1 / e, pow(1 / 0.5, 0.75) * pow(1 / 0.9, 0.25));
     /* on an entry: exact, not clamped */
     cr_assert_eq(predcal_efficiency(&t, CALIB_GEMV, XF_FP32, CALIB_TIER_CACHE, 1e8, 1, 1, &e, &cl, &ot), XF_OK);
     NEAR(e, 0.9);
@@ -70,7 +72,7 @@ Test(predict_calibrated, one_row_log_interpolation_and_clamps) {
     cr_assert_eq(predcal_efficiency(&t, CALIB_NORM, XF_FP32, CALIB_TIER_CACHE, 1e7, 1, 1, &e, &cl, &ot), XF_EUNSUPPORTED);
     /* the other tier's entries when the tier has none, said */
     cr_assert_eq(predcal_efficiency(&t, CALIB_GEMV, XF_FP32, CALIB_TIER_DRAM, 1e7, 1, 1, &e, &cl, &ot), XF_OK);
-    NEAR(e, 0.7);
+    NEAR(e, sqrt(0.5 * 0.9));
     cr_assert_eq(ot, 1);
     calib_table_free(&t);
 }
@@ -84,19 +86,19 @@ Test(predict_calibrated, two_rows_interpolate_in_log_y) {
     add(&t, CALIB_GEMM, XF_BF16, CALIB_TIER_DRAM, 1e6, 128, 0.8);
     double e;
     int cl, ot;
-    /* (1e7, 64): row 32 gives 0.5, row 128 gives 0.9, 64 is halfway in log y: 0.7 */
+    /* (1e7, 64): row 32 gives sqrt(0.4 x 0.6), row 128 sqrt(0.8 x 1.0), 64 is halfway in log y */
     cr_assert_eq(predcal_efficiency(&t, CALIB_GEMM, XF_BF16, CALIB_TIER_DRAM, 1e7, 64, 1, &e, &cl, &ot), XF_OK);
-    NEAR(e, 0.7);
+    NEAR(e, sqrt(sqrt(0.4 * 0.6) * sqrt(0.8 * 1.0)));
     cr_assert_eq(cl, 0);
     /* on a row */
     cr_assert_eq(predcal_efficiency(&t, CALIB_GEMM, XF_BF16, CALIB_TIER_DRAM, 1e6, 128, 1, &e, &cl, &ot), XF_OK);
     NEAR(e, 0.8);
     /* y beyond the rows: the last row, clamped */
     cr_assert_eq(predcal_efficiency(&t, CALIB_GEMM, XF_BF16, CALIB_TIER_DRAM, 1e7, 512, 1, &e, &cl, &ot), XF_OK);
-    NEAR(e, 0.9);
+    NEAR(e, sqrt(0.8 * 1.0));
     cr_assert_eq(cl, 1);
     cr_assert_eq(predcal_efficiency(&t, CALIB_GEMM, XF_BF16, CALIB_TIER_DRAM, 1e7, 2, 1, &e, &cl, &ot), XF_OK);
-    NEAR(e, 0.5);
+    NEAR(e, sqrt(0.4 * 0.6));
     cr_assert_eq(cl, 1);
     calib_table_free(&t);
 }
@@ -130,20 +132,20 @@ Test(predict_calibrated, gemm_rows_interpolate_in_the_n_k_plane) {
     cr_assert_eq(cl, 0);
     /* the same N x K as the last, the other way round: that entry, not the same answer */
     NEAR(gemm_eff(&t, 4000, 32, 1000, &cl), 0.6);
-    /* (2000, 2000): at log distance sqrt(2) ln 2 from all three: their mean */
-    NEAR(gemm_eff(&t, 2000, 32, 2000, &cl), 0.6);
+    /* (2000, 2000): at log distance sqrt(2) ln 2 from all three: their geometric mean */
+    NEAR(gemm_eff(&t, 2000, 32, 2000, &cl), cbrt(0.2 * 0.6 * 1.0));
     cr_assert_eq(cl, 0);
     /* (K 1000, N 2000): distances ln 2, ln 2 and sqrt(5) ln 2: weights 1, 1, 1/5 */
-    NEAR(gemm_eff(&t, 1000, 32, 2000, &cl), (0.2 + 1.0 + 0.6 / 5) / (2 + 1.0 / 5));
+    NEAR(gemm_eff(&t, 1000, 32, 2000, &cl), exp((log(0.2) + log(1.0) + log(0.6) / 5) / (2 + 1.0 / 5)));
     /* M = 64 at (2000, 1000), halfway in log M between the row of 32 (weights 1, 1, 1/5) and the row of 128 (0.9) */
-    NEAR(gemm_eff(&t, 2000, 64, 1000, &cl), 0.5 * ((0.2 + 0.6 + 1.0 / 5) / (2 + 1.0 / 5) + 0.9));
+    NEAR(gemm_eff(&t, 2000, 64, 1000, &cl), sqrt(exp((log(0.2) + log(0.6) + log(1.0) / 5) / (2 + 1.0 / 5)) * 0.9));
     cr_assert_eq(cl, 0);
     /* N beyond the row's: clamped to the row's largest N, said: there it is on the entry (1000, 4000) */
     NEAR(gemm_eff(&t, 1000, 32, 16000, &cl), 1.0);
     cr_assert_eq(cl, 1);
     /* K and N beyond: clamped to (4000, 4000), weighted there: distances ln 4 to (1000, 4000) and
      * (4000, 1000), sqrt(2) ln 4 to (1000, 1000): weights 1, 1, 1/2 */
-    NEAR(gemm_eff(&t, 64000, 32, 64000, &cl), (0.6 + 1.0 + 0.2 / 2) / 2.5);
+    NEAR(gemm_eff(&t, 64000, 32, 64000, &cl), exp((log(0.6) + log(1.0) + log(0.2) / 2) / 2.5));
     cr_assert_eq(cl, 1);
     /* the row of 128 has one N: in log K only; another N is clamped */
     NEAR(gemm_eff(&t, 2000, 128, 1000, &cl), 0.9);
@@ -426,7 +428,7 @@ Test(predict_calibrated, gemv_rows_interpolate_in_bytes_and_working_set) {
     /* 1e7 at 1/sqrt(2) (working set halfway between 0.5 and 1 in log): distances (ln 2)/2 to both,
      * 1.5 ln 2 to 2.0, sqrt(4 + 1/4) ln 2 to (4e7, 0.5): weights 4, 4, 4/9, 4/17 */
     const double w = 4 + 4 + 4.0 / 9 + 4.0 / 17;
-    NEAR(gemv_eff(&t, 1e7, sqrt(0.5), &cl), (4 * 2.0 + 4 * 1.2 + 4.0 / 9 * 0.8 + 4.0 / 17 * 1.6) / w);
+    NEAR(gemv_eff(&t, 1e7, sqrt(0.5), &cl), exp((4 * log(2.0) + 4 * log(1.2) + 4.0 / 9 * log(0.8) + 4.0 / 17 * log(1.6)) / w));
     cr_assert_eq(cl, 0);
     /* beyond every working set measured: clamped to the largest (2.0), said: that entry's 0.8, not
      * a drift towards the row's mean (decode projections measured flat from 1.1x to 5.9x the LLC) */
