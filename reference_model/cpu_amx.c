@@ -366,7 +366,7 @@ TGT_AMXBF void amx_matmul_bf16(const wmat *W, const uint16_t *xb, int parts, int
     /* one token pair: the weights streamed in place once; more: K blocks, each block's A panel
      * copied once and used by every token pair */
     const int panel = n > 32;
-    const int64_t kb = panel ? (parts == 3 ? AMX_BF16_KB3 : AMX_BF16_KB) : cols;
+    const int64_t kb = panel ? (parts == 3 || n > AMX_BF16_KB_TOKENS ? AMX_BF16_KB3 : AMX_BF16_KB) : cols;
     const int64_t ntp = (nb + 1) / 2;
     const uint16_t *w = (const uint16_t *)W->data;
     uint16_t *ap = (uint16_t *)(c + ((r1 - r0 + 31) / 32) * ntp * 1024); /* (2, KB / 32, 16, 32) */
