@@ -48,8 +48,10 @@ void amx_matmul_a8(const wmat *W, const int8_t *q, const float *s, const int32_t
  * vector kernels of cpu_kernels.h (fewer tokens a step): the backend says which steps run here.
  * Needs W->cols % 32 == 0 (amx_bf16_fits). */
 #define AMX_BF16_KB 512 /* input columns per cache block in prefill: the B panel (tokens x KB x parts) stays in L2 */
-#define AMX_BF16_KB3 256 /* the same for exact3's three parts (measured 1.07-1.12x over 512 at 512 tokens, one thread;
-                          rounded inputs lose 3-5% at 256) */
+#define AMX_BF16_KB3 256 /* the same for exact3's three parts (measured 1.07-1.12x over 512 at 512 tokens, one thread),
+                          and for rounded inputs past AMX_BF16_KB_TOKENS tokens */
+#define AMX_BF16_KB_TOKENS 128 /* rounded inputs, 256-column blocks past this (with y written once per call: 1.02-1.12x
+                                  at 256-1024 tokens, 0.86-0.91x at 61-128 tokens, one thread, busy machine) */
 
 /* 1 when amx_bf16_granted() and W is bf16 with cols a multiple of 32. */
 int amx_bf16_fits(const wmat *W);
