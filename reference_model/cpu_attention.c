@@ -238,7 +238,7 @@ block_rows(const float **kr, const float **vr, const char *kbase, const char *vb
  * from off_bytes, K and V: issued for each KV head's slice while the same 16 keys of the block
  * before are computed for that head, so the stream ahead of the arithmetic is a steady trickle
  * rather than a burst that fills the line-fill buffers. l1 is for fp16 / bf16 rows read in place
- * by one query head: from DRAM, one thread, 1.12-1.23x the L2 hint there (busy machine), while
+ * by one query head: from DRAM, one thread, 1.07-1.25x the L2 hint there (two busy runs), while
  * fp32 rows and the head-lane variant measured the same with either. */
 static inline TGT_AVX512 __attribute__((always_inline)) void prefetch_next(const char *kbase, const char *vbase,
                                                                            const int64_t *slots, int64_t j, int64_t n_ctx,
