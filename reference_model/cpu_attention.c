@@ -234,43 +234,41 @@ block_rows(const float **kr, const float **vr, const char *kbase, const char *vb
     }
 }
 
-/* The 16 rows from j of the slot table (if below n_ctx) into L2 (into L1 when l1), `bytes` of each
- * from off_bytes, K and V: issued for each KV head's slice while the same 16 keys of the block
- * before are computed for that head, so the stream ahead of the arithmetic is a steady trickle
- * rather than a burst that fills the line-fill buffers. l1 is for fp16 / bf16 rows read in place
- * by one query head: from DRAM, one thread, 1.07-1.25x the L2 hint there (two busy runs), while
- * fp32 rows and the head-lane variant measured the same with either. */
+/* One row of the slot table into L2 (into L1 when l1), `bytes` of it from off_bytes, K and V:
+ * issued for each KV head's slice while the same keys of the block before are computed for that
+ * head, so the stream ahead of the arithmetic is a steady trickle rather than a burst that fills
+ * the line-fill buffers. l1 is for fp16 / bf16 rows read in place by one query head: from DRAM, one
+ * thread, 1.07-1.25x the L2 hint there (two busy runs), while fp32 rows and the head-lane variant
+ * measured the same with either. */
 static inline TGT_AVX512 __attribute__((always_inline)) void prefetch_row(const char *kbase, const char *vbase,
                                                                           int64_t slot, int64_t row_bytes, int64_t off_bytes,
                                                                           int64_t bytes, const int l1) {
-    {
-        const char *a = kbase + slot * row_bytes + off_bytes, *b = vbase + slot * row_bytes + off_bytes;
-        for (int64_t x = 0; x < bytes; x += 64) {
-            if (l1) {
-                _mm_prefetch(a + x, _MM_HINT_T0);
-                _mm_prefetch(b + x, _MM_HINT_T0);
-            } else {
-                _mm_prefetch(a + x, _MM_HINT_T1);
-                _mm_prefetch(b + x, _MM_HINT_T1);
-            }
+    const char *a = kbase + slot * row_bytes + off_bytes, *b = vbase + slot * row_bytes + off_bytes;
+    for (int64_t x = 0; x < bytes; x += 64) {
+        if (l1) {
+            _mm_prefetch(a + x, _MM_HINT_T0);
+            _mm_prefetch(b + x, _MM_HINT_T0);
+        } else {
+            _mm_prefetch(a + x, _MM_HINT_T1);
+            _mm_prefetch(b + x, _MM_HINT_T1);
         }
-        if ((uintptr_t)a & 63) { /* rows that do not start on a line: their last line */
-            if (l1) {
-                _mm_prefetch(a + bytes - 1, _MM_HINT_T0);
-                _mm_prefetch(b + bytes - 1, _MM_HINT_T0);
-            } else {
-                _mm_prefetch(a + bytes - 1, _MM_HINT_T1);
-                _mm_prefetch(b + bytes - 1, _MM_HINT_T1);
-            }
+    }
+    if ((uintptr_t)a & 63) { /* rows that do not start on a line: their last line */
+        if (l1) {
+            _mm_prefetch(a + bytes - 1, _MM_HINT_T0);
+            _mm_prefetch(b + bytes - 1, _MM_HINT_T0);
+        } else {
+            _mm_prefetch(a + bytes - 1, _MM_HINT_T1);
+            _mm_prefetch(b + bytes - 1, _MM_HINT_T1);
         }
     }
 }
+/* The 16 rows from j (those below n_ctx) into L2 at once. */
 static inline TGT_AVX512 __attribute__((always_inline)) void prefetch_next(const char *kbase, const char *vbase,
                                                                            const int64_t *slots, int64_t j, int64_t n_ctx,
-                                                                           int64_t row_bytes, int64_t off_bytes, int64_t bytes,
-                                                                           const int l1) {
+                                                                           int64_t row_bytes, int64_t off_bytes, int64_t bytes) {
     const int64_t j1 = j + 16 < n_ctx ? j + 16 : n_ctx;
-    for (; j < j1; j++) prefetch_row(kbase, vbase, slots[j], row_bytes, off_bytes, bytes, l1);
+    for (; j < j1; j++) prefetch_row(kbase, vbase, slots[j], row_bytes, off_bytes, bytes, 0);
 }
 
 /* One part in AVX-512, in blocks of XK_DEC_KEYS keys: the scores of 16 keys at a time (16 dot
@@ -326,11 +324,17 @@ attn_part_avx512_t(float *o, float *ml, const float *q, int64_t n_g, int64_t n_r
             __m512 vmax = _mm512_set1_ps(-INFINITY);
             for (int64_t sb = 0; sb < nsub; sb++) {
                 const float *const *kk = kr + sb * 16;
-                if (h == 0) prefetch_next(kbase, vbase, slots, j0 + XK_DEC_KEYS + sb * 16, n_ctx, row_bytes, goff, hbytes, direct);
+                /* the same 16 keys of the next block: 16-bit rows read in place one row every nvec / 16
+                 * steps of the dot products (1.03-1.07x from DRAM, one thread, two busy runs), fp32
+                 * rows all at once (spread they measured 0.87-0.93x) */
+                const int64_t jn = j0 + XK_DEC_KEYS + sb * 16, npf = h != 0 || !direct ? 0 : n_ctx - jn < 16 ? n_ctx - jn : 16;
+                int64_t pr = 0;
+                if (h == 0 && !direct) prefetch_next(kbase, vbase, slots, jn, n_ctx, row_bytes, goff, hbytes);
                 __m512 acc[16]; /* in registers: every loop over them is unrolled */
 #pragma GCC unroll 16
                 for (int jj = 0; jj < 16; jj++) acc[jj] = _mm512_setzero_ps();
                 for (int64_t v = 0; v < nvec; v++) {
+                    for (; pr < npf && pr * nvec <= v * 16; pr++) prefetch_row(kbase, vbase, slots[jn + pr], row_bytes, goff, hbytes, 1);
                     const __m512 qv = _mm512_load_ps(qs + hh * hdp + v * 16);
                     /* fp32 rows are read in place: the last vector masked (the zero-padded q makes
                      * the tail's value irrelevant, but the load must not leave the row) */
@@ -338,6 +342,7 @@ attn_part_avx512_t(float *o, float *ml, const float *q, int64_t n_g, int64_t n_r
 #pragma GCC unroll 16
                     for (int jj = 0; jj < 16; jj++) acc[jj] = _mm512_fmadd_ps(qv, ld_kv(kk[jj], v * 16, m, dt, direct), acc[jj]);
                 }
+                for (; pr < npf; pr++) prefetch_row(kbase, vbase, slots[jn + pr], row_bytes, goff, hbytes, 1); /* nvec < 16 */
                 const int64_t left = jb - sb * 16;
                 const __mmask16 live = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
                 sv[sb] = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), live, hsum16x16(acc));
