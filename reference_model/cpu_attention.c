@@ -624,21 +624,18 @@ attn_part_heads(float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep,
             __m512 vmax = _mm512_set1_ps(-INFINITY);
             for (int64_t sb = 0; sb < nsub; sb++) {
                 const float *const *kk = kr + sb * 16;
-                /* the first chunk of a KV head prefetches the same 16 keys of the next block, one row
-                 * every nc / 16 steps of the dot products instead of all at once (1.01-1.06x from
-                 * DRAM, one thread, two busy runs), rows past n_ctx skipped */
-                const int64_t jn = j0 + XK_DEC_KEYS + sb * 16, npf = ch != g * cpg ? 0 : n_ctx - jn < 16 ? n_ctx - jn : 16;
-                int64_t pr = 0;
+                /* the first chunk of a KV head prefetches the same 16 keys of the next block at once:
+                 * spread one row every nc / 16 steps of the dot products measured 1.01-1.06x on one
+                 * thread but 0.93-0.98x on two (from DRAM) */
+                if (ch == g * cpg) prefetch_next(kbase, vbase, slots, j0 + XK_DEC_KEYS + sb * 16, n_ctx, row_bytes, goff, hbytes);
                 __m512 acc[16];
 #pragma GCC unroll 16
                 for (int k = 0; k < 16; k++) acc[k] = _mm512_setzero_ps();
                 for (int64_t c = 0; c < nc; c++) {
-                    for (; pr < npf && pr * nc <= c * 16; pr++) prefetch_row(kbase, vbase, slots[jn + pr], row_bytes, goff, hbytes, 0);
                     const __m512 qv = _mm512_load_ps(qc + c * 16);
 #pragma GCC unroll 16
                     for (int k = 0; k < 16; k++) acc[k] = _mm512_fmadd_ps(qv, bcast_w(kk[k] + W * c, W), acc[k]);
                 }
-                for (; pr < npf; pr++) prefetch_row(kbase, vbase, slots[jn + pr], row_bytes, goff, hbytes, 0); /* nc < 16 */
                 __m512 r[8];
 #pragma GCC unroll 8
                 for (int t = 0; t < 8; t++)
