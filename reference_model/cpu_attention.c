@@ -121,7 +121,7 @@ static int64_t round16(int64_t n) { return (n + 15) & ~(int64_t)15; } /* keeps e
 /* Floats of scratch the AVX-512 head-lane variant (attn_part_heads) needs. */
 static int64_t heads_scratch(int64_t n_rep, int64_t hd) {
     const int64_t hdp = (hd + 31) & ~(int64_t)31; /* bf16 rows are converted in 32-element pieces */
-    return 2 * n_rep * hdp + (2 * XK_DEC_KEYS + 1) * hdp + 64 * 16 + XK_DEC_KEYS * 16 + round16(8 * n_rep);
+    return 2 * n_rep * hdp + (2 * XK_DEC_KEYS + 1) * hdp + 64 * 16 + round16(8 * n_rep);
 }
 
 int64_t xk_attn_decode_scratch(int64_t n_rep, int64_t head_dim) {
@@ -234,25 +234,41 @@ block_rows(const float **kr, const float **vr, const char *kbase, const char *vb
     }
 }
 
-/* The 16 rows from j of the slot table (if below n_ctx) into L2, `bytes` of each from off_bytes, K
- * and V: issued for each KV head's slice while the same 16 keys of the block before are computed
- * for that head, so the stream ahead of the arithmetic is a steady trickle rather than a burst
- * that fills the line-fill buffers. */
-static inline TGT_AVX512 __attribute__((always_inline)) void prefetch_next(const char *kbase, const char *vbase,
-                                                                           const int64_t *slots, int64_t j, int64_t n_ctx,
-                                                                           int64_t row_bytes, int64_t off_bytes, int64_t bytes) {
-    const int64_t j1 = j + 16 < n_ctx ? j + 16 : n_ctx;
-    for (; j < j1; j++) {
-        const char *a = kbase + slots[j] * row_bytes + off_bytes, *b = vbase + slots[j] * row_bytes + off_bytes;
-        for (int64_t x = 0; x < bytes; x += 64) {
+/* One row of the slot table into L2 (into L1 when l1), `bytes` of it from off_bytes, K and V:
+ * issued for each KV head's slice while the same keys of the block before are computed for that
+ * head, so the stream ahead of the arithmetic is a steady trickle rather than a burst that fills
+ * the line-fill buffers. l1 is for fp16 / bf16 rows read in place by one query head: from DRAM, one
+ * thread, 1.07-1.25x the L2 hint there (two busy runs), while fp32 rows and the head-lane variant
+ * measured the same with either. */
+static inline TGT_AVX512 __attribute__((always_inline)) void prefetch_row(const char *kbase, const char *vbase,
+                                                                          int64_t slot, int64_t row_bytes, int64_t off_bytes,
+                                                                          int64_t bytes, const int l1) {
+    const char *a = kbase + slot * row_bytes + off_bytes, *b = vbase + slot * row_bytes + off_bytes;
+    for (int64_t x = 0; x < bytes; x += 64) {
+        if (l1) {
+            _mm_prefetch(a + x, _MM_HINT_T0);
+            _mm_prefetch(b + x, _MM_HINT_T0);
+        } else {
             _mm_prefetch(a + x, _MM_HINT_T1);
             _mm_prefetch(b + x, _MM_HINT_T1);
         }
-        if ((uintptr_t)a & 63) { /* rows that do not start on a line: their last line */
+    }
+    if ((uintptr_t)a & 63) { /* rows that do not start on a line: their last line */
+        if (l1) {
+            _mm_prefetch(a + bytes - 1, _MM_HINT_T0);
+            _mm_prefetch(b + bytes - 1, _MM_HINT_T0);
+        } else {
             _mm_prefetch(a + bytes - 1, _MM_HINT_T1);
             _mm_prefetch(b + bytes - 1, _MM_HINT_T1);
         }
     }
+}
+/* The 16 rows from j (those below n_ctx) into L2 at once. */
+static inline TGT_AVX512 __attribute__((always_inline)) void prefetch_next(const char *kbase, const char *vbase,
+                                                                           const int64_t *slots, int64_t j, int64_t n_ctx,
+                                                                           int64_t row_bytes, int64_t off_bytes, int64_t bytes) {
+    const int64_t j1 = j + 16 < n_ctx ? j + 16 : n_ctx;
+    for (; j < j1; j++) prefetch_row(kbase, vbase, slots[j], row_bytes, off_bytes, bytes, 0);
 }
 
 /* One part in AVX-512, in blocks of XK_DEC_KEYS keys: the scores of 16 keys at a time (16 dot
@@ -308,11 +324,17 @@ attn_part_avx512_t(float *o, float *ml, const float *q, int64_t n_g, int64_t n_r
             __m512 vmax = _mm512_set1_ps(-INFINITY);
             for (int64_t sb = 0; sb < nsub; sb++) {
                 const float *const *kk = kr + sb * 16;
-                if (h == 0) prefetch_next(kbase, vbase, slots, j0 + XK_DEC_KEYS + sb * 16, n_ctx, row_bytes, goff, hbytes);
+                /* the same 16 keys of the next block: 16-bit rows read in place one row every nvec / 16
+                 * steps of the dot products (1.03-1.07x from DRAM, one thread, two busy runs), fp32
+                 * rows all at once (spread they measured 0.87-0.93x) */
+                const int64_t jn = j0 + XK_DEC_KEYS + sb * 16, npf = h != 0 || !direct ? 0 : n_ctx - jn < 16 ? n_ctx - jn : 16;
+                int64_t pr = 0;
+                if (h == 0 && !direct) prefetch_next(kbase, vbase, slots, jn, n_ctx, row_bytes, goff, hbytes);
                 __m512 acc[16]; /* in registers: every loop over them is unrolled */
 #pragma GCC unroll 16
                 for (int jj = 0; jj < 16; jj++) acc[jj] = _mm512_setzero_ps();
                 for (int64_t v = 0; v < nvec; v++) {
+                    for (; pr < npf && pr * nvec <= v * 16; pr++) prefetch_row(kbase, vbase, slots[jn + pr], row_bytes, goff, hbytes, 1);
                     const __m512 qv = _mm512_load_ps(qs + hh * hdp + v * 16);
                     /* fp32 rows are read in place: the last vector masked (the zero-padded q makes
                      * the tail's value irrelevant, but the load must not leave the row) */
@@ -320,6 +342,7 @@ attn_part_avx512_t(float *o, float *ml, const float *q, int64_t n_g, int64_t n_r
 #pragma GCC unroll 16
                     for (int jj = 0; jj < 16; jj++) acc[jj] = _mm512_fmadd_ps(qv, ld_kv(kk[jj], v * 16, m, dt, direct), acc[jj]);
                 }
+                for (; pr < npf; pr++) prefetch_row(kbase, vbase, slots[jn + pr], row_bytes, goff, hbytes, 1); /* nvec < 16 */
                 const int64_t left = jb - sb * 16;
                 const __mmask16 live = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
                 sv[sb] = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), live, hsum16x16(acc));
@@ -528,7 +551,8 @@ static TGT_AVX2 void attn_part_avx2(float *o, float *ml, const float *q, int64_t
  * partial products at once, so a key costs hd / W FMAs for the H heads with no horizontal sums: 16
  * keys' accumulators are reduced over their W dims by one or two shuffle-and-add stages (R vectors:
  * lane 4 L + p = head L (4 / W) + p % (4 / W), key p / (4 / W) of the group of W keys). P.V runs
- * in the same layout: O'[c] += P_j * broadcast(V[j][W c ..]), P_j lane i = head i / W's weight. */
+ * in the rows' own layout (O[h] += P[h][j] V[j], register tiles of 4 heads x 4 vectors, the weights
+ * broadcast from the R vectors), which needs half the loads per FMA of the head layout. */
 static inline TGT_AVX512 __attribute__((always_inline)) __m512 bcast_w(const float *p, const int W) {
     if (W == 2) {
         double d;
@@ -561,38 +585,30 @@ attn_part_heads(float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep,
     const int64_t cpg = n_rep / H, nch = n_g * cpg, esz = dt == XF_FP32 ? 4 : 2; /* chunks per KV head, in all */
     const int64_t row_bytes = row_elems * esz, off_bytes = head_off * esz, hbytes = hd * esz;
     float *qp = scratch;                        /* (nch, nc, 16) the scaled query in the head layout */
-    float *op = qp + n_g * n_rep * hdp;         /* (nch, nc, 16) the unnormalized output, same layout */
+    float *op = qp + n_g * n_rep * hdp;         /* (n_g * n_rep, hdp) the unnormalized output, rows at their positions */
     float *kb = op + n_g * n_rep * hdp;         /* (XK_DEC_KEYS, hdp) a block of K as fp32 */
     float *vb = kb + XK_DEC_KEYS * hdp;         /* (XK_DEC_KEYS, hdp) a block of V as fp32 */
     float *zero = vb + XK_DEC_KEYS * hdp;       /* (hdp) zeros: the rows past n_ctx */
     float *rb = zero + hdp;                     /* (64, 16) a block's R vectors (scores, then weights) */
-    float *pj = rb + 64 * 16;                   /* (XK_DEC_KEYS, 16) each key's weights in the head layout */
-    float *mls = pj + XK_DEC_KEYS * 16;         /* (nch, 2, 16) running max and sum per chunk, R layout */
+    float *mls = rb + 64 * 16;                  /* (nch, 2, 16) running max and sum per chunk, R layout */
     for (int64_t ch = 0; ch < nch; ch++)
         for (int64_t c = 0; c < nc; c++)
             for (int i = 0; i < 16; i++) {
                 const int64_t d = row_dim(W * c + i % W, dt);
                 qp[(ch * nc + c) * 16 + i] = d < hd ? scale * q[(ch * H + i / W) * hd + d] : 0.0f;
             }
-    memset(op, 0, (size_t)(nch * nc * 16) * sizeof(float));
+    memset(op, 0, (size_t)(n_g * n_rep * hdp) * sizeof(float));
     for (int64_t ch = 0; ch < nch; ch++) {
         _mm512_store_ps(mls + ch * 32, _mm512_set1_ps(-INFINITY));
         _mm512_store_ps(mls + ch * 32 + 16, _mm512_setzero_ps());
     }
     for (int64_t v = 0; v < hdp; v += 16) _mm512_store_ps(zero + v, _mm512_setzero_ps());
     /* lane i of the R layout: the key offset within its group of W keys */
-    __m512i koff, idx_c, idx_p[4];
+    __m512i koff;
     {
-        int32_t a[16], b[16], p[4][16];
-        for (int i = 0; i < 16; i++) {
-            const int h = i / W;
-            a[i] = (i % 4) / Q;
-            b[i] = 4 * (h / Q) + h % Q;
-            for (int k = 0; k < W; k++) p[k][i] = 4 * (h / Q) + k * Q + h % Q;
-        }
+        int32_t a[16];
+        for (int i = 0; i < 16; i++) a[i] = (i % 4) / Q;
         koff = _mm512_loadu_si512(a);
-        idx_c = _mm512_loadu_si512(b);
-        for (int k = 0; k < W; k++) idx_p[k] = _mm512_loadu_si512(p[k]);
     }
     const char *kbase = k_base, *vbase = v_base;
     prefetch_rows(kbase, vbase, slots, n_ctx < XK_DEC_KEYS ? n_ctx : XK_DEC_KEYS, row_bytes, off_bytes, n_g * hbytes);
@@ -608,6 +624,9 @@ attn_part_heads(float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep,
             __m512 vmax = _mm512_set1_ps(-INFINITY);
             for (int64_t sb = 0; sb < nsub; sb++) {
                 const float *const *kk = kr + sb * 16;
+                /* the first chunk of a KV head prefetches the same 16 keys of the next block at once:
+                 * spread one row every nc / 16 steps of the dot products measured 1.01-1.06x on one
+                 * thread but 0.93-0.98x on two (from DRAM) */
                 if (ch == g * cpg) prefetch_next(kbase, vbase, slots, j0 + XK_DEC_KEYS + sb * 16, n_ctx, row_bytes, goff, hbytes);
                 __m512 acc[16];
 #pragma GCC unroll 16
@@ -652,33 +671,48 @@ attn_part_heads(float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep,
             }
             _mm512_store_ps(mc, mnew);
             _mm512_store_ps(mc + 16, _mm512_fmadd_ps(lold, cv, rl_add(sum, W)));
-            for (int64_t j = 0; j < jb; j++)
-                _mm512_store_ps(pj + j * 16, _mm512_permutexvar_ps(idx_p[j % W], _mm512_load_ps(rb + (j / W) * 16)));
-            const __m512 co = _mm512_permutexvar_ps(idx_c, cv);
-            float *oc = op + ch * nc * 16;
-            int64_t c0 = 0;
-            for (; c0 + 16 <= nc; c0 += 16) { /* 16 vectors of the output in registers */
-                __m512 acc[16];
-#pragma GCC unroll 16
-                for (int u = 0; u < 16; u++) acc[u] = _mm512_mul_ps(co, _mm512_load_ps(oc + (c0 + u) * 16));
-                for (int64_t j = 0; j < jb; j++) {
-                    const __m512 pv = _mm512_load_ps(pj + j * 16);
-                    const float *vj = vr[j] + W * c0;
-#pragma GCC unroll 16
-                    for (int u = 0; u < 16; u++) acc[u] = _mm512_fmadd_ps(pv, bcast_w(vj + W * u, W), acc[u]);
+            { /* P.V in the rows' own layout, out (H, hdp) += P (H, jb) V (jb, hdp), on register tiles of 4
+               * heads x 4 vectors: a key costs 4 loads of V and 4 broadcasts of P per 16 FMAs (the head
+               * layout needed a broadcast of V per FMA); each output sums the keys in order */
+                float cvs[16];
+                _mm512_storeu_ps(cvs, cv);
+                const int64_t nvv = (rl + 15) / 16;
+                const __mmask16 tl = rl % 16 ? (__mmask16)((1u << (rl % 16)) - 1u) : (__mmask16)0xffff;
+                float *oc = op + ch * H * hdp;
+                for (int h0 = 0; h0 < H; h0 += 4) {
+                    int lo[4]; /* head h0 + t's lane in an R vector (of its key's group of W keys: + (j % W) Q) */
+                    for (int t = 0; t < 4; t++) lo[t] = 4 * ((h0 + t) / Q) + (h0 + t) % Q;
+                    for (int64_t v0 = 0; v0 < nvv; v0 += 4) {
+                        const int64_t nv = nvv - v0 < 4 ? nvv - v0 : 4;
+                        __mmask16 m[4];
+                        __m512 acc[4][4];
+#pragma GCC unroll 4
+                        for (int u = 0; u < 4; u++) m[u] = u >= nv ? (__mmask16)0 : v0 + u == nvv - 1 ? tl : (__mmask16)0xffff;
+#pragma GCC unroll 4
+                        for (int t = 0; t < 4; t++) {
+                            const __m512 c = _mm512_set1_ps(cvs[lo[t]]);
+#pragma GCC unroll 4
+                            for (int u = 0; u < 4; u++)
+                                acc[t][u] = _mm512_mul_ps(c, _mm512_maskz_loadu_ps(m[u], oc + (h0 + t) * hdp + (v0 + u) * 16));
+                        }
+                        for (int64_t j = 0; j < jb; j++) {
+                            const float *vj = vr[j] + v0 * 16, *pw8 = rb + (j / W) * 16 + (j % W) * Q;
+                            __m512 vv[4];
+#pragma GCC unroll 4
+                            for (int u = 0; u < 4; u++) vv[u] = _mm512_maskz_loadu_ps(m[u], vj + u * 16);
+#pragma GCC unroll 4
+                            for (int t = 0; t < 4; t++) {
+                                const __m512 pv = _mm512_set1_ps(pw8[lo[t]]);
+#pragma GCC unroll 4
+                                for (int u = 0; u < 4; u++) acc[t][u] = _mm512_fmadd_ps(pv, vv[u], acc[t][u]);
+                            }
+                        }
+#pragma GCC unroll 4
+                        for (int t = 0; t < 4; t++)
+#pragma GCC unroll 4
+                            for (int u = 0; u < 4; u++) _mm512_mask_storeu_ps(oc + (h0 + t) * hdp + (v0 + u) * 16, m[u], acc[t][u]);
+                    }
                 }
-#pragma GCC unroll 16
-                for (int u = 0; u < 16; u++) _mm512_store_ps(oc + (c0 + u) * 16, acc[u]);
-            }
-            for (; c0 < nc; c0++) { /* the rest one vector at a time, even and odd keys apart */
-                __m512 a0 = _mm512_mul_ps(co, _mm512_load_ps(oc + c0 * 16)), a1 = _mm512_setzero_ps();
-                int64_t j = 0;
-                for (; j + 2 <= jb; j += 2) {
-                    a0 = _mm512_fmadd_ps(_mm512_load_ps(pj + j * 16), bcast_w(vr[j] + W * c0, W), a0);
-                    a1 = _mm512_fmadd_ps(_mm512_load_ps(pj + (j + 1) * 16), bcast_w(vr[j + 1] + W * c0, W), a1);
-                }
-                if (j < jb) a0 = _mm512_fmadd_ps(_mm512_load_ps(pj + j * 16), bcast_w(vr[j] + W * c0, W), a0);
-                _mm512_store_ps(oc + c0 * 16, _mm512_add_ps(a0, a1));
             }
         }
       }
@@ -688,11 +722,10 @@ attn_part_heads(float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep,
             const int64_t hh = ch * H + h;
             ml[2 * hh] = mls[ch * 32 + 4 * (h / Q) + h % Q];
             ml[2 * hh + 1] = mls[ch * 32 + 16 + 4 * (h / Q) + h % Q];
-            for (int64_t c = 0; c < nc; c++)
-                for (int e = 0; e < W; e++) {
-                    const int64_t d = row_dim(W * c + e, dt);
-                    if (d < hd) o[hh * hd + d] = op[(ch * nc + c) * 16 + h * W + e];
-                }
+            for (int64_t p = 0; p < rl; p++) {
+                const int64_t d = row_dim(p, dt);
+                if (d < hd) o[hh * hd + d] = op[hh * hdp + p];
+            }
         }
 }
 ATTN_PART_VARIANT(attn_part_heads8, attn_part_heads, dt, 2)

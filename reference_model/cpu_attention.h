@@ -29,10 +29,11 @@ void xk_attention(float *out, const float *q, int64_t n_rep, int64_t head_dim, c
  * of a GQA group reuse each block of K and V from L1, so the cache is read once per KV head), and
  * prefetches the rows of the block ahead through the slot table. A GQA group of 8k heads (head_dim
  * even) or 4k heads (head_dim a multiple of 4) takes AVX-512's head-lane variant instead: 8 (or 4)
- * heads side by side in the 16 lanes, 2 (or 4) elements of a K or V row broadcast to all of them,
- * so a key costs head_dim / 2 (or / 4) FMAs for the chunk's heads in QK and in P.V, with no
- * horizontal sums; bf16 rows are widened 32 elements at a time, even elements then odd (the dot
- * products and P.V sum in that order). With one query head per KV head, fp16 / bf16 rows are
+ * heads side by side in the 16 lanes, 2 (or 4) elements of a K row broadcast to all of them, so
+ * a key costs head_dim / 2 (or / 4) FMAs for the chunk's heads in QK with no horizontal sums, and
+ * P.V runs on register tiles of 4 heads x 4 vectors of the V rows (each output sums the keys in
+ * order); bf16 rows are widened 32 elements at a time, even elements then odd (the dot products
+ * and P.V sum in that order). With one query head per KV head, fp16 / bf16 rows are
  * widened in the register (each row is used once). AVX2 runs the per-head steps on 8 lanes over rows
  * converted to fp32 first; the scalar variant is xk_attention's code. Every variant's sums run in
  * an order fixed by n_rep, head_dim and dtype only (tolerance against double: test_cpu_attention).

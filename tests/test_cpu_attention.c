@@ -157,13 +157,14 @@ static void check_decode(xk_isa isa, xf_dtype dt, int64_t n_rep, int64_t hd, int
 }
 
 static void check_decode_isas(xf_dtype dt) {
-    const int64_t reps[4] = {1, 4, 8, 16}, hds[4] = {64, 128, 20, 13}, ctxs[6] = {1, 15, 16, 17, 333, 1000};
+    /* head_dim 80: the head-lane variant's P.V tiles of 4 vectors then one (fp32) or two (bf16, rows padded to 96) */
+    const int64_t reps[4] = {1, 4, 8, 16}, hds[5] = {64, 128, 20, 13, 80}, ctxs[6] = {1, 15, 16, 17, 333, 1000};
     int ran = 0;
     for (int isa = 0; isa < XK_ISA_COUNT; isa++) {
         if (!xk_isa_supported((xk_isa)isa)) continue;
         ran++;
         for (int r = 0; r < 4; r++)
-            for (int h = 0; h < 4; h++)
+            for (int h = 0; h < 5; h++)
                 for (int k = 0; k < 6; k++) {
                     check_decode((xk_isa)isa, dt, reps[r], hds[h], ctxs[k], ctxs[k] >= 333 ? 3 : 2, 1.0);
                     if (ctxs[k] == 1000) check_decode((xk_isa)isa, dt, reps[r], hds[h], ctxs[k], 8, 12.0); /* sharp softmax */
