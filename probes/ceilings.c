@@ -638,7 +638,7 @@ const char *ceilings_blas_coretype_fix(void) {
  *   (~10 us) still let the second thread sleep in the serial gaps between a tinyllama step's ops:
  *   3000 made int8 decode 9% faster (TPOT 46.1-46.7 -> 42.4-42.5 ms), fp32 4% (149 -> 143), bf16
  *   4% (79.6 -> 76.6); beside one busy-looping process it made them slower (int8 82.3 -> 86.7-87.9
- *   ms, stories15m 2.56 -> 4.54 ms). So the CPUs are looked at for 30 ms first
+ *   ms, stories15m 2.56 -> 4.54 ms). So the CPUs are looked at for 50 ms first
  *   (ceilings_spincount_for): 3000 when they are idle, 200 otherwise.
  * A value the user set is never changed. Returns when no restart is needed or exec failed. */
 
@@ -663,15 +663,22 @@ static int stat_cpu_ticks(const char *text, double *idle, double *total) {
     return 0;
 }
 
-double ceilings_idle_cpus(const char *stat_before, const char *stat_after, int ncpu) {
+double ceilings_idle_cpus(const char *stat_before, const char *stat_after, int ncpu, double own_ticks) {
     double i0, t0, i1, t1;
-    if (ncpu < 1 || stat_cpu_ticks(stat_before, &i0, &t0) || stat_cpu_ticks(stat_after, &i1, &t1)) return -1;
+    if (ncpu < 1 || !(own_ticks >= 0) || stat_cpu_ticks(stat_before, &i0, &t0) || stat_cpu_ticks(stat_after, &i1, &t1)) return -1;
     if (!(t1 > t0) || i1 < i0 || i1 - i0 > t1 - t0) return -1; /* no time passed, or counters that went back */
-    return (double)ncpu * (i1 - i0) / (t1 - t0);
+    double free_share = (i1 - i0 + own_ticks) / (t1 - t0);
+    return (double)ncpu * (free_share < 1 ? free_share : 1);
+}
+
+/* This process's CPU time, all its threads, in seconds. */
+static double own_cpu_s(void) {
+    struct timespec ts;
+    return clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) == 0 ? (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec : 0;
 }
 
 const char *ceilings_spincount_for(double idle_cpus, int ncpu) {
-    return idle_cpus >= 0 && ncpu >= 1 && idle_cpus >= (double)ncpu - 0.25 ? XF_OMP_SPINCOUNT_IDLE : XF_OMP_SPINCOUNT;
+    return idle_cpus >= 0 && ncpu >= 1 && idle_cpus >= (double)ncpu - 0.5 ? XF_OMP_SPINCOUNT_IDLE : XF_OMP_SPINCOUNT;
 }
 
 /* The first line of /proc/stat into buf (empty when unreadable). */
@@ -683,18 +690,20 @@ static void read_proc_stat(char *buf, size_t len) {
     fclose(f);
 }
 
-/* The spin count for this start and why (e.g. "1.98 of 2 CPUs idle over 30 ms"). */
+/* The spin count for this start and why (e.g. "1.98 of 2 CPUs idle over 50 ms"). */
 static const char *choose_spincount(char *why, size_t len) {
     char a[512], b[512];
     int ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    double own0 = own_cpu_s();
     read_proc_stat(a, sizeof a);
-    struct timespec ts = {0, 30 * 1000 * 1000};
+    struct timespec ts = {0, 50 * 1000 * 1000}; /* 5 USER_HZ ticks a CPU */
     nanosleep(&ts, NULL);
     read_proc_stat(b, sizeof b);
-    double idle = ceilings_idle_cpus(a, b, ncpu);
+    double own = own_cpu_s() - own0, hz = (double)sysconf(_SC_CLK_TCK);
+    double idle = ceilings_idle_cpus(a, b, ncpu, own > 0 && hz > 0 ? own * hz : 0);
     const char *spin = ceilings_spincount_for(idle, ncpu);
     if (idle < 0) snprintf(why, len, "xfprof's choice: /proc/stat unreadable, the short spin");
-    else snprintf(why, len, "xfprof's choice: %.2f of %d CPUs idle over 30 ms at start", idle, ncpu);
+    else snprintf(why, len, "xfprof's choice: %.2f of %d CPUs free of other programs over 50 ms at start", idle, ncpu);
     return spin;
 }
 

@@ -124,18 +124,21 @@ const char *ceilings_blas_coretype_fix(void);
 #define XF_OMP_SPINCOUNT_IDLE "3000" /* ~150 us */
 #define XF_OMP_SPINCOUNT "200"       /* ~10 us */
 
-/* How many CPUs were idle between two readings of /proc/stat (their texts): the aggregate
- * "cpu " line's idle + iowait share of all its time, times ncpu. Returns -1 when a text has no
- * well-formed "cpu " line first, ncpu < 1, or no time passed between them. */
-double ceilings_idle_cpus(const char *stat_before, const char *stat_after, int ncpu);
+/* How many CPUs were free of other programs between two readings of /proc/stat (their texts):
+ * the aggregate "cpu " line's idle + iowait share of all its time, plus own_ticks (this
+ * process's CPU time over the same window, in the same USER_HZ ticks: OpenBLAS's threads spin for
+ * a while after it loads), times ncpu, at most ncpu. Returns -1 when a text has no well-formed
+ * "cpu " line first, ncpu < 1, own_ticks < 0, or no time passed between them. */
+double ceilings_idle_cpus(const char *stat_before, const char *stat_after, int ncpu, double own_ticks);
 
-/* The GOMP_SPINCOUNT for idle_cpus of ncpu CPUs: XF_OMP_SPINCOUNT_IDLE when every CPU but a
- * quarter of one was idle, XF_OMP_SPINCOUNT otherwise or when unknown (idle_cpus < 0). Static. */
+/* The GOMP_SPINCOUNT for idle_cpus of ncpu CPUs: XF_OMP_SPINCOUNT_IDLE when every CPU but half
+ * of one was free (a tick of kernel work in 50 ms is a fifth of a CPU), XF_OMP_SPINCOUNT
+ * otherwise or when unknown (idle_cpus < 0). Static. */
 const char *ceilings_spincount_for(double idle_cpus, int ncpu);
 
 /* Process-level, for main() only: restarts the program once (execv of /proc/self/exe with argv,
  * argv[0] first) with OPENBLAS_CORETYPE set when ceilings_blas_coretype_fix says so and with
- * GOMP_SPINCOUNT (ceilings_spincount_for over 30 ms of /proc/stat; XFPROF_OMP_SPIN_WHY says why)
+ * GOMP_SPINCOUNT (ceilings_spincount_for over 50 ms of /proc/stat; XFPROF_OMP_SPIN_WHY says why)
  * when neither it nor OMP_WAIT_POLICY is set, both read by the libraries when they load. Values
  * the user set are kept. Returns when no restart is needed (or it failed, said on stderr). */
 void ceilings_env_reexec(int argc, char **argv);

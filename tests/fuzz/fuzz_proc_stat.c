@@ -1,5 +1,5 @@
 /* libFuzzer harness: two /proc/stat texts (the input split at its first NUL, or in halves) ->
- * ceilings_idle_cpus, whose result must be -1 or within [0, ncpu], and the spin choice of it. */
+ * ceilings_idle_cpus (own ticks from the first byte), whose result must be -1 or within [0, ncpu], and the spin choice of it. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,7 +8,8 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
-    int ncpu = data[0] % 20; /* 0 is refused */
+    const uint8_t head = data[0];
+    int ncpu = head % 20; /* 0 is refused */
     data++, size--;
     const uint8_t *nul = memchr(data, 0, size);
     size_t n0 = nul ? (size_t)(nul - data) : size / 2, off1 = nul ? n0 + 1 : n0;
@@ -22,7 +23,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     a[n0] = 0;
     memcpy(b, data + off1, size - off1);
     b[size - off1] = 0;
-    double idle = ceilings_idle_cpus(a, b, ncpu);
+    double idle = ceilings_idle_cpus(a, b, ncpu, (double)(head / 20 % 8) * 25);
     if (!(idle == -1 || (idle >= 0 && idle <= ncpu))) abort();
     (void)ceilings_spincount_for(idle, ncpu);
     free(a);
