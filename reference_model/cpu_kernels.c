@@ -827,8 +827,8 @@ static void a8_scalar(const wmat *W, const int8_t *q, const float *s, const int3
 #define XK_A8_PF 6144
 /* Decode at batch 1 (AVX-512 VNNI): a thread's blocks are read as this many streams side by side,
  * as the read ceiling's kernel reads several: 2 and 4 streams measured 3-8% faster than one
- * stream (tinyllama's projections from DRAM, 2 threads, interleaved, busy machine;
- * docs/performance.md). */
+ * stream on a busy machine, 1-3% (median of 11 pairs) on a quiet one (tinyllama's projections
+ * from DRAM, 2 threads, interleaved; docs/performance.md). */
 #define XK_A8_STREAMS 2
 
 #if XK_X86
