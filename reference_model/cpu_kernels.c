@@ -986,34 +986,41 @@ static inline __attribute__((always_inline)) TGT_AVX512VNNI void a8_tile512_stre
     for (int j = 0; j < S; j++) _mm512_storeu_ps(out + j * WMAT_PACK_ROWS, f[j]);
 }
 
+/* Blocks bj[0..S) (S a constant after inlining) for one token, side by side; only their rows in
+ * [r0, r1) are stored, through a local tile. */
+static inline __attribute__((always_inline)) TGT_AVX512VNNI void a8_blocks_1(const wmat *W, const int8_t *q, const float *s,
+                                                                             const int32_t *corr, float *y, int64_t r0,
+                                                                             int64_t r1, const int64_t *bj, const int S) {
+    const int64_t ng = W->n_groups, gp = W->gpad, bsz = ng * gp * WMAT_PACK_ROWS;
+    const uint8_t *wb[XK_A8_STREAMS];
+    const float *sb[XK_A8_STREAMS];
+    for (int j = 0; j < S; j++) {
+        wb[j] = (const uint8_t *)W->data + bj[j] * bsz;
+        sb[j] = W->scales + bj[j] * ng * WMAT_PACK_ROWS;
+    }
+    float out[XK_A8_STREAMS * WMAT_PACK_ROWS];
+    a8_tile512_streams(wb, sb, ng, gp, q, s, corr, S, out);
+    for (int j = 0; j < S; j++) {
+        const int64_t lo = bj[j] * WMAT_PACK_ROWS > r0 ? bj[j] * WMAT_PACK_ROWS : r0;
+        const int64_t hi = (bj[j] + 1) * WMAT_PACK_ROWS < r1 ? (bj[j] + 1) * WMAT_PACK_ROWS : r1;
+        for (int64_t r = lo; r < hi; r++) y[r] = out[j * WMAT_PACK_ROWS + r - bj[j] * WMAT_PACK_ROWS];
+    }
+}
+
 /* Decode at batch 1: the blocks meeting [r0, r1) cut into XK_A8_STREAMS equal runs read side by
- * side (block i of every run together), the blocks left over one at a time; results through a
- * local tile so that only rows in [r0, r1) are stored. */
+ * side (block i of every run together), then the blocks left over one at a time. */
 static TGT_AVX512VNNI void a8_avx512vnni_1(const wmat *W, const int8_t *q, const float *s, const int32_t *corr, float *y,
                                            int64_t r0, int64_t r1) {
-    const int64_t ng = W->n_groups, gp = W->gpad, bsz = ng * gp * WMAT_PACK_ROWS;
     const int64_t b0 = r0 / WMAT_PACK_ROWS, nb = (r1 + WMAT_PACK_ROWS - 1) / WMAT_PACK_ROWS - b0;
     const int64_t run = nb / XK_A8_STREAMS;
-    for (int64_t i = 0; i < nb; i++) {
-        const int S = i < run ? XK_A8_STREAMS : 1; /* block i of every run, then the rest alone */
-        if (i == run) i = XK_A8_STREAMS * run;
-        if (i >= nb) break;
-        const uint8_t *wb[XK_A8_STREAMS];
-        const float *sb[XK_A8_STREAMS];
+    for (int64_t i = 0; i < run; i++) {
         int64_t bj[XK_A8_STREAMS];
-        for (int j = 0; j < S; j++) {
-            bj[j] = b0 + i + j * run;
-            wb[j] = (const uint8_t *)W->data + bj[j] * bsz;
-            sb[j] = W->scales + bj[j] * ng * WMAT_PACK_ROWS;
-        }
-        float out[XK_A8_STREAMS * WMAT_PACK_ROWS];
-        if (S == 1) a8_tile512_streams(wb, sb, ng, gp, q, s, corr, 1, out);
-        else a8_tile512_streams(wb, sb, ng, gp, q, s, corr, XK_A8_STREAMS, out);
-        for (int j = 0; j < S; j++) {
-            const int64_t lo = bj[j] * WMAT_PACK_ROWS > r0 ? bj[j] * WMAT_PACK_ROWS : r0;
-            const int64_t hi = (bj[j] + 1) * WMAT_PACK_ROWS < r1 ? (bj[j] + 1) * WMAT_PACK_ROWS : r1;
-            for (int64_t r = lo; r < hi; r++) y[r] = out[j * WMAT_PACK_ROWS + r - bj[j] * WMAT_PACK_ROWS];
-        }
+        for (int j = 0; j < XK_A8_STREAMS; j++) bj[j] = b0 + i + j * run;
+        a8_blocks_1(W, q, s, corr, y, r0, r1, bj, XK_A8_STREAMS);
+    }
+    for (int64_t i = XK_A8_STREAMS * run; i < nb; i++) {
+        const int64_t bj = b0 + i;
+        a8_blocks_1(W, q, s, corr, y, r0, r1, &bj, 1);
     }
 }
 
