@@ -704,9 +704,9 @@ int main(int argc, char **argv) {
     printf("bench_cpu: %s, %ld online CPUs, %d threads, model %s, %s%s%s\n", cpu, sysconf(_SC_NPROCESSORS_ONLN), threads,
            model_name, openblas_get_config(), getenv("OPENBLAS_CORETYPE") ? ", OPENBLAS_CORETYPE=" : "",
            getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "");
-    printf("OpenMP waiting: OMP_WAIT_POLICY=%s, GOMP_SPINCOUNT=%s%s%s\n", getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "(unset)",
-           getenv("GOMP_SPINCOUNT") ? getenv("GOMP_SPINCOUNT") : "(unset)", getenv("XFPROF_OMP_SPIN_WHY") ? ", " : "",
-           getenv("XFPROF_OMP_SPIN_WHY") ? getenv("XFPROF_OMP_SPIN_WHY") : "");
+    char omp_wait[256];
+    ceilings_omp_wait_describe(omp_wait, sizeof omp_wait);
+    printf("OpenMP waiting: %s\n", omp_wait);
     model_config cfg;
     if (config_resolve(model_name, &cfg) != XF_OK) return die("model");
 

@@ -150,10 +150,9 @@ int main(int argc, char **argv) {
     if (config_validate(&mc) || config_validate(&dc)) return die("config");
     printf("bench_moe: %d threads, %d decode steps per model (timings on this machine as it is: shared machines are noisy)\n",
            threads, steps);
-    printf("OpenMP waiting: OMP_WAIT_POLICY=%s, GOMP_SPINCOUNT=%s%s%s (xfprof run sets GOMP_SPINCOUNT=%s on idle CPUs, %s otherwise, "
-           "when neither is set)\n",
-           getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "(unset)", getenv("GOMP_SPINCOUNT") ? getenv("GOMP_SPINCOUNT") : "(unset)",
-           getenv("XFPROF_OMP_SPIN_WHY") ? ", " : "", getenv("XFPROF_OMP_SPIN_WHY") ? getenv("XFPROF_OMP_SPIN_WHY") : "",
+    char omp_wait[256];
+    ceilings_omp_wait_describe(omp_wait, sizeof omp_wait);
+    printf("OpenMP waiting: %s (xfprof run sets GOMP_SPINCOUNT=%s on idle CPUs, %s otherwise, when neither is set)\n", omp_wait,
            XF_OMP_SPINCOUNT_IDLE, XF_OMP_SPINCOUNT);
     printf("models: %s (%lld layers, %lld experts of %lld, top-%lld) and %s (one FFN of %lld), fp32, %.2f GB of weights each\n",
            mc.name, (long long)L, (long long)mc.n_experts, (long long)mc.d_ff_expert, (long long)mc.experts_per_tok, dc.name,

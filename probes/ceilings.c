@@ -707,6 +707,12 @@ static const char *choose_spincount(char *why, size_t len) {
     return spin;
 }
 
+void ceilings_omp_wait_describe(char *buf, size_t len) {
+    const char *pol = getenv("OMP_WAIT_POLICY"), *spin = getenv("GOMP_SPINCOUNT"), *why = getenv("XFPROF_OMP_SPIN_WHY");
+    snprintf(buf, len, "OMP_WAIT_POLICY=%.40s, GOMP_SPINCOUNT=%.40s%s%.90s%s", pol ? pol : "(unset)", spin ? spin : "(unset)",
+             why ? " (" : "", why ? why : "", why ? ")" : "");
+}
+
 void ceilings_env_reexec(int argc, char **argv) {
     if (getenv("XFPROF_REEXEC")) return; /* already restarted: the record's env names the kernels */
     /* Under valgrind, /proc/self/exe is valgrind's tool, which refuses to start without its launcher

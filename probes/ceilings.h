@@ -136,6 +136,10 @@ double ceilings_idle_cpus(const char *stat_before, const char *stat_after, int n
  * otherwise or when unknown (idle_cpus < 0). Static. */
 const char *ceilings_spincount_for(double idle_cpus, int ncpu);
 
+/* What OpenMP waiting is in force, for records and benchmarks: "OMP_WAIT_POLICY=..., GOMP_SPINCOUNT=..."
+ * and, when ceilings_env_reexec chose the spin, why in brackets. Into buf (len >= 224 holds it all). */
+void ceilings_omp_wait_describe(char *buf, size_t len);
+
 /* Process-level, for main() only: restarts the program once (execv of /proc/self/exe with argv,
  * argv[0] first) with OPENBLAS_CORETYPE set when ceilings_blas_coretype_fix says so and with
  * GOMP_SPINCOUNT (ceilings_spincount_for over 50 ms of /proc/stat; XFPROF_OMP_SPIN_WHY says why)

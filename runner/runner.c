@@ -500,10 +500,7 @@ static void set_env(record *rec, const run_ctx *c) {
         }
     snprintf(buf, sizeof buf, "%s (core %s)", openblas_get_config(), openblas_get_corename());
     record_set_env(rec, "blas", buf);
-    snprintf(buf, sizeof buf, "OMP_WAIT_POLICY=%.40s, GOMP_SPINCOUNT=%.40s%s%.90s%s",
-             getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "(unset)",
-             getenv("GOMP_SPINCOUNT") ? getenv("GOMP_SPINCOUNT") : "(unset)", getenv("XFPROF_OMP_SPIN_WHY") ? " (" : "",
-             getenv("XFPROF_OMP_SPIN_WHY") ? getenv("XFPROF_OMP_SPIN_WHY") : "", getenv("XFPROF_OMP_SPIN_WHY") ? ")" : "");
+    ceilings_omp_wait_describe(buf, sizeof buf);
     record_set_env(rec, "omp_wait_policy", buf);
     set_env_common(rec, c, ceil_note, c->notes->perf, rss);
 }
