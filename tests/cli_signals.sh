@@ -34,7 +34,10 @@ tmp_exists() { ls "$1"/*.tmp* >/dev/null 2>&1; }
 #    repetitions it has, the record says partial, exit 130, and show reads it and says so.
 "$XF" run --prompt 8 --gen 2 --reps 10000 --warmup 1 --threads 1 -o "$TMP/long.json" >/dev/null 2>"$TMP/long.err" &
 pid=$!
-sleep 1.5
+# the run says when its point starts (after its signal handlers are in); a busy CI machine can take
+# longer than any fixed sleep to get there
+wait_for 60 has_line "$TMP/long.err" 'batch 1 prompt 8' 1 || bad "run --reps 10000: its point never started: $(tail -c 300 "$TMP/long.err")"
+sleep 1
 t0=$(date +%s.%N)
 kill -INT "$pid"
 wait "$pid"
@@ -61,7 +64,8 @@ grep -q "interrupted by SIGINT" "$TMP/long.err" && ok "run said it was interrupt
 rm -f "$TMP/two.json"
 XFPROF_TEST_WRITE_PAUSE_MS=30000 "$XF" run --prompt 8 --gen 2 --reps 10000 --threads 1 -o "$TMP/two.json" >/dev/null 2>"$TMP/two.err" &
 pid=$!
-sleep 1.5
+wait_for 60 has_line "$TMP/two.err" 'batch 1 prompt 8' 1 || bad "two SIGINTs: the point never started: $(tail -c 300 "$TMP/two.err")"
+sleep 1
 kill -INT "$pid"
 if wait_for 30 tmp_exists "$TMP"; then ok "first SIGINT: the record's write began"; else bad "no temporary seen after the first SIGINT"; fi
 kill -INT "$pid"

@@ -127,13 +127,13 @@ if "$XF" run --help >/dev/null 2>&1; then
     fail "sweep --warmup 0 --kv-policy reserve did not reach the runner: $(head -c 300 "$tmp/w.json")"
   "$XF" sweep --model stories15m --batch 20000000 --prompt 8 --gen 2 2>"$tmp/err"
   [ $? -eq 2 ] && grep -q "out of range" "$tmp/err" || fail "sweep --batch 20000000 not refused: $(cat "$tmp/err")"
-  # 40 repetitions (a few seconds) so the signal lands inside the point; a sweep can still finish its
+  # 60 repetitions (about 4 s quiet) so the signal, 2 s in, lands inside the point; a sweep can still finish its
   # point between the signal and its check (the project's CI saw that at -r 5), so the lines kept must
   # be the points its message says are complete, whichever way the race went
-  "$XF" sweep --model stories15m --batch 1 --prompt 64 --gen 16 --threads 1 -r 40 --jsonl "$tmp/mt.jsonl" >/dev/null 2>"$tmp/mt.err" &
+  "$XF" sweep --model stories15m --batch 1 --prompt 64 --gen 16 --threads 1 -r 60 --jsonl "$tmp/mt.jsonl" >/dev/null 2>"$tmp/mt.err" &
   pid=$!
   pids+=("$pid")
-  sleep 1
+  sleep 2
   kill -TERM "$pid"
   wait "$pid"
   rc=$?
