@@ -35,7 +35,8 @@ static double quarter_octave(double v) { return v > 0 ? exp2(round(4.0 * log2(v)
 
 static double nominal_bytes(xf_dtype d) { return d == XF_INT8 ? 1.0 : d == XF_BF16 || d == XF_FP16 ? 2.0 : 4.0; }
 
-void predcal_keys(const cost_op *op, calib_family f, xf_dtype wdtype, double working_set, double *x, double *y, double *z) {
+void predcal_keys(const cost_op *op, calib_family f, xf_dtype wdtype, double working_set, const model_config *cfg, double *x,
+                  double *y, double *z) {
     *y = 1.0;
     *z = 1.0;
     switch (f) {
@@ -63,6 +64,10 @@ void predcal_keys(const cost_op *op, calib_family f, xf_dtype wdtype, double wor
         if (op->kv_read_bytes > 0) *y = quarter_octave(op->flops / op->kv_read_bytes);
         break;
     case CALIB_ATTN_PREFILL: *x = op->flops; break;
+    case CALIB_ROPE: /* the cos/sin table (head_dim / 2 per token) and the vector tails go with head_dim (MLA: the rotated part) */
+        *x = op->bytes;
+        if (cfg && cfg->head_dim > 0) *z = (double)cfg->head_dim;
+        break;
     default: *x = op->bytes; break;
     }
 }
@@ -173,6 +178,15 @@ xf_status predcal_efficiency(const calib_table *t, calib_family f, xf_dtype wdty
         free(sel);
         return XF_EUNSUPPORTED;
     }
+    if (f == CALIB_ROPE) { /* head_dim is a property, not a size: only the entries of the nearest one (z) */
+        double best = INFINITY, zb = z;
+        for (int i = 0; i < n; i++)
+            if (fabs(log(sel[i]->z) - log(z)) < best) best = fabs(log(sel[i]->z) - log(z)), zb = sel[i]->z;
+        int m = 0;
+        for (int i = 0; i < n; i++)
+            if (near(sel[i]->z, zb)) sel[m++] = sel[i];
+        n = m; /* row_eval marks the op clamped when zb is not its z */
+    }
     /* rows: runs of the same y */
     int lo = 0, lo_n = 0, hi = -1, hi_n = 0;
     for (int i = 0; i < n;) {
@@ -205,7 +219,47 @@ xf_status predcal_efficiency(const calib_table *t, calib_family f, xf_dtype wdty
     return XF_OK;
 }
 
-xf_status predcal_add_point(calib_table *t, const record_point *p, unsigned families) {
+/* cpu_backend.c's thresholds: element-wise ops on fewer elements run on one thread, projections
+ * of this many tokens or more go to the GEMM (bf16: after a pass that splits or rounds the input) */
+#define PREDCAL_PAR_MIN 16384
+#define PREDCAL_GEMM_MIN_TOKENS 32
+
+int predcal_regions(const cost_op *op, const model_config *cfg, int64_t tokens, xf_dtype wdtype, int threads) {
+    if (threads <= 1 || !cfg || tokens < 1) return 0;
+    const double n = (double)tokens, d = (double)cfg->d_model, hd = (double)cfg->head_dim;
+    const double kv = (double)cfg->n_kv_heads * hd, qkv = (double)cfg->n_heads * hd + 2 * kv;
+    switch (op->kind) {
+    case OP_QKV:
+    case OP_O_PROJ:
+    case OP_GATE_UP:
+    case OP_DOWN:
+    case OP_LM_HEAD: return 1 + ((wdtype == XF_INT8 && n >= 4) || (wdtype == XF_BF16 && n >= PREDCAL_GEMM_MIN_TOKENS));
+    case OP_ATTENTION: return 1;
+    case OP_EMBEDDING:
+    case OP_ATTN_NORM:
+    case OP_FFN_NORM:
+    case OP_ATTN_RESIDUAL:
+    case OP_FFN_RESIDUAL: return n * d >= PREDCAL_PAR_MIN;
+    case OP_ROPE: return n * qkv >= PREDCAL_PAR_MIN;
+    case OP_KV_APPEND: return n * kv >= PREDCAL_PAR_MIN;
+    case OP_SWIGLU: return n > 1 && n * (double)cfg->d_ff >= PREDCAL_PAR_MIN / 8;
+    default: return 0; /* final_norm, sampling: the calling thread */
+    }
+}
+
+/* The rows an op of p works on: prefill batch x prompt, decode batch; lm_head the last token of each sequence. */
+static int64_t step_tokens(const record_point *p, const cost_op *op) {
+    return op->phase == XF_PREFILL && op->kind != OP_LM_HEAD ? p->wl.batch * p->wl.prompt : p->wl.batch;
+}
+
+/* What the op pays for its parallel regions' forks: the table's short-gap fork per region. */
+static double fork_time(const calib_table *t, const record_point *p, const model_config *cfg, const cost_op *op) {
+    if (!(t->fork_short_s > 0)) return 0;
+    const int th = p->run.threads > 0 ? p->run.threads : t->threads;
+    return t->fork_short_s * predcal_regions(op, cfg, step_tokens(p, op), p->wl.wdtype, th);
+}
+
+xf_status predcal_add_point(calib_table *t, const record_point *p, const model_config *cfg, unsigned families) {
     for (int64_t i = 0; i < p->n_ops; i++) {
         const record_op *op = &p->ops[i];
         int f = predcal_family_of(&op->cost);
@@ -218,8 +272,10 @@ xf_status predcal_add_point(calib_table *t, const record_point *p, unsigned fami
         e.family = (calib_family)f;
         e.wdtype = p->wl.wdtype;
         e.tier = tier;
-        predcal_keys(&op->cost, e.family, e.wdtype, predcal_working_set(t, p->memory.weights_bytes), &e.x, &e.y, &e.z);
-        e.efficiency = ref / op->time_s;
+        predcal_keys(&op->cost, e.family, e.wdtype, predcal_working_set(t, p->memory.weights_bytes), cfg, &e.x, &e.y, &e.z);
+        /* the op's own work: its time less its forks (at least a fifth kept: a fork measured apart can exceed a tiny op's) */
+        const double work = fmax(op->time_s - fork_time(t, p, cfg, &op->cost), 0.2 * op->time_s);
+        e.efficiency = ref / work;
         e.n = 1;
         if (!(e.x > 0)) continue;
         xf_status s = calib_table_add(t, &e);
@@ -241,7 +297,7 @@ void predcal_step_times(record_point *p) {
     p->summary.predicted_tpot_s = tpot;
 }
 
-void predcal_apply_point(const calib_table *t, record_point *p, int prediction, predcal_stats *st) {
+void predcal_apply_point(const calib_table *t, record_point *p, const model_config *cfg, int prediction, predcal_stats *st) {
     predcal_stats z;
     memset(&z, 0, sizeof z);
     int defaults = !strcmp(t->grid, "default");
@@ -255,12 +311,12 @@ void predcal_apply_point(const calib_table *t, record_point *p, int prediction, 
         double x, y, zk, eff;
         int clamped, other;
         calib_tier tier = predcal_tier(t, (calib_family)f, p->memory.weights_bytes);
-        predcal_keys(&op->cost, (calib_family)f, p->wl.wdtype, predcal_working_set(t, p->memory.weights_bytes), &x, &y, &zk);
+        predcal_keys(&op->cost, (calib_family)f, p->wl.wdtype, predcal_working_set(t, p->memory.weights_bytes), cfg, &x, &y, &zk);
         if (predcal_efficiency(t, (calib_family)f, p->wl.wdtype, tier, x, y, zk, &eff, &clamped, &other) != XF_OK) continue;
         if (other) tier = tier == CALIB_TIER_CACHE ? CALIB_TIER_DRAM : CALIB_TIER_CACHE; /* the entries' reference */
         double ref = predcal_reference_time(t, &op->cost, tier);
         if (!(ref > 0)) continue;
-        op->calibrated_time_s = ref / eff;
+        op->calibrated_time_s = ref / eff + fork_time(t, p, cfg, &op->cost);
         op->calib_clamped = clamped && !defaults;
         z.calibrated++;
         z.clamped += op->calib_clamped;

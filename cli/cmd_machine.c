@@ -117,7 +117,10 @@ static void print_gpu_table(const gpu_attrs *a, const gpu_theory *t, const gpu_m
 
 /* What a calibration holds: entries and efficiency range per family, dtype and tier. */
 static void print_calibration(const calib_table *t, const char *path) {
-    printf("\ncalibration (%s grid, %d threads): efficiency = roofline time / measured time\n%s\n", t->grid, t->threads, t->source);
+    printf("\ncalibration (%s grid, %d threads): efficiency = roofline time / measured time less its OpenMP forks\n%s\n", t->grid,
+           t->threads, t->source);
+    printf("OpenMP: %s (by %s); a parallel region's fork and join %.2f us after a short gap, %.2f us after a long one\n",
+           t->omp_spin, t->omp_spin_by, 1e6 * t->fork_short_s, 1e6 * t->fork_long_s);
     printf("%-13s %-6s %-6s %8s %10s %10s %10s\n", "family", "wdtype", "tier", "entries", "eff min", "eff median", "eff max");
     for (int i = 0; i < t->n;) {
         int j = i;
@@ -145,12 +148,23 @@ static int machine_calibrate(const char *cmd, const char *path, const device_spe
                              int n_wd) {
     /* the runner reads its ceilings from the machine file: this one */
     if (setenv("XFPROF_MACHINE_FILE", path, 1) != 0) return cli_fail(cmd, xf_errorf(XF_EIO, "setenv failed"));
-    calibrate_opts co = {threads, quick, wd, n_wd, 0};
-    calib_table t;
+    /* XFPROF_CALIB_NO_FORK_FILE (bench/bench_predict.sh's A/B): a copy of the machine file with the
+     * same measurements' table without the fork term */
+    const char *nf_path = getenv("XFPROF_CALIB_NO_FORK_FILE");
+    calib_table t, nf;
+    calibrate_opts co = {threads, quick, wd, n_wd, 0, nf_path && *nf_path ? &nf : NULL};
     xf_status s = calibrate_measure(&co, d, &t);
     if (s == XF_OK) s = calib_table_save_machine(&t, path);
+    if (s == XF_OK && co.no_fork) {
+        char *text = NULL;
+        size_t len = 0;
+        if ((s = file_read_all(path, (size_t)64 << 20, &text, &len)) == XF_OK) s = file_write_atomic(nf_path, text, len);
+        free(text);
+        if (s == XF_OK) s = calib_table_save_machine(&nf, nf_path);
+    }
     if (s == XF_OK) print_calibration(&t, path);
     calib_table_free(&t);
+    if (co.no_fork) calib_table_free(&nf);
     return s == XF_OK ? CLI_EXIT_OK : cli_fail(cmd, s);
 }
 

@@ -174,6 +174,10 @@ Test(predict_calibrated, json_round_trip) {
     calib_table t = table();
     add(&t, CALIB_ATTN_DECODE, XF_INT8, CALIB_TIER_CACHE, 123456.0, 0.5, 0.123456789012345);
     add(&t, CALIB_SAMPLING, XF_BF16, CALIB_TIER_DRAM, 128000, 1, 1.75);
+    snprintf(t.omp_spin, sizeof t.omp_spin, "GOMP_SPINCOUNT=3000");
+    snprintf(t.omp_spin_by, sizeof t.omp_spin_by, "xfprof");
+    t.fork_short_s = 1.25e-6;
+    t.fork_long_s = 3.5e-5;
     char *text = calib_table_to_json(&t);
     cr_assert_not_null(text);
     cJSON *o = cJSON_Parse(text);
@@ -189,6 +193,9 @@ Test(predict_calibrated, json_round_trip) {
     cr_assert_eq(u.entries[0].tier, CALIB_TIER_CACHE);
     cr_assert(u.entries[0].efficiency == 0.123456789012345);
     cr_assert(u.dram_Bps == 1e10 && u.cache_Bps == 4e10 && u.peak_flops[XF_COMPUTE_FP32] == 1e11);
+    cr_assert_str_eq(u.omp_spin, "GOMP_SPINCOUNT=3000");
+    cr_assert_str_eq(u.omp_spin_by, "xfprof");
+    cr_assert(u.fork_short_s == 1.25e-6 && u.fork_long_s == 3.5e-5);
     calib_table_free(&u);
     calib_table_free(&t);
 }
@@ -236,8 +243,15 @@ Test(predict_calibrated, corrupt_tables_are_refused_by_name) {
     snprintf(v, sizeof v, "%s", HEAD "]}");
     char *p = strstr(v, "\"version\":3");
     cr_assert_not_null(p);
+    p[10] = '5';
+    refused_as(XF_EFORMAT, v, "version 5");
+    /* version 4 needs the OpenMP spin and the fork costs; version 3 loads without them (unknown spin, no fork term) */
     p[10] = '4';
-    refused_as(XF_EFORMAT, v, "version 4");
+    refused(v, "omp_spin");
+    p[10] = '3';
+    cr_assert_eq(parse(v, &t, &present), XF_OK, "%s", xf_error_msg());
+    cr_assert(present && t.omp_spin[0] == 0 && t.fork_short_s == 0 && t.fork_long_s == 0);
+    calib_table_free(&t);
     /* version 1 (GEMMs keyed by bytes, no z): refused, saying to calibrate again */
     p[10] = '1';
     refused_as(XF_EFORMAT, v, "version 1");
@@ -289,7 +303,7 @@ Test(predict_calibrated, constant_efficiency_scales_the_bound) {
     cr_assert_eq(predict_point(&c, &w, &d, &p), XF_OK, "%s", xf_error_msg());
     double ttft = p.summary.ttft_s, tpot = p.summary.tpot_s;
     predcal_stats st;
-    predcal_apply_point(&t, &p, 1, &st);
+    predcal_apply_point(&t, &p, NULL, 1, &st);
     cr_assert_eq(st.ops, p.n_ops);
     cr_assert_eq(st.calibrated, p.n_ops);
     cr_assert_eq(st.clamped, 0);
@@ -323,7 +337,7 @@ Test(predict_calibrated, measured_ops_give_their_efficiency_back) {
     t.cache_Bps = 0;
     record_point p;
     measured_point(&t, XF_BF16, 32, 4, &p); /* "measured" at 4x the bound */
-    cr_assert_eq(predcal_add_point(&t, &p, ~0u), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(predcal_add_point(&t, &p, NULL, ~0u), XF_OK, "%s", xf_error_msg());
     calib_table_merge(&t);
     cr_assert(t.n > 0);
     for (int i = 0; i < t.n; i++) {
@@ -331,7 +345,7 @@ Test(predict_calibrated, measured_ops_give_their_efficiency_back) {
         cr_assert_eq(t.entries[i].wdtype, XF_BF16);
     }
     /* and predicting the same point from that table gives the measured times back exactly */
-    predcal_apply_point(&t, &p, 0, NULL);
+    predcal_apply_point(&t, &p, NULL, 0, NULL);
     for (int64_t i = 0; i < p.n_ops; i++)
         if (predcal_family_of(&p.ops[i].cost) >= 0) {
             NEAR(p.ops[i].calibrated_time_s, p.ops[i].time_s);
@@ -360,16 +374,16 @@ Test(predict_calibrated, gemm_rows_are_tokens_per_matrix) {
                 /* tinyllama: d_model 2048, d_ff 5632, 32 query and 4 KV heads of 64 */
                 static const double K[] = {[OP_QKV] = 2048, [OP_O_PROJ] = 2048, [OP_GATE_UP] = 2048, [OP_DOWN] = 5632};
                 static const double N[] = {[OP_QKV] = 2560, [OP_O_PROJ] = 2048, [OP_GATE_UP] = 11264, [OP_DOWN] = 2048};
-                predcal_keys(o, CALIB_GEMM, dts[k], 0.5, &x, &y, &z);
+                predcal_keys(o, CALIB_GEMM, dts[k], 0.5, NULL, &x, &y, &z);
                 cr_assert(y == 64, "%s %s: M = %g, expected 64", dtype_name(dts[k]), op_kind_name(o->kind), y);
                 cr_assert(fabs(x - K[o->kind]) < 1e-6 * K[o->kind], "%s %s: K = %.9g", dtype_name(dts[k]), op_kind_name(o->kind), x);
                 cr_assert(fabs(z - N[o->kind]) < 1e-6 * N[o->kind], "%s %s: N = %.9g", dtype_name(dts[k]), op_kind_name(o->kind), z);
                 seen++;
             } else if (f == CALIB_GEMV) {
-                predcal_keys(o, CALIB_GEMV, dts[k], 0.5, &x, &y, &z);
+                predcal_keys(o, CALIB_GEMV, dts[k], 0.5, NULL, &x, &y, &z);
                 cr_assert(y == 1, "%s %s: M = %g, expected 1", dtype_name(dts[k]), op_kind_name(o->kind), y);
                 cr_assert(x == o->weight_bytes && z == 0.5); /* z: the step's working set given */
-                predcal_keys(o, CALIB_GEMV, dts[k], 0, &x, &y, &z);
+                predcal_keys(o, CALIB_GEMV, dts[k], 0, NULL, &x, &y, &z);
                 cr_assert(z == 1); /* unknown: 1 */
             }
         }
@@ -443,13 +457,146 @@ Test(predict_calibrated, gemv_entries_carry_the_models_working_set) {
     t.cache_bytes = 2e8;
     record_point p;
     measured_point(&t, XF_FP32, 16, 2, &p);
-    cr_assert_eq(predcal_add_point(&t, &p, 1u << CALIB_GEMV), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(predcal_add_point(&t, &p, NULL, 1u << CALIB_GEMV), XF_OK, "%s", xf_error_msg());
     cr_assert(t.n > 0);
     for (int i = 0; i < t.n; i++) {
         cr_assert_eq(t.entries[i].family, CALIB_GEMV);
         cr_assert_eq(t.entries[i].tier, CALIB_TIER_DRAM); /* even though the model fits the cache */
         NEAR(t.entries[i].z, p.memory.weights_bytes / 2e8);
     }
+    free(p.ops);
+    calib_table_free(&t);
+}
+
+/* The OpenMP spin a table was measured under against a run's: same, different (saying what to
+ * do), unknown (a version-3 table). */
+Test(predict_calibrated, spin_check_says_when_the_run_differs) {
+    calib_table t = table();
+    char msg[320];
+    cr_assert_eq(calib_spin_check(&t, "GOMP_SPINCOUNT=200", "xfprof", msg, sizeof msg), -1);
+    cr_assert(strstr(msg, "does not say") && strstr(msg, "machine --calibrate"), "%s", msg);
+    snprintf(t.omp_spin, sizeof t.omp_spin, "GOMP_SPINCOUNT=3000");
+    snprintf(t.omp_spin_by, sizeof t.omp_spin_by, "xfprof");
+    cr_assert_eq(calib_spin_check(&t, "GOMP_SPINCOUNT=3000", "user", msg, sizeof msg), 0);
+    cr_assert(strstr(msg, "same"), "%s", msg);
+    cr_assert_eq(calib_spin_check(&t, "GOMP_SPINCOUNT=200", "xfprof", msg, sizeof msg), 1);
+    cr_assert(strstr(msg, "GOMP_SPINCOUNT=3000 (by xfprof)") && strstr(msg, "GOMP_SPINCOUNT=200 (by xfprof)") &&
+              strstr(msg, "calibrate again") && strstr(msg, "set GOMP_SPINCOUNT=3000"), "%s", msg);
+    cr_assert_lt(strlen(msg), 224, "a record env value holds it");
+    cr_assert_eq(calib_spin_check(&t, "libgomp default", "nobody", msg, sizeof msg), 1);
+    calib_table_free(&t);
+}
+
+/* rope's third key is the model's head_dim, not d_model / n_heads: gemma-3-1b (head_dim 256, d_model
+ * 1152 over 4 heads = 288) takes the entries of head_dim 256 only. */
+Test(predict_calibrated, rope_is_keyed_by_the_models_head_dim) {
+    model_config c;
+    cr_assert_eq(config_preset("gemma-3-1b", &c), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(c.head_dim, 256);
+    cr_assert_neq(c.head_dim, c.d_model / c.n_heads);
+    calib_table t = table();
+    t.cache_Bps = 0;
+    device_spec d = dev_of(&t);
+    workload w = {1, 16, 4, XF_FP32, XF_FP32, XF_FP32, 0};
+    record_point p;
+    cr_assert_eq(predict_point(&c, &w, &d, &p), XF_OK, "%s", xf_error_msg());
+    /* rope entries over the whole bytes range at head_dim 256 (0.5) and at d_model / n_heads (0.1) */
+    const double dn = (double)(c.d_model / c.n_heads);
+    add_z(&t, CALIB_ROPE, XF_FP32, CALIB_TIER_DRAM, 1, 1, 256, 0.5);
+    add_z(&t, CALIB_ROPE, XF_FP32, CALIB_TIER_DRAM, 1e12, 1, 256, 0.5);
+    add_z(&t, CALIB_ROPE, XF_FP32, CALIB_TIER_DRAM, 1, 1, dn, 0.1);
+    add_z(&t, CALIB_ROPE, XF_FP32, CALIB_TIER_DRAM, 1e12, 1, dn, 0.1);
+    int ropes = 0;
+    for (int64_t i = 0; i < p.n_ops; i++) {
+        if (p.ops[i].cost.kind != OP_ROPE) continue;
+        double x, y, z;
+        predcal_keys(&p.ops[i].cost, CALIB_ROPE, XF_FP32, 1, &c, &x, &y, &z);
+        cr_assert(z == 256 && x == p.ops[i].cost.bytes && y == 1, "rope keys (%g, %g, %g)", x, y, z);
+        ropes++;
+    }
+    cr_assert_eq(ropes, 2 * c.n_layers);
+    predcal_stats st;
+    predcal_apply_point(&t, &p, &c, 0, &st);
+    for (int64_t i = 0; i < p.n_ops; i++)
+        if (p.ops[i].cost.kind == OP_ROPE) {
+            NEAR(p.ops[i].calibrated_time_s, 2 * p.ops[i].predicted_time_s); /* 0.5, not a blend with 0.1 */
+            cr_assert_eq(p.ops[i].calib_clamped, 0);
+        }
+    /* a table without head_dim 256: the nearest head_dim's entries (288: 0.1, not 64's 0.9), clamped */
+    calib_table u = table();
+    u.cache_Bps = 0;
+    add_z(&u, CALIB_ROPE, XF_FP32, CALIB_TIER_DRAM, 1, 1, dn, 0.1);
+    add_z(&u, CALIB_ROPE, XF_FP32, CALIB_TIER_DRAM, 1e12, 1, dn, 0.1);
+    add_z(&u, CALIB_ROPE, XF_FP32, CALIB_TIER_DRAM, 1, 1, 64, 0.9);
+    add_z(&u, CALIB_ROPE, XF_FP32, CALIB_TIER_DRAM, 1e12, 1, 64, 0.9);
+    predcal_apply_point(&u, &p, &c, 0, &st);
+    for (int64_t i = 0; i < p.n_ops; i++)
+        if (p.ops[i].cost.kind == OP_ROPE) {
+            NEAR(p.ops[i].calibrated_time_s, 10 * p.ops[i].predicted_time_s);
+            cr_assert_eq(p.ops[i].calib_clamped, 1);
+        }
+    free(p.ops);
+    calib_table_free(&t);
+    calib_table_free(&u);
+}
+
+/* The parallel regions per op, as cpu_backend.c opens them. */
+Test(predict_calibrated, regions_per_op_follow_the_backend) {
+    model_config c;
+    cr_assert_eq(config_preset("stories15m", &c), XF_OK); /* d_model 288, d_ff 768, 6 heads of 48 */
+    cost_op o;
+    memset(&o, 0, sizeof o);
+    o.kind = OP_QKV;
+    o.phase = XF_DECODE;
+    cr_assert_eq(predcal_regions(&o, &c, 1, XF_FP32, 2), 1);
+    cr_assert_eq(predcal_regions(&o, &c, 1, XF_FP32, 1), 0, "one thread: no fork");
+    cr_assert_eq(predcal_regions(&o, &c, 1, XF_INT8, 2), 1);
+    cr_assert_eq(predcal_regions(&o, &c, 4, XF_INT8, 2), 2, "int8 at 4+ tokens: the quantization's region too");
+    cr_assert_eq(predcal_regions(&o, &c, 16, XF_BF16, 2), 1);
+    cr_assert_eq(predcal_regions(&o, &c, 64, XF_BF16, 2), 2, "bf16 prefill: the input's split, then the GEMM");
+    o.kind = OP_ATTN_NORM;
+    cr_assert_eq(predcal_regions(&o, &c, 1, XF_FP32, 2), 0, "288 elements: the calling thread");
+    cr_assert_eq(predcal_regions(&o, &c, 64, XF_FP32, 2), 1);
+    o.kind = OP_SWIGLU;
+    cr_assert_eq(predcal_regions(&o, &c, 1, XF_FP32, 2), 0);
+    cr_assert_eq(predcal_regions(&o, &c, 8, XF_FP32, 2), 1);
+    o.kind = OP_FINAL_NORM;
+    cr_assert_eq(predcal_regions(&o, &c, 64, XF_FP32, 2), 0);
+    o.kind = OP_ATTENTION;
+    cr_assert_eq(predcal_regions(&o, &c, 1, XF_FP32, 2), 1);
+    cr_assert_eq(predcal_regions(&o, NULL, 1, XF_FP32, 2), 0, "no model: no term");
+}
+
+/* The fork cost is a term of its own: taken off each op's measured time before its efficiency,
+ * added back per region in the prediction; with one thread there is none. */
+Test(predict_calibrated, fork_cost_is_a_term_of_its_own) {
+    calib_table t = table();
+    t.cache_Bps = 0;
+    t.fork_short_s = 2e-8; /* small beside every op's work here (none hits the floor of a fifth) */
+    model_config c;
+    cr_assert_eq(config_preset("stories15m", &c), XF_OK);
+    record_point p;
+    measured_point(&t, XF_BF16, 64, 4, &p);
+    p.run.threads = 2;
+    int forked = 0;
+    for (int64_t i = 0; i < p.n_ops; i++) { /* "measured": 4x the bound plus the forks */
+        int r = predcal_regions(&p.ops[i].cost, &c, p.ops[i].cost.phase == XF_PREFILL && p.ops[i].cost.kind != OP_LM_HEAD ? 64 : 1, XF_BF16, 2);
+        p.ops[i].time_s += r * t.fork_short_s;
+        forked += r > 0 && predcal_family_of(&p.ops[i].cost) >= 0;
+    }
+    cr_assert_gt(forked, 10);
+    cr_assert_eq(predcal_add_point(&t, &p, &c, ~0u), XF_OK, "%s", xf_error_msg());
+    calib_table_merge(&t);
+    cr_assert(t.n > 0);
+    for (int i = 0; i < t.n; i++) NEAR(t.entries[i].efficiency, 0.25); /* the work's, not the forks' */
+    predcal_apply_point(&t, &p, &c, 0, NULL);
+    for (int64_t i = 0; i < p.n_ops; i++)
+        if (predcal_family_of(&p.ops[i].cost) >= 0) NEAR(p.ops[i].calibrated_time_s, p.ops[i].time_s);
+    /* one thread: no fork added */
+    p.run.threads = 1;
+    predcal_apply_point(&t, &p, &c, 0, NULL);
+    for (int64_t i = 0; i < p.n_ops; i++)
+        if (predcal_family_of(&p.ops[i].cost) >= 0) NEAR(p.ops[i].calibrated_time_s, 4 * p.ops[i].predicted_time_s);
     free(p.ops);
     calib_table_free(&t);
 }
