@@ -20,6 +20,12 @@
 #   bash bench/bench_predict.sh [build/xfprof] [out-dir]
 # XF_BENCH_REUSE=1 reuses out-dir/machine.json's calibration (no new calibration); XF_BENCH_REPS
 # sets the judged runs' repetitions (default 7).
+# The fork term (docs/verdicts.md: each op's OpenMP forks taken out of its efficiency and added back
+# per region) is judged against the scheme before it on the same measurements: the calibration
+# also writes its table without the fork term (XFPROF_CALIB_NO_FORK_FILE, out-dir/machine-nofork.json),
+# and each run's measured ops are set against `predict --device-file` of both tables (the same
+# workload: predict gives the same calibrated times as the run, which is checked), printed as a
+# second table, "fork term | none", with the rows each is met in.
 set -euo pipefail
 XF=${1:-build/xfprof}
 OUT=${2:-$(mktemp -d)}
@@ -28,7 +34,8 @@ export XFPROF_MACHINE_FILE="$OUT/machine.json"
 echo "bench_predict: $(date -u +%FT%TZ), load average $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs; records in $OUT"
 t0=$(date +%s)
 if [ "${XF_BENCH_REUSE:-0}" != 1 ] || ! grep -q '"calibration"' "$XFPROF_MACHINE_FILE" 2>/dev/null; then
-    "$XF" machine --calibrate --threads 2 -o "$XFPROF_MACHINE_FILE" >"$OUT/calibrate.txt" 2>"$OUT/calibrate.err"
+    XFPROF_CALIB_NO_FORK_FILE="$OUT/machine-nofork.json" "$XF" machine --calibrate --threads 2 -o "$XFPROF_MACHINE_FILE" >"$OUT/calibrate.txt" 2>"$OUT/calibrate.err"
+    grep -E "calibration under|calibration stages" "$OUT/calibrate.err" || true
     calibrated=1
 fi
 t1=$(date +%s)
@@ -43,6 +50,10 @@ for model in stories110m tinyllama-1.1b; do
         echo "$model $wd: load average $(cut -d' ' -f1 /proc/loadavg)" >>"$OUT/load.txt"
         "$XF" run --model "$model" --wdtype "$wd" --threads 2 --prompt 64 --gen 12 --reps ${XF_BENCH_REPS:-7} --warmup 1 ${XF_BENCH_RUN_FLAGS:-} \
             -o "$OUT/$model-$wd.json" >"$OUT/$model-$wd.txt" 2>"$OUT/$model-$wd.err"
+        for tb in machine machine-nofork; do # the A/B: the same workload predicted from each table (no run)
+            [ -f "$OUT/$tb.json" ] && "$XF" predict --model "$model" --wdtype "$wd" --prompt 64 --gen 12 --device cpu --device-file "$OUT/$tb.json" \
+                --format json >"$OUT/$model-$wd.predict-$tb.json" 2>/dev/null || rm -f "$OUT/$model-$wd.predict-$tb.json"
+        done
     done
 done
 t2=$(date +%s)
@@ -94,6 +105,48 @@ for model in ("stories110m", "tinyllama-1.1b"):
 print("\ntargets: memory-bound ops (the cost model's class) <= 10%%, GEMMs <= 15%%, TTFT/TPOT <= 10%%: %d of 12 model/dtype/phase rows miss" % fails)
 # Cross-validation stays honest: the calibration's GEMMs (keyed by M, N = z, K = x) are none of the
 # judged models' (N, K): stories110m's and tinyllama-1.1b's qkv, o_proj, gate_up, down.
+# The fork term against none, on the same measured ops: each table's prediction of the workload
+# (predict --device-file), op by op (phase, layer, op).
+ab = {"fork term": 0, "none": 0}
+rows_ab = []
+for model in ("stories110m", "tinyllama-1.1b"):
+    for wd in ("fp32", "bf16", "int8"):
+        fs = [os.path.join(out, "%s-%s.predict-%s.json" % (model, wd, tb)) for tb in ("machine", "machine-nofork")]
+        if not all(os.path.exists(f) for f in fs): continue
+        r = json.load(open(os.path.join(out, "%s-%s.json" % (model, wd))))
+        p = r["points"][0]
+        preds = []
+        for f in fs:
+            q = json.load(open(f))["points"][0]
+            preds.append(({(o["phase"], o["layer"], o["op"]): o for o in q["ops"]}, q["summary"]))
+        # the fork table's predict must give the run's calibrated times (the same table, workload and rule)
+        same = [abs(preds[0][0][(o["phase"], o["layer"], o["op"])]["time_s"] / o["calibrated_time_s"] - 1) for o in p["ops"]
+                if "calibrated_time_s" in o and (o["phase"], o["layer"], o["op"]) in preds[0][0]]
+        ridge = r["device"]["ridge"]
+        for phase in ("prefill", "decode"):
+            ops = [o for o in p["ops"] if o["phase"] == phase and o["time_s"] > 0 and "calibrated_time_s" in o]
+            mem = lambda o: o["op"] not in GEMM and ridge.get(o["compute"], 0) > 0 and o["intensity"] < ridge[o["compute"]]
+            gem = lambda o: o["op"] in GEMM
+            cells = []
+            for k, (pm, ps) in enumerate(preds):
+                def err(sel):
+                    return med([abs(o["time_s"] / pm[(o["phase"], o["layer"], o["op"])]["time_s"] - 1) for o in ops
+                                if sel(o) and (o["phase"], o["layer"], o["op"]) in pm and pm[(o["phase"], o["layer"], o["op"])]["time_s"] > 0])
+                meas = p["summary"]["ttft_s"] if phase == "prefill" else p["summary"]["tpot_s"]
+                pred = ps["predicted_ttft_s"] if phase == "prefill" else ps["predicted_tpot_s"]
+                em, eg, es = err(mem), err(gem), abs(meas / pred - 1)
+                ok = (em != em or em <= 0.10) and (eg != eg or eg <= 0.15) and es <= 0.10
+                ab["fork term" if k == 0 else "none"] += ok
+                cells.append((em, eg, es, ok))
+            rows_ab.append((model, wd, phase, cells, max(same) if same else float("nan")))
+if rows_ab:
+    print("\nthe fork term against none, the same measured ops (predict --device-file of each table; medians |measured/predicted - 1|):")
+    print("%-15s %-5s %-8s %16s %16s %16s   %s" % ("model", "wd", "phase", "memory-bound", "GEMMs", "step time", "(fork term | none)"))
+    for model, wd, phase, c, same in rows_ab:
+        print("%-15s %-5s %-8s %s|%s  %s|%s  %s|%s   %s|%s   (predict vs run's calibrated times: max %.1e)" % (model, wd, phase,
+              pct(c[0][0]), pct(c[1][0]), pct(c[0][1]), pct(c[1][1]), pct(c[0][2]), pct(c[1][2]),
+              "met " if c[0][3] else "MISS", "met " if c[1][3] else "MISS", same))
+    print("rows met: fork term %d, none %d of %d" % (ab["fork term"], ab["none"], len(rows_ab)))
 cal = json.load(open(os.path.join(out, "machine.json")))["calibration"]
 grid = {(round(e["z"]), round(e["x"])) for e in cal["entries"] if e["family"] == "gemm"}
 judged = {(2304, 768), (768, 768), (4096, 768), (768, 2048), (2560, 2048), (2048, 2048), (11264, 2048), (2048, 5632)}
