@@ -254,7 +254,7 @@ static int64_t step_tokens(const record_point *p, const cost_op *op) {
 
 /* What the op pays for its parallel regions' forks: the table's short-gap fork per region. */
 static double fork_time(const calib_table *t, const record_point *p, const model_config *cfg, const cost_op *op) {
-    if (!(t->fork_short_s > 0)) return 0;
+    if (!t->fork_term || !(t->fork_short_s > 0)) return 0;
     const int th = p->run.threads > 0 ? p->run.threads : t->threads;
     return t->fork_short_s * predcal_regions(op, cfg, step_tokens(p, op), p->wl.wdtype, th);
 }

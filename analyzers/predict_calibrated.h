@@ -52,7 +52,7 @@ void predcal_keys(const cost_op *op, calib_family f, xf_dtype wdtype, double wor
  * (final_norm, sampling, swiglu of one token, element-wise ops under CPU_PAR_MIN elements), 1 for
  * attention and the other element-wise ops, 1 for a projection plus 1 for the pass over its input
  * before the product (int8 at 4+ tokens: the quantization; bf16 at 32+: the split or rounding
- * before oneDNN). Each region costs the calibration's fork_short_s. */
+ * before oneDNN). With the table's fork_term each region costs its fork_short_s. */
 int predcal_regions(const cost_op *op, const model_config *cfg, int64_t tokens, xf_dtype wdtype, int threads);
 
 /* A model of weights_bytes as a working set: weights_bytes / t->cache_bytes (1 when either is unknown). */
@@ -74,9 +74,9 @@ xf_status predcal_efficiency(const calib_table *t, calib_family f, xf_dtype wdty
                              double z, double *eff, int *clamped, int *other_tier);
 
 /* Adds an entry for every measured op of p (time_s > 0) of a family in `families` (a bit mask,
- * 1 << calib_family) of model cfg: efficiency = the reference time over its measured time less
- * t->fork_short_s per parallel region it opened (predcal_regions; at least a fifth of the time is
- * kept). Call calib_table_merge when all points are in. */
+ * 1 << calib_family) of model cfg: efficiency = the reference time over its measured time (with
+ * t->fork_term: less t->fork_short_s per parallel region it opened, predcal_regions; at least a
+ * fifth of the time is kept). Call calib_table_merge when all points are in. */
 xf_status predcal_add_point(calib_table *t, const record_point *p, const model_config *cfg, unsigned families);
 
 typedef struct predcal_stats {
@@ -87,8 +87,8 @@ typedef struct predcal_stats {
 } predcal_stats;
 
 /* Sets every op's calibrated_time_s (and calib_clamped) from t: the reference time over the
- * efficiency plus t->fork_short_s per parallel region (predcal_regions, with p->run.threads, or the
- * table's threads when the point has none); p->memory.weights_bytes picks the tier, cfg (the
+ * efficiency (with t->fork_term: plus t->fork_short_s per parallel region, predcal_regions, with
+ * p->run.threads, or the table's threads when the point has none); p->memory.weights_bytes picks the tier, cfg (the
  * record's model; NULL: rope's z = 1) gives rope's head_dim. prediction = 1 (a predict record: no measurement): op->time_s becomes the calibrated time
  * where there is one and the summary is computed again from it (decode_context and max_batch
  * kept). Always sets summary.predicted_ttft_s / predicted_tpot_s. st (may be NULL) gets the counts. */

@@ -100,7 +100,7 @@ char *calib_table_to_json(const calib_table *t) {
              json_add_number(o, "dram_bandwidth_Bps", t->dram_Bps) && json_add_number(o, "cache_bandwidth_Bps", t->cache_Bps) &&
              json_add_number(o, "cache_bytes", t->cache_bytes) && cJSON_AddStringToObject(o, "omp_spin", t->omp_spin) &&
              cJSON_AddStringToObject(o, "omp_spin_by", t->omp_spin_by) && json_add_number(o, "fork_short_s", t->fork_short_s) &&
-             json_add_number(o, "fork_long_s", t->fork_long_s);
+             json_add_number(o, "fork_long_s", t->fork_long_s) && cJSON_AddBoolToObject(o, "fork_term", t->fork_term != 0);
     cJSON *pk = ok ? cJSON_AddObjectToObject(o, "peak_flops") : NULL;
     ok = ok && pk;
     for (int c = 0; ok && c < XF_COMPUTE_COUNT; c++) ok = json_add_number(pk, compute_name((xf_compute)c), t->peak_flops[c]);
@@ -161,6 +161,14 @@ xf_status calib_table_from_json(const cJSON *o, const char *ctx, calib_table *ou
                    (s = json_get_string(o, "omp_spin_by", c0, out->omp_spin_by, sizeof out->omp_spin_by)) ||
                    (s = get_pos(o, "fork_short_s", c0, 1, &out->fork_short_s)) || (s = get_pos(o, "fork_long_s", c0, 1, &out->fork_long_s))))
         goto fail;
+    if (v >= 4) {
+        const cJSON *ft = cJSON_GetObjectItemCaseSensitive(o, "fork_term");
+        if (!cJSON_IsBool(ft)) {
+            s = xf_errorf(XF_EINVAL, "%s: \"fork_term\" is missing or not true/false", c0);
+            goto fail;
+        }
+        out->fork_term = cJSON_IsTrue(ft);
+    }
     if (v >= 4 && (out->fork_short_s > 1e-2 || out->fork_long_s > 1e-2)) {
         s = xf_errorf(XF_EINVAL, "%s: fork costs of %g / %g s are not an OpenMP fork's (at most 10 ms)", c0, out->fork_short_s, out->fork_long_s);
         goto fail;

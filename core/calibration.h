@@ -8,7 +8,7 @@
  * The table is saved as the "calibration" object of the machine file:
  *   {"format":"xfprof-calibration","version":4,"threads":2,"grid":"full","created":"...",
  *    "source":"...","dram_bandwidth_Bps":..,"cache_bandwidth_Bps":..,"cache_bytes":..,
- *    "omp_spin":"GOMP_SPINCOUNT=3000","omp_spin_by":"xfprof","fork_short_s":..,"fork_long_s":..,
+ *    "omp_spin":"GOMP_SPINCOUNT=3000","omp_spin_by":"xfprof","fork_short_s":..,"fork_long_s":..,"fork_term":0,
  *    "peak_flops":{"fp32":..,"tensor16":..,"fp8":..,"int8":..},
  *    "entries":[{"family":"gemv","wdtype":"fp32","tier":"dram","x":..,"y":..,"z":..,"efficiency":..,"n":..}]}
  * Shape keys per family (analyzers/predict_calibrated.h): x a size (bytes or FLOPs; a GEMM's K),
@@ -80,11 +80,14 @@ typedef struct calib_table {
     char omp_spin[48];
     char omp_spin_by[16];
     /* The fork/join of one empty OpenMP parallel region of `threads` threads under that spin
-     * (version 4; 0: not measured, no fork term), seconds: after a short serial gap (as between the
-     * ops of a step) and after a long one (the other threads gone to sleep). Each op's efficiency
-     * is of its time less fork_short_s per parallel region it opens (predcal_regions); the
-     * prediction adds them back. */
+     * (version 4; 0: not measured), seconds: after a short serial gap (as between the ops of a
+     * step) and after a long one (the other threads gone to sleep). */
     double fork_short_s, fork_long_s;
+    /* 1: the fork term is on: each op's efficiency is of its time less fork_short_s per parallel
+     * region it opens (predcal_regions) and the prediction adds them back; 0 (the default, and a
+     * version-3 table): the forks stay inside the efficiencies (the term measured no better:
+     * docs/verdicts.md, run 12). */
+    int fork_term;
 } calib_table;
 
 void calib_table_init(calib_table *t);

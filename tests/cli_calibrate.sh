@@ -22,6 +22,7 @@ assert c["format"] == "xfprof-calibration" and c["version"] == 4 and c["grid"] =
 assert c["omp_spin"].startswith(("GOMP_SPINCOUNT=", "OMP_WAIT_POLICY=")) or c["omp_spin"] == "libgomp default", c["omp_spin"]
 assert c["omp_spin_by"] in ("xfprof", "user", "nobody"), c["omp_spin_by"]
 assert 0 < c["fork_short_s"] < 1e-2 and 0 < c["fork_long_s"] < 1e-2, (c["fork_short_s"], c["fork_long_s"])
+assert c["fork_term"] is False  # the term is recorded but off (docs/verdicts.md, run 12)
 fam = {e["family"] for e in c["entries"]}
 assert {"gemv", "gemm", "norm", "attn_decode", "attn_prefill"} <= fam, fam
 assert all(e["efficiency"] > 0 and e["wdtype"] == "fp32" for e in c["entries"])
@@ -115,7 +116,7 @@ grep -q "trunc.json" "$TMP/err" && grep -qi "truncated" "$TMP/err" && ok "trunca
 #    calibration_omp_spin, run's notes) when theirs is not the calibration's, and what to do; the
 #    same spin: no warning; a version-3 table (no spin recorded) loads and says it lacks it.
 python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); c=m["calibration"]; c["omp_spin"]="GOMP_SPINCOUNT=3000"; c["omp_spin_by"]="xfprof"; json.dump(m, open(sys.argv[2], "w"))' "$M" "$TMP/s3000.json"
-python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); c=m["calibration"]; c["version"]=3; [c.pop(k) for k in ("omp_spin","omp_spin_by","fork_short_s","fork_long_s")]; json.dump(m, open(sys.argv[2], "w"))' "$M" "$TMP/v3.json"
+python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); c=m["calibration"]; c["version"]=3; [c.pop(k) for k in ("omp_spin","omp_spin_by","fork_short_s","fork_long_s","fork_term")]; json.dump(m, open(sys.argv[2], "w"))' "$M" "$TMP/v3.json"
 spin_env() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["env"].get("calibration_omp_spin", "(none)"))' "$1"; }
 for cmd in predict run; do
     if [ $cmd = predict ]; then args=(predict --device cpu --wdtype fp32 --prompt 16 --gen 4 --format json); rec="$TMP/out"

@@ -178,6 +178,7 @@ Test(predict_calibrated, json_round_trip) {
     snprintf(t.omp_spin_by, sizeof t.omp_spin_by, "xfprof");
     t.fork_short_s = 1.25e-6;
     t.fork_long_s = 3.5e-5;
+    t.fork_term = 1;
     char *text = calib_table_to_json(&t);
     cr_assert_not_null(text);
     cJSON *o = cJSON_Parse(text);
@@ -195,7 +196,7 @@ Test(predict_calibrated, json_round_trip) {
     cr_assert(u.dram_Bps == 1e10 && u.cache_Bps == 4e10 && u.peak_flops[XF_COMPUTE_FP32] == 1e11);
     cr_assert_str_eq(u.omp_spin, "GOMP_SPINCOUNT=3000");
     cr_assert_str_eq(u.omp_spin_by, "xfprof");
-    cr_assert(u.fork_short_s == 1.25e-6 && u.fork_long_s == 3.5e-5);
+    cr_assert(u.fork_short_s == 1.25e-6 && u.fork_long_s == 3.5e-5 && u.fork_term == 1);
     calib_table_free(&u);
     calib_table_free(&t);
 }
@@ -250,7 +251,7 @@ Test(predict_calibrated, corrupt_tables_are_refused_by_name) {
     refused(v, "omp_spin");
     p[10] = '3';
     cr_assert_eq(parse(v, &t, &present), XF_OK, "%s", xf_error_msg());
-    cr_assert(present && t.omp_spin[0] == 0 && t.fork_short_s == 0 && t.fork_long_s == 0);
+    cr_assert(present && t.omp_spin[0] == 0 && t.fork_short_s == 0 && t.fork_long_s == 0 && t.fork_term == 0);
     calib_table_free(&t);
     /* version 1 (GEMMs keyed by bytes, no z): refused, saying to calibrate again */
     p[10] = '1';
@@ -567,12 +568,14 @@ Test(predict_calibrated, regions_per_op_follow_the_backend) {
     cr_assert_eq(predcal_regions(&o, NULL, 1, XF_FP32, 2), 0, "no model: no term");
 }
 
-/* The fork cost is a term of its own: taken off each op's measured time before its efficiency,
- * added back per region in the prediction; with one thread there is none. */
+/* Under the fork term (fork_term 1) the fork cost is a term of its own: taken off each op's measured
+ * time before its efficiency, added back per region in the prediction; with one thread there is
+ * none; with fork_term 0 (the default) the forks stay inside the efficiencies. */
 Test(predict_calibrated, fork_cost_is_a_term_of_its_own) {
     calib_table t = table();
     t.cache_Bps = 0;
     t.fork_short_s = 2e-8; /* small beside every op's work here (none hits the floor of a fifth) */
+    t.fork_term = 1;
     model_config c;
     cr_assert_eq(config_preset("stories15m", &c), XF_OK);
     record_point p;
@@ -597,6 +600,20 @@ Test(predict_calibrated, fork_cost_is_a_term_of_its_own) {
     predcal_apply_point(&t, &p, &c, 0, NULL);
     for (int64_t i = 0; i < p.n_ops; i++)
         if (predcal_family_of(&p.ops[i].cost) >= 0) NEAR(p.ops[i].calibrated_time_s, 4 * p.ops[i].predicted_time_s);
+    /* the term off: the same measurements give their whole time's efficiency, no fork added */
+    p.run.threads = 2;
+    calib_table u = table();
+    u.cache_Bps = 0;
+    u.fork_short_s = t.fork_short_s;
+    cr_assert_eq(predcal_add_point(&u, &p, &c, ~0u), XF_OK, "%s", xf_error_msg());
+    int below = 0;
+    for (int i = 0; i < u.n; i++) below += u.entries[i].efficiency < 0.25 * (1 - 1e-9);
+    cr_assert_gt(below, 10, "the forks inside the efficiencies");
+    calib_table_merge(&u);
+    predcal_apply_point(&u, &p, &c, 0, NULL);
+    for (int64_t i = 0; i < p.n_ops; i++)
+        if (predcal_family_of(&p.ops[i].cost) >= 0) NEAR(p.ops[i].calibrated_time_s, p.ops[i].time_s);
     free(p.ops);
     calib_table_free(&t);
+    calib_table_free(&u);
 }
