@@ -35,8 +35,7 @@ static double quarter_octave(double v) { return v > 0 ? exp2(round(4.0 * log2(v)
 
 static double nominal_bytes(xf_dtype d) { return d == XF_INT8 ? 1.0 : d == XF_BF16 || d == XF_FP16 ? 2.0 : 4.0; }
 
-void predcal_keys(const cost_op *op, calib_family f, xf_dtype wdtype, double working_set, const model_config *cfg, double *x,
-                  double *y, double *z) {
+void predcal_keys(const cost_op *op, calib_family f, xf_dtype wdtype, double working_set, double *x, double *y, double *z) {
     *y = 1.0;
     *z = 1.0;
     switch (f) {
@@ -64,10 +63,6 @@ void predcal_keys(const cost_op *op, calib_family f, xf_dtype wdtype, double wor
         if (op->kv_read_bytes > 0) *y = quarter_octave(op->flops / op->kv_read_bytes);
         break;
     case CALIB_ATTN_PREFILL: *x = op->flops; break;
-    case CALIB_ROPE: /* the cos/sin table (head_dim / 2 per token) and the vector tails go with head_dim (MLA: the rotated part) */
-        *x = op->bytes;
-        if (cfg && cfg->head_dim > 0) *z = (double)cfg->head_dim;
-        break;
     default: *x = op->bytes; break;
     }
 }
@@ -178,15 +173,6 @@ xf_status predcal_efficiency(const calib_table *t, calib_family f, xf_dtype wdty
         free(sel);
         return XF_EUNSUPPORTED;
     }
-    if (f == CALIB_ROPE) { /* head_dim is a property, not a size: only the entries of the nearest one (z) */
-        double best = INFINITY, zb = z;
-        for (int i = 0; i < n; i++)
-            if (fabs(log(sel[i]->z) - log(z)) < best) best = fabs(log(sel[i]->z) - log(z)), zb = sel[i]->z;
-        int m = 0;
-        for (int i = 0; i < n; i++)
-            if (near(sel[i]->z, zb)) sel[m++] = sel[i];
-        n = m; /* row_eval marks the op clamped when zb is not its z */
-    }
     /* rows: runs of the same y */
     int lo = 0, lo_n = 0, hi = -1, hi_n = 0;
     for (int i = 0; i < n;) {
@@ -272,7 +258,7 @@ xf_status predcal_add_point(calib_table *t, const record_point *p, const model_c
         e.family = (calib_family)f;
         e.wdtype = p->wl.wdtype;
         e.tier = tier;
-        predcal_keys(&op->cost, e.family, e.wdtype, predcal_working_set(t, p->memory.weights_bytes), cfg, &e.x, &e.y, &e.z);
+        predcal_keys(&op->cost, e.family, e.wdtype, predcal_working_set(t, p->memory.weights_bytes), &e.x, &e.y, &e.z);
         /* the op's own work: its time less its forks (at least a fifth kept: a fork measured apart can exceed a tiny op's) */
         const double work = fmax(op->time_s - fork_time(t, p, cfg, &op->cost), 0.2 * op->time_s);
         e.efficiency = ref / work;
@@ -311,7 +297,7 @@ void predcal_apply_point(const calib_table *t, record_point *p, const model_conf
         double x, y, zk, eff;
         int clamped, other;
         calib_tier tier = predcal_tier(t, (calib_family)f, p->memory.weights_bytes);
-        predcal_keys(&op->cost, (calib_family)f, p->wl.wdtype, predcal_working_set(t, p->memory.weights_bytes), cfg, &x, &y, &zk);
+        predcal_keys(&op->cost, (calib_family)f, p->wl.wdtype, predcal_working_set(t, p->memory.weights_bytes), &x, &y, &zk);
         if (predcal_efficiency(t, (calib_family)f, p->wl.wdtype, tier, x, y, zk, &eff, &clamped, &other) != XF_OK) continue;
         if (other) tier = tier == CALIB_TIER_CACHE ? CALIB_TIER_DRAM : CALIB_TIER_CACHE; /* the entries' reference */
         double ref = predcal_reference_time(t, &op->cost, tier);

@@ -15,14 +15,12 @@
  *   attn_decode  x = KV bytes read, y = F / Q rounded to a quarter octave (about 2 n_heads / n_kv_heads
  *                per KV byte's element size)
  *   attn_prefill x = FLOPs, y = 1
- *   rope         x = the op's bytes, y = 1, z = the model's head_dim (its cos/sin table per token and the
- *                rotation's vector tails depend on it, not on d_model / n_heads): the entries of the
- *                nearest head_dim only (clamped when none has the op's), in log x
- *   norm, swiglu, residual, kv_append, embedding, sampling: x = the op's bytes, y = 1
+ *   norm, rope, swiglu, residual, kv_append, embedding, sampling: x = the op's bytes, y = 1
+ *                (rope keyed by the model's head_dim as well was measured worse: docs/verdicts.md, run 12)
  * The tier of a gemm is "cache" when the model's weights fit in the calibration's last-level cache,
  * else "dram", as the runner chooses its bandwidth ceiling; gemv is always dram (z says how much of
  * the step the cache holds).
- * Every family but gemm, gemv and rope has z = 1. Interpolation, always of log efficiency (geometric; an
+ * Every family but gemm and gemv has z = 1. Interpolation, always of log efficiency (geometric; an
  * efficiency is a ratio): within a row (entries of one y), linear in log x between the two nearest
  * entries when the row has one z; gemm's rows hold entries of many (N, K), gemv's of many (bytes,
  * working set): inverse-distance weighting (power 2) over the row's entries in the plane (log x,
@@ -41,10 +39,8 @@
 int predcal_family_of(const cost_op *op);
 
 /* The op's shape keys for family f (wdtype: the run's weight dtype; working_set: the model's
- * weights over the LLC, predcal_working_set, gemv's z; cfg: the model, for rope's head_dim, may be
- * NULL: z = 1); *z = 1 unless f is gemm, gemv or rope. */
-void predcal_keys(const cost_op *op, calib_family f, xf_dtype wdtype, double working_set, const model_config *cfg, double *x,
-                  double *y, double *z);
+ * weights over the LLC, predcal_working_set, gemv's z); *z = 1 unless f is gemm or gemv. */
+void predcal_keys(const cost_op *op, calib_family f, xf_dtype wdtype, double working_set, double *x, double *y, double *z);
 
 /* The OpenMP parallel regions the CPU backend (reference_model/cpu_backend.c) opens for op in a
  * step of `tokens` rows (prefill: batch x prompt; decode and lm_head: batch) of cfg at weight dtype wdtype
@@ -89,7 +85,8 @@ typedef struct predcal_stats {
 /* Sets every op's calibrated_time_s (and calib_clamped) from t: the reference time over the
  * efficiency (with t->fork_term: plus t->fork_short_s per parallel region, predcal_regions, with
  * p->run.threads, or the table's threads when the point has none); p->memory.weights_bytes picks the tier, cfg (the
- * record's model; NULL: rope's z = 1) gives rope's head_dim. prediction = 1 (a predict record: no measurement): op->time_s becomes the calibrated time
+ * record's model; NULL: no regions) the dimensions the regions follow (its head_dim, not d_model /
+ * n_heads). prediction = 1 (a predict record: no measurement): op->time_s becomes the calibrated time
  * where there is one and the summary is computed again from it (decode_context and max_batch
  * kept). Always sets summary.predicted_ttft_s / predicted_tpot_s. st (may be NULL) gets the counts. */
 void predcal_apply_point(const calib_table *t, record_point *p, const model_config *cfg, int prediction, predcal_stats *st);

@@ -14,11 +14,11 @@
  * Shape keys per family (analyzers/predict_calibrated.h): x a size (bytes or FLOPs; a GEMM's K),
  * y a second key (M for matrix ops, the intensity for attention; 1 for element-wise ops), z a third
  * (a GEMM's N; a gemv's working set: the model's weight bytes over the last-level cache; 1 for
- * every other family; rope's: its head_dim). gemv entries are always the dram tier (their reference is the DRAM read, so
+ * every other family). gemv entries are always the dram tier (their reference is the DRAM read, so
  * an in-cache step shows as an efficiency above 1 at z below 1). Version 1 (no z, GEMMs keyed by
  * bytes) and version 2 (gemv tiered by a cache/DRAM cut, z = 1) are refused. Version 3 (no OpenMP
  * spin, no fork cost, rope's z = 1) still loads: its omp_spin is "" (unknown, said by run and
- * predict) and its fork costs 0 (no fork term). */
+ * predict) and its fork costs 0. */
 #ifndef XF_CALIBRATION_H
 #define XF_CALIBRATION_H
 

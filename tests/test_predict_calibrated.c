@@ -375,16 +375,16 @@ Test(predict_calibrated, gemm_rows_are_tokens_per_matrix) {
                 /* tinyllama: d_model 2048, d_ff 5632, 32 query and 4 KV heads of 64 */
                 static const double K[] = {[OP_QKV] = 2048, [OP_O_PROJ] = 2048, [OP_GATE_UP] = 2048, [OP_DOWN] = 5632};
                 static const double N[] = {[OP_QKV] = 2560, [OP_O_PROJ] = 2048, [OP_GATE_UP] = 11264, [OP_DOWN] = 2048};
-                predcal_keys(o, CALIB_GEMM, dts[k], 0.5, NULL, &x, &y, &z);
+                predcal_keys(o, CALIB_GEMM, dts[k], 0.5, &x, &y, &z);
                 cr_assert(y == 64, "%s %s: M = %g, expected 64", dtype_name(dts[k]), op_kind_name(o->kind), y);
                 cr_assert(fabs(x - K[o->kind]) < 1e-6 * K[o->kind], "%s %s: K = %.9g", dtype_name(dts[k]), op_kind_name(o->kind), x);
                 cr_assert(fabs(z - N[o->kind]) < 1e-6 * N[o->kind], "%s %s: N = %.9g", dtype_name(dts[k]), op_kind_name(o->kind), z);
                 seen++;
             } else if (f == CALIB_GEMV) {
-                predcal_keys(o, CALIB_GEMV, dts[k], 0.5, NULL, &x, &y, &z);
+                predcal_keys(o, CALIB_GEMV, dts[k], 0.5, &x, &y, &z);
                 cr_assert(y == 1, "%s %s: M = %g, expected 1", dtype_name(dts[k]), op_kind_name(o->kind), y);
                 cr_assert(x == o->weight_bytes && z == 0.5); /* z: the step's working set given */
-                predcal_keys(o, CALIB_GEMV, dts[k], 0, NULL, &x, &y, &z);
+                predcal_keys(o, CALIB_GEMV, dts[k], 0, &x, &y, &z);
                 cr_assert(z == 1); /* unknown: 1 */
             }
         }
@@ -488,59 +488,6 @@ Test(predict_calibrated, spin_check_says_when_the_run_differs) {
     calib_table_free(&t);
 }
 
-/* rope's third key is the model's head_dim, not d_model / n_heads: gemma-3-1b (head_dim 256, d_model
- * 1152 over 4 heads = 288) takes the entries of head_dim 256 only. */
-Test(predict_calibrated, rope_is_keyed_by_the_models_head_dim) {
-    model_config c;
-    cr_assert_eq(config_preset("gemma-3-1b", &c), XF_OK, "%s", xf_error_msg());
-    cr_assert_eq(c.head_dim, 256);
-    cr_assert_neq(c.head_dim, c.d_model / c.n_heads);
-    calib_table t = table();
-    t.cache_Bps = 0;
-    device_spec d = dev_of(&t);
-    workload w = {1, 16, 4, XF_FP32, XF_FP32, XF_FP32, 0};
-    record_point p;
-    cr_assert_eq(predict_point(&c, &w, &d, &p), XF_OK, "%s", xf_error_msg());
-    /* rope entries over the whole bytes range at head_dim 256 (0.5) and at d_model / n_heads (0.1) */
-    const double dn = (double)(c.d_model / c.n_heads);
-    add_z(&t, CALIB_ROPE, XF_FP32, CALIB_TIER_DRAM, 1, 1, 256, 0.5);
-    add_z(&t, CALIB_ROPE, XF_FP32, CALIB_TIER_DRAM, 1e12, 1, 256, 0.5);
-    add_z(&t, CALIB_ROPE, XF_FP32, CALIB_TIER_DRAM, 1, 1, dn, 0.1);
-    add_z(&t, CALIB_ROPE, XF_FP32, CALIB_TIER_DRAM, 1e12, 1, dn, 0.1);
-    int ropes = 0;
-    for (int64_t i = 0; i < p.n_ops; i++) {
-        if (p.ops[i].cost.kind != OP_ROPE) continue;
-        double x, y, z;
-        predcal_keys(&p.ops[i].cost, CALIB_ROPE, XF_FP32, 1, &c, &x, &y, &z);
-        cr_assert(z == 256 && x == p.ops[i].cost.bytes && y == 1, "rope keys (%g, %g, %g)", x, y, z);
-        ropes++;
-    }
-    cr_assert_eq(ropes, 2 * c.n_layers);
-    predcal_stats st;
-    predcal_apply_point(&t, &p, &c, 0, &st);
-    for (int64_t i = 0; i < p.n_ops; i++)
-        if (p.ops[i].cost.kind == OP_ROPE) {
-            NEAR(p.ops[i].calibrated_time_s, 2 * p.ops[i].predicted_time_s); /* 0.5, not a blend with 0.1 */
-            cr_assert_eq(p.ops[i].calib_clamped, 0);
-        }
-    /* a table without head_dim 256: the nearest head_dim's entries (288: 0.1, not 64's 0.9), clamped */
-    calib_table u = table();
-    u.cache_Bps = 0;
-    add_z(&u, CALIB_ROPE, XF_FP32, CALIB_TIER_DRAM, 1, 1, dn, 0.1);
-    add_z(&u, CALIB_ROPE, XF_FP32, CALIB_TIER_DRAM, 1e12, 1, dn, 0.1);
-    add_z(&u, CALIB_ROPE, XF_FP32, CALIB_TIER_DRAM, 1, 1, 64, 0.9);
-    add_z(&u, CALIB_ROPE, XF_FP32, CALIB_TIER_DRAM, 1e12, 1, 64, 0.9);
-    predcal_apply_point(&u, &p, &c, 0, &st);
-    for (int64_t i = 0; i < p.n_ops; i++)
-        if (p.ops[i].cost.kind == OP_ROPE) {
-            NEAR(p.ops[i].calibrated_time_s, 10 * p.ops[i].predicted_time_s);
-            cr_assert_eq(p.ops[i].calib_clamped, 1);
-        }
-    free(p.ops);
-    calib_table_free(&t);
-    calib_table_free(&u);
-}
-
 /* The parallel regions per op, as cpu_backend.c opens them. */
 Test(predict_calibrated, regions_per_op_follow_the_backend) {
     model_config c;
@@ -566,6 +513,15 @@ Test(predict_calibrated, regions_per_op_follow_the_backend) {
     o.kind = OP_ATTENTION;
     cr_assert_eq(predcal_regions(&o, &c, 1, XF_FP32, 2), 1);
     cr_assert_eq(predcal_regions(&o, NULL, 1, XF_FP32, 2), 0, "no model: no term");
+    /* the dimensions are the model's head_dim, not d_model / n_heads: gemma-3-1b, 4 query and 1 KV
+     * head of 256 (d_model 1152 / 4 = 288): rope rotates 10 x (4 + 2) x 256 = 15360 < 16384
+     * elements at 10 tokens (one thread), 16896 at 11 (288 would give 17280 at 10) */
+    model_config g;
+    cr_assert_eq(config_preset("gemma-3-1b", &g), XF_OK, "%s", xf_error_msg());
+    cr_assert(g.head_dim == 256 && g.d_model / g.n_heads == 288 && g.n_heads == 4 && g.n_kv_heads == 1);
+    o.kind = OP_ROPE;
+    cr_assert_eq(predcal_regions(&o, &g, 10, XF_FP32, 2), 0);
+    cr_assert_eq(predcal_regions(&o, &g, 11, XF_FP32, 2), 1);
 }
 
 /* Under the fork term (fork_term 1) the fork cost is a term of its own: taken off each op's measured
