@@ -205,7 +205,47 @@ xf_status predcal_efficiency(const calib_table *t, calib_family f, xf_dtype wdty
     return XF_OK;
 }
 
-xf_status predcal_add_point(calib_table *t, const record_point *p, unsigned families) {
+/* cpu_backend.c's thresholds: element-wise ops on fewer elements run on one thread, projections
+ * of this many tokens or more go to the GEMM (bf16: after a pass that splits or rounds the input) */
+#define PREDCAL_PAR_MIN 16384
+#define PREDCAL_GEMM_MIN_TOKENS 32
+
+int predcal_regions(const cost_op *op, const model_config *cfg, int64_t tokens, xf_dtype wdtype, int threads) {
+    if (threads <= 1 || !cfg || tokens < 1) return 0;
+    const double n = (double)tokens, d = (double)cfg->d_model, hd = (double)cfg->head_dim;
+    const double kv = (double)cfg->n_kv_heads * hd, qkv = (double)cfg->n_heads * hd + 2 * kv;
+    switch (op->kind) {
+    case OP_QKV:
+    case OP_O_PROJ:
+    case OP_GATE_UP:
+    case OP_DOWN:
+    case OP_LM_HEAD: return 1 + ((wdtype == XF_INT8 && n >= 4) || (wdtype == XF_BF16 && n >= PREDCAL_GEMM_MIN_TOKENS));
+    case OP_ATTENTION: return 1;
+    case OP_EMBEDDING:
+    case OP_ATTN_NORM:
+    case OP_FFN_NORM:
+    case OP_ATTN_RESIDUAL:
+    case OP_FFN_RESIDUAL: return n * d >= PREDCAL_PAR_MIN;
+    case OP_ROPE: return n * qkv >= PREDCAL_PAR_MIN;
+    case OP_KV_APPEND: return n * kv >= PREDCAL_PAR_MIN;
+    case OP_SWIGLU: return n > 1 && n * (double)cfg->d_ff >= PREDCAL_PAR_MIN / 8;
+    default: return 0; /* final_norm, sampling: the calling thread */
+    }
+}
+
+/* The rows an op of p works on: prefill batch x prompt, decode batch; lm_head the last token of each sequence. */
+static int64_t step_tokens(const record_point *p, const cost_op *op) {
+    return op->phase == XF_PREFILL && op->kind != OP_LM_HEAD ? p->wl.batch * p->wl.prompt : p->wl.batch;
+}
+
+/* What the op pays for its parallel regions' forks: the table's short-gap fork per region. */
+static double fork_time(const calib_table *t, const record_point *p, const model_config *cfg, const cost_op *op) {
+    if (!t->fork_term || !(t->fork_short_s > 0)) return 0;
+    const int th = p->run.threads > 0 ? p->run.threads : t->threads;
+    return t->fork_short_s * predcal_regions(op, cfg, step_tokens(p, op), p->wl.wdtype, th);
+}
+
+xf_status predcal_add_point(calib_table *t, const record_point *p, const model_config *cfg, unsigned families) {
     for (int64_t i = 0; i < p->n_ops; i++) {
         const record_op *op = &p->ops[i];
         int f = predcal_family_of(&op->cost);
@@ -219,7 +259,9 @@ xf_status predcal_add_point(calib_table *t, const record_point *p, unsigned fami
         e.wdtype = p->wl.wdtype;
         e.tier = tier;
         predcal_keys(&op->cost, e.family, e.wdtype, predcal_working_set(t, p->memory.weights_bytes), &e.x, &e.y, &e.z);
-        e.efficiency = ref / op->time_s;
+        /* the op's own work: its time less its forks (at least a fifth kept: a fork measured apart can exceed a tiny op's) */
+        const double work = fmax(op->time_s - fork_time(t, p, cfg, &op->cost), 0.2 * op->time_s);
+        e.efficiency = ref / work;
         e.n = 1;
         if (!(e.x > 0)) continue;
         xf_status s = calib_table_add(t, &e);
@@ -241,7 +283,7 @@ void predcal_step_times(record_point *p) {
     p->summary.predicted_tpot_s = tpot;
 }
 
-void predcal_apply_point(const calib_table *t, record_point *p, int prediction, predcal_stats *st) {
+void predcal_apply_point(const calib_table *t, record_point *p, const model_config *cfg, int prediction, predcal_stats *st) {
     predcal_stats z;
     memset(&z, 0, sizeof z);
     int defaults = !strcmp(t->grid, "default");
@@ -260,7 +302,7 @@ void predcal_apply_point(const calib_table *t, record_point *p, int prediction, 
         if (other) tier = tier == CALIB_TIER_CACHE ? CALIB_TIER_DRAM : CALIB_TIER_CACHE; /* the entries' reference */
         double ref = predcal_reference_time(t, &op->cost, tier);
         if (!(ref > 0)) continue;
-        op->calibrated_time_s = ref / eff;
+        op->calibrated_time_s = ref / eff + fork_time(t, p, cfg, &op->cost);
         op->calib_clamped = clamped && !defaults;
         z.calibrated++;
         z.clamped += op->calib_clamped;

@@ -16,6 +16,7 @@
  *                per KV byte's element size)
  *   attn_prefill x = FLOPs, y = 1
  *   norm, rope, swiglu, residual, kv_append, embedding, sampling: x = the op's bytes, y = 1
+ *                (rope keyed by the model's head_dim as well was measured worse: docs/verdicts.md, run 12)
  * The tier of a gemm is "cache" when the model's weights fit in the calibration's last-level cache,
  * else "dram", as the runner chooses its bandwidth ceiling; gemv is always dram (z says how much of
  * the step the cache holds).
@@ -41,6 +42,15 @@ int predcal_family_of(const cost_op *op);
  * weights over the LLC, predcal_working_set, gemv's z); *z = 1 unless f is gemm or gemv. */
 void predcal_keys(const cost_op *op, calib_family f, xf_dtype wdtype, double working_set, double *x, double *y, double *z);
 
+/* The OpenMP parallel regions the CPU backend (reference_model/cpu_backend.c) opens for op in a
+ * step of `tokens` rows (prefill: batch x prompt; decode and lm_head: batch) of cfg at weight dtype wdtype
+ * with `threads` threads: 0 with one thread and for the ops it runs on the calling thread
+ * (final_norm, sampling, swiglu of one token, element-wise ops under CPU_PAR_MIN elements), 1 for
+ * attention and the other element-wise ops, 1 for a projection plus 1 for the pass over its input
+ * before the product (int8 at 4+ tokens: the quantization; bf16 at 32+: the split or rounding
+ * before oneDNN). With the table's fork_term each region costs its fork_short_s. */
+int predcal_regions(const cost_op *op, const model_config *cfg, int64_t tokens, xf_dtype wdtype, int threads);
+
 /* A model of weights_bytes as a working set: weights_bytes / t->cache_bytes (1 when either is unknown). */
 double predcal_working_set(const calib_table *t, double weights_bytes);
 
@@ -60,9 +70,10 @@ xf_status predcal_efficiency(const calib_table *t, calib_family f, xf_dtype wdty
                              double z, double *eff, int *clamped, int *other_tier);
 
 /* Adds an entry for every measured op of p (time_s > 0) of a family in `families` (a bit mask,
- * 1 << calib_family): efficiency = the reference time over its measured time. Call
- * calib_table_merge when all points are in. */
-xf_status predcal_add_point(calib_table *t, const record_point *p, unsigned families);
+ * 1 << calib_family) of model cfg: efficiency = the reference time over its measured time (with
+ * t->fork_term: less t->fork_short_s per parallel region it opened, predcal_regions; at least a
+ * fifth of the time is kept). Call calib_table_merge when all points are in. */
+xf_status predcal_add_point(calib_table *t, const record_point *p, const model_config *cfg, unsigned families);
 
 typedef struct predcal_stats {
     int64_t ops;          /* ops with a family */
@@ -71,11 +82,14 @@ typedef struct predcal_stats {
     int64_t other_tier;   /* of the calibrated, from the other memory tier's entries */
 } predcal_stats;
 
-/* Sets every op's calibrated_time_s (and calib_clamped) from t; p->memory.weights_bytes picks the
- * tier. prediction = 1 (a predict record: no measurement): op->time_s becomes the calibrated time
+/* Sets every op's calibrated_time_s (and calib_clamped) from t: the reference time over the
+ * efficiency (with t->fork_term: plus t->fork_short_s per parallel region, predcal_regions, with
+ * p->run.threads, or the table's threads when the point has none); p->memory.weights_bytes picks the tier, cfg (the
+ * record's model; NULL: no regions) the dimensions the regions follow (its head_dim, not d_model /
+ * n_heads). prediction = 1 (a predict record: no measurement): op->time_s becomes the calibrated time
  * where there is one and the summary is computed again from it (decode_context and max_batch
  * kept). Always sets summary.predicted_ttft_s / predicted_tpot_s. st (may be NULL) gets the counts. */
-void predcal_apply_point(const calib_table *t, record_point *p, int prediction, predcal_stats *st);
+void predcal_apply_point(const calib_table *t, record_point *p, const model_config *cfg, int prediction, predcal_stats *st);
 
 /* The summary's predicted TTFT / TPOT from the ops: calibrated times where set, else the bound. */
 void predcal_step_times(record_point *p);

@@ -41,15 +41,18 @@ static void usage(FILE *f) {
             "                  32 and 128; the decode projections' in-cache -> DRAM transition on 512 at the\n"
             "                  cache's size (and at 0.45 of it for bf16 and int8, whose 512 in cache is\n"
             "                  below 0.3), and 1280 and 2560 at 1.5x it (decode projections and prefill\n"
-            "                  GEMMs from DRAM, prompts 32 and 128), 1 warm-up + 3 repetitions (2 for the\n"
+            "                  GEMMs from DRAM, prompts 32 and 128), 1 warm-up + 3 repetitions (1 for the\n"
             "                  transition models), concurrent pulses off (with --quick: 512 and 1280 in cache,\n"
-            "                  1 + 1).\n"
+            "                  1 + 1); first, the cost of an OpenMP parallel region's fork under the spin in\n"
+            "                  force (recorded; as a term of its own in the prediction it measured no better,\n"
+            "                  so it is off). Prints each stage's seconds.\n"
             "                  Saved in the machine file as its \"calibration\" object (format xfprof-calibration,\n"
-            "                  version 3); 'xfprof run' and 'xfprof predict --device cpu' then predict each op as\n"
+            "                  version 4, with the OpenMP spin it ran under: run and predict say when theirs\n"
+            "                  differs); 'xfprof run' and 'xfprof predict --device cpu' then predict each op as\n"
             "                  its roofline time over the efficiency interpolated for its shape (GEMMs by M, N and\n"
             "                  K; decode projections by bytes, M and the model's weights over the cache; clamped\n"
-            "                  outside the table, said in the output), the roofline bound beside it; a version-1\n"
-            "                  or -2 table is refused (calibrate again). About 1.5 minutes on 2 busy\n"
+            "                  outside the table, said in the output), the roofline bound beside it; a version-1 or -2 table is refused (calibrate\n"
+            "                  again), a version-3 one loads without a spin or fork term. About 1.5 minutes on 2 busy\n"
             "                  cores for the three dtypes (--quick --wdtype fp32: seconds).\n"
             "  --wdtype LIST   weight dtypes to calibrate: fp32, bf16, int8 (default all three)\n"
             "  --comm          under mpirun -np N (N >= 2): the all-reduce's bus bandwidth between the ranks\n"
@@ -117,7 +120,10 @@ static void print_gpu_table(const gpu_attrs *a, const gpu_theory *t, const gpu_m
 
 /* What a calibration holds: entries and efficiency range per family, dtype and tier. */
 static void print_calibration(const calib_table *t, const char *path) {
-    printf("\ncalibration (%s grid, %d threads): efficiency = roofline time / measured time\n%s\n", t->grid, t->threads, t->source);
+    printf("\ncalibration (%s grid, %d threads): efficiency = roofline time / measured time%s\n%s\n", t->grid, t->threads,
+           t->fork_term ? " less its OpenMP forks" : "", t->source);
+    printf("OpenMP: %s (by %s); a parallel region's fork and join %.2f us after a short gap, %.2f us after a long one\n",
+           t->omp_spin, t->omp_spin_by, 1e6 * t->fork_short_s, 1e6 * t->fork_long_s);
     printf("%-13s %-6s %-6s %8s %10s %10s %10s\n", "family", "wdtype", "tier", "entries", "eff min", "eff median", "eff max");
     for (int i = 0; i < t->n;) {
         int j = i;
@@ -145,12 +151,23 @@ static int machine_calibrate(const char *cmd, const char *path, const device_spe
                              int n_wd) {
     /* the runner reads its ceilings from the machine file: this one */
     if (setenv("XFPROF_MACHINE_FILE", path, 1) != 0) return cli_fail(cmd, xf_errorf(XF_EIO, "setenv failed"));
-    calibrate_opts co = {threads, quick, wd, n_wd, 0};
-    calib_table t;
+    /* XFPROF_CALIB_FORK_TERM_FILE (bench/bench_predict.sh's A/B): a copy of the machine file with
+     * the same measurements' table under the fork term */
+    const char *nf_path = getenv("XFPROF_CALIB_FORK_TERM_FILE");
+    calib_table t, nf;
+    calibrate_opts co = {threads, quick, wd, n_wd, 0, nf_path && *nf_path ? &nf : NULL};
     xf_status s = calibrate_measure(&co, d, &t);
     if (s == XF_OK) s = calib_table_save_machine(&t, path);
+    if (s == XF_OK && co.fork_alt) {
+        char *text = NULL;
+        size_t len = 0;
+        if ((s = file_read_all(path, (size_t)64 << 20, &text, &len)) == XF_OK) s = file_write_atomic(nf_path, text, len);
+        free(text);
+        if (s == XF_OK) s = calib_table_save_machine(&nf, nf_path);
+    }
     if (s == XF_OK) print_calibration(&t, path);
     calib_table_free(&t);
+    if (co.fork_alt) calib_table_free(&nf);
     return s == XF_OK ? CLI_EXIT_OK : cli_fail(cmd, s);
 }
 

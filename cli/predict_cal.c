@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "analyzers/predict_calibrated.h"
+#include "core/record.h"
 #include "core/device.h"
 #include "probes/ceilings.h"
 
@@ -55,13 +56,19 @@ void predict_cal_apply(record *rec, const calib_table *cal, const char *how, con
     memset(&tot, 0, sizeof tot);
     for (int i = 0; i < rec->n_points; i++) {
         predcal_stats st;
-        predcal_apply_point(cal, &rec->points[i], 1, &st);
+        predcal_apply_point(cal, &rec->points[i], &rec->model, 1, &st);
         tot.ops += st.ops;
         tot.calibrated += st.calibrated;
         tot.clamped += st.clamped;
         tot.other_tier += st.other_tier;
     }
     if (strcmp(how, "calibrated")) return;
+    /* the OpenMP spin a run would use now against the one the table was measured under */
+    char spin[64], by[16], msg[320];
+    ceilings_omp_spin(spin, sizeof spin, by, sizeof by, 1);
+    int sc = calib_spin_check(cal, spin, by, msg, sizeof msg);
+    if (sc) fprintf(stderr, "xfprof predict: %s: %s\n", sc > 0 ? "warning" : "note", msg);
+    record_set_env(rec, "calibration_omp_spin", msg);
     size_t l = strlen(rec->prediction_note);
     snprintf(rec->prediction_note + l, sizeof rec->prediction_note - l,
              "; %lld of %lld ops calibrated, %lld clamped to the table's range, %lld from the other memory tier", (long long)tot.calibrated,

@@ -98,7 +98,9 @@ char *calib_table_to_json(const calib_table *t) {
              cJSON_AddNumberToObject(o, "threads", t->threads) && cJSON_AddStringToObject(o, "grid", t->grid) &&
              cJSON_AddStringToObject(o, "created", t->created) && cJSON_AddStringToObject(o, "source", t->source) &&
              json_add_number(o, "dram_bandwidth_Bps", t->dram_Bps) && json_add_number(o, "cache_bandwidth_Bps", t->cache_Bps) &&
-             json_add_number(o, "cache_bytes", t->cache_bytes);
+             json_add_number(o, "cache_bytes", t->cache_bytes) && cJSON_AddStringToObject(o, "omp_spin", t->omp_spin) &&
+             cJSON_AddStringToObject(o, "omp_spin_by", t->omp_spin_by) && json_add_number(o, "fork_short_s", t->fork_short_s) &&
+             json_add_number(o, "fork_long_s", t->fork_long_s) && cJSON_AddBoolToObject(o, "fork_term", t->fork_term != 0);
     cJSON *pk = ok ? cJSON_AddObjectToObject(o, "peak_flops") : NULL;
     ok = ok && pk;
     for (int c = 0; ok && c < XF_COMPUTE_COUNT; c++) ok = json_add_number(pk, compute_name((xf_compute)c), t->peak_flops[c]);
@@ -139,11 +141,12 @@ xf_status calib_table_from_json(const cJSON *o, const char *ctx, calib_table *ou
         return xf_errorf(XF_EFORMAT, "%s: format '%s' is not %s; run 'xfprof machine --calibrate' again", c0, fmt, CALIB_FORMAT);
     int64_t v, th;
     if ((s = json_get_int(o, "version", c0, 0, 1000000, &v))) return s;
-    if (v != CALIB_VERSION)
-        return xf_errorf(XF_EFORMAT, "%s: version %lld is not the %d this build reads%s; run 'xfprof machine --calibrate' again", c0,
-                         (long long)v, CALIB_VERSION, v == 1 ? " (GEMMs are now keyed by M, N and K; decode projections by the step's working set)"
-                         : v < CALIB_VERSION ? " (decode projections are now keyed by the step's working set over the last-level cache)"
-                                             : "");
+    if (v < CALIB_VERSION_MIN || v > CALIB_VERSION)
+        return xf_errorf(XF_EFORMAT, "%s: version %lld is not one this build reads (%d to %d)%s; run 'xfprof machine --calibrate' again",
+                         c0, (long long)v, CALIB_VERSION_MIN, CALIB_VERSION,
+                         v == 1 ? " (GEMMs are now keyed by M, N and K; decode projections by the step's working set)"
+                         : v < CALIB_VERSION_MIN ? " (decode projections are now keyed by the step's working set over the last-level cache)"
+                                                 : "");
     if ((s = json_get_int(o, "threads", c0, 1, 4096, &th))) return s;
     out->threads = (int)th;
     if ((s = json_get_string(o, "grid", c0, out->grid, sizeof out->grid)) ||
@@ -152,6 +155,24 @@ xf_status calib_table_from_json(const cJSON *o, const char *ctx, calib_table *ou
         (s = get_pos(o, "dram_bandwidth_Bps", c0, 0, &out->dram_Bps)) ||
         (s = get_pos(o, "cache_bandwidth_Bps", c0, 1, &out->cache_Bps)) || (s = get_pos(o, "cache_bytes", c0, 1, &out->cache_bytes)))
         goto fail;
+    /* version 4: the OpenMP spin it was measured under and the fork costs (a version-3 table has
+     * neither: unknown spin, no fork term) */
+    if (v >= 4 && ((s = json_get_string(o, "omp_spin", c0, out->omp_spin, sizeof out->omp_spin)) ||
+                   (s = json_get_string(o, "omp_spin_by", c0, out->omp_spin_by, sizeof out->omp_spin_by)) ||
+                   (s = get_pos(o, "fork_short_s", c0, 1, &out->fork_short_s)) || (s = get_pos(o, "fork_long_s", c0, 1, &out->fork_long_s))))
+        goto fail;
+    if (v >= 4) {
+        const cJSON *ft = cJSON_GetObjectItemCaseSensitive(o, "fork_term");
+        if (!cJSON_IsBool(ft)) {
+            s = xf_errorf(XF_EINVAL, "%s: \"fork_term\" is missing or not true/false", c0);
+            goto fail;
+        }
+        out->fork_term = cJSON_IsTrue(ft);
+    }
+    if (v >= 4 && (out->fork_short_s > 1e-2 || out->fork_long_s > 1e-2)) {
+        s = xf_errorf(XF_EINVAL, "%s: fork costs of %g / %g s are not an OpenMP fork's (at most 10 ms)", c0, out->fork_short_s, out->fork_long_s);
+        goto fail;
+    }
     const cJSON *pk = cJSON_GetObjectItemCaseSensitive(o, "peak_flops");
     if (!cJSON_IsObject(pk)) {
         s = xf_errorf(XF_EINVAL, "%s: \"peak_flops\" is missing or not an object", c0);
@@ -234,6 +255,23 @@ xf_status calib_table_load_machine(const char *path, calib_table *out, int *pres
     s = calib_table_parse_machine(text, len, path, out, present);
     free(text);
     return s;
+}
+
+int calib_spin_check(const calib_table *t, const char *spin, const char *by, char *msg, size_t len) {
+    if (!t->omp_spin[0]) {
+        snprintf(msg, len, "the calibration (an older table) does not say its OpenMP spin; this run's is %.40s (by %.12s): run "
+                 "'xfprof machine --calibrate' again to have it checked", spin, by);
+        return -1;
+    }
+    if (!strcmp(t->omp_spin, spin)) {
+        snprintf(msg, len, "same as the calibration's: %.40s (by %.12s)", spin, by);
+        return 0;
+    }
+    const int assign = strchr(t->omp_spin, '=') != NULL; /* "GOMP_SPINCOUNT=3000", not "libgomp default" */
+    snprintf(msg, len, "calibrated under %.40s (by %.12s), this run under %.40s (by %.12s): fork costs differ, so do predictions; "
+             "calibrate again under the same conditions or %s%.40s", t->omp_spin, t->omp_spin_by, spin, by,
+             assign ? "set " : "unset GOMP_SPINCOUNT and OMP_WAIT_POLICY", assign ? t->omp_spin : "");
+    return 1;
 }
 
 xf_status calib_table_save_machine(const calib_table *t, const char *path) {

@@ -6,8 +6,9 @@
  * the table carries (P the peak of the op's compute type, B the DRAM read bandwidth, or the
  * in-cache read bandwidth when the model's weights fit in the last-level cache: the memory tier).
  * The table is saved as the "calibration" object of the machine file:
- *   {"format":"xfprof-calibration","version":3,"threads":2,"grid":"full","created":"...",
+ *   {"format":"xfprof-calibration","version":4,"threads":2,"grid":"full","created":"...",
  *    "source":"...","dram_bandwidth_Bps":..,"cache_bandwidth_Bps":..,"cache_bytes":..,
+ *    "omp_spin":"GOMP_SPINCOUNT=3000","omp_spin_by":"xfprof","fork_short_s":..,"fork_long_s":..,"fork_term":0,
  *    "peak_flops":{"fp32":..,"tensor16":..,"fp8":..,"int8":..},
  *    "entries":[{"family":"gemv","wdtype":"fp32","tier":"dram","x":..,"y":..,"z":..,"efficiency":..,"n":..}]}
  * Shape keys per family (analyzers/predict_calibrated.h): x a size (bytes or FLOPs; a GEMM's K),
@@ -15,7 +16,9 @@
  * (a GEMM's N; a gemv's working set: the model's weight bytes over the last-level cache; 1 for
  * every other family). gemv entries are always the dram tier (their reference is the DRAM read, so
  * an in-cache step shows as an efficiency above 1 at z below 1). Version 1 (no z, GEMMs keyed by
- * bytes) and version 2 (gemv tiered by a cache/DRAM cut, z = 1) are refused. */
+ * bytes) and version 2 (gemv tiered by a cache/DRAM cut, z = 1) are refused. Version 3 (no OpenMP
+ * spin, no fork cost, rope's z = 1) still loads: its omp_spin is "" (unknown, said by run and
+ * predict) and its fork costs 0. */
 #ifndef XF_CALIBRATION_H
 #define XF_CALIBRATION_H
 
@@ -26,7 +29,8 @@
 #include "core/status.h"
 
 #define CALIB_FORMAT "xfprof-calibration"
-#define CALIB_VERSION 3
+#define CALIB_VERSION 4
+#define CALIB_VERSION_MIN 3 /* the oldest version read */
 #define CALIB_MAX_ENTRIES 65536
 
 typedef enum calib_family {
@@ -70,6 +74,20 @@ typedef struct calib_table {
     double dram_Bps, cache_Bps;   /* the reference ceilings: DRAM read and in-cache read */
     double cache_bytes;           /* last-level cache: weights up to it are the cache tier */
     double peak_flops[XF_COMPUTE_COUNT];
+    /* The OpenMP waiting it was measured under (version 4; "" in a version-3 table: unknown):
+     * the spin libgomp used ("GOMP_SPINCOUNT=3000"; "OMP_WAIT_POLICY=..." or "libgomp default"
+     * when GOMP_SPINCOUNT was unset: probes/ceilings.h's ceilings_omp_spin) and who set it: "xfprof" (chosen at start from the idle CPUs) or "user". */
+    char omp_spin[48];
+    char omp_spin_by[16];
+    /* The fork/join of one empty OpenMP parallel region of `threads` threads under that spin
+     * (version 4; 0: not measured), seconds: after a short serial gap (as between the ops of a
+     * step) and after a long one (the other threads gone to sleep). */
+    double fork_short_s, fork_long_s;
+    /* 1: the fork term is on: each op's efficiency is of its time less fork_short_s per parallel
+     * region it opens (predcal_regions) and the prediction adds them back; 0 (the default, and a
+     * version-3 table): the forks stay inside the efficiencies (the term measured no better:
+     * docs/verdicts.md, run 12). */
+    int fork_term;
 } calib_table;
 
 void calib_table_init(calib_table *t);
@@ -97,6 +115,13 @@ xf_status calib_table_parse_machine(const char *text, size_t len, const char *pa
 
 /* Reads the machine file at path and parses its calibration as above. XF_EIO when unreadable. */
 xf_status calib_table_load_machine(const char *path, calib_table *out, int *present);
+
+/* Whether a run under the OpenMP spin `spin` (ceilings_omp_spin's descriptor: "GOMP_SPINCOUNT=200",
+ * "OMP_WAIT_POLICY=passive", "libgomp default"; set by `by`: "xfprof", "user") is predicted by a
+ * table measured under another: 1 when t's spin differs, 0 when it is the same, -1 when t does
+ * not say (a version-3 table). msg gets one line (under 224 characters: a record env value) saying
+ * which, and for 1 and -1 what to do. */
+int calib_spin_check(const calib_table *t, const char *spin, const char *by, char *msg, size_t len);
 
 /* Writes t into the machine file at path as its "calibration" object (replacing one already
  * there), atomically; the file must exist and be a devices file. */

@@ -713,6 +713,19 @@ void ceilings_omp_wait_describe(char *buf, size_t len) {
              why ? " (" : "", why ? why : "", why ? ")" : "");
 }
 
+void ceilings_omp_spin(char *spin, size_t len, char *by, size_t by_len, int choose) {
+    const char *pol = getenv("OMP_WAIT_POLICY"), *sc = getenv("GOMP_SPINCOUNT");
+    if (sc) snprintf(spin, len, "GOMP_SPINCOUNT=%.32s", sc);
+    else if (pol) snprintf(spin, len, "OMP_WAIT_POLICY=%.32s", pol);
+    else if (choose) {
+        char why[128];
+        snprintf(spin, len, "GOMP_SPINCOUNT=%s", choose_spincount(why, sizeof why));
+        snprintf(by, by_len, "xfprof");
+        return;
+    } else snprintf(spin, len, "libgomp default");
+    snprintf(by, by_len, "%s", sc && getenv("XFPROF_OMP_SPIN_WHY") ? "xfprof" : sc || pol ? "user" : "nobody");
+}
+
 void ceilings_env_reexec(int argc, char **argv) {
     if (getenv("XFPROF_REEXEC")) return; /* already restarted: the record's env names the kernels */
     /* Under valgrind, /proc/self/exe is valgrind's tool, which refuses to start without its launcher

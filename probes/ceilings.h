@@ -140,6 +140,13 @@ const char *ceilings_spincount_for(double idle_cpus, int ncpu);
  * and, when ceilings_env_reexec chose the spin, why in brackets. Into buf (len >= 224 holds it all). */
 void ceilings_omp_wait_describe(char *buf, size_t len);
 
+/* The OpenMP spin in force, as the calibration records it and run / predict compare it: spin gets
+ * "GOMP_SPINCOUNT=<value>", else "OMP_WAIT_POLICY=<value>", else "libgomp default"; by gets
+ * "xfprof" when ceilings_env_reexec chose it (XFPROF_OMP_SPIN_WHY set), "user" when the environment
+ * had it, "nobody" when neither is set. choose = 1 (a process that runs nothing, e.g. predict):
+ * when neither is set, the spin `xfprof run` would choose now (50 ms of /proc/stat), by "xfprof". */
+void ceilings_omp_spin(char *spin, size_t len, char *by, size_t by_len, int choose);
+
 /* Process-level, for main() only: restarts the program once (execv of /proc/self/exe with argv,
  * argv[0] first) with OPENBLAS_CORETYPE set when ceilings_blas_coretype_fix says so and with
  * GOMP_SPINCOUNT (ceilings_spincount_for over 50 ms of /proc/stat; XFPROF_OMP_SPIN_WHY says why)

@@ -8,6 +8,8 @@
 
 #include "analyzers/predict_calibrated.h"
 #include "core/record.h"
+#include "probes/ceilings.h"
+#include "probes/omp_fork.h"
 #include "reference_model/config.h"
 #include "reference_model/cpu_dnnl.h"
 #include "runner.h"
@@ -53,9 +55,15 @@ static double layer_bytes(const calib_shape *sh, xf_dtype d) {
 }
 static double embed_bytes(const calib_shape *sh, xf_dtype d) { return 2.0 * sh->vocab * sh->d_model * nominal_bytes(d); }
 
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 /* reps: measured repetitions (the quick grid: 1); each op's entry is then the median over its layers too */
 static xf_status run_one(const calibrate_opts *o, const model_config *cfg, xf_dtype wd, const int64_t *prompts, int n_prompts,
-                         int64_t gen, unsigned families, int reps, calib_table *t) {
+                         int64_t gen, unsigned families, int reps, calib_table *t, calib_table *alt, double *stage_s) {
     run_plan pl;
     run_plan_default(&pl, cfg);
     static const int64_t batch1 = 1;
@@ -80,15 +88,26 @@ static xf_status run_one(const calibrate_opts *o, const model_config *cfg, xf_dt
     record rec;
     run_notes notes;
     memset(&notes, 0, sizeof notes);
+    const double t0 = now_s();
     xf_status s = runner_run(&pl, &rec, &notes);
-    for (int i = 0; s == XF_OK && i < rec.n_points; i++) s = predcal_add_point(t, &rec.points[i], families);
+    double steps = 0; /* the measured steps' wall time (warm-up included): the rest is setting the model up */
+    for (int i = 0; s == XF_OK && i < rec.n_points; i++)
+        steps += (pl.warmup + pl.reps) * (rec.points[i].summary.ttft_s + (double)(gen - 1) * rec.points[i].summary.tpot_s);
+    for (int i = 0; s == XF_OK && i < rec.n_points; i++) s = predcal_add_point(t, &rec.points[i], &rec.model, families);
+    for (int i = 0; s == XF_OK && alt && i < rec.n_points; i++) s = predcal_add_point(alt, &rec.points[i], &rec.model, families);
     record_free(&rec);
+    const double dt = now_s() - t0;
+    *stage_s += dt;
+    if (!o->quiet && s == XF_OK)
+        fprintf(stderr, "xfprof machine:   %.1f s: %d+%d repetitions' steps %.1f s, the model's set-up (weights) and the rest %.1f s\n", dt,
+                pl.warmup, pl.reps, steps, dt - steps);
     if (s) return xf_error_prefix(s, "calibration on %s (%s): ", cfg->name, dtype_name(wd));
     return XF_OK;
 }
 
 xf_status calibrate_measure(const calibrate_opts *o, const device_spec *m, calib_table *t) {
     calib_table_init(t);
+    if (o && o->fork_alt) calib_table_init(o->fork_alt);
     if (!o || !m || o->threads < 1 || o->n_wdtypes < 1) return xf_errorf(XF_EINVAL, "calibration: no threads or weight dtypes");
     t->threads = o->threads;
     snprintf(t->grid, sizeof t->grid, "%s", o->quick ? "quick" : "full");
@@ -107,10 +126,30 @@ xf_status calibrate_measure(const calibrate_opts *o, const device_spec *m, calib
              o->quick ? " --quick" : "", host, o->threads, cpu_dnnl_describe());
     if (!(t->dram_Bps > 0) || !(t->peak_flops[XF_COMPUTE_FP32] > 0))
         return xf_errorf(XF_EINVAL, "calibration: the ceilings have no DRAM bandwidth or FP32 peak");
+    /* The OpenMP waiting in force, and what a region's fork and join cost under it (the fork is a
+     * term of its own in the prediction, not inside each op's efficiency: docs/verdicts.md) */
+    ceilings_omp_spin(t->omp_spin, sizeof t->omp_spin, t->omp_spin_by, sizeof t->omp_spin_by, 0);
+    double ts0 = now_s(), stage_fork = 0, stage_cache = 0, stage_dram = 0;
+    xf_status s = omp_fork_cost(o->threads, OMP_FORK_GAP_SHORT_S, 2001, &t->fork_short_s);
+    if (s == XF_OK) s = omp_fork_cost(o->threads, OMP_FORK_GAP_LONG_S, 51, &t->fork_long_s);
+    if (s) return s;
+    stage_fork = now_s() - ts0;
+    if (!o->quiet)
+        fprintf(stderr, "xfprof machine: calibration under %s (by %s): an OpenMP fork of %d threads costs %.2f us after a %.0f us gap, "
+                "%.2f us after %.0f ms (%.2f s)\n", t->omp_spin, t->omp_spin_by, o->threads, 1e6 * t->fork_short_s,
+                1e6 * OMP_FORK_GAP_SHORT_S, 1e6 * t->fork_long_s, 1e3 * OMP_FORK_GAP_LONG_S, stage_fork);
+    t->fork_term = 0; /* measured no better than the forks inside the efficiencies (docs/verdicts.md, run 12) */
+    calib_table *nf = o->fork_alt;
+    if (nf) {
+        calib_table_init(nf);
+        *nf = *t; /* the same header, no entries, the fork term on */
+        nf->entries = NULL;
+        nf->n = nf->cap = 0;
+        nf->fork_term = 1;
+    }
     static const int64_t prompts[] = {32, 128}, short_prompt = 8;
     const unsigned all = (1u << CALIB_FAMILY_COUNT) - 1, gemv = 1u << CALIB_GEMV, gemm = 1u << CALIB_GEMM;
     double llc = m->cache_bytes;
-    xf_status s = XF_OK;
     for (int k = 0; k < o->n_wdtypes && s == XF_OK; k++) {
         xf_dtype wd = o->wdtypes[k];
         for (int i = 0; i < N_SHAPES && s == XF_OK; i++) {
@@ -122,7 +161,7 @@ xf_status calibrate_measure(const calibrate_opts *o, const device_spec *m, calib
                 int64_t layers = (int64_t)floor((0.75 * llc - eb) / lb);
                 if (layers > (o->quick ? 2 : 8)) layers = o->quick ? 2 : 8;
                 model_config cfg;
-                if ((s = shape_config(sh, layers, &cfg)) == XF_OK) s = run_one(o, &cfg, wd, prompts, 2, 6, all, 3, t);
+                if ((s = shape_config(sh, layers, &cfg)) == XF_OK) s = run_one(o, &cfg, wd, prompts, 2, 6, all, 3, t, nf, &stage_cache);
                 /* The smallest shape's in-cache model is at 0.2 (bf16) or 0.1 (int8) of the LLC: its
                  * small matrices also at 0.45 of it (decode projections only), where a model like
                  * stories110m bf16 (0.44) streams them; they ran 12-18% slower there than the 0.2
@@ -131,7 +170,7 @@ xf_status calibrate_measure(const calibrate_opts *o, const device_spec *m, calib
                 if (s == XF_OK && !o->quick && i == 0 && ws < 0.3) {
                     int64_t more = (int64_t)floor((0.45 * llc - eb) / lb + 0.5);
                     if (more > layers && (s = shape_config(sh, more, &cfg)) == XF_OK)
-                        s = run_one(o, &cfg, wd, &short_prompt, 1, 6, gemv, 2, t);
+                        s = run_one(o, &cfg, wd, &short_prompt, 1, 6, gemv, 1, t, nf, &stage_cache);
                 }
             }
             /* The in-cache -> DRAM transition of the decode projections (gemv's z: the model's weights
@@ -147,17 +186,25 @@ xf_status calibrate_measure(const calibrate_opts *o, const device_spec *m, calib
                 int64_t layers = (int64_t)(at_llc ? floor((target - eb) / lb + 0.5) : ceil((target - eb) / lb));
                 if (layers < 1) layers = 1;
                 model_config cfg;
-                /* 2 repetitions: these models have 3-150 layers, whose entries merge into their median */
+                /* 1 repetition after the warm-up: these models have 3-150 layers of the same shapes, whose
+                 * entries merge into their median, so a second repetition measured the same keys again
+                 * (2 until 2026-12-01 23:40: a third of the transition's steps) */
                 if ((s = shape_config(sh, layers, &cfg)) == XF_OK)
-                    s = at_llc ? run_one(o, &cfg, wd, &short_prompt, 1, 6, gemv, 2, t) : run_one(o, &cfg, wd, prompts, 2, 6, gemv | gemm, 2, t);
+                    s = at_llc ? run_one(o, &cfg, wd, &short_prompt, 1, 6, gemv, 1, t, nf, &stage_dram)
+                               : run_one(o, &cfg, wd, prompts, 2, 6, gemv | gemm, 1, t, nf, &stage_dram);
             }
         }
     }
     if (s) {
         calib_table_free(t);
+        if (nf) calib_table_free(nf);
         return s;
     }
     calib_table_merge(t);
+    if (nf) calib_table_merge(nf);
+    if (!o->quiet)
+        fprintf(stderr, "xfprof machine: calibration stages: fork costs %.1f s, in-cache models %.1f s, the in-cache -> DRAM "
+                "transition %.1f s; %.1f s in all\n", stage_fork, stage_cache, stage_dram, now_s() - ts0);
     if (t->n == 0) return xf_errorf(XF_EINVAL, "calibration: no op was measured (is the last-level cache size known?)");
     return XF_OK;
 }

@@ -12,7 +12,10 @@
  * Three shapes (d_model 512/1280/2560, d_ff 1408/3456/6912, query heads per KV head 1/4/16) at
  * each weight dtype asked for; concurrent pulses off; each op's time is the median of the
  * repetitions, as `run` records it. --quick: the two smaller shapes in cache only, one
- * repetition (for tests). */
+ * repetition (for tests). Before the grid: the OpenMP spin in force (ceilings_omp_spin) and the fork
+ * cost of an empty parallel region under it (probes/omp_fork.h, after a short and a long serial
+ * gap), recorded (the fork term, off in the table it makes: calib_table.fork_term). Without `quiet` it prints each
+ * stage's seconds. */
 #ifndef XF_CALIBRATE_H
 #define XF_CALIBRATE_H
 
@@ -26,6 +29,9 @@ typedef struct calibrate_opts {
     const xf_dtype *wdtypes;  /* (n_wdtypes) fp32, bf16, int8 */
     int n_wdtypes;
     int quiet;                /* no progress lines */
+    calib_table *fork_alt;    /* NULL, or also filled (init'ed by the call, caller frees) with the same measurements'
+                                 entries under the fork term (fork_term 1; the main table has it off), for the
+                                 A/B of bench/bench_predict.sh */
 } calibrate_opts;
 
 /* Runs the grid against `machine` (the ceilings `xfprof machine` just measured, which the runner

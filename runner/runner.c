@@ -737,6 +737,13 @@ xf_status runner_run(const run_plan *pl, record *rec, run_notes *notes_out) {
         if (present && ctx.cal.threads != pl->threads && !pl->quiet)
             fprintf(stderr, "xfprof run: note: the calibration was measured with %d threads, this run uses %d; run 'xfprof machine "
                     "--calibrate --threads %d' for a matching one\n", ctx.cal.threads, pl->threads, pl->threads);
+        if (present && ctx.cal.n > 0) { /* the OpenMP spin in force against the calibration's (its fork costs) */
+            char spin[64], by[16], msg[320];
+            ceilings_omp_spin(spin, sizeof spin, by, sizeof by, 0);
+            int sc = calib_spin_check(&ctx.cal, spin, by, msg, sizeof msg);
+            if (sc && !pl->quiet) fprintf(stderr, "xfprof run: %s: %s\n", sc > 0 ? "warning" : "note", msg);
+            record_set_env(rec, "calibration_omp_spin", msg);
+        }
     }
     snprintf(rec->prediction, sizeof rec->prediction, "%s", ctx.cal.n > 0 ? "calibrated" : "roofline bound");
     if (ctx.cal.n > 0)
@@ -795,7 +802,7 @@ xf_status runner_run(const run_plan *pl, record *rec, run_notes *notes_out) {
                 }
                 if (ctx.cal.n > 0) { /* the tier from the cost model's weight bytes, before the held bytes replace them */
                     predcal_stats st;
-                    predcal_apply_point(&ctx.cal, p, 0, &st);
+                    predcal_apply_point(&ctx.cal, p, &rec->model, 0, &st);
                     ctx.cal_counts.ops += st.ops;
                     ctx.cal_counts.calibrated += st.calibrated;
                     ctx.cal_counts.clamped += st.clamped;
@@ -866,6 +873,8 @@ void runner_print_notes(FILE *f, const record *rec, const run_notes *c) {
     fprintf(f, "\nceilings: %s\n", rec->device.source);
     fprintf(f, "bandwidth ceiling: %s\n", c->ceilings);
     if (rec->prediction[0]) fprintf(f, "predicted: %s (%s)\n", rec->prediction, rec->prediction_note);
+    for (int i = 0; i < rec->n_env; i++) /* the calibration's OpenMP spin against this run's */
+        if (!strcmp(rec->env[i].key, "calibration_omp_spin")) fprintf(f, "calibration's OpenMP spin: %s\n", rec->env[i].value);
     if (c->probes) fprintf(f, "timer overhead: %.1f ns per range (measured, subtracted)\n", c->timer_overhead_s * 1e9);
     else fprintf(f, "probes off: per-op times not measured; TTFT and TPOT are whole-step wall times\n");
     if (c->gpu[0]) {

@@ -13,11 +13,16 @@ M="$TMP/machine.json"
 # 1. A quick calibration (fp32, the quick grid) is written into the machine file.
 expect_rc 0 "machine --quick --calibrate" "$XF" machine --quick --calibrate --wdtype fp32 --threads 2 -o "$M"
 grep -q "efficiency = roofline time / measured time" "$TMP/out" && ok "calibration table printed" || bad "no calibration table: $(tail -c 400 "$TMP/out")"
-python3 - "$M" <<'PY' && ok "machine file holds an xfprof-calibration v3 with gemv and norm entries, GEMMs keyed by M, N, K, gemv by the working set" || bad "machine file's calibration"
+python3 - "$M" <<'PY' && ok "machine file holds an xfprof-calibration v4 (OpenMP spin, fork costs) with gemv and norm entries, GEMMs keyed by M, N, K, gemv by the working set" || bad "machine file's calibration"
 import json, sys
 m = json.load(open(sys.argv[1]))
 c = m["calibration"]
-assert c["format"] == "xfprof-calibration" and c["version"] == 3 and c["grid"] == "quick"
+assert c["format"] == "xfprof-calibration" and c["version"] == 4 and c["grid"] == "quick"
+# the OpenMP spin it was measured under and the fork costs (version 4)
+assert c["omp_spin"].startswith(("GOMP_SPINCOUNT=", "OMP_WAIT_POLICY=")) or c["omp_spin"] == "libgomp default", c["omp_spin"]
+assert c["omp_spin_by"] in ("xfprof", "user", "nobody"), c["omp_spin_by"]
+assert 0 < c["fork_short_s"] < 1e-2 and 0 < c["fork_long_s"] < 1e-2, (c["fork_short_s"], c["fork_long_s"])
+assert c["fork_term"] is False  # the term is recorded but off (docs/verdicts.md, run 12)
 fam = {e["family"] for e in c["entries"]}
 assert {"gemv", "gemm", "norm", "attn_decode", "attn_prefill"} <= fam, fam
 assert all(e["efficiency"] > 0 and e["wdtype"] == "fp32" for e in c["entries"])
@@ -96,14 +101,36 @@ for f in neg nox v9 v2 v1; do
     [ ! -e "$TMP/bad.json" ] && ok "no record written ($f)" || bad "a record was written ($f)"
     XFPROF_MACHINE_FILE="$TMP/$f.json" expect_rc 2 "predict --device cpu with a corrupt calibration ($f)" "$XF" predict --device cpu
 done
-grep -q "version 1 is not the 3" "$TMP/err" && grep -q "M, N and K" "$TMP/err" && grep -q "machine --calibrate" "$TMP/err" &&
+grep -q "version 1 is not one this build reads" "$TMP/err" && grep -q "M, N and K" "$TMP/err" && grep -q "machine --calibrate" "$TMP/err" &&
     ok "an old (v1) table: refused, saying to calibrate again" || bad "v1 message: $(head -c 300 "$TMP/err")"
 XFPROF_MACHINE_FILE="$TMP/v2.json" expect_rc 2 "run with a version-2 table" "$XF" run --prompt 8 --gen 2 --reps 1 --warmup 0 --no-concurrent
-grep -q "version 2 is not the 3" "$TMP/err" && grep -q "working set" "$TMP/err" && grep -q "machine --calibrate" "$TMP/err" &&
+grep -q "version 2 is not one this build reads" "$TMP/err" && grep -q "working set" "$TMP/err" && grep -q "machine --calibrate" "$TMP/err" &&
     ok "an old (v2) table: refused, saying to calibrate again" || bad "v2 message: $(head -c 300 "$TMP/err")"
 grep -q "entries\[1\]" <(XFPROF_MACHINE_FILE="$TMP/nox.json" "$XF" predict --device cpu 2>&1) && ok "names the entry" || bad "entry not named"
 XFPROF_MACHINE_FILE="$TMP/trunc.json" expect_rc 2 "predict --device cpu with a truncated machine file" "$XF" predict --device cpu
 grep -q "trunc.json" "$TMP/err" && grep -qi "truncated" "$TMP/err" && ok "truncation named" || bad "truncation: $(head -c 300 "$TMP/err")"
+
+# 7. The OpenMP spin: run and predict --device cpu say (stderr, the record's env
+#    calibration_omp_spin, run's notes) when theirs is not the calibration's, and what to do; the
+#    same spin: no warning; a version-3 table (no spin recorded) loads and says it lacks it.
+python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); c=m["calibration"]; c["omp_spin"]="GOMP_SPINCOUNT=3000"; c["omp_spin_by"]="xfprof"; json.dump(m, open(sys.argv[2], "w"))' "$M" "$TMP/s3000.json"
+python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); c=m["calibration"]; c["version"]=3; [c.pop(k) for k in ("omp_spin","omp_spin_by","fork_short_s","fork_long_s","fork_term")]; json.dump(m, open(sys.argv[2], "w"))' "$M" "$TMP/v3.json"
+spin_env() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["env"].get("calibration_omp_spin", "(none)"))' "$1"; }
+for cmd in predict run; do
+    if [ $cmd = predict ]; then args=(predict --device cpu --wdtype fp32 --prompt 16 --gen 4 --format json); rec="$TMP/out"
+    else args=(run --prompt 8 --gen 2 --reps 1 --warmup 0 --threads 2 --no-concurrent -o "$TMP/s.json"); rec="$TMP/s.json"; fi
+    XFPROF_MACHINE_FILE="$TMP/s3000.json" GOMP_SPINCOUNT=200 expect_rc 0 "$cmd under another spin" "$XF" "${args[@]}"
+    grep -q "warning: calibrated under GOMP_SPINCOUNT=3000 (by xfprof), this run under GOMP_SPINCOUNT=200 (by user)" "$TMP/err" &&
+        grep -q "set GOMP_SPINCOUNT=3000" "$TMP/err" && ok "$cmd: another spin is said, with what to do" || bad "$cmd: no spin warning: $(grep -i spin "$TMP/err" | head -2)"
+    spin_env "$rec" | grep -q "^calibrated under GOMP_SPINCOUNT=3000" && ok "$cmd: the record says it (env calibration_omp_spin)" || bad "$cmd: record env: $(spin_env "$rec")"
+    [ $cmd = run ] && { grep -q "^calibration's OpenMP spin: calibrated under" "$TMP/out" && ok "run: the notes say it" || bad "run notes: $(grep -i spin "$TMP/out" | head -2)"; }
+    XFPROF_MACHINE_FILE="$TMP/s3000.json" GOMP_SPINCOUNT=3000 expect_rc 0 "$cmd under the calibration's spin" "$XF" "${args[@]}"
+    ! grep -qi "spin" "$TMP/err" && ok "$cmd: the same spin: no warning" || bad "$cmd: warned under the same spin: $(grep -i spin "$TMP/err" | head -2)"
+    spin_env "$rec" | grep -q "^same as the calibration's: GOMP_SPINCOUNT=3000" && ok "$cmd: the record says the same" || bad "$cmd: record env: $(spin_env "$rec")"
+    XFPROF_MACHINE_FILE="$TMP/v3.json" GOMP_SPINCOUNT=3000 expect_rc 0 "$cmd with a version-3 table" "$XF" "${args[@]}"
+    grep -q "note: the calibration (an older table) does not say its OpenMP spin" "$TMP/err" && ok "$cmd: a version-3 table loads and says it lacks the spin" ||
+        bad "$cmd: v3: $(head -c 300 "$TMP/err")"
+done
 
 # 6. Refusals of the flag itself.
 expect_rc 2 "--calibrate with --no-save" "$XF" machine --calibrate --no-save

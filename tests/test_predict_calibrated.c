@@ -174,6 +174,11 @@ Test(predict_calibrated, json_round_trip) {
     calib_table t = table();
     add(&t, CALIB_ATTN_DECODE, XF_INT8, CALIB_TIER_CACHE, 123456.0, 0.5, 0.123456789012345);
     add(&t, CALIB_SAMPLING, XF_BF16, CALIB_TIER_DRAM, 128000, 1, 1.75);
+    snprintf(t.omp_spin, sizeof t.omp_spin, "GOMP_SPINCOUNT=3000");
+    snprintf(t.omp_spin_by, sizeof t.omp_spin_by, "xfprof");
+    t.fork_short_s = 1.25e-6;
+    t.fork_long_s = 3.5e-5;
+    t.fork_term = 1;
     char *text = calib_table_to_json(&t);
     cr_assert_not_null(text);
     cJSON *o = cJSON_Parse(text);
@@ -189,6 +194,9 @@ Test(predict_calibrated, json_round_trip) {
     cr_assert_eq(u.entries[0].tier, CALIB_TIER_CACHE);
     cr_assert(u.entries[0].efficiency == 0.123456789012345);
     cr_assert(u.dram_Bps == 1e10 && u.cache_Bps == 4e10 && u.peak_flops[XF_COMPUTE_FP32] == 1e11);
+    cr_assert_str_eq(u.omp_spin, "GOMP_SPINCOUNT=3000");
+    cr_assert_str_eq(u.omp_spin_by, "xfprof");
+    cr_assert(u.fork_short_s == 1.25e-6 && u.fork_long_s == 3.5e-5 && u.fork_term == 1);
     calib_table_free(&u);
     calib_table_free(&t);
 }
@@ -236,8 +244,15 @@ Test(predict_calibrated, corrupt_tables_are_refused_by_name) {
     snprintf(v, sizeof v, "%s", HEAD "]}");
     char *p = strstr(v, "\"version\":3");
     cr_assert_not_null(p);
+    p[10] = '5';
+    refused_as(XF_EFORMAT, v, "version 5");
+    /* version 4 needs the OpenMP spin and the fork costs; version 3 loads without them (unknown spin, no fork term) */
     p[10] = '4';
-    refused_as(XF_EFORMAT, v, "version 4");
+    refused(v, "omp_spin");
+    p[10] = '3';
+    cr_assert_eq(parse(v, &t, &present), XF_OK, "%s", xf_error_msg());
+    cr_assert(present && t.omp_spin[0] == 0 && t.fork_short_s == 0 && t.fork_long_s == 0 && t.fork_term == 0);
+    calib_table_free(&t);
     /* version 1 (GEMMs keyed by bytes, no z): refused, saying to calibrate again */
     p[10] = '1';
     refused_as(XF_EFORMAT, v, "version 1");
@@ -289,7 +304,7 @@ Test(predict_calibrated, constant_efficiency_scales_the_bound) {
     cr_assert_eq(predict_point(&c, &w, &d, &p), XF_OK, "%s", xf_error_msg());
     double ttft = p.summary.ttft_s, tpot = p.summary.tpot_s;
     predcal_stats st;
-    predcal_apply_point(&t, &p, 1, &st);
+    predcal_apply_point(&t, &p, NULL, 1, &st);
     cr_assert_eq(st.ops, p.n_ops);
     cr_assert_eq(st.calibrated, p.n_ops);
     cr_assert_eq(st.clamped, 0);
@@ -323,7 +338,7 @@ Test(predict_calibrated, measured_ops_give_their_efficiency_back) {
     t.cache_Bps = 0;
     record_point p;
     measured_point(&t, XF_BF16, 32, 4, &p); /* "measured" at 4x the bound */
-    cr_assert_eq(predcal_add_point(&t, &p, ~0u), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(predcal_add_point(&t, &p, NULL, ~0u), XF_OK, "%s", xf_error_msg());
     calib_table_merge(&t);
     cr_assert(t.n > 0);
     for (int i = 0; i < t.n; i++) {
@@ -331,7 +346,7 @@ Test(predict_calibrated, measured_ops_give_their_efficiency_back) {
         cr_assert_eq(t.entries[i].wdtype, XF_BF16);
     }
     /* and predicting the same point from that table gives the measured times back exactly */
-    predcal_apply_point(&t, &p, 0, NULL);
+    predcal_apply_point(&t, &p, NULL, 0, NULL);
     for (int64_t i = 0; i < p.n_ops; i++)
         if (predcal_family_of(&p.ops[i].cost) >= 0) {
             NEAR(p.ops[i].calibrated_time_s, p.ops[i].time_s);
@@ -443,7 +458,7 @@ Test(predict_calibrated, gemv_entries_carry_the_models_working_set) {
     t.cache_bytes = 2e8;
     record_point p;
     measured_point(&t, XF_FP32, 16, 2, &p);
-    cr_assert_eq(predcal_add_point(&t, &p, 1u << CALIB_GEMV), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(predcal_add_point(&t, &p, NULL, 1u << CALIB_GEMV), XF_OK, "%s", xf_error_msg());
     cr_assert(t.n > 0);
     for (int i = 0; i < t.n; i++) {
         cr_assert_eq(t.entries[i].family, CALIB_GEMV);
@@ -452,4 +467,109 @@ Test(predict_calibrated, gemv_entries_carry_the_models_working_set) {
     }
     free(p.ops);
     calib_table_free(&t);
+}
+
+/* The OpenMP spin a table was measured under against a run's: same, different (saying what to
+ * do), unknown (a version-3 table). */
+Test(predict_calibrated, spin_check_says_when_the_run_differs) {
+    calib_table t = table();
+    char msg[320];
+    cr_assert_eq(calib_spin_check(&t, "GOMP_SPINCOUNT=200", "xfprof", msg, sizeof msg), -1);
+    cr_assert(strstr(msg, "does not say") && strstr(msg, "machine --calibrate"), "%s", msg);
+    snprintf(t.omp_spin, sizeof t.omp_spin, "GOMP_SPINCOUNT=3000");
+    snprintf(t.omp_spin_by, sizeof t.omp_spin_by, "xfprof");
+    cr_assert_eq(calib_spin_check(&t, "GOMP_SPINCOUNT=3000", "user", msg, sizeof msg), 0);
+    cr_assert(strstr(msg, "same"), "%s", msg);
+    cr_assert_eq(calib_spin_check(&t, "GOMP_SPINCOUNT=200", "xfprof", msg, sizeof msg), 1);
+    cr_assert(strstr(msg, "GOMP_SPINCOUNT=3000 (by xfprof)") && strstr(msg, "GOMP_SPINCOUNT=200 (by xfprof)") &&
+              strstr(msg, "calibrate again") && strstr(msg, "set GOMP_SPINCOUNT=3000"), "%s", msg);
+    cr_assert_lt(strlen(msg), 224, "a record env value holds it");
+    cr_assert_eq(calib_spin_check(&t, "libgomp default", "nobody", msg, sizeof msg), 1);
+    calib_table_free(&t);
+}
+
+/* The parallel regions per op, as cpu_backend.c opens them. */
+Test(predict_calibrated, regions_per_op_follow_the_backend) {
+    model_config c;
+    cr_assert_eq(config_preset("stories15m", &c), XF_OK); /* d_model 288, d_ff 768, 6 heads of 48 */
+    cost_op o;
+    memset(&o, 0, sizeof o);
+    o.kind = OP_QKV;
+    o.phase = XF_DECODE;
+    cr_assert_eq(predcal_regions(&o, &c, 1, XF_FP32, 2), 1);
+    cr_assert_eq(predcal_regions(&o, &c, 1, XF_FP32, 1), 0, "one thread: no fork");
+    cr_assert_eq(predcal_regions(&o, &c, 1, XF_INT8, 2), 1);
+    cr_assert_eq(predcal_regions(&o, &c, 4, XF_INT8, 2), 2, "int8 at 4+ tokens: the quantization's region too");
+    cr_assert_eq(predcal_regions(&o, &c, 16, XF_BF16, 2), 1);
+    cr_assert_eq(predcal_regions(&o, &c, 64, XF_BF16, 2), 2, "bf16 prefill: the input's split, then the GEMM");
+    o.kind = OP_ATTN_NORM;
+    cr_assert_eq(predcal_regions(&o, &c, 1, XF_FP32, 2), 0, "288 elements: the calling thread");
+    cr_assert_eq(predcal_regions(&o, &c, 64, XF_FP32, 2), 1);
+    o.kind = OP_SWIGLU;
+    cr_assert_eq(predcal_regions(&o, &c, 1, XF_FP32, 2), 0);
+    cr_assert_eq(predcal_regions(&o, &c, 8, XF_FP32, 2), 1);
+    o.kind = OP_FINAL_NORM;
+    cr_assert_eq(predcal_regions(&o, &c, 64, XF_FP32, 2), 0);
+    o.kind = OP_ATTENTION;
+    cr_assert_eq(predcal_regions(&o, &c, 1, XF_FP32, 2), 1);
+    cr_assert_eq(predcal_regions(&o, NULL, 1, XF_FP32, 2), 0, "no model: no term");
+    /* the dimensions are the model's head_dim, not d_model / n_heads: gemma-3-1b, 4 query and 1 KV
+     * head of 256 (d_model 1152 / 4 = 288): rope rotates 10 x (4 + 2) x 256 = 15360 < 16384
+     * elements at 10 tokens (one thread), 16896 at 11 (288 would give 17280 at 10) */
+    model_config g;
+    cr_assert_eq(config_preset("gemma-3-1b", &g), XF_OK, "%s", xf_error_msg());
+    cr_assert(g.head_dim == 256 && g.d_model / g.n_heads == 288 && g.n_heads == 4 && g.n_kv_heads == 1);
+    o.kind = OP_ROPE;
+    cr_assert_eq(predcal_regions(&o, &g, 10, XF_FP32, 2), 0);
+    cr_assert_eq(predcal_regions(&o, &g, 11, XF_FP32, 2), 1);
+}
+
+/* Under the fork term (fork_term 1) the fork cost is a term of its own: taken off each op's measured
+ * time before its efficiency, added back per region in the prediction; with one thread there is
+ * none; with fork_term 0 (the default) the forks stay inside the efficiencies. */
+Test(predict_calibrated, fork_cost_is_a_term_of_its_own) {
+    calib_table t = table();
+    t.cache_Bps = 0;
+    t.fork_short_s = 2e-8; /* small beside every op's work here (none hits the floor of a fifth) */
+    t.fork_term = 1;
+    model_config c;
+    cr_assert_eq(config_preset("stories15m", &c), XF_OK);
+    record_point p;
+    measured_point(&t, XF_BF16, 64, 4, &p);
+    p.run.threads = 2;
+    int forked = 0;
+    for (int64_t i = 0; i < p.n_ops; i++) { /* "measured": 4x the bound plus the forks */
+        int r = predcal_regions(&p.ops[i].cost, &c, p.ops[i].cost.phase == XF_PREFILL && p.ops[i].cost.kind != OP_LM_HEAD ? 64 : 1, XF_BF16, 2);
+        p.ops[i].time_s += r * t.fork_short_s;
+        forked += r > 0 && predcal_family_of(&p.ops[i].cost) >= 0;
+    }
+    cr_assert_gt(forked, 10);
+    cr_assert_eq(predcal_add_point(&t, &p, &c, ~0u), XF_OK, "%s", xf_error_msg());
+    calib_table_merge(&t);
+    cr_assert(t.n > 0);
+    for (int i = 0; i < t.n; i++) NEAR(t.entries[i].efficiency, 0.25); /* the work's, not the forks' */
+    predcal_apply_point(&t, &p, &c, 0, NULL);
+    for (int64_t i = 0; i < p.n_ops; i++)
+        if (predcal_family_of(&p.ops[i].cost) >= 0) NEAR(p.ops[i].calibrated_time_s, p.ops[i].time_s);
+    /* one thread: no fork added */
+    p.run.threads = 1;
+    predcal_apply_point(&t, &p, &c, 0, NULL);
+    for (int64_t i = 0; i < p.n_ops; i++)
+        if (predcal_family_of(&p.ops[i].cost) >= 0) NEAR(p.ops[i].calibrated_time_s, 4 * p.ops[i].predicted_time_s);
+    /* the term off: the same measurements give their whole time's efficiency, no fork added */
+    p.run.threads = 2;
+    calib_table u = table();
+    u.cache_Bps = 0;
+    u.fork_short_s = t.fork_short_s;
+    cr_assert_eq(predcal_add_point(&u, &p, &c, ~0u), XF_OK, "%s", xf_error_msg());
+    int below = 0;
+    for (int i = 0; i < u.n; i++) below += u.entries[i].efficiency < 0.25 * (1 - 1e-9);
+    cr_assert_gt(below, 10, "the forks inside the efficiencies");
+    calib_table_merge(&u);
+    predcal_apply_point(&u, &p, &c, 0, NULL);
+    for (int64_t i = 0; i < p.n_ops; i++)
+        if (predcal_family_of(&p.ops[i].cost) >= 0) NEAR(p.ops[i].calibrated_time_s, p.ops[i].time_s);
+    free(p.ops);
+    calib_table_free(&t);
+    calib_table_free(&u);
 }
