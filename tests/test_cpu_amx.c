@@ -86,7 +86,7 @@ Test(cpu_amx, reference_order_matches_double) {
 Test(cpu_amx, tiles_match_reference) {
     if (!amx_bf16_granted()) cr_skip_test("no AMX-BF16 here (CPU or OS)");
     const int64_t rows = 77, cols = AMX_BF16_KB + 96;
-    const int64_t ns[] = {1, 4, 16, 17, 33, 70, AMX_BF16_KB_TOKENS + 19}; /* the last: rounded inputs' smaller K blocks */
+    const int64_t ns[] = {1, 2, 4, 9, 16, 17, 33, 70, AMX_BF16_KB_TOKENS + 19}; /* the last: rounded inputs' smaller K blocks */
     wmat W = make_wmat(XF_BF16, rows, cols, 0, 5);
     for (int parts = 1; parts <= 3; parts += 2)
         for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
