@@ -346,45 +346,6 @@ static inline __attribute__((always_inline)) TGT_AMXBF void bf_block(const int N
     if (NA == 2 && NB == 2) _tile_stored(3, cs + 768, 64);
 }
 
-/* bf_block for one token block (at most 16 tokens, all of K: batched decode): the C tiles of a
- * second token block (1, 3) and its B tile (7) are free, so they serve as a second set of A and B
- * tiles, and each column step loads its tiles into the set the previous step's products do not
- * read (the tiles are not renamed: a load into a tile waits for the products reading it). The
- * products and their order are bf_block's, so the bits are too. One thread, from DRAM, busy
- * machine: 1.00-1.05x. */
-#define BF1_TDP(P, TA0, TA1, TB)                                                                       \
-    do {                                                                                               \
-        _tile_loadd(TB, xp + (int64_t)(P) * pstride + kk * 16, 64);                                    \
-        _tile_dpbf16ps(0, TA0, TB);                                                                    \
-        if (NA == 2) _tile_dpbf16ps(2, TA1, TB);                                                       \
-    } while (0)
-#define BF1_STEP(TA0, TA1, TB0, TB1)                                                                   \
-    do {                                                                                               \
-        const uint16_t *at = a0 + (kk - k0) * amul;                                                    \
-        _tile_loadd(TA0, at, ald);                                                                     \
-        if (NA == 2) _tile_loadd(TA1, at + aoff, ald);                                                 \
-        BF1_TDP(0, TA0, TA1, TB0);                                                                     \
-        if (parts == 3) {                                                                              \
-            BF1_TDP(1, TA0, TA1, TB1);                                                                 \
-            BF1_TDP(2, TA0, TA1, TB0);                                                                 \
-        }                                                                                              \
-    } while (0)
-static inline __attribute__((always_inline)) TGT_AMXBF void bf_block1(const int NA, const uint16_t *a0, int64_t aoff, int64_t amul,
-                                                                      int64_t ald, const uint16_t *xp, int64_t pstride, int parts,
-                                                                      int64_t k0, int64_t k1, float *cs) {
-    _tile_zero(0);
-    if (NA == 2) _tile_zero(2);
-    int64_t kk = k0;
-    for (; kk + 64 <= k1; kk += 32) {
-        BF1_STEP(4, 5, 6, 7);
-        kk += 32;
-        BF1_STEP(1, 3, 7, 6);
-    }
-    if (kk < k1) BF1_STEP(4, 5, 6, 7);
-    _tile_stored(0, cs, 64);
-    if (NA == 2) _tile_stored(2, cs + 512, 64);
-}
-
 /* The C tiles of rows [r0, r1) x n tokens from the scratch (amx_matmul_bf16's order: row block,
  * token pair, tile) into y, token by token: a token's rows of the call are written in order.
  * (Writing each block's 32 rows x 32 tokens into y as its last K block ended, 32 token rows of y
@@ -453,10 +414,7 @@ TGT_AMXBF void amx_matmul_bf16(const wmat *W, const uint16_t *xb, int parts, int
                 const int two = tp * 2 + 1 < nb;
 #define BF_CALL(NA, NB)                                                                                                    \
     bf_block(NA, NB, a0, aoff, amul, ald, xp, pstride, bstride, parts, k0, k1, first, cs)
-                if (nb == 1 && !panel) { /* one token block over all of K */
-                    if (ra1 > 0) bf_block1(2, a0, aoff, amul, ald, xp, pstride, parts, k0, k1, cs);
-                    else bf_block1(1, a0, aoff, amul, ald, xp, pstride, parts, k0, k1, cs);
-                } else if (ra1 > 0 && two) BF_CALL(2, 2);
+                if (ra1 > 0 && two) BF_CALL(2, 2);
                 else if (ra1 > 0) BF_CALL(2, 1);
                 else if (two) BF_CALL(1, 2);
                 else BF_CALL(1, 1);
