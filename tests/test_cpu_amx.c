@@ -1,7 +1,8 @@
 /* The AMX tile kernels (cpu_amx.h): the bf16 input packing against its definition, the scalar
  * reference of the stated order against double, the tile kernel against that reference, and a
  * token's result independent of its batch, the tokens beside it and the row split (bitwise). The
- * int8 tiles are checked against the VNNI kernel in test_cpu_kernels. */
+ * int8 tiles are checked against the VNNI kernel here (every token count, the cuts of the backend's work
+ * items) and in test_cpu_kernels. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
