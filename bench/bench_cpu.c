@@ -15,7 +15,8 @@
  *      int8 with fp32 over 32 greedy tokens (printed, no target).
  *   4. Timer probe on vs off, same model, adjacent decode steps (target <= 3% overhead).
  *   5. Decode at batch 2, 4, 8 and 16 of each weight variant, interleaved: weight bytes per step /
- *      time over the read ceiling (target at batch 16 >= 0.80). --batched runs this part alone
+ *      time over the read ceiling (target at batch 16 >= 0.80), then the batch-16 int8 / bf16 tile
+ *      kernels alone over the model's matrices (information). --batched runs this part alone
  *      (--prefill part 3 alone).
  * Every part runs four weight variants side by side: fp32, bf16 (exact inputs), int8 and bf16 with
  * rounded inputs (`run --bf16-inputs rounded`: vdpbf16ps in decode, one oneDNN pass in prefill),
@@ -154,6 +155,90 @@ static int batched_decode(const model_config *cfg, int threads, int steps, int64
     return 0;
 }
 
+/* The batch-16 projection kernels alone (information, no target): the model's layer matrices
+ * (random values; int8 group 128, packed; bf16 in place), 16 tokens, each matrix the way the
+ * backend runs it at that batch (the int8 tiles' and the bf16 tiles' 64-row work items, the input
+ * quantized / packed first), every layer its own copy (from DRAM where they pass the LLC, as the
+ * steps' weights do), the variants interleaved, best
+ * of reps, beside the read ceiling rd: what the step's batch-16 ratio loses outside the kernels.
+ * Only where AMX is granted. 1 on error. */
+static int batch16_kernels(const model_config *cfg, int threads, int reps, double rd) {
+    if (!xk_a8_amx() || !amx_bf16_granted()) {
+        printf("batch-16 kernels alone: skipped (AMX-INT8 / AMX-BF16 not granted here)\n");
+        return 0;
+    }
+    const int64_t n = 16, d = cfg->d_model, qd = cfg->n_heads * cfg->head_dim, kvd = cfg->n_kv_heads * cfg->head_dim;
+    const int64_t rows[4] = {qd + 2 * kvd, d, 2 * cfg->d_ff, d}, cols[4] = {d, qd, d, cfg->d_ff};
+    const int64_t nm = 4 * cfg->n_layers, wide = cfg->d_ff > qd ? (cfg->d_ff > d ? cfg->d_ff : d) : (qd > d ? qd : d);
+    wmat *M8 = calloc((size_t)nm, sizeof *M8), *MB = calloc((size_t)nm, sizeof *MB);
+    float *x = malloc((size_t)(n * wide) * 4), *y = malloc((size_t)(n * 2 * cfg->d_ff + n * (qd + 2 * kvd)) * 4);
+    int8_t *q = malloc((size_t)(n * (wide + 128)));
+    float *qs = malloc((size_t)(n * wide) * 4);
+    int32_t *qcr = malloc((size_t)(n * wide) * 4);
+    uint16_t *xb = aligned_alloc(64, (size_t)amx_bf16_input_elems(n, wide, 3) * 2);
+    const int64_t cn = amx_bf16_scratch_floats(64, n);
+    float *c = aligned_alloc(64, (size_t)(threads * cn) * 4);
+    if (!M8 || !MB || !x || !y || !q || !qs || !qcr || !xb || !c) return die("out of memory");
+    double bytes[2] = {0, 0};
+    uint32_t sd = 29;
+    for (int64_t i = 0; i < nm; i++) {
+        wmat *W = &M8[i], *B = &MB[i];
+        W->dtype = XF_INT8, W->rows = B->rows = rows[i % 4], W->cols = B->cols = cols[i % 4], W->group = 128, W->owned = B->owned = 1;
+        B->dtype = XF_BF16;
+        W->n_groups = (W->cols + 127) / 128;
+        W->data = malloc((size_t)(W->rows * W->cols));
+        W->scales = malloc((size_t)(W->rows * W->n_groups) * sizeof(float));
+        B->data = malloc((size_t)(B->rows * B->cols) * 2);
+        if (!W->data || !W->scales || !B->data) return die("out of memory");
+        int8_t *v = W->data;
+        uint16_t *b = B->data;
+        for (int64_t j = 0; j < W->rows * W->cols; j++) {
+            sd = sd * 1664525u + 1013904223u;
+            v[j] = (int8_t)(sd >> 24);
+            b[j] = weights_f32_to_bf16((float)(int8_t)(sd >> 16) * 1e-3f);
+        }
+        for (int64_t j = 0; j < W->rows * W->n_groups; j++) W->scales[j] = 1e-3f;
+        if (weights_pack_int8(W) != XF_OK) return die("pack");
+        bytes[0] += (double)(W->rows * W->cols), bytes[1] += 2.0 * (double)(B->rows * B->cols);
+    }
+    for (int64_t i = 0; i < n * wide; i++) sd = sd * 1664525u + 1013904223u, x[i] = (float)(sd >> 8) / 16777216.0f - 0.5f;
+    double best[3] = {1e30, 1e30, 1e30};
+    for (int r = 0; r < reps; r++)
+        for (int v = 0; v < 3; v++) { /* int8, bf16 exact3, bf16 rounded */
+            const double t0 = bench_now_s();
+            for (int64_t i = 0; i < nm; i++) {
+                const wmat *W = v == 0 ? &M8[i] : &MB[i];
+                const int64_t rw = W->rows, cl = W->cols, chunks = (rw + 63) / 64, parts = v == 1 ? 3 : 1;
+                const int64_t qc = v == 0 ? xk_act8_cols(W) : 0, ng = W->n_groups;
+#pragma omp parallel num_threads(threads)
+                {
+                    if (v == 0) {
+#pragma omp for schedule(static)
+                        for (int64_t t = 0; t < n; t++) xk_act8_quantize(W, x + t * cl, 1, q + t * qc, qs + t * ng, qcr + t * ng);
+                    } else {
+#pragma omp single
+                        amx_bf16_pack_input(x, n, cl, (int)parts, 0, 1, xb);
+                    }
+#pragma omp for schedule(static)
+                    for (int64_t ch = 0; ch < chunks; ch++) {
+                        const int64_t r0 = ch * 64, r1 = r0 + 64 < rw ? r0 + 64 : rw;
+                        if (v == 0) xk_matmul_a8(xk_isa_best(), W, q, qs, qcr, n, y, rw, r0, r1);
+                        else amx_matmul_bf16(W, xb, (int)parts, n, y, rw, r0, r1, c + (int64_t)omp_get_thread_num() * cn);
+                    }
+                }
+            }
+            const double t = bench_now_s() - t0;
+            best[v] = t < best[v] ? t : best[v];
+        }
+    printf("batch-16 kernels alone (%d layers x 4 matrices, %.0f MiB of bf16, best of %d, interleaved; information): int8 tiles %.2f GB/s "
+           "(%.3f of the read ceiling), bf16 tiles exact3 %.2f (%.3f), rounded %.2f (%.3f)\n",
+           (int)cfg->n_layers, bytes[1] / 1048576, reps, bytes[0] / best[0] / 1e9, bytes[0] / best[0] / rd, bytes[1] / best[1] / 1e9, bytes[1] / best[1] / rd,
+           bytes[1] / best[2] / 1e9, bytes[1] / best[2] / rd);
+    for (int64_t i = 0; i < nm; i++) free(M8[i].data), free(M8[i].scales), free(MB[i].data);
+    free(M8), free(MB), free(x), free(y), free(q), free(qs), free(qcr), free(xb), free(c);
+    return 0;
+}
+
 /* Batched decode at batch 2, 4, 8 and 16 of the weight variants (each batch's NV models
  * interleaved), weight GB/s per step against the read ceiling rd, measured again after the
  * batches (the better one is used, as at batch 1). r16: batch 16's ratios. Returns 0, or 2. */
@@ -181,7 +266,7 @@ static int batched_points(const model_config *cfg, int threads, int steps, const
             printf("\n");
             if (bs[b] == 16) r16[k] = wb / t[b][k] / rd->Bps;
         }
-    return 0;
+    return batch16_kernels(cfg, threads, steps > 3 ? steps : 3, rd->Bps) ? 2 : 0;
 }
 static int batched_section(const model_config *cfg, int threads, int steps, const xf_dtype *dts, double ws, double peak,
                            ceilings_bw *rd) {

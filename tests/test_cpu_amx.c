@@ -1,13 +1,15 @@
 /* The AMX tile kernels (cpu_amx.h): the bf16 input packing against its definition, the scalar
  * reference of the stated order against double, the tile kernel against that reference, and a
  * token's result independent of its batch, the tokens beside it and the row split (bitwise). The
- * int8 tiles are checked against the VNNI kernel in test_cpu_kernels. */
+ * int8 tiles are checked against the VNNI kernel here (every token count, the cuts of the backend's work
+ * items) and in test_cpu_kernels. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "reference_model/cpu_amx.h"
+#include "reference_model/cpu_kernels.h"
 #include "reference_model/weights.h"
 #include "tests/test_wmat.h"
 
@@ -85,7 +87,7 @@ Test(cpu_amx, reference_order_matches_double) {
 Test(cpu_amx, tiles_match_reference) {
     if (!amx_bf16_granted()) cr_skip_test("no AMX-BF16 here (CPU or OS)");
     const int64_t rows = 77, cols = AMX_BF16_KB + 96;
-    const int64_t ns[] = {1, 4, 16, 17, 33, 70, AMX_BF16_KB_TOKENS + 19}; /* the last: rounded inputs' smaller K blocks */
+    const int64_t ns[] = {1, 2, 4, 9, 16, 17, 33, 70, AMX_BF16_KB_TOKENS + 19}; /* the last: rounded inputs' smaller K blocks */
     wmat W = make_wmat(XF_BF16, rows, cols, 0, 5);
     for (int parts = 1; parts <= 3; parts += 2)
         for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
@@ -146,4 +148,53 @@ Test(cpu_amx, token_result_independent_of_batch_and_split) {
         }
     }
     free(W.data), free(x), free(c), free(alone), free(y);
+}
+
+/* The int8 tiles against the VNNI kernel (xk_matmul_a8 kept off AMX), bit for bit, for every token
+ * count of a tile (1..16, each an unrolled finishing of its own) and past it, on rows that fill
+ * the 4-block steps (64 rows) and rows that leave a partial step and a partial block; cut into the
+ * backend's 64-row work items or into ranges inside blocks, with nothing written outside them. */
+static void check_a8_tiles(int64_t rows, int64_t cols, int group) {
+    wmat W = make_wmat(XF_INT8, rows, cols, group, 31);
+    cr_assert_eq(weights_pack_int8(&W), XF_OK);
+    const int64_t nmax = 33, qc = xk_act8_cols(&W), ng = W.n_groups, ldy = rows + 2;
+    uint32_t sd = 41;
+    float *x = malloc((size_t)(nmax * cols) * sizeof(float));
+    for (int64_t i = 0; i < nmax * cols; i++) x[i] = frand(&sd) * (1.0f + (float)(i % 5));
+    int8_t *q = malloc((size_t)(nmax * qc));
+    float *s = malloc((size_t)(nmax * ng) * sizeof(float));
+    int32_t *corr = malloc((size_t)(nmax * ng) * sizeof(int32_t));
+    float *y = malloc((size_t)(nmax * ldy) * sizeof(float)), *yv = malloc((size_t)(nmax * ldy) * sizeof(float));
+    xk_act8_quantize(&W, x, nmax, q, s, corr);
+    for (int64_t n = 1; n <= nmax; n++) {
+        xk_a8_avoid_amx(1);
+        xk_matmul_a8(xk_isa_best(), &W, q, s, corr, n, yv, ldy, 0, rows);
+        xk_a8_avoid_amx(0);
+        const int64_t cuts[][2] = {{0, rows}, {5, rows - 3}, {64, rows}, {17, 70}};
+        for (size_t k = 0; k < sizeof cuts / sizeof cuts[0]; k++) {
+            for (int64_t j = 0; j < nmax * ldy; j++) y[j] = -777.0f;
+            const int64_t r0 = cuts[k][0], r1 = cuts[k][1];
+            if (k == 0)
+                for (int64_t a = 0; a < rows; a += 64) amx_matmul_a8(&W, q, s, corr, n, y, ldy, a, a + 64 < rows ? a + 64 : rows);
+            else amx_matmul_a8(&W, q, s, corr, n, y, ldy, r0, r1);
+            for (int64_t t = 0; t < n; t++)
+                for (int64_t r = 0; r < ldy; r++) {
+                    if (r >= r0 && r < r1)
+                        cr_assert_eq(y[t * ldy + r], yv[t * ldy + r], "n %lld cut %zu tok %lld row %lld: tiles %.9g, vnni %.9g",
+                                     (long long)n, k, (long long)t, (long long)r, y[t * ldy + r], yv[t * ldy + r]);
+                    else cr_assert_eq(y[t * ldy + r], -777.0f, "n %lld cut %zu: wrote outside at tok %lld row %lld", (long long)n, k,
+                                      (long long)t, (long long)r);
+                }
+        }
+    }
+    free(x), free(q), free(s), free(corr), free(y), free(yv), free(W.data), free(W.scales);
+}
+
+Test(cpu_amx, int8_tiles_match_vnni_group128) {
+    if (!xk_a8_amx()) cr_skip_test("no AMX-INT8 here (CPU or OS)");
+    check_a8_tiles(2 * 64 + 16 + 5, 384, 128); /* K tiles of 64, 3 groups */
+}
+Test(cpu_amx, int8_tiles_match_vnni_group32) {
+    if (!xk_a8_amx()) cr_skip_test("no AMX-INT8 here (CPU or OS)");
+    check_a8_tiles(64 + 37, 200, 32); /* K tiles of 32, 7 groups (the last padded) */
 }
