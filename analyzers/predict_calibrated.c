@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/cpu_dispatch.h"
 #include "roofline.h"
 
 int predcal_family_of(const cost_op *op) {
@@ -205,10 +206,9 @@ xf_status predcal_efficiency(const calib_table *t, calib_family f, xf_dtype wdty
     return XF_OK;
 }
 
-/* cpu_backend.c's thresholds: element-wise ops on fewer elements run on one thread, projections
- * of this many tokens or more go to the GEMM (bf16: after a pass that splits or rounds the input) */
-#define PREDCAL_PAR_MIN 16384
-#define PREDCAL_GEMM_MIN_TOKENS 32
+/* cpu_backend.c's thresholds (core/cpu_dispatch.h): element-wise ops on fewer than CPU_PAR_MIN
+ * elements run on one thread, projections of CPU_GEMM_MIN_TOKENS tokens or more go to the GEMM
+ * (bf16: after a pass that splits or rounds the input) */
 
 int predcal_regions(const cost_op *op, const model_config *cfg, int64_t tokens, xf_dtype wdtype, int threads) {
     if (threads <= 1 || !cfg || tokens < 1) return 0;
@@ -219,16 +219,16 @@ int predcal_regions(const cost_op *op, const model_config *cfg, int64_t tokens, 
     case OP_O_PROJ:
     case OP_GATE_UP:
     case OP_DOWN:
-    case OP_LM_HEAD: return 1 + ((wdtype == XF_INT8 && n >= 4) || (wdtype == XF_BF16 && n >= PREDCAL_GEMM_MIN_TOKENS));
+    case OP_LM_HEAD: return 1 + ((wdtype == XF_INT8 && n >= 4) || (wdtype == XF_BF16 && n >= CPU_GEMM_MIN_TOKENS));
     case OP_ATTENTION: return 1;
     case OP_EMBEDDING:
     case OP_ATTN_NORM:
     case OP_FFN_NORM:
     case OP_ATTN_RESIDUAL:
-    case OP_FFN_RESIDUAL: return n * d >= PREDCAL_PAR_MIN;
-    case OP_ROPE: return n * qkv >= PREDCAL_PAR_MIN;
-    case OP_KV_APPEND: return n * kv >= PREDCAL_PAR_MIN;
-    case OP_SWIGLU: return n > 1 && n * (double)cfg->d_ff >= PREDCAL_PAR_MIN / 8;
+    case OP_FFN_RESIDUAL: return n * d >= CPU_PAR_MIN;
+    case OP_ROPE: return n * qkv >= CPU_PAR_MIN;
+    case OP_KV_APPEND: return n * kv >= CPU_PAR_MIN;
+    case OP_SWIGLU: return n > 1 && n * (double)cfg->d_ff >= CPU_PAR_MIN / 8;
     default: return 0; /* final_norm, sampling: the calling thread */
     }
 }

@@ -37,6 +37,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/cpu_dispatch.h"
 #include "reference_model/backend.h"
 #include "reference_model/cpu_amx.h"
 #include "reference_model/cpu_attention.h"
@@ -47,11 +48,6 @@
 #include "reference_model/kv_cache.h"
 #include "reference_model/weights.h"
 
-#define CPU_GEMM_MIN_TOKENS 32     /* rows from which projections go to the BLAS GEMM: below it the own
-                                      kernel (4 x 4 register blocks, weights read once in their dtype)
-                                      was faster on this CPU for every dtype (bf16 at 16 rows: 2.7x
-                                      BLAS + dequantization; int8 1.4x; fp32 1.5x); the tile estimate
-                                      in model.c follows it */
 #define CPU_TILE_FLOATS (1 << 20)  /* per-thread fp32 dequantization tile: 4 MiB */
 #define CPU_GEMM_ROWS 256          /* output rows per BLAS GEMM call (a multiple of 16) */
 #define CPU_MM_CHUNK 16            /* output rows per OpenMP work item in the own matmul */
@@ -72,8 +68,6 @@
 #define CPU_AMX_I8_ROWS 512        /* and at most this many rows */
 #define CPU_ATT_MIN_TOKENS 16     /* sequences with this many new tokens take the blocked (prefill)
                                       attention; fewer (decode) the per-query kernel */
-#define CPU_PAR_MIN 16384          /* element-wise ops on fewer elements run on one thread: a fork and
-                                      barrier cost more than the work */
 
 typedef struct cpu_seq {
     int64_t *slots; /* (max_seq_len) KV slot of each position resolved so far */

@@ -10,6 +10,7 @@
 #include "reference_model/cpu_attention.h"
 #include "reference_model/cpu_moe.h"
 #include "reference_model/kv_cache.h"
+#include "core/cpu_dispatch.h"
 #include "core/limits.h"
 #include "core/sysmem.h"
 #include "reference_model/safetensors.h"
@@ -219,7 +220,7 @@ xf_status model_mem_of(const model_config *cfg, const model_options *o, model_me
     if (threads < 1) threads = 1;
     if (!mul_ok(o->max_seqs, o->max_prompt, &T) || !mul_ok(T, per_tok, &acts) || !add_ok(acts, tail, &acts) ||
         !mul_ok(acts, 4, &acts) ||
-        (o->wdtype != XF_FP32 && (T >= 32 /* CPU_GEMM_MIN_TOKENS */ || (model_is_mla(cfg) && o->max_seq_len >= 32)) &&
+        (o->wdtype != XF_FP32 && (T >= CPU_GEMM_MIN_TOKENS || (model_is_mla(cfg) && o->max_seq_len >= 32)) &&
          !add_ok(acts, (int64_t)threads * (4 << 20), &acts)))
         return xf_errorf(XF_EOVERFLOW, "activations of %lld sequences x %lld prompt tokens overflow 64-bit byte counts: give a "
                          "smaller --batch or --prompt", (long long)o->max_seqs, (long long)o->max_prompt);
