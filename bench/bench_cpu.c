@@ -249,8 +249,8 @@ static xf_status bench_attention(const model_config *cfg, int threads, int reps,
     uint64_t x = 99;
 #define LCG() (x = x * 6364136223846793005ULL + 1442695040888963407ULL, x >> 33)
     for (int64_t l = 0; !st && l < layers; l++) {
-        K[l] = aligned_alloc(64, (size_t)(n_slots * kv_dim * esz));
-        V[l] = aligned_alloc(64, (size_t)(n_slots * kv_dim * esz));
+        K[l] = hugemem_alloc(n_slots * kv_dim * esz); /* as the backend's KV pool and the read ceiling */
+        V[l] = hugemem_alloc(n_slots * kv_dim * esz);
         if (!K[l] || !V[l]) {
             st = xf_errorf(XF_ENOMEM, "out of memory for %lld MiB of KV", (long long)(layer_bytes * layers >> 20));
             break;
@@ -594,7 +594,7 @@ static int huge_pages_section(const model_config *cfg0, int threads, int rounds,
             bench_model bm[2]; /* [0] huge pages asked for, [1] not */
             for (int h = 0; h < 2; h++) {
                 hugemem_set_enabled(h == 0);
-                if (open_model(&bm[h], &cfg, hdt[di], BACKEND_BF16_EXACT3, th, 16, 32 + 4 * (int64_t)rounds) != XF_OK) return die("huge pages model");
+                if (open_model(&bm[h], &cfg, hdt[di], BACKEND_BF16_EXACT3, th, 16, 64 + 4 * (int64_t)rounds) != XF_OK) return die("huge pages model");
                 int64_t len = 8;
                 if (model_prefill(bm[h].m, 1, bm[h].prompt, &len, NULL) != XF_OK) return die("prefill");
                 for (int w = 0; w < 2; w++)
@@ -622,8 +622,14 @@ static int huge_pages_section(const model_config *cfg0, int threads, int rounds,
                 }
                 ratio[r] = t[1] / t[0];
             }
-            const int64_t ctx = 10 + 2 * nr;
+            const int64_t ctx = 10 + nr; /* the mean context of the timed steps */
             const double wb = decode_weight_bytes(&cfg, hdt[di], ctx);
+            for (int h = 0; h < 2; h++) { /* where the step goes, each way (lm_head against gate_up: issue 20) */
+                printf("  %s pages: ", h == 0 ? "huge" : "small");
+                char nm[48];
+                snprintf(nm, sizeof nm, "%s, %d thread%s", dtype_name(hdt[di]), th, th > 1 ? "s" : "");
+                if (decode_accounting(&bm[h], &cfg, nm, hdt[di], ctx + 6, rbest[h])) return 1;
+            }
             char g[160], rg[160];
             int64_t got, asked;
             hugemem_set_enabled(1);
