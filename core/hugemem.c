@@ -26,7 +26,8 @@ void *hugemem_alloc(int64_t bytes) {
     if (n < HUGEMEM_PAGE || !hugemem_enabled()) return aligned_alloc(64, n);
     /* aligned start, size not rounded up: a tail under 2 MiB stays in small pages, so no buffer
      * holds more physical memory than it asks for (the leading slack is never touched) */
-    void *p = aligned_alloc(HUGEMEM_PAGE, n);
+    void *p = NULL; /* posix_memalign: C11's aligned_alloc wants the size a multiple of the alignment */
+    if (posix_memalign(&p, HUGEMEM_PAGE, n) != 0) p = NULL;
 #ifdef MADV_HUGEPAGE
     if (p) (void)madvise(p, (n + 4095u) & ~(size_t)4095u, MADV_HUGEPAGE); /* advice: refused is no error */
 #endif
