@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "analyzers/roofline.h"
+#include "core/hugemem.h"
 #include "probes/ceilings.h"
 #include "probes/timer.h"
 #include "reference_model/config.h"
@@ -52,6 +53,7 @@
 #include "reference_model/cpu_dnnl.h"
 #include "reference_model/cpu_kernels.h"
 #include "reference_model/model.h"
+#include "reference_model/weights.h"
 #include "bench_util.h"
 
 static int fails = 0;
@@ -332,8 +334,8 @@ static xf_status bench_attention(const model_config *cfg, int threads, int reps,
     uint64_t x = 99;
 #define LCG() (x = x * 6364136223846793005ULL + 1442695040888963407ULL, x >> 33)
     for (int64_t l = 0; !st && l < layers; l++) {
-        K[l] = aligned_alloc(64, (size_t)(n_slots * kv_dim * esz));
-        V[l] = aligned_alloc(64, (size_t)(n_slots * kv_dim * esz));
+        K[l] = hugemem_alloc(n_slots * kv_dim * esz); /* as the backend's KV pool and the read ceiling */
+        V[l] = hugemem_alloc(n_slots * kv_dim * esz);
         if (!K[l] || !V[l]) {
             st = xf_errorf(XF_ENOMEM, "out of memory for %lld MiB of KV", (long long)(layer_bytes * layers >> 20));
             break;
@@ -657,6 +659,82 @@ static int a8_streams_section(const model_config *cfg, int threads, int reps, do
     return 0;
 }
 
+/* Huge pages side by side (core/hugemem.h): for each thread count (threads, then 1) and dtype, two
+ * models of the config cut to `layers` layers, one allocated with huge pages and one without, and
+ * the read ceiling's arrays the same two ways; their decode steps and reads interleaved (the order
+ * reversed every other round), best of `rounds`. Prints decode GB/s and the read ceiling with and
+ * without, both ratios decode / ceiling, the median speed ratio of the decode, and what the kernel
+ * granted. 1 on error. */
+static int huge_pages_section(const model_config *cfg0, int threads, int rounds, int64_t layers, double ws) {
+    model_config cfg = *cfg0;
+    if (layers > 0 && layers < cfg.n_layers) cfg.n_layers = layers;
+    static const xf_dtype hdt[3] = {XF_FP32, XF_BF16, XF_INT8};
+    const int ths[2] = {threads, 1};
+    const int saved = hugemem_enabled();
+    printf("huge pages side by side (THP %s; %s cut to %lld layers, %.0f MiB read arrays; best of %d rounds, interleaved):\n",
+           hugemem_thp_mode(), cfg.name, (long long)cfg.n_layers, ws / 1048576, rounds);
+    for (int ti = 0; ti < (threads > 1 ? 2 : 1); ti++) {
+        const int th = ths[ti];
+        for (int di = 0; di < 3; di++) {
+            bench_model bm[2]; /* [0] huge pages asked for, [1] not */
+            for (int h = 0; h < 2; h++) {
+                hugemem_set_enabled(h == 0);
+                if (open_model(&bm[h], &cfg, hdt[di], BACKEND_BF16_EXACT3, th, 16, 64 + 4 * (int64_t)rounds) != XF_OK) return die("huge pages model");
+                int64_t len = 8;
+                if (model_prefill(bm[h].m, 1, bm[h].prompt, &len, NULL) != XF_OK) return die("prefill");
+                for (int w = 0; w < 2; w++)
+                    if (model_decode_step(bm[h].m, NULL, NULL) != XF_OK) return die("decode warm-up");
+            }
+            double dbest[2] = {1e30, 1e30}, rbest[2] = {0, 0}, ratio[64];
+            int64_t rgot[2] = {0, 0}, rasked[2] = {0, 0}; /* [1] unused: nothing asked */
+            const int nr = rounds < 64 ? rounds : 64;
+            for (int r = 0; r < nr; r++) {
+                double t[2] = {1e30, 1e30};
+                for (int vi = 0; vi < 2; vi++) {
+                    const int h = r % 2 ? 1 - vi : vi;
+                    for (int s = 0; s < 2; s++) { /* two steps each, the best kept */
+                        const double t0 = bench_now_s();
+                        if (model_decode_step(bm[h].m, NULL, NULL) != XF_OK) return die("decode");
+                        const double dt = bench_now_s() - t0;
+                        t[h] = dt < t[h] ? dt : t[h];
+                    }
+                    dbest[h] = t[h] < dbest[h] ? t[h] : dbest[h];
+                    hugemem_set_enabled(h == 0);
+                    ceilings_bw b;
+                    if (ceilings_bandwidth(CEIL_READ, ws, th, 1, &b) != XF_OK) return die("read bandwidth");
+                    rbest[h] = b.Bps > rbest[h] ? b.Bps : rbest[h];
+                    rgot[h] = b.huge_bytes, rasked[h] = b.huge_eligible;
+                }
+                ratio[r] = t[1] / t[0];
+            }
+            const int64_t ctx = 10 + nr; /* the mean context of the timed steps */
+            const double wb = decode_weight_bytes(&cfg, hdt[di], ctx);
+            for (int h = 0; h < 2; h++) { /* where the step goes, each way (lm_head against gate_up: issue 20) */
+                printf("  %s pages: ", h == 0 ? "huge" : "small");
+                char nm[48];
+                snprintf(nm, sizeof nm, "%s, %d thread%s", dtype_name(hdt[di]), th, th > 1 ? "s" : "");
+                if (decode_accounting(&bm[h], &cfg, nm, hdt[di], ctx + 6, rbest[h])) return 1;
+            }
+            char g[160], rg[160];
+            int64_t got, asked;
+            hugemem_set_enabled(1);
+            if (weights_huge_pages(model_get_weights(bm[0].m), &got, &asked) != XF_OK) return die("huge pages");
+            hugemem_describe(g, sizeof g, got, asked);
+            hugemem_describe(rg, sizeof rg, rgot[0], rasked[0]);
+            for (int h = 0; h < 2; h++) model_free(bm[h].m);
+            printf("  %s, %d thread%s: decode %.2f GB/s with huge pages, %.2f without (speed ratio median %.3f, best-of %.3f); "
+                   "read ceiling %.2f / %.2f GB/s (%.3f); decode / ceiling %.3f with, %.3f without\n"
+                   "    granted with huge pages asked for: weights %s; read arrays %s\n",
+                   dtype_name(hdt[di]), th, th > 1 ? "s" : "", wb / dbest[0] / 1e9, wb / dbest[1] / 1e9, median(ratio, nr),
+                   dbest[1] / dbest[0], rbest[0] / 1e9, rbest[1] / 1e9, rbest[0] / rbest[1], wb / dbest[0] / rbest[0],
+                   wb / dbest[1] / rbest[1], g, rg);
+            fflush(stdout);
+        }
+    }
+    hugemem_set_enabled(saved);
+    return 0;
+}
+
 /* The prefill targets from the 512-token prefills' GEMM rates pf_rate (vnames order). */
 static void prefill_verdicts(double peak, double gemm_flops, double gemm_s, double amx_bf16, const double *pf_rate, int own_amx) {
     verdict("fp32 prefill-512 GEMM FLOP/s / measured FP32 peak", gemm_s > 0 ? gemm_flops / gemm_s / peak : 0, 0.60, 1, "");
@@ -765,7 +843,7 @@ static int prefill_section(const model_config *cfg, bench_model *bms, int thread
 
 int main(int argc, char **argv) {
     ceilings_env_reexec(argc, argv); /* OpenBLAS kernels and OpenMP waiting, set before they load */
-    int threads = 2, steps = 8, quick = 0, attention_only = 0, batched_only = 0, prefill_only = 0, model_given = 0;
+    int threads = 2, steps = 8, quick = 0, attention_only = 0, batched_only = 0, prefill_only = 0, model_given = 0, huge_only = 0;
     const char *model_name = "tinyllama-1.1b";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
@@ -775,8 +853,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--attention")) attention_only = 1;
         else if (!strcmp(argv[i], "--batched")) batched_only = 1;
         else if (!strcmp(argv[i], "--prefill")) prefill_only = 1;
+        else if (!strcmp(argv[i], "--huge-pages")) huge_only = 1;
         else {
-            fprintf(stderr, "usage: bench_cpu [--threads N] [--steps N] [--model NAME] [--quick] [--attention] [--batched] [--prefill]\n");
+            fprintf(stderr, "usage: bench_cpu [--threads N] [--steps N] [--model NAME] [--quick] [--attention] [--batched] [--prefill] [--huge-pages]\n");
             return 2;
         }
     }
@@ -806,6 +885,8 @@ int main(int argc, char **argv) {
     printf("ceilings: read %.2f GB/s over %.0f MiB (LLC %.0f MiB); FP32 peak %.1f GFLOP/s (%s)\n", rd.Bps / 1e9, ws / 1048576,
            llc / 1048576, peak / 1e9, isa);
 
+    if (huge_only) /* --huge-pages: the side-by-side comparison alone, 8 layers (two models of each dtype at once) */
+        return huge_pages_section(&cfg, threads, quick ? 4 : steps, 8, ws) ? 2 : 0;
     if (attention_only) {
         printf("\nresults (%s, %d threads):\n", model_name, threads);
         int rc = attention_section(&cfg, model_given, threads, quick, peak, ws);

@@ -28,6 +28,9 @@ static void usage(FILE *f) {
             "  AVX512_BF16, AMX BF16 and INT8 tile peaks where the CPU has AMX and the OS grants the\n"
             "  tile state (arch_prctl ARCH_REQ_XCOMP_PERM; else the table says why); best of 5\n"
             "  repetitions (3 with --quick).\n"
+            "The DRAM arrays, like the weights of 'xfprof run', are 2 MiB-aligned with madvise(MADV_HUGEPAGE)\n"
+            "(transparent huge pages; XFPROF_HUGE_PAGES=0 turns it off for both); the table says how much of\n"
+            "them the kernel granted.\n"
             "Saves them to FILE (-o), else $XFPROF_MACHINE_FILE, else ~/.cache/xfprof/machine.json, in\n"
             "the devices-file format; 'xfprof run' and 'xfprof predict --device cpu' read it.\n"
             "  --format json   print the saved devices file instead of the table\n"
@@ -79,6 +82,9 @@ static void print_table(const ceilings_result *r, const device_spec *d, const ch
     for (int k = 0; k < CEIL_KERNEL_COUNT; k++)
         printf("in-cache %-19s %9.2f GB/s %10.1f MiB\n", ceilings_kernel_name((ceilings_kernel)k), r->cache[k].Bps / 1e9,
                r->cache_ws_bytes / 1048576.0);
+    char hp[160];
+    ceilings_huge_describe(r, hp, sizeof hp);
+    printf("%-28s %s\n", "DRAM read arrays' pages", hp); /* the weights get the same (core/hugemem.h) */
     printf("%-28s %8.1f GFLOP/s (%s FMA)\n", "FP32 peak", r->fp32_flops / 1e9, r->fp32_isa);
     if (r->bf16_flops > 0)
         printf("%-28s %8.1f GFLOP/s (vdpbf16ps)\n", "BF16 peak", r->bf16_flops / 1e9);

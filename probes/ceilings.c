@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
+#include "core/hugemem.h"
 #include "core/json_util.h"
 #include "probes/callgrind.h"
 #include "probes/timer.h"
@@ -422,7 +423,7 @@ xf_status ceilings_bandwidth(ceilings_kernel k, double ws_bytes, int threads, in
     t.n = n;
     size_t bytes = (size_t)n * sizeof(float);
     for (int a = 0; a < na; a++) {
-        t.arr[a] = aligned_alloc(64, bytes);
+        t.arr[a] = hugemem_alloc((int64_t)bytes); /* huge pages as the weights get them (core/hugemem.h) */
         if (!t.arr[a]) {
             for (int j = 0; j < a; j++) free(t.arr[j]);
             return xf_errorf(XF_ENOMEM, "ceilings: cannot allocate %d arrays of %zu bytes for the %s kernel; try --quick", na,
@@ -437,6 +438,10 @@ xf_status ceilings_bandwidth(ceilings_kernel k, double ws_bytes, int threads, in
     t.sweeps = sweeps;
     t.reps = reps + 1; /* the first repetition warms TLBs and caches; it still counts toward best-of */
     xf_status st = team_run(&t);
+    hugemem_range hr[3];
+    for (int a = 0; a < na; a++) hr[a] = (hugemem_range){t.arr[a], bytes >= HUGEMEM_PAGE ? (int64_t)bytes : 0};
+    out->huge_bytes = st == XF_OK ? hugemem_granted(hr, na) : 0; /* while the sweeps' pages are resident */
+    out->huge_eligible = bytes >= HUGEMEM_PAGE ? (int64_t)bytes * na : 0;
     for (int a = 0; a < na; a++) free(t.arr[a]);
     if (st != XF_OK) return st;
     out->n_elems = n;
@@ -606,6 +611,14 @@ xf_status ceilings_measure(const ceilings_opts *o, ceilings_result *out) {
     }
     out->seconds = timer_now_s() - t0;
     return XF_OK;
+}
+
+void ceilings_huge_describe(const ceilings_result *r, char *buf, size_t len) {
+    if (r->dram_ws_bytes <= 0) {
+        snprintf(buf, len, "no DRAM working set measured");
+        return;
+    }
+    hugemem_describe(buf, len, r->dram[CEIL_READ].huge_bytes, r->dram[CEIL_READ].huge_eligible);
 }
 
 char *openblas_get_corename(void); /* OpenBLAS, linked by the CPU backend */
@@ -864,6 +877,9 @@ xf_status ceilings_save(const device_spec *d, const ceilings_result *r, const ch
              json_add_number(det, "bf16_flops", r->bf16_flops) && cJSON_AddStringToObject(det, "bf16_isa", r->bf16_isa) &&
              json_add_number(det, "amx_bf16_flops", r->amx_bf16_flops) && json_add_number(det, "amx_int8_ops", r->amx_int8_ops) &&
              cJSON_AddStringToObject(det, "amx", r->amx_note);
+        char hp[160];
+        ceilings_huge_describe(r, hp, sizeof hp);
+        ok = ok && cJSON_AddStringToObject(det, "dram_read_huge_pages", hp);
     }
     if (ok) {
         cJSON_AddItemToArray(arr, devo);
@@ -1014,7 +1030,7 @@ xf_status ceilings_pulser_init(int threads, int in_cache, double bw_guess_Bps, d
      * reads, read alternately once after flushing it from the caches (an LLC larger than the
      * array would otherwise serve it). */
     p->n = in_cache ? (int64_t)threads * (3 << 18) : 2 * pulse_floats(p, max_budget_s);
-    p->arr = aligned_alloc(64, (size_t)p->n * sizeof(float));
+    p->arr = hugemem_alloc(p->n * (int64_t)sizeof(float)); /* as the read ceiling's arrays */
     if (!p->arr) {
         double mib = (double)p->n * 4 / 1048576.0;
         free(p);

@@ -51,6 +51,8 @@ typedef struct ceilings_bw {
     double best_s;         /* time of the best repetition */
     int64_t n_elems;       /* floats per array */
     int sweeps;            /* sweeps per timed repetition */
+    int64_t huge_eligible; /* bytes of the arrays allocated on huge pages (core/hugemem.h: 2 MiB and up) */
+    int64_t huge_bytes;    /* of those, backed by huge pages after the sweeps (/proc/self/smaps); -1 unknown */
 } ceilings_bw;
 
 typedef struct ceilings_result {
@@ -69,6 +71,10 @@ typedef struct ceilings_result {
     char amx_note[256];            /* what ran, or why not (no AMX; the OS refused the tile state) */
     double seconds;                /* wall time of the whole measurement */
 } ceilings_result;
+
+/* Whether the DRAM read's arrays were on huge pages, as core/hugemem.h's hugemem_describe says it
+ * ("1200.0 MiB of 1200.0 MiB in huge pages (THP madvise)", "not granted ..."), into buf. */
+void ceilings_huge_describe(const ceilings_result *r, char *buf, size_t len);
 
 /* Measures one kernel: `ws_bytes` total over its arrays, `threads` threads, best of `reps`
  * timed repetitions, each at least ~20 ms (several sweeps when the set is small). */

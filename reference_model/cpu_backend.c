@@ -38,6 +38,7 @@
 #include <strings.h>
 
 #include "core/cpu_dispatch.h"
+#include "core/hugemem.h"
 #include "reference_model/backend.h"
 #include "reference_model/cpu_amx.h"
 #include "reference_model/cpu_attention.h"
@@ -165,7 +166,7 @@ static void *cpu_alloc(cpu_ctx *c, int64_t n, int64_t esz, xf_status *st) {
         return NULL;
     }
     size_t bytes = ((size_t)(n * esz) + 63u) & ~(size_t)63u;
-    void *p = aligned_alloc(64, bytes);
+    void *p = hugemem_alloc((int64_t)bytes); /* the KV pool's layers on huge pages from 2 MiB, as the weights */
     if (!p) {
         *st = xf_errorf(XF_ENOMEM, "cpu backend: out of memory allocating %zu bytes", bytes);
         return NULL;

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hugemem.h"
+
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -218,12 +220,9 @@ xf_status weights_bytes(const model_config *c, xf_dtype dtype, int group, int64_
 
 /* ---- allocation ---- */
 
-/* 64-byte aligned, size rounded up; NULL on failure. */
-static void *alloc64(int64_t bytes) {
-    if (bytes <= 0) bytes = 64;
-    size_t n = ((size_t)bytes + 63u) & ~(size_t)63u;
-    return aligned_alloc(64, n);
-}
+/* 64-byte aligned, size rounded up, on huge pages from 2 MiB up (core/hugemem.h, as the read
+ * ceiling's arrays); NULL on failure; freed with free(). */
+static void *alloc64(int64_t bytes) { return hugemem_alloc(bytes); }
 
 static xf_status wmat_alloc(wmat *m, xf_dtype dt, int64_t rows, int64_t cols, int group) {
     memset(m, 0, sizeof *m);
@@ -295,6 +294,52 @@ void weights_free(model_weights *w) {
     wmat_free(&w->embed);
     free(w->final_norm);
     free(w);
+}
+
+/* Appends m's buffers of HUGEMEM_PAGE or more (the ones hugemem_alloc puts on huge pages). */
+static int huge_ranges_add(hugemem_range **r, int *n, int *cap, const wmat *m) {
+    if (!m->data || !m->owned) return 0;
+    const int64_t esz = m->dtype == XF_FP32 ? 4 : m->dtype == XF_INT8 ? 1 : 2;
+    const int64_t vb = m->packed ? weights_packed_values_bytes(m->rows, m->cols, m->group) : m->rows * m->cols * esz;
+    const int64_t sb = !m->scales ? 0 : m->packed ? weights_packed_scales_bytes(m->rows, m->cols, m->group) : m->rows * m->n_groups * 4;
+    const void *ps[2] = {m->data, m->scales};
+    const int64_t bs[2] = {vb, sb};
+    for (int i = 0; i < 2; i++) {
+        if (!ps[i] || bs[i] < (int64_t)HUGEMEM_PAGE) continue;
+        if (*n == *cap) {
+            int nc = *cap ? *cap * 2 : 64;
+            hugemem_range *nr = realloc(*r, (size_t)nc * sizeof *nr);
+            if (!nr) return -1;
+            *r = nr, *cap = nc;
+        }
+        (*r)[(*n)++] = (hugemem_range){ps[i], bs[i]};
+    }
+    return 0;
+}
+
+xf_status weights_huge_pages(const model_weights *w, int64_t *granted, int64_t *eligible) {
+    if (!w || !granted || !eligible) return xf_errorf(XF_EINVAL, "weights_huge_pages: NULL argument");
+    hugemem_range *r = NULL;
+    int n = 0, cap = 0, bad = 0;
+    bad |= huge_ranges_add(&r, &n, &cap, &w->embed) | huge_ranges_add(&r, &n, &cap, &w->lm_head);
+    for (int64_t l = 0; w->layers && l < w->cfg.n_layers; l++) {
+        const layer_weights *L = &w->layers[l];
+        const wmat *ms[] = {&L->qkv, &L->o, &L->gate_up, &L->down, &L->q_b, &L->kv_b, &L->router, &L->sh_gate_up, &L->sh_down};
+        for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) bad |= huge_ranges_add(&r, &n, &cap, ms[i]);
+        for (int64_t e = 0; e < w->cfg.n_experts; e++) {
+            if (L->exp_gate_up) bad |= huge_ranges_add(&r, &n, &cap, &L->exp_gate_up[e]);
+            if (L->exp_down) bad |= huge_ranges_add(&r, &n, &cap, &L->exp_down[e]);
+        }
+    }
+    if (bad) {
+        free(r);
+        return xf_errorf(XF_ENOMEM, "weights_huge_pages: out of memory");
+    }
+    *eligible = 0;
+    for (int i = 0; i < n; i++) *eligible += r[i].bytes;
+    *granted = n ? hugemem_granted(r, n) : 0;
+    free(r);
+    return XF_OK;
 }
 
 /* The MoE FFN of one layer: router, experts, shared expert (cfg.d_ff_shared > 0) and its gate. */

@@ -117,6 +117,11 @@ int64_t weights_scale_index(const wmat *m, int64_t r, int64_t c);
 /* Puts an int8 matrix in the packed layout above (in place: new buffers, the row-major ones freed;
  * a no-op for other dtypes and packed matrices). XF_ENOMEM leaves m as it was. */
 xf_status weights_pack_int8(wmat *m);
+
+/* The bytes of w's matrices held in buffers of 2 MiB or more (*eligible: allocated on huge pages,
+ * core/hugemem.h) and how many of them the kernel backs with huge pages now (*granted; -1 when
+ * /proc/self/smaps cannot be read). XF_EINVAL, XF_ENOMEM. */
+xf_status weights_huge_pages(const model_weights *w, int64_t *granted, int64_t *eligible);
 /* Every int8 matrix of w (the tied lm_head follows the embedding): what loading does last. */
 xf_status weights_pack(model_weights *w);
 /* Packed bytes of the values and of the scales of an int8 (rows, cols) matrix at group; 0 on

@@ -12,6 +12,7 @@
 #include "analyzers/predict.h"
 #include "analyzers/predict_parallel.h"
 #include "analyzers/roofline.h"
+#include "core/hugemem.h"
 #include "core/limits.h"
 #include "probes/ceilings.h"
 #include "probes/cupti_probe.h"
@@ -502,6 +503,13 @@ static void set_env(record *rec, const run_ctx *c) {
     record_set_env(rec, "blas", buf);
     ceilings_omp_wait_describe(buf, sizeof buf);
     record_set_env(rec, "omp_wait_policy", buf);
+    const model_weights *mw = model_get_weights(c->m);
+    int64_t huge_got, huge_asked;
+    if (mw && weights_huge_pages(mw, &huge_got, &huge_asked) == XF_OK) { /* core/hugemem.h: as the read ceiling's arrays */
+        hugemem_describe(buf, sizeof buf, huge_got, huge_asked);
+        record_set_env(rec, "huge_pages", buf);
+    } else
+        xf_error_clear();
     set_env_common(rec, c, ceil_note, c->notes->perf, rss);
 }
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "core/device.h"
+#include "core/hugemem.h"
 #include "probes/ceilings.h"
 
 Test(ceilings, kernel_bytes_arithmetic) {
@@ -64,6 +65,30 @@ Test(ceilings, bandwidth_reports_bytes_over_time) {
     cr_assert_eq(ceilings_bandwidth(CEIL_READ, 100, 1, 1, &bw), XF_EINVAL);
     cr_assert_eq(ceilings_bandwidth(CEIL_READ, 1e6, 0, 1, &bw), XF_EINVAL);
     cr_assert_eq(ceilings_bandwidth(CEIL_READ, 1e6, 1, 0, &bw), XF_EINVAL);
+}
+
+/* The read's arrays go on huge pages as the weights do (core/hugemem.h): from 2 MiB an array is
+ * eligible, and what the kernel granted is within it; below 2 MiB nothing is asked for. */
+Test(ceilings, read_arrays_huge_pages_said) {
+    hugemem_set_enabled(1);
+    ceilings_bw bw;
+    cr_assert_eq(ceilings_bandwidth(CEIL_READ, 8.0 * 1024 * 1024, 1, 1, &bw), XF_OK);
+    cr_expect_eq(bw.huge_eligible, 8 << 20);
+    cr_expect(bw.huge_bytes >= -1 && bw.huge_bytes <= bw.huge_eligible, "granted %lld", (long long)bw.huge_bytes);
+    if (strcmp(hugemem_thp_mode(), "never") == 0) cr_expect_eq(bw.huge_bytes, 0);
+    cr_assert_eq(ceilings_bandwidth(CEIL_COPY, 2.0 * 1024 * 1024, 1, 1, &bw), XF_OK); /* 2 arrays of 1 MiB */
+    cr_expect_eq(bw.huge_eligible, 0);
+    cr_expect_eq(bw.huge_bytes, 0);
+    ceilings_result r;
+    memset(&r, 0, sizeof r);
+    char buf[160];
+    ceilings_huge_describe(&r, buf, sizeof buf);
+    cr_expect(strstr(buf, "no DRAM working set") != NULL, "%s", buf);
+    r.dram_ws_bytes = 8 << 20;
+    r.dram[CEIL_READ].huge_eligible = 8 << 20;
+    r.dram[CEIL_READ].huge_bytes = 0;
+    ceilings_huge_describe(&r, buf, sizeof buf);
+    cr_expect(strstr(buf, "not granted") != NULL, "%s", buf);
 }
 
 Test(ceilings, compute_peaks_run) {
