@@ -849,6 +849,7 @@ void xk_attention_batch(xk_isa isa, int threads, const xk_attn_query *qs, int64_
     ti[0] = 0;
     for (int64_t i = 0; i < n_q; i++) ti[i + 1] = ti[i] + (split ? attn_parts(qs[i].n_ctx) : 1);
     const int64_t n_items = ti[n_q];
+    const int merge = n_items > n_q; /* some query has parts to merge (single parts are normalized in place) */
 #pragma omp parallel num_threads(threads) if (n_items > 1)
     {
         float *scr = w->scratch + (int64_t)omp_get_thread_num() * w->scratch_n;
@@ -875,17 +876,22 @@ void xk_attention_batch(xk_isa isa, int threads, const xk_attn_query *qs, int64_
                 const int64_t plen = attn_part_len(a->n_ctx, np), j0 = p * plen;
                 const int64_t j1 = j0 + plen < a->n_ctx ? j0 + plen : a->n_ctx;
                 float *po = w->part_o + it * nh * hd, *pml = w->part_ml + it * nh * 2;
-                if (j1 > j0)
+                if (np == 1) { /* one part: normalized here, the bits the merge gives (its weight exp(0) is 1) */
+                    attn_part_g(isa, a->out, ml, a->q, n_kv, n_rep, hd, a->k_base, a->v_base, dtype, row_elems, 0, a->slots,
+                                a->n_ctx, scale, scr);
+                    attn_normalize(a->out, a->out, ml, nh, hd);
+                } else if (j1 > j0)
                     attn_part_g(isa, po, pml, a->q, n_kv, n_rep, hd, a->k_base, a->v_base, dtype, row_elems, 0, a->slots + j0,
                                 j1 - j0, scale, scr);
                 else
                     for (int64_t h = 0; h < nh; h++) pml[2 * h] = -INFINITY, pml[2 * h + 1] = 0.0f; /* merged as empty */
             }
         }
-        if (split) {
+        if (merge) {
 #pragma omp for schedule(static)
             for (int64_t qi = 0; qi < n_q; qi++)
-                xk_attention_merge(qs[qi].out, w->part_o + ti[qi] * nh * hd, w->part_ml + ti[qi] * nh * 2, ti[qi + 1] - ti[qi],
+                if (ti[qi + 1] - ti[qi] > 1)
+                    xk_attention_merge(qs[qi].out, w->part_o + ti[qi] * nh * hd, w->part_ml + ti[qi] * nh * 2, ti[qi + 1] - ti[qi],
                                    nh, hd);
         }
     }
