@@ -591,12 +591,26 @@ attn_part_heads(float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep,
     float *zero = vb + XK_DEC_KEYS * hdp;       /* (hdp) zeros: the rows past n_ctx */
     float *rb = zero + hdp;                     /* (64, 16) a block's R vectors (scores, then weights) */
     float *mls = rb + 64 * 16;                  /* (nch, 2, 16) running max and sum per chunk, R layout */
-    for (int64_t ch = 0; ch < nch; ch++)
-        for (int64_t c = 0; c < nc; c++)
-            for (int i = 0; i < 16; i++) {
-                const int64_t d = row_dim(W * c + i % W, dt);
-                qp[(ch * nc + c) * 16 + i] = d < hd ? scale * q[(ch * H + i / W) * hd + d] : 0.0f;
+    { /* Q'[c] lane i = scale * q[head i / W][row_dim(W c + i % W)]: W positions of a chunk's piece sit
+       * in one half of a bf16 piece (row_dim steps by 2 there) or in order, so one gather per vector
+       * (the per-element loop cost about a third of a 16-key part, one thread, in cache) */
+        const int st = dt == XF_BF16 ? 2 : 1;
+        int32_t a[16], b[16]; /* lane i: element offset in the chunk's query, and its dim past d0 */
+        for (int i = 0; i < 16; i++) {
+            b[i] = st * (i % W);
+            a[i] = (int32_t)((i / W) * hd) + b[i];
+        }
+        const __m512i base = _mm512_loadu_si512(a), dd = _mm512_loadu_si512(b);
+        const __m512 vsc = _mm512_set1_ps(scale);
+        for (int64_t ch = 0; ch < nch; ch++)
+            for (int64_t c = 0; c < nc; c++) {
+                const int32_t d0 = (int32_t)row_dim(W * c, dt);
+                const __mmask16 in = _mm512_cmplt_epi32_mask(_mm512_add_epi32(dd, _mm512_set1_epi32(d0)), _mm512_set1_epi32((int)hd));
+                const __m512 g = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), in, _mm512_add_epi32(base, _mm512_set1_epi32(d0)),
+                                                          q + ch * H * hd, 4);
+                _mm512_store_ps(qp + (ch * nc + c) * 16, _mm512_mul_ps(vsc, g));
             }
+    }
     memset(op, 0, (size_t)(n_g * n_rep * hdp) * sizeof(float));
     for (int64_t ch = 0; ch < nch; ch++) {
         _mm512_store_ps(mls + ch * 32, _mm512_set1_ps(-INFINITY));
@@ -722,9 +736,17 @@ attn_part_heads(float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep,
             const int64_t hh = ch * H + h;
             ml[2 * hh] = mls[ch * 32 + 4 * (h / Q) + h % Q];
             ml[2 * hh + 1] = mls[ch * 32 + 16 + 4 * (h / Q) + h % Q];
-            for (int64_t p = 0; p < rl; p++) {
-                const int64_t d = row_dim(p, dt);
-                if (d < hd) o[hh * hd + d] = op[hh * hdp + p];
+            if (dt != XF_BF16) { /* positions are dims */
+                memcpy(o + hh * hd, op + hh * hdp, (size_t)hd * sizeof(float));
+                continue;
+            }
+            for (int64_t p = 0; p < rl; p += 32) { /* a piece's even elements then odd ones, interleaved back */
+                const __m512 ev = _mm512_load_ps(op + hh * hdp + p), od = _mm512_load_ps(op + hh * hdp + p + 16);
+                const __m512i lo = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+                const __m512i hi = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+                const int64_t n0 = hd - p < 16 ? hd - p : 16, n1 = hd - p - 16 < 16 ? hd - p - 16 : 16;
+                _mm512_mask_storeu_ps(o + hh * hd + p, (__mmask16)((1u << n0) - 1u), _mm512_permutex2var_ps(ev, lo, od));
+                if (n1 > 0) _mm512_mask_storeu_ps(o + hh * hd + p + 16, (__mmask16)((1u << n1) - 1u), _mm512_permutex2var_ps(ev, hi, od));
             }
         }
 }
@@ -827,6 +849,7 @@ void xk_attention_batch(xk_isa isa, int threads, const xk_attn_query *qs, int64_
     ti[0] = 0;
     for (int64_t i = 0; i < n_q; i++) ti[i + 1] = ti[i] + (split ? attn_parts(qs[i].n_ctx) : 1);
     const int64_t n_items = ti[n_q];
+    const int merge = n_items > n_q; /* some query has parts to merge (single parts are normalized in place) */
 #pragma omp parallel num_threads(threads) if (n_items > 1)
     {
         float *scr = w->scratch + (int64_t)omp_get_thread_num() * w->scratch_n;
@@ -853,17 +876,22 @@ void xk_attention_batch(xk_isa isa, int threads, const xk_attn_query *qs, int64_
                 const int64_t plen = attn_part_len(a->n_ctx, np), j0 = p * plen;
                 const int64_t j1 = j0 + plen < a->n_ctx ? j0 + plen : a->n_ctx;
                 float *po = w->part_o + it * nh * hd, *pml = w->part_ml + it * nh * 2;
-                if (j1 > j0)
+                if (np == 1) { /* one part: normalized here, the bits the merge gives (its weight exp(0) is 1) */
+                    attn_part_g(isa, a->out, ml, a->q, n_kv, n_rep, hd, a->k_base, a->v_base, dtype, row_elems, 0, a->slots,
+                                a->n_ctx, scale, scr);
+                    attn_normalize(a->out, a->out, ml, nh, hd);
+                } else if (j1 > j0)
                     attn_part_g(isa, po, pml, a->q, n_kv, n_rep, hd, a->k_base, a->v_base, dtype, row_elems, 0, a->slots + j0,
                                 j1 - j0, scale, scr);
                 else
                     for (int64_t h = 0; h < nh; h++) pml[2 * h] = -INFINITY, pml[2 * h + 1] = 0.0f; /* merged as empty */
             }
         }
-        if (split) {
+        if (merge) {
 #pragma omp for schedule(static)
             for (int64_t qi = 0; qi < n_q; qi++)
-                xk_attention_merge(qs[qi].out, w->part_o + ti[qi] * nh * hd, w->part_ml + ti[qi] * nh * 2, ti[qi + 1] - ti[qi],
+                if (ti[qi + 1] - ti[qi] > 1)
+                    xk_attention_merge(qs[qi].out, w->part_o + ti[qi] * nh * hd, w->part_ml + ti[qi] * nh * 2, ti[qi + 1] - ti[qi],
                                    nh, hd);
         }
     }

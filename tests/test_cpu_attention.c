@@ -273,6 +273,48 @@ Test(cpu_attention, decode_batch_all_heads) {
     }
 }
 
+/* A query whose context is one part is normalized in its item, not merged: the bits must be those
+ * of the merge of that one part (its weight exp(0) is 1), in every ISA and dtype. */
+Test(cpu_attention, decode_batch_one_part_equals_merge) {
+    const xf_dtype dts[3] = {XF_FP32, XF_FP16, XF_BF16};
+    const int64_t n_kv = 2, n_rep = 8, hd = 64, nh = n_kv * n_rep, n_ctx = 111; /* 2 x 2 < 32: split, 111 keys: one part */
+    int64_t slots[111];
+    for (int64_t j = 0; j < n_ctx; j++) slots[j] = (j * 29 + 5) % n_ctx;
+    float q[2 * 16 * 64], out[2 * 16 * 64], po[16 * 64], pml[32], want[16 * 64];
+    uint32_t s = 17;
+    for (int i = 0; i < 2 * nh * hd; i++) q[i] = frand(&s);
+    const int64_t tf = xk_attn_thread_floats(nh, hd);
+    xk_attn_work w = {malloc(3 * sizeof(int64_t)), malloc((size_t)(XK_ATT_SPLIT_ITEMS * XK_ATT_MAX_PARTS * n_rep * hd) * sizeof(float)),
+                      malloc((size_t)(XK_ATT_SPLIT_ITEMS * XK_ATT_MAX_PARTS * 2 * n_rep) * sizeof(float)),
+                      aligned_alloc(64, (size_t)(2 * tf) * sizeof(float)), tf};
+    float *scr = aligned_alloc(64, (size_t)((xk_attn_decode_scratch(n_rep, hd) + 15) / 16 * 16) * sizeof(float));
+    for (int isa = 0; isa < XK_ISA_COUNT; isa++) {
+        if (!xk_isa_supported((xk_isa)isa)) continue;
+        for (int d = 0; d < 3; d++) {
+            kvc c = make_kv(dts[d], n_ctx, n_kv, hd, (uint32_t)(40 + d));
+            xk_attn_query qs[2] = {{q, out, c.K, c.V, slots, n_ctx}, {q + nh * hd, out + nh * hd, c.K, c.V, slots, 37}}; /* 111 and 37 keys */
+            xk_attention_batch((xk_isa)isa, 2, qs, 2, n_kv, n_rep, hd, dts[d], c.row, 0.125f, &w);
+            for (int64_t i = 0; i < 2; i++)
+                for (int64_t g = 0; g < n_kv; g++) {
+                    const float *qg = q + (i * nh + g * n_rep) * hd;
+                    xk_attention_part((xk_isa)isa, po, pml, qg, n_rep, hd, c.K, c.V, dts[d], c.row, g * hd, slots, qs[i].n_ctx,
+                                      0.125f, scr);
+                    xk_attention_merge(want, po, pml, 1, n_rep, hd);
+                    for (int64_t e = 0; e < n_rep * hd; e++)
+                        cr_assert_eq(out[(i * nh + g * n_rep) * hd + e], want[e], "%s %s query %lld KV head %lld elem %lld: %.9g vs %.9g",
+                                     xk_isa_name((xk_isa)isa), dtype_name(dts[d]), (long long)i, (long long)g, (long long)e,
+                                     out[(i * nh + g * n_rep) * hd + e], want[e]);
+                }
+            free_kv(&c);
+        }
+    }
+    free(scr);
+    free(w.items);
+    free(w.part_o);
+    free(w.part_ml);
+    free(w.scratch);
+}
+
 /* ---- blocked causal kernel ---- */
 
 /* A prefill of the last n_q of n_ctx positions (pos0 = n_ctx - n_q) of one sequence, n_kv KV heads
