@@ -73,8 +73,9 @@ int64_t hugemem_granted_in(const char *smaps, const hugemem_range *r, int n) {
         if (len > 0 && l[0] != ' ' && sscanf(l, "%llx%c%llx", &a, &dash, &b) == 3 && dash == '-' && b > a)
             cov = cover(r, n, (uintptr_t)a, (uintptr_t)b);
         else if (cov > 0 && sscanf(l, "AnonHugePages: %llu kB", &kb) == 1) {
-            int64_t h = (int64_t)kb * 1024;
-            total += h < cov ? h : cov;
+            int64_t h = kb > (unsigned long long)(INT64_MAX / 1024) ? cov : (int64_t)kb * 1024; /* a bogus size: no overflow */
+            h = h < cov ? h : cov;
+            total = total > INT64_MAX - h ? INT64_MAX : total + h;
             cov = 0;
         }
         l += len;
