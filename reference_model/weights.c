@@ -299,11 +299,9 @@ void weights_free(model_weights *w) {
 /* Appends m's buffers of HUGEMEM_PAGE or more (the ones hugemem_alloc puts on huge pages). */
 static int huge_ranges_add(hugemem_range **r, int *n, int *cap, const wmat *m) {
     if (!m->data || !m->owned) return 0;
-    const int64_t esz = m->dtype == XF_FP32 ? 4 : m->dtype == XF_INT8 ? 1 : 2;
-    const int64_t vb = m->packed ? weights_packed_values_bytes(m->rows, m->cols, m->group) : m->rows * m->cols * esz;
-    const int64_t sb = !m->scales ? 0 : m->packed ? weights_packed_scales_bytes(m->rows, m->cols, m->group) : m->rows * m->n_groups * 4;
-    const void *ps[2] = {m->data, m->scales};
-    const int64_t bs[2] = {vb, sb};
+    const void *ps[2] = {m->data, m->scales}; /* the buffers' bytes as held, as weights_bytes counts them */
+    const int64_t bs[2] = {wmat_part(m->dtype, m->rows, m->cols, m->group, 0, m->packed),
+                           wmat_part(m->dtype, m->rows, m->cols, m->group, 1, m->packed)};
     for (int i = 0; i < 2; i++) {
         if (!ps[i] || bs[i] < (int64_t)HUGEMEM_PAGE) continue;
         if (*n == *cap) {
