@@ -13,6 +13,7 @@
 #include "core/fileio.h"
 #include "reports/record_json.h"
 #include "signals.h"
+#include "probes/timer.h"
 
 static const char *SIDE[2] = {"BASE", "NEW"};
 
@@ -26,12 +27,6 @@ void ab_rounds_free(ab_rounds *r) {
     free(r->new_);
     free(r->order);
     memset(r, 0, sizeof *r);
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static uint64_t splitmix64(uint64_t *x) {
@@ -204,7 +199,7 @@ xf_status ab_ensure_machine_file(const char *bin, const char *dir, char *made, s
 
 xf_status ab_run(const ab_plan *p, ab_rounds *out) {
     memset(out, 0, sizeof *out);
-    double t0 = now_s();
+    double t0 = timer_now_s();
     if (p->rounds < 1) return xf_errorf(XF_EINVAL, "--rounds must be at least 1 (got %d)", p->rounds);
     if (p->n_cmd < 1 || (strcmp(p->cmd[0], "run") != 0 && strcmp(p->cmd[0], "sweep") != 0))
         return xf_errorf(XF_EINVAL, "after -- comes the command both builds run: 'run ...' or 'sweep ...' (got '%s')",
@@ -243,12 +238,12 @@ xf_status ab_run(const ab_plan *p, ab_rounds *out) {
         if (s == XF_OK && k == 0 && p->check_first) s = p->check_first(&out->base[0], &out->new_[0], p->check_ctx);
         if (s == XF_OK && isatty(2))
             fprintf(stderr, "\rxfprof compare: round %d of %d (%s first), %.0f s", k + 1, p->rounds, first ? "NEW" : "BASE",
-                    now_s() - t0);
+                    timer_now_s() - t0);
     }
     if (isatty(2) && out->n) fprintf(stderr, "\n");
     if (machine[0]) unlink(machine);
     if (!p->keep) rmdir(dir);
-    out->wall_s = now_s() - t0;
+    out->wall_s = timer_now_s() - t0;
     if (s) ab_rounds_free(out);
     return s;
 }

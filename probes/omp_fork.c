@@ -2,13 +2,8 @@
 
 #include <omp.h>
 #include <stdlib.h>
-#include <time.h>
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "timer.h"
 
 static int cmp_d(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -25,13 +20,13 @@ xf_status omp_fork_cost(int threads, double gap_s, int reps, double *out_s) {
 #pragma omp parallel num_threads(threads)
     if (omp_get_thread_num() < 0) sink = 1; /* never: the pool exists before the first timed fork */
     for (int i = 0; i < reps; i++) {
-        const double g0 = now_s();
-        while (now_s() - g0 < gap_s) { /* serial gap: the other threads spin, then sleep */
+        const double g0 = timer_now_s();
+        while (timer_now_s() - g0 < gap_s) { /* serial gap: the other threads spin, then sleep */
         }
-        const double t0 = now_s();
+        const double t0 = timer_now_s();
 #pragma omp parallel num_threads(threads)
         if (omp_get_thread_num() < 0) sink = 1; /* an empty body: the fork and the closing barrier are what is timed */
-        t[i] = now_s() - t0;
+        t[i] = timer_now_s() - t0;
     }
     qsort(t, (size_t)reps, sizeof *t, cmp_d);
     *out_s = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);

@@ -13,6 +13,7 @@
 #include "reference_model/config.h"
 #include "reference_model/cpu_dnnl.h"
 #include "runner.h"
+#include "probes/timer.h"
 
 /* The grid's shapes: none is a preset's (d_model, d_ff, heads, KV heads, head_dim), and none of their
  * GEMMs' (N, K) is stories110m's or tinyllama-1.1b's (bench/bench_predict.sh and
@@ -55,12 +56,6 @@ static double layer_bytes(const calib_shape *sh, xf_dtype d) {
 }
 static double embed_bytes(const calib_shape *sh, xf_dtype d) { return 2.0 * sh->vocab * sh->d_model * nominal_bytes(d); }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* reps: measured repetitions (the quick grid: 1); each op's entry is then the median over its layers too */
 static xf_status run_one(const calibrate_opts *o, const model_config *cfg, xf_dtype wd, const int64_t *prompts, int n_prompts,
                          int64_t gen, unsigned families, int reps, calib_table *t, calib_table *alt, double *stage_s) {
@@ -88,7 +83,7 @@ static xf_status run_one(const calibrate_opts *o, const model_config *cfg, xf_dt
     record rec;
     run_notes notes;
     memset(&notes, 0, sizeof notes);
-    const double t0 = now_s();
+    const double t0 = timer_now_s();
     xf_status s = runner_run(&pl, &rec, &notes);
     double steps = 0; /* the measured steps' wall time (warm-up included): the rest is setting the model up */
     for (int i = 0; s == XF_OK && i < rec.n_points; i++)
@@ -96,7 +91,7 @@ static xf_status run_one(const calibrate_opts *o, const model_config *cfg, xf_dt
     for (int i = 0; s == XF_OK && i < rec.n_points; i++) s = predcal_add_point(t, &rec.points[i], &rec.model, families);
     for (int i = 0; s == XF_OK && alt && i < rec.n_points; i++) s = predcal_add_point(alt, &rec.points[i], &rec.model, families);
     record_free(&rec);
-    const double dt = now_s() - t0;
+    const double dt = timer_now_s() - t0;
     *stage_s += dt;
     if (!o->quiet && s == XF_OK)
         fprintf(stderr, "xfprof machine:   %.1f s: %d+%d repetitions' steps %.1f s, the model's set-up (weights) and the rest %.1f s\n", dt,
@@ -129,11 +124,11 @@ xf_status calibrate_measure(const calibrate_opts *o, const device_spec *m, calib
     /* The OpenMP waiting in force, and what a region's fork and join cost under it (the fork is a
      * term of its own in the prediction, not inside each op's efficiency: docs/verdicts.md) */
     ceilings_omp_spin(t->omp_spin, sizeof t->omp_spin, t->omp_spin_by, sizeof t->omp_spin_by, 0);
-    double ts0 = now_s(), stage_fork = 0, stage_cache = 0, stage_dram = 0;
+    double ts0 = timer_now_s(), stage_fork = 0, stage_cache = 0, stage_dram = 0;
     xf_status s = omp_fork_cost(o->threads, OMP_FORK_GAP_SHORT_S, 2001, &t->fork_short_s);
     if (s == XF_OK) s = omp_fork_cost(o->threads, OMP_FORK_GAP_LONG_S, 51, &t->fork_long_s);
     if (s) return s;
-    stage_fork = now_s() - ts0;
+    stage_fork = timer_now_s() - ts0;
     if (!o->quiet)
         fprintf(stderr, "xfprof machine: calibration under %s (by %s): an OpenMP fork of %d threads costs %.2f us after a %.0f us gap, "
                 "%.2f us after %.0f ms (%.2f s)\n", t->omp_spin, t->omp_spin_by, o->threads, 1e6 * t->fork_short_s,
@@ -141,7 +136,6 @@ xf_status calibrate_measure(const calibrate_opts *o, const device_spec *m, calib
     t->fork_term = 0; /* measured no better than the forks inside the efficiencies (docs/verdicts.md, run 12) */
     calib_table *nf = o->fork_alt;
     if (nf) {
-        calib_table_init(nf);
         *nf = *t; /* the same header, no entries, the fork term on */
         nf->entries = NULL;
         nf->n = nf->cap = 0;
@@ -204,7 +198,7 @@ xf_status calibrate_measure(const calibrate_opts *o, const device_spec *m, calib
     if (nf) calib_table_merge(nf);
     if (!o->quiet)
         fprintf(stderr, "xfprof machine: calibration stages: fork costs %.1f s, in-cache models %.1f s, the in-cache -> DRAM "
-                "transition %.1f s; %.1f s in all\n", stage_fork, stage_cache, stage_dram, now_s() - ts0);
+                "transition %.1f s; %.1f s in all\n", stage_fork, stage_cache, stage_dram, timer_now_s() - ts0);
     if (t->n == 0) return xf_errorf(XF_EINVAL, "calibration: no op was measured (is the last-level cache size known?)");
     return XF_OK;
 }

@@ -5,6 +5,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "probes/timer.h"
+
 #ifdef XFPROF_HAVE_MPI
 #include <mpi.h>
 #endif
@@ -25,17 +27,11 @@ int comm_launched(void) {
 }
 
 #ifdef XFPROF_HAVE_MPI
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* Waits for a non-blocking request until the deadline. */
 static xf_status wait_req(const comm *c, MPI_Request *rq, const char *what) {
-    const double start = now_s(), end = start + c->timeout_s;
+    const double start = timer_now_s(), end = start + c->timeout_s;
     for (;;) {
-        if (now_s() - start > 0.05) { /* a long wait (another rank computes, maybe on this core): poll gently */
+        if (timer_now_s() - start > 0.05) { /* a long wait (another rank computes, maybe on this core): poll gently */
             struct timespec nap = {0, 100000};
             nanosleep(&nap, NULL);
         }
@@ -43,7 +39,7 @@ static xf_status wait_req(const comm *c, MPI_Request *rq, const char *what) {
         if (MPI_Test(rq, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
             return xf_errorf(XF_EIO, "rank %d: %s failed in MPI (another rank died?)", c->rank, what);
         if (done) return XF_OK;
-        if (now_s() > end)
+        if (timer_now_s() > end)
             return xf_errorf(XF_EIO, "rank %d: %s did not complete in %.0f s: another rank died or hangs", c->rank, what,
                              c->timeout_s);
     }

@@ -10,11 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+#include "probes/timer.h"
 
 static void nap(double elapsed) { /* spin for the first 50 ms, then poll gently (another rank may share this core) */
     if (elapsed <= 0.05) return;
@@ -186,16 +182,16 @@ xf_status comm_nccl_init(comm_nccl *nc, const nccl_lib *lib, const comm *c, cons
         return s;
     }
     pthread_detach(th);
-    const double t0 = now_s();
+    const double t0 = timer_now_s();
     for (;;) {
         pthread_mutex_lock(&j->mu);
         const int done = j->done;
         pthread_mutex_unlock(&j->mu);
         if (done) break;
-        if (now_s() - t0 > nc->timeout_s) /* j stays with the thread (see init_job) */
+        if (timer_now_s() - t0 > nc->timeout_s) /* j stays with the thread (see init_job) */
             return xf_errorf(XF_EIO, "rank %d: ncclCommInitRank did not complete in %.0f s: another rank died, hangs, or its GPU "
                              "cannot reach this one", c->rank, nc->timeout_s);
-        nap(now_s() - t0);
+        nap(timer_now_s() - t0);
     }
     r = j->result;
     nc->comm = j->comm;
@@ -224,7 +220,7 @@ xf_status comm_nccl_allreduce_f32(comm_nccl *nc, float *dev_buf, int64_t n, cons
         nccl_abort(nc);
         return s;
     }
-    const double t0 = now_s();
+    const double t0 = timer_now_s();
     for (;;) {
         int async = NCCL_OK;
         r = nc->lib->comm_get_async_error(nc->comm, &async);
@@ -241,12 +237,12 @@ xf_status comm_nccl_allreduce_f32(comm_nccl *nc, float *dev_buf, int64_t n, cons
             return s;
         }
         if (q > 0) return XF_OK;
-        if (now_s() - t0 > nc->timeout_s) {
+        if (timer_now_s() - t0 > nc->timeout_s) {
             nccl_abort(nc);
             return xf_errorf(XF_EIO, "rank %d: %s did not complete in %.0f s: another rank died or hangs (NCCL communicator "
                              "aborted)", nc->rank, what, nc->timeout_s);
         }
-        nap(now_s() - t0);
+        nap(timer_now_s() - t0);
     }
 }
 
@@ -267,7 +263,7 @@ static xf_status ceiling_max(void *ctx, double *v) { return comm_max_f64(((comm_
 
 static double ceiling_now(void *ctx) {
     (void)ctx;
-    return now_s();
+    return timer_now_s();
 }
 
 comm_ceiling_ops comm_nccl_ceiling_ops(comm_nccl_ceiling *ctx) {
