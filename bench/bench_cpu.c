@@ -157,6 +157,52 @@ static int batched_decode(const model_config *cfg, int threads, int steps, int64
     return 0;
 }
 
+/* The model's projections (qkv, o, gate_up, down per layer: rows x cols as the backend holds
+ * them) as 4 x n_layers matrices of random values from the LCG state *sd, every layer its own copy
+ * (from DRAM where they pass the LLC, as the steps' weights do): int8 group 128, packed, into *m8
+ * and, when mb is not NULL, bf16 of the same draws into *mb; the bytes they hold into bytes[0]
+ * (int8) and bytes[1] (bf16). 1 on error (said). Freed with proj_mats_free. */
+static int proj_mats(const model_config *cfg, uint32_t *sd, wmat **m8, wmat **mb, double bytes[2]) {
+    const int64_t d = cfg->d_model, qd = cfg->n_heads * cfg->head_dim, kvd = cfg->n_kv_heads * cfg->head_dim;
+    const int64_t rows[4] = {qd + 2 * kvd, d, 2 * cfg->d_ff, d}, cols[4] = {d, qd, d, cfg->d_ff};
+    const int64_t nm = 4 * cfg->n_layers;
+    wmat *M8 = calloc((size_t)nm, sizeof *M8), *MB = mb ? calloc((size_t)nm, sizeof *MB) : NULL;
+    *m8 = M8;
+    if (mb) *mb = MB;
+    if (!M8 || (mb && !MB)) return die("out of memory");
+    bytes[0] = bytes[1] = 0;
+    for (int64_t i = 0; i < nm; i++) {
+        wmat *W = &M8[i];
+        W->dtype = XF_INT8, W->rows = rows[i % 4], W->cols = cols[i % 4], W->group = 128, W->owned = 1;
+        W->n_groups = (W->cols + 127) / 128;
+        W->data = malloc((size_t)(W->rows * W->cols));
+        W->scales = malloc((size_t)(W->rows * W->n_groups) * sizeof(float));
+        if (!W->data || !W->scales) return die("out of memory");
+        wmat *B = MB ? &MB[i] : NULL;
+        if (B) {
+            B->dtype = XF_BF16, B->rows = W->rows, B->cols = W->cols, B->owned = 1;
+            if (!(B->data = malloc((size_t)(B->rows * B->cols) * 2))) return die("out of memory");
+        }
+        int8_t *v = W->data;
+        uint16_t *b = B ? B->data : NULL;
+        for (int64_t j = 0; j < W->rows * W->cols; j++) {
+            *sd = *sd * 1664525u + 1013904223u;
+            v[j] = (int8_t)(*sd >> 24);
+            if (b) b[j] = weights_f32_to_bf16((float)(int8_t)(*sd >> 16) * 1e-3f);
+        }
+        for (int64_t j = 0; j < W->rows * W->n_groups; j++) W->scales[j] = 1e-3f;
+        if (weights_pack_int8(W) != XF_OK) return die("pack");
+        bytes[0] += (double)(W->rows * W->cols), bytes[1] += B ? 2.0 * (double)(B->rows * B->cols) : 0;
+    }
+    return 0;
+}
+
+static void proj_mats_free(wmat *m8, wmat *mb, int64_t nm) {
+    for (int64_t i = 0; m8 && i < nm; i++) free(m8[i].data), free(m8[i].scales);
+    for (int64_t i = 0; mb && i < nm; i++) free(mb[i].data);
+    free(m8), free(mb);
+}
+
 /* The batch-16 projection kernels alone (information, no target): the model's layer matrices
  * (random values; int8 group 128, packed; bf16 in place), 16 tokens, each matrix the way the
  * backend runs it at that batch (the int8 tiles' and the bf16 tiles' 64-row work items, the input
@@ -170,9 +216,7 @@ static int batch16_kernels(const model_config *cfg, int threads, int reps, doubl
         return 0;
     }
     const int64_t n = 16, d = cfg->d_model, qd = cfg->n_heads * cfg->head_dim, kvd = cfg->n_kv_heads * cfg->head_dim;
-    const int64_t rows[4] = {qd + 2 * kvd, d, 2 * cfg->d_ff, d}, cols[4] = {d, qd, d, cfg->d_ff};
     const int64_t nm = 4 * cfg->n_layers, wide = cfg->d_ff > qd ? (cfg->d_ff > d ? cfg->d_ff : d) : (qd > d ? qd : d);
-    wmat *M8 = calloc((size_t)nm, sizeof *M8), *MB = calloc((size_t)nm, sizeof *MB);
     float *x = malloc((size_t)(n * wide) * 4), *y = malloc((size_t)(n * 2 * cfg->d_ff + n * (qd + 2 * kvd)) * 4);
     int8_t *q = malloc((size_t)(n * (wide + 128)));
     float *qs = malloc((size_t)(n * wide) * 4);
@@ -180,29 +224,11 @@ static int batch16_kernels(const model_config *cfg, int threads, int reps, doubl
     uint16_t *xb = aligned_alloc(64, (size_t)amx_bf16_input_elems(n, wide, 3) * 2);
     const int64_t cn = amx_bf16_scratch_floats(64, n);
     float *c = aligned_alloc(64, (size_t)(threads * cn) * 4);
-    if (!M8 || !MB || !x || !y || !q || !qs || !qcr || !xb || !c) return die("out of memory");
-    double bytes[2] = {0, 0};
+    if (!x || !y || !q || !qs || !qcr || !xb || !c) return die("out of memory");
+    double bytes[2];
     uint32_t sd = 29;
-    for (int64_t i = 0; i < nm; i++) {
-        wmat *W = &M8[i], *B = &MB[i];
-        W->dtype = XF_INT8, W->rows = B->rows = rows[i % 4], W->cols = B->cols = cols[i % 4], W->group = 128, W->owned = B->owned = 1;
-        B->dtype = XF_BF16;
-        W->n_groups = (W->cols + 127) / 128;
-        W->data = malloc((size_t)(W->rows * W->cols));
-        W->scales = malloc((size_t)(W->rows * W->n_groups) * sizeof(float));
-        B->data = malloc((size_t)(B->rows * B->cols) * 2);
-        if (!W->data || !W->scales || !B->data) return die("out of memory");
-        int8_t *v = W->data;
-        uint16_t *b = B->data;
-        for (int64_t j = 0; j < W->rows * W->cols; j++) {
-            sd = sd * 1664525u + 1013904223u;
-            v[j] = (int8_t)(sd >> 24);
-            b[j] = weights_f32_to_bf16((float)(int8_t)(sd >> 16) * 1e-3f);
-        }
-        for (int64_t j = 0; j < W->rows * W->n_groups; j++) W->scales[j] = 1e-3f;
-        if (weights_pack_int8(W) != XF_OK) return die("pack");
-        bytes[0] += (double)(W->rows * W->cols), bytes[1] += 2.0 * (double)(B->rows * B->cols);
-    }
+    wmat *M8, *MB;
+    if (proj_mats(cfg, &sd, &M8, &MB, bytes)) return 1;
     for (int64_t i = 0; i < n * wide; i++) sd = sd * 1664525u + 1013904223u, x[i] = (float)(sd >> 8) / 16777216.0f - 0.5f;
     double best[3] = {1e30, 1e30, 1e30};
     for (int r = 0; r < reps; r++)
@@ -236,8 +262,8 @@ static int batch16_kernels(const model_config *cfg, int threads, int reps, doubl
            "(%.3f of the read ceiling), bf16 tiles exact3 %.2f (%.3f), rounded %.2f (%.3f)\n",
            (int)cfg->n_layers, bytes[1] / 1048576, reps, bytes[0] / best[0] / 1e9, bytes[0] / best[0] / rd, bytes[1] / best[1] / 1e9, bytes[1] / best[1] / rd,
            bytes[1] / best[2] / 1e9, bytes[1] / best[2] / rd);
-    for (int64_t i = 0; i < nm; i++) free(M8[i].data), free(M8[i].scales), free(MB[i].data);
-    free(M8), free(MB), free(x), free(y), free(q), free(qs), free(qcr), free(xb), free(c);
+    proj_mats_free(M8, MB, nm);
+    free(x), free(y), free(q), free(qs), free(qcr), free(xb), free(c);
     return 0;
 }
 
@@ -595,29 +621,17 @@ static int decode_accounting(bench_model *bm, const model_config *cfg, const cha
  * ceiling rd. 1 on error. */
 static int a8_streams_section(const model_config *cfg, int threads, int reps, double rd) {
     const int64_t d = cfg->d_model, qd = cfg->n_heads * cfg->head_dim, kvd = cfg->n_kv_heads * cfg->head_dim;
-    const int64_t rows[4] = {qd + 2 * kvd, d, 2 * cfg->d_ff, d}, cols[4] = {d, qd, d, cfg->d_ff};
     const int64_t nm = 4 * cfg->n_layers;
-    wmat *M = calloc((size_t)nm, sizeof *M);
     float *x = malloc((size_t)cfg->d_ff * 4 + (size_t)d * 4 + (size_t)qd * 4), *y = malloc((size_t)(2 * cfg->d_ff + qd + 2 * kvd) * 4);
     int8_t *q = malloc((size_t)(cfg->d_ff + d + qd) + 4096);
     float *qs = malloc((size_t)(cfg->d_ff + d + qd) * 4);
     int32_t *qcr = malloc((size_t)(cfg->d_ff + d + qd) * 4);
-    if (!M || !x || !y || !q || !qs || !qcr) return die("out of memory");
-    double bytes = 0;
+    if (!x || !y || !q || !qs || !qcr) return die("out of memory");
+    double nb[2];
     uint32_t sd = 17;
-    for (int64_t i = 0; i < nm; i++) {
-        wmat *W = &M[i];
-        W->dtype = XF_INT8, W->rows = rows[i % 4], W->cols = cols[i % 4], W->group = 128, W->owned = 1;
-        W->n_groups = (W->cols + 127) / 128;
-        W->data = malloc((size_t)(W->rows * W->cols));
-        W->scales = malloc((size_t)(W->rows * W->n_groups) * sizeof(float));
-        if (!W->data || !W->scales) return die("out of memory");
-        int8_t *v = W->data;
-        for (int64_t j = 0; j < W->rows * W->cols; j++) sd = sd * 1664525u + 1013904223u, v[j] = (int8_t)(sd >> 24);
-        for (int64_t j = 0; j < W->rows * W->n_groups; j++) W->scales[j] = 1e-3f;
-        if (weights_pack_int8(W) != XF_OK) return die("pack");
-        bytes += (double)(W->rows * W->cols);
-    }
+    wmat *M;
+    if (proj_mats(cfg, &sd, &M, NULL, nb)) return 1;
+    const double bytes = nb[0];
     for (int64_t i = 0; i < cfg->d_ff + d + qd; i++) sd = sd * 1664525u + 1013904223u, x[i] = (float)(sd >> 8) / 16777216.0f - 0.5f;
     double best[2] = {1e30, 1e30}, ratio[64];
     int wins = 0, nr = reps < 64 ? reps : 64;
@@ -654,8 +668,8 @@ static int a8_streams_section(const model_config *cfg, int threads, int reps, do
            "speed ratio median %.3f, best %.3f, faster in %d of %d\n",
            xk_a8_name(xk_isa_best()), (int)cfg->n_layers, bytes / 1048576, nr, bytes / best[0] / 1e9, bytes / best[0] / rd,
            xk_a8_streams(), bytes / best[1] / 1e9, bytes / best[1] / rd, median(ratio, nr), best[0] / best[1], wins, nr);
-    for (int64_t i = 0; i < nm; i++) free(M[i].data), free(M[i].scales);
-    free(M), free(x), free(y), free(q), free(qs), free(qcr);
+    proj_mats_free(M, NULL, nm);
+    free(x), free(y), free(q), free(qs), free(qcr);
     return 0;
 }
 
