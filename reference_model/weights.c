@@ -618,6 +618,28 @@ static xf_status fill_random(wmat *m, int64_t row0, int64_t n_rows, uint64_t see
     return failed ? xf_errorf(XF_ENOMEM, "out of memory generating weights") : XF_OK;
 }
 
+/* weights_random_reuse_layers: off unless a caller that times kernels only (the calibration) asks */
+static int g_reuse_layers;
+void weights_random_reuse_layers(int on) { g_reuse_layers = on != 0; }
+
+/* dst's values and scales := src's (the same dtype and shape, neither packed yet), copied in parallel
+ * in 1 MiB pieces: dst keeps its own buffers, so every layer is still streamed from its own memory. */
+static void wmat_copy_values(wmat *dst, const wmat *src) {
+    void *db[2] = {dst->data, dst->scales};
+    const void *sb[2] = {src->data, src->scales};
+    for (int k = 0; k < 2; k++) {
+        const int64_t n = wmat_part(src->dtype, src->rows, src->cols, src->group, k, 0), piece = 1 << 20;
+        if (n <= 0 || !db[k] || !sb[k]) continue;
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < (n + piece - 1) / piece; i++)
+            memcpy((char *)db[k] + i * piece, (const char *)sb[k] + i * piece, (size_t)(n - i * piece < piece ? n - i * piece : piece));
+    }
+}
+
+static int wmat_same_shape(const wmat *a, const wmat *b) {
+    return a->dtype == b->dtype && a->rows == b->rows && a->cols == b->cols && a->group == b->group && !a->packed && !b->packed;
+}
+
 static void fill_vec(float *v, int64_t n, uint64_t seed, int tensor, int layer) {
     for (int64_t i = 0; i < n; i++) v[i] = weights_random_value(seed, tensor, layer, 0, i);
 }
@@ -648,6 +670,15 @@ xf_status weights_init_random(model_weights **out, const model_config *c, uint64
             fill_vec(L->gate_up_bias, c->d_ff, seed, WT_BGATE, l);
             fill_vec(L->gate_up_bias + c->d_ff, c->d_ff, seed, WT_BUP, l);
             fill_vec(L->down_bias, c->d_model, seed, WT_BDOWN, l);
+        }
+        const layer_weights *L0 = &w->layers[0];
+        if (g_reuse_layers && l > 0 && !model_is_mla(c) && !model_layer_is_moe(c, 0) && !model_layer_is_moe(c, l) && wmat_same_shape(&L->qkv, &L0->qkv) &&
+            wmat_same_shape(&L->o, &L0->o) && wmat_same_shape(&L->gate_up, &L0->gate_up) && wmat_same_shape(&L->down, &L0->down)) {
+            wmat_copy_values(&L->qkv, &L0->qkv); /* layer 0's values, this layer's buffers (weights.h) */
+            wmat_copy_values(&L->o, &L0->o);
+            wmat_copy_values(&L->gate_up, &L0->gate_up);
+            wmat_copy_values(&L->down, &L0->down);
+            continue;
         }
         if (model_is_mla(c)) { /* q_a or q_proj, kv_a; q_b, kv_b; the two norms */
             const int64_t lat = c->kv_lora_rank + c->qk_rope_head_dim, q_rows = L->qkv.rows - lat;

@@ -101,6 +101,13 @@ xf_status weights_bytes_kinds(const model_config *cfg, xf_dtype dtype, int group
 xf_status weights_init_random(model_weights **out, const model_config *cfg, uint64_t seed,
                               xf_dtype dtype, int group);
 
+/* Process-wide, off by default: with it on, weights_init_random gives every layer of a dense model
+ * (no experts, no latent attention, layers of one shape) a copy of layer 0's matrices' values in its
+ * own buffers instead of values of its own. For callers that time kernels and not what they
+ * compute (runner/calibrate.c): the same shapes, dtype, layout, distribution and addresses, in a
+ * fraction of the set-up time; the model's outputs are no longer weights_random_value's. */
+void weights_random_reuse_layers(int on);
+
 /* An empty set with every tensor allocated at cfg's shapes (values unset), for loaders. */
 xf_status weights_alloc(model_weights **out, const model_config *cfg, xf_dtype dtype, int group);
 

@@ -12,6 +12,7 @@
 #include "probes/omp_fork.h"
 #include "reference_model/config.h"
 #include "reference_model/cpu_dnnl.h"
+#include "reference_model/weights.h"
 #include "runner.h"
 #include "probes/timer.h"
 
@@ -58,7 +59,8 @@ static double embed_bytes(const calib_shape *sh, xf_dtype d) { return 2.0 * sh->
 
 /* reps: measured repetitions (the quick grid: 1); each op's entry is then the median over its layers too */
 static xf_status run_one(const calibrate_opts *o, const model_config *cfg, xf_dtype wd, const int64_t *prompts, int n_prompts,
-                         int64_t gen, unsigned families, int reps, calib_table *t, calib_table *alt, double *stage_s) {
+                         int64_t gen, unsigned families, int reps, calib_table *t, calib_table *alt, double *stage_s,
+                         double *setup_s) {
     run_plan pl;
     run_plan_default(&pl, cfg);
     static const int64_t batch1 = 1;
@@ -93,6 +95,7 @@ static xf_status run_one(const calibrate_opts *o, const model_config *cfg, xf_dt
     record_free(&rec);
     const double dt = timer_now_s() - t0;
     *stage_s += dt;
+    *setup_s += dt - steps;
     if (!o->quiet && s == XF_OK)
         fprintf(stderr, "xfprof machine:   %.1f s: %d+%d repetitions' steps %.1f s, the model's set-up (weights) and the rest %.1f s\n", dt,
                 pl.warmup, pl.reps, steps, dt - steps);
@@ -124,7 +127,7 @@ xf_status calibrate_measure(const calibrate_opts *o, const device_spec *m, calib
     /* The OpenMP waiting in force, and what a region's fork and join cost under it (the fork is a
      * term of its own in the prediction, not inside each op's efficiency: docs/verdicts.md) */
     ceilings_omp_spin(t->omp_spin, sizeof t->omp_spin, t->omp_spin_by, sizeof t->omp_spin_by, 0);
-    double ts0 = timer_now_s(), stage_fork = 0, stage_cache = 0, stage_dram = 0;
+    double ts0 = timer_now_s(), stage_fork = 0, stage_cache = 0, stage_dram = 0, setup_cache = 0, setup_dram = 0;
     xf_status s = omp_fork_cost(o->threads, OMP_FORK_GAP_SHORT_S, 2001, &t->fork_short_s);
     if (s == XF_OK) s = omp_fork_cost(o->threads, OMP_FORK_GAP_LONG_S, 51, &t->fork_long_s);
     if (s) return s;
@@ -144,6 +147,10 @@ xf_status calibrate_measure(const calibrate_opts *o, const device_spec *m, calib
     static const int64_t prompts[] = {32, 128}, short_prompt = 8;
     const unsigned all = (1u << CALIB_FAMILY_COUNT) - 1, gemv = 1u << CALIB_GEMV, gemm = 1u << CALIB_GEMM;
     double llc = m->cache_bytes;
+    /* What is measured is the kernels' time, which does not depend on the weights' values: every
+     * layer of a grid model gets a copy of layer 0's (its own buffers, the same shapes, dtype,
+     * layout and distribution), which the set-up makes in a fraction of the time (docs/verdicts.md) */
+    weights_random_reuse_layers(1);
     for (int k = 0; k < o->n_wdtypes && s == XF_OK; k++) {
         xf_dtype wd = o->wdtypes[k];
         for (int i = 0; i < N_SHAPES && s == XF_OK; i++) {
@@ -155,7 +162,7 @@ xf_status calibrate_measure(const calibrate_opts *o, const device_spec *m, calib
                 int64_t layers = (int64_t)floor((0.75 * llc - eb) / lb);
                 if (layers > (o->quick ? 2 : 8)) layers = o->quick ? 2 : 8;
                 model_config cfg;
-                if ((s = shape_config(sh, layers, &cfg)) == XF_OK) s = run_one(o, &cfg, wd, prompts, 2, 6, all, 3, t, nf, &stage_cache);
+                if ((s = shape_config(sh, layers, &cfg)) == XF_OK) s = run_one(o, &cfg, wd, prompts, 2, 6, all, 3, t, nf, &stage_cache, &setup_cache);
                 /* The smallest shape's in-cache model is at 0.2 (bf16) or 0.1 (int8) of the LLC: its
                  * small matrices also at 0.45 of it (decode projections only), where a model like
                  * stories110m bf16 (0.44) streams them; they ran 12-18% slower there than the 0.2
@@ -164,7 +171,7 @@ xf_status calibrate_measure(const calibrate_opts *o, const device_spec *m, calib
                 if (s == XF_OK && !o->quick && i == 0 && ws < 0.3) {
                     int64_t more = (int64_t)floor((0.45 * llc - eb) / lb + 0.5);
                     if (more > layers && (s = shape_config(sh, more, &cfg)) == XF_OK)
-                        s = run_one(o, &cfg, wd, &short_prompt, 1, 6, gemv, 1, t, nf, &stage_cache);
+                        s = run_one(o, &cfg, wd, &short_prompt, 1, 6, gemv, 1, t, nf, &stage_cache, &setup_cache);
                 }
             }
             /* The in-cache -> DRAM transition of the decode projections (gemv's z: the model's weights
@@ -184,11 +191,12 @@ xf_status calibrate_measure(const calibrate_opts *o, const device_spec *m, calib
                  * entries merge into their median, so a second repetition measured the same keys again
                  * (2 until 2026-12-01 23:40: a third of the transition's steps) */
                 if ((s = shape_config(sh, layers, &cfg)) == XF_OK)
-                    s = at_llc ? run_one(o, &cfg, wd, &short_prompt, 1, 6, gemv, 1, t, nf, &stage_dram)
-                               : run_one(o, &cfg, wd, prompts, 2, 6, gemv | gemm, 1, t, nf, &stage_dram);
+                    s = at_llc ? run_one(o, &cfg, wd, &short_prompt, 1, 6, gemv, 1, t, nf, &stage_dram, &setup_dram)
+                               : run_one(o, &cfg, wd, prompts, 2, 6, gemv | gemm, 1, t, nf, &stage_dram, &setup_dram);
             }
         }
     }
+    weights_random_reuse_layers(0);
     if (s) {
         calib_table_free(t);
         if (nf) calib_table_free(nf);
@@ -197,8 +205,9 @@ xf_status calibrate_measure(const calibrate_opts *o, const device_spec *m, calib
     calib_table_merge(t);
     if (nf) calib_table_merge(nf);
     if (!o->quiet)
-        fprintf(stderr, "xfprof machine: calibration stages: fork costs %.1f s, in-cache models %.1f s, the in-cache -> DRAM "
-                "transition %.1f s; %.1f s in all\n", stage_fork, stage_cache, stage_dram, timer_now_s() - ts0);
+        fprintf(stderr, "xfprof machine: calibration stages: fork costs %.1f s, in-cache models %.1f s (set-up %.1f s), the in-cache -> DRAM "
+                "transition %.1f s (set-up %.1f s); %.1f s in all\n", stage_fork, stage_cache, setup_cache, stage_dram, setup_dram,
+                timer_now_s() - ts0);
     if (t->n == 0) return xf_errorf(XF_EINVAL, "calibration: no op was measured (is the last-level cache size known?)");
     return XF_OK;
 }

@@ -973,3 +973,39 @@ Test(cpu_backend, int8_moe_dense_layer_between_moe_layers) {
     cr_assert(memcmp(route[0], route[1], sizeof route[0]) || d_fp <= 0.06 * amax, "int8 vs fp32: %.3g of %.3g", d_fp, amax);
     for (int r = 0; r < 3; r++) free(lg[r]);
 }
+
+Test(cpu_backend, random_weights_reuse_layers_copies_layer0_into_own_buffers) {
+    /* the calibration's set-up (weights_random_reuse_layers): every layer holds layer 0's values, in its
+     * own buffers; off (the default) each layer has its own values again; a model with experts keeps its own */
+    model_config c = small_cfg(3, 2, 16, 0, 0);
+    const xf_dtype dts[] = {XF_FP32, XF_BF16, XF_INT8};
+    for (int k = 0; k < 3; k++) {
+        model_weights *on = NULL, *off = NULL;
+        weights_random_reuse_layers(1);
+        xf_status s = weights_init_random(&on, &c, 7, dts[k], 16);
+        weights_random_reuse_layers(0);
+        cr_assert_eq(s, XF_OK);
+        cr_assert_eq(weights_init_random(&off, &c, 7, dts[k], 16), XF_OK);
+        const wmat *m0[] = {&on->layers[0].qkv, &on->layers[0].o, &on->layers[0].gate_up, &on->layers[0].down};
+        for (int l = 1; l < (int)c.n_layers; l++) {
+            const wmat *ml[] = {&on->layers[l].qkv, &on->layers[l].o, &on->layers[l].gate_up, &on->layers[l].down};
+            const wmat *mo[] = {&off->layers[l].qkv, &off->layers[l].o, &off->layers[l].gate_up, &off->layers[l].down};
+            for (int i = 0; i < 4; i++) {
+                cr_assert_neq(ml[i]->data, m0[i]->data, "layer %d shares layer 0's buffer", l);
+                int same0 = 1, same_off = 1;
+                for (int64_t r = 0; r < ml[i]->rows; r += 3)
+                    for (int64_t col = 0; col < ml[i]->cols; col += 5) {
+                        same0 &= weights_get(ml[i], r, col) == weights_get(m0[i], r, col);
+                        same_off &= weights_get(mo[i], r, col) == weights_get(m0[i], r, col);
+                    }
+                cr_assert(same0, "%s layer %d matrix %d: not layer 0's values", dtype_name(dts[k]), l, i);
+                cr_assert(!same_off, "%s layer %d matrix %d: layer 0's values with reuse off", dtype_name(dts[k]), l, i);
+            }
+        }
+        if (dts[k] == XF_FP32)
+            for (int l = 1; l < (int)c.n_layers; l++)
+                cr_assert_eq(weights_get(&off->layers[l].o, 1, 2), weights_random_value(7, WT_O, l, 1, 2), "reuse off: not the layer's own value");
+        weights_free(on);
+        weights_free(off);
+    }
+}
