@@ -6,9 +6,11 @@
 #include <unistd.h>
 
 #include "analyzers/predict_calibrated.h"
+#include "analyzers/roofline.h"
 #include "core/record.h"
 #include "core/device.h"
 #include "probes/ceilings.h"
+#include "runner/runner.h"
 
 xf_status predict_cal_device(const char *name, const char *device_file, device_spec *dev, calib_table *cal, char *how,
                              size_t how_len, char *note, size_t note_len) {
@@ -52,6 +54,17 @@ void predict_cal_apply(record *rec, const calib_table *cal, const char *how, con
     snprintf(rec->prediction, sizeof rec->prediction, "%s", how);
     snprintf(rec->prediction_note, sizeof rec->prediction_note, "%s", note);
     if (cal->n == 0) return;
+    /* A CPU's table was measured with the projections on the units the backend picked (AMX tiles for
+     * bf16 and int8 at 4+ tokens): each op is judged against that unit's peak here too, as run does,
+     * not the cost model's fp32 (the same reference time on both sides of the efficiency) */
+    for (int i = 0; strcmp(cal->grid, "default") && !strcmp(rec->device.kind, "cpu") && i < rec->n_points; i++)
+        for (int64_t k = 0; k < rec->points[i].n_ops; k++) {
+            record_op *op = &rec->points[i].ops[k];
+            const xf_compute u = runner_cpu_op_compute(&rec->model, &rec->points[i].wl, &op->cost, &rec->device, 0);
+            if (u == op->cost.compute) continue;
+            op->cost.compute = u;
+            op->predicted_time_s = roofline_predict_time(&op->cost, &rec->device);
+        }
     predcal_stats tot;
     memset(&tot, 0, sizeof tot);
     for (int i = 0; i < rec->n_points; i++) {

@@ -45,6 +45,29 @@ static int64_t op_step_tokens(const cost_op *op, const workload *w) {
     return op->phase == XF_PREFILL && op->kind != OP_LM_HEAD ? w->batch * w->prompt : w->batch;
 }
 
+xf_compute runner_cpu_op_compute(const model_config *cfg, const workload *w, const cost_op *op, const device_spec *dev, int ran) {
+    const int64_t tokens = op_step_tokens(op, w);
+    /* bf16 prefill GEMMs that oneDNN ran on AMX tiles (cpu_dnnl.h; every one of this process's):
+     * judged against the AMX BF16 peak, a CPU's tensor16 (env.gemm_bf16 says what ran); before a
+     * run (ran 0), where the backend would give them to oneDNN: no own tiles, AMX granted */
+    const int own_tiles = ran ? amx_bf16_calls() > 0 : amx_bf16_granted() && xk_isa_best() == XK_ISA_AVX512;
+    const int dnnl_amx = ran ? cpu_dnnl_amx_state() == 1 : !own_tiles && cpu_dnnl_built() && amx_bf16_granted();
+    const int proj = op->kind == OP_QKV || op->kind == OP_O_PROJ || op->kind == OP_GATE_UP || op->kind == OP_DOWN;
+    if (w->wdtype == XF_BF16 && op->phase == XF_PREFILL && w->batch * w->prompt >= 32 && proj && dnnl_amx &&
+        dev->peak_flops[XF_COMPUTE_TENSOR16] > 0)
+        return XF_COMPUTE_TENSOR16;
+    /* bf16 projections of 4+ tokens a step on the backend's own AMX tiles (cpu_amx.h: a dense
+     * model's projections whose input width is a multiple of 32): the AMX BF16 peak, tensor16 */
+    const int64_t amx_k = amx_bf16_k(cfg, op->kind);
+    if (w->wdtype == XF_BF16 && own_tiles && amx_k > 0 && amx_k % 32 == 0 && tokens >= 4 && dev->peak_flops[XF_COMPUTE_TENSOR16] > 0)
+        return XF_COMPUTE_TENSOR16;
+    /* int8 projections of 4+ tokens a step ran on AMX INT8 tiles (cpu_kernels.h): that peak */
+    if (w->wdtype == XF_INT8 && xk_a8_amx() && xk_isa_best() == XK_ISA_AVX512 && op_kind_is_gemm(op->kind) && tokens >= 4 &&
+        dev->peak_flops[XF_COMPUTE_INT8] > 0)
+        return XF_COMPUTE_INT8;
+    return op->compute;
+}
+
 void run_plan_default(run_plan *p, const model_config *cfg) {
     memset(p, 0, sizeof *p);
     if (cfg) p->cfg = *cfg;
@@ -350,24 +373,7 @@ static xf_status run_point(run_ctx *c, record_point *p) {
         if (!op->measured) continue; /* the model did not run this op (e.g. no decode) */
         /* CPU without an open counter: the record lists every counter as unsupported */
         if (!pl->cuda && !c->perf) perf_probe_fill(NULL, op->cost.phase, op->cost.layer, op->cost.kind, op);
-        /* bf16 prefill GEMMs that oneDNN ran on AMX tiles (cpu_dnnl.h; every one of this process's):
-         * judged against the AMX BF16 peak, a CPU's tensor16 (env.gemm_bf16 says what ran) */
-        if (!pl->cuda && w->wdtype == XF_BF16 && op->cost.phase == XF_PREFILL && w->batch * w->prompt >= 32 &&
-            (op->cost.kind == OP_QKV || op->cost.kind == OP_O_PROJ || op->cost.kind == OP_GATE_UP || op->cost.kind == OP_DOWN) &&
-            cpu_dnnl_amx_state() == 1 && c->dev.peak_flops[XF_COMPUTE_TENSOR16] > 0)
-            op->cost.compute = XF_COMPUTE_TENSOR16;
-        /* bf16 projections of 4+ tokens a step on the backend's own AMX tiles (cpu_amx.h: a dense
-         * model's projections whose input width is a multiple of 32): the AMX BF16 peak, tensor16 */
-        const int64_t amx_k = amx_bf16_k(&pl->cfg, op->cost.kind);
-        if (!pl->cuda && w->wdtype == XF_BF16 && amx_bf16_calls() > 0 && amx_k > 0 && amx_k % 32 == 0 &&
-            op_step_tokens(&op->cost, w) >= 4 &&
-            c->dev.peak_flops[XF_COMPUTE_TENSOR16] > 0)
-            op->cost.compute = XF_COMPUTE_TENSOR16;
-        /* int8 projections of 4+ tokens a step ran on AMX INT8 tiles (cpu_kernels.h): that peak */
-        if (!pl->cuda && w->wdtype == XF_INT8 && xk_a8_amx() && xk_isa_best() == XK_ISA_AVX512 && op_kind_is_gemm(op->cost.kind) &&
-            op_step_tokens(&op->cost, w) >= 4 &&
-            c->dev.peak_flops[XF_COMPUTE_INT8] > 0)
-            op->cost.compute = XF_COMPUTE_INT8;
+        if (!pl->cuda) op->cost.compute = runner_cpu_op_compute(&pl->cfg, w, &op->cost, &c->dev, 1);
         callgrind_probe_fill(c->callgrind, op); /* NULL: nothing */
         roofline_measure_op_concurrent(op, &c->dev, cc, reps, &th);
     }

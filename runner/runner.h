@@ -127,6 +127,13 @@ typedef struct run_notes {
  * XF_EINVAL for a bad plan (messages name the field). *notes may be NULL. */
 xf_status runner_run(const run_plan *plan, record *rec, run_notes *notes);
 
+/* The compute unit whose peak a CPU op of cfg in workload w is judged against, as the CPU backend
+ * runs it (op->compute, the cost model's, unless it is a projection on AMX tiles: bf16 on own tiles
+ * or oneDNN's, tensor16; int8 at 4+ tokens, int8) on dev's peaks. ran 1: after a run (what this
+ * process ran); ran 0: what a run would use now (predict --device cpu, so that its calibrated
+ * prediction divides by the same peak as the calibration's and run's). */
+xf_compute runner_cpu_op_compute(const model_config *cfg, const workload *w, const cost_op *op, const device_spec *dev, int ran);
+
 /* Prints the notes under the op table: ceilings, bandwidth ceiling, timer overhead, GPU/CUPTI or
  * counters, one line per point (TTFT, TPOT, tokens/s), peak memory. */
 void runner_print_notes(FILE *f, const record *rec, const run_notes *n);
