@@ -174,6 +174,17 @@ xf_status predcal_efficiency(const calib_table *t, calib_family f, xf_dtype wdty
         free(sel);
         return XF_EUNSUPPORTED;
     }
+    if (f == CALIB_GEMM) { /* only rows of the op's side of the AMX tiles' path split, where it has any */
+        const int side = y > CPU_AMX_PATH_TOKENS * (1 + 1e-6);
+        int m = 0;
+        for (int i = 0; i < n; i++) m += (sel[i]->y > CPU_AMX_PATH_TOKENS * (1 + 1e-6)) == side;
+        if (m > 0 && m < n) {
+            int k = 0;
+            for (int i = 0; i < n; i++)
+                if ((sel[i]->y > CPU_AMX_PATH_TOKENS * (1 + 1e-6)) == side) sel[k++] = sel[i];
+            n = k;
+        }
+    }
     /* rows: runs of the same y */
     int lo = 0, lo_n = 0, hi = -1, hi_n = 0;
     for (int i = 0; i < n;) {

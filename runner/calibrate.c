@@ -144,7 +144,9 @@ xf_status calibrate_measure(const calibrate_opts *o, const device_spec *m, calib
         nf->n = nf->cap = 0;
         nf->fork_term = 1;
     }
-    static const int64_t prompts[] = {32, 128}, short_prompt = 8;
+    /* 48: a row above the AMX tiles' path split (core/cpu_dispatch.h, CPU_AMX_PATH_TOKENS), whose
+     * GEMMs at 33+ tokens are interpolated from rows on their side only (32 is on the other) */
+    static const int64_t prompts[] = {32, 48, 128}, short_prompt = 8;
     const unsigned all = (1u << CALIB_FAMILY_COUNT) - 1, gemv = 1u << CALIB_GEMV, gemm = 1u << CALIB_GEMM;
     double llc = m->cache_bytes;
     /* What is measured is the kernels' time, which does not depend on the weights' values: every
@@ -162,7 +164,7 @@ xf_status calibrate_measure(const calibrate_opts *o, const device_spec *m, calib
                 int64_t layers = (int64_t)floor((0.75 * llc - eb) / lb);
                 if (layers > (o->quick ? 2 : 8)) layers = o->quick ? 2 : 8;
                 model_config cfg;
-                if ((s = shape_config(sh, layers, &cfg)) == XF_OK) s = run_one(o, &cfg, wd, prompts, 2, 6, all, 3, t, nf, &stage_cache, &setup_cache);
+                if ((s = shape_config(sh, layers, &cfg)) == XF_OK) s = run_one(o, &cfg, wd, prompts, 3, 6, all, 3, t, nf, &stage_cache, &setup_cache);
                 /* The smallest shape's in-cache model is at 0.2 (bf16) or 0.1 (int8) of the LLC: its
                  * small matrices also at 0.45 of it (decode projections only), where a model like
                  * stories110m bf16 (0.44) streams them; they ran 12-18% slower there than the 0.2
@@ -192,7 +194,7 @@ xf_status calibrate_measure(const calibrate_opts *o, const device_spec *m, calib
                  * (2 until 2026-12-01 23:40: a third of the transition's steps) */
                 if ((s = shape_config(sh, layers, &cfg)) == XF_OK)
                     s = at_llc ? run_one(o, &cfg, wd, &short_prompt, 1, 6, gemv, 1, t, nf, &stage_dram, &setup_dram)
-                               : run_one(o, &cfg, wd, prompts, 2, 6, gemv | gemm, 1, t, nf, &stage_dram, &setup_dram);
+                               : run_one(o, &cfg, wd, prompts, 3, 6, gemv | gemm, 1, t, nf, &stage_dram, &setup_dram);
             }
         }
     }

@@ -33,7 +33,7 @@ assert gemv and all(e["tier"] == "dram" and 0 < e["z"] < 1 for e in gemv), sorte
 gemm = [e for e in c["entries"] if e["family"] == "gemm"]
 nk = {(round(e["z"]), round(e["x"])) for e in gemm}
 assert all(abs(e["z"] - round(e["z"])) < 1e-6 * e["z"] and abs(e["x"] - round(e["x"])) < 1e-6 * e["x"] for e in gemm), nk
-assert {round(e["y"]) for e in gemm} == {32, 128}, {e["y"] for e in gemm}
+assert {round(e["y"]) for e in gemm} == {32, 45, 128}, {e["y"] for e in gemm}  # prompts 32, 48 (a quarter octave: 45.25), 128
 # the quick grid's GEMMs (d_model 512 and 1280): qkv, o_proj, gate_up, down of each, as (N, K)
 assert nk == {(1536, 512), (512, 512), (2816, 512), (512, 1408), (1920, 1280), (1280, 1280), (6912, 1280), (1280, 3456)}, sorted(nk)
 # cross-validation stays honest: no grid GEMM is one of stories110m's or tinyllama-1.1b's

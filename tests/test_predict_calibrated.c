@@ -80,21 +80,21 @@ Test(predict_calibrated, one_row_log_interpolation_and_clamps) {
 Test(predict_calibrated, two_rows_interpolate_in_log_y) {
     calib_table t = table();
     /* entered out of order: the lookup sorts */
-    add(&t, CALIB_GEMM, XF_BF16, CALIB_TIER_DRAM, 1e8, 128, 1.0);
-    add(&t, CALIB_GEMM, XF_BF16, CALIB_TIER_DRAM, 1e6, 32, 0.4);
-    add(&t, CALIB_GEMM, XF_BF16, CALIB_TIER_DRAM, 1e8, 32, 0.6);
-    add(&t, CALIB_GEMM, XF_BF16, CALIB_TIER_DRAM, 1e6, 128, 0.8);
+    add(&t, CALIB_GEMM, XF_BF16, CALIB_TIER_DRAM, 1e8, 256, 1.0);
+    add(&t, CALIB_GEMM, XF_BF16, CALIB_TIER_DRAM, 1e6, 64, 0.4);
+    add(&t, CALIB_GEMM, XF_BF16, CALIB_TIER_DRAM, 1e8, 64, 0.6);
+    add(&t, CALIB_GEMM, XF_BF16, CALIB_TIER_DRAM, 1e6, 256, 0.8);
     double e;
     int cl, ot;
-    /* (1e7, 64): row 32 gives sqrt(0.4 x 0.6), row 128 sqrt(0.8 x 1.0), 64 is halfway in log y */
-    cr_assert_eq(predcal_efficiency(&t, CALIB_GEMM, XF_BF16, CALIB_TIER_DRAM, 1e7, 64, 1, &e, &cl, &ot), XF_OK);
+    /* (1e7, 128): row 64 gives sqrt(0.4 x 0.6), row 256 sqrt(0.8 x 1.0), 128 is halfway in log y */
+    cr_assert_eq(predcal_efficiency(&t, CALIB_GEMM, XF_BF16, CALIB_TIER_DRAM, 1e7, 128, 1, &e, &cl, &ot), XF_OK);
     NEAR(e, sqrt(sqrt(0.4 * 0.6) * sqrt(0.8 * 1.0)));
     cr_assert_eq(cl, 0);
     /* on a row */
-    cr_assert_eq(predcal_efficiency(&t, CALIB_GEMM, XF_BF16, CALIB_TIER_DRAM, 1e6, 128, 1, &e, &cl, &ot), XF_OK);
+    cr_assert_eq(predcal_efficiency(&t, CALIB_GEMM, XF_BF16, CALIB_TIER_DRAM, 1e6, 256, 1, &e, &cl, &ot), XF_OK);
     NEAR(e, 0.8);
     /* y beyond the rows: the last row, clamped */
-    cr_assert_eq(predcal_efficiency(&t, CALIB_GEMM, XF_BF16, CALIB_TIER_DRAM, 1e7, 512, 1, &e, &cl, &ot), XF_OK);
+    cr_assert_eq(predcal_efficiency(&t, CALIB_GEMM, XF_BF16, CALIB_TIER_DRAM, 1e7, 1024, 1, &e, &cl, &ot), XF_OK);
     NEAR(e, sqrt(0.8 * 1.0));
     cr_assert_eq(cl, 1);
     cr_assert_eq(predcal_efficiency(&t, CALIB_GEMM, XF_BF16, CALIB_TIER_DRAM, 1e7, 2, 1, &e, &cl, &ot), XF_OK);
@@ -119,33 +119,33 @@ static double gemm_eff(const calib_table *t, double k, double m, double n, int *
 
 Test(predict_calibrated, gemm_rows_interpolate_in_the_n_k_plane) {
     calib_table t = table();
-    /* row M = 32: (K, N) = (1000, 1000) 0.2, (4000, 1000) 0.6, (1000, 4000) 1.0; row M = 128: N 1000 only, 0.9 */
-    add_gemm(&t, 32, 1000, 1000, 0.2);
-    add_gemm(&t, 32, 1000, 4000, 0.6);
-    add_gemm(&t, 32, 4000, 1000, 1.0);
+    /* row M = 64: (K, N) = (1000, 1000) 0.2, (4000, 1000) 0.6, (1000, 4000) 1.0; row M = 128: N 1000 only, 0.9 */
+    add_gemm(&t, 64, 1000, 1000, 0.2);
+    add_gemm(&t, 64, 1000, 4000, 0.6);
+    add_gemm(&t, 64, 4000, 1000, 1.0);
     add_gemm(&t, 128, 1000, 1000, 0.9);
     add_gemm(&t, 128, 1000, 4000, 0.9);
     calib_table_merge(&t);
     int cl;
     /* on an entry: exact (its neighbours in the plane do not count) */
-    NEAR(gemm_eff(&t, 1000, 32, 4000, &cl), 1.0);
+    NEAR(gemm_eff(&t, 1000, 64, 4000, &cl), 1.0);
     cr_assert_eq(cl, 0);
     /* the same N x K as the last, the other way round: that entry, not the same answer */
-    NEAR(gemm_eff(&t, 4000, 32, 1000, &cl), 0.6);
+    NEAR(gemm_eff(&t, 4000, 64, 1000, &cl), 0.6);
     /* (2000, 2000): at log distance sqrt(2) ln 2 from all three: their geometric mean */
-    NEAR(gemm_eff(&t, 2000, 32, 2000, &cl), cbrt(0.2 * 0.6 * 1.0));
+    NEAR(gemm_eff(&t, 2000, 64, 2000, &cl), cbrt(0.2 * 0.6 * 1.0));
     cr_assert_eq(cl, 0);
     /* (K 1000, N 2000): distances ln 2, ln 2 and sqrt(5) ln 2: weights 1, 1, 1/5 */
-    NEAR(gemm_eff(&t, 1000, 32, 2000, &cl), exp((log(0.2) + log(1.0) + log(0.6) / 5) / (2 + 1.0 / 5)));
-    /* M = 64 at (2000, 1000), halfway in log M between the row of 32 (weights 1, 1, 1/5) and the row of 128 (0.9) */
-    NEAR(gemm_eff(&t, 2000, 64, 1000, &cl), sqrt(exp((log(0.2) + log(0.6) + log(1.0) / 5) / (2 + 1.0 / 5)) * 0.9));
+    NEAR(gemm_eff(&t, 1000, 64, 2000, &cl), exp((log(0.2) + log(1.0) + log(0.6) / 5) / (2 + 1.0 / 5)));
+    /* M = 90.5 at (2000, 1000), halfway in log M between the row of 64 (weights 1, 1, 1/5) and the row of 128 (0.9) */
+    NEAR(gemm_eff(&t, 2000, sqrt(64.0 * 128.0), 1000, &cl), sqrt(exp((log(0.2) + log(0.6) + log(1.0) / 5) / (2 + 1.0 / 5)) * 0.9));
     cr_assert_eq(cl, 0);
     /* N beyond the row's: clamped to the row's largest N, said: there it is on the entry (1000, 4000) */
-    NEAR(gemm_eff(&t, 1000, 32, 16000, &cl), 1.0);
+    NEAR(gemm_eff(&t, 1000, 64, 16000, &cl), 1.0);
     cr_assert_eq(cl, 1);
     /* K and N beyond: clamped to (4000, 4000), weighted there: distances ln 4 to (1000, 4000) and
      * (4000, 1000), sqrt(2) ln 4 to (1000, 1000): weights 1, 1, 1/2 */
-    NEAR(gemm_eff(&t, 64000, 32, 64000, &cl), exp((log(0.6) + log(1.0) + log(0.2) / 2) / 2.5));
+    NEAR(gemm_eff(&t, 64000, 64, 64000, &cl), exp((log(0.6) + log(1.0) + log(0.2) / 2) / 2.5));
     cr_assert_eq(cl, 1);
     /* the row of 128 has one N: in log K only; another N is clamped */
     NEAR(gemm_eff(&t, 2000, 128, 1000, &cl), 0.9);
@@ -278,6 +278,8 @@ static void fill_constant(calib_table *t, xf_dtype d, double e) {
             for (int c = 0; c < (f == CALIB_GEMM || f == CALIB_GEMV ? 8 : 4); c++) /* gemm, gemv: the corners in z (N, working set) too */
                 add_z(t, (calib_family)f, d, (calib_tier)tier, c & 1 ? 1e15 : 1, c & 2 ? 1e6 : 1e-3,
                       f == CALIB_GEMM || f == CALIB_GEMV ? (c & 4 ? 1e15 : 1e-6) : 1, e);
+            for (int c = 0; f == CALIB_GEMM && c < 4; c++) /* a row just above the AMX path split: GEMMs of 33+ tokens stay on their side */
+                add_z(t, CALIB_GEMM, d, (calib_tier)tier, c & 1 ? 1e15 : 1, 40, c & 2 ? 1e15 : 1e-6, e);
         }
 }
 
@@ -571,5 +573,31 @@ Test(predict_calibrated, fork_cost_is_a_term_of_its_own) {
         if (predcal_family_of(&p.ops[i].cost) >= 0) NEAR(p.ops[i].calibrated_time_s, p.ops[i].time_s);
     free(p.ops);
     calib_table_free(&t);
+    calib_table_free(&u);
+}
+
+Test(predict_calibrated, gemm_rows_stay_on_their_side_of_the_amx_path_split) {
+    /* the AMX tiles take another path above CPU_AMX_PATH_TOKENS (32) tokens (core/cpu_dispatch.h): a
+     * GEMM of 33+ tokens is interpolated from the rows above it only, one of 32 or fewer from those
+     * at or below it; a side without rows uses the other's */
+    calib_table t = table();
+    add_gemm(&t, 32, 1000, 1000, 0.4);
+    add_gemm(&t, 48, 1000, 1000, 0.2);
+    add_gemm(&t, 128, 1000, 1000, 0.1);
+    calib_table_merge(&t);
+    int cl;
+    NEAR(gemm_eff(&t, 1000, 40, 1000, &cl), 0.2); /* below the 48 row on its side: clamped to it, not toward 32's */
+    cr_assert_eq(cl, 1);
+    NEAR(gemm_eff(&t, 1000, 64, 1000, &cl), exp(log(0.2) + log(64.0 / 48) / log(128.0 / 48) * (log(0.1) - log(0.2))));
+    cr_assert_eq(cl, 0);
+    NEAR(gemm_eff(&t, 1000, 16, 1000, &cl), 0.4); /* below every row: 32's */
+    NEAR(gemm_eff(&t, 1000, 32, 1000, &cl), 0.4);
+    cr_assert_eq(cl, 0);
+    calib_table_free(&t);
+    calib_table u = table(); /* only rows above the split: an op below it uses them */
+    add_gemm(&u, 48, 1000, 1000, 0.2);
+    add_gemm(&u, 128, 1000, 1000, 0.1);
+    NEAR(gemm_eff(&u, 1000, 16, 1000, &cl), 0.2);
+    cr_assert_eq(cl, 1);
     calib_table_free(&u);
 }
