@@ -109,9 +109,9 @@ print("\ntargets: memory-bound ops (the cost model's class) <= 10%%, GEMMs <= 15
 # The fork term against none, on the same measured ops. No term's prediction is the run's own
 # (calibrated_time_s, the machine file's table); the fork term's is the run's times the ratio of the two tables' predictions of the
 # workload (predict --device-file), op by op (phase, layer, op): exact where predict gives the
-# run's calibrated time (every fp32 op, every decode op), an approximation where the run's record
-# sets another compute type than predict's cost model (bf16 / int8 prefill GEMMs on AMX: tensor16,
-# int8), counted as "ratio-scaled".
+# run's calibrated time, which since 2026-12-02 (runner_cpu_op_compute: predict judges the AMX
+# projections against the same peaks as run) is every op; an op where they differ is counted as
+# "ratio-scaled" (0 expected).
 ab = {"none": 0, "fork term": 0}
 rows_ab = []
 for model in ("stories110m", "tinyllama-1.1b"):
