@@ -16,7 +16,9 @@
  *   4. Timer probe on vs off, same model, adjacent decode steps (target <= 3% overhead).
  *   5. Decode at batch 2, 4, 8 and 16 of each weight variant, interleaved: weight bytes per step /
  *      time over the read ceiling (target at batch 16 >= 0.80), then the batch-16 int8 / bf16 tile
- *      kernels alone over the model's matrices (information). --batched runs this part alone
+ *      kernels alone over the model's matrices (information); at batch 16 also where each
+ *      variant's step goes (the timer probe: projections, every other op kind, outside the ops;
+ *      information). --batched runs this part alone
  *      (--prefill part 3 alone, --decode part 1 with its per-op accounting alone).
  * Every part runs four weight variants side by side: fp32, bf16 (exact inputs), int8 and bf16 with
  * rounded inputs (`run --bf16-inputs rounded`: vdpbf16ps in decode, one oneDNN pass in prefill),
@@ -125,6 +127,45 @@ static xf_status open_model(bench_model *bm, const model_config *cfg, xf_dtype w
     return open_model_b(bm, cfg, wd, bi, threads, max_prompt, max_len, 1);
 }
 
+/* Where a batched decode step of m goes (issue 20, batched item 1): the timer probe over 3
+ * repetitions of 4 steps; of the repetition with the least wall time, the ops' times summed per op
+ * kind over the layers against that wall time (per step): the projections, attention, every other
+ * kind, and what runs outside the ops (the step's own loop, the probe's ranges). Printed for batch
+ * `batch`. 0, or 2. */
+static int batched_accounting(model *m, const model_config *cfg, const char *name, int64_t batch) {
+    timer_probe *tp;
+    if (timer_probe_init(cfg->n_layers, 4, 0, &tp) != XF_OK) return die("timer");
+    probe_set ps = {1, {timer_probe_as_probe(tp)}};
+    double wall = 0;
+    int br = 0; /* the repetition of least wall time: its samples are the ops' times of those steps */
+    for (int rep = 0; rep < 3; rep++) {
+        timer_probe_rep_begin(tp);
+        const double t0 = timer_now_s();
+        for (int i = 0; i < 4; i++)
+            if (model_decode_step(m, NULL, &ps) != XF_OK) return die("probed batched decode");
+        const double t = (timer_now_s() - t0) / 4;
+        if (rep == 0 || t < wall) wall = t, br = rep;
+        if (timer_probe_rep_end(tp) != XF_OK) return die("timer");
+    }
+    double kt[OP_KIND_COUNT] = {0}, sum = 0, proj = 0;
+    for (int l = -1; l < (int)cfg->n_layers; l++)
+        for (int k = 0; k < OP_KIND_COUNT; k++) {
+            const double *smp;
+            const int ns = timer_probe_samples(tp, XF_DECODE, l, (op_kind)k, &smp);
+            const double b = ns == 3 ? smp[br] : 0; /* an op of every step has one sample a repetition */
+            kt[k] += b, sum += b, proj += op_kind_is_gemm((op_kind)k) ? b : 0;
+        }
+    timer_probe_free(tp);
+    printf("%s decode at batch %lld, where the step goes (timer probe, the best of 3 x 4 steps): step %.2f ms (wall, probed), its ops %.2f ms: "
+           "projections %.2f ms, the rest %.2f ms (",
+           name, (long long)batch, wall * 1e3, sum * 1e3, proj * 1e3, (sum - proj) * 1e3);
+    int first = 1;
+    for (int k = 0; k < OP_KIND_COUNT; k++)
+        if (kt[k] > 0 && !op_kind_is_gemm((op_kind)k)) printf("%s%s %.2f", first ? "" : ", ", op_kind_name((op_kind)k), kt[k] * 1e3), first = 0;
+    printf("); outside the ops %.2f ms\n", (wall - sum) * 1e3);
+    return 0;
+}
+
 /* Batched decode: `batch` sequences of 8 prompt tokens, the weight variants' steps interleaved
  * as at batch 1; t_best[k]: the best step time of dtype dts[k]; t_fma[k] (bf16 variants, own AMX
  * tiles granted, 4+ sequences): the same models' steps with the tiles held off (the FP32 FMA
@@ -136,7 +177,7 @@ static int batched_decode(const model_config *cfg, int threads, int steps, int64
     int32_t prompts[64 * 8];
     for (int64_t s = 0; s < batch; s++) lens[s] = 8;
     for (int k = 0; k < NV; k++) {
-        if (open_model_b(&bms[k], cfg, dts[k], v_inputs(k), threads, 8, 8 + 2 * steps + 4, batch) != XF_OK) return die(vnames[k]);
+        if (open_model_b(&bms[k], cfg, dts[k], v_inputs(k), threads, 8, 8 + 2 * steps + 16, batch) != XF_OK) return die(vnames[k]);
         for (int64_t i = 0; i < batch * 8; i++) prompts[i] = bms[k].prompt[i % 512];
         if (model_prefill(bms[k].m, (int)batch, prompts, lens, NULL) != XF_OK) return die("batched prefill");
         if (model_decode_step(bms[k].m, NULL, NULL) != XF_OK) return die("batched decode warm-up");
@@ -157,6 +198,8 @@ static int batched_decode(const model_config *cfg, int threads, int steps, int64
             if (sf != XF_OK) return die("batched decode, FMA");
             t_fma[k] = i == 0 || t < t_fma[k] ? t : t_fma[k];
         }
+    for (int k = 0; k < NV && batch == 16; k++) /* 12 more steps each: the models hold 8 + 2 steps + 16 tokens */
+        if (batched_accounting(bms[k].m, cfg, vnames[k], batch)) return 2;
     for (int k = 0; k < NV; k++) model_free(bms[k].m);
     return 0;
 }

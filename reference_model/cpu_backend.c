@@ -484,8 +484,7 @@ static void cpu_linear(cpu_ctx *c, const wmat *W, float *x, int64_t n, float *y)
     const int64_t rows = W->rows, cols = W->cols;
     if (W->dtype == XF_INT8 && W->packed && n <= c->a8_tokens) { /* decode (prefill with AMX): int8 inputs, u8 x s8 kernel */
         const int64_t qc = xk_act8_cols(W), ng = W->n_groups;
-#pragma omp parallel for num_threads(c->threads) schedule(static) if (n >= 4)
-        for (int64_t t = 0; t < n; t++) xk_act8_quantize_isa(c->isa, W, x + t * cols, 1, c->a8q + t * qc, c->a8s + t * ng, c->a8c + t * ng);
+        if (n == 1) xk_act8_quantize_isa(c->isa, W, x, 1, c->a8q, c->a8s, c->a8c);
         /* on AMX tiles (4+ tokens) 64 rows a work item: the tiles take 4 blocks of 16 rows per input
          * tile (the same bits whatever the chunk); in prefill up to CPU_AMX_I8_BYTES of weights an
          * item, which stay in L2 for every token block */
@@ -504,10 +503,18 @@ static void cpu_linear(cpu_ctx *c, const wmat *W, float *x, int64_t n, float *y)
             }
             return;
         }
-#pragma omp parallel for num_threads(c->threads) schedule(static)
-        for (int64_t ch = 0; ch < chunks; ch++) {
-            int64_t r0 = ch * step, r1 = r0 + step < rows ? r0 + step : rows;
-            xk_matmul_a8(isa, W, c->a8q, c->a8s, c->a8c, n, y, rows, r0, r1);
+        /* more tokens: one parallel region, the tokens quantized (split over the threads), then the
+         * fixed chunks of rows (one fork and wake-up a call, not two) */
+#pragma omp parallel num_threads(c->threads)
+        {
+#pragma omp for schedule(static)
+            for (int64_t t = 0; t < n; t++)
+                xk_act8_quantize_isa(isa, W, x + t * cols, 1, c->a8q + t * qc, c->a8s + t * ng, c->a8c + t * ng);
+#pragma omp for schedule(static)
+            for (int64_t ch = 0; ch < chunks; ch++) {
+                int64_t r0 = ch * step, r1 = r0 + step < rows ? r0 + step : rows;
+                xk_matmul_a8(isa, W, c->a8q, c->a8s, c->a8c, n, y, rows, r0, r1);
+            }
         }
         return;
     }

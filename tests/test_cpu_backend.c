@@ -543,15 +543,22 @@ static void compare_runs(const model_config *c, model *a, model *b, int exact, c
     free(lb);
 }
 
-Test(cpu_backend, one_and_two_threads_same_tokens) {
+/* The same model with one and two threads: every output element is computed by one thread in a
+ * fixed order, so the runs are identical. */
+static void threads_same(xf_dtype wd, const char *what) {
     model_config c = small_cfg(4, 2, 16, 1, 0);
-    model *a = make_model(&c, XF_BF16, XF_FP32, 1, "paged:16", KV_ALLOC_POOL, 3, 19, 19 + STEPS, 11);
-    model *b = make_model(&c, XF_BF16, XF_FP32, 2, "paged:16", KV_ALLOC_POOL, 3, 19, 19 + STEPS, 11);
-    /* Every output element is computed by one thread in a fixed order: identical. */
-    compare_runs(&c, a, b, 1, "threads 1 vs 2");
+    model *a = make_model(&c, wd, XF_FP32, 1, "paged:16", KV_ALLOC_POOL, 3, 19, 19 + STEPS, 11);
+    model *b = make_model(&c, wd, XF_FP32, 2, "paged:16", KV_ALLOC_POOL, 3, 19, 19 + STEPS, 11);
+    compare_runs(&c, a, b, 1, what);
     model_free(a);
     model_free(b);
 }
+Test(cpu_backend, one_and_two_threads_same_tokens) { threads_same(XF_BF16, "threads 1 vs 2"); }
+
+/* int8 (packed): the batched steps' inputs are quantized inside the projection's parallel region,
+ * split over the threads (decode of 3 tokens: VNNI; the 32-token prefill: tiles where granted);
+ * each token is quantized alone, so one and two threads give the same logits bit for bit. */
+Test(cpu_backend, int8_one_and_two_threads_same_logits) { threads_same(XF_INT8, "int8 threads 1 vs 2"); }
 
 /* A prefill whose packed input passes CPU_AMX_BF16_L2 (exact3, 200 tokens x 1024 columns: 1.2
  * MiB) takes the bf16 tiles in items of each thread's share of the rows: one thread (1024-row
