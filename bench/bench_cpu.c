@@ -27,7 +27,8 @@
  *      fp32 / fp16 / bf16 KV, of stories110m and tinyllama-1.1b (or --model): KV GB/s over the DRAM
  *      read ceiling measured on a working set of the same bytes (copies of a layer's KV cycled past
  *      4x the LLC, as a decode step's weights evict it), interleaved (target >= 0.70, and classed
- *      memory-bound), paged against contiguous; prefill attention (xk_attention_causal, 512 and
+ *      memory-bound), paged against contiguous, each beside xk_attention_replay (the kernel's reads
+ *      in its order and split, no arithmetic); prefill attention (xk_attention_causal, 512 and
  *      2048 tokens) over the FP32 peak (target >= 0.50). --attention runs this part alone.
  * The weight variants are loaded together and their decode steps interleaved (fp32, bf16, int8,
  * bf16 rounded, fp32, ...), so a neighbour's memory traffic on a shared machine slows all three alike;
@@ -366,6 +367,8 @@ static int batched_section(const model_config *cfg, int threads, int steps, cons
  * attention steps (best of reps each). */
 typedef struct att_result {
     double kv_bytes, layer_bytes, read_Bps, t_contig, t_paged;
+    double r_contig, r_paged; /* xk_attention_replay of the same bytes (the kernel's order, split and prefetch) */
+    double r_paged_nopf;      /* the same replay of the paged layout without the software prefetches */
     int64_t copies;
     xf_bound cls;
 } att_result;
@@ -380,6 +383,18 @@ static double att_step(const model_config *cfg, int threads, int64_t layers, int
         for (int64_t s = 0; s < batch; s++)
             qs[s] = (xk_attn_query){q + s * cfg->n_heads * hd, out + s * cfg->n_heads * hd, K[l], V[l], slots + s * ctx, ctx};
         xk_attention_batch(xk_isa_best(), threads, qs, batch, cfg->n_kv_heads, nrep, hd, dt, cfg->n_kv_heads * hd, scale, w);
+    }
+    return timer_now_s() - t0;
+}
+
+/* The same layers' bytes read in the kernel's order and split, no arithmetic (xk_attention_replay). */
+static double att_replay(const model_config *cfg, int threads, int64_t layers, int64_t batch, int64_t ctx, xf_dtype dt,
+                         char **K, char **V, const int64_t *slots, xk_attn_query *qs, int64_t *items, int pf, uint64_t *sink) {
+    const int64_t hd = cfg->head_dim, nrep = cfg->n_heads / cfg->n_kv_heads;
+    double t0 = timer_now_s();
+    for (int64_t l = 0; l < layers; l++) {
+        for (int64_t s = 0; s < batch; s++) qs[s] = (xk_attn_query){NULL, NULL, K[l], V[l], slots + s * ctx, ctx};
+        *sink += xk_attention_replay(xk_isa_best(), threads, qs, batch, cfg->n_kv_heads, nrep, hd, dt, cfg->n_kv_heads * hd, pf, items);
     }
     return timer_now_s() - t0;
 }
@@ -440,18 +455,33 @@ static xf_status bench_attention(const model_config *cfg, int threads, int reps,
     r->kv_bytes = (double)(layer_bytes * layers);
     r->layer_bytes = (double)layer_bytes;
     r->copies = layers;
-    r->read_Bps = r->t_contig = r->t_paged = 0;
+    r->read_Bps = r->t_contig = r->t_paged = r->r_contig = r->r_paged = r->r_paged_nopf = 0;
     r->cls = XF_BOUND_LATENCY;
+    uint64_t sink = 0;
     for (int i = 0; !st && i < reps; i++) {
         ceilings_bw bw;
         st = ceilings_bandwidth(CEIL_READ, r->kv_bytes, threads, 1, &bw);
         if (st) break;
         r->read_Bps = bw.Bps > r->read_Bps ? bw.Bps : r->read_Bps;
-        const double tc = att_step(cfg, threads, layers, batch, ctx, dt, K, V, contig, q, out, qs, &w);
-        const double tp = att_step(cfg, threads, layers, batch, ctx, dt, K, V, paged, q, out, qs, &w);
+        /* The pass right after the ceiling (which faults in and frees as many bytes of huge pages)
+         * ran 1.2-2.0x slower than the same pass repeated (10 of 10, busy machine, 2026-12-02): that,
+         * not the layout, made "contiguous" (always timed first) read slower than "paged". So one
+         * untimed pass first, and the two layouts' order alternates. */
+        att_step(cfg, threads, layers, batch, ctx, dt, K, V, paged, q, out, qs, &w);
+        const int cf = i % 2 == 0; /* contiguous first */
+        const double t1 = att_step(cfg, threads, layers, batch, ctx, dt, K, V, cf ? contig : paged, q, out, qs, &w);
+        const double t2 = att_step(cfg, threads, layers, batch, ctx, dt, K, V, cf ? paged : contig, q, out, qs, &w);
+        const double tc = cf ? t1 : t2, tp = cf ? t2 : t1;
+        const double rc = att_replay(cfg, threads, layers, batch, ctx, dt, K, V, contig, qs, w.items, 1, &sink);
+        const double rp = att_replay(cfg, threads, layers, batch, ctx, dt, K, V, paged, qs, w.items, 1, &sink);
+        const double rn = att_replay(cfg, threads, layers, batch, ctx, dt, K, V, paged, qs, w.items, 0, &sink);
         r->t_contig = i == 0 || tc < r->t_contig ? tc : r->t_contig;
         r->t_paged = i == 0 || tp < r->t_paged ? tp : r->t_paged;
+        r->r_contig = i == 0 || rc < r->r_contig ? rc : r->r_contig;
+        r->r_paged = i == 0 || rp < r->r_paged ? rp : r->r_paged;
+        r->r_paged_nopf = i == 0 || rn < r->r_paged_nopf ? rn : r->r_paged_nopf;
     }
+    if (sink == 1) printf(" "); /* keeps the replays' sums live */
     if (!st) {
         /* QK and PV: 4 FLOP per query head per KV element pair of K and V head_dim */
         const double flops = 4.0 * (double)(cfg->n_heads * hd) * (double)(ctx * batch * layers);
@@ -562,6 +592,10 @@ static int attention_model(const model_config *cfg, int threads, int quick, doub
                        (long long)batch, (long long)ctx, dtype_name(dt), r.layer_bytes / 1048576, (long long)r.copies,
                        r.kv_bytes / 1048576, r.read_Bps / 1e9, r.kv_bytes / r.t_contig / 1e9, r.kv_bytes / r.t_paged / 1e9,
                        100 * (r.t_paged / r.t_contig - 1), bound_name(r.cls));
+                printf("    replay of the kernel's reads (its order, split and prefetch, no arithmetic): contiguous %.2f GB/s, "
+                       "paged %.2f GB/s (without its prefetches %.2f GB/s); kernel / replay: contiguous %.3f, paged %.3f\n",
+                       r.kv_bytes / r.r_contig / 1e9, r.kv_bytes / r.r_paged / 1e9, r.kv_bytes / r.r_paged_nopf / 1e9,
+                       r.r_contig / r.t_contig, r.r_paged / r.t_paged);
                 char what[192];
                 snprintf(what, sizeof what, "attention %s b%lld ctx %lld %s paged / DRAM read", cfg->name, (long long)batch,
                          (long long)ctx, dtype_name(dt));

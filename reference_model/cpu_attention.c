@@ -840,14 +840,41 @@ static int64_t attn_parts(int64_t ctx) {
 }
 static int64_t attn_part_len(int64_t ctx, int64_t np) { return ((ctx + np - 1) / np + 15) & ~(int64_t)15; }
 
+/* The work items of a batch: ti[i] (n_q + 1) the items (context parts) before query i; returns whether
+ * contexts are split. One rule for the kernel and its replay, so both cut the same parts. */
+static int attn_items(const xk_attn_query *qs, int64_t n_q, int64_t n_kv, int64_t *ti) {
+    const int split = n_q * n_kv < XK_ATT_SPLIT_ITEMS;
+    ti[0] = 0;
+    for (int64_t i = 0; i < n_q; i++) ti[i + 1] = ti[i] + (split ? attn_parts(qs[i].n_ctx) : 1);
+    return split;
+}
+
+/* Item it's query (*qi), its parts (*np) and its keys [*j0, *j1) (j1 <= j0: an empty part). */
+static void attn_item(const xk_attn_query *qs, int64_t n_q, const int64_t *ti, int split, int64_t it, int64_t *qi,
+                      int64_t *np, int64_t *j0, int64_t *j1) {
+    int64_t q = it; /* one item per query unless split */
+    if (split) { /* the query with ti[q] <= it < ti[q + 1] */
+        int64_t lo = 0, hi = n_q;
+        while (hi - lo > 1) {
+            const int64_t mid = (lo + hi) / 2;
+            if (ti[mid] <= it) lo = mid;
+            else hi = mid;
+        }
+        q = lo;
+    }
+    const int64_t n = ti[q + 1] - ti[q], plen = attn_part_len(qs[q].n_ctx, n), a = (it - ti[q]) * plen;
+    *qi = q;
+    *np = n;
+    *j0 = n == 1 ? 0 : a;
+    *j1 = n == 1 ? qs[q].n_ctx : a + plen < qs[q].n_ctx ? a + plen : qs[q].n_ctx;
+}
+
 void xk_attention_batch(xk_isa isa, int threads, const xk_attn_query *qs, int64_t n_q, int64_t n_kv, int64_t n_rep,
                         int64_t hd, xf_dtype dtype, int64_t row_elems, float scale, const xk_attn_work *w) {
     if (n_q < 1) return;
-    const int split = n_q * n_kv < XK_ATT_SPLIT_ITEMS;
     const int64_t nh = n_kv * n_rep; /* a token's query heads: every item takes all of them */
-    int64_t *ti = w->items; /* ti[i]: items (context parts) before query i */
-    ti[0] = 0;
-    for (int64_t i = 0; i < n_q; i++) ti[i + 1] = ti[i] + (split ? attn_parts(qs[i].n_ctx) : 1);
+    int64_t *ti = w->items;
+    const int split = attn_items(qs, n_q, n_kv, ti);
     const int64_t n_items = ti[n_q];
     const int merge = n_items > n_q; /* some query has parts to merge (single parts are normalized in place) */
 #pragma omp parallel num_threads(threads) if (n_items > 1)
@@ -856,36 +883,21 @@ void xk_attention_batch(xk_isa isa, int threads, const xk_attn_query *qs, int64_
         float *ml = scr + round16(xk_attn_decode_scratch(nh, hd)); /* (nh, 2) */
 #pragma omp for schedule(dynamic, 1)
         for (int64_t it = 0; it < n_items; it++) {
-            int64_t qi = it; /* one item per query unless split */
-            if (split) { /* the query with ti[qi] <= it < ti[qi + 1] */
-                int64_t lo = 0, hi = n_q;
-                while (hi - lo > 1) {
-                    const int64_t mid = (lo + hi) / 2;
-                    if (ti[mid] <= it) lo = mid;
-                    else hi = mid;
-                }
-                qi = lo;
-            }
+            int64_t qi, np, j0, j1;
+            attn_item(qs, n_q, ti, split, it, &qi, &np, &j0, &j1);
             const xk_attn_query *a = &qs[qi];
-            if (!split) {
+            if (np == 1) { /* one part: normalized here, the bits the merge gives (its weight exp(0) is 1) */
                 attn_part_g(isa, a->out, ml, a->q, n_kv, n_rep, hd, a->k_base, a->v_base, dtype, row_elems, 0, a->slots,
                             a->n_ctx, scale, scr);
                 attn_normalize(a->out, a->out, ml, nh, hd);
-            } else {
-                const int64_t np = ti[qi + 1] - ti[qi], p = it - ti[qi];
-                const int64_t plen = attn_part_len(a->n_ctx, np), j0 = p * plen;
-                const int64_t j1 = j0 + plen < a->n_ctx ? j0 + plen : a->n_ctx;
-                float *po = w->part_o + it * nh * hd, *pml = w->part_ml + it * nh * 2;
-                if (np == 1) { /* one part: normalized here, the bits the merge gives (its weight exp(0) is 1) */
-                    attn_part_g(isa, a->out, ml, a->q, n_kv, n_rep, hd, a->k_base, a->v_base, dtype, row_elems, 0, a->slots,
-                                a->n_ctx, scale, scr);
-                    attn_normalize(a->out, a->out, ml, nh, hd);
-                } else if (j1 > j0)
-                    attn_part_g(isa, po, pml, a->q, n_kv, n_rep, hd, a->k_base, a->v_base, dtype, row_elems, 0, a->slots + j0,
-                                j1 - j0, scale, scr);
-                else
-                    for (int64_t h = 0; h < nh; h++) pml[2 * h] = -INFINITY, pml[2 * h + 1] = 0.0f; /* merged as empty */
+                continue;
             }
+            float *po = w->part_o + it * nh * hd, *pml = w->part_ml + it * nh * 2;
+            if (j1 > j0)
+                attn_part_g(isa, po, pml, a->q, n_kv, n_rep, hd, a->k_base, a->v_base, dtype, row_elems, 0, a->slots + j0,
+                            j1 - j0, scale, scr);
+            else
+                for (int64_t h = 0; h < nh; h++) pml[2 * h] = -INFINITY, pml[2 * h + 1] = 0.0f; /* merged as empty */
         }
         if (merge) {
 #pragma omp for schedule(static)
@@ -895,6 +907,86 @@ void xk_attention_batch(xk_isa isa, int threads, const xk_attn_query *qs, int64_
                                    nh, hd);
         }
     }
+}
+
+/* ---- the kernel's access order without its arithmetic (a probe for bench_cpu) ---- */
+
+/* The bytes of one part in the AVX-512 kernels' order: blocks of XK_DEC_KEYS keys, in each every KV
+ * head's slice of the block's rows, K rows then V rows (fp32, and 16-bit rows read in place by one
+ * query head) or K and V row by row (16-bit rows converted into block buffers first); each line
+ * loaded once and its bytes summed (vpsadbw). pf: the kernel's prefetches too (the first block's
+ * rows into L1, then per 16 keys the same 16 keys of the next block, L1 for rows read in place,
+ * else L2). */
+#if XK_X86
+static TGT_AVX512 uint64_t replay_part_avx512(const char *kbase, const char *vbase, const int64_t *slots, int64_t n_ctx,
+                                              int64_t n_g, int64_t hbytes, int64_t row_bytes, int rowwise, int l1, int pf) {
+    __m512i acc = _mm512_setzero_si512();
+    const __m512i z = _mm512_setzero_si512();
+    if (pf) prefetch_rows(kbase, vbase, slots, n_ctx < XK_DEC_KEYS ? n_ctx : XK_DEC_KEYS, row_bytes, 0, n_g * hbytes);
+    for (int64_t j0 = 0; j0 < n_ctx; j0 += XK_DEC_KEYS) {
+        const int64_t jb = n_ctx - j0 < XK_DEC_KEYS ? n_ctx - j0 : XK_DEC_KEYS;
+        for (int64_t g = 0; g < n_g; g++) {
+            const int64_t goff = g * hbytes;
+            for (int pass = 0; pass < (rowwise ? 1 : 2); pass++) /* K then V, or both row by row */
+                for (int64_t jj = 0; jj < jb; jj++) {
+                    const int64_t jn = j0 + XK_DEC_KEYS + jj;
+                    if (pf && pass == 0 && jj % 16 == 0) /* as the kernel: with the first head's scores of 16 keys */
+                        for (int64_t r = jn; r < jn + 16 && r < n_ctx; r++) prefetch_row(kbase, vbase, slots[r], row_bytes, goff, hbytes, l1);
+                    for (int s = 0; s < (rowwise ? 2 : 1); s++) {
+                        const char *row = (s || pass ? vbase : kbase) + slots[j0 + jj] * row_bytes + goff;
+                        for (int64_t x = 0; x < hbytes; x += 64) {
+                            const __mmask64 m = hbytes - x >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << (hbytes - x)) - 1);
+                            acc = _mm512_add_epi64(acc, _mm512_sad_epu8(_mm512_maskz_loadu_epi8(m, row + x), z));
+                        }
+                    }
+                }
+        }
+    }
+    uint64_t t[8];
+    _mm512_storeu_si512(t, acc);
+    return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
+}
+#endif
+
+/* The other variants' order: one KV head after the other over the whole part, K and V row by row. */
+static uint64_t replay_part_plain(const char *kbase, const char *vbase, const int64_t *slots, int64_t n_ctx, int64_t n_g,
+                                  int64_t hbytes, int64_t row_bytes) {
+    uint64_t acc = 0;
+    for (int64_t g = 0; g < n_g; g++)
+        for (int64_t j = 0; j < n_ctx; j++)
+            for (int s = 0; s < 2; s++) {
+                const unsigned char *row = (const unsigned char *)(s ? vbase : kbase) + slots[j] * row_bytes + g * hbytes;
+                for (int64_t x = 0; x < hbytes; x++) acc += row[x];
+            }
+    return acc;
+}
+
+uint64_t xk_attention_replay(xk_isa isa, int threads, const xk_attn_query *qs, int64_t n_q, int64_t n_kv, int64_t n_rep,
+                             int64_t hd, xf_dtype dtype, int64_t row_elems, int prefetch, int64_t *items) {
+    if (n_q < 1) return 0;
+    const int split = attn_items(qs, n_q, n_kv, items);
+    const int64_t n_items = items[n_q], esz = dtype == XF_FP32 ? 4 : 2, hbytes = hd * esz, row_bytes = row_elems * esz;
+    /* attn_part_g's choice: which AVX-512 variants read 16-bit rows in place (one query head) */
+    const int heads = (n_rep % 8 == 0 && hd % 2 == 0) || (n_rep % 4 == 0 && hd % 4 == 0);
+    const int in_place = dtype == XF_FP32 || (!heads && n_rep == 1);
+    (void)isa;
+    uint64_t total = 0;
+#pragma omp parallel for num_threads(threads) if (n_items > 1) schedule(dynamic, 1) reduction(+ : total)
+    for (int64_t it = 0; it < n_items; it++) {
+        int64_t qi, np, j0, j1;
+        attn_item(qs, n_q, items, split, it, &qi, &np, &j0, &j1);
+        if (j1 <= j0) continue;
+        const char *kb = qs[qi].k_base, *vb = qs[qi].v_base;
+#if XK_X86
+        if (isa == XK_ISA_AVX512) {
+            total += replay_part_avx512(kb, vb, qs[qi].slots + j0, j1 - j0, n_kv, hbytes, row_bytes, !in_place,
+                                        dtype != XF_FP32 && in_place, prefetch);
+            continue;
+        }
+#endif
+        total += replay_part_plain(kb, vb, qs[qi].slots + j0, j1 - j0, n_kv, hbytes, row_bytes);
+    }
+    return total;
 }
 
 /* ---- prefill: blocked causal attention on gathered fp32 tiles ---- */

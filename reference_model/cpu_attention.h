@@ -98,6 +98,17 @@ int64_t xk_attn_thread_floats(int64_t n_heads, int64_t head_dim);
 void xk_attention_batch(xk_isa isa, int threads, const xk_attn_query *qs, int64_t n_q, int64_t n_kv, int64_t n_rep,
                         int64_t head_dim, xf_dtype dtype, int64_t row_elems, float scale, const xk_attn_work *w);
 
+/* The bytes xk_attention_batch(isa, threads, qs, ...) reads, in its order and with its split over
+ * threads (the same items, scheduled alike), loaded by plain vector loads and summed, with no
+ * arithmetic of attention: a probe that tells the access order's cost from the kernel's instructions
+ * (bench_cpu --attention). AVX-512: per 64-key block every KV head's slice of the rows, K rows then
+ * V rows (K and V row by row where the kernel converts 16-bit rows first); prefetch 1 adds the
+ * kernel's software prefetches. Other ISAs: one KV head after the other, K and V row by row.
+ * Returns the sum of every byte read (each byte of each slice once, whatever the order).
+ * items: (n_q + 1) scratch. */
+uint64_t xk_attention_replay(xk_isa isa, int threads, const xk_attn_query *qs, int64_t n_q, int64_t n_kv, int64_t n_rep,
+                             int64_t hd, xf_dtype dtype, int64_t row_elems, int prefetch, int64_t *items);
+
 /* ---- blocked causal attention (prefill) ---- */
 
 #define XK_ATT_ROWS 256     /* query rows (queries x n_rep heads) per block: the score tile's height */

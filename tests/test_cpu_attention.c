@@ -315,6 +315,45 @@ Test(cpu_attention, decode_batch_one_part_equals_merge) {
     free(w.scratch);
 }
 
+/* xk_attention_replay (bench_cpu's probe of the kernel's access order) reads every byte of every
+ * KV head's slice of each query's rows once, whatever its split, ISA, thread count or prefetch:
+ * its byte sum against a plain one, queries split into parts and not, 16-bit rows with odd head_dim
+ * (slices that end inside a line and a word). */
+Test(cpu_attention, replay_reads_the_kernels_bytes) {
+    const xf_dtype dts[3] = {XF_FP32, XF_FP16, XF_BF16};
+    const int64_t reps[3] = {1, 4, 8}, hds[3] = {64, 20, 13}, nqs[2] = {2, 11}, n_kv = 3, n_slots = 700;
+    int64_t slots[700], items[12];
+    for (int64_t j = 0; j < n_slots; j++) slots[j] = (j * 53 + 17) % n_slots;
+    for (int d = 0; d < 3; d++)
+        for (int h = 0; h < 3; h++) {
+            kvc c = make_kv(dts[d], n_slots, n_kv, hds[h], (uint32_t)(d * 5 + h));
+            for (int n = 0; n < 2; n++) {
+                xk_attn_query qs[11];
+                uint64_t want = 0;
+                for (int64_t i = 0; i < nqs[n]; i++) {
+                    const int64_t ctx = 1 + (i * 211 + 600) % n_slots; /* 600, 111, 322, ...: 3, 1, 2 parts when split */
+                    qs[i] = (xk_attn_query){NULL, NULL, c.K, c.V, slots, ctx};
+                    for (int64_t j = 0; j < ctx; j++)
+                        for (int64_t b = 0; b < c.row * c.esz; b++)
+                            want += (unsigned char)c.K[slots[j] * c.row * c.esz + b] + (unsigned char)c.V[slots[j] * c.row * c.esz + b];
+                }
+                for (int isa = 0; isa < XK_ISA_COUNT; isa++) {
+                    if (!xk_isa_supported((xk_isa)isa)) continue;
+                    for (int r = 0; r < 3; r++)
+                        for (int th = 1; th <= 2; th++)
+                            for (int pf = 0; pf < 2; pf++) {
+                                const uint64_t got = xk_attention_replay((xk_isa)isa, th, qs, nqs[n], n_kv, reps[r], hds[h], dts[d],
+                                                                         c.row, pf, items);
+                                cr_assert_eq(got, want, "%s %s hd %lld n_q %lld n_rep %lld threads %d prefetch %d: %llu vs %llu",
+                                             xk_isa_name((xk_isa)isa), dtype_name(dts[d]), (long long)hds[h], (long long)nqs[n],
+                                             (long long)reps[r], th, pf, (unsigned long long)got, (unsigned long long)want);
+                            }
+                }
+            }
+            free_kv(&c);
+        }
+}
+
 /* ---- blocked causal kernel ---- */
 
 /* A prefill of the last n_q of n_ctx positions (pos0 = n_ctx - n_q) of one sequence, n_kv KV heads
