@@ -230,7 +230,7 @@ int predcal_regions(const cost_op *op, const model_config *cfg, int64_t tokens, 
     case OP_O_PROJ:
     case OP_GATE_UP:
     case OP_DOWN:
-    case OP_LM_HEAD: return 1 + ((wdtype == XF_INT8 && n >= 4) || (wdtype == XF_BF16 && n >= CPU_GEMM_MIN_TOKENS));
+    case OP_LM_HEAD: return 1 + (wdtype == XF_BF16 && n >= CPU_GEMM_MIN_TOKENS); /* int8 quantizes inside its region */
     case OP_ATTENTION: return 1;
     case OP_EMBEDDING:
     case OP_ATTN_NORM:

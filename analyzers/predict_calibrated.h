@@ -47,8 +47,8 @@ void predcal_keys(const cost_op *op, calib_family f, xf_dtype wdtype, double wor
  * with `threads` threads: 0 with one thread and for the ops it runs on the calling thread
  * (final_norm, sampling, swiglu of one token, element-wise ops under CPU_PAR_MIN elements), 1 for
  * attention and the other element-wise ops, 1 for a projection plus 1 for the pass over its input
- * before the product (int8 at 4+ tokens: the quantization; bf16 at 32+: the split or rounding
- * before oneDNN). With the table's fork_term each region costs its fork_short_s. */
+ * before the product (bf16 at 32+: the split or rounding before oneDNN; int8 quantizes its inputs
+ * inside the projection's own region). With the table's fork_term each region costs its fork_short_s. */
 int predcal_regions(const cost_op *op, const model_config *cfg, int64_t tokens, xf_dtype wdtype, int threads);
 
 /* A model of weights_bytes as a working set: weights_bytes / t->cache_bytes (1 when either is unknown). */

@@ -501,7 +501,7 @@ Test(predict_calibrated, regions_per_op_follow_the_backend) {
     cr_assert_eq(predcal_regions(&o, &c, 1, XF_FP32, 2), 1);
     cr_assert_eq(predcal_regions(&o, &c, 1, XF_FP32, 1), 0, "one thread: no fork");
     cr_assert_eq(predcal_regions(&o, &c, 1, XF_INT8, 2), 1);
-    cr_assert_eq(predcal_regions(&o, &c, 4, XF_INT8, 2), 2, "int8 at 4+ tokens: the quantization's region too");
+    cr_assert_eq(predcal_regions(&o, &c, 4, XF_INT8, 2), 1, "int8 of 2+ tokens: the inputs quantized inside the projection's region");
     cr_assert_eq(predcal_regions(&o, &c, 16, XF_BF16, 2), 1);
     cr_assert_eq(predcal_regions(&o, &c, 64, XF_BF16, 2), 2, "bf16 prefill: the input's split, then the GEMM");
     o.kind = OP_ATTN_NORM;
