@@ -175,13 +175,14 @@ xf_status predcal_efficiency(const calib_table *t, calib_family f, xf_dtype wdty
         return XF_EUNSUPPORTED;
     }
     if (f == CALIB_GEMM) { /* only rows of the op's side of the AMX tiles' path split, where it has any */
-        const int side = y > CPU_AMX_PATH_TOKENS * (1 + 1e-6);
+        const double split = CPU_AMX_PATH_TOKENS * (1 + 1e-6);
+        const int side = y > split;
         int m = 0;
-        for (int i = 0; i < n; i++) m += (sel[i]->y > CPU_AMX_PATH_TOKENS * (1 + 1e-6)) == side;
+        for (int i = 0; i < n; i++) m += (sel[i]->y > split) == side;
         if (m > 0 && m < n) {
             int k = 0;
             for (int i = 0; i < n; i++)
-                if ((sel[i]->y > CPU_AMX_PATH_TOKENS * (1 + 1e-6)) == side) sel[k++] = sel[i];
+                if ((sel[i]->y > split) == side) sel[k++] = sel[i];
             n = k;
         }
     }

@@ -754,19 +754,24 @@ ATTN_PART_VARIANT(attn_part_heads8, attn_part_heads, dt, 2)
 ATTN_PART_VARIANT(attn_part_heads4, attn_part_heads, dt, 4)
 #endif
 
+/* attn_part_g's AVX-512 GQA variants (query heads per KV head in groups of 8 or 4), one statement
+ * for the kernel and its replay */
+static int attn_heads8(int64_t n_rep, int64_t head_dim) { return n_rep % 8 == 0 && head_dim % 2 == 0; }
+static int attn_heads4(int64_t n_rep, int64_t head_dim) { return n_rep % 4 == 0 && head_dim % 4 == 0; }
+
 /* A part of n_g consecutive KV heads from head_off (q, o: (n_g * n_rep, head_dim), ml (n_g * n_rep, 2)).
- * The AVX-512 variants take the heads inside their block loop, so each block's rows are read in
- * order, every KV head of a row at once (the rows are (KV head, head_dim) in the cache); the others
- * run one KV head after the other. scratch: xk_attn_decode_scratch(n_g * n_rep, head_dim) floats. */
+ * The AVX-512 variants take the heads inside their block loop, so each block's rows are read whole
+ * (every KV head's slice of them, one KV head after the other; the rows are (KV head, head_dim) in
+ * the cache) before the next block's; the others run one KV head after the other over the part. scratch: xk_attn_decode_scratch(n_g * n_rep, head_dim) floats. */
 static void attn_part_g(xk_isa isa, float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep, int64_t head_dim,
                         const void *k_base, const void *v_base, xf_dtype dtype, int64_t row_elems, int64_t head_off,
                         const int64_t *slots, int64_t n_ctx, float scale, float *scratch) {
 #if XK_X86
-    if (isa == XK_ISA_AVX512 && n_rep % 8 == 0 && head_dim % 2 == 0) {
+    if (isa == XK_ISA_AVX512 && attn_heads8(n_rep, head_dim)) {
         attn_part_heads8(o, ml, q, n_g, n_rep, head_dim, k_base, v_base, dtype, row_elems, head_off, slots, n_ctx, scale, scratch);
         return;
     }
-    if (isa == XK_ISA_AVX512 && n_rep % 4 == 0 && head_dim % 4 == 0) {
+    if (isa == XK_ISA_AVX512 && attn_heads4(n_rep, head_dim)) {
         attn_part_heads4(o, ml, q, n_g, n_rep, head_dim, k_base, v_base, dtype, row_elems, head_off, slots, n_ctx, scale, scratch);
         return;
     }
@@ -967,9 +972,8 @@ uint64_t xk_attention_replay(xk_isa isa, int threads, const xk_attn_query *qs, i
     const int split = attn_items(qs, n_q, n_kv, items);
     const int64_t n_items = items[n_q], esz = dtype == XF_FP32 ? 4 : 2, hbytes = hd * esz, row_bytes = row_elems * esz;
     /* attn_part_g's choice: which AVX-512 variants read 16-bit rows in place (one query head) */
-    const int heads = (n_rep % 8 == 0 && hd % 2 == 0) || (n_rep % 4 == 0 && hd % 4 == 0);
+    const int heads = attn_heads8(n_rep, hd) || attn_heads4(n_rep, hd);
     const int in_place = dtype == XF_FP32 || (!heads && n_rep == 1);
-    (void)isa;
     uint64_t total = 0;
 #pragma omp parallel for num_threads(threads) if (n_items > 1) schedule(dynamic, 1) reduction(+ : total)
     for (int64_t it = 0; it < n_items; it++) {
