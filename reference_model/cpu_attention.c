@@ -129,8 +129,10 @@ int64_t xk_attn_decode_scratch(int64_t n_rep, int64_t head_dim) {
     const int64_t vec = round16(n_rep * hdp) + (2 * XK_DEC_KEYS + 1) * hdp + round16(n_rep * XK_DEC_KEYS) + round16(n_rep);
     const int64_t ref = n_rep * 66 + 2 * head_dim; /* the scalar variant's */
     const int64_t hl = heads_scratch(n_rep, head_dim); /* the AVX-512 head-lane variant's */
-    const int64_t m = vec > ref ? vec : ref;
-    return hl > m ? hl : m;
+    /* the AVX-512 whole-row variant's (n_rep KV heads of one query head each) */
+    const int64_t rows = 3 * n_rep * hdp + (256 + 2 * XK_DEC_KEYS) * n_rep + round16(n_rep * head_dim) + round16(n_rep);
+    const int64_t m = vec > ref ? vec : ref, m2 = hl > m ? hl : m;
+    return rows > m2 ? rows : m2;
 }
 
 #if XK_X86
@@ -207,17 +209,17 @@ static inline TGT_AVX512 __attribute__((always_inline)) void prefetch_rows(const
 }
 
 /* One block's row pointers for one KV head: kr / vr [0, n) = the K and V rows of slots[0 .. jb)
- * (the zero row from jb on) at byte offset goff. fp32 rows, and 16-bit ones when in_place (read
- * through ld_kv), are used where they are; the others are converted into kb / vb (rows of hdp
- * floats): in row_dim's order when eo (bf16 for attn_part_heads), else in order. */
+ * (the zero row from jb on) at byte offset goff. fp32 rows are used where they are; 16-bit ones are
+ * converted into kb / vb (rows of hdp floats): in row_dim's order when eo (bf16 for
+ * attn_part_heads), else in order. */
 static inline TGT_AVX512 __attribute__((always_inline)) void
 block_rows(const float **kr, const float **vr, const char *kbase, const char *vbase, const int64_t *slots, int64_t jb,
-           int64_t n, int64_t row_bytes, int64_t goff, xf_dtype dt, const int in_place, const int eo, float *kb, float *vb,
+           int64_t n, int64_t row_bytes, int64_t goff, xf_dtype dt, const int eo, float *kb, float *vb,
            int64_t hdp, int64_t hd, const float *zero) {
     for (int64_t jj = 0; jj < n; jj++) {
         const char *kr8 = kbase + slots[jj < jb ? jj : 0] * row_bytes + goff, *vr8 = vbase + slots[jj < jb ? jj : 0] * row_bytes + goff;
         if (jj >= jb) kr[jj] = vr[jj] = zero;
-        else if (dt == XF_FP32 || in_place) {
+        else if (dt == XF_FP32) {
             kr[jj] = (const float *)(const void *)kr8;
             vr[jj] = (const float *)(const void *)vr8;
         } else {
@@ -234,33 +236,20 @@ block_rows(const float **kr, const float **vr, const char *kbase, const char *vb
     }
 }
 
-/* One row of the slot table into L2 (into L1 when l1), `bytes` of it from off_bytes, K and V:
- * issued for each KV head's slice while the same keys of the block before are computed for that
- * head, so the stream ahead of the arithmetic is a steady trickle rather than a burst that fills
- * the line-fill buffers. l1 is for fp16 / bf16 rows read in place by one query head: from DRAM, one
- * thread, 1.07-1.25x the L2 hint there (two busy runs), while fp32 rows and the head-lane variant
- * measured the same with either. */
+/* One row of the slot table into L2, `bytes` of it from off_bytes, K and V: issued for each KV
+ * head's slice while the same keys of the block before are computed for that head, so the stream
+ * ahead of the arithmetic is a steady trickle rather than a burst that fills the line-fill buffers. */
 static inline TGT_AVX512 __attribute__((always_inline)) void prefetch_row(const char *kbase, const char *vbase,
                                                                           int64_t slot, int64_t row_bytes, int64_t off_bytes,
-                                                                          int64_t bytes, const int l1) {
+                                                                          int64_t bytes) {
     const char *a = kbase + slot * row_bytes + off_bytes, *b = vbase + slot * row_bytes + off_bytes;
     for (int64_t x = 0; x < bytes; x += 64) {
-        if (l1) {
-            _mm_prefetch(a + x, _MM_HINT_T0);
-            _mm_prefetch(b + x, _MM_HINT_T0);
-        } else {
-            _mm_prefetch(a + x, _MM_HINT_T1);
-            _mm_prefetch(b + x, _MM_HINT_T1);
-        }
+        _mm_prefetch(a + x, _MM_HINT_T1);
+        _mm_prefetch(b + x, _MM_HINT_T1);
     }
     if ((uintptr_t)a & 63) { /* rows that do not start on a line: their last line */
-        if (l1) {
-            _mm_prefetch(a + bytes - 1, _MM_HINT_T0);
-            _mm_prefetch(b + bytes - 1, _MM_HINT_T0);
-        } else {
-            _mm_prefetch(a + bytes - 1, _MM_HINT_T1);
-            _mm_prefetch(b + bytes - 1, _MM_HINT_T1);
-        }
+        _mm_prefetch(a + bytes - 1, _MM_HINT_T1);
+        _mm_prefetch(b + bytes - 1, _MM_HINT_T1);
     }
 }
 /* The 16 rows from j (those below n_ctx) into L2 at once. */
@@ -268,7 +257,7 @@ static inline TGT_AVX512 __attribute__((always_inline)) void prefetch_next(const
                                                                            const int64_t *slots, int64_t j, int64_t n_ctx,
                                                                            int64_t row_bytes, int64_t off_bytes, int64_t bytes) {
     const int64_t j1 = j + 16 < n_ctx ? j + 16 : n_ctx;
-    for (; j < j1; j++) prefetch_row(kbase, vbase, slots[j], row_bytes, off_bytes, bytes, 0);
+    for (; j < j1; j++) prefetch_row(kbase, vbase, slots[j], row_bytes, off_bytes, bytes);
 }
 
 /* One part in AVX-512, in blocks of XK_DEC_KEYS keys: the scores of 16 keys at a time (16 dot
@@ -286,10 +275,9 @@ static inline TGT_AVX512 __attribute__((always_inline)) __m512 ld_kv(const float
     return dt == XF_FP16 ? _mm512_cvtph_ps(h) : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-static inline TGT_AVX512 __attribute__((always_inline)) void
-attn_part_avx512_t(float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep, int64_t hd, const void *k_base,
-                   const void *v_base, xf_dtype dt, int64_t row_elems, int64_t head_off, const int64_t *slots, int64_t n_ctx,
-                   float scale, float *scratch, const int direct) {
+static TGT_AVX512 void attn_part_avx512(float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep, int64_t hd,
+                                        const void *k_base, const void *v_base, xf_dtype dt, int64_t row_elems,
+                                        int64_t head_off, const int64_t *slots, int64_t n_ctx, float scale, float *scratch) {
     const int64_t hdp = round16(hd), nvec = hdp / 16, esz = dt == XF_FP32 ? 4 : 2, nh = n_g * n_rep;
     const int64_t row_bytes = row_elems * esz, off_bytes = head_off * esz, hbytes = hd * esz;
     const __mmask16 tail = hd % 16 ? (__mmask16)((1u << (hd % 16)) - 1u) : (__mmask16)0xffff;
@@ -317,32 +305,27 @@ attn_part_avx512_t(float *o, float *ml, const float *q, int64_t n_g, int64_t n_r
         const int64_t jb = n_ctx - j0 < XK_DEC_KEYS ? n_ctx - j0 : XK_DEC_KEYS, nsub = (jb + 15) / 16;
       for (int64_t g = 0; g < n_g; g++) { /* the KV heads of a row one after the other: the block's rows stream in order */
         const int64_t goff = off_bytes + g * hbytes;
-        block_rows(kr, vr, kbase, vbase, slots + j0, jb, nsub * 16, row_bytes, goff, dt, direct, 0, kb, vb, hdp, hd, zero);
+        block_rows(kr, vr, kbase, vbase, slots + j0, jb, nsub * 16, row_bytes, goff, dt, 0, kb, vb, hdp, hd, zero);
         for (int64_t h = 0; h < n_rep; h++) {
             const int64_t hh = g * n_rep + h;
             __m512 sv[XK_DEC_KEYS / 16];
             __m512 vmax = _mm512_set1_ps(-INFINITY);
             for (int64_t sb = 0; sb < nsub; sb++) {
                 const float *const *kk = kr + sb * 16;
-                /* the same 16 keys of the next block: 16-bit rows read in place one row every nvec / 16
-                 * steps of the dot products (1.03-1.07x from DRAM, one thread, two busy runs), fp32
-                 * rows all at once (spread they measured 0.87-0.93x) */
-                const int64_t jn = j0 + XK_DEC_KEYS + sb * 16, npf = h != 0 || !direct ? 0 : n_ctx - jn < 16 ? n_ctx - jn : 16;
-                int64_t pr = 0;
-                if (h == 0 && !direct) prefetch_next(kbase, vbase, slots, jn, n_ctx, row_bytes, goff, hbytes);
+                /* the same 16 keys of the next block, all at once (spread one row every nvec / 16 steps
+                 * of the dot products, fp32 rows measured 0.87-0.93x) */
+                if (h == 0) prefetch_next(kbase, vbase, slots, j0 + XK_DEC_KEYS + sb * 16, n_ctx, row_bytes, goff, hbytes);
                 __m512 acc[16]; /* in registers: every loop over them is unrolled */
 #pragma GCC unroll 16
                 for (int jj = 0; jj < 16; jj++) acc[jj] = _mm512_setzero_ps();
                 for (int64_t v = 0; v < nvec; v++) {
-                    for (; pr < npf && pr * nvec <= v * 16; pr++) prefetch_row(kbase, vbase, slots[jn + pr], row_bytes, goff, hbytes, 1);
                     const __m512 qv = _mm512_load_ps(qs + hh * hdp + v * 16);
                     /* fp32 rows are read in place: the last vector masked (the zero-padded q makes
                      * the tail's value irrelevant, but the load must not leave the row) */
-                    const __mmask16 m = v == nvec - 1 && (dt == XF_FP32 || direct) ? tail : (__mmask16)0xffff;
+                    const __mmask16 m = v == nvec - 1 && dt == XF_FP32 ? tail : (__mmask16)0xffff;
 #pragma GCC unroll 16
-                    for (int jj = 0; jj < 16; jj++) acc[jj] = _mm512_fmadd_ps(qv, ld_kv(kk[jj], v * 16, m, dt, direct), acc[jj]);
+                    for (int jj = 0; jj < 16; jj++) acc[jj] = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, kk[jj] + v * 16), acc[jj]);
                 }
-                for (; pr < npf; pr++) prefetch_row(kbase, vbase, slots[jn + pr], row_bytes, goff, hbytes, 1); /* nvec < 16 */
                 const int64_t left = jb - sb * 16;
                 const __mmask16 live = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
                 sv[sb] = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), live, hsum16x16(acc));
@@ -382,8 +365,8 @@ attn_part_avx512_t(float *o, float *ml, const float *q, int64_t n_g, int64_t n_r
                     const __m512 pj = _mm512_set1_ps(ph[jj]), pk = _mm512_set1_ps(ph[jj + 1]);
 #pragma GCC unroll 4
                     for (int u = 0; u < 4; u++) {
-                        ov[u] = _mm512_fmadd_ps(pj, ld_kv(vr[jj], (v0 + u) * 16, m[u], dt, direct), ov[u]);
-                        ow[u] = _mm512_fmadd_ps(pk, ld_kv(vr[jj + 1], (v0 + u) * 16, m[u], dt, direct), ow[u]);
+                        ov[u] = _mm512_fmadd_ps(pj, _mm512_maskz_loadu_ps(m[u], vr[jj] + (v0 + u) * 16), ov[u]);
+                        ow[u] = _mm512_fmadd_ps(pk, _mm512_maskz_loadu_ps(m[u], vr[jj + 1] + (v0 + u) * 16), ow[u]);
                     }
                 }
 #pragma GCC unroll 4
@@ -403,11 +386,127 @@ attn_part_avx512_t(float *o, float *ml, const float *q, int64_t n_g, int64_t n_r
         (void)dt;                                                                                                      \
         body(o, ml, q, n_g, n_rep, hd, k_base, v_base, dt_arg, row_elems, head_off, slots, n_ctx, scale, scratch, last); \
     }
-ATTN_PART_VARIANT(attn_part_avx512, attn_part_avx512_t, dt, 0)
-/* One query head per KV head (each row used once): fp16 / bf16 widened in the register, not
- * converted into the block buffers first. */
-ATTN_PART_VARIANT(attn_part_avx512_f16, attn_part_avx512_t, XF_FP16, 1)
-ATTN_PART_VARIANT(attn_part_avx512_b16, attn_part_avx512_t, XF_BF16, 1)
+
+/* ---- AVX-512, one query head per KV head: each row read whole, K and V rows side by side ----
+ * A KV row holds every KV head of a token. Reading one head's slice of a block's rows before the
+ * next head's (attn_part_avx512_t's order) read 0.45-0.62 of the DRAM read ceiling in replays of
+ * stories110m / tinyllama shapes where reading each row whole, a K row beside a V row, read
+ * 0.67-0.82 (2026-12-02, docs/performance.md, tenth session). So the block loop is pipelined: step
+ * r reads K row r of block b for every head's scores and V row r of block b - 1 for every head's
+ * P.V, and prefetches (into L2) the rows the next stage reads. Each head's state stays apart and
+ * its sums run in attn_part_avx512_t's order, so the bits are its bits: the dot product of each
+ * key summed over head_dim in order, 16 keys reduced by hsum16x16, one softmax update per block,
+ * P.V's even and odd keys in two chains added at the end of the block. n_rep is 1. */
+static inline TGT_AVX512 __attribute__((always_inline)) void prefetch_l2(const char *a, int64_t bytes) {
+    for (int64_t x = 0; x < bytes; x += 64) _mm_prefetch(a + x, _MM_HINT_T1);
+    if ((uintptr_t)a & 63) _mm_prefetch(a + bytes - 1, _MM_HINT_T1); /* a row that does not start on a line */
+}
+
+static inline TGT_AVX512 __attribute__((always_inline)) void
+attn_part_rows_t(float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep, int64_t hd, const void *k_base,
+                 const void *v_base, xf_dtype dt, int64_t row_elems, int64_t head_off, const int64_t *slots, int64_t n_ctx,
+                 float scale, float *scratch, const int direct) {
+    (void)n_rep;
+    const int64_t hdp = round16(hd), nvec = hdp / 16, esz = dt == XF_FP32 ? 4 : 2;
+    const int64_t row_bytes = row_elems * esz, off_bytes = head_off * esz, hbytes = hd * esz, rbytes = n_g * hbytes;
+    const __mmask16 tail = hd % 16 ? (__mmask16)((1u << (hd % 16)) - 1u) : (__mmask16)0xffff;
+    float *qs = scratch;                  /* (n_g, hdp) scale * q, zero-padded */
+    float *acc = qs + n_g * hdp;          /* (n_g, 16, 16) the dot products of a sub-block's 16 keys */
+    float *sc = acc + n_g * 256;          /* (n_g, XK_DEC_KEYS) block b's scores */
+    float *pw = sc + n_g * XK_DEC_KEYS;   /* (n_g, XK_DEC_KEYS) block b - 1's weights */
+    float *ov = pw + n_g * XK_DEC_KEYS;   /* (n_g, hdp) P.V of block b - 1's even keys ... */
+    float *ow = ov + n_g * hdp;           /* (n_g, hdp) ... and of its odd keys */
+    float *zero = ow + n_g * hdp;         /* (round16(n_g * hd)) zeros: the rows past n_ctx */
+    float *cr = zero + round16(n_g * hd); /* (n_g) block b - 1's rescale factors */
+    const __m512 vs = _mm512_set1_ps(scale);
+    for (int64_t g = 0; g < n_g; g++) {
+        for (int64_t v = 0; v < nvec; v++) {
+            const __mmask16 m = v == nvec - 1 ? tail : (__mmask16)0xffff;
+            _mm512_store_ps(qs + g * hdp + v * 16, _mm512_mul_ps(vs, _mm512_maskz_loadu_ps(m, q + g * hd + v * 16)));
+        }
+        ml[2 * g] = -INFINITY;
+        ml[2 * g + 1] = 0.0f;
+    }
+    memset(zero, 0, (size_t)round16(n_g * hd) * sizeof(float));
+    memset(o, 0, (size_t)(n_g * hd) * sizeof(float));
+    const char *kbase = k_base, *vbase = v_base;
+    prefetch_rows(kbase, vbase, slots, n_ctx < XK_DEC_KEYS ? n_ctx : XK_DEC_KEYS, row_bytes, off_bytes, rbytes);
+    const int64_t nblk = (n_ctx + XK_DEC_KEYS - 1) / XK_DEC_KEYS;
+    int64_t jbp = 0; /* keys of block b - 1 */
+    for (int64_t b = 0; b <= nblk; b++) { /* stage b: block b's scores, block b - 1's P.V */
+        const int64_t j0 = b * XK_DEC_KEYS, jb = b == nblk ? 0 : n_ctx - j0 < XK_DEC_KEYS ? n_ctx - j0 : XK_DEC_KEYS;
+        const int64_t nk = (jb + 15) & ~(int64_t)15, npv = (jbp + 1) & ~(int64_t)1; /* zero rows to 16 keys, to a pair */
+        for (int64_t g = 0; b > 0 && g < n_g; g++) { /* the output so far rescaled: the even keys' chain starts there */
+            const __m512 c = _mm512_set1_ps(cr[g]);
+            for (int64_t v = 0; v < nvec; v++) {
+                const __mmask16 m = v == nvec - 1 ? tail : (__mmask16)0xffff;
+                _mm512_store_ps(ov + g * hdp + v * 16, _mm512_mul_ps(c, _mm512_maskz_loadu_ps(m, o + g * hd + v * 16)));
+                _mm512_store_ps(ow + g * hdp + v * 16, _mm512_setzero_ps());
+            }
+        }
+        for (int64_t r = 0; r < (nk > npv ? nk : npv); r++) {
+            if (r < nk) {
+                const int64_t j = j0 + r;
+                if (j + XK_DEC_KEYS < n_ctx) prefetch_l2(kbase + slots[j + XK_DEC_KEYS] * row_bytes + off_bytes, rbytes);
+                if (b > 0 && r < jb) prefetch_l2(vbase + slots[j] * row_bytes + off_bytes, rbytes);
+                const char *kr = r < jb ? kbase + slots[j] * row_bytes + off_bytes : (const char *)zero;
+                for (int64_t g = 0; g < n_g; g++) {
+                    const float *kg = (const float *)(const void *)(kr + g * hbytes);
+                    __m512 a = _mm512_setzero_ps();
+                    for (int64_t v = 0; v < nvec; v++)
+                        a = _mm512_fmadd_ps(_mm512_load_ps(qs + g * hdp + v * 16),
+                                            ld_kv(kg, v * 16, v == nvec - 1 ? tail : (__mmask16)0xffff, dt, direct), a);
+                    _mm512_store_ps(acc + g * 256 + (r % 16) * 16, a);
+                }
+                if (r % 16 == 15) { /* a sub-block's 16 scores per head */
+                    const int64_t left = jb - (r - 15);
+                    const __mmask16 live = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
+                    for (int64_t g = 0; g < n_g; g++)
+                        _mm512_store_ps(sc + g * XK_DEC_KEYS + r - 15,
+                                        _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), live, hsum16x16((const __m512 *)(const void *)(acc + g * 256))));
+                }
+            }
+            if (r < npv) {
+                const char *vr = r < jbp ? vbase + slots[j0 - XK_DEC_KEYS + r] * row_bytes + off_bytes : (const char *)zero;
+                float *dst = r % 2 ? ow : ov;
+                for (int64_t g = 0; g < n_g; g++) {
+                    const float *vg = (const float *)(const void *)(vr + g * hbytes);
+                    const __m512 p = _mm512_set1_ps(pw[g * XK_DEC_KEYS + r]);
+                    for (int64_t v = 0; v < nvec; v++) {
+                        float *d = dst + g * hdp + v * 16;
+                        _mm512_store_ps(d, _mm512_fmadd_ps(p, ld_kv(vg, v * 16, v == nvec - 1 ? tail : (__mmask16)0xffff, dt, direct),
+                                                           _mm512_load_ps(d)));
+                    }
+                }
+            }
+        }
+        for (int64_t g = 0; b > 0 && g < n_g; g++)
+            for (int64_t v = 0; v < nvec; v++)
+                _mm512_mask_storeu_ps(o + g * hd + v * 16, v == nvec - 1 ? tail : (__mmask16)0xffff,
+                                      _mm512_add_ps(_mm512_load_ps(ov + g * hdp + v * 16), _mm512_load_ps(ow + g * hdp + v * 16)));
+        for (int64_t g = 0; g < n_g && jb > 0; g++) { /* block b's softmax update */
+            const float *s = sc + g * XK_DEC_KEYS;
+            __m512 vmax = _mm512_set1_ps(-INFINITY);
+            for (int64_t sb = 0; sb < nk / 16; sb++) vmax = _mm512_max_ps(vmax, _mm512_load_ps(s + sb * 16));
+            const float mnew = softmax_max(ml[2 * g], _mm512_reduce_max_ps(vmax));
+            const __m512 mv = _mm512_set1_ps(mnew);
+            __m512 sum = _mm512_setzero_ps();
+            for (int64_t sb = 0; sb < nk / 16; sb++) {
+                const __m512 sv = _mm512_load_ps(s + sb * 16);
+                /* -inf lanes (past n_ctx) would give exp(-87): zeroed */
+                const __mmask16 live = _mm512_cmp_ps_mask(sv, _mm512_set1_ps(-INFINITY), _CMP_NEQ_OQ);
+                const __m512 p = _mm512_maskz_mov_ps(live, exp16_le0(_mm512_sub_ps(sv, mv)));
+                _mm512_store_ps(pw + g * XK_DEC_KEYS + sb * 16, p);
+                sum = _mm512_add_ps(sum, p);
+            }
+            cr[g] = softmax_commit(&ml[2 * g], &ml[2 * g + 1], mnew, _mm512_reduce_add_ps(sum));
+        }
+        jbp = jb;
+    }
+}
+ATTN_PART_VARIANT(attn_part_rows, attn_part_rows_t, dt, 0)
+ATTN_PART_VARIANT(attn_part_rows_f16, attn_part_rows_t, XF_FP16, 1)
+ATTN_PART_VARIANT(attn_part_rows_b16, attn_part_rows_t, XF_BF16, 1)
 
 /* r[i] = the sum of the 8 lanes of v[i], for i in [0, 8): hadd tree then the two 128-bit halves. */
 static inline TGT_AVX2 __attribute__((always_inline)) __m256 hsum8x8(const __m256 *v) {
@@ -631,7 +730,7 @@ attn_part_heads(float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep,
         const int64_t jb = n_ctx - j0 < XK_DEC_KEYS ? n_ctx - j0 : XK_DEC_KEYS, nsub = (jb + 15) / 16;
       for (int64_t g = 0; g < n_g; g++) { /* the KV heads of a row one after the other: the block's rows stream in order */
         const int64_t goff = off_bytes + g * hbytes;
-        block_rows(kr, vr, kbase, vbase, slots + j0, jb, nsub * 16, row_bytes, goff, dt, 0, dt == XF_BF16, kb, vb, hdp, hd, zero);
+        block_rows(kr, vr, kbase, vbase, slots + j0, jb, nsub * 16, row_bytes, goff, dt, dt == XF_BF16, kb, vb, hdp, hd, zero);
         const int64_t nr = nsub * 16 / W; /* R vectors of this block */
         for (int64_t ch = g * cpg; ch < (g + 1) * cpg; ch++) {
             const float *qc = qp + ch * nc * 16;
@@ -758,6 +857,8 @@ ATTN_PART_VARIANT(attn_part_heads4, attn_part_heads, dt, 4)
  * for the kernel and its replay */
 static int attn_heads8(int64_t n_rep, int64_t head_dim) { return n_rep % 8 == 0 && head_dim % 2 == 0; }
 static int attn_heads4(int64_t n_rep, int64_t head_dim) { return n_rep % 4 == 0 && head_dim % 4 == 0; }
+/* ... and the one that reads whole rows (one query head per KV head) */
+static int attn_rows(int64_t n_rep) { return n_rep == 1; }
 
 /* A part of n_g consecutive KV heads from head_off (q, o: (n_g * n_rep, head_dim), ml (n_g * n_rep, 2)).
  * The AVX-512 variants take the heads inside their block loop, so each block's rows are read whole
@@ -775,9 +876,9 @@ static void attn_part_g(xk_isa isa, float *o, float *ml, const float *q, int64_t
         attn_part_heads4(o, ml, q, n_g, n_rep, head_dim, k_base, v_base, dtype, row_elems, head_off, slots, n_ctx, scale, scratch);
         return;
     }
-    if (isa == XK_ISA_AVX512 && n_rep == 1 && dtype != XF_FP32) {
-        (dtype == XF_FP16 ? attn_part_avx512_f16 : attn_part_avx512_b16)(o, ml, q, n_g, n_rep, head_dim, k_base, v_base, dtype,
-                                                                          row_elems, head_off, slots, n_ctx, scale, scratch);
+    if (isa == XK_ISA_AVX512 && attn_rows(n_rep)) {
+        (dtype == XF_FP32 ? attn_part_rows : dtype == XF_FP16 ? attn_part_rows_f16 : attn_part_rows_b16)(
+            o, ml, q, n_g, n_rep, head_dim, k_base, v_base, dtype, row_elems, head_off, slots, n_ctx, scale, scratch);
         return;
     }
     if (isa == XK_ISA_AVX512) {
@@ -916,15 +1017,14 @@ void xk_attention_batch(xk_isa isa, int threads, const xk_attn_query *qs, int64_
 
 /* ---- the kernel's access order without its arithmetic (a probe for bench_cpu) ---- */
 
-/* The bytes of one part in the AVX-512 kernels' order: blocks of XK_DEC_KEYS keys, in each every KV
- * head's slice of the block's rows, K rows then V rows (fp32, and 16-bit rows read in place by one
- * query head) or K and V row by row (16-bit rows converted into block buffers first); each line
- * loaded once and its bytes summed (vpsadbw). pf: the kernel's prefetches too (the first block's
- * rows into L1, then per 16 keys the same 16 keys of the next block, L1 for rows read in place,
- * else L2). */
+/* The bytes of one part in the order of the AVX-512 kernels that read per KV head (GQA groups):
+ * blocks of XK_DEC_KEYS keys, in each every KV head's slice of the block's rows, K rows then V rows
+ * (fp32) or K and V row by row (16-bit rows converted into block buffers first); each line loaded
+ * once and its bytes summed (vpsadbw). pf: the kernels' prefetches too (the first block's rows into
+ * L1, then per 16 keys the same 16 keys of the next block into L2). */
 #if XK_X86
 static TGT_AVX512 uint64_t replay_part_avx512(const char *kbase, const char *vbase, const int64_t *slots, int64_t n_ctx,
-                                              int64_t n_g, int64_t hbytes, int64_t row_bytes, int rowwise, int l1, int pf) {
+                                              int64_t n_g, int64_t hbytes, int64_t row_bytes, int rowwise, int pf) {
     __m512i acc = _mm512_setzero_si512();
     const __m512i z = _mm512_setzero_si512();
     if (pf) prefetch_rows(kbase, vbase, slots, n_ctx < XK_DEC_KEYS ? n_ctx : XK_DEC_KEYS, row_bytes, 0, n_g * hbytes);
@@ -936,7 +1036,7 @@ static TGT_AVX512 uint64_t replay_part_avx512(const char *kbase, const char *vba
                 for (int64_t jj = 0; jj < jb; jj++) {
                     const int64_t jn = j0 + XK_DEC_KEYS + jj;
                     if (pf && pass == 0 && jj % 16 == 0) /* as the kernel: with the first head's scores of 16 keys */
-                        for (int64_t r = jn; r < jn + 16 && r < n_ctx; r++) prefetch_row(kbase, vbase, slots[r], row_bytes, goff, hbytes, l1);
+                        for (int64_t r = jn; r < jn + 16 && r < n_ctx; r++) prefetch_row(kbase, vbase, slots[r], row_bytes, goff, hbytes);
                     for (int s = 0; s < (rowwise ? 2 : 1); s++) {
                         const char *row = (s || pass ? vbase : kbase) + slots[j0 + jj] * row_bytes + goff;
                         for (int64_t x = 0; x < hbytes; x += 64) {
@@ -946,6 +1046,38 @@ static TGT_AVX512 uint64_t replay_part_avx512(const char *kbase, const char *vba
                     }
                 }
         }
+    }
+    uint64_t t[8];
+    _mm512_storeu_si512(t, acc);
+    return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
+}
+
+/* The whole-row variant's order (attn_part_rows_t): stage b reads K row r of block b beside V row r
+ * of block b - 1, each row whole (all n_g heads, `bytes` of it); pf: its prefetches too (the first
+ * block's rows into L1, then with K row r of block b that of block b + 1 and V row r of block b, L2). */
+static TGT_AVX512 uint64_t replay_part_rows(const char *kbase, const char *vbase, const int64_t *slots, int64_t n_ctx,
+                                            int64_t bytes, int64_t row_bytes, int pf) {
+    __m512i acc = _mm512_setzero_si512();
+    const __m512i z = _mm512_setzero_si512();
+    if (pf) prefetch_rows(kbase, vbase, slots, n_ctx < XK_DEC_KEYS ? n_ctx : XK_DEC_KEYS, row_bytes, 0, bytes);
+    const int64_t nblk = (n_ctx + XK_DEC_KEYS - 1) / XK_DEC_KEYS;
+    int64_t jbp = 0;
+    for (int64_t b = 0; b <= nblk; b++) {
+        const int64_t j0 = b * XK_DEC_KEYS, jb = b == nblk ? 0 : n_ctx - j0 < XK_DEC_KEYS ? n_ctx - j0 : XK_DEC_KEYS;
+        for (int64_t r = 0; r < (jb > jbp ? jb : jbp); r++) { /* the kernel's zero rows read no KV */
+            for (int s = 0; s < 2; s++) {
+                if (s == 0 && r >= jb) continue;
+                if (s == 1 && r >= jbp) continue;
+                if (pf && s == 0 && j0 + r + XK_DEC_KEYS < n_ctx) prefetch_l2(kbase + slots[j0 + r + XK_DEC_KEYS] * row_bytes, bytes);
+                if (pf && s == 0 && b > 0) prefetch_l2(vbase + slots[j0 + r] * row_bytes, bytes);
+                const char *row = s ? vbase + slots[j0 - XK_DEC_KEYS + r] * row_bytes : kbase + slots[j0 + r] * row_bytes;
+                for (int64_t x = 0; x < bytes; x += 64) {
+                    const __mmask64 m = bytes - x >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << (bytes - x)) - 1);
+                    acc = _mm512_add_epi64(acc, _mm512_sad_epu8(_mm512_maskz_loadu_epi8(m, row + x), z));
+                }
+            }
+        }
+        jbp = jb;
     }
     uint64_t t[8];
     _mm512_storeu_si512(t, acc);
@@ -971,9 +1103,6 @@ uint64_t xk_attention_replay(xk_isa isa, int threads, const xk_attn_query *qs, i
     if (n_q < 1) return 0;
     const int split = attn_items(qs, n_q, n_kv, items);
     const int64_t n_items = items[n_q], esz = dtype == XF_FP32 ? 4 : 2, hbytes = hd * esz, row_bytes = row_elems * esz;
-    /* attn_part_g's choice: which AVX-512 variants read 16-bit rows in place (one query head) */
-    const int heads = attn_heads8(n_rep, hd) || attn_heads4(n_rep, hd);
-    const int in_place = dtype == XF_FP32 || (!heads && n_rep == 1);
     uint64_t total = 0;
 #pragma omp parallel for num_threads(threads) if (n_items > 1) schedule(dynamic, 1) reduction(+ : total)
     for (int64_t it = 0; it < n_items; it++) {
@@ -982,9 +1111,12 @@ uint64_t xk_attention_replay(xk_isa isa, int threads, const xk_attn_query *qs, i
         if (j1 <= j0) continue;
         const char *kb = qs[qi].k_base, *vb = qs[qi].v_base;
 #if XK_X86
+        if (isa == XK_ISA_AVX512 && attn_rows(n_rep)) {
+            total += replay_part_rows(kb, vb, qs[qi].slots + j0, j1 - j0, n_kv * hbytes, row_bytes, prefetch);
+            continue;
+        }
         if (isa == XK_ISA_AVX512) {
-            total += replay_part_avx512(kb, vb, qs[qi].slots + j0, j1 - j0, n_kv, hbytes, row_bytes, !in_place,
-                                        dtype != XF_FP32 && in_place, prefetch);
+            total += replay_part_avx512(kb, vb, qs[qi].slots + j0, j1 - j0, n_kv, hbytes, row_bytes, dtype != XF_FP32, prefetch);
             continue;
         }
 #endif

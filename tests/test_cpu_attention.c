@@ -315,10 +315,106 @@ Test(cpu_attention, decode_batch_one_part_equals_merge) {
     free(w.scratch);
 }
 
+/* AVX-512's whole-row variant (one query head per KV head: every KV head's slice of a row read
+ * together, K rows of one block beside V rows of the block before) keeps each head's sums in the
+ * per-head order: the bits of that head run by the per-head variant, which a GQA group of 2 heads
+ * takes (each head its own dot products, softmax and P.V). Every dtype, head_dim 64 and odd ones,
+ * contexts across the 64-key blocks, slots in a scattered order (a paged table). */
+Test(cpu_attention, decode_rows_keep_the_per_head_bits) {
+    if (!xk_isa_supported(XK_ISA_AVX512)) return; /* the variant is AVX-512's */
+    const xf_dtype dts[3] = {XF_FP32, XF_FP16, XF_BF16};
+    const int64_t hds[4] = {64, 20, 13, 80}, ctxs[7] = {1, 15, 64, 65, 130, 333, 1000}, n_kv = 3, n_slots = 1104; /* 69 blocks of 16 */
+    int64_t *slots = malloc((size_t)n_slots * sizeof(int64_t));
+    for (int64_t j = 0; j < n_slots; j++) slots[j] = ((j / 16) * 29 % 69) * 16 + j % 16; /* 16-slot blocks out of order */
+    for (int d = 0; d < 3; d++)
+        for (int h = 0; h < 4; h++) {
+            const int64_t hd = hds[h];
+            kvc c = make_kv(dts[d], n_slots, n_kv, hd, (uint32_t)(d * 11 + h));
+            float *scr = aligned_alloc(64, (size_t)((xk_attn_decode_scratch(2, hd) + 15) / 16 * 16) * sizeof(float));
+            float q2[2 * 80], one[80], two[2 * 80], ml1[2], ml2[4];
+            uint32_t s = (uint32_t)(7 + hd);
+            for (int64_t i = 0; i < hd; i++) q2[i] = q2[hd + i] = frand(&s);
+            for (int k = 0; k < 7; k++)
+                for (int64_t g = 0; g < n_kv; g++) {
+                    xk_attention_decode(XK_ISA_AVX512, one, q2, 1, hd, c.K, c.V, dts[d], c.row, g * hd, slots, ctxs[k], 0.3f, scr, ml1);
+                    xk_attention_decode(XK_ISA_AVX512, two, q2, 2, hd, c.K, c.V, dts[d], c.row, g * hd, slots, ctxs[k], 0.3f, scr, ml2);
+                    for (int64_t i = 0; i < hd; i++)
+                        cr_assert_eq(one[i], two[i], "%s hd %lld ctx %lld KV head %lld elem %lld: %.9g vs %.9g", dtype_name(dts[d]),
+                                     (long long)hd, (long long)ctxs[k], (long long)g, (long long)i, one[i], two[i]);
+                    cr_assert(ml1[0] == ml2[0] && ml1[1] == ml2[1], "%s hd %lld ctx %lld: max and sum", dtype_name(dts[d]),
+                              (long long)hd, (long long)ctxs[k]);
+                }
+            free(scr);
+            free_kv(&c);
+        }
+    free(slots);
+}
+
+/* The whole-row variant over every KV head of a row at once (xk_attention_batch, stories110m's 12
+ * heads): batch 8 (items whole contexts) gives each (query, KV head) the bits of that head alone,
+ * batch 1 (contexts cut into parts, merged) the double reference's values; every dtype, contexts
+ * not a multiple of 64, 16-slot blocks out of order. A head's slice taken at another head's offset,
+ * or a K row of one block paired with the weights of another, fails both. */
+static void check_rows_batch(xf_dtype dt, int64_t n_q, int64_t hd) {
+    const int64_t n_kv = 12, n_slots = 1104; /* 69 blocks of 16 */
+    kvc c = make_kv(dt, n_slots, n_kv, hd, (uint32_t)(n_q * 3 + hd));
+    int64_t *slots = malloc((size_t)n_slots * sizeof(int64_t));
+    for (int64_t j = 0; j < n_slots; j++) slots[j] = ((j / 16) * 29 % 69) * 16 + j % 16;
+    float *q = malloc((size_t)(n_q * n_kv * hd) * sizeof(float)), *out = malloc((size_t)(n_q * n_kv * hd) * sizeof(float));
+    uint32_t s = (uint32_t)(11 + n_q);
+    for (int64_t i = 0; i < n_q * n_kv * hd; i++) q[i] = frand(&s);
+    xk_attn_query qs[8];
+    for (int64_t i = 0; i < n_q; i++) /* 1000, 793, 586, ...: 4, 4, 3 ... parts at batch 1 */
+        qs[i] = (xk_attn_query){q + i * n_kv * hd, out + i * n_kv * hd, c.K, c.V, slots + i * 13, 1000 - i * 207 % 1000};
+    const int64_t tf = xk_attn_thread_floats(n_kv, hd);
+    xk_attn_work w = {malloc((size_t)(n_q + 1) * sizeof(int64_t)),
+                      malloc((size_t)(XK_ATT_SPLIT_ITEMS * XK_ATT_MAX_PARTS * hd) * sizeof(float)),
+                      malloc((size_t)(XK_ATT_SPLIT_ITEMS * XK_ATT_MAX_PARTS * 2) * sizeof(float)),
+                      aligned_alloc(64, (size_t)(2 * tf) * sizeof(float)), tf};
+    const float scale = 1.0f / sqrtf((float)hd);
+    xk_attention_batch(XK_ISA_AVX512, 2, qs, n_q, n_kv, 1, hd, dt, c.row, scale, &w);
+    float *scr = aligned_alloc(64, (size_t)((xk_attn_decode_scratch(1, hd) + 15) / 16 * 16) * sizeof(float)), one[64], ml[2];
+    double want[64];
+    for (int64_t i = 0; i < n_q; i++)
+        for (int64_t g = 0; g < n_kv; g++) {
+            const float *got = out + (i * n_kv + g) * hd, *qg = q + (i * n_kv + g) * hd;
+            ref_attention(want, qg, 1, hd, &c, g, qs[i].slots, qs[i].n_ctx, scale);
+            xk_attention_decode(XK_ISA_AVX512, one, qg, 1, hd, c.K, c.V, dt, c.row, g * hd, qs[i].slots, qs[i].n_ctx, scale, scr, ml);
+            for (int64_t e = 0; e < hd; e++) {
+                cr_assert(fabs(got[e] - want[e]) <= TOL_DEC, "%s n_q %lld hd %lld query %lld KV head %lld elem %lld: %.8g vs %.8g",
+                          dtype_name(dt), (long long)n_q, (long long)hd, (long long)i, (long long)g, (long long)e, got[e], want[e]);
+                if (n_q * n_kv >= XK_ATT_SPLIT_ITEMS) /* whole contexts: that head's bits */
+                    cr_assert_eq(got[e], one[e], "%s n_q %lld hd %lld query %lld KV head %lld elem %lld: %.9g vs %.9g", dtype_name(dt),
+                                 (long long)n_q, (long long)hd, (long long)i, (long long)g, (long long)e, got[e], one[e]);
+            }
+        }
+    free(scr);
+    free(w.items);
+    free(w.part_o);
+    free(w.part_ml);
+    free(w.scratch);
+    free(out);
+    free(q);
+    free(slots);
+    free_kv(&c);
+}
+
+Test(cpu_attention, decode_batch_rows_mha) {
+    if (!xk_isa_supported(XK_ISA_AVX512)) return; /* the variant is AVX-512's */
+    const xf_dtype dts[3] = {XF_FP32, XF_FP16, XF_BF16};
+    for (int d = 0; d < 3; d++) {
+        check_rows_batch(dts[d], 1, 64);
+        check_rows_batch(dts[d], 8, 64);
+        check_rows_batch(dts[d], 8, 20);
+    }
+}
+
 /* xk_attention_replay (bench_cpu's probe of the kernel's access order) reads every byte of every
  * KV head's slice of each query's rows once, whatever its split, ISA, thread count or prefetch:
  * its byte sum against a plain one, queries split into parts and not, 16-bit rows with odd head_dim
- * (slices that end inside a line and a word). */
+ * (slices that end inside a line and a word). n_rep 1 takes AVX-512's whole-row order (K rows of a
+ * block beside V rows of the block before: contexts of 111, 322 and 600 keys end mid-block), 4 and 8
+ * the per-head one. */
 Test(cpu_attention, replay_reads_the_kernels_bytes) {
     const xf_dtype dts[3] = {XF_FP32, XF_FP16, XF_BF16};
     const int64_t reps[3] = {1, 4, 8}, hds[3] = {64, 20, 13}, nqs[2] = {2, 11}, n_kv = 3, n_slots = 700;
