@@ -846,10 +846,11 @@ static void a8_scalar(const wmat *W, const int8_t *q, const float *s, const int3
  * 5-11% faster than 1 KiB, 8-16 KiB about the same as 6 (docs/performance.md, busy machine). */
 #define XK_A8_PF 6144
 /* Decode at batch 1 (AVX-512 VNNI): a thread's blocks are read as this many streams side by side,
- * as the read ceiling's kernel reads several: 2 and 4 streams measured 3-8% faster than one
- * stream on a busy machine, 1-3% (median of 11 pairs) on a quiet one (tinyllama's projections
- * from DRAM, 2 threads, interleaved; docs/performance.md). */
-#define XK_A8_STREAMS 2
+ * as the read ceiling's kernel reads 8: 2 and 4 streams measured 3-8% faster than one stream on a
+ * busy machine, 1-3% (median of 11 pairs) on a quiet one; 8 streams then 3-4% faster than 2 (50 of
+ * 61 rounds, tinyllama and stories110m from DRAM, 2 threads, interleaved; docs/performance.md).
+ * 8 x 3 accumulators fit the 32 vector registers. */
+#define XK_A8_STREAMS 8
 
 #if XK_X86
 /* One 16-row block times TB tokens (TB a constant after inlining): two accumulator chains per

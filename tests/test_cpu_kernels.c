@@ -390,6 +390,7 @@ static void check_a8_streams(int64_t rows, int64_t cols, int group) {
 
 Test(cpu_kernels, a8_streams_group128) { check_a8_streams(16 * 11 + 7, 384, 128); } /* 12 blocks, the last partial */
 Test(cpu_kernels, a8_streams_group20) { check_a8_streams(16 * 5, 100, 20); }        /* gpad 20: a 4-column step per group */
+Test(cpu_kernels, a8_streams_runs) { check_a8_streams(16 * 19 + 5, 256, 64); } /* 20 blocks: runs of every stream, blocks left over, the last partial */
 
 /* The extreme: 65536 columns of 127 times inputs all at 127: 127 * 127 * 65536 ~ 1.06e9 in int32,
  * with (127 + 128) * 127 * 65536 ~ 2.12e9 before the correction. */
