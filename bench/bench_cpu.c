@@ -777,8 +777,8 @@ static double read_share(const void *p, int64_t bytes) {
  * the same matrix's bytes, one region a matrix too, so the forks are in both and what the kernel
  * loses beyond the loop is its own; the four passes interleaved, the order rotated every round, best
  * of reps, with each round's kernel / loop ratio. Then each kernel from L2 (64 rows, one thread,
- * CPU time): its arithmetic, which the stream's time does not hide (bf16 lost about what adding it
- * to the stream's time predicts; docs/performance.md). 1 on error. */
+ * CPU time): its arithmetic, which the stream's time may not hide (at a busy hour bf16 lost about
+ * what adding it to the stream's time predicts, on a quiet minute less; docs/performance.md). 1 on error. */
 static int kernel_read_section(const model_config *cfg, int threads, int reps, double rd) {
     const int64_t d = cfg->d_model, qd = cfg->n_heads * cfg->head_dim, mx = 2 * cfg->d_ff + qd + 2 * cfg->n_kv_heads * cfg->head_dim;
     const int64_t nm = 4 * cfg->n_layers;

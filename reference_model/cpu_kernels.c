@@ -848,7 +848,8 @@ static void a8_scalar(const wmat *W, const int8_t *q, const float *s, const int3
 /* Decode at batch 1 (AVX-512 VNNI): a thread's blocks are read as this many streams side by side,
  * as the read ceiling's kernel reads 8: 2 and 4 streams measured 3-8% faster than one stream on a
  * busy machine, 1-3% (median of 11 pairs) on a quiet one; 8 streams then 3-4% faster than 2 (50 of
- * 61 rounds, tinyllama and stories110m from DRAM, 2 threads, interleaved; docs/performance.md).
+ * 61 rounds, tinyllama and stories110m from DRAM, 2 threads, interleaved, busy), on a quiet minute
+ * the same for tinyllama and 4% faster for stories110m (docs/performance.md).
  * 8 x 3 accumulators fit the 32 vector registers. */
 #define XK_A8_STREAMS 8
 
