@@ -319,6 +319,14 @@ static void mm_scalar(const wmat *W, const float *x, int64_t n, float *y, int64_
         for (int i = 0; i < rb; i++) y[r + i] = s[i];                                                       \
     }
 
+/* The one-token kernel as a function of its own: inlined beside XK_MM_BODY4 and XK_MM_BODY in one
+ * function, gcc kept its 8 row pointers on the stack and reloaded them for every load and
+ * prefetch (16 extra loads per 8 vectors); alone it keeps them in registers. */
+#define XK_MM1_FN(NAME, TGT, VT, VW, SETZERO, SET1, FMADD, LOADU, HSUM, LOADW)                                 \
+    static __attribute__((noinline)) TGT void NAME(const wmat *W, const float *x, float *y, int64_t r0, int64_t r1) { \
+        XK_MM_BODY1(VT, VW, SETZERO, SET1, FMADD, LOADU, HSUM, LOADW)                                       \
+    }
+
 #if XK_X86
 
 /* AVX2: 8 lanes. */
@@ -340,36 +348,40 @@ static inline TGT_AVX2 __m256 ld8_i8(const void *w, int64_t off) {
     __m128i b = _mm_loadl_epi64((const __m128i *)((const int8_t *)w + off));
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
 }
+XK_MM1_FN(mm1_avx2_f32, TGT_AVX2, __m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_f32)
 static TGT_AVX2 void mm_avx2_f32(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
     if (n >= 3) {
         XK_MM_BODY4(__m256, 8, _mm256_setzero_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_f32)
     } else if (n == 1) {
-        XK_MM_BODY1(__m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_f32)
+        mm1_avx2_f32(W, x, y, r0, r1);
     } else {
         XK_MM_BODY(__m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_f32)
     }
 }
+XK_MM1_FN(mm1_avx2_bf16, TGT_AVX2, __m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_bf16)
 static TGT_AVX2 void mm_avx2_bf16(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
     if (n >= 3) {
         XK_MM_BODY4(__m256, 8, _mm256_setzero_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_bf16)
     } else if (n == 1) {
-        XK_MM_BODY1(__m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_bf16)
+        mm1_avx2_bf16(W, x, y, r0, r1);
     } else {
         XK_MM_BODY(__m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_bf16)
     }
 }
+XK_MM1_FN(mm1_avx2_f16, TGT_AVX2, __m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_f16)
 static TGT_AVX2 void mm_avx2_f16(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
     if (n >= 3) {
         XK_MM_BODY4(__m256, 8, _mm256_setzero_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_f16)
     } else if (n == 1) {
-        XK_MM_BODY1(__m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_f16)
+        mm1_avx2_f16(W, x, y, r0, r1);
     } else {
         XK_MM_BODY(__m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_f16)
     }
 }
+XK_MM1_FN(mm1_avx2_i8, TGT_AVX2, __m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_i8)
 static TGT_AVX2 void mm_avx2_i8(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
     if (n == 1) {
-        XK_MM_BODY1(__m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_i8)
+        mm1_avx2_i8(W, x, y, r0, r1);
     } else {
         XK_MM_BODY(__m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_i8)
     }
@@ -378,9 +390,13 @@ static TGT_AVX2 void mm_avx2_i8(const wmat *W, const float *x, int64_t n, float 
 /* AVX-512: 16 lanes. */
 static inline TGT_AVX512 float hsum16(__m512 v) { return _mm512_reduce_add_ps(v); }
 static inline TGT_AVX512 __m512 ld16_f32(const void *w, int64_t off) { return _mm512_loadu_ps((const float *)w + off); }
+/* 16 bf16 to fp32 in column order: one masked vpermw puts word i in the high half of lane i and
+ * zeros the low half, where widening then shifting took two vector ops (the same lanes and bits;
+ * from DRAM at batch 1 medians 1-4% faster on a busy machine, docs/performance.md). */
 static inline TGT_AVX512 __m512 ld16_bf16(const void *w, int64_t off) {
-    __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)w + off));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    const __m512i idx = _mm512_set_epi16(15, 0, 14, 0, 13, 0, 12, 0, 11, 0, 10, 0, 9, 0, 8, 0, 7, 0, 6, 0, 5, 0, 4, 0, 3, 0, 2, 0, 1, 0, 0, 0);
+    const __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)w + off));
+    return _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(0xAAAAAAAAu, idx, _mm512_castsi256_si512(h)));
 }
 static inline TGT_AVX512 __m512 ld16_f16(const void *w, int64_t off) {
     return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)w + off)));
@@ -389,36 +405,40 @@ static inline TGT_AVX512 __m512 ld16_i8(const void *w, int64_t off) {
     __m128i b = _mm_loadu_si128((const __m128i *)((const int8_t *)w + off));
     return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b));
 }
+XK_MM1_FN(mm1_avx512_f32, TGT_AVX512, __m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_f32)
 static TGT_AVX512 void mm_avx512_f32(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
     if (n >= 3) {
         XK_MM_BODY4(__m512, 16, _mm512_setzero_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_f32)
     } else if (n == 1) {
-        XK_MM_BODY1(__m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_f32)
+        mm1_avx512_f32(W, x, y, r0, r1);
     } else {
         XK_MM_BODY(__m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_f32)
     }
 }
+XK_MM1_FN(mm1_avx512_bf16, TGT_AVX512, __m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_bf16)
 static TGT_AVX512 void mm_avx512_bf16(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
     if (n >= 3) {
         XK_MM_BODY4(__m512, 16, _mm512_setzero_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_bf16)
     } else if (n == 1) {
-        XK_MM_BODY1(__m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_bf16)
+        mm1_avx512_bf16(W, x, y, r0, r1);
     } else {
         XK_MM_BODY(__m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_bf16)
     }
 }
+XK_MM1_FN(mm1_avx512_f16, TGT_AVX512, __m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_f16)
 static TGT_AVX512 void mm_avx512_f16(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
     if (n >= 3) {
         XK_MM_BODY4(__m512, 16, _mm512_setzero_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_f16)
     } else if (n == 1) {
-        XK_MM_BODY1(__m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_f16)
+        mm1_avx512_f16(W, x, y, r0, r1);
     } else {
         XK_MM_BODY(__m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_f16)
     }
 }
+XK_MM1_FN(mm1_avx512_i8, TGT_AVX512, __m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_i8)
 static TGT_AVX512 void mm_avx512_i8(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
     if (n == 1) {
-        XK_MM_BODY1(__m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_i8)
+        mm1_avx512_i8(W, x, y, r0, r1);
     } else {
         XK_MM_BODY(__m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_i8)
     }
@@ -826,10 +846,12 @@ static void a8_scalar(const wmat *W, const int8_t *q, const float *s, const int3
  * 5-11% faster than 1 KiB, 8-16 KiB about the same as 6 (docs/performance.md, busy machine). */
 #define XK_A8_PF 6144
 /* Decode at batch 1 (AVX-512 VNNI): a thread's blocks are read as this many streams side by side,
- * as the read ceiling's kernel reads several: 2 and 4 streams measured 3-8% faster than one
- * stream on a busy machine, 1-3% (median of 11 pairs) on a quiet one (tinyllama's projections
- * from DRAM, 2 threads, interleaved; docs/performance.md). */
-#define XK_A8_STREAMS 2
+ * as the read ceiling's kernel reads 8: 2 and 4 streams measured 3-8% faster than one stream on a
+ * busy machine, 1-3% (median of 11 pairs) on a quiet one; 8 streams then 3-4% faster than 2 (50 of
+ * 61 rounds, tinyllama and stories110m from DRAM, 2 threads, interleaved, busy), on a quiet minute
+ * the same for tinyllama and 4% faster for stories110m (docs/performance.md).
+ * 8 x 3 accumulators fit the 32 vector registers. */
+#define XK_A8_STREAMS 8
 
 #if XK_X86
 /* One 16-row block times TB tokens (TB a constant after inlining): two accumulator chains per

@@ -142,6 +142,32 @@ Test(cpu_kernels, matmul_fp32_batches) { check_matmul_n(XF_FP32, 13, 256 * 2 + 4
 Test(cpu_kernels, matmul_bf16_batches) { check_matmul_n(XF_BF16, 13, 256 * 2 + 48 + 5, 0, 40); }
 Test(cpu_kernels, matmul_fp16_batches) { check_matmul_n(XF_FP16, 11, 256 + 16, 0, 36); }
 
+/* bf16 weights widen to fp32 exactly and in column order, so every kernel computes the same sums as
+ * on the same values held in fp32: bit for bit, at 1 (8-row blocks), 2 and 3-16 tokens (4 x 4
+ * blocks), rows not a multiple of a block, columns with a vector and a scalar tail. A widening that
+ * put a value in another lane (or the wrong value) changes the sums' order or terms. */
+Test(cpu_kernels, matmul_bf16_widens_as_fp32) {
+    const int64_t rows = 29, cols = 16 * 13 + 5, r0 = 1, r1 = rows - 3, n_max = 6;
+    wmat B = make_wmat(XF_BF16, rows, cols, 0, 23), F = make_wmat(XF_FP32, rows, cols, 0, 1);
+    for (int64_t i = 0; i < rows * cols; i++) ((float *)F.data)[i] = weights_bf16_to_f32(((const uint16_t *)B.data)[i]);
+    uint32_t s = 11;
+    float *x = malloc((size_t)(n_max * cols) * sizeof(float));
+    float *yb = malloc((size_t)(n_max * rows) * sizeof(float)), *yf = malloc((size_t)(n_max * rows) * sizeof(float));
+    for (int64_t i = 0; i < n_max * cols; i++) x[i] = frand(&s);
+    for (int isa = 0; isa < XK_ISA_COUNT; isa++) {
+        if (!xk_isa_supported((xk_isa)isa)) continue;
+        for (int64_t n = 1; n <= n_max; n++) {
+            xk_matmul((xk_isa)isa, &B, x, n, yb, rows, r0, r1);
+            xk_matmul((xk_isa)isa, &F, x, n, yf, rows, r0, r1);
+            for (int64_t t = 0; t < n; t++)
+                for (int64_t r = r0; r < r1; r++)
+                    cr_assert_eq(yb[t * rows + r], yf[t * rows + r], "%s n=%lld: bf16 %.9g vs fp32 %.9g at token %lld row %lld",
+                                 xk_isa_name((xk_isa)isa), (long long)n, yb[t * rows + r], yf[t * rows + r], (long long)t, (long long)r);
+        }
+    }
+    free(x), free(yb), free(yf), free(B.data), free(F.data);
+}
+
 /* int8 weights times the 16-bit grid: every variant against straight loops in double on the grid
  * values (each product exact), and against the float kernel fed the same grid values. */
 static void check_i8a16(int64_t rows, int64_t cols, int group) {
@@ -364,6 +390,7 @@ static void check_a8_streams(int64_t rows, int64_t cols, int group) {
 
 Test(cpu_kernels, a8_streams_group128) { check_a8_streams(16 * 11 + 7, 384, 128); } /* 12 blocks, the last partial */
 Test(cpu_kernels, a8_streams_group20) { check_a8_streams(16 * 5, 100, 20); }        /* gpad 20: a 4-column step per group */
+Test(cpu_kernels, a8_streams_runs) { check_a8_streams(16 * 19 + 5, 256, 64); } /* 20 blocks: runs of every stream, blocks left over, the last partial */
 
 /* The extreme: 65536 columns of 127 times inputs all at 127: 127 * 127 * 65536 ~ 1.06e9 in int32,
  * with (127 + 128) * 127 * 65536 ~ 2.12e9 before the correction. */
