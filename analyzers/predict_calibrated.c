@@ -62,7 +62,6 @@ void predcal_keys(const cost_op *op, calib_family f, xf_dtype wdtype, double wor
     case CALIB_ATTN_DECODE:
         *x = op->kv_read_bytes;
         if (op->kv_read_bytes > 0) *y = quarter_octave(op->flops / op->kv_read_bytes);
-        if (working_set > 0) *z = working_set; /* a layer's KV, written a step ago, outlives the step's weights stream or not */
         break;
     case CALIB_ATTN_PREFILL: *x = op->flops; break;
     default: /* element-wise: the bytes, and the threads it runs on (one below CPU_PAR_MIN's split, else all) */

@@ -13,8 +13,7 @@
  *                N x K = the weights (bytes / the dtype's nominal bytes), K / N = the op's input
  *                over output activation bytes
  *   attn_decode  x = KV bytes read, y = F / Q rounded to a quarter octave (about 2 n_heads / n_kv_heads
- *                per KV byte's element size), z = the step's working set as gemv's (a step streaming
- *                more weights than the LLC evicts each layer's KV before the next step reads it)
+ *                per KV byte's element size)
  *   attn_prefill x = FLOPs, y = 1
  *   norm, rope, swiglu, residual, kv_append, embedding, sampling: x = the op's bytes, y = the
  *                threads it runs on (1 under the backend's CPU_PAR_MIN split, and for final_norm and
@@ -24,9 +23,9 @@
  * The tier of a gemm is "cache" when the model's weights fit in the calibration's last-level cache,
  * else "dram", as the runner chooses its bandwidth ceiling; gemv is always dram (z says how much of
  * the step the cache holds).
- * Every family but gemm, gemv and attn_decode has z = 1. Interpolation, always of log efficiency (geometric; an
+ * Every family but gemm and gemv has z = 1. Interpolation, always of log efficiency (geometric; an
  * efficiency is a ratio): within a row (entries of one y), linear in log x between the two nearest
- * entries when the row has one z; gemm's rows hold entries of many (N, K), gemv's and attn_decode's of many (bytes,
+ * entries when the row has one z; gemm's rows hold entries of many (N, K), gemv's of many (bytes,
  * working set): inverse-distance weighting (power 2) over the row's entries in the plane (log x,
  * log z), exact on an entry. Then linear in log y between the two nearest rows. Outside the table: clamped to the nearest entry (the op is marked
  * calib_clamped and the output says how many; for gemm: K or N outside the row's range, or M
@@ -44,7 +43,7 @@ int predcal_family_of(const cost_op *op);
 
 /* The op's shape keys for family f (wdtype: the run's weight dtype; working_set: the model's
  * weights over the LLC, predcal_working_set, gemv's z; threads: the threads the op runs on, an
- * element-wise family's y); *z = 1 unless f is gemm, gemv or attn_decode (the working set). */
+ * element-wise family's y); *z = 1 unless f is gemm or gemv. */
 void predcal_keys(const cost_op *op, calib_family f, xf_dtype wdtype, double working_set, int threads, double *x, double *y,
                   double *z);
 

@@ -148,10 +148,6 @@ xf_status calibrate_measure(const calibrate_opts *o, const device_spec *m, calib
      * GEMMs at 33+ tokens are interpolated from rows on their side only (32 is on the other) */
     static const int64_t prompts[] = {32, 48, 128}, short_prompt = 8;
     const unsigned all = (1u << CALIB_FAMILY_COUNT) - 1, gemv = 1u << CALIB_GEMV, gemm = 1u << CALIB_GEMM;
-    /* decode attention beyond the cache too (the models at 1.5x it, whose contexts are the in-cache
-     * models'): its z is the step's working set, as gemv's (a step that streams more weights than
-     * the LLC holds evicts each layer's KV before the next step reads it; docs/verdicts.md, run 16) */
-    const unsigned attn = 1u << CALIB_ATTN_DECODE;
     double llc = m->cache_bytes;
     /* What is measured is the kernels' time, which does not depend on the weights' values: every
      * layer of a grid model gets a copy of layer 0's (its own buffers, the same shapes, dtype,
@@ -198,7 +194,7 @@ xf_status calibrate_measure(const calibrate_opts *o, const device_spec *m, calib
                  * (2 until 2026-12-01 23:40: a third of the transition's steps) */
                 if ((s = shape_config(sh, layers, &cfg)) == XF_OK)
                     s = at_llc ? run_one(o, &cfg, wd, &short_prompt, 1, 6, gemv, 1, t, nf, &stage_dram, &setup_dram)
-                               : run_one(o, &cfg, wd, prompts, 3, 6, gemv | gemm | attn, 1, t, nf, &stage_dram, &setup_dram);
+                               : run_one(o, &cfg, wd, prompts, 3, 6, gemv | gemm, 1, t, nf, &stage_dram, &setup_dram);
             }
         }
     }

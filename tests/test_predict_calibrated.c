@@ -277,7 +277,7 @@ Test(predict_calibrated, corrupt_tables_are_refused_by_name) {
 static void fill_constant(calib_table *t, xf_dtype d, double e) {
     for (int f = 0; f < CALIB_FAMILY_COUNT; f++)
         for (int tier = 0; tier < CALIB_TIER_COUNT; tier++) {
-            const int zk = f == CALIB_GEMM || f == CALIB_GEMV || f == CALIB_ATTN_DECODE; /* the corners in z (N, working set) too */
+            const int zk = f == CALIB_GEMM || f == CALIB_GEMV; /* the corners in z (N, working set) too */
             for (int c = 0; c < (zk ? 8 : 4); c++)
                 add_z(t, (calib_family)f, d, (calib_tier)tier, c & 1 ? 1e15 : 1, c & 2 ? 1e6 : 1e-3, zk ? (c & 4 ? 1e15 : 1e-6) : 1, e);
             for (int c = 0; f == CALIB_GEMM && c < 4; c++) /* a row just above the AMX path split: GEMMs of 33+ tokens stay on their side */
@@ -657,41 +657,19 @@ Test(predict_calibrated, elementwise_rows_stay_on_their_side_of_the_thread_split
     }
 }
 
-/* Decode attention's z is the step's working set, as gemv's: a step streaming more weights than the
- * LLC holds evicts each layer's KV before the next step reads it (tinyllama fp32's decode attention
- * ran 2-4x its in-cache entries: docs/verdicts.md, run 16). Entries of one shape at two working
- * sets, one in the cache and one beyond it: a model at each takes its own. */
-Test(predict_calibrated, decode_attention_follows_the_models_working_set) {
+/* A version-3 or -4 table's element-wise entries all have y = 1 (the threads unsaid): an op on two
+ * threads is predicted from them as before (log bytes), and counted as clamped. */
+Test(predict_calibrated, elementwise_entries_without_threads_are_read_as_before) {
     calib_table t = table();
-    record_point p;
-    measured_point(&t, XF_FP32, 16, 2, &p);
-    const double ws = p.memory.weights_bytes / t.cache_bytes;
-    cr_assert(ws > 0 && ws < 1, "stories15m fits the test's cache (%g)", ws);
-    cr_assert_eq(predcal_add_point(&t, &p, NULL, 1u << CALIB_ATTN_DECODE), XF_OK, "%s", xf_error_msg());
-    cr_assert(t.n > 0);
-    for (int i = 0; i < t.n; i++) {
-        cr_assert_eq(t.entries[i].family, CALIB_ATTN_DECODE);
-        cr_assert_eq(t.entries[i].tier, CALIB_TIER_CACHE);
-        NEAR(t.entries[i].z, ws);
-    }
-    /* the same model as if its weights were 4x the cache, every attention 3x slower */
-    const double wb = p.memory.weights_bytes;
-    p.memory.weights_bytes = 4 * t.cache_bytes;
-    for (int64_t i = 0; i < p.n_ops; i++) p.ops[i].time_s *= 3;
-    cr_assert_eq(predcal_add_point(&t, &p, NULL, 1u << CALIB_ATTN_DECODE), XF_OK, "%s", xf_error_msg());
-    calib_table_merge(&t);
-    for (int k = 0; k < 2; k++) {
-        p.memory.weights_bytes = k ? 4 * t.cache_bytes : wb;
-        predcal_apply_point(&t, &p, NULL, 0, NULL);
-        int seen = 0;
-        for (int64_t i = 0; i < p.n_ops; i++)
-            if (predcal_family_of(&p.ops[i].cost) == CALIB_ATTN_DECODE) {
-                NEAR(p.ops[i].calibrated_time_s, (k ? 6 : 2) * p.ops[i].predicted_time_s);
-                cr_assert_eq(p.ops[i].calib_clamped, 0);
-                seen++;
-            }
-        cr_assert_gt(seen, 0);
-    }
-    free(p.ops);
+    add(&t, CALIB_NORM, XF_FP32, CALIB_TIER_CACHE, 1e5, 1, 0.2);
+    add(&t, CALIB_NORM, XF_FP32, CALIB_TIER_CACHE, 1e7, 1, 0.8);
+    double e;
+    int cl, ot;
+    cr_assert_eq(predcal_efficiency(&t, CALIB_NORM, XF_FP32, CALIB_TIER_CACHE, 1e6, 2, 1, &e, &cl, &ot), XF_OK);
+    NEAR(e, 0.4);
+    cr_assert_eq(cl, 1);
+    cr_assert_eq(predcal_efficiency(&t, CALIB_NORM, XF_FP32, CALIB_TIER_CACHE, 1e6, 1, 1, &e, &cl, &ot), XF_OK);
+    NEAR(e, 0.4);
+    cr_assert_eq(cl, 0);
     calib_table_free(&t);
 }
