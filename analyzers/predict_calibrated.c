@@ -36,7 +36,7 @@ static double quarter_octave(double v) { return v > 0 ? exp2(round(4.0 * log2(v)
 
 static double nominal_bytes(xf_dtype d) { return d == XF_INT8 ? 1.0 : d == XF_BF16 || d == XF_FP16 ? 2.0 : 4.0; }
 
-void predcal_keys(const cost_op *op, calib_family f, xf_dtype wdtype, double working_set, double *x, double *y, double *z) {
+void predcal_keys(const cost_op *op, calib_family f, xf_dtype wdtype, double working_set, int threads, double *x, double *y, double *z) {
     *y = 1.0;
     *z = 1.0;
     switch (f) {
@@ -64,7 +64,10 @@ void predcal_keys(const cost_op *op, calib_family f, xf_dtype wdtype, double wor
         if (op->kv_read_bytes > 0) *y = quarter_octave(op->flops / op->kv_read_bytes);
         break;
     case CALIB_ATTN_PREFILL: *x = op->flops; break;
-    default: *x = op->bytes; break;
+    default: /* element-wise: the bytes, and the threads it runs on (one below CPU_PAR_MIN's split, else all) */
+        *x = op->bytes;
+        if (threads > 1) *y = threads;
+        break;
     }
 }
 
@@ -158,6 +161,20 @@ static int gather(const calib_table *t, calib_family f, xf_dtype wd, calib_tier 
     return n;
 }
 
+/* The y above which a family's kernels take another path, whose rows an op on the other side never
+ * takes (0: none): a GEMM's tokens above CPU_AMX_PATH_TOKENS (the AMX tiles' panels, run 14); an
+ * element-wise op's threads above 1 (under CPU_PAR_MIN elements it runs on the calling thread, above
+ * it pays a fork and, when the other threads went to sleep, their wake-up: docs/verdicts.md, run 16). */
+static double path_split(calib_family f) {
+    switch (f) {
+    case CALIB_GEMM: return CPU_AMX_PATH_TOKENS * (1 + 1e-6);
+    case CALIB_GEMV:
+    case CALIB_ATTN_DECODE:
+    case CALIB_ATTN_PREFILL: return 0;
+    default: return 1 + 1e-6; /* the element-wise families */
+    }
+}
+
 xf_status predcal_efficiency(const calib_table *t, calib_family f, xf_dtype wdtype, calib_tier tier, double x, double y,
                              double z, double *eff, int *clamped, int *other_tier) {
     *clamped = 0;
@@ -174,8 +191,8 @@ xf_status predcal_efficiency(const calib_table *t, calib_family f, xf_dtype wdty
         free(sel);
         return XF_EUNSUPPORTED;
     }
-    if (f == CALIB_GEMM) { /* only rows of the op's side of the AMX tiles' path split, where it has any */
-        const double split = CPU_AMX_PATH_TOKENS * (1 + 1e-6);
+    const double split = path_split(f);
+    if (split > 0) { /* only rows of the op's side of its family's path split, where it has any */
         const int side = y > split;
         int m = 0;
         for (int i = 0; i < n; i++) m += (sel[i]->y > split) == side;
@@ -250,11 +267,20 @@ static int64_t step_tokens(const record_point *p, const cost_op *op) {
     return op->phase == XF_PREFILL && op->kind != OP_LM_HEAD ? p->wl.batch * p->wl.prompt : p->wl.batch;
 }
 
+/* The threads p ran with (the table's when the point does not say). */
+static int point_threads(const calib_table *t, const record_point *p) { return p->run.threads > 0 ? p->run.threads : t->threads; }
+
 /* What the op pays for its parallel regions' forks: the table's short-gap fork per region. */
 static double fork_time(const calib_table *t, const record_point *p, const model_config *cfg, const cost_op *op) {
     if (!t->fork_term || !(t->fork_short_s > 0)) return 0;
-    const int th = p->run.threads > 0 ? p->run.threads : t->threads;
-    return t->fork_short_s * predcal_regions(op, cfg, step_tokens(p, op), p->wl.wdtype, th);
+    return t->fork_short_s * predcal_regions(op, cfg, step_tokens(p, op), p->wl.wdtype, point_threads(t, p));
+}
+
+/* The threads an op runs on, as the element-wise keys take it: all of the point's where it opens a
+ * parallel region, else 1 (the calling thread). */
+static int op_threads(const calib_table *t, const record_point *p, const model_config *cfg, const cost_op *op) {
+    const int th = point_threads(t, p);
+    return predcal_regions(op, cfg, step_tokens(p, op), p->wl.wdtype, th) > 0 ? th : 1;
 }
 
 xf_status predcal_add_point(calib_table *t, const record_point *p, const model_config *cfg, unsigned families) {
@@ -270,7 +296,8 @@ xf_status predcal_add_point(calib_table *t, const record_point *p, const model_c
         e.family = (calib_family)f;
         e.wdtype = p->wl.wdtype;
         e.tier = tier;
-        predcal_keys(&op->cost, e.family, e.wdtype, predcal_working_set(t, p->memory.weights_bytes), &e.x, &e.y, &e.z);
+        predcal_keys(&op->cost, e.family, e.wdtype, predcal_working_set(t, p->memory.weights_bytes), op_threads(t, p, cfg, &op->cost), &e.x,
+                     &e.y, &e.z);
         /* the op's own work: its time less its forks (at least a fifth kept: a fork measured apart can exceed a tiny op's) */
         const double work = fmax(op->time_s - fork_time(t, p, cfg, &op->cost), 0.2 * op->time_s);
         e.efficiency = ref / work;
@@ -309,7 +336,8 @@ void predcal_apply_point(const calib_table *t, record_point *p, const model_conf
         double x, y, zk, eff;
         int clamped, other;
         calib_tier tier = predcal_tier(t, (calib_family)f, p->memory.weights_bytes);
-        predcal_keys(&op->cost, (calib_family)f, p->wl.wdtype, predcal_working_set(t, p->memory.weights_bytes), &x, &y, &zk);
+        predcal_keys(&op->cost, (calib_family)f, p->wl.wdtype, predcal_working_set(t, p->memory.weights_bytes), op_threads(t, p, cfg, &op->cost),
+                     &x, &y, &zk);
         if (predcal_efficiency(t, (calib_family)f, p->wl.wdtype, tier, x, y, zk, &eff, &clamped, &other) != XF_OK) continue;
         if (other) tier = tier == CALIB_TIER_CACHE ? CALIB_TIER_DRAM : CALIB_TIER_CACHE; /* the entries' reference */
         double ref = predcal_reference_time(t, &op->cost, tier);

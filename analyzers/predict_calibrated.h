@@ -15,7 +15,10 @@
  *   attn_decode  x = KV bytes read, y = F / Q rounded to a quarter octave (about 2 n_heads / n_kv_heads
  *                per KV byte's element size)
  *   attn_prefill x = FLOPs, y = 1
- *   norm, rope, swiglu, residual, kv_append, embedding, sampling: x = the op's bytes, y = 1
+ *   norm, rope, swiglu, residual, kv_append, embedding, sampling: x = the op's bytes, y = the
+ *                threads it runs on (1 under the backend's CPU_PAR_MIN split, and for final_norm and
+ *                sampling; else the run's threads: predcal_regions), whose rows an op on the other
+ *                side never takes (version 5; docs/verdicts.md, run 16)
  *                (rope keyed by the model's head_dim as well was measured worse: docs/verdicts.md, run 12)
  * The tier of a gemm is "cache" when the model's weights fit in the calibration's last-level cache,
  * else "dram", as the runner chooses its bandwidth ceiling; gemv is always dram (z says how much of
@@ -39,8 +42,10 @@
 int predcal_family_of(const cost_op *op);
 
 /* The op's shape keys for family f (wdtype: the run's weight dtype; working_set: the model's
- * weights over the LLC, predcal_working_set, gemv's z); *z = 1 unless f is gemm or gemv. */
-void predcal_keys(const cost_op *op, calib_family f, xf_dtype wdtype, double working_set, double *x, double *y, double *z);
+ * weights over the LLC, predcal_working_set, gemv's z; threads: the threads the op runs on, an
+ * element-wise family's y); *z = 1 unless f is gemm or gemv. */
+void predcal_keys(const cost_op *op, calib_family f, xf_dtype wdtype, double working_set, int threads, double *x, double *y,
+                  double *z);
 
 /* The OpenMP parallel regions the CPU backend (reference_model/cpu_backend.c) opens for op in a
  * step of `tokens` rows (prefill: batch x prompt; decode and lm_head: batch) of cfg at weight dtype wdtype
@@ -63,7 +68,9 @@ calib_tier predcal_tier(const calib_table *t, calib_family f, double weights_byt
 /* max(F / P, Q / B) against the table's ceilings (P of the op's compute type, B of the tier). */
 double predcal_reference_time(const calib_table *t, const cost_op *op, calib_tier tier);
 
-/* The efficiency interpolated at (x, y, z) for (f, wdtype, tier). *clamped = 1 when a key lay outside
+/* The efficiency interpolated at (x, y, z) for (f, wdtype, tier), from the rows on y's side of the
+ * family's path split where it has any (gemm: tokens above CPU_AMX_PATH_TOKENS or not; element-wise
+ * families: more than one thread or not). *clamped = 1 when a key lay outside
  * the entries' range; *other_tier = 1 when the tier had no entries and the other's were used.
  * XF_EUNSUPPORTED (no message) when no entry has that family and dtype. */
 xf_status predcal_efficiency(const calib_table *t, calib_family f, xf_dtype wdtype, calib_tier tier, double x, double y,

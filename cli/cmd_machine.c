@@ -52,7 +52,7 @@ static void usage(FILE *f) {
             "                  force (recorded; as a term of its own in the prediction it measured no better,\n"
             "                  so it is off). Prints each stage's seconds.\n"
             "                  Saved in the machine file as its \"calibration\" object (format xfprof-calibration,\n"
-            "                  version 4, with the OpenMP spin it ran under: run and predict say when theirs\n"
+            "                  version 5, with the OpenMP spin it ran under: run and predict say when theirs\n"
             "                  differs); 'xfprof run' and 'xfprof predict --device cpu' then predict each op as\n"
             "                  its roofline time over the efficiency interpolated for its shape (GEMMs by M, N and\n"
             "                  K; decode projections by bytes, M and the model's weights over the cache; clamped\n"

@@ -6,19 +6,22 @@
  * the table carries (P the peak of the op's compute type, B the DRAM read bandwidth, or the
  * in-cache read bandwidth when the model's weights fit in the last-level cache: the memory tier).
  * The table is saved as the "calibration" object of the machine file:
- *   {"format":"xfprof-calibration","version":4,"threads":2,"grid":"full","created":"...",
+ *   {"format":"xfprof-calibration","version":5,"threads":2,"grid":"full","created":"...",
  *    "source":"...","dram_bandwidth_Bps":..,"cache_bandwidth_Bps":..,"cache_bytes":..,
  *    "omp_spin":"GOMP_SPINCOUNT=3000","omp_spin_by":"xfprof","fork_short_s":..,"fork_long_s":..,"fork_term":0,
  *    "peak_flops":{"fp32":..,"tensor16":..,"fp8":..,"int8":..},
  *    "entries":[{"family":"gemv","wdtype":"fp32","tier":"dram","x":..,"y":..,"z":..,"efficiency":..,"n":..}]}
  * Shape keys per family (analyzers/predict_calibrated.h): x a size (bytes or FLOPs; a GEMM's K),
- * y a second key (M for matrix ops, the intensity for attention; 1 for element-wise ops), z a third
- * (a GEMM's N; a gemv's working set: the model's weight bytes over the last-level cache; 1 for
+ * y a second key (M for matrix ops, the intensity for attention; for element-wise ops the threads
+ * they ran on), z a third (a GEMM's N; a gemv's working set: the model's weight bytes over the last-level cache; 1 for
  * every other family). gemv entries are always the dram tier (their reference is the DRAM read, so
  * an in-cache step shows as an efficiency above 1 at z below 1). Version 1 (no z, GEMMs keyed by
  * bytes) and version 2 (gemv tiered by a cache/DRAM cut, z = 1) are refused. Version 3 (no OpenMP
  * spin, no fork cost, rope's z = 1) still loads: its omp_spin is "" (unknown, said by run and
- * predict) and its fork costs 0. */
+ * predict) and its fork costs 0. Version 5 keys the element-wise families by the threads the op ran
+ * on as well (y: 1, or the run's threads above CPU_PAR_MIN); a version-3 or -4 table still loads:
+ * its element-wise entries have y = 1 whatever their path, so an element-wise op on more than one
+ * thread is predicted from them as before and counted as clamped (calibrate again to split them). */
 #ifndef XF_CALIBRATION_H
 #define XF_CALIBRATION_H
 
@@ -29,7 +32,7 @@
 #include "core/status.h"
 
 #define CALIB_FORMAT "xfprof-calibration"
-#define CALIB_VERSION 4
+#define CALIB_VERSION 5
 #define CALIB_VERSION_MIN 3 /* the oldest version read */
 #define CALIB_MAX_ENTRIES 65536
 

@@ -13,11 +13,11 @@ M="$TMP/machine.json"
 # 1. A quick calibration (fp32, the quick grid) is written into the machine file.
 expect_rc 0 "machine --quick --calibrate" "$XF" machine --quick --calibrate --wdtype fp32 --threads 2 -o "$M"
 grep -q "efficiency = roofline time / measured time" "$TMP/out" && ok "calibration table printed" || bad "no calibration table: $(tail -c 400 "$TMP/out")"
-python3 - "$M" <<'PY' && ok "machine file holds an xfprof-calibration v4 (OpenMP spin, fork costs) with gemv and norm entries, GEMMs keyed by M, N, K, gemv by the working set" || bad "machine file's calibration"
+python3 - "$M" <<'PY' && ok "machine file holds an xfprof-calibration v5 (OpenMP spin, fork costs) with gemv and norm entries, GEMMs keyed by M, N, K, gemv by the working set, element-wise ops by their threads" || bad "machine file's calibration"
 import json, sys
 m = json.load(open(sys.argv[1]))
 c = m["calibration"]
-assert c["format"] == "xfprof-calibration" and c["version"] == 4 and c["grid"] == "quick"
+assert c["format"] == "xfprof-calibration" and c["version"] == 5 and c["grid"] == "quick"
 # the OpenMP spin it was measured under and the fork costs (version 4)
 assert c["omp_spin"].startswith(("GOMP_SPINCOUNT=", "OMP_WAIT_POLICY=")) or c["omp_spin"] == "libgomp default", c["omp_spin"]
 assert c["omp_spin_by"] in ("xfprof", "user", "nobody"), c["omp_spin_by"]
@@ -27,6 +27,8 @@ fam = {e["family"] for e in c["entries"]}
 assert {"gemv", "gemm", "norm", "attn_decode", "attn_prefill"} <= fam, fam
 assert all(e["efficiency"] > 0 and e["wdtype"] == "fp32" for e in c["entries"])
 assert all(e["z"] == 1 for e in c["entries"] if e["family"] not in ("gemm", "gemv"))
+# element-wise ops' y: the threads they ran on (decode's one, prefill's two: CPU_PAR_MIN)
+assert {e["y"] for e in c["entries"] if e["family"] == "norm"} == {1, 2}, {e["y"] for e in c["entries"] if e["family"] == "norm"}
 # gemv: always the dram tier, z = the model's weights over the last-level cache (the quick grid: in cache, below 1)
 gemv = [e for e in c["entries"] if e["family"] == "gemv"]
 assert gemv and all(e["tier"] == "dram" and 0 < e["z"] < 1 for e in gemv), sorted({(e["tier"], e["z"]) for e in gemv})

@@ -244,9 +244,11 @@ Test(predict_calibrated, corrupt_tables_are_refused_by_name) {
     snprintf(v, sizeof v, "%s", HEAD "]}");
     char *p = strstr(v, "\"version\":3");
     cr_assert_not_null(p);
+    p[10] = '6';
+    refused_as(XF_EFORMAT, v, "version 6");
+    /* versions 4 and 5 need the OpenMP spin and the fork costs; version 3 loads without them (unknown spin, no fork term) */
     p[10] = '5';
-    refused_as(XF_EFORMAT, v, "version 5");
-    /* version 4 needs the OpenMP spin and the fork costs; version 3 loads without them (unknown spin, no fork term) */
+    refused(v, "omp_spin");
     p[10] = '4';
     refused(v, "omp_spin");
     p[10] = '3';
@@ -275,11 +277,13 @@ Test(predict_calibrated, corrupt_tables_are_refused_by_name) {
 static void fill_constant(calib_table *t, xf_dtype d, double e) {
     for (int f = 0; f < CALIB_FAMILY_COUNT; f++)
         for (int tier = 0; tier < CALIB_TIER_COUNT; tier++) {
-            for (int c = 0; c < (f == CALIB_GEMM || f == CALIB_GEMV ? 8 : 4); c++) /* gemm, gemv: the corners in z (N, working set) too */
-                add_z(t, (calib_family)f, d, (calib_tier)tier, c & 1 ? 1e15 : 1, c & 2 ? 1e6 : 1e-3,
-                      f == CALIB_GEMM || f == CALIB_GEMV ? (c & 4 ? 1e15 : 1e-6) : 1, e);
+            const int zk = f == CALIB_GEMM || f == CALIB_GEMV; /* the corners in z (N, working set) too */
+            for (int c = 0; c < (zk ? 8 : 4); c++)
+                add_z(t, (calib_family)f, d, (calib_tier)tier, c & 1 ? 1e15 : 1, c & 2 ? 1e6 : 1e-3, zk ? (c & 4 ? 1e15 : 1e-6) : 1, e);
             for (int c = 0; f == CALIB_GEMM && c < 4; c++) /* a row just above the AMX path split: GEMMs of 33+ tokens stay on their side */
                 add_z(t, CALIB_GEMM, d, (calib_tier)tier, c & 1 ? 1e15 : 1, 40, c & 2 ? 1e15 : 1e-6, e);
+            for (int c = 0; f >= CALIB_NORM && c < 2; c++) /* a one-thread row: element-wise ops stay on their side of the thread split */
+                add(t, (calib_family)f, d, (calib_tier)tier, c & 1 ? 1e15 : 1, 1, e);
         }
 }
 
@@ -377,16 +381,16 @@ Test(predict_calibrated, gemm_rows_are_tokens_per_matrix) {
                 /* tinyllama: d_model 2048, d_ff 5632, 32 query and 4 KV heads of 64 */
                 static const double K[] = {[OP_QKV] = 2048, [OP_O_PROJ] = 2048, [OP_GATE_UP] = 2048, [OP_DOWN] = 5632};
                 static const double N[] = {[OP_QKV] = 2560, [OP_O_PROJ] = 2048, [OP_GATE_UP] = 11264, [OP_DOWN] = 2048};
-                predcal_keys(o, CALIB_GEMM, dts[k], 0.5, &x, &y, &z);
+                predcal_keys(o, CALIB_GEMM, dts[k], 0.5, 2, &x, &y, &z);
                 cr_assert(y == 64, "%s %s: M = %g, expected 64", dtype_name(dts[k]), op_kind_name(o->kind), y);
                 cr_assert(fabs(x - K[o->kind]) < 1e-6 * K[o->kind], "%s %s: K = %.9g", dtype_name(dts[k]), op_kind_name(o->kind), x);
                 cr_assert(fabs(z - N[o->kind]) < 1e-6 * N[o->kind], "%s %s: N = %.9g", dtype_name(dts[k]), op_kind_name(o->kind), z);
                 seen++;
             } else if (f == CALIB_GEMV) {
-                predcal_keys(o, CALIB_GEMV, dts[k], 0.5, &x, &y, &z);
+                predcal_keys(o, CALIB_GEMV, dts[k], 0.5, 2, &x, &y, &z);
                 cr_assert(y == 1, "%s %s: M = %g, expected 1", dtype_name(dts[k]), op_kind_name(o->kind), y);
                 cr_assert(x == o->weight_bytes && z == 0.5); /* z: the step's working set given */
-                predcal_keys(o, CALIB_GEMV, dts[k], 0, &x, &y, &z);
+                predcal_keys(o, CALIB_GEMV, dts[k], 0, 2, &x, &y, &z);
                 cr_assert(z == 1); /* unknown: 1 */
             }
         }
@@ -600,4 +604,72 @@ Test(predict_calibrated, gemm_rows_stay_on_their_side_of_the_amx_path_split) {
     NEAR(gemm_eff(&u, 1000, 16, 1000, &cl), 0.2);
     cr_assert_eq(cl, 1);
     calib_table_free(&u);
+}
+
+/* The element-wise families' y is the threads the op runs on (core/cpu_dispatch.h, CPU_PAR_MIN):
+ * under 16384 elements on the calling thread, above on all, paying a fork and, when the other
+ * threads have gone to sleep, their wake-up (docs/verdicts.md, run 16). stories15m (d_model 288)
+ * calibrated at prompts 32 (a norm of 9216 elements: one thread) and 128 (36864: two), every op
+ * "measured" at 2x its bound on one thread and 8x on two; at prompt 64 (18432: two threads, its
+ * bytes between the two prompts') every element-wise op takes its own path's efficiency (keyed by
+ * bytes alone it was interpolated between the paths); one thread throughout: every op on one. */
+Test(predict_calibrated, elementwise_rows_stay_on_their_side_of_the_thread_split) {
+    model_config c;
+    cr_assert_eq(config_preset("stories15m", &c), XF_OK);
+    unsigned ew = 0;
+    for (int f = CALIB_NORM; f < CALIB_FAMILY_COUNT; f++) ew |= 1u << f;
+    for (int th = 1; th <= 2; th++) {
+        calib_table t = table();
+        t.cache_Bps = 0;
+        static const int64_t prompts[] = {32, 128, 64};
+        int both = 0;
+        for (int k = 0; k < 3; k++) {
+            record_point p;
+            measured_point(&t, XF_FP32, prompts[k], 1, &p);
+            p.run.threads = th;
+            int sides[2] = {0, 0};
+            for (int64_t i = 0; i < p.n_ops; i++) {
+                const cost_op *o = &p.ops[i].cost;
+                const int par = predcal_regions(o, &c, o->phase == XF_PREFILL ? prompts[k] : 1, XF_FP32, th) > 0;
+                p.ops[i].time_s = (par ? 8 : 2) * p.ops[i].predicted_time_s;
+                sides[par] += predcal_family_of(o) >= CALIB_NORM;
+            }
+            if (k < 2) {
+                cr_assert_eq(predcal_add_point(&t, &p, &c, ew), XF_OK, "%s", xf_error_msg());
+                both += sides[0] > 0 && sides[1] > 0;
+                free(p.ops);
+                continue;
+            }
+            calib_table_merge(&t);
+            cr_assert_eq(both, th == 2 ? 2 : 0, "both paths in the points");
+            predcal_apply_point(&t, &p, &c, 0, NULL);
+            int norms = 0;
+            for (int64_t i = 0; i < p.n_ops; i++) {
+                const cost_op *o = &p.ops[i].cost;
+                if (predcal_family_of(o) < CALIB_NORM) continue;
+                NEAR(p.ops[i].calibrated_time_s, p.ops[i].time_s);
+                norms += o->phase == XF_PREFILL && o->kind == OP_ATTN_NORM && p.ops[i].time_s > 4 * p.ops[i].predicted_time_s;
+            }
+            cr_assert_eq(norms, th == 2 ? c.n_layers : 0, "prompt 64's attn_norms on two threads");
+            free(p.ops);
+        }
+        calib_table_free(&t);
+    }
+}
+
+/* A version-3 or -4 table's element-wise entries all have y = 1 (the threads unsaid): an op on two
+ * threads is predicted from them as before (log bytes), and counted as clamped. */
+Test(predict_calibrated, elementwise_entries_without_threads_are_read_as_before) {
+    calib_table t = table();
+    add(&t, CALIB_NORM, XF_FP32, CALIB_TIER_CACHE, 1e5, 1, 0.2);
+    add(&t, CALIB_NORM, XF_FP32, CALIB_TIER_CACHE, 1e7, 1, 0.8);
+    double e;
+    int cl, ot;
+    cr_assert_eq(predcal_efficiency(&t, CALIB_NORM, XF_FP32, CALIB_TIER_CACHE, 1e6, 2, 1, &e, &cl, &ot), XF_OK);
+    NEAR(e, 0.4);
+    cr_assert_eq(cl, 1);
+    cr_assert_eq(predcal_efficiency(&t, CALIB_NORM, XF_FP32, CALIB_TIER_CACHE, 1e6, 1, 1, &e, &cl, &ot), XF_OK);
+    NEAR(e, 0.4);
+    cr_assert_eq(cl, 0);
+    calib_table_free(&t);
 }
