@@ -46,6 +46,16 @@ if [ "${calibrated:-0}" = 1 ]; then
 else
     echo "calibration: reused from $XFPROF_MACHINE_FILE"
 fi
+# The judged runs run under the OpenMP spin the calibration recorded: each xfprof process otherwise
+# chooses 3000 or 200 from the CPUs it finds idle at its start, and a two-thread prefill
+# element-wise op's time here is mostly the partner thread's wake-up (docs/verdicts.md run 16).
+if [ -z "${GOMP_SPINCOUNT:-}" ] && [ -z "${OMP_WAIT_POLICY:-}" ]; then
+    spin=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["calibration"].get("omp_spin", ""))' "$XFPROF_MACHINE_FILE" 2>/dev/null || true)
+    case "$spin" in
+        GOMP_SPINCOUNT=[0-9]*) export "$spin"; echo "judged runs under the calibration's OpenMP spin: $spin" ;;
+        *) echo "the calibration records no spin to run under (\"$spin\"): each run chooses its own" ;;
+    esac
+fi
 for model in stories110m tinyllama-1.1b; do
     for wd in fp32 bf16 int8; do
         echo "$model $wd: load average $(cut -d' ' -f1 /proc/loadavg)" >>"$OUT/load.txt"
