@@ -275,6 +275,23 @@ static inline TGT_AVX512 __attribute__((always_inline)) __m512 ld_kv(const float
     return dt == XF_FP16 ? _mm512_cvtph_ps(h) : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
+/* qs (n, round16(hd)) = scale * q (n, hd), zero-padded, and each head's running max and sum reset
+ * (ml (n, 2)): the start of the per-head and whole-row AVX-512 variants. */
+static inline TGT_AVX512 __attribute__((always_inline)) void scale_q_reset(float *qs, float *ml, const float *q, int64_t n,
+                                                                           int64_t hd, float scale) {
+    const int64_t hdp = round16(hd), nvec = hdp / 16;
+    const __mmask16 tail = hd % 16 ? (__mmask16)((1u << (hd % 16)) - 1u) : (__mmask16)0xffff;
+    const __m512 vs = _mm512_set1_ps(scale);
+    for (int64_t h = 0; h < n; h++) {
+        for (int64_t v = 0; v < nvec; v++) {
+            const __mmask16 m = v == nvec - 1 ? tail : (__mmask16)0xffff;
+            _mm512_store_ps(qs + h * hdp + v * 16, _mm512_mul_ps(vs, _mm512_maskz_loadu_ps(m, q + h * hd + v * 16)));
+        }
+        ml[2 * h] = -INFINITY;
+        ml[2 * h + 1] = 0.0f;
+    }
+}
+
 static TGT_AVX512 void attn_part_avx512(float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep, int64_t hd,
                                         const void *k_base, const void *v_base, xf_dtype dt, int64_t row_elems,
                                         int64_t head_off, const int64_t *slots, int64_t n_ctx, float scale, float *scratch) {
@@ -287,15 +304,7 @@ static TGT_AVX512 void attn_part_avx512(float *o, float *ml, const float *q, int
     float *zero = vb + XK_DEC_KEYS * hdp;                 /* (hdp) zeros: the rows past n_ctx */
     float *pw = zero + hdp;                               /* (n_rep, XK_DEC_KEYS) this block's weights */
     float *cr = pw + round16(n_rep * XK_DEC_KEYS);        /* (n_rep) this block's rescale factors */
-    const __m512 vs = _mm512_set1_ps(scale);
-    for (int64_t h = 0; h < nh; h++) {
-        for (int64_t v = 0; v < nvec; v++) {
-            const __mmask16 m = v == nvec - 1 ? tail : (__mmask16)0xffff;
-            _mm512_store_ps(qs + h * hdp + v * 16, _mm512_mul_ps(vs, _mm512_maskz_loadu_ps(m, q + h * hd + v * 16)));
-        }
-        ml[2 * h] = -INFINITY;
-        ml[2 * h + 1] = 0.0f;
-    }
+    scale_q_reset(qs, ml, q, nh, hd, scale);
     for (int64_t v = 0; v < nvec; v++) _mm512_store_ps(zero + v * 16, _mm512_setzero_ps());
     memset(o, 0, (size_t)(nh * hd) * sizeof(float));
     const char *kbase = k_base, *vbase = v_base;
@@ -418,15 +427,7 @@ attn_part_rows_t(float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep
     float *ow = ov + n_g * hdp;           /* (n_g, hdp) ... and of its odd keys */
     float *zero = ow + n_g * hdp;         /* (round16(n_g * hd)) zeros: the rows past n_ctx */
     float *cr = zero + round16(n_g * hd); /* (n_g) block b - 1's rescale factors */
-    const __m512 vs = _mm512_set1_ps(scale);
-    for (int64_t g = 0; g < n_g; g++) {
-        for (int64_t v = 0; v < nvec; v++) {
-            const __mmask16 m = v == nvec - 1 ? tail : (__mmask16)0xffff;
-            _mm512_store_ps(qs + g * hdp + v * 16, _mm512_mul_ps(vs, _mm512_maskz_loadu_ps(m, q + g * hd + v * 16)));
-        }
-        ml[2 * g] = -INFINITY;
-        ml[2 * g + 1] = 0.0f;
-    }
+    scale_q_reset(qs, ml, q, n_g, hd, scale);
     memset(zero, 0, (size_t)round16(n_g * hd) * sizeof(float));
     memset(o, 0, (size_t)(n_g * hd) * sizeof(float));
     const char *kbase = k_base, *vbase = v_base;
