@@ -252,67 +252,95 @@ static void proj_mats_free(wmat *m8, wmat *mb, int64_t nm) {
     free(m8), free(mb);
 }
 
-/* The batch-16 projection kernels alone (information, no target): the model's layer matrices
- * (random values; int8 group 128, packed; bf16 in place), 16 tokens, each matrix the way the
- * backend runs it at that batch (the int8 tiles' and the bf16 tiles' 64-row work items, the input
- * quantized / packed first), every layer its own copy (from DRAM where they pass the LLC, as the
- * steps' weights do), the variants interleaved, best
- * of reps, beside the read ceiling rd: what the step's batch-16 ratio loses outside the kernels.
- * Only where AMX is granted. 1 on error. */
-static int batch16_kernels(const model_config *cfg, int threads, int reps, double rd) {
-    if (!xk_a8_amx() || !amx_bf16_granted()) {
-        printf("batch-16 kernels alone: skipped (AMX-INT8 / AMX-BF16 not granted here)\n");
-        return 0;
+/* fp32 copies of the bf16 matrices mb[0..nm) (the same values, widened), for the fp32 kernels alone;
+ * their bytes into *bytes. 1 on error (said). Freed with proj_mats_free (as an int8-less set). */
+static int proj_mats_f32(const wmat *mb, int64_t nm, wmat **mf, double *bytes) {
+    wmat *MF = calloc((size_t)nm, sizeof *MF);
+    *mf = MF, *bytes = 0;
+    if (!MF) return die("out of memory");
+    for (int64_t i = 0; i < nm; i++) {
+        MF[i] = mb[i], MF[i].dtype = XF_FP32;
+        float *v = malloc((size_t)(mb[i].rows * mb[i].cols) * 4);
+        if (!(MF[i].data = v)) return die("out of memory");
+        const uint16_t *b = mb[i].data;
+        for (int64_t j = 0; j < mb[i].rows * mb[i].cols; j++) v[j] = weights_bf16_to_f32(b[j]);
+        *bytes += 4.0 * (double)(mb[i].rows * mb[i].cols);
     }
+    return 0;
+}
+
+/* The batch-16 projection kernels alone (information, no target): the model's layer matrices
+ * (random values; int8 group 128, packed; bf16; fp32 of the bf16 values), 16 tokens, each matrix
+ * the way the backend's cpu_linear runs it at that batch on this machine: with AMX granted the int8
+ * tiles' and the bf16 tiles' 64-row work items (the input quantized / packed first), else the int8
+ * VNNI kernel (the input quantized in the same region) and the bf16 FMA kernel (on the fp32 input,
+ * or on it rounded to bf16 first, here in the same region) in the own matmul's 16-row work items
+ * (CPU_MM_CHUNK); fp32 on the FMA kernel in 16-row items everywhere. Every layer its own copy (from
+ * DRAM where they pass the LLC, as the steps' weights do), the variants interleaved, best of reps,
+ * beside the read ceiling rd: what the step's batch-16 ratio loses outside the kernels. 1 on error. */
+static int batch16_kernels(const model_config *cfg, int threads, int reps, double rd) {
+    const int amx = xk_a8_amx() && amx_bf16_granted() && xk_isa_best() == XK_ISA_AVX512;
     const int64_t n = 16, d = cfg->d_model, qd = cfg->n_heads * cfg->head_dim, kvd = cfg->n_kv_heads * cfg->head_dim;
     const int64_t nm = 4 * cfg->n_layers, wide = cfg->d_ff > qd ? (cfg->d_ff > d ? cfg->d_ff : d) : (qd > d ? qd : d);
-    float *x = malloc((size_t)(n * wide) * 4), *y = malloc((size_t)(n * 2 * cfg->d_ff + n * (qd + 2 * kvd)) * 4);
+    const int64_t item = amx ? 64 : 16; /* rows per work item: cpu_backend.c's CPU_AMX_ROWS, CPU_MM_CHUNK */
+    float *x = malloc((size_t)(n * wide) * 4), *xr = malloc((size_t)(n * wide) * 4);
+    float *y = malloc((size_t)(n * 2 * cfg->d_ff + n * (qd + 2 * kvd)) * 4);
     int8_t *q = malloc((size_t)(n * (wide + 128)));
     float *qs = malloc((size_t)(n * wide) * 4);
     int32_t *qcr = malloc((size_t)(n * wide) * 4);
     uint16_t *xb = aligned_alloc(64, (size_t)amx_bf16_input_elems(n, wide, 3) * 2);
     const int64_t cn = amx_bf16_scratch_floats(64, n);
     float *c = aligned_alloc(64, (size_t)(threads * cn) * 4);
-    if (!x || !y || !q || !qs || !qcr || !xb || !c) return die("out of memory");
-    double bytes[2];
+    if (!x || !xr || !y || !q || !qs || !qcr || !xb || !c) return die("out of memory");
+    double bytes[3];
     uint32_t sd = 29;
-    wmat *M8, *MB;
+    wmat *M8, *MB, *MF;
     if (proj_mats(cfg, &sd, &M8, &MB, bytes)) return 1;
+    if (proj_mats_f32(MB, nm, &MF, &bytes[2])) return 1;
     for (int64_t i = 0; i < n * wide; i++) sd = sd * 1664525u + 1013904223u, x[i] = (float)(sd >> 8) / 16777216.0f - 0.5f;
-    double best[3] = {1e30, 1e30, 1e30};
+    const xk_isa isa = xk_isa_best();
+    double best[4] = {1e30, 1e30, 1e30, 1e30};
     for (int r = 0; r < reps; r++)
-        for (int v = 0; v < 3; v++) { /* int8, bf16 exact3, bf16 rounded */
+        for (int v = 0; v < 4; v++) { /* int8, bf16 exact (3 parts on the tiles), bf16 rounded, fp32 */
             const double t0 = bench_now_s();
             for (int64_t i = 0; i < nm; i++) {
-                const wmat *W = v == 0 ? &M8[i] : &MB[i];
-                const int64_t rw = W->rows, cl = W->cols, chunks = (rw + 63) / 64, parts = v == 1 ? 3 : 1;
+                const wmat *W = v == 0 ? &M8[i] : v == 3 ? &MF[i] : &MB[i];
+                const int64_t rw = W->rows, cl = W->cols, chunks = (rw + item - 1) / item, parts = v == 1 ? 3 : 1;
                 const int64_t qc = v == 0 ? xk_act8_cols(W) : 0, ng = W->n_groups;
+                const int tiles = amx && (v == 1 || v == 2);
+                if (v == 2 && !amx) memcpy(xr, x, (size_t)(n * cl) * 4); /* the backend rounds its input buffer in place */
 #pragma omp parallel num_threads(threads)
                 {
                     if (v == 0) {
 #pragma omp for schedule(static)
                         for (int64_t t = 0; t < n; t++) xk_act8_quantize(W, x + t * cl, 1, q + t * qc, qs + t * ng, qcr + t * ng);
-                    } else {
+                    } else if (tiles) {
 #pragma omp single
                         amx_bf16_pack_input(x, n, cl, (int)parts, 0, 1, xb);
+                    } else if (v == 2) {
+#pragma omp for schedule(static)
+                        for (int64_t t = 0; t < n; t++) xk_bf16_round(xr + t * cl, 1, cl, NULL);
                     }
 #pragma omp for schedule(static)
                     for (int64_t ch = 0; ch < chunks; ch++) {
-                        const int64_t r0 = ch * 64, r1 = r0 + 64 < rw ? r0 + 64 : rw;
-                        if (v == 0) xk_matmul_a8(xk_isa_best(), W, q, qs, qcr, n, y, rw, r0, r1);
-                        else amx_matmul_bf16(W, xb, (int)parts, n, y, rw, r0, r1, c + (int64_t)omp_get_thread_num() * cn);
+                        const int64_t r0 = ch * item, r1 = r0 + item < rw ? r0 + item : rw;
+                        if (v == 0) xk_matmul_a8(isa, W, q, qs, qcr, n, y, rw, r0, r1);
+                        else if (tiles) amx_matmul_bf16(W, xb, (int)parts, n, y, rw, r0, r1, c + (int64_t)omp_get_thread_num() * cn);
+                        else xk_matmul(isa, W, v == 2 ? xr : x, n, y, rw, r0, r1);
                     }
                 }
             }
             const double t = bench_now_s() - t0;
             best[v] = t < best[v] ? t : best[v];
         }
-    printf("batch-16 kernels alone (%d layers x 4 matrices, %.0f MiB of bf16, best of %d, interleaved; information): int8 tiles %.2f GB/s "
-           "(%.3f of the read ceiling), bf16 tiles exact3 %.2f (%.3f), rounded %.2f (%.3f)\n",
-           (int)cfg->n_layers, bytes[1] / 1048576, reps, bytes[0] / best[0] / 1e9, bytes[0] / best[0] / rd, bytes[1] / best[1] / 1e9, bytes[1] / best[1] / rd,
-           bytes[1] / best[2] / 1e9, bytes[1] / best[2] / rd);
+    printf("batch-16 kernels alone (%d layers x 4 matrices, %.0f MiB of bf16, best of %d, interleaved; information): int8 %s %.2f GB/s "
+           "(%.3f of the read ceiling), bf16 %s %.2f (%.3f), rounded %.2f (%.3f), fp32 fma %.2f (%.3f)\n",
+           (int)cfg->n_layers, bytes[1] / 1048576, reps, amx ? "tiles" : "vnni", bytes[0] / best[0] / 1e9, bytes[0] / best[0] / rd,
+           amx ? "tiles exact3" : "fma exact", bytes[1] / best[1] / 1e9, bytes[1] / best[1] / rd, bytes[1] / best[2] / 1e9,
+           bytes[1] / best[2] / rd, bytes[2] / best[3] / 1e9, bytes[2] / best[3] / rd);
+    proj_mats_free(MF, NULL, nm); /* their scales are NULL, as the bf16 ones */
     proj_mats_free(M8, MB, nm);
-    free(x), free(y), free(q), free(qs), free(qcr), free(xb), free(c);
+    free(x), free(xr), free(y), free(q), free(qs), free(qcr), free(xb), free(c);
     return 0;
 }
 

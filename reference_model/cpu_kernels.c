@@ -852,6 +852,9 @@ static void a8_scalar(const wmat *W, const int8_t *q, const float *s, const int3
  * the same for tinyllama and 4% faster for stories110m (docs/performance.md).
  * 8 x 3 accumulators fit the 32 vector registers. */
 #define XK_A8_STREAMS 8
+/* Batched decode without AMX: tokens per pass over a 16-row block (a8_tile512_wide) */
+#define XK_A8_WIDE 16
+static int a8_wide_off; /* xk_a8_avoid_wide */
 
 #if XK_X86
 /* One 16-row block times TB tokens (TB a constant after inlining): two accumulator chains per
@@ -1046,10 +1049,109 @@ static TGT_AVX512VNNI void a8_avx512vnni_1(const wmat *W, const int8_t *q, const
     }
 }
 
+/* acc += w (u8) . the 4 signed bytes at x broadcast to every lane: the broadcast as the instruction's
+ * memory operand ({1to16}), which gcc 12 does not fold from _mm512_set1_epi32 (a separate
+ * vpbroadcastd per product); the same operation. */
+#if defined(__GNUC__) && !defined(__clang__)
+typedef int32_t xk_i32_any __attribute__((aligned(1), may_alias)); /* 4 bytes anywhere, of any type */
+#define XK_DPBUSD_BCAST(acc, w, x) __asm__("vpdpbusd %[m]%{1to16%}, %[wv], %[a]" : [a] "+v"(acc) : [wv] "v"(w), [m] "m"(*(const xk_i32_any *)(const void *)(x)))
+#else
+#define XK_DPBUSD_BCAST(acc, w, x)                                                                          \
+    do {                                                                                                    \
+        int32_t x4_;                                                                                        \
+        memcpy(&x4_, (x), 4);                                                                               \
+        (acc) = _mm512_dpbusd_epi32((acc), (w), _mm512_set1_epi32(x4_));                                    \
+    } while (0)
+#endif
+
+/* Batched decode without AMX: one 16-row block times TB tokens (5..16, a constant after inlining)
+ * in one pass over the block's weights, where a8_tile512 reads them once per 4 tokens. Each 64-byte
+ * weight vector (16 rows x 4 columns) is loaded once and feeds TB vpdpbusd, one int32 chain per
+ * token (TB independent chains). The integer sums are exact (modulo 2^32, as a8_tile512's two
+ * chains a token added), and each group is finished as a8_tile512 finishes it (minus corr, to fp32,
+ * times the weight scale times s, one FMA into the token's sum, groups in order), the sums kept in
+ * `out` between groups: the same bits. */
+static inline __attribute__((always_inline)) TGT_AVX512VNNI void a8_tile512_wide(const uint8_t *wb, const float *sb, int64_t ng,
+                                                                                 int64_t gp, const int8_t *q, int64_t qc,
+                                                                                 const float *s, const int32_t *corr,
+                                                                                 const int TB, float *out) {
+    for (int j = 0; j < TB; j++) _mm512_storeu_ps(out + j * WMAT_PACK_ROWS, _mm512_setzero_ps());
+    for (int64_t g = 0; g < ng; g++) {
+        const uint8_t *wg = wb + g * gp * WMAT_PACK_ROWS;
+        const int8_t *qg = q + g * gp;
+        __m512i a[XK_A8_WIDE];
+        for (int j = 0; j < TB; j++) a[j] = _mm512_setzero_si512();
+        /* the tokens' inputs through 4 row pointers (tokens 4i..4i+3 at p[i] + 0, qc, 2 qc, 3 qc), so
+         * that the addresses fit the general registers (16 pointers did not, and spilled) */
+        const int8_t *p[XK_A8_WIDE / 4];
+        for (int i = 0; i < (TB + 3) / 4; i++) p[i] = qg + 4 * i * qc;
+        const int64_t qc3 = 3 * qc;
+        for (int64_t k = 0; k < gp; k += 4) {
+            const __m512i w = _mm512_loadu_si512((const void *)(wg + k * WMAT_PACK_ROWS));
+            XK_PREFETCH(wg + k * WMAT_PACK_ROWS + XK_A8_PF);
+            for (int j = 0; j < TB; j++) {
+                const int8_t *pj = p[j / 4] + k;
+                const int8_t *xj = j % 4 == 0 ? pj : j % 4 == 1 ? pj + qc : j % 4 == 2 ? pj + 2 * qc : pj + qc3;
+                XK_DPBUSD_BCAST(a[j], w, xj);
+            }
+        }
+        const __m512 sv = _mm512_loadu_ps(sb + g * WMAT_PACK_ROWS);
+        for (int j = 0; j < TB; j++) {
+            const __m512i d = _mm512_sub_epi32(a[j], _mm512_set1_epi32(corr[j * ng + g]));
+            const __m512 f = _mm512_loadu_ps(out + j * WMAT_PACK_ROWS);
+            _mm512_storeu_ps(out + j * WMAT_PACK_ROWS, _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(sv, _mm512_set1_ps(s[j * ng + g])), f));
+        }
+    }
+}
+
+/* 5..16 tokens: blocks of 16 rows meeting [r0, r1), the tokens in one pass each (a8_tile512_wide);
+ * more tokens in slices of 16, a slice of 1..4 left over by a8_tile512. */
+static TGT_AVX512VNNI void a8_avx512vnni_wide(const wmat *W, const int8_t *q, const float *s, const int32_t *corr, int64_t n,
+                                              float *y, int64_t ldy, int64_t r0, int64_t r1) {
+    const int64_t ng = W->n_groups, gp = W->gpad, qc = ng * gp;
+    for (int64_t b = r0 / WMAT_PACK_ROWS; b * WMAT_PACK_ROWS < r1; b++) {
+        const uint8_t *wb = (const uint8_t *)W->data + b * ng * gp * WMAT_PACK_ROWS;
+        const float *sb = W->scales + b * ng * WMAT_PACK_ROWS;
+        const int64_t lo = b * WMAT_PACK_ROWS > r0 ? b * WMAT_PACK_ROWS : r0;
+        const int64_t hi = (b + 1) * WMAT_PACK_ROWS < r1 ? (b + 1) * WMAT_PACK_ROWS : r1;
+        for (int64_t t = 0; t < n; t += XK_A8_WIDE) {
+            float out[XK_A8_WIDE * WMAT_PACK_ROWS];
+            const int8_t *qt = q + t * qc;
+            const float *st = s + t * ng;
+            const int32_t *ct = corr + t * ng;
+            const int64_t tb = n - t < XK_A8_WIDE ? n - t : XK_A8_WIDE;
+            switch (tb) {
+            case 1: a8_tile512(wb, sb, ng, gp, qt, qc, st, ct, 1, out); break;
+            case 2: a8_tile512(wb, sb, ng, gp, qt, qc, st, ct, 2, out); break;
+            case 3: a8_tile512(wb, sb, ng, gp, qt, qc, st, ct, 3, out); break;
+            case 4: a8_tile512(wb, sb, ng, gp, qt, qc, st, ct, 4, out); break;
+            case 5: a8_tile512_wide(wb, sb, ng, gp, qt, qc, st, ct, 5, out); break;
+            case 6: a8_tile512_wide(wb, sb, ng, gp, qt, qc, st, ct, 6, out); break;
+            case 7: a8_tile512_wide(wb, sb, ng, gp, qt, qc, st, ct, 7, out); break;
+            case 8: a8_tile512_wide(wb, sb, ng, gp, qt, qc, st, ct, 8, out); break;
+            case 9: a8_tile512_wide(wb, sb, ng, gp, qt, qc, st, ct, 9, out); break;
+            case 10: a8_tile512_wide(wb, sb, ng, gp, qt, qc, st, ct, 10, out); break;
+            case 11: a8_tile512_wide(wb, sb, ng, gp, qt, qc, st, ct, 11, out); break;
+            case 12: a8_tile512_wide(wb, sb, ng, gp, qt, qc, st, ct, 12, out); break;
+            case 13: a8_tile512_wide(wb, sb, ng, gp, qt, qc, st, ct, 13, out); break;
+            case 14: a8_tile512_wide(wb, sb, ng, gp, qt, qc, st, ct, 14, out); break;
+            case 15: a8_tile512_wide(wb, sb, ng, gp, qt, qc, st, ct, 15, out); break;
+            default: a8_tile512_wide(wb, sb, ng, gp, qt, qc, st, ct, 16, out); break;
+            }
+            for (int64_t j = 0; j < tb; j++)
+                for (int64_t r = lo; r < hi; r++) y[(t + j) * ldy + r] = out[j * WMAT_PACK_ROWS + r - b * WMAT_PACK_ROWS];
+        }
+    }
+}
+
 static TGT_AVX512VNNI void a8_avx512vnni(const wmat *W, const int8_t *q, const float *s, const int32_t *corr, int64_t n, float *y,
                                          int64_t ldy, int64_t r0, int64_t r1) {
     if (n == 1) {
         a8_avx512vnni_1(W, q, s, corr, y, r0, r1);
+        return;
+    }
+    if (n >= 5 && !__atomic_load_n(&a8_wide_off, __ATOMIC_RELAXED)) {
+        a8_avx512vnni_wide(W, q, s, corr, n, y, ldy, r0, r1);
         return;
     }
     XK_A8_DRIVER(a8_tile512)
@@ -1065,6 +1167,7 @@ static TGT_AVX2 void a8_avx2(const wmat *W, const int8_t *q, const float *s, con
 #endif
 
 void xk_a8_avoid_amx(int avoid) { amx_avoid(avoid); }
+void xk_a8_avoid_wide(int avoid) { __atomic_store_n(&a8_wide_off, avoid != 0, __ATOMIC_RELAXED); }
 
 int xk_a8_amx(void) { return amx_int8_granted(); }
 

@@ -93,6 +93,9 @@ int xk_a8_streams(void);
 /* Tests and benchmarks: 1 keeps xk_matmul_a8 off AMX (the VNNI kernel for every token count), and the
  * bf16 tiles too (amx_avoid, cpu_amx.h, where the AMX kernels live). */
 void xk_a8_avoid_amx(int avoid);
+/* Tests and benchmarks: 1 keeps 5+ token xk_matmul_a8 calls on the AVX-512 VNNI kernel's passes of
+ * 4 tokens (a8_tile512), 0 (the default) on its one pass of up to 16 tokens (the same bits). */
+void xk_a8_avoid_wide(int avoid);
 
 /* bf16 weights with AVX512-BF16 (`vdpbf16ps`): the input split exactly into three bf16 parts,
  * x = hi + mid + lo (8 + 8 + 8 significant bits: fp32's 24), so every bf16 x bf16 product the

@@ -311,9 +311,10 @@ Test(cpu_kernels, a8_group32) { check_a8(21, 96, 32, 1.0f); }
 Test(cpu_kernels, a8_odd_group) { check_a8(9, 61, 22, 1.0f); }          /* gpad 24: columns padded in every group */
 Test(cpu_kernels, a8_group_over_cols) { check_a8(18, 100, 65536, 50.0f); } /* one group, gpad 100 */
 
-/* The AMX tile path (4+ tokens, where the CPU and OS allow it) gives the VNNI kernel's bits, and
- * every token's result is the same whatever batch it is computed in (1..20 tokens: tile rows
- * 4..16 and a second tile of tokens). */
+/* The AMX tile path (4+ tokens, where the CPU and OS allow it) gives the VNNI kernel's bits, the
+ * VNNI kernel's one pass of 5..16 tokens (a8_tile512_wide) the bits of its passes of 4, and every
+ * token's result is the same whatever batch it is computed in (1..20 tokens: tile rows 4..16 and a
+ * second tile of tokens; one wide pass, then a slice of 1..4 tokens). */
 static void check_a8_batches(int64_t rows, int64_t cols, int group) {
     wmat W = make_wmat(XF_INT8, rows, cols, group, 77);
     cr_assert_eq(weights_pack_int8(&W), XF_OK);
@@ -324,6 +325,7 @@ static void check_a8_batches(int64_t rows, int64_t cols, int group) {
     int8_t *q = malloc((size_t)(n_max * qc));
     float *s = malloc((size_t)(n_max * ng) * sizeof(float)), *y = malloc((size_t)(n_max * rows) * sizeof(float));
     float *y1 = malloc((size_t)rows * sizeof(float)), *yv = malloc((size_t)(n_max * rows) * sizeof(float));
+    float *y4 = malloc((size_t)(n_max * rows) * sizeof(float));
     int32_t *corr = malloc((size_t)(n_max * ng) * sizeof(int32_t));
     xk_act8_quantize(&W, x, n_max, q, s, corr);
     cr_log_info("a8 AMX here: %d (%s)", xk_a8_amx(), xk_a8_name(xk_isa_best()));
@@ -331,8 +333,14 @@ static void check_a8_batches(int64_t rows, int64_t cols, int group) {
         xk_matmul_a8(xk_isa_best(), &W, q, s, corr, n, y, rows, 1, rows);
         xk_a8_avoid_amx(1);
         xk_matmul_a8(xk_isa_best(), &W, q, s, corr, n, yv, rows, 1, rows);
+        xk_a8_avoid_wide(1);
+        xk_matmul_a8(xk_isa_best(), &W, q, s, corr, n, y4, rows, 1, rows);
+        xk_a8_avoid_wide(0);
         xk_a8_avoid_amx(0);
         for (int64_t t = 0; t < n; t++) {
+            for (int64_t r = 1; r < rows; r++)
+                cr_assert_eq(yv[t * rows + r], y4[t * rows + r], "n=%lld tok %lld row %lld: one pass %.9g, passes of 4 %.9g", (long long)n,
+                             (long long)t, (long long)r, yv[t * rows + r], y4[t * rows + r]);
             xk_matmul_a8(xk_isa_best(), &W, q + t * qc, s + t * ng, corr + t * ng, 1, y1, rows, 1, rows);
             for (int64_t r = 1; r < rows; r++) {
                 cr_assert_eq(y[t * rows + r], yv[t * rows + r], "n=%lld tok %lld row %lld: tiles %.9g, vnni %.9g", (long long)n,
@@ -342,11 +350,12 @@ static void check_a8_batches(int64_t rows, int64_t cols, int group) {
             }
         }
     }
-    free(x), free(q), free(s), free(y), free(y1), free(yv), free(corr), free(W.data), free(W.scales);
+    free(x), free(q), free(s), free(y), free(y1), free(yv), free(y4), free(corr), free(W.data), free(W.scales);
 }
 
 Test(cpu_kernels, a8_batches_group128) { check_a8_batches(35, 384, 128); } /* K tiles of 64 */
 Test(cpu_kernels, a8_batches_odd_group) { check_a8_batches(20, 70, 22); }  /* gpad 24: K tiles of 8 */
+Test(cpu_kernels, a8_batches_group32_wide) { check_a8_batches(16 * 3 + 5, 32 * 9 + 12, 32); } /* 10 groups, the last short */
 
 /* Decode at batch 1 reads a call's row blocks as several streams side by side (XK_A8_STREAMS):
  * a row's bits do not depend on the range it is computed in (one call, block by block, cuts at
