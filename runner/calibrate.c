@@ -1,5 +1,7 @@
 #include "calibrate.h"
 
+#include <limits.h>
+#include <malloc.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -103,6 +105,23 @@ static xf_status run_one(const calibrate_opts *o, const model_config *cfg, xf_dt
     return XF_OK;
 }
 
+/* The grid's models run one after the other, each allocating about what the one before freed: kept
+ * in the heap (no mmap, no trim) their pages stay mapped, so a model's set-up does not fault and
+ * zero its hundreds of MiB again. The matrices are 35-141 MiB, above any M_MMAP_THRESHOLD glibc
+ * takes (32 MiB at most), so mmap is turned off instead. */
+static int g_no_mmap, g_no_trim;
+void calibrate_keep_heap(int on) {
+    if (on) {
+        g_no_mmap = g_no_mmap || mallopt(M_MMAP_MAX, 0) == 1;
+        g_no_trim = g_no_trim || mallopt(M_TRIM_THRESHOLD, INT_MAX) == 1;
+        return;
+    }
+    if (g_no_mmap) mallopt(M_MMAP_MAX, 65536); /* glibc's defaults */
+    if (g_no_trim) mallopt(M_TRIM_THRESHOLD, 128 * 1024);
+    if (g_no_mmap || g_no_trim) malloc_trim(0);
+    g_no_mmap = g_no_trim = 0;
+}
+
 xf_status calibrate_measure(const calibrate_opts *o, const device_spec *m, calib_table *t) {
     calib_table_init(t);
     if (o && o->fork_alt) calib_table_init(o->fork_alt);
@@ -153,6 +172,7 @@ xf_status calibrate_measure(const calibrate_opts *o, const device_spec *m, calib
      * layer of a grid model gets a copy of layer 0's (its own buffers, the same shapes, dtype,
      * layout and distribution), which the set-up makes in a fraction of the time (docs/verdicts.md) */
     weights_random_reuse_layers(1);
+    calibrate_keep_heap(1);
     for (int k = 0; k < o->n_wdtypes && s == XF_OK; k++) {
         xf_dtype wd = o->wdtypes[k];
         for (int i = 0; i < N_SHAPES && s == XF_OK; i++) {
@@ -199,6 +219,7 @@ xf_status calibrate_measure(const calibrate_opts *o, const device_spec *m, calib
         }
     }
     weights_random_reuse_layers(0);
+    calibrate_keep_heap(0);
     if (s) {
         calib_table_free(t);
         if (nf) calib_table_free(nf);
