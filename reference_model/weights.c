@@ -224,12 +224,33 @@ xf_status weights_bytes(const model_config *c, xf_dtype dtype, int group, int64_
  * ceiling's arrays); NULL on failure; freed with free(). */
 static void *alloc64(int64_t bytes) { return hugemem_alloc(bytes); }
 
-static xf_status wmat_alloc(wmat *m, xf_dtype dt, int64_t rows, int64_t cols, int group) {
+/* packed: an int8 matrix directly in weights_pack's layout (weights.h), its padding already what
+ * weights_pack_int8 gives it (weight 0, i.e. 128, and scale 0), for weights_set_rows to fill: the
+ * random weights' path (weights_init_random), which then skips the row-major copy and the packing
+ * pass. Ignored for other dtypes. */
+static xf_status wmat_alloc_as(wmat *m, xf_dtype dt, int64_t rows, int64_t cols, int group, int packed) {
     memset(m, 0, sizeof *m);
     m->dtype = dt;
     m->rows = rows;
     m->cols = cols;
     m->owned = 1;
+    if (dt == XF_INT8 && packed && rows > 0 && cols > 0) {
+        m->group = group;
+        m->n_groups = (cols + group - 1) / group;
+        m->packed = 1;
+        m->gpad = pack_gpad(cols, group);
+        const int64_t vb = weights_packed_values_bytes(rows, cols, group), sb = weights_packed_scales_bytes(rows, cols, group);
+        if (vb <= 0 || sb <= 0) return xf_errorf(XF_EOVERFLOW, "a %lld x %lld int8 matrix: its size overflows", (long long)rows, (long long)cols);
+        m->data = alloc64(vb);
+        m->scales = alloc64(sb);
+        if (!m->data || !m->scales) return xf_errorf(XF_ENOMEM, "out of memory allocating a %lld x %lld int8 weight matrix", (long long)rows,
+                                                     (long long)cols);
+        /* every byte past the (rows, cols) elements is padding: set only where there is some (rows
+         * not a multiple of WMAT_PACK_ROWS, groups not a multiple of 4 columns), as the rest is written */
+        if (vb != rows * cols) memset(m->data, 128, (size_t)vb);
+        if (sb != rows * m->n_groups * 4) memset(m->scales, 0, (size_t)sb);
+        return XF_OK;
+    }
     int64_t n = rows * cols; /* checked by weights_bytes before */
     int64_t esz = dt == XF_FP32 ? 4 : dt == XF_INT8 ? 1 : 2;
     m->data = alloc64(n * esz);
@@ -243,6 +264,8 @@ static xf_status wmat_alloc(wmat *m, xf_dtype dt, int64_t rows, int64_t cols, in
     }
     return XF_OK;
 }
+
+static xf_status wmat_alloc(wmat *m, xf_dtype dt, int64_t rows, int64_t cols, int group) { return wmat_alloc_as(m, dt, rows, cols, group, 0); }
 
 static void wmat_free(wmat *m) {
     if (m->owned) {
@@ -359,7 +382,9 @@ static xf_status weights_alloc_moe(layer_weights *L, const model_config *c, xf_d
     return XF_OK;
 }
 
-xf_status weights_alloc(model_weights **out, const model_config *c, xf_dtype dtype, int group) {
+/* packed: the matrices weights_pack packs (embeddings, qkv, o, the dense FFN) allocated packed
+ * (int8; wmat_alloc_as), the others row-major; 0: all row-major (weights_alloc, for loaders). */
+static xf_status weights_alloc_as(model_weights **out, const model_config *c, xf_dtype dtype, int group, int packed) {
     if (!out || !c) return xf_errorf(XF_EINVAL, "weights_alloc: NULL argument");
     *out = NULL;
     if (group <= 0) group = XF_DEFAULT_QUANT_GROUP;
@@ -380,13 +405,13 @@ xf_status weights_alloc(model_weights **out, const model_config *c, xf_dtype dty
         weights_free(w);
         return xf_errorf(XF_ENOMEM, "out of memory");
     }
-    st = wmat_alloc(&w->embed, dtype, c->vocab, c->d_model, group);
+    st = wmat_alloc_as(&w->embed, dtype, c->vocab, c->d_model, group, packed);
     if (!st) {
         if (c->tied_embeddings) {
             w->lm_head = w->embed;
             w->lm_head.owned = 0;
         } else {
-            st = wmat_alloc(&w->lm_head, dtype, c->vocab, c->d_model, group);
+            st = wmat_alloc_as(&w->lm_head, dtype, c->vocab, c->d_model, group, packed);
         }
     }
     if (!st && !(w->final_norm = alloc64(c->d_model * 4))) st = xf_errorf(XF_ENOMEM, "out of memory");
@@ -408,8 +433,8 @@ xf_status weights_alloc(model_weights **out, const model_config *c, xf_dtype dty
             st = xf_errorf(XF_ENOMEM, "out of memory");
             break;
         }
-        if ((st = wmat_alloc(&L->qkv, dtype, shapes[0][0], c->d_model, group))) break;
-        if ((st = wmat_alloc(&L->o, dtype, c->d_model, shapes[1][1], group))) break;
+        if ((st = wmat_alloc_as(&L->qkv, dtype, shapes[0][0], c->d_model, group, packed))) break;
+        if ((st = wmat_alloc_as(&L->o, dtype, c->d_model, shapes[1][1], group, packed))) break;
         if (mla) {
             if (shapes[4][0] > 0 && (st = wmat_alloc(&L->q_b, dtype, shapes[4][0], shapes[4][1], group))) break;
             if ((st = wmat_alloc(&L->kv_b, dtype, shapes[5][0], shapes[5][1], group))) break;
@@ -425,8 +450,8 @@ xf_status weights_alloc(model_weights **out, const model_config *c, xf_dtype dty
             }
             continue;
         }
-        if ((st = wmat_alloc(&L->gate_up, dtype, 2 * c->d_ff, c->d_model, group))) break;
-        if ((st = wmat_alloc(&L->down, dtype, c->d_model, c->d_ff, group))) break;
+        if ((st = wmat_alloc_as(&L->gate_up, dtype, 2 * c->d_ff, c->d_model, group, packed))) break;
+        if ((st = wmat_alloc_as(&L->down, dtype, c->d_model, c->d_ff, group, packed))) break;
     }
     if (st) {
         weights_free(w);
@@ -434,6 +459,10 @@ xf_status weights_alloc(model_weights **out, const model_config *c, xf_dtype dty
     }
     *out = w;
     return XF_OK;
+}
+
+xf_status weights_alloc(model_weights **out, const model_config *c, xf_dtype dtype, int group) {
+    return weights_alloc_as(out, c, dtype, group, 0);
 }
 
 /* ---- conversion ---- */
@@ -454,7 +483,7 @@ void weights_set_rows(wmat *m, int64_t row0, int64_t n_rows, const float *src) {
             uint16_t *d = (uint16_t *)m->data + row * cols;
             for (int64_t c = 0; c < cols; c++) d[c] = weights_f32_to_f16(s[c]);
         } else {
-            int8_t *d = m->packed ? NULL : (int8_t *)m->data + row * cols; /* packed: through pack_off */
+            int8_t *d = m->packed ? NULL : (int8_t *)m->data + row * cols; /* packed: dg below */
             float *sc = m->packed ? NULL : m->scales + row * m->n_groups;
             for (int64_t g = 0; g < m->n_groups; g++) {
                 int64_t c0 = g * m->group, c1 = c0 + m->group < cols ? c0 + m->group : cols;
@@ -467,13 +496,15 @@ void weights_set_rows(wmat *m, int64_t row0, int64_t n_rows, const float *src) {
                 if (m->packed) m->scales[weights_scale_index(m, row, c0)] = scale;
                 else sc[g] = scale;
                 float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+                /* packed: the group's column k at dg[(k / 4) * 4 * WMAT_PACK_ROWS + k % 4] (pack_off without a division per element) */
+                uint8_t *dg = m->packed ? (uint8_t *)m->data + pack_off(m, row, c0) : NULL;
                 for (int64_t c = c0; c < c1; c++) {
                     /* round to nearest even without a libm call: |q| <= 127 < 2^22, so adding and
                      * subtracting 1.5 * 2^23 leaves the rounded integer */
                     float q = (s[c] * inv + 12582912.0f) - 12582912.0f;
                     q = q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q;
                     if (q != q) q = 0.0f; /* a NaN in a loaded file: never cast NaN to an integer */
-                    if (m->packed) ((uint8_t *)m->data)[pack_off(m, row, c)] = (uint8_t)((int)q + 128);
+                    if (dg) dg[((c - c0) >> 2) * 4 * WMAT_PACK_ROWS + ((c - c0) & 3)] = (uint8_t)((int)q + 128);
                     else d[c] = (int8_t)q;
                 }
             }
@@ -622,13 +653,14 @@ static xf_status fill_random(wmat *m, int64_t row0, int64_t n_rows, uint64_t see
 static int g_reuse_layers;
 void weights_random_reuse_layers(int on) { g_reuse_layers = on != 0; }
 
-/* dst's values and scales := src's (the same dtype and shape, neither packed yet), copied in parallel
+/* dst's values and scales := src's (the same dtype, shape and layout, packed or not; a packed one's
+ * padding too), copied in parallel
  * in 1 MiB pieces: dst keeps its own buffers, so every layer is still streamed from its own memory. */
 static void wmat_copy_values(wmat *dst, const wmat *src) {
     void *db[2] = {dst->data, dst->scales};
     const void *sb[2] = {src->data, src->scales};
     for (int k = 0; k < 2; k++) {
-        const int64_t n = wmat_part(src->dtype, src->rows, src->cols, src->group, k, 0), piece = 1 << 20;
+        const int64_t n = wmat_part(src->dtype, src->rows, src->cols, src->group, k, src->packed), piece = 1 << 20;
         if (n <= 0 || !db[k] || !sb[k]) continue;
 #pragma omp parallel for schedule(static)
         for (int64_t i = 0; i < (n + piece - 1) / piece; i++)
@@ -637,7 +669,7 @@ static void wmat_copy_values(wmat *dst, const wmat *src) {
 }
 
 static int wmat_same_shape(const wmat *a, const wmat *b) {
-    return a->dtype == b->dtype && a->rows == b->rows && a->cols == b->cols && a->group == b->group && !a->packed && !b->packed;
+    return a->dtype == b->dtype && a->rows == b->rows && a->cols == b->cols && a->group == b->group && a->packed == b->packed;
 }
 
 static void fill_vec(float *v, int64_t n, uint64_t seed, int tensor, int layer) {
@@ -647,7 +679,9 @@ static void fill_vec(float *v, int64_t n, uint64_t seed, int tensor, int layer) 
 xf_status weights_init_random(model_weights **out, const model_config *c, uint64_t seed, xf_dtype dtype,
                               int group) {
     model_weights *w;
-    xf_status st = weights_alloc(&w, c, dtype, group);
+    /* int8: the matrices weights_pack packs are allocated packed and quantized straight into that
+     * layout (the same bytes as quantizing row-major and packing: tests/test_weights.c) */
+    xf_status st = weights_alloc_as(&w, c, dtype, group, 1);
     if (st) return st;
     int64_t q_dim = c->n_heads * c->head_dim, kv_dim = c->n_kv_heads * c->head_dim;
     st = fill_random(&w->embed, 0, c->vocab, seed, WT_EMBED, -1);

@@ -96,7 +96,9 @@ xf_status weights_bytes_kinds(const model_config *cfg, xf_dtype dtype, int group
 /* Deterministic random weights: every value depends only on (seed, tensor, row, column), never
  * on the dtype or thread count. Matrices and embeddings ~ N(0, 0.02^2) (a sum of four uniforms,
  * scaled), biases ~ N(0, 0.02^2), norms (q/k norms too) = 1. Generated in fp32 and converted to `dtype`
- * (bf16 / fp16 round-to-nearest-even; int8 symmetric per group, scale = max|w| / 127).
+ * (bf16 / fp16 round-to-nearest-even; int8 symmetric per group, scale = max|w| / 127). int8: the
+ * matrices weights_pack packs come already packed (quantized straight into that layout, the same
+ * bytes as weights_alloc + weights_set_rows + weights_pack give; weights_pack is then a no-op on them).
  * On success *out is the caller's: free with weights_free. */
 xf_status weights_init_random(model_weights **out, const model_config *cfg, uint64_t seed,
                               xf_dtype dtype, int group);

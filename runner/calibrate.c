@@ -1,5 +1,7 @@
 #include "calibrate.h"
 
+#include <limits.h>
+#include <malloc.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -103,6 +105,23 @@ static xf_status run_one(const calibrate_opts *o, const model_config *cfg, xf_dt
     return XF_OK;
 }
 
+/* The grid's models run one after the other, each allocating about what the one before freed: kept
+ * in the heap (no mmap, no trim) their pages stay mapped, so a model's set-up does not fault and
+ * zero its hundreds of MiB again. The matrices are 35-141 MiB, above any M_MMAP_THRESHOLD glibc
+ * takes (32 MiB at most), so mmap is turned off instead. */
+static int g_no_mmap, g_no_trim;
+void calibrate_keep_heap(int on) {
+    if (on) {
+        g_no_mmap = g_no_mmap || mallopt(M_MMAP_MAX, 0) == 1;
+        g_no_trim = g_no_trim || mallopt(M_TRIM_THRESHOLD, INT_MAX) == 1;
+        return;
+    }
+    if (g_no_mmap) mallopt(M_MMAP_MAX, 65536); /* glibc's defaults */
+    if (g_no_trim) mallopt(M_TRIM_THRESHOLD, 128 * 1024);
+    if (g_no_mmap || g_no_trim) malloc_trim(0);
+    g_no_mmap = g_no_trim = 0;
+}
+
 xf_status calibrate_measure(const calibrate_opts *o, const device_spec *m, calib_table *t) {
     calib_table_init(t);
     if (o && o->fork_alt) calib_table_init(o->fork_alt);
@@ -147,12 +166,20 @@ xf_status calibrate_measure(const calibrate_opts *o, const device_spec *m, calib
     /* 48: a row above the AMX tiles' path split (core/cpu_dispatch.h, CPU_AMX_PATH_TOKENS), whose
      * GEMMs at 33+ tokens are interpolated from rows on their side only (32 is on the other) */
     static const int64_t prompts[] = {32, 48, 128}, short_prompt = 8;
+    /* Tokens generated: 6 (5 decode steps a prompt) in the in-cache models (decode attention at 5
+     * contexts) and the prompt-8 projections-only models of d_model 512 (one prompt: with one step
+     * their gemv entries moved beyond the spread of two old runs where the model had 1 layer,
+     * docs/verdicts.md, eleventh session); 2 (one decode step after each prefill) in the models at
+     * 1.5x the LLC, whose entries (gemv: the matrix's bytes, M 1 and the model's working set; gemm:
+     * prefill) do not depend on the context and merge over their layers and 3 prompts. */
+    const int64_t gen_cache = 6, gen_beyond = 2;
     const unsigned all = (1u << CALIB_FAMILY_COUNT) - 1, gemv = 1u << CALIB_GEMV, gemm = 1u << CALIB_GEMM;
     double llc = m->cache_bytes;
     /* What is measured is the kernels' time, which does not depend on the weights' values: every
      * layer of a grid model gets a copy of layer 0's (its own buffers, the same shapes, dtype,
      * layout and distribution), which the set-up makes in a fraction of the time (docs/verdicts.md) */
     weights_random_reuse_layers(1);
+    calibrate_keep_heap(1);
     for (int k = 0; k < o->n_wdtypes && s == XF_OK; k++) {
         xf_dtype wd = o->wdtypes[k];
         for (int i = 0; i < N_SHAPES && s == XF_OK; i++) {
@@ -164,7 +191,7 @@ xf_status calibrate_measure(const calibrate_opts *o, const device_spec *m, calib
                 int64_t layers = (int64_t)floor((0.75 * llc - eb) / lb);
                 if (layers > (o->quick ? 2 : 8)) layers = o->quick ? 2 : 8;
                 model_config cfg;
-                if ((s = shape_config(sh, layers, &cfg)) == XF_OK) s = run_one(o, &cfg, wd, prompts, 3, 6, all, 3, t, nf, &stage_cache, &setup_cache);
+                if ((s = shape_config(sh, layers, &cfg)) == XF_OK) s = run_one(o, &cfg, wd, prompts, 3, gen_cache, all, 3, t, nf, &stage_cache, &setup_cache);
                 /* The smallest shape's in-cache model is at 0.2 (bf16) or 0.1 (int8) of the LLC: its
                  * small matrices also at 0.45 of it (decode projections only), where a model like
                  * stories110m bf16 (0.44) streams them; they ran 12-18% slower there than the 0.2
@@ -173,7 +200,7 @@ xf_status calibrate_measure(const calibrate_opts *o, const device_spec *m, calib
                 if (s == XF_OK && !o->quick && i == 0 && ws < 0.3) {
                     int64_t more = (int64_t)floor((0.45 * llc - eb) / lb + 0.5);
                     if (more > layers && (s = shape_config(sh, more, &cfg)) == XF_OK)
-                        s = run_one(o, &cfg, wd, &short_prompt, 1, 6, gemv, 1, t, nf, &stage_cache, &setup_cache);
+                        s = run_one(o, &cfg, wd, &short_prompt, 1, gen_cache, gemv, 1, t, nf, &stage_cache, &setup_cache);
                 }
             }
             /* The in-cache -> DRAM transition of the decode projections (gemv's z: the model's weights
@@ -193,12 +220,13 @@ xf_status calibrate_measure(const calibrate_opts *o, const device_spec *m, calib
                  * entries merge into their median, so a second repetition measured the same keys again
                  * (2 until 2026-12-01 23:40: a third of the transition's steps) */
                 if ((s = shape_config(sh, layers, &cfg)) == XF_OK)
-                    s = at_llc ? run_one(o, &cfg, wd, &short_prompt, 1, 6, gemv, 1, t, nf, &stage_dram, &setup_dram)
-                               : run_one(o, &cfg, wd, prompts, 3, 6, gemv | gemm, 1, t, nf, &stage_dram, &setup_dram);
+                    s = at_llc ? run_one(o, &cfg, wd, &short_prompt, 1, gen_cache, gemv, 1, t, nf, &stage_dram, &setup_dram)
+                               : run_one(o, &cfg, wd, prompts, 3, gen_beyond, gemv | gemm, 1, t, nf, &stage_dram, &setup_dram);
             }
         }
     }
     weights_random_reuse_layers(0);
+    calibrate_keep_heap(0);
     if (s) {
         calib_table_free(t);
         if (nf) calib_table_free(nf);

@@ -39,4 +39,11 @@ typedef struct calibrate_opts {
  * calib_table_free), merged. The table's reference ceilings are machine's. */
 xf_status calibrate_measure(const calibrate_opts *o, const device_spec *machine, calib_table *out);
 
+/* 1: from now on glibc's malloc serves every size from the heap and keeps what is freed there
+ * (M_MMAP_MAX 0, M_TRIM_THRESHOLD INT_MAX), so one model's set-up reuses the pages the one before
+ * freed instead of faulting in fresh zeroed ones (calibrate_measure, around its grid); 0: glibc's
+ * defaults again (M_MMAP_MAX 65536, M_TRIM_THRESHOLD 128 KiB; the dynamic mmap threshold stays
+ * off) and the heap trimmed. Process-wide; not thread-safe against other allocations' tuning. */
+void calibrate_keep_heap(int on);
+
 #endif
