@@ -59,6 +59,19 @@ static double layer_bytes(const calib_shape *sh, xf_dtype d) {
 }
 static double embed_bytes(const calib_shape *sh, xf_dtype d) { return 2.0 * sh->vocab * sh->d_model * nominal_bytes(d); }
 
+/* The shape with the vocabulary its cache-sized models get: its own, or where the embeddings would
+ * take more than a quarter of the last-level cache the most that keeps them within it (a multiple
+ * of 64, at least 256). On a 32 MiB L3 calib-512's 24000-token fp32 embeddings alone are 98 MB, and
+ * without this no model of the quick grid fitted (a 480 MiB LLC keeps every shape's own). */
+static calib_shape cache_vocab(const calib_shape *sh, xf_dtype d, double llc) {
+    calib_shape f = *sh;
+    if (llc > 0 && embed_bytes(sh, d) > 0.25 * llc) {
+        int64_t v = (int64_t)floor(0.25 * llc / (2.0 * sh->d_model * nominal_bytes(d)) / 64.0) * 64;
+        f.vocab = v < 256 ? 256 : v;
+    }
+    return f;
+}
+
 /* reps: measured repetitions (the quick grid: 1); each op's entry is then the median over its layers too */
 static xf_status run_one(const calibrate_opts *o, const model_config *cfg, xf_dtype wd, const int64_t *prompts, int n_prompts,
                          int64_t gen, unsigned families, int reps, calib_table *t, calib_table *alt, double *stage_s,
@@ -185,13 +198,15 @@ xf_status calibrate_measure(const calibrate_opts *o, const device_spec *m, calib
         for (int i = 0; i < N_SHAPES && s == XF_OK; i++) {
             const calib_shape *sh = &SHAPES[i];
             if (o->quick && i > 1) break;
-            double lb = layer_bytes(sh, wd), eb = embed_bytes(sh, wd);
+            const calib_shape fit = cache_vocab(sh, wd, llc); /* the cache-sized models' vocabulary */
+            double lb = layer_bytes(sh, wd), eb = embed_bytes(&fit, wd);
             /* in cache: up to 3/4 of the LLC (at most 8 layers); none when even one layer does not fit */
-            if (llc > 0 && m->cache_bandwidth_Bps > 0 && lb + eb <= 0.75 * llc) {
+            const int in_cache = llc > 0 && m->cache_bandwidth_Bps > 0 && lb + eb <= 0.75 * llc;
+            if (in_cache) {
                 int64_t layers = (int64_t)floor((0.75 * llc - eb) / lb);
                 if (layers > (o->quick ? 2 : 8)) layers = o->quick ? 2 : 8;
                 model_config cfg;
-                if ((s = shape_config(sh, layers, &cfg)) == XF_OK) s = run_one(o, &cfg, wd, prompts, 3, gen_cache, all, 3, t, nf, &stage_cache, &setup_cache);
+                if ((s = shape_config(&fit, layers, &cfg)) == XF_OK) s = run_one(o, &cfg, wd, prompts, 3, gen_cache, all, 3, t, nf, &stage_cache, &setup_cache);
                 /* The smallest shape's in-cache model is at 0.2 (bf16) or 0.1 (int8) of the LLC: its
                  * small matrices also at 0.45 of it (decode projections only), where a model like
                  * stories110m bf16 (0.44) streams them; they ran 12-18% slower there than the 0.2
@@ -199,7 +214,7 @@ xf_status calibrate_measure(const calibrate_opts *o, const device_spec *m, calib
                 const double ws = (layers * lb + eb) / llc;
                 if (s == XF_OK && !o->quick && i == 0 && ws < 0.3) {
                     int64_t more = (int64_t)floor((0.45 * llc - eb) / lb + 0.5);
-                    if (more > layers && (s = shape_config(sh, more, &cfg)) == XF_OK)
+                    if (more > layers && (s = shape_config(&fit, more, &cfg)) == XF_OK)
                         s = run_one(o, &cfg, wd, &short_prompt, 1, gen_cache, gemv, 1, t, nf, &stage_cache, &setup_cache);
                 }
             }
@@ -210,18 +225,29 @@ xf_status calibrate_measure(const calibrate_opts *o, const device_spec *m, calib
              * stream over more than an LRU cache holds misses every line) and at least 512 MiB, with
              * the prefill GEMMs too (at prompts 32 and 128: the DRAM tier's GEMMs, whose weights
              * stream from DRAM once per call, which the AMX paths' fast compute no longer hides). */
+            /* A shape none of whose layers fits the cache (a 32 MiB L3: calib-1280 and calib-2560 at every
+             * dtype but int8) has no in-cache model, and its ops other than the projections would have
+             * no entry at all: its model beyond the LLC measures every family then (the families but
+             * gemv and gemm read activations and KV, and are the cache tier whatever the weights'
+             * size: predcal_tier), and the quick grid, which has no transition models, runs one layer
+             * of it from DRAM for them. */
+            if (o->quick && !in_cache && s == XF_OK) {
+                model_config cfg;
+                if ((s = shape_config(&fit, 1, &cfg)) == XF_OK) s = run_one(o, &cfg, wd, prompts, 3, gen_cache, all, 1, t, nf, &stage_dram, &setup_dram);
+            }
             const int at_llc = i == 0; /* the smallest shape at the LLC's size, the others beyond it */
             if (!o->quick && s == XF_OK && (!at_llc || llc > 0)) {
                 double target = at_llc ? llc : fmax(1.5 * llc, 512.0 * 1048576.0);
-                int64_t layers = (int64_t)(at_llc ? floor((target - eb) / lb + 0.5) : ceil((target - eb) / lb));
+                const double ebm = at_llc ? eb : embed_bytes(sh, wd); /* beyond the LLC: the shape's own vocabulary */
+                int64_t layers = (int64_t)(at_llc ? floor((target - ebm) / lb + 0.5) : ceil((target - ebm) / lb));
                 if (layers < 1) layers = 1;
                 model_config cfg;
                 /* 1 repetition after the warm-up: these models have 3-150 layers of the same shapes, whose
                  * entries merge into their median, so a second repetition measured the same keys again
                  * (2 until 2026-12-01 23:40: a third of the transition's steps) */
-                if ((s = shape_config(sh, layers, &cfg)) == XF_OK)
+                if ((s = shape_config(at_llc ? &fit : sh, layers, &cfg)) == XF_OK)
                     s = at_llc ? run_one(o, &cfg, wd, &short_prompt, 1, gen_cache, gemv, 1, t, nf, &stage_dram, &setup_dram)
-                               : run_one(o, &cfg, wd, prompts, 3, gen_beyond, gemv | gemm, 1, t, nf, &stage_dram, &setup_dram);
+                               : run_one(o, &cfg, wd, prompts, 3, gen_beyond, in_cache ? gemv | gemm : all, 1, t, nf, &stage_dram, &setup_dram);
             }
         }
     }
