@@ -2,7 +2,6 @@
  * interpolation, clamping, tiers, merging, the JSON form and its refusals, on generated tables
  * whose answers are known. */
 #include <criterion/criterion.h>
-#include <malloc.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +12,6 @@
 #include "analyzers/roofline.h"
 #include "cJSON.h"
 #include "core/calibration.h"
-#include "runner/calibrate.h"
 #include "reference_model/config.h"
 
 #define NEAR(a, b) cr_assert(fabs((double)(a) - (double)(b)) <= 1e-12 * fmax(1.0, fabs((double)(b))), "%s = %.17g, expected %.17g", #a, (double)(a), (double)(b))
@@ -674,49 +672,4 @@ Test(predict_calibrated, elementwise_entries_without_threads_are_read_as_before)
     NEAR(e, 0.4);
     cr_assert_eq(cl, 0);
     calib_table_free(&t);
-}
-
-/* runner/calibrate.c's set-up: while the grid runs (calibrate_keep_heap(1)) a model-sized block
- * comes from the heap and stays there when freed (the next model's set-up reuses its pages);
- * after it (0) glibc's defaults are back: such a block is mmapped again and the heap trimmed. */
-#if defined(__SANITIZE_ADDRESS__)
-#define XF_SANITIZER_MALLOC 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define XF_SANITIZER_MALLOC 1
-#endif
-#endif
-Test(calibrate, keep_heap_serves_large_blocks_from_the_heap_then_restores_the_defaults) {
-#ifdef XF_SANITIZER_MALLOC
-    cr_skip_test("the sanitizer's malloc is not glibc's: mallopt and mallinfo2 do not reach it");
-#else
-    const size_t big = (size_t)64 << 20;
-    struct mallinfo2 a = mallinfo2();
-    char *p = malloc(big);
-    cr_assert(p);
-    struct mallinfo2 b = mallinfo2();
-    cr_assert_eq(b.hblks, a.hblks + 1, "by default a 64 MiB block is mmapped (%zu -> %zu)", a.hblks, b.hblks);
-    free(p);
-    calibrate_keep_heap(1);
-    a = mallinfo2();
-    p = malloc(big);
-    cr_assert(p);
-    p[0] = p[big - 1] = 1;
-    b = mallinfo2();
-    cr_assert_eq(b.hblks, a.hblks, "kept: the block is not mmapped");
-    cr_assert_geq(b.arena, a.arena + big, "kept: the block is the heap's (%zu -> %zu)", a.arena, b.arena);
-    free(p);
-    struct mallinfo2 c = mallinfo2();
-    cr_assert_geq(c.arena, b.arena, "kept: freeing does not trim the heap");
-    calibrate_keep_heap(0);
-    struct mallinfo2 d = mallinfo2();
-    cr_assert_lt(d.arena + big / 2, c.arena, "restored: the heap is trimmed (%zu -> %zu)", c.arena, d.arena);
-    a = mallinfo2();
-    p = malloc(big);
-    cr_assert(p);
-    b = mallinfo2();
-    cr_assert_eq(b.hblks, a.hblks + 1, "restored: a 64 MiB block is mmapped again");
-    free(p);
-    calibrate_keep_heap(0); /* a second restore: a no-op */
-#endif
 }
