@@ -226,8 +226,9 @@ xf_status calibrate_measure(const calibrate_opts *o, const device_spec *m, calib
              * the prefill GEMMs too (at prompts 32 and 128: the DRAM tier's GEMMs, whose weights
              * stream from DRAM once per call, which the AMX paths' fast compute no longer hides). */
             /* A shape none of whose layers fits the cache (a 32 MiB L3: calib-1280 and calib-2560 at every
-             * dtype but int8) has no in-cache model, and its ops other than the projections would have
-             * no entry at all: its model beyond the LLC measures every family then (the families but
+             * dtype but int8; under about 26 MB calib-512 too) has no in-cache model, and its ops other
+             * than the projections would have no entry at all: its model beyond (or, calib-512, at) the
+             * LLC measures every family then (the families but
              * gemv and gemm read activations and KV, and are the cache tier whatever the weights'
              * size: predcal_tier), and the quick grid, which has no transition models, runs one layer
              * of it from DRAM for them. */
@@ -246,7 +247,7 @@ xf_status calibrate_measure(const calibrate_opts *o, const device_spec *m, calib
                  * entries merge into their median, so a second repetition measured the same keys again
                  * (2 until 2026-12-01 23:40: a third of the transition's steps) */
                 if ((s = shape_config(at_llc ? &fit : sh, layers, &cfg)) == XF_OK)
-                    s = at_llc ? run_one(o, &cfg, wd, &short_prompt, 1, gen_cache, gemv, 1, t, nf, &stage_dram, &setup_dram)
+                    s = at_llc ? run_one(o, &cfg, wd, &short_prompt, 1, gen_cache, in_cache ? gemv : all, 1, t, nf, &stage_dram, &setup_dram)
                                : run_one(o, &cfg, wd, prompts, 3, gen_beyond, in_cache ? gemv | gemm : all, 1, t, nf, &stage_dram, &setup_dram);
             }
         }
