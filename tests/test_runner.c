@@ -297,9 +297,14 @@ Test(runner, moe_bytes_follow_the_chosen_experts) {
  * CPU time, not the process's: another thread of the process spinning all the while (as OpenBLAS's
  * idle server thread does for ~0.1 s after it starts) is not counted. The spinner is pinned to the
  * run's CPU, so the scheduler gives it about half of that CPU whatever else the machine runs: the
- * process's clock would count that half (the figure about doubles), the thread's does not. Runs
- * with and without the spinner alternate; each side keeps its least figure. Also, one thread's CPU
- * time over an interval cannot exceed the interval's wall time. */
+ * process's clock would count that half (the figure about doubles), the thread's does not. So
+ * with the spinner the run's thread gets about half of the wall time, and its CPU per step is
+ * about half the wall per step, where the process's clock would give about all of it (the least
+ * of two runs' median ratio is checked under 0.8: another program on that CPU only lowers both).
+ * The two runs' figures against each other were checked before (spun < 1.4 x alone), but the
+ * thread's own CPU time grows with a spinner on its CPU (its caches refilled after every switch):
+ * 1.53x on a 2-vCPU AMD EPYC (2026-12-02), where it failed. Also, one thread's CPU time over an
+ * interval cannot exceed the interval's wall time. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -326,7 +331,8 @@ static double median_of(const double *x, int n) {
 }
 
 /* One run of c (batch 1, prompt 8, gen 48, 5 repetitions) with or without the spinner; returns the
- * least decode CPU figure and checks each figure against the wall time. */
+ * median decode CPU figure over the median decode wall time per step (TPOT), and checks each figure
+ * against the wall time. */
 static double run_cpu_decode(const model_config *c, int spin, const cpu_set_t *cpu) {
     static const int64_t batch[] = {1}, prompt[] = {8}, gen[] = {48};
     run_plan p;
@@ -353,18 +359,15 @@ static double run_cpu_decode(const model_config *c, int spin, const cpu_set_t *c
     cr_assert_eq(s, XF_OK, "%s", xf_error_msg());
     const record_point *pt = &r.points[0];
     cr_assert_eq(pt->n_cpu, 5);
-    double least = INFINITY;
-    for (int k = 0; k < pt->n_cpu; k++) {
-        cr_assert(pt->cpu_prefill_s[k] > 0 && pt->cpu_decode_s[k] > 0);
-        least = fmin(least, pt->cpu_decode_s[k]);
-    }
+    for (int k = 0; k < pt->n_cpu; k++) cr_assert(pt->cpu_prefill_s[k] > 0 && pt->cpu_decode_s[k] > 0);
     /* tolerance: the two clocks are read one after the other */
     double slack = 50e-6, n_dec = (double)workload_decode_steps(&pt->wl);
     double cpu_pre = median_of(pt->cpu_prefill_s, pt->n_cpu), cpu_dec = median_of(pt->cpu_decode_s, pt->n_cpu);
     cr_assert(cpu_pre <= pt->summary.ttft_s + slack, "prefill CPU %.3g s > wall %.3g s", cpu_pre, pt->summary.ttft_s);
     cr_assert(cpu_dec <= pt->summary.tpot_s + slack / n_dec, "decode CPU %.3g s/step > wall %.3g s/step", cpu_dec, pt->summary.tpot_s);
+    const double share = cpu_dec / pt->summary.tpot_s;
     record_free(&r);
-    return least;
+    return share;
 }
 
 Test(runner, cpu_step_times_with_one_thread_are_that_threads) {
@@ -385,5 +388,7 @@ Test(runner, cpu_step_times_with_one_thread_are_that_threads) {
         alone = fmin(alone, run_cpu_decode(&c, 0, &cpu));
         spun = fmin(spun, run_cpu_decode(&c, 1, &cpu));
     }
-    cr_assert(spun < 1.4 * alone, "decode CPU per step %.3g s with a spinner on the run's CPU, %.3g s without", spun, alone);
+    cr_log_info("decode CPU per step over wall per step: %.2f alone, %.2f with a spinner on the run's CPU", alone, spun);
+    cr_assert(spun < 0.8, "decode CPU per step is %.2f of the wall per step with a spinner taking half the run's CPU "
+              "(%.2f alone): the process's CPU time, not the thread's?", spun, alone);
 }
