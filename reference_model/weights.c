@@ -224,6 +224,29 @@ xf_status weights_bytes(const model_config *c, xf_dtype dtype, int group, int64_
  * ceiling's arrays); NULL on failure; freed with free(). */
 static void *alloc64(int64_t bytes) { return hugemem_alloc(bytes); }
 
+/* The packed layout's buffers for a rows x cols int8 matrix of `group` (weights.h): values and
+ * scales, their padding (rows past a multiple of WMAT_PACK_ROWS, columns of a group past a multiple
+ * of 4) already weight 0 (128) and scale 0; the rest is the caller's to write, every element of it.
+ * Both NULL on failure (said). */
+static xf_status packed_alloc(int64_t rows, int64_t cols, int group, uint8_t **d, float **sc) {
+    *d = NULL, *sc = NULL;
+    const int64_t vb = weights_packed_values_bytes(rows, cols, group), sb = weights_packed_scales_bytes(rows, cols, group);
+    if (vb <= 0 || sb <= 0) return xf_errorf(XF_EOVERFLOW, "a %lld x %lld int8 matrix in the packed layout: its size overflows",
+                                             (long long)rows, (long long)cols);
+    *d = alloc64(vb);
+    *sc = alloc64(sb);
+    if (!*d || !*sc) {
+        free(*d), free(*sc);
+        *d = NULL, *sc = NULL;
+        return xf_errorf(XF_ENOMEM, "out of memory for a %lld x %lld int8 matrix in the packed layout (%lld bytes)", (long long)rows,
+                         (long long)cols, (long long)(vb + sb));
+    }
+    /* padding only where there is some: the rest is written */
+    if (vb != rows * cols) memset(*d, 128, (size_t)vb);
+    if (sb != rows * ((cols + group - 1) / group) * (int64_t)sizeof(float)) memset(*sc, 0, (size_t)sb);
+    return XF_OK;
+}
+
 /* packed: an int8 matrix directly in weights_pack's layout (weights.h), its padding already what
  * weights_pack_int8 gives it (weight 0, i.e. 128, and scale 0), for weights_set_rows to fill: the
  * random weights' path (weights_init_random), which then skips the row-major copy and the packing
@@ -239,17 +262,10 @@ static xf_status wmat_alloc_as(wmat *m, xf_dtype dt, int64_t rows, int64_t cols,
         m->n_groups = (cols + group - 1) / group;
         m->packed = 1;
         m->gpad = pack_gpad(cols, group);
-        const int64_t vb = weights_packed_values_bytes(rows, cols, group), sb = weights_packed_scales_bytes(rows, cols, group);
-        if (vb <= 0 || sb <= 0) return xf_errorf(XF_EOVERFLOW, "a %lld x %lld int8 matrix: its size overflows", (long long)rows, (long long)cols);
-        m->data = alloc64(vb);
-        m->scales = alloc64(sb);
-        if (!m->data || !m->scales) return xf_errorf(XF_ENOMEM, "out of memory allocating a %lld x %lld int8 weight matrix", (long long)rows,
-                                                     (long long)cols);
-        /* every byte past the (rows, cols) elements is padding: set only where there is some (rows
-         * not a multiple of WMAT_PACK_ROWS, groups not a multiple of 4 columns), as the rest is written */
-        if (vb != rows * cols) memset(m->data, 128, (size_t)vb);
-        if (sb != rows * m->n_groups * 4) memset(m->scales, 0, (size_t)sb);
-        return XF_OK;
+        uint8_t *d;
+        xf_status st = packed_alloc(rows, cols, group, &d, &m->scales);
+        m->data = d;
+        return st;
     }
     int64_t n = rows * cols; /* checked by weights_bytes before */
     int64_t esz = dt == XF_FP32 ? 4 : dt == XF_INT8 ? 1 : 2;
@@ -468,6 +484,8 @@ xf_status weights_alloc(model_weights **out, const model_config *c, xf_dtype dty
 /* ---- conversion ---- */
 
 static inline int64_t pack_off(const wmat *m, int64_t r, int64_t c);
+/* column k of a group, from the group's first byte of a row (pack_off(m, r, c0)): without a division */
+static inline int64_t pack_in_group(int64_t k) { return (k >> 2) * 4 * WMAT_PACK_ROWS + (k & 3); }
 
 void weights_set_rows(wmat *m, int64_t row0, int64_t n_rows, const float *src) {
     int64_t cols = m->cols;
@@ -496,7 +514,6 @@ void weights_set_rows(wmat *m, int64_t row0, int64_t n_rows, const float *src) {
                 if (m->packed) m->scales[weights_scale_index(m, row, c0)] = scale;
                 else sc[g] = scale;
                 float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
-                /* packed: the group's column k at dg[(k / 4) * 4 * WMAT_PACK_ROWS + k % 4] (pack_off without a division per element) */
                 uint8_t *dg = m->packed ? (uint8_t *)m->data + pack_off(m, row, c0) : NULL;
                 for (int64_t c = c0; c < c1; c++) {
                     /* round to nearest even without a libm call: |q| <= 127 < 2^22, so adding and
@@ -504,7 +521,7 @@ void weights_set_rows(wmat *m, int64_t row0, int64_t n_rows, const float *src) {
                     float q = (s[c] * inv + 12582912.0f) - 12582912.0f;
                     q = q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q;
                     if (q != q) q = 0.0f; /* a NaN in a loaded file: never cast NaN to an integer */
-                    if (dg) dg[((c - c0) >> 2) * 4 * WMAT_PACK_ROWS + ((c - c0) & 3)] = (uint8_t)((int)q + 128);
+                    if (dg) dg[pack_in_group(c - c0)] = (uint8_t)((int)q + 128);
                     else d[c] = (int8_t)q;
                 }
             }
@@ -539,20 +556,10 @@ float weights_get(const wmat *m, int64_t r, int64_t c) {
 
 xf_status weights_pack_int8(wmat *m) {
     if (!m || m->dtype != XF_INT8 || m->packed || !m->data) return XF_OK;
-    const int64_t vb = weights_packed_values_bytes(m->rows, m->cols, m->group);
-    const int64_t sb = weights_packed_scales_bytes(m->rows, m->cols, m->group);
-    if (vb <= 0 || sb <= 0) return xf_errorf(XF_EOVERFLOW, "packing a %lld x %lld int8 matrix: its size overflows",
-                                             (long long)m->rows, (long long)m->cols);
-    uint8_t *d = alloc64(vb);
-    float *sc = alloc64(sb);
-    if (!d || !sc) {
-        free(d);
-        free(sc);
-        return xf_errorf(XF_ENOMEM, "out of memory packing a %lld x %lld int8 matrix (%lld bytes)", (long long)m->rows,
-                         (long long)m->cols, (long long)(vb + sb));
-    }
-    memset(d, 128, (size_t)vb); /* padding: weight 0 */
-    memset(sc, 0, (size_t)sb);
+    uint8_t *d;
+    float *sc;
+    xf_status st = packed_alloc(m->rows, m->cols, m->group, &d, &sc);
+    if (st) return xf_error_prefix(st, "packing: ");
     wmat p = *m;
     p.packed = 1;
     p.gpad = pack_gpad(m->cols, m->group);
@@ -565,7 +572,7 @@ xf_status weights_pack_int8(wmat *m) {
         for (int64_t g = 0; g < m->n_groups; g++) { /* pack_off without a division per element */
             const int64_t c0 = g * m->group, len = (c0 + m->group < m->cols ? c0 + m->group : m->cols) - c0;
             uint8_t *dg = d + pack_off(&p, r, c0);
-            for (int64_t k = 0; k < len; k++) dg[(k >> 2) * 4 * WMAT_PACK_ROWS + (k & 3)] = (uint8_t)(sr[c0 + k] + 128);
+            for (int64_t k = 0; k < len; k++) dg[pack_in_group(k)] = (uint8_t)(sr[c0 + k] + 128);
             sc[weights_scale_index(&p, r, c0)] = m->scales[r * m->n_groups + g];
         }
     }
