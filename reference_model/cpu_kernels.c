@@ -327,6 +327,21 @@ static void mm_scalar(const wmat *W, const float *x, int64_t n, float *y, int64_
         XK_MM_BODY1(VT, VW, SETZERO, SET1, FMADD, LOADU, HSUM, LOADW)                                       \
     }
 
+/* One ISA x weight dtype's matmul, NAME, with its one-token kernel NAME1: tokens four at a time
+ * where FOUR is 1 (fp32, bf16, fp16; int8 takes the 1-token body for 2+ tokens, FOUR 0), one
+ * token through NAME1, else XK_MM_BODY. */
+#define XK_MM_FN(NAME, NAME1, FOUR, TGT, VT, VW, SETZERO, SET1, FMADD, LOADU, HSUM, LOADW)                   \
+    XK_MM1_FN(NAME1, TGT, VT, VW, SETZERO, SET1, FMADD, LOADU, HSUM, LOADW)                                  \
+    static TGT void NAME(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) { \
+        if (FOUR && n >= 3) {                                                                               \
+            XK_MM_BODY4(VT, VW, SETZERO, FMADD, LOADU, HSUM, LOADW)                                         \
+        } else if (n == 1) {                                                                                \
+            NAME1(W, x, y, r0, r1);                                                                         \
+        } else {                                                                                            \
+            XK_MM_BODY(VT, VW, SETZERO, SET1, FMADD, LOADU, HSUM, LOADW)                                    \
+        }                                                                                                   \
+    }
+
 #if XK_X86
 
 /* AVX2: 8 lanes. */
@@ -348,44 +363,10 @@ static inline TGT_AVX2 __m256 ld8_i8(const void *w, int64_t off) {
     __m128i b = _mm_loadl_epi64((const __m128i *)((const int8_t *)w + off));
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
 }
-XK_MM1_FN(mm1_avx2_f32, TGT_AVX2, __m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_f32)
-static TGT_AVX2 void mm_avx2_f32(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
-    if (n >= 3) {
-        XK_MM_BODY4(__m256, 8, _mm256_setzero_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_f32)
-    } else if (n == 1) {
-        mm1_avx2_f32(W, x, y, r0, r1);
-    } else {
-        XK_MM_BODY(__m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_f32)
-    }
-}
-XK_MM1_FN(mm1_avx2_bf16, TGT_AVX2, __m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_bf16)
-static TGT_AVX2 void mm_avx2_bf16(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
-    if (n >= 3) {
-        XK_MM_BODY4(__m256, 8, _mm256_setzero_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_bf16)
-    } else if (n == 1) {
-        mm1_avx2_bf16(W, x, y, r0, r1);
-    } else {
-        XK_MM_BODY(__m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_bf16)
-    }
-}
-XK_MM1_FN(mm1_avx2_f16, TGT_AVX2, __m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_f16)
-static TGT_AVX2 void mm_avx2_f16(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
-    if (n >= 3) {
-        XK_MM_BODY4(__m256, 8, _mm256_setzero_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_f16)
-    } else if (n == 1) {
-        mm1_avx2_f16(W, x, y, r0, r1);
-    } else {
-        XK_MM_BODY(__m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_f16)
-    }
-}
-XK_MM1_FN(mm1_avx2_i8, TGT_AVX2, __m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_i8)
-static TGT_AVX2 void mm_avx2_i8(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
-    if (n == 1) {
-        mm1_avx2_i8(W, x, y, r0, r1);
-    } else {
-        XK_MM_BODY(__m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_i8)
-    }
-}
+XK_MM_FN(mm_avx2_f32, mm1_avx2_f32, 1, TGT_AVX2, __m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_f32)
+XK_MM_FN(mm_avx2_bf16, mm1_avx2_bf16, 1, TGT_AVX2, __m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_bf16)
+XK_MM_FN(mm_avx2_f16, mm1_avx2_f16, 1, TGT_AVX2, __m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_f16)
+XK_MM_FN(mm_avx2_i8, mm1_avx2_i8, 0, TGT_AVX2, __m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_loadu_ps, hsum8, ld8_i8)
 
 /* AVX-512: 16 lanes. */
 static inline TGT_AVX512 float hsum16(__m512 v) { return _mm512_reduce_add_ps(v); }
@@ -405,44 +386,10 @@ static inline TGT_AVX512 __m512 ld16_i8(const void *w, int64_t off) {
     __m128i b = _mm_loadu_si128((const __m128i *)((const int8_t *)w + off));
     return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b));
 }
-XK_MM1_FN(mm1_avx512_f32, TGT_AVX512, __m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_f32)
-static TGT_AVX512 void mm_avx512_f32(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
-    if (n >= 3) {
-        XK_MM_BODY4(__m512, 16, _mm512_setzero_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_f32)
-    } else if (n == 1) {
-        mm1_avx512_f32(W, x, y, r0, r1);
-    } else {
-        XK_MM_BODY(__m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_f32)
-    }
-}
-XK_MM1_FN(mm1_avx512_bf16, TGT_AVX512, __m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_bf16)
-static TGT_AVX512 void mm_avx512_bf16(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
-    if (n >= 3) {
-        XK_MM_BODY4(__m512, 16, _mm512_setzero_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_bf16)
-    } else if (n == 1) {
-        mm1_avx512_bf16(W, x, y, r0, r1);
-    } else {
-        XK_MM_BODY(__m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_bf16)
-    }
-}
-XK_MM1_FN(mm1_avx512_f16, TGT_AVX512, __m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_f16)
-static TGT_AVX512 void mm_avx512_f16(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
-    if (n >= 3) {
-        XK_MM_BODY4(__m512, 16, _mm512_setzero_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_f16)
-    } else if (n == 1) {
-        mm1_avx512_f16(W, x, y, r0, r1);
-    } else {
-        XK_MM_BODY(__m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_f16)
-    }
-}
-XK_MM1_FN(mm1_avx512_i8, TGT_AVX512, __m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_i8)
-static TGT_AVX512 void mm_avx512_i8(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) {
-    if (n == 1) {
-        mm1_avx512_i8(W, x, y, r0, r1);
-    } else {
-        XK_MM_BODY(__m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_i8)
-    }
-}
+XK_MM_FN(mm_avx512_f32, mm1_avx512_f32, 1, TGT_AVX512, __m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_f32)
+XK_MM_FN(mm_avx512_bf16, mm1_avx512_bf16, 1, TGT_AVX512, __m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_bf16)
+XK_MM_FN(mm_avx512_f16, mm1_avx512_f16, 1, TGT_AVX512, __m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_f16)
+XK_MM_FN(mm_avx512_i8, mm1_avx512_i8, 0, TGT_AVX512, __m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_loadu_ps, hsum16, ld16_i8)
 #endif
 
 /* Packed int8 (weights.h) through the float interface: element by element, the sums as mm_scalar's. */
