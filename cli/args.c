@@ -214,3 +214,10 @@ xf_status args_mla_form(const char *flag, const char *s, int *out) {
     else return xf_errorf(XF_EINVAL, "%s: '%s' is not a form: give naive or absorbed", flag, s ? s : "");
     return XF_OK;
 }
+
+xf_status args_table_or_json(const char *flag, const char *s, int *json) {
+    if (s && !strcmp(s, "table")) *json = 0;
+    else if (s && !strcmp(s, "json")) *json = 1;
+    else return xf_errorf(XF_EINVAL, "%s must be table or json, got '%.64s'", flag, s ? s : "");
+    return XF_OK;
+}

@@ -41,4 +41,8 @@ xf_status args_kv_policy(const char *flag, const char *s, kv_policy *out);
  * naming the flag and the two forms otherwise. */
 xf_status args_mla_form(const char *flag, const char *s, int *out);
 
+/* The listing commands' format: "table" -> 0, "json" -> 1; XF_EINVAL naming the flag and the two
+ * formats otherwise. */
+xf_status args_table_or_json(const char *flag, const char *s, int *json);
+
 #endif

@@ -7,6 +7,7 @@
 #include <cjson/cJSON.h>
 
 #include "cli.h"
+#include "cli/args.h"
 #include "core/device.h"
 #include "core/json_util.h"
 
@@ -52,8 +53,7 @@ int cmd_devices(int argc, char **argv) {
     }
     if (optind < argc) return cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
     int json = 0;
-    if (strcmp(format, "json") == 0) json = 1;
-    else if (strcmp(format, "table") != 0) return cli_usage_error(CMD, "--format must be table or json, got '%s'", format);
+    if (args_table_or_json("--format", format, &json) != XF_OK) return cli_usage_error(CMD, "%s", xf_error_msg());
 
     device_list l = {0, NULL};
     xf_status s = file ? device_list_load(file, &l) : device_list_builtin(&l);

@@ -89,8 +89,7 @@ int cmd_models(int argc, char **argv) {
     }
     if (optind < argc) return cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
     int json = 0;
-    if (strcmp(format, "json") == 0) json = 1;
-    else if (strcmp(format, "table") != 0) return cli_usage_error(CMD, "--format must be table or json, got '%s'", format);
+    if (args_table_or_json("--format", format, &json) != XF_OK) return cli_usage_error(CMD, "%s", xf_error_msg());
 
     char **names = NULL;
     int n = 0;
