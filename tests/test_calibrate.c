@@ -12,6 +12,7 @@
 #include "core/calibration.h"
 #include "core/device.h"
 #include "runner/calibrate.h"
+#include "tests/test_machine_file.h"
 
 /* A CPU with the given last-level cache (0: unknown) and ceilings of this order: the
  * entries' efficiencies are against these, their keys do not depend on them. */
@@ -37,14 +38,8 @@ static calib_table quick_fp32(double cache_bytes) {
     char dir[] = "/tmp/xfprof-calibrate-XXXXXX", path[96];
     cr_assert_not_null(mkdtemp(dir));
     snprintf(path, sizeof path, "%s/machine.json", dir);
-    FILE *f = fopen(path, "w");
-    cr_assert_not_null(f);
-    fprintf(f,
-            "{\"format\":\"xfprof-devices\",\"version\":1,\"devices\":[{\"name\":\"test-cpu\",\"kind\":\"cpu\",\"memory_bytes\":8e9,"
-            "\"bandwidth_Bps\":%.17g,\"cache_bytes\":%.17g,\"cache_bandwidth_Bps\":%.17g,\"peak_flops\":{\"fp32\":%.17g},"
-            "\"source\":\"the calibrate test\"}]}\n",
-            m.bandwidth_Bps, m.cache_bytes, m.cache_bandwidth_Bps, m.peak_flops[XF_COMPUTE_FP32]);
-    fclose(f);
+    test_machine_file_write(path, m.bandwidth_Bps, m.cache_bytes, m.cache_bandwidth_Bps, m.peak_flops[XF_COMPUTE_FP32],
+                            "the calibrate test");
     setenv("XFPROF_MACHINE_FILE", path, 1);
     calib_table t;
     xf_status s = calibrate_measure(&o, &m, &t);

@@ -19,6 +19,7 @@
 #include "reference_model/config.h"
 #include "reports/record_json.h"
 #include "runner/runner.h"
+#include "tests/test_machine_file.h"
 
 static device_spec dev(void) {
     device_spec d;
@@ -242,15 +243,9 @@ static void *streamer(void *arg) {
     return NULL;
 }
 
+/* cache_bytes 1 MiB read at bw: the runner's in-cache ceiling is the DRAM one */
 static void write_machine(const char *path, double bw, double fp32) {
-    FILE *f = fopen(path, "w");
-    cr_assert_not_null(f);
-    fprintf(f,
-            "{\"format\":\"xfprof-devices\",\"version\":1,\"devices\":[{\"name\":\"test-cpu\",\"kind\":\"cpu\",\"memory_bytes\":8e9,"
-            "\"bandwidth_Bps\":%.17g,\"cache_bytes\":1048576,\"cache_bandwidth_Bps\":%.17g,\"peak_flops\":{\"fp32\":%.17g},"
-            "\"source\":\"the concurrent test, 2 threads\"}]}\n",
-            bw, bw, fp32);
-    fclose(f);
+    test_machine_file_write(path, bw, 1048576, bw, fp32, "the concurrent test, 2 threads");
 }
 
 /* A one-point plan (batch, prompt, gen: one value each), quiet, no perf counters. */
