@@ -327,9 +327,9 @@ static void mm_scalar(const wmat *W, const float *x, int64_t n, float *y, int64_
         XK_MM_BODY1(VT, VW, SETZERO, SET1, FMADD, LOADU, HSUM, LOADW)                                       \
     }
 
-/* One ISA x weight dtype's matmul, NAME, with its one-token kernel NAME1: tokens four at a time
- * where FOUR is 1 (fp32, bf16, fp16; int8 takes the 1-token body for 2+ tokens, FOUR 0), one
- * token through NAME1, else XK_MM_BODY. */
+/* One ISA x weight dtype's matmul, NAME, with its one-token kernel NAME1: 3+ tokens through the
+ * 4-token body where FOUR is 1 (fp32, bf16, fp16), one token through NAME1, the rest (int8's 2+
+ * tokens, FOUR 0) through XK_MM_BODY. */
 #define XK_MM_FN(NAME, NAME1, FOUR, TGT, VT, VW, SETZERO, SET1, FMADD, LOADU, HSUM, LOADW)                   \
     XK_MM1_FN(NAME1, TGT, VT, VW, SETZERO, SET1, FMADD, LOADU, HSUM, LOADW)                                  \
     static TGT void NAME(const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0, int64_t r1) { \
