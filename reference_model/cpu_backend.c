@@ -137,6 +137,12 @@ typedef struct cpu_ctx {
     double rope_scale;     /* what cos and sin are multiplied by (yarn's attention factor; else 1) */
     double *rope_inv_local; /* (head_dim / 2) gemma3's windowed layers' frequencies (config_rope_freqs_layer); NULL otherwise */
     double rope_scale_local;
+    /* RoPE's cos | sin of every position a sequence may reach, [0] the global frequencies, [1]
+     * gemma3's local ones (NULL without): made once at init, as engines keep a cos/sin cache. Made
+     * in every layer of every step instead, the table was most of rope's time (head_dim libm sin/cos
+     * a token a layer against head_dim x heads multiply-adds), not the memory-bound op the cost
+     * model and the calibration take rope for. Latent attention (cpu_mla_op) still makes its own. */
+    float *rope_tab[2];    /* (max_seq_len, head_dim) row p: cos[0 .. head_dim/2) | sin[0 .. head_dim/2) at position p */
     cpu_moe *moe;          /* the experts' buffers and router choices (cpu_moe.h); NULL for a dense model */
     /* latent attention (cpu_mla.h): kpool rows are the latent (kv_dim = kv_lora_rank + qk_rope_head_dim),
      * no vpool; qkv rows [q_a or q | c_kv | k_rope] (qkv_dim = q_rows + kv_dim); att rows n_heads * v_head_dim */
@@ -242,6 +248,8 @@ static void cpu_free(void *ctx) {
     cpu_dnnl_free(c->dnnl);
     free(c->rope_inv);
     free(c->rope_inv_local);
+    free(c->rope_tab[0]);
+    free(c->rope_tab[1]);
     free(c->mla_q);
     free(c->mla_qa);
     free(c->mla_ckv);
@@ -451,6 +459,15 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
         while (lw < cfg->n_layers && model_layer_window(cfg, lw) == 0) lw++;
         c->rope_inv_local = cpu_alloc(c, cfg->head_dim / 2, sizeof(double), &st);
         if (!st) st = config_rope_freqs_layer(cfg, lw, c->rope_inv_local, &c->rope_scale_local);
+    }
+    for (int k = 0; !mla && !st && k < (c->rope_inv_local ? 2 : 1); k++) {
+        const double *inv = k ? c->rope_inv_local : c->rope_inv, sc = k ? c->rope_scale_local : c->rope_scale;
+        const int64_t hd = cfg->head_dim, np = c->max_seq_len;
+        float *tab = c->rope_tab[k] = cpu_alloc(c, np * hd, 4, &st);
+        if (!st) {
+#pragma omp parallel for num_threads(c->threads) schedule(static)
+            for (int64_t p = 0; p < np; p++) xk_rope_table_freqs(tab + p * hd, tab + p * hd + hd / 2, p, inv, hd / 2, sc);
+        }
     }
     if (!st && cfg->n_experts > 0) {
         st = cpu_moe_init(&c->moe, cfg, T, c->threads);
@@ -881,24 +898,25 @@ static xf_status cpu_run_op(void *ctx, op_kind k, int layer, const step_batch *b
         if (Lw->qkv_bias) cpu_add_bias(c, c->qkv, Lw->qkv_bias, n, c->qkv_dim);
         return XF_OK;
     case OP_ROPE: {
-        const int local = c->rope_inv_local && model_layer_window(cfg, layer) > 0; /* gemma3's local RoPE base */
-        const double *rinv = local ? c->rope_inv_local : c->rope_inv, rsc = local ? c->rope_scale_local : c->rope_scale;
-#pragma omp parallel num_threads(nth) if (n * c->qkv_dim >= CPU_PAR_MIN)
-        {
-            float *cs = c->att_scratch + (int64_t)omp_get_thread_num() * c->att_scratch_n; /* (head_dim) cos | sin */
-#pragma omp for schedule(static)
-            for (int64_t t = 0; t < n; t++) {
-                const int64_t s = c->tok_seq[t], pos = b->seqs[s].pos + (t - b->tok_off[s]);
-                xk_rope_table_freqs(cs, cs + hd / 2, pos, rinv, hd / 2, rsc);
-                float *row = c->qkv + t * c->qkv_dim;
-                if (Lw->q_norm) { /* qwen3: RMSNorm of every Q and K head over head_dim, before the rotation */
-                    for (int64_t h = 0; h < cfg->n_heads; h++) xk_rmsnorm(row + h * hd, row + h * hd, Lw->q_norm, hd, (float)cfg->norm_eps);
-                    for (int64_t h = 0; h < cfg->n_kv_heads; h++)
-                        xk_rmsnorm(row + c->q_dim + h * hd, row + c->q_dim + h * hd, Lw->k_norm, hd, (float)cfg->norm_eps);
-                }
-                xk_rope(row, cfg->n_heads, hd, cs, cs + hd / 2);
-                xk_rope(row + c->q_dim, cfg->n_kv_heads, hd, cs, cs + hd / 2);
+        const float *tab = c->rope_tab[c->rope_inv_local && model_layer_window(cfg, layer) > 0]; /* gemma3's local RoPE base */
+        for (int64_t t = 0; t < n; t++) { /* the table's rows end at max_seq_len (the KV manager holds no more) */
+            const int64_t s = c->tok_seq[t], pos = b->seqs[s].pos + (t - b->tok_off[s]);
+            if (pos < 0 || pos >= c->max_seq_len)
+                return xf_errorf(XF_EINVAL, "rope: position %lld is outside 0..%lld (max_seq_len)", (long long)pos,
+                                 (long long)c->max_seq_len - 1);
+        }
+#pragma omp parallel for num_threads(nth) schedule(static) if (n * c->qkv_dim >= CPU_PAR_MIN)
+        for (int64_t t = 0; t < n; t++) {
+            const int64_t s = c->tok_seq[t], pos = b->seqs[s].pos + (t - b->tok_off[s]);
+            const float *cs = tab + pos * hd; /* cos | sin */
+            float *row = c->qkv + t * c->qkv_dim;
+            if (Lw->q_norm) { /* qwen3: RMSNorm of every Q and K head over head_dim, before the rotation */
+                for (int64_t h = 0; h < cfg->n_heads; h++) xk_rmsnorm(row + h * hd, row + h * hd, Lw->q_norm, hd, (float)cfg->norm_eps);
+                for (int64_t h = 0; h < cfg->n_kv_heads; h++)
+                    xk_rmsnorm(row + c->q_dim + h * hd, row + c->q_dim + h * hd, Lw->k_norm, hd, (float)cfg->norm_eps);
             }
+            xk_rope(row, cfg->n_heads, hd, cs, cs + hd / 2);
+            xk_rope(row + c->q_dim, cfg->n_kv_heads, hd, cs, cs + hd / 2);
         }
         return XF_OK;
     }
