@@ -139,9 +139,9 @@ typedef struct cpu_ctx {
     double rope_scale_local;
     /* RoPE's cos | sin of every position a sequence may reach, [0] the global frequencies, [1]
      * gemma3's local ones (NULL without): made once at init, as engines keep a cos/sin cache. Made
-     * in every layer of every step instead, the table was most of rope's time (head_dim libm sin/cos
-     * a token a layer against head_dim x heads multiply-adds), not the memory-bound op the cost
-     * model and the calibration take rope for. Latent attention (cpu_mla_op) still makes its own. */
+     * in every layer of every step instead (head_dim libm sin/cos a token a layer), it was a third of
+     * a decode rope's time and 13-15% of a prefill one's (tinyllama, docs/performance.md, thirteenth
+     * session). Latent attention (cpu_mla_op) still makes its own per layer. */
     float *rope_tab[2];    /* (max_seq_len, head_dim) row p: cos[0 .. head_dim/2) | sin[0 .. head_dim/2) at position p */
     cpu_moe *moe;          /* the experts' buffers and router choices (cpu_moe.h); NULL for a dense model */
     /* latent attention (cpu_mla.h): kpool rows are the latent (kv_dim = kv_lora_rank + qk_rope_head_dim),
