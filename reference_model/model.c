@@ -206,6 +206,8 @@ xf_status model_mem_of(const model_config *cfg, const model_options *o, model_me
     per_tok = 3 * cfg->d_model + (q_dim + 2 * kv_dim) + q_dim + 3 * cfg->d_ff + 2; /* floats + tok_seq */
     per_tok += cpu_moe_floats_per_token(cfg); /* the experts' buffers (cpu_moe.c) */
     int64_t tail = (cfg->d_model + cfg->vocab + 1) * o->max_seqs + o->max_seqs * o->max_seq_len * 2;
+    if (!model_is_mla(cfg)) /* RoPE's cos | sin table (cpu_backend.c rope_tab): every position, gemma3 a local one too */
+        tail += o->max_seq_len * cfg->head_dim * (cfg->rope_local_theta > 0 ? 2 : 1);
     if (model_is_mla(cfg)) { /* cpu_backend.c's latent buffers: Q and q_a per token, one sequence's decompressed context */
         per_tok += cfg->n_heads * (cfg->qk_nope_head_dim + cfg->qk_rope_head_dim + cfg->v_head_dim) + cfg->q_lora_rank;
         tail += o->max_seq_len * (cfg->kv_lora_rank + cfg->qk_rope_head_dim);
@@ -218,6 +220,14 @@ xf_status model_mem_of(const model_config *cfg, const model_options *o, model_me
     }
     int threads = o->threads > 0 ? o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (threads < 1) threads = 1;
+    /* decode attention's buffers (cpu_backend.c att_w, att_scratch): the split-K parts' outputs, max
+     * and sum (a fixed number of items), and each thread's scratch */
+    const int64_t n_rep = cfg->n_heads / cfg->n_kv_heads;
+    tail += (int64_t)XK_ATT_SPLIT_ITEMS * XK_ATT_MAX_PARTS * n_rep * (cfg->head_dim + 2) +
+            (int64_t)threads * xk_attn_thread_floats(cfg->n_heads, cfg->head_dim);
+    /* each buffer rounded up to 64 bytes (16 floats): about 48 of the backend's own, K and V a layer
+     * (2 pools at most), two slot tables a sequence */
+    tail += 16 * (48 + 4 * (int64_t)cfg->n_layers + 2 * o->max_seqs);
     if (!mul_ok(o->max_seqs, o->max_prompt, &T) || !mul_ok(T, per_tok, &acts) || !add_ok(acts, tail, &acts) ||
         !mul_ok(acts, 4, &acts) ||
         (o->wdtype != XF_FP32 && (T >= CPU_GEMM_MIN_TOKENS || (model_is_mla(cfg) && o->max_seq_len >= 32)) &&

@@ -1016,3 +1016,18 @@ Test(cpu_backend, random_weights_reuse_layers_copies_layer0_into_own_buffers) {
         weights_free(off);
     }
 }
+
+/* The memory gate counts what the backend holds: one short prompt and a long context, where the
+ * RoPE table (max_seq_len x head_dim floats, made at init) outweighs the step's activations. */
+Test(cpu_backend, memory_gate_counts_the_rope_table) {
+    model_config c = small_cfg(4, 2, 64, 0, 0);
+    c.max_ctx = 4096;
+    model *m = make_model(&c, XF_FP32, XF_FP16, 1, "paged:16", KV_ALLOC_POOL, 1, 1, 4096, 1);
+    model_mem mem;
+    int64_t held;
+    model_get_mem(m, &mem, &held);
+    cr_assert(held <= mem.kv_bytes + mem.activations_bytes, "the backend holds %lld B, the gate counted %lld B of KV and activations",
+              (long long)held, (long long)(mem.kv_bytes + mem.activations_bytes));
+    cr_assert(mem.activations_bytes >= 4096 * 64 * 4, "activations %lld B: no room for the RoPE table", (long long)mem.activations_bytes);
+    model_free(m);
+}
