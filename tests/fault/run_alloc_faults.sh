@@ -50,8 +50,39 @@ valid() {
 
 failures=0
 total_points=0
-# check NAME OUTPUTS -- ARGS...; OUTPUTS: space-separated file:kind (paths under $work/out).
-# PREP (optional): a command run in a fresh $out before each run (e.g. an earlier JSONL to resume).
+# The injected failures run side by side, one a CPU (XF_FAULT_JOBS overrides): each in its own
+# output folder, its verdict in $work/pt/N, read back in N's order.
+jobs_max=${XF_FAULT_JOBS:-$(nproc)}
+slot() { while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n || true; done; }
+
+# point N OUTPUTS CMD...: the command with allocation N failing, in a fresh folder; writes "ok",
+# "oom", or "bad WHY" and its stderr to $work/pt/N.
+point() {
+  local n=$1 outs=$2; shift 2
+  local out=$work/out.$n rc why="" o
+  rm -rf "$out"; mkdir -p "$out"
+  (cd "$out" && eval "${PREP:-:}")
+  XF_FAIL_ALLOC_AT=$n timeout 120 "$xf" "${@//@OUT@/$out}" >/dev/null 2>"$out.err"
+  rc=$?
+  if [ $rc -ge 124 ]; then why="killed or hung (exit $rc)"
+  elif [ $rc -ge 66 ] && [ $rc -le 68 ] || grep -qE "Sanitizer|runtime error:" "$out.err"; then why="sanitizer report (exit $rc)"
+  elif [ $rc -ne 0 ] && { [ $rc -ne 4 ] || ! grep -qi "out of memory" "$out.err"; }; then why="exit $rc without an out-of-memory message"
+  fi
+  if [ -z "$why" ]; then
+    for o in $outs; do
+      valid "$out/${o%%:*}" "${o##*:}" || why="half-written ${o%%:*}"
+      [ $rc -eq 0 ] && [ ! -e "$out/${o%%:*}" ] && why="exit 0 but no ${o%%:*}"
+    done
+    if ls "$out" | grep -q '\.tmp'; then why="temporary file left: $(ls "$out" | grep '\.tmp' | head -1)"; fi
+  fi
+  if [ -n "$why" ]; then { echo "bad $why"; cat "$out.err"; } >"$work/pt/$n"
+  elif [ $rc -eq 0 ]; then echo ok >"$work/pt/$n"
+  else echo oom >"$work/pt/$n"; fi
+  rm -rf "$out" "$out.err"
+}
+
+# check NAME OUTPUTS -- ARGS...; OUTPUTS: space-separated file:kind (paths under the run's folder, @OUT@).
+# PREP (optional): a command run in a fresh folder before each run (e.g. an earlier JSONL to resume).
 check() {
   local name=$1 outs=$2; shift 3
   [[ -n ${XF_FAULT_ONLY:-} && ! $name =~ $XF_FAULT_ONLY ]] && return # XF_FAULT_ONLY=regex: those checks only
@@ -67,32 +98,25 @@ check() {
   fi
   local stride=1 cap=${CAP:-$max}
   if [ "$cap" -gt 0 ] && [ "$count" -gt "$cap" ]; then stride=$(((count + cap - 1) / cap)); fi
-  local points=0 oom=0 ok=0 bad=0 n
+  local points=0 oom=0 ok=0 bad=0 n v
+  rm -rf "$work/pt"; mkdir -p "$work/pt"
   for ((n = 1; n <= count; n += stride)); do
-    rm -rf "$out"; mkdir -p "$out"
-    (cd "$out" && eval "${PREP:-:}")
-    XF_FAIL_ALLOC_AT=$n timeout 120 "$xf" "${@//@OUT@/$out}" >/dev/null 2>"$work/err"
-    rc=$?
+    slot
+    point "$n" "$outs" "$@" &
+  done
+  wait
+  for ((n = 1; n <= count; n += stride)); do
     points=$((points + 1))
-    local why=""
-    if [ $rc -ge 124 ]; then why="killed or hung (exit $rc)"
-    elif [ $rc -ge 66 ] && [ $rc -le 68 ] || grep -qE "Sanitizer|runtime error:" "$work/err"; then why="sanitizer report (exit $rc)"
-    elif [ $rc -ne 0 ] && { [ $rc -ne 4 ] || ! grep -qi "out of memory" "$work/err"; }; then why="exit $rc without an out-of-memory message"
-    fi
-    if [ -z "$why" ]; then
-      local o
-      for o in $outs; do
-        valid "$out/${o%%:*}" "${o##*:}" || why="half-written ${o%%:*}"
-        [ $rc -eq 0 ] && [ ! -e "$out/${o%%:*}" ] && why="exit 0 but no ${o%%:*}"
-      done
-      if ls "$out" | grep -q '\.tmp'; then why="temporary file left: $(ls "$out" | grep '\.tmp' | head -1)"; fi
-    fi
-    if [ -n "$why" ]; then
-      bad=$((bad + 1))
-      if [ $bad -le 5 ]; then
-        echo "FAIL $name: allocation $n of $count: $why"; sed 's/^/    /' "$work/err" | head -25
-      fi
-    elif [ $rc -eq 0 ]; then ok=$((ok + 1)); else oom=$((oom + 1)); fi
+    v=$(head -1 "$work/pt/$n" 2>/dev/null || echo "bad no verdict")
+    case $v in
+      ok) ok=$((ok + 1)) ;;
+      oom) oom=$((oom + 1)) ;;
+      *)
+        bad=$((bad + 1))
+        if [ $bad -le 5 ]; then
+          echo "FAIL $name: allocation $n of $count: ${v#bad }"; tail -n +2 "$work/pt/$n" 2>/dev/null | sed 's/^/    /' | head -25
+        fi ;;
+    esac
   done
   total_points=$((total_points + points))
   printf '%-14s %6d allocations, %5d failed in turn (every %d): %5d out-of-memory exits, %5d succeeded, %d bad\n' \
