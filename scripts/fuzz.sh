@@ -13,6 +13,7 @@ mkdir -p build-fuzz/findings
 # single-threaded, so on CI's 2 cores 16 harnesses x 30 s take 4 minutes instead of 8. Each writes
 # its own log; the reports are printed afterwards in the harnesses' order.
 jobs_max=${XFPROF_FUZZ_JOBS:-$(nproc)}
+. scripts/jobs.sh
 run_one() {
   local name=$1 corpus=$2 work=$3
   if ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
@@ -30,7 +31,7 @@ for src in tests/fuzz/fuzz_*.c; do
   mkdir -p "$work"
   rm -f build-fuzz/"$name".result
   # New inputs go to the work folder; the committed seed corpus is only read.
-  while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n || true; done
+  jobs_slot "$jobs_max"
   run_one "$name" "$corpus" "$work" &
 done
 wait

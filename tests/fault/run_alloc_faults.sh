@@ -53,7 +53,7 @@ total_points=0
 # The injected failures run side by side, one a CPU (XF_FAULT_JOBS overrides): each in its own
 # output folder, its verdict in $work/pt/N, read back in N's order.
 jobs_max=${XF_FAULT_JOBS:-$(nproc)}
-slot() { while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n || true; done; }
+. "$here/../../scripts/jobs.sh"
 
 # point N OUTPUTS CMD...: the command with allocation N failing, in a fresh folder; writes "ok",
 # "oom", or "bad WHY" and its stderr to $work/pt/N.
@@ -101,7 +101,7 @@ check() {
   local points=0 oom=0 ok=0 bad=0 n v
   rm -rf "$work/pt"; mkdir -p "$work/pt"
   for ((n = 1; n <= count; n += stride)); do
-    slot
+    jobs_slot "$jobs_max"
     point "$n" "$outs" "$@" &
   done
   wait

@@ -33,6 +33,7 @@ vg=(valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=defini
 # threads one at a time, so on CI's 2 cores the pass takes about half as long. Each check writes its
 # report to its own file; they are printed afterwards in the order below.
 jobs_max=${XF_VALGRIND_JOBS:-$(nproc)}
+. "$src/scripts/jobs.sh"
 names=()
 
 # vg_run NAME CMD...: runs CMD under valgrind with a log per process; writes its report to
@@ -55,28 +56,26 @@ vg_run() {
     echo "ok   $name ($(ls "$logs/$name" | wc -l) processes, $((SECONDS - t0)) s)" >"$logs/$name.report"
   fi
 }
-# slot: waits until fewer than jobs_max checks run
-slot() { while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n || true; done; }
 
 status=0
 for s in $suites; do
   [ -x "$build/test_$s" ] || { echo "FAIL test_$s: not built in $build"; status=1; continue; }
   names+=("test_$s")
-  slot
+  jobs_slot "$jobs_max"
   vg_run "test_$s" "$build/test_$s" --jobs 1 &
 done
 names+=(xfprof-predict xfprof-predict-json xfprof-run xfprof-show xfprof-kv)
-slot
+jobs_slot "$jobs_max"
 vg_run "xfprof-predict" "$build/xfprof" predict &
-slot
+jobs_slot "$jobs_max"
 vg_run "xfprof-predict-json" "$build/xfprof" predict --model stories15m --format json -o "$logs/p.json" &
-slot
+jobs_slot "$jobs_max"
 { # show reads the record run writes
   vg_run "xfprof-run" "$build/xfprof" run --model stories15m --threads 2 --prompt 16 --gen 8 --reps 2 --warmup 1 \
     -o "$logs/r.json" --trace "$logs/r.trace"
   vg_run "xfprof-show" "$build/xfprof" show "$logs/r.json"
 } &
-slot
+jobs_slot "$jobs_max"
 vg_run "xfprof-kv" "$build/xfprof" kv --model stories15m --requests 50 &
 wait
 for n in "${names[@]}"; do
