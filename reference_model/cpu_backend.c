@@ -899,12 +899,10 @@ static xf_status cpu_run_op(void *ctx, op_kind k, int layer, const step_batch *b
         return XF_OK;
     case OP_ROPE: {
         const float *tab = c->rope_tab[c->rope_inv_local && model_layer_window(cfg, layer) > 0]; /* gemma3's local RoPE base */
-        for (int64_t t = 0; t < n; t++) { /* the table's rows end at max_seq_len (the KV manager holds no more) */
-            const int64_t s = c->tok_seq[t], pos = b->seqs[s].pos + (t - b->tok_off[s]);
-            if (pos < 0 || pos >= c->max_seq_len)
-                return xf_errorf(XF_EINVAL, "rope: position %lld is outside 0..%lld (max_seq_len)", (long long)pos,
-                                 (long long)c->max_seq_len - 1);
-        }
+        for (int s = 0; s < b->n_seqs; s++) /* the table's rows end at max_seq_len (the KV manager holds no more) */
+            if (b->seqs[s].pos < 0 || b->seqs[s].pos + b->seqs[s].n_new > c->max_seq_len)
+                return xf_errorf(XF_EINVAL, "rope: positions %lld..%lld are outside 0..%lld (max_seq_len)", (long long)b->seqs[s].pos,
+                                 (long long)(b->seqs[s].pos + b->seqs[s].n_new - 1), (long long)c->max_seq_len - 1);
 #pragma omp parallel for num_threads(nth) schedule(static) if (n * c->qkv_dim >= CPU_PAR_MIN)
         for (int64_t t = 0; t < n; t++) {
             const int64_t s = c->tok_seq[t], pos = b->seqs[s].pos + (t - b->tok_off[s]);

@@ -206,9 +206,9 @@ xf_status model_mem_of(const model_config *cfg, const model_options *o, model_me
     per_tok = 3 * cfg->d_model + (q_dim + 2 * kv_dim) + q_dim + 3 * cfg->d_ff + 2; /* floats + tok_seq */
     per_tok += cpu_moe_floats_per_token(cfg); /* the experts' buffers (cpu_moe.c) */
     int64_t tail = (cfg->d_model + cfg->vocab + 1) * o->max_seqs + o->max_seqs * o->max_seq_len * 2;
-    if (!model_is_mla(cfg)) /* RoPE's cos | sin table (cpu_backend.c rope_tab): every position, gemma3 a local one too */
+    if (!model_is_mla(cfg)) { /* RoPE's cos | sin table (cpu_backend.c rope_tab): every position, gemma3 a local one too */
         tail += o->max_seq_len * cfg->head_dim * (cfg->rope_local_theta > 0 ? 2 : 1);
-    if (model_is_mla(cfg)) { /* cpu_backend.c's latent buffers: Q and q_a per token, one sequence's decompressed context */
+    } else { /* cpu_backend.c's latent buffers: Q and q_a per token, one sequence's decompressed context */
         per_tok += cfg->n_heads * (cfg->qk_nope_head_dim + cfg->qk_rope_head_dim + cfg->v_head_dim) + cfg->q_lora_rank;
         tail += o->max_seq_len * (cfg->kv_lora_rank + cfg->qk_rope_head_dim);
         if (!cfg->mla_absorbed) tail += o->max_seq_len * cfg->n_heads * (cfg->qk_nope_head_dim + cfg->v_head_dim);
