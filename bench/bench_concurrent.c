@@ -7,7 +7,9 @@
  *     pulser's setup and the bootstrap), noisier on a shared machine.
  * Uses the machine file ($XFPROF_MACHINE_FILE or ~/.cache/xfprof/machine.json; without one the
  * runner measures quick ceilings in every run). Usage: bench_concurrent [model] [prompt] [gen]
- * [rounds] (default stories15m 64 32 5). */
+ * [rounds] (default stories15m 64 32 5). stories15m's weights fit the LLC (in-cache pulses); a model
+ * whose weights do not (stories110m on a 260 MiB LLC) takes DRAM pulses, which flush their array
+ * first: `bench_concurrent stories110m 64 12 5` measures those (docs/verdicts.md). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

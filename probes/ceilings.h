@@ -174,7 +174,7 @@ xf_status ceilings_gpu_machine_path(char *buf, size_t len);
  * (a busy machine lowers it). The read pulse uses the same kernel and threads as the machine's
  * read ceiling: in-cache (in_cache = 1) it sweeps 3 MiB per thread as often as its budget allows;
  * DRAM, it reads one half of its array once, the other half next time, each flushed from the
- * caches first (clflush, not timed). Two thirds of a pulse's budget read, one
+ * caches first (clflushopt, else clflush; not timed). Two thirds of a pulse's budget read, one
  * third FMA, sized at the machine's quiet rates (sizing at a slow pulse's rates would shrink the
  * next pulse until its own overhead is all it measures; the runner scales the budget it asks
  * for instead). */
