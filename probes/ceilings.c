@@ -933,10 +933,9 @@ xf_status ceilings_gpu_machine_path(char *buf, size_t len) {
 
 struct ceilings_pulser {
     int threads;
-    int in_cache;       /* 1: sweeps a small array that stays in the LLC; 0: reads one half of a larger one once */
-    float *arr;         /* (n) floats; first-touched by the pulse threads at init */
+    int in_cache;       /* 1: sweeps a small array that stays in the LLC; 0: reads a larger one once, flushed first */
+    float *arr;         /* (n) floats, first-touched by the pulse threads: in-cache at init, DRAM by ceilings_pulser_reserve */
     int64_t n;          /* floats in arr */
-    int half;           /* DRAM: which half the next pulse reads */
     double bw_guess, fp_guess, max_budget_s; /* pulses are sized at the machine file's (quiet) rates */
     double fma_per_iter;/* FLOPs per iteration per thread of the FMA kernel */
     volatile double sink;/* keeps the kernels' results live */
@@ -1037,6 +1036,20 @@ static int64_t pulse_floats(const ceilings_pulser *p, double budget_s) {
     return n < 1024 * (int64_t)p->threads ? 1024 * (int64_t)p->threads : n;
 }
 
+/* arr holds at least n floats, first-touched by the pulse threads (a larger array replaces it). */
+static xf_status pulser_grow(ceilings_pulser *p, int64_t n) {
+    if (n <= p->n) return XF_OK;
+    float *a = hugemem_alloc(n * (int64_t)sizeof(float)); /* as the read ceiling's arrays */
+    if (!a)
+        return xf_errorf(XF_ENOMEM, "concurrent ceilings: out of memory for the bandwidth pulse (%.1f MiB); free memory or use --no-concurrent",
+                         (double)n * 4 / 1048576.0);
+    free(p->arr);
+    p->arr = a;
+    p->n = n;
+    double bps;
+    return pulse_bw(p, 0, n, 1, 0, &bps); /* first touch, every thread its slice */
+}
+
 xf_status ceilings_pulser_init(int threads, int in_cache, double bw_guess_Bps, double fp32_guess_flops, double max_budget_s,
                                ceilings_pulser **out) {
     *out = NULL;
@@ -1056,18 +1069,10 @@ xf_status ceilings_pulser_init(int threads, int in_cache, double bw_guess_Bps, d
     int lvl = isa_level();
     p->fma_per_iter = lvl == 2 ? 512.0 : lvl == 1 ? 192.0 : 16.0;
     /* In-cache: 3 MiB per thread, above the private L2 caches, far inside the LLC the weights fit
-     * in, swept as often as the budget allows. DRAM: two halves, each the largest part a pulse
-     * reads, read alternately once after flushing it from the caches (an LLC larger than the
-     * array would otherwise serve it). */
-    p->n = in_cache ? (int64_t)threads * (3 << 18) : 2 * pulse_floats(p, max_budget_s);
-    p->arr = hugemem_alloc(p->n * (int64_t)sizeof(float)); /* as the read ceiling's arrays */
-    if (!p->arr) {
-        double mib = (double)p->n * 4 / 1048576.0;
-        free(p);
-        return xf_errorf(XF_ENOMEM, "concurrent ceilings: out of memory for the bandwidth pulse (%.1f MiB); free memory or use --no-concurrent", mib);
-    }
-    double bps;
-    xf_status s = pulse_bw(p, 0, p->n, 1, 0, &bps); /* first touch, every thread its slice */
+     * in, swept as often as the budget allows. DRAM: the part a pulse reads, flushed from the caches
+     * before each read (an LLC larger than the array would otherwise serve it), sized by
+     * ceilings_pulser_reserve for the budgets the run asks for. */
+    xf_status s = in_cache ? pulser_grow(p, (int64_t)threads * (3 << 18)) : XF_OK;
     if (s) {
         ceilings_pulser_free(p);
         return s;
@@ -1076,22 +1081,29 @@ xf_status ceilings_pulser_init(int threads, int in_cache, double bw_guess_Bps, d
     return XF_OK;
 }
 
+xf_status ceilings_pulser_reserve(ceilings_pulser *p, double budget_s) {
+    if (!p) return xf_errorf(XF_EINVAL, "concurrent ceilings: no pulser");
+    if (p->in_cache) return XF_OK;
+    if (!(budget_s > 0) || budget_s > p->max_budget_s) budget_s = p->max_budget_s;
+    return pulser_grow(p, pulse_floats(p, budget_s));
+}
+
 xf_status ceilings_pulser_run(ceilings_pulser *p, double budget_s, ceilings_pulse *out) {
     memset(out, 0, sizeof *out);
     if (!p) return xf_errorf(XF_EINVAL, "concurrent ceilings: no pulser");
     if (!(budget_s > 0)) budget_s = p->max_budget_s;
     if (budget_s > p->max_budget_s) budget_s = p->max_budget_s;
+    xf_status s = ceilings_pulser_reserve(p, budget_s); /* a no-op where the runner reserved it */
+    if (s) return s;
     double t0 = timer_now_s();
-    xf_status s;
     int64_t want = pulse_floats(p, budget_s);
     if (p->in_cache) {
         int sweeps = (int)((double)want / (double)p->n + 0.5);
         if ((s = pulse_bw(p, 0, p->n, sweeps < 1 ? 1 : sweeps, 1, &out->bandwidth_Bps))) return s;
     } else {
-        int64_t half = p->n / 2, n = want < half ? want : half, off = p->half ? half : 0;
-        pulse_flush(p, off, n); /* from DRAM even where the LLC could hold it (not timed) */
-        if ((s = pulse_bw(p, off, n, 1, 1, &out->bandwidth_Bps))) return s;
-        p->half ^= 1;
+        int64_t n = want < p->n ? want : p->n;
+        pulse_flush(p, 0, n); /* from DRAM even where the LLC could hold it (not timed) */
+        if ((s = pulse_bw(p, 0, n, 1, 1, &out->bandwidth_Bps))) return s;
     }
     double it = p->fp_guess / p->threads * budget_s / 3.0 / p->fma_per_iter;
     if ((s = pulse_fma(p, it < 64 ? 64 : (int64_t)it, &out->fp32_flops))) return s;

@@ -173,8 +173,8 @@ xf_status ceilings_gpu_machine_path(char *buf, size_t len);
  * a run's repetitions so that each repetition is judged against the ceiling measured around it
  * (a busy machine lowers it). The read pulse uses the same kernel and threads as the machine's
  * read ceiling: in-cache (in_cache = 1) it sweeps 3 MiB per thread as often as its budget allows;
- * DRAM, it reads one half of its array once, the other half next time, each flushed from the
- * caches first (clflushopt, else clflush; not timed). Two thirds of a pulse's budget read, one
+ * DRAM, it reads its array once, flushed from the caches first (clflushopt, else clflush; not
+ * timed). Two thirds of a pulse's budget read, one
  * third FMA, sized at the machine's quiet rates (sizing at a slow pulse's rates would shrink the
  * next pulse until its own overhead is all it measures; the runner scales the budget it asks
  * for instead). */
@@ -187,13 +187,20 @@ typedef struct ceilings_pulse {
 } ceilings_pulse;
 
 /* A pulser for pulses of up to max_budget_s (1e-4 .. 0.1 s) at the quiet figures given (the
- * machine file's bandwidth of the chosen kind and FP32 peak): allocates and first-touches its
- * array (DRAM: twice the bytes a max_budget_s pulse reads). *out: free with
- * ceilings_pulser_free. XF_EINVAL for bad arguments, XF_ENOMEM. */
+ * machine file's bandwidth of the chosen kind and FP32 peak): in-cache, allocates and first-touches
+ * its array; DRAM, ceilings_pulser_reserve does. *out: free with ceilings_pulser_free. XF_EINVAL
+ * for bad arguments, XF_ENOMEM. */
 xf_status ceilings_pulser_init(int threads, int in_cache, double bw_guess_Bps, double fp32_guess_flops, double max_budget_s,
                                ceilings_pulser **out);
 
-/* One pulse of about budget_s (capped at the max; <= 0: the max): read bandwidth then FMA rate. */
+/* DRAM pulser: allocates and first-touches the bytes a pulse of budget_s (capped at the max; <= 0:
+ * the max) reads, if it holds fewer; a no-op in-cache. The runner calls it once a point, outside
+ * the pulses' time: sized by the run's budget, not the max (a 10 ms pulse reads 194 MB at 29 GB/s,
+ * whose first touch took ~1 s of a fresh process here). XF_ENOMEM. */
+xf_status ceilings_pulser_reserve(ceilings_pulser *p, double budget_s);
+
+/* One pulse of about budget_s (capped at the max; <= 0: the max): read bandwidth then FMA rate
+ * (reserving the DRAM array first where it is too small). */
 xf_status ceilings_pulser_run(ceilings_pulser *p, double budget_s, ceilings_pulse *out);
 
 void ceilings_pulser_free(ceilings_pulser *p); /* NULL is fine */

@@ -246,6 +246,8 @@ static xf_status concurrent_pulse(run_ctx *c, record_concurrent *cc, double rep_
         *budget = RUNNER_PULSE_SHARE * rep_s;
         if (*budget < RUNNER_PULSE_MIN_S) *budget = RUNNER_PULSE_MIN_S;
         if (*budget > RUNNER_PULSE_MAX_S) *budget = RUNNER_PULSE_MAX_S;
+        xf_status s = ceilings_pulser_reserve(c->pulser, *budget); /* the DRAM array, outside the pulses' time */
+        if (s) return s; /* its message names the concurrent ceilings and --no-concurrent */
     }
     /* What a pulse takes beyond its sizing (waking the threads after the model's ops, a busy
      * core) is learned: the pulser is asked for budget x scale, scale = budget / what the last
@@ -255,7 +257,7 @@ static xf_status concurrent_pulse(run_ctx *c, record_concurrent *cc, double rep_
     if (ask < 1e-4) ask = 1e-4;
     ceilings_pulse pu;
     xf_status s = ceilings_pulser_run(c->pulser, ask, &pu);
-    if (s) return xf_error_prefix(s, "concurrent ceilings: ");
+    if (s) return s; /* the pulser's messages name the concurrent ceilings */
     if (pu.seconds > 0) {
         c->pulse_scale *= *budget / pu.seconds;
         if (c->pulse_scale > 1.0) c->pulse_scale = 1.0;
