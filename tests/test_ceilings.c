@@ -204,7 +204,8 @@ Test(ceilings, blas_coretype_fix) {
 
 /* The concurrent ceilings' pulser (issue 17): its arguments are checked, and a pulse of any
  * budget (capped at the max) measures a positive read bandwidth and FMA rate and reports its own
- * wall time, in-cache and DRAM (both halves read in turn). No wall-time bound is asserted. */
+ * wall time, in-cache and DRAM (its array reserved for a small budget first, then grown by the
+ * larger ones). No wall-time bound is asserted. */
 Test(ceilings, pulser_checks_arguments_and_pulses) {
     ceilings_pulser *p = NULL;
     cr_assert_eq(ceilings_pulser_init(0, 1, 1e10, 1e11, 1e-3, &p), XF_EINVAL);
@@ -213,9 +214,11 @@ Test(ceilings, pulser_checks_arguments_and_pulses) {
     cr_assert_null(p);
     ceilings_pulse pu;
     cr_assert_eq(ceilings_pulser_run(NULL, 1e-3, &pu), XF_EINVAL);
+    cr_assert_eq(ceilings_pulser_reserve(NULL, 1e-3), XF_EINVAL);
     const double budgets[] = {3e-4, 1e-2, 1.0 /* capped at the max, not refused */, 0 /* 0: the max */};
     for (int in_cache = 0; in_cache <= 1; in_cache++) {
         cr_assert_eq(ceilings_pulser_init(2, in_cache, 1e10, 1e11, 1e-2, &p), XF_OK, "%s", xf_error_msg());
+        cr_assert_eq(ceilings_pulser_reserve(p, 3e-4), XF_OK, "%s", xf_error_msg());
         for (int k = 0; k < 3; k++)
             for (int b = 0; b < 4; b++) {
                 cr_assert_eq(ceilings_pulser_run(p, budgets[b], &pu), XF_OK, "%s", xf_error_msg());
