@@ -726,13 +726,31 @@ static int decode_accounting(bench_model *bm, const model_config *cfg, const cha
 
 /* The int8 batch-1 projection as the backend runs it (cpu_linear): each thread's 16-row chunks in
  * one call, which reads them as xk_a8_streams() streams; q, qs, qcr: the quantized input. */
-static void a8_decode_call(const wmat *W, const int8_t *q, const float *qs, const int32_t *qcr, float *y, int threads) {
-    const int64_t rw = W->rows, chunks = (rw + 15) / 16;
+/* The calling OpenMP thread's share of rw rows in 16-row chunks, as the backend deals them at
+ * batch 1 (cpu_backend.c thread_rows). */
+static void thread_share(int64_t rw, int64_t *r0, int64_t *r1) {
+    const int64_t nt = omp_get_num_threads(), id = omp_get_thread_num(), chunks = (rw + 15) / 16;
+    const int64_t c0 = chunks * id / nt, c1 = chunks * (id + 1) / nt;
+    *r0 = c0 * 16 < rw ? c0 * 16 : rw;
+    *r1 = c1 * 16 < rw ? c1 * 16 : rw;
+}
+
+/* Decode at batch 1 with unquantized weights as the backend runs it: each thread its share in one call. */
+static void mm1_decode_call(const wmat *W, const float *x, float *y, int threads) {
 #pragma omp parallel num_threads(threads)
     {
-        const int64_t nt = omp_get_num_threads(), id = omp_get_thread_num();
-        const int64_t c0 = chunks * id / nt, c1 = chunks * (id + 1) / nt;
-        if (c0 < c1) xk_matmul_a8(xk_isa_best(), W, q, qs, qcr, 1, y, rw, c0 * 16, c1 * 16 < rw ? c1 * 16 : rw);
+        int64_t r0, r1;
+        thread_share(W->rows, &r0, &r1);
+        if (r0 < r1) xk_matmul(xk_isa_best(), W, x, 1, y, W->rows, r0, r1);
+    }
+}
+
+static void a8_decode_call(const wmat *W, const int8_t *q, const float *qs, const int32_t *qcr, float *y, int threads) {
+#pragma omp parallel num_threads(threads)
+    {
+        int64_t r0, r1;
+        thread_share(W->rows, &r0, &r1);
+        if (r0 < r1) xk_matmul_a8(xk_isa_best(), W, q, qs, qcr, 1, y, W->rows, r0, r1);
     }
 }
 
@@ -800,10 +818,11 @@ static double read_share(const void *p, int64_t bytes) {
 
 /* Where the batch-1 kernels lose against the read ceiling (issue 20): the model's layer matrices
  * (proj_mats: bf16, and int8 packed with its scales; from DRAM, every layer its own copy), each in
- * its own parallel region as the backend runs it (bf16: 16-row chunks dealt statically; int8: the
- * input quantized, then a8_decode_call), against the read ceiling's loop over each thread's half of
+ * its own parallel region as the backend runs it (bf16: mm1_decode_call, the kernel reading 8 runs
+ * side by side, and beside it the same in blocks of 8 adjacent rows; int8: the input quantized,
+ * then a8_decode_call), against the read ceiling's loop over each thread's half of
  * the same matrix's bytes, one region a matrix too, so the forks are in both and what the kernel
- * loses beyond the loop is its own; the four passes interleaved, the order rotated every round, best
+ * loses beyond the loop is its own; the five passes interleaved, the order rotated every round, best
  * of reps, with each round's kernel / loop ratio. Then each kernel from L2 (64 rows, one thread,
  * CPU time): its arithmetic, which the stream's time may not hide (at a busy hour bf16 lost about
  * what adding it to the stream's time predicts, on a quiet minute less; docs/performance.md). 1 on error. */
@@ -823,27 +842,27 @@ static int kernel_read_section(const model_config *cfg, int threads, int reps, d
     for (int64_t i = 0; i < nm; i++)
         b8 += (double)(weights_packed_values_bytes(M8[i].rows, M8[i].cols, M8[i].group) +
                        weights_packed_scales_bytes(M8[i].rows, M8[i].cols, M8[i].group));
-    const double bytes[4] = {nb[1], nb[1], b8, b8}; /* bf16 loop, bf16 kernel, int8 loop, int8 kernel */
-    double t[4][64], best[4] = {1e30, 1e30, 1e30, 1e30};
+    /* bf16 loop, bf16 kernel, int8 loop, int8 kernel, bf16 kernel in blocks of 8 adjacent rows */
+    const double bytes[5] = {nb[1], nb[1], b8, b8, nb[1]};
+    double t[5][64], best[5] = {1e30, 1e30, 1e30, 1e30, 1e30};
     const int nr = reps < 64 ? reps : 64;
     volatile double sink = 0;
     for (int r = 0; r < nr; r++)
-        for (int vi = 0; vi < 4; vi++) {
-            const int v = (vi + r) % 4;
+        for (int vi = 0; vi < 5; vi++) {
+            const int v = (vi + r) % 5;
             const double t0 = bench_now_s();
             double s = 0;
             for (int64_t i = 0; i < nm; i++) {
-                const wmat *W = v < 2 ? &MB[i] : &M8[i];
+                const wmat *W = v < 2 || v == 4 ? &MB[i] : &M8[i];
                 if (v == 0 || v == 2) {
                     const int64_t vb = v == 0 ? W->rows * W->cols * 2 : weights_packed_values_bytes(W->rows, W->cols, W->group);
                     const int64_t sb = v == 0 ? 0 : weights_packed_scales_bytes(W->rows, W->cols, W->group);
 #pragma omp parallel num_threads(threads) reduction(+ : s)
                     s += read_share(W->data, vb) + (sb > 0 ? read_share(W->scales, sb) : 0.0);
-                } else if (v == 1) {
-                    const int64_t chunks = (W->rows + 15) / 16;
-#pragma omp parallel for num_threads(threads) schedule(static)
-                    for (int64_t ch = 0; ch < chunks; ch++)
-                        xk_matmul(xk_isa_best(), W, x, 1, y, W->rows, ch * 16, ch * 16 + 16 < W->rows ? ch * 16 + 16 : W->rows);
+                } else if (v == 1 || v == 4) {
+                    xk_mm1_avoid_runs(v == 4);
+                    mm1_decode_call(W, x, y, threads);
+                    xk_mm1_avoid_runs(0);
                 } else {
                     xk_act8_quantize(W, x, 1, q, qs, qcr);
                     a8_decode_call(W, q, qs, qcr, y, threads);
@@ -879,6 +898,11 @@ static int kernel_read_section(const model_config *cfg, int threads, int reps, d
                bytes[2 * k + 1] / best[2 * k + 1] / 1e9, bytes[2 * k] / best[2 * k] / 1e9, bytes[2 * k] / best[2 * k] / rd,
                best[2 * k] / best[2 * k + 1], median(rr, nr), k ? "\n" : ";");
     }
+    double rb[64];
+    for (int r = 0; r < nr; r++) rb[r] = t[4][r] / t[1][r];
+    printf("  bf16 one token, a thread's rows as 8 runs side by side (the kernel) / as blocks of 8 adjacent rows (%.2f GB/s, %.3f "
+           "of the read ceiling): speed ratio %.3f (rounds' median %.3f); the same bits\n",
+           bytes[4] / best[4] / 1e9, bytes[4] / best[4] / rd, best[4] / best[1], median(rb, nr));
     printf("  from L2 (64 x %lld, one thread, CPU time): bf16 %.1f GB/s, int8 %.1f GB/s a core\n", (long long)d,
            2.0 * 64 * (double)d * hit / hot[0] / 1e9,
            (double)(weights_packed_values_bytes(64, h8.cols, h8.group) + weights_packed_scales_bytes(64, h8.cols, h8.group)) * hit / hot[1] / 1e9);

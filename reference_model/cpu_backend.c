@@ -497,6 +497,15 @@ static int64_t cpu_amx_step(int64_t rows, int threads, int64_t most, int64_t ali
  * and prefill on AMX tiles) or rounded to that grid in place (prefill without AMX: the fp32 GEMM);
  * bf16 prefill goes to oneDNN where built (cpu_dnnl.h); row-major int8 weights put x on the 16-bit grid of
  * cpu_kernels.h, in place for more than one token (every input buffer feeds one projection only). */
+/* The calling OpenMP thread's share of rows in chunks of `step` rows: [*r0, *r1), contiguous, the
+ * chunks dealt as evenly as they go (*r0 == *r1 for a thread with none). */
+static void thread_rows(int64_t rows, int64_t step, int64_t *r0, int64_t *r1) {
+    const int64_t nt = omp_get_num_threads(), id = omp_get_thread_num(), chunks = (rows + step - 1) / step;
+    const int64_t c0 = chunks * id / nt, c1 = chunks * (id + 1) / nt;
+    *r0 = c0 * step < rows ? c0 * step : rows;
+    *r1 = c1 * step < rows ? c1 * step : rows;
+}
+
 static void cpu_linear(cpu_ctx *c, const wmat *W, float *x, int64_t n, float *y) {
     const int64_t rows = W->rows, cols = W->cols;
     if (W->dtype == XF_INT8 && W->packed && n <= c->a8_tokens) { /* decode (prefill with AMX): int8 inputs, u8 x s8 kernel */
@@ -514,9 +523,9 @@ static void cpu_linear(cpu_ctx *c, const wmat *W, float *x, int64_t n, float *y)
         if (n == 1) { /* decode at batch 1: each thread's chunks in one call, which reads them as several streams */
 #pragma omp parallel num_threads(c->threads)
             {
-                const int64_t nt = omp_get_num_threads(), id = omp_get_thread_num();
-                const int64_t c0 = chunks * id / nt, c1 = chunks * (id + 1) / nt;
-                if (c0 < c1) xk_matmul_a8(isa, W, c->a8q, c->a8s, c->a8c, 1, y, rows, c0 * step, c1 * step < rows ? c1 * step : rows);
+                int64_t r0, r1;
+                thread_rows(rows, step, &r0, &r1);
+                if (r0 < r1) xk_matmul_a8(isa, W, c->a8q, c->a8s, c->a8c, 1, y, rows, r0, r1);
             }
             return;
         }
@@ -579,6 +588,18 @@ static void cpu_linear(cpu_ctx *c, const wmat *W, float *x, int64_t n, float *y)
     const int q16 = W->dtype == XF_INT8 && !W->packed && n == 1; /* row-major int8: the int16 x int8 kernel */
     if (q16) xk_act16_quantize(x, cols, W->group, c->aq, c->as);
     else if (W->dtype == XF_INT8 && !W->packed) xk_act16_round(x, n, cols, W->group);
+    if (n == 1 && !q16) {
+        /* one token: each thread its share of the rows in one call, which the kernel reads as 8 runs
+         * side by side (cpu_kernels.c) */
+        const xk_isa isa = c->isa;
+#pragma omp parallel num_threads(c->threads)
+        {
+            int64_t r0, r1;
+            thread_rows(rows, CPU_MM_CHUNK, &r0, &r1);
+            if (r0 < r1) xk_matmul(isa, W, x, 1, y, rows, r0, r1);
+        }
+        return;
+    }
     if (n < CPU_GEMM_MIN_TOKENS) {
         const int64_t chunks = (rows + CPU_MM_CHUNK - 1) / CPU_MM_CHUNK;
         const xk_isa isa = c->isa;

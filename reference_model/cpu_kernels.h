@@ -28,6 +28,10 @@ int xk_isa_supported(xk_isa isa);
 void xk_matmul(xk_isa isa, const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0,
                int64_t r1);
 
+/* One token over 64 rows or more reads them as 8 runs side by side (cpu_kernels.c); 1: as blocks
+ * of 8 adjacent rows instead (the same bits; for tests and side-by-side benchmarks). */
+void xk_mm1_avoid_runs(int avoid);
+
 /* int8 weights take their input on a 16-bit grid: per group of `group` elements (the weights'
  * quantization group), s = max|x| / 32767 and q = round(x / s), so x is kept to 2^-16 of the group's
  * largest element (finer than the fp16 activations of GPU weight-only kernels) and the products are
