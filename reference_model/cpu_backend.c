@@ -460,7 +460,7 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
         c->rope_inv_local = cpu_alloc(c, cfg->head_dim / 2, sizeof(double), &st);
         if (!st) st = config_rope_freqs_layer(cfg, lw, c->rope_inv_local, &c->rope_scale_local);
     }
-    for (int k = 0; !mla && !st && k < (c->rope_inv_local ? 2 : 1); k++) {
+    for (int k = 0; !st && k < (c->rope_inv_local ? 2 : 1); k++) { /* latent attention: head_dim is qk_rope_head_dim */
         const double *inv = k ? c->rope_inv_local : c->rope_inv, sc = k ? c->rope_scale_local : c->rope_scale;
         const int64_t hd = cfg->head_dim, np = c->max_seq_len;
         float *tab = c->rope_tab[k] = cpu_alloc(c, np * hd, 4, &st);
@@ -784,6 +784,16 @@ static void cpu_mla_absorb(cpu_ctx *c, const layer_weights *Lw, int64_t n, int o
     }
 }
 
+/* RoPE's table (rope_tab) has rows for positions 0 .. max_seq_len - 1 (the KV manager holds no
+ * more): every sequence of the step within it, or an error naming the positions. */
+static xf_status rope_positions_check(const cpu_ctx *c, const step_batch *b) {
+    for (int s = 0; s < b->n_seqs; s++)
+        if (b->seqs[s].pos < 0 || b->seqs[s].pos + b->seqs[s].n_new > c->max_seq_len)
+            return xf_errorf(XF_EINVAL, "rope: positions %lld..%lld are outside 0..%lld (max_seq_len)", (long long)b->seqs[s].pos,
+                             (long long)(b->seqs[s].pos + b->seqs[s].n_new - 1), (long long)c->max_seq_len - 1);
+    return XF_OK;
+}
+
 /* Latent attention's qkv, rope, kv_append and attention (cpu_mla.h), in the config's form; o_proj
  * and the rest are the common code (att rows of n_heads * v_head_dim; the absorbed form's W_UV
  * first, cpu_mla_absorb). */
@@ -805,15 +815,16 @@ static xf_status cpu_mla_op(cpu_ctx *c, op_kind k, int layer, const step_batch *
         if (qr > 0) cpu_linear(c, &Lw->q_b, c->mla_qa, n, c->mla_q);
         if (cfg->mla_absorbed) cpu_mla_absorb(c, Lw, n, 0);
         return XF_OK;
-    case OP_ROPE:
+    case OP_ROPE: {
+        xf_status st = rope_positions_check(c, b);
+        if (st) return st;
 #pragma omp parallel num_threads(nth) if (n * qw >= CPU_PAR_MIN)
         {
-            const int id = omp_get_thread_num();
-            float *cs = c->att_scratch + (int64_t)id * c->att_scratch_n, *scr = c->mla_scores + (int64_t)id * c->mla_scores_n;
+            float *scr = c->mla_scores + (int64_t)omp_get_thread_num() * c->mla_scores_n;
 #pragma omp for schedule(static)
             for (int64_t t = 0; t < n; t++) {
                 const int64_t s = c->tok_seq[t], pos = b->seqs[s].pos + (t - b->tok_off[s]);
-                xk_rope_table_freqs(cs, cs + dr / 2, pos, c->rope_inv, dr / 2, c->rope_scale);
+                const float *cs = c->rope_tab[0] + pos * dr; /* cos | sin */
                 for (int64_t hh = 0; hh < h; hh++) /* the absorbed form rotates its own copy of q_rot */
                     mla_rope(cfg->mla_absorbed ? c->mla_qabs + (t * h + hh) * (r + dr) + r : c->mla_q + t * qw + hh * qh + dn, dr, cs,
                              cs + dr / 2, cfg->rope_interleave, scr);
@@ -821,6 +832,7 @@ static xf_status cpu_mla_op(cpu_ctx *c, op_kind k, int layer, const step_batch *
             }
         }
         return XF_OK;
+    }
     case OP_KV_APPEND: {
         const int64_t row_bytes = c->kv_dim * c->kv_esz;
         for (int64_t t = 0; t < n; t++) {
@@ -920,10 +932,8 @@ static xf_status cpu_run_op(void *ctx, op_kind k, int layer, const step_batch *b
         return XF_OK;
     case OP_ROPE: {
         const float *tab = c->rope_tab[c->rope_inv_local && model_layer_window(cfg, layer) > 0]; /* gemma3's local RoPE base */
-        for (int s = 0; s < b->n_seqs; s++) /* the table's rows end at max_seq_len (the KV manager holds no more) */
-            if (b->seqs[s].pos < 0 || b->seqs[s].pos + b->seqs[s].n_new > c->max_seq_len)
-                return xf_errorf(XF_EINVAL, "rope: positions %lld..%lld are outside 0..%lld (max_seq_len)", (long long)b->seqs[s].pos,
-                                 (long long)(b->seqs[s].pos + b->seqs[s].n_new - 1), (long long)c->max_seq_len - 1);
+        xf_status st = rope_positions_check(c, b);
+        if (st) return st;
 #pragma omp parallel for num_threads(nth) schedule(static) if (n * c->qkv_dim >= CPU_PAR_MIN)
         for (int64_t t = 0; t < n; t++) {
             const int64_t s = c->tok_seq[t], pos = b->seqs[s].pos + (t - b->tok_off[s]);

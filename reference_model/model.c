@@ -206,20 +206,24 @@ xf_status model_mem_of(const model_config *cfg, const model_options *o, model_me
     per_tok = 3 * cfg->d_model + (q_dim + 2 * kv_dim) + q_dim + 3 * cfg->d_ff + 2; /* floats + tok_seq */
     per_tok += cpu_moe_floats_per_token(cfg); /* the experts' buffers (cpu_moe.c) */
     int64_t tail = (cfg->d_model + cfg->vocab + 1) * o->max_seqs + o->max_seqs * o->max_seq_len * 2;
-    if (!model_is_mla(cfg)) { /* RoPE's cos | sin table (cpu_backend.c rope_tab): every position, gemma3 a local one too */
-        tail += o->max_seq_len * cfg->head_dim * (cfg->rope_local_theta > 0 ? 2 : 1);
-    } else { /* cpu_backend.c's latent buffers: Q and q_a per token, one sequence's decompressed context */
+    int threads = o->threads > 0 ? o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (threads < 1) threads = 1;
+    /* RoPE's cos | sin table (cpu_backend.c rope_tab): every position, gemma3 a local one too (latent
+     * attention's head_dim is its qk_rope_head_dim) */
+    tail += o->max_seq_len * cfg->head_dim * (cfg->rope_local_theta > 0 ? 2 : 1);
+    if (model_is_mla(cfg)) { /* cpu_backend.c's latent buffers: Q and q_a per token, one sequence's decompressed context */
+        const int64_t lat = cfg->kv_lora_rank + cfg->qk_rope_head_dim;
         per_tok += cfg->n_heads * (cfg->qk_nope_head_dim + cfg->qk_rope_head_dim + cfg->v_head_dim) + cfg->q_lora_rank;
-        tail += o->max_seq_len * (cfg->kv_lora_rank + cfg->qk_rope_head_dim);
+        tail += o->max_seq_len * lat;
+        /* each thread's scores of one (query, head) or a latent row (mla_scores) */
+        tail += (int64_t)threads * ((o->max_seq_len > lat ? o->max_seq_len : lat) + 16);
         if (!cfg->mla_absorbed) tail += o->max_seq_len * cfg->n_heads * (cfg->qk_nope_head_dim + cfg->v_head_dim);
         else { /* the absorbed form: latent queries and outputs per token, one head's kv_b block per thread */
             const int64_t wide = cfg->qk_nope_head_dim > cfg->v_head_dim ? cfg->qk_nope_head_dim : cfg->v_head_dim;
             per_tok += cfg->n_heads * (2 * cfg->kv_lora_rank + cfg->qk_rope_head_dim);
-            tail += (o->threads > 0 ? o->threads : (int64_t)sysconf(_SC_NPROCESSORS_ONLN)) * (wide * cfg->kv_lora_rank + 16);
+            tail += (int64_t)threads * (wide * cfg->kv_lora_rank + 16);
         }
     }
-    int threads = o->threads > 0 ? o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (threads < 1) threads = 1;
     /* decode attention's buffers (cpu_backend.c att_w, att_scratch): the split-K parts' outputs, max
      * and sum (a fixed number of items), and each thread's scratch */
     const int64_t n_rep = cfg->n_heads / cfg->n_kv_heads;

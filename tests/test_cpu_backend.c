@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "reference_model/config.h"
 #include "reference_model/kv_cache.h"
 #include "reference_model/model.h"
 #include "reference_model/weights.h"
@@ -1029,5 +1030,31 @@ Test(cpu_backend, memory_gate_counts_the_rope_table) {
     cr_assert(held <= mem.kv_bytes + mem.activations_bytes, "the backend holds %lld B, the gate counted %lld B of KV and activations",
               (long long)held, (long long)(mem.kv_bytes + mem.activations_bytes));
     cr_assert(mem.activations_bytes >= 4096 * 64 * 4, "activations %lld B: no room for the RoPE table", (long long)mem.activations_bytes);
+    model_free(m);
+}
+
+/* Latent attention (a small DeepSeek-V3) keeps its RoPE table too (max_seq_len x qk_rope_head_dim,
+ * made at init, not per token in every layer) and the gate counts it; its decode still runs. */
+Test(cpu_backend, memory_gate_counts_the_latent_rope_table) {
+    model_config c;
+    cr_assert_eq(config_resolve("deepseek-v3", &c), XF_OK, "%s", xf_error_msg());
+    c.n_layers = 2;
+    memset(c.dense_layers, 0, sizeof c.dense_layers);
+    c.dense_layers[0] = 1;
+    c.d_model = 64, c.n_heads = c.n_kv_heads = 2, c.d_ff = 64, c.d_ff_expert = 16, c.n_experts = 4, c.experts_per_tok = 2;
+    c.n_group = 2, c.topk_group = 1, c.d_ff_shared = 16, c.q_lora_rank = 0, c.kv_lora_rank = 16, c.qk_nope_head_dim = 8;
+    c.qk_rope_head_dim = c.head_dim = 64, c.v_head_dim = 8, c.vocab = 64, c.max_ctx = 4096;
+    cr_assert_eq(config_validate(&c), XF_OK, "%s", xf_error_msg());
+    model *m = make_model(&c, XF_FP32, XF_FP32, 1, "paged:16", KV_ALLOC_POOL, 1, 1, 4096, 1);
+    model_mem mem;
+    int64_t held;
+    model_get_mem(m, &mem, &held);
+    cr_assert(held <= mem.kv_bytes + mem.activations_bytes, "the backend holds %lld B, the gate counted %lld B of KV and activations",
+              (long long)held, (long long)(mem.kv_bytes + mem.activations_bytes));
+    cr_assert(held >= 4096 * 64 * 4, "the backend holds %lld B: no RoPE table", (long long)held);
+    int32_t tok = 3;
+    int64_t len = 1;
+    cr_assert_eq(model_prefill(m, 1, &tok, &len, NULL), XF_OK, "%s", xf_error_msg());
+    cr_assert_eq(model_decode_step(m, NULL, NULL), XF_OK, "%s", xf_error_msg());
     model_free(m);
 }
