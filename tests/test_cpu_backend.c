@@ -1018,18 +1018,24 @@ Test(cpu_backend, random_weights_reuse_layers_copies_layer0_into_own_buffers) {
     }
 }
 
+/* The gate's KV and activation bytes cover what m's backend holds, and the activations the table's bytes. */
+static void check_gate_counts(model *m, int64_t table_bytes) {
+    model_mem mem;
+    int64_t held;
+    model_get_mem(m, &mem, &held);
+    cr_assert(held <= mem.kv_bytes + mem.activations_bytes, "the backend holds %lld B, the gate counted %lld B of KV and activations",
+              (long long)held, (long long)(mem.kv_bytes + mem.activations_bytes));
+    cr_assert(mem.activations_bytes >= table_bytes, "activations %lld B: no room for the RoPE table (%lld B)", (long long)mem.activations_bytes,
+              (long long)table_bytes);
+}
+
 /* The memory gate counts what the backend holds: one short prompt and a long context, where the
  * RoPE table (max_seq_len x head_dim floats, made at init) outweighs the step's activations. */
 Test(cpu_backend, memory_gate_counts_the_rope_table) {
     model_config c = small_cfg(4, 2, 64, 0, 0);
     c.max_ctx = 4096;
     model *m = make_model(&c, XF_FP32, XF_FP16, 1, "paged:16", KV_ALLOC_POOL, 1, 1, 4096, 1);
-    model_mem mem;
-    int64_t held;
-    model_get_mem(m, &mem, &held);
-    cr_assert(held <= mem.kv_bytes + mem.activations_bytes, "the backend holds %lld B, the gate counted %lld B of KV and activations",
-              (long long)held, (long long)(mem.kv_bytes + mem.activations_bytes));
-    cr_assert(mem.activations_bytes >= 4096 * 64 * 4, "activations %lld B: no room for the RoPE table", (long long)mem.activations_bytes);
+    check_gate_counts(m, 4096 * 64 * 4);
     model_free(m);
 }
 
@@ -1046,12 +1052,7 @@ Test(cpu_backend, memory_gate_counts_the_latent_rope_table) {
     c.qk_rope_head_dim = c.head_dim = 64, c.v_head_dim = 8, c.vocab = 64, c.max_ctx = 4096;
     cr_assert_eq(config_validate(&c), XF_OK, "%s", xf_error_msg());
     model *m = make_model(&c, XF_FP32, XF_FP32, 1, "paged:16", KV_ALLOC_POOL, 1, 1, 4096, 1);
-    model_mem mem;
-    int64_t held;
-    model_get_mem(m, &mem, &held);
-    cr_assert(held <= mem.kv_bytes + mem.activations_bytes, "the backend holds %lld B, the gate counted %lld B of KV and activations",
-              (long long)held, (long long)(mem.kv_bytes + mem.activations_bytes));
-    cr_assert(held >= 4096 * 64 * 4, "the backend holds %lld B: no RoPE table", (long long)held);
+    check_gate_counts(m, 4096 * 64 * 4);
     int32_t tok = 3;
     int64_t len = 1;
     cr_assert_eq(model_prefill(m, 1, &tok, &len, NULL), XF_OK, "%s", xf_error_msg());
