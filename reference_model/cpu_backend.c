@@ -493,10 +493,6 @@ static int64_t cpu_amx_step(int64_t rows, int threads, int64_t most, int64_t ali
     return step > most ? most : step;
 }
 
-/* y (n, W->rows) = x (n, W->cols) . W^T. With packed int8 weights x is quantized to int8 (decode,
- * and prefill on AMX tiles) or rounded to that grid in place (prefill without AMX: the fp32 GEMM);
- * bf16 prefill goes to oneDNN where built (cpu_dnnl.h); row-major int8 weights put x on the 16-bit grid of
- * cpu_kernels.h, in place for more than one token (every input buffer feeds one projection only). */
 /* The calling OpenMP thread's share of rows in chunks of `step` rows: [*r0, *r1), contiguous, the
  * chunks dealt as evenly as they go (*r0 == *r1 for a thread with none). */
 static void thread_rows(int64_t rows, int64_t step, int64_t *r0, int64_t *r1) {
@@ -506,6 +502,10 @@ static void thread_rows(int64_t rows, int64_t step, int64_t *r0, int64_t *r1) {
     *r1 = c1 * step < rows ? c1 * step : rows;
 }
 
+/* y (n, W->rows) = x (n, W->cols) . W^T. With packed int8 weights x is quantized to int8 (decode,
+ * and prefill on AMX tiles) or rounded to that grid in place (prefill without AMX: the fp32 GEMM);
+ * bf16 prefill goes to oneDNN where built (cpu_dnnl.h); row-major int8 weights put x on the 16-bit grid of
+ * cpu_kernels.h, in place for more than one token (every input buffer feeds one projection only). */
 static void cpu_linear(cpu_ctx *c, const wmat *W, float *x, int64_t n, float *y) {
     const int64_t rows = W->rows, cols = W->cols;
     if (W->dtype == XF_INT8 && W->packed && n <= c->a8_tokens) { /* decode (prefill with AMX): int8 inputs, u8 x s8 kernel */

@@ -271,7 +271,7 @@ static int mm1_runs_off; /* xk_mm1_avoid_runs */
     const int64_t group = is_q ? W->group : cols, ng = is_q ? W->n_groups : 1;                              \
     const void *wd = W->data;                                                                               \
     const int64_t esz = W->dtype == XF_FP32 ? 4 : W->dtype == XF_INT8 ? 1 : 2;                              \
-    /* blocks 0..run-1: row i of a block from run i (XK_MM1_RUNS); the rest 8 adjacent rows each */       \
+    /* blocks 0..run-1: row i of a block from run i (XK_MM1_RUNS_MIN); the rest 8 adjacent rows each */   \
     const int64_t run = r1 - r0 >= XK_MM1_RUNS_MIN && !__atomic_load_n(&mm1_runs_off, __ATOMIC_RELAXED) ? (r1 - r0) / 8 : 0; \
     const int64_t nblk = run + (r1 - r0 - 8 * run + 7) / 8;                                                 \
     for (int64_t bi = 0; bi < nblk; bi++) {                                                                 \
