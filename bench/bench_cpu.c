@@ -724,8 +724,6 @@ static int decode_accounting(bench_model *bm, const model_config *cfg, const cha
     return 0;
 }
 
-/* The int8 batch-1 projection as the backend runs it (cpu_linear): each thread's 16-row chunks in
- * one call, which reads them as xk_a8_streams() streams; q, qs, qcr: the quantized input. */
 /* The calling OpenMP thread's share of rw rows in 16-row chunks, as the backend deals them at
  * batch 1 (cpu_backend.c thread_rows). */
 static void thread_share(int64_t rw, int64_t *r0, int64_t *r1) {
@@ -745,6 +743,8 @@ static void mm1_decode_call(const wmat *W, const float *x, float *y, int threads
     }
 }
 
+/* The int8 batch-1 projection as the backend runs it (cpu_linear): each thread's 16-row chunks in
+ * one call, which reads them as xk_a8_streams() streams; q, qs, qcr: the quantized input. */
 static void a8_decode_call(const wmat *W, const int8_t *q, const float *qs, const int32_t *qcr, float *y, int threads) {
 #pragma omp parallel num_threads(threads)
     {
