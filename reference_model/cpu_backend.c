@@ -588,15 +588,15 @@ static void cpu_linear(cpu_ctx *c, const wmat *W, float *x, int64_t n, float *y)
     const int q16 = W->dtype == XF_INT8 && !W->packed && n == 1; /* row-major int8: the int16 x int8 kernel */
     if (q16) xk_act16_quantize(x, cols, W->group, c->aq, c->as);
     else if (W->dtype == XF_INT8 && !W->packed) xk_act16_round(x, n, cols, W->group);
-    if (n == 1 && !q16) {
-        /* one token: each thread its share of the rows in one call, which the kernel reads as 8 runs
-         * side by side (cpu_kernels.c) */
+    if (n <= 2 && !q16) {
+        /* one or two tokens: each thread its share of the rows in one call, which the kernel reads as
+         * 8 (4) runs side by side (cpu_kernels.c) */
         const xk_isa isa = c->isa;
 #pragma omp parallel num_threads(c->threads)
         {
             int64_t r0, r1;
             thread_rows(rows, CPU_MM_CHUNK, &r0, &r1);
-            if (r0 < r1) xk_matmul(isa, W, x, 1, y, rows, r0, r1);
+            if (r0 < r1) xk_matmul(isa, W, x, n, y, rows, r0, r1);
         }
         return;
     }

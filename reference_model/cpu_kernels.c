@@ -86,16 +86,22 @@ static void mm_scalar(const wmat *W, const float *x, int64_t n, float *y, int64_
     const int64_t group = is_q ? W->group : cols, ng = is_q ? W->n_groups : 1;                              \
     const void *wd = W->data;                                                                               \
     const int64_t esz = W->dtype == XF_FP32 ? 4 : W->dtype == XF_INT8 ? 1 : 2;                              \
-    for (int64_t r = r0; r < r1; r += 4) {                                                                  \
-        const int64_t rb = r1 - r < 4 ? r1 - r : 4;                                                         \
+    /* two tokens over XK_MM1_RUNS_MIN+ rows: blocks 0..run-1 take row i from run i of 4, each stream  \
+     * prefetched XK_MM1_RUNS_PF ahead (as XK_MM_BODY1); the rest, and more tokens, 4 adjacent rows */  \
+    const int64_t run = n == 2 && r1 - r0 >= XK_MM1_RUNS_MIN && !__atomic_load_n(&mm1_runs_off, __ATOMIC_RELAXED) ? (r1 - r0) / 4 : 0; \
+    const int64_t nblk = run + (r1 - r0 - 4 * run + 3) / 4;                                                 \
+    for (int64_t bi = 0; bi < nblk; bi++) {                                                                 \
+        const int64_t r = bi < run ? r0 + bi : r0 + 4 * run + 4 * (bi - run);                               \
+        const int64_t rb = bi < run ? 4 : r1 - r < 4 ? r1 - r : 4, rstep = bi < run ? run : 1;              \
         int64_t row[4], ro[4];                                                                              \
         for (int i = 0; i < 4; i++) {                                                                       \
-            row[i] = r + (i < rb ? i : 0);                                                                  \
+            row[i] = r + (i < rb ? i : 0) * rstep;                                                          \
             ro[i] = row[i] * cols;                                                                          \
         }                                                                                                   \
         /* row base pointers: loads address [base + c * size] with no per-load arithmetic */              \
         const char *wp0 = (const char *)wd + ro[0] * esz, *wp1 = (const char *)wd + ro[1] * esz;           \
         const char *wp2 = (const char *)wd + ro[2] * esz, *wp3 = (const char *)wd + ro[3] * esz;           \
+        const int pf = bi < run;                                                                            \
         for (int64_t t = 0; t < n; t += 2) {                                                                \
             const int64_t tb = n - t < 2 ? n - t : 2;                                                       \
             const float *xa = x + t * cols, *xb = x + (t + tb - 1) * cols;                                  \
@@ -109,6 +115,10 @@ static void mm_scalar(const wmat *W, const float *x, int64_t n, float *y, int64_
                 VT p4 = SETZERO(), p5 = SETZERO(), p6 = SETZERO(), p7 = SETZERO();                          \
                 for (int64_t c = c0; c < cv; c += VW) {                                                     \
                     const VT va = LOADU(xa + c), vb = LOADU(xb + c);                                        \
+                    if (pf && ((c * esz) & 63) == 0) {                                                      \
+                        const int64_t o = XK_MM1_RUNS_PF + c * esz;                                         \
+                        XK_PREFETCH(wp0 + o), XK_PREFETCH(wp1 + o), XK_PREFETCH(wp2 + o), XK_PREFETCH(wp3 + o); \
+                    }                                                                                       \
                     VT w = LOADW(wp0, c);                                                            \
                     p0 = FMADD(w, va, p0);                                                                  \
                     p1 = FMADD(w, vb, p1);                                                                  \
@@ -144,7 +154,7 @@ static void mm_scalar(const wmat *W, const float *x, int64_t n, float *y, int64_
             const float s[8] = {HSUM(a0) + tl[0], HSUM(a1) + tl[1], HSUM(a2) + tl[2], HSUM(a3) + tl[3],     \
                                 HSUM(a4) + tl[4], HSUM(a5) + tl[5], HSUM(a6) + tl[6], HSUM(a7) + tl[7]};    \
             for (int i = 0; i < rb; i++)                                                                    \
-                for (int j = 0; j < tb; j++) y[(t + j) * ldy + r + i] = s[i * 2 + j];                       \
+                for (int j = 0; j < tb; j++) y[(t + j) * ldy + row[i]] = s[i * 2 + j];                      \
         }                                                                                                   \
     }
 
@@ -258,7 +268,9 @@ static void mm_scalar(const wmat *W, const float *x, int64_t n, float *y, int64_
  * adjacent rows were one region read 8 rows at a time. Each row's sum is computed as before (the
  * same bits: only which rows share a block changed). From DRAM, 2 threads, 11264 x 2048 matrices
  * (24 bf16, 12 fp32), 15 rounds side by side, speed over the 8-adjacent-row kernel (median of the
- * rounds' ratios): bf16 1.08-1.10, fp32 1.02-1.06 (docs/performance.md). */
+ * rounds' ratios): bf16 1.08-1.10, fp32 1.02-1.06 (docs/performance.md). Two tokens (XK_MM_BODY)
+ * read 4 runs the same way, which also gave them a software prefetch they lacked: tinyllama's
+ * matrices, bf16 1.14-1.20, fp32 1.10-1.12 against 4 adjacent rows without it. */
 #define XK_MM1_RUNS_MIN 64
 /* Prefetch distance in each run's stream: bf16 as above, runs / adjacent speed (median of 15
  * rounds) 1.03 prefetching each run's next row (4 KiB ahead at 2048 columns), 1.06-1.08 at 1 KiB,

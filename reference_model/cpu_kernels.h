@@ -21,15 +21,16 @@ int xk_isa_supported(xk_isa isa);
 /* y[t][r] = sum_c W[r][c] * x[t][c] for tokens t in [0, n) and rows r in [r0, r1) (packed int8
  * weights, weights.h, take the scalar path here: their fast kernel is xk_matmul_a8).
  * x (n, W->cols) row-major; y (n, ldy) row-major, columns r0..r1 written. Weights fp32, bf16, fp16
- * or int8 (dequantized per group with W->scales). One token: 8 rows at a time; two: 4 rows x 2
- * tokens; three or more (fp32 / bf16 / fp16): 4 rows x 4 tokens in groups of 16 rows with column
- * chunks outermost (cpu_kernels.c). Each (row, token) sum runs in the same lane order whatever the
+ * or int8 (dequantized per group with W->scales). One token: 8 rows at a time (from 8 runs of a
+ * range of 64+ rows); two: 4 rows x 2 tokens (from 4 runs); three or more (fp32 / bf16 / fp16): 4
+ * rows x 4 tokens in groups of 16 rows with column chunks outermost (cpu_kernels.c). Each (row, token) sum runs in the same lane order whatever the
  * tiling, so a token's result does not depend on its batch, nor on how [r0, r1) is split. */
 void xk_matmul(xk_isa isa, const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0,
                int64_t r1);
 
-/* One token over 64 rows or more reads them as 8 runs side by side (cpu_kernels.c); 1: as blocks
- * of 8 adjacent rows instead (the same bits; for tests and side-by-side benchmarks). */
+/* One token over 64 rows or more reads them as 8 runs side by side, two tokens as 4 runs
+ * (cpu_kernels.c); 1: as blocks of adjacent rows instead (the same bits; for tests and side-by-side
+ * benchmarks). */
 void xk_mm1_avoid_runs(int avoid);
 
 /* int8 weights take their input on a 16-bit grid: per group of `group` elements (the weights'
