@@ -142,28 +142,29 @@ Test(cpu_kernels, matmul_fp32_batches) { check_matmul_n(XF_FP32, 13, 256 * 2 + 4
 Test(cpu_kernels, matmul_bf16_batches) { check_matmul_n(XF_BF16, 13, 256 * 2 + 48 + 5, 0, 40); }
 Test(cpu_kernels, matmul_fp16_batches) { check_matmul_n(XF_FP16, 11, 256 + 16, 0, 36); }
 
-/* One or two tokens over 64+ rows read them as runs side by side (XK_MM1_RUNS_MIN: 8 runs for one
- * token, 4 for two): each row's value within the double bound, nothing written outside [r0, r1),
- * the same bits as blocks of adjacent rows (xk_mm1_avoid_runs), per ISA, and each of two tokens the
- * bits it has alone; ranges of 64 rows (runs of 8 or 16, none left over), 189 (runs of 23 or 47 and
- * rows left over) and 63 (below the threshold). */
+/* 1..20 tokens over 64+ rows read them as runs side by side (XK_MM1_RUNS_MIN: 8 runs for one
+ * token, 4 for more): each row's value within the double bound, nothing written outside [r0, r1),
+ * the same bits as blocks of adjacent rows (xk_mm1_avoid_runs), per ISA, and each token the bits it
+ * has alone (up to 16 tokens a slice, then a second); ranges of 64 rows (runs of 8 or 16, none left
+ * over), 189 (runs and rows left over) and 63 (below the threshold). */
 static void check_mm1_runs(xf_dtype dt, int64_t nrow, int64_t cols) {
     const int64_t r0 = 3, r1 = r0 + nrow, rows = r1 + 2, ldy = rows;
     wmat W = make_wmat(dt, rows, cols, 0, 23);
     uint32_t sd = 5;
-    float *x = malloc((size_t)(2 * cols) * sizeof(float)), *y = malloc((size_t)(2 * ldy) * sizeof(float));
-    float *yb = malloc((size_t)(2 * ldy) * sizeof(float)), *y1 = malloc((size_t)ldy * sizeof(float));
-    for (int64_t i = 0; i < 2 * cols; i++) x[i] = frand(&sd);
+    const int64_t nm = 20;
+    float *x = malloc((size_t)(nm * cols) * sizeof(float)), *y = malloc((size_t)(nm * ldy) * sizeof(float));
+    float *yb = malloc((size_t)(nm * ldy) * sizeof(float)), *y1 = malloc((size_t)ldy * sizeof(float));
+    for (int64_t i = 0; i < nm * cols; i++) x[i] = frand(&sd);
     for (int isa = 0; isa < XK_ISA_COUNT; isa++) {
         if (!xk_isa_supported((xk_isa)isa)) continue;
-        for (int64_t n = 1; n <= 2; n++) {
-            for (int64_t i = 0; i < 2 * ldy; i++) y[i] = yb[i] = -12345.0f;
+        for (int64_t n = 1; n <= nm; n++) {
+            for (int64_t i = 0; i < nm * ldy; i++) y[i] = yb[i] = -12345.0f;
             xk_matmul((xk_isa)isa, &W, x, n, y, ldy, r0, r1);
             xk_mm1_avoid_runs(1);
             xk_matmul((xk_isa)isa, &W, x, n, yb, ldy, r0, r1);
             xk_mm1_avoid_runs(0);
-            check_vs_double(&W, x, n, 2, y, ldy, r0, r1, "runs");
-            for (int64_t i = 0; i < 2 * ldy; i++)
+            check_vs_double(&W, x, n, nm, y, ldy, r0, r1, "runs");
+            for (int64_t i = 0; i < nm * ldy; i++)
                 cr_assert_eq(y[i], yb[i], "%s %s, %lld rows, %lld tokens: runs %.9g, adjacent blocks %.9g at %lld", xk_isa_name((xk_isa)isa),
                              dtype_name(dt), (long long)nrow, (long long)n, y[i], yb[i], (long long)i);
             for (int64_t t = 0; t < n; t++) {
