@@ -724,14 +724,8 @@ static int decode_accounting(bench_model *bm, const model_config *cfg, const cha
     return 0;
 }
 
-/* The calling OpenMP thread's share of rw rows in 16-row chunks, as the backend deals them at
- * batch 1 (cpu_backend.c thread_rows). */
-static void thread_share(int64_t rw, int64_t *r0, int64_t *r1) {
-    const int64_t nt = omp_get_num_threads(), id = omp_get_thread_num(), chunks = (rw + 15) / 16;
-    const int64_t c0 = chunks * id / nt, c1 = chunks * (id + 1) / nt;
-    *r0 = c0 * 16 < rw ? c0 * 16 : rw;
-    *r1 = c1 * 16 < rw ? c1 * 16 : rw;
-}
+/* The calling OpenMP thread's share of rw rows in 16-row chunks, as the backend deals them at 1-2 tokens. */
+static void thread_share(int64_t rw, int64_t *r0, int64_t *r1) { xk_share_rows(rw, 16, omp_get_thread_num(), omp_get_num_threads(), r0, r1); }
 
 /* Decode at batch 1 with unquantized weights as the backend runs it: each thread its share in one call. */
 static void mm1_decode_call(const wmat *W, const float *x, float *y, int threads) {

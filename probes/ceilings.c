@@ -950,9 +950,9 @@ static void pulse_slice(int64_t n, int threads, int id, int64_t *lo, int64_t *hi
     *hi = id == threads - 1 ? n : *lo + per;
 }
 
-static xf_status pulse_bw(ceilings_pulser *p, int64_t off, int64_t n, int sweeps, int touched, double *Bps) {
+static xf_status pulse_bw(ceilings_pulser *p, int64_t n, int sweeps, int touched, double *Bps) {
     double sink = 0;
-    float *arr = p->arr + off;
+    float *arr = p->arr;
     /* Timed from before the threads are woken to after the last one is done, as the model's ops
      * are: on a core shared with another process the wait for a time slice is part of both. */
     double t0 = timer_now_s();
@@ -1012,14 +1012,14 @@ static void flush_lines(float *a, int64_t lo, int64_t hi) {
     _mm_mfence();
 }
 
-/* Evicts arr[off, off + n) from every cache level (each thread its slice), so the read that
+/* Evicts arr[0, n) from every cache level (each thread its slice), so the read that
  * follows comes from DRAM however large the last-level cache is. clflushopt where the CPU has it:
  * clflush is ordered line after line, and on a 2-vCPU Xeon (EMR) it took 103 ms per 48 MB against
  * clflushopt's 2.1 ms (the read after either ran at DRAM speed), so a DRAM pulse asked for 1 ms
  * took 19 ms, the pulses 4.6% of a quiet run, and the runner's pulse scale, shrinking the read to
  * make up for it, left a read too short to measure: "contended" on an idle machine. */
-static void pulse_flush(ceilings_pulser *p, int64_t off, int64_t n) {
-    float *arr = p->arr + off;
+static void pulse_flush(ceilings_pulser *p, int64_t n) {
+    float *arr = p->arr;
     const int opt = cpu_has_clflushopt() && !callgrind_running(); /* valgrind 3.19 reports it but cannot run it (SIGILL) */
 #pragma omp parallel num_threads(p->threads)
     {
@@ -1047,7 +1047,7 @@ static xf_status pulser_grow(ceilings_pulser *p, int64_t n) {
     p->arr = a;
     p->n = n;
     double bps;
-    return pulse_bw(p, 0, n, 1, 0, &bps); /* first touch, every thread its slice */
+    return pulse_bw(p, n, 1, 0, &bps); /* first touch, every thread its slice */
 }
 
 xf_status ceilings_pulser_init(int threads, int in_cache, double bw_guess_Bps, double fp32_guess_flops, double max_budget_s,
@@ -1099,11 +1099,11 @@ xf_status ceilings_pulser_run(ceilings_pulser *p, double budget_s, ceilings_puls
     int64_t want = pulse_floats(p, budget_s);
     if (p->in_cache) {
         int sweeps = (int)((double)want / (double)p->n + 0.5);
-        if ((s = pulse_bw(p, 0, p->n, sweeps < 1 ? 1 : sweeps, 1, &out->bandwidth_Bps))) return s;
+        if ((s = pulse_bw(p, p->n, sweeps < 1 ? 1 : sweeps, 1, &out->bandwidth_Bps))) return s;
     } else {
         int64_t n = want < p->n ? want : p->n;
-        pulse_flush(p, 0, n); /* from DRAM even where the LLC could hold it (not timed) */
-        if ((s = pulse_bw(p, 0, n, 1, 1, &out->bandwidth_Bps))) return s;
+        pulse_flush(p, n); /* from DRAM even where the LLC could hold it (not timed) */
+        if ((s = pulse_bw(p, n, 1, 1, &out->bandwidth_Bps))) return s;
     }
     double it = p->fp_guess / p->threads * budget_s / 3.0 / p->fma_per_iter;
     if ((s = pulse_fma(p, it < 64 ? 64 : (int64_t)it, &out->fp32_flops))) return s;

@@ -362,7 +362,7 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
     c->last = cpu_alloc(c, c->max_seqs * cfg->d_model, 4, &st);
     c->logits = cpu_alloc(c, c->max_seqs * cfg->vocab, 4, &st);
     c->sampled = cpu_alloc(c, c->max_seqs, sizeof(int32_t), &st);
-    c->att_scratch_n = xk_attn_thread_floats(cfg->n_kv_heads * c->n_rep, cfg->head_dim); /* also the rope's cos | sin */
+    c->att_scratch_n = xk_attn_thread_floats(cfg->n_kv_heads * c->n_rep, cfg->head_dim);
     c->att_scratch = cpu_alloc(c, c->threads * c->att_scratch_n, 4, &st);
     c->att_items = cpu_alloc(c, c->max_seqs + 1, sizeof(int64_t), &st);
     c->att_q = cpu_alloc(c, T, sizeof(xk_attn_query), &st);
@@ -493,15 +493,6 @@ static int64_t cpu_amx_step(int64_t rows, int threads, int64_t most, int64_t ali
     return step > most ? most : step;
 }
 
-/* The calling OpenMP thread's share of rows in chunks of `step` rows: [*r0, *r1), contiguous, the
- * chunks dealt as evenly as they go (*r0 == *r1 for a thread with none). */
-static void thread_rows(int64_t rows, int64_t step, int64_t *r0, int64_t *r1) {
-    const int64_t nt = omp_get_num_threads(), id = omp_get_thread_num(), chunks = (rows + step - 1) / step;
-    const int64_t c0 = chunks * id / nt, c1 = chunks * (id + 1) / nt;
-    *r0 = c0 * step < rows ? c0 * step : rows;
-    *r1 = c1 * step < rows ? c1 * step : rows;
-}
-
 /* y (n, W->rows) = x (n, W->cols) . W^T. With packed int8 weights x is quantized to int8 (decode,
  * and prefill on AMX tiles) or rounded to that grid in place (prefill without AMX: the fp32 GEMM);
  * bf16 prefill goes to oneDNN where built (cpu_dnnl.h); row-major int8 weights put x on the 16-bit grid of
@@ -524,7 +515,7 @@ static void cpu_linear(cpu_ctx *c, const wmat *W, float *x, int64_t n, float *y)
 #pragma omp parallel num_threads(c->threads)
             {
                 int64_t r0, r1;
-                thread_rows(rows, step, &r0, &r1);
+                xk_share_rows(rows, step, omp_get_thread_num(), omp_get_num_threads(), &r0, &r1);
                 if (r0 < r1) xk_matmul_a8(isa, W, c->a8q, c->a8s, c->a8c, 1, y, rows, r0, r1);
             }
             return;
@@ -595,7 +586,7 @@ static void cpu_linear(cpu_ctx *c, const wmat *W, float *x, int64_t n, float *y)
 #pragma omp parallel num_threads(c->threads)
         {
             int64_t r0, r1;
-            thread_rows(rows, CPU_MM_CHUNK, &r0, &r1);
+            xk_share_rows(rows, CPU_MM_CHUNK, omp_get_thread_num(), omp_get_num_threads(), &r0, &r1);
             if (r0 < r1) xk_matmul(isa, W, x, n, y, rows, r0, r1);
         }
         return;

@@ -1144,6 +1144,12 @@ static TGT_AVX2 void a8_avx2(const wmat *W, const int8_t *q, const float *s, con
 #endif
 
 void xk_a8_avoid_amx(int avoid) { amx_avoid(avoid); }
+void xk_share_rows(int64_t rows, int64_t step, int64_t id, int64_t nt, int64_t *r0, int64_t *r1) {
+    const int64_t chunks = (rows + step - 1) / step, c0 = chunks * id / nt, c1 = chunks * (id + 1) / nt;
+    *r0 = c0 * step < rows ? c0 * step : rows;
+    *r1 = c1 * step < rows ? c1 * step : rows;
+}
+
 void xk_mm1_avoid_runs(int avoid) { __atomic_store_n(&mm1_runs_off, avoid != 0, __ATOMIC_RELAXED); }
 void xk_a8_avoid_wide(int avoid) { __atomic_store_n(&a8_wide_off, avoid != 0, __ATOMIC_RELAXED); }
 

@@ -28,6 +28,11 @@ int xk_isa_supported(xk_isa isa);
 void xk_matmul(xk_isa isa, const wmat *W, const float *x, int64_t n, float *y, int64_t ldy, int64_t r0,
                int64_t r1);
 
+/* Thread id's share of nt of `rows` rows in chunks of `step`: [*r0, *r1), contiguous, the chunks
+ * dealt as evenly as they go (*r0 == *r1 for a thread with none). How the backend gives each
+ * OpenMP thread its rows in one call at 1-2 tokens, which the kernels then read as runs. */
+void xk_share_rows(int64_t rows, int64_t step, int64_t id, int64_t nt, int64_t *r0, int64_t *r1);
+
 /* One token over 64 rows or more reads them as 8 runs side by side, two tokens as 4 runs
  * (cpu_kernels.c); 1: as blocks of adjacent rows instead (the same bits; for tests and side-by-side
  * benchmarks). */

@@ -178,6 +178,23 @@ static void check_mm1_runs(xf_dtype dt, int64_t nrow, int64_t cols) {
     free(x), free(y), free(yb), free(y1), free(W.data), free(W.scales);
 }
 
+/* The threads' shares of rows tile [0, rows) in order, each starting on a chunk boundary. */
+Test(cpu_kernels, share_rows_tile_the_rows) {
+    const int64_t cases[][3] = {{11264, 16, 2}, {2048, 16, 3}, {37, 16, 4}, {5, 16, 8}, {100, 64, 1}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const int64_t rows = cases[k][0], step = cases[k][1], nt = cases[k][2];
+        int64_t next = 0;
+        for (int64_t id = 0; id < nt; id++) {
+            int64_t r0, r1;
+            xk_share_rows(rows, step, id, nt, &r0, &r1);
+            cr_assert(r0 == next && r1 >= r0 && (r0 % step == 0 || r0 == rows), "%lld rows, step %lld, thread %lld of %lld: [%lld, %lld)",
+                      (long long)rows, (long long)step, (long long)id, (long long)nt, (long long)r0, (long long)r1);
+            next = r1;
+        }
+        cr_assert_eq(next, rows, "%lld rows: the shares end at %lld", (long long)rows, (long long)next);
+    }
+}
+
 Test(cpu_kernels, mm1_runs_fp32) { check_mm1_runs(XF_FP32, 189, 200); }
 Test(cpu_kernels, mm1_runs_bf16) { check_mm1_runs(XF_BF16, 64, 32 * 9 + 5); }
 Test(cpu_kernels, mm1_runs_fp16) { check_mm1_runs(XF_FP16, 189, 96); }
