@@ -543,11 +543,16 @@ static xf_status bench_attention(const model_config *cfg, int threads, int reps,
  * (score tiles and P.V on AVX-512 register tiles, or OpenBLAS sgemm without AVX-512; online softmax): each thread takes KV heads (one
  * gather of the head's K and V into fp32 tiles, then every query block of it, last to first),
  * fp32 KV in 16-token blocks in a shuffled order. FLOPs: 4 head_dim per (query head, visible key)
- * pair under the causal mask, the cost model's pairs without its softmax term. Best of reps; the
- * caller divides by the larger of the FP32 peaks measured just before and just after. */
+ * pair under the causal mask, the cost model's pairs without its softmax term. Best of at least
+ * reps repetitions and of min_s seconds of them (*n_reps: how many ran): a 512-token prompt of
+ * stories110m takes about 3 ms on two threads: its best of 5 repetitions read 0.44 of the FP32
+ * peak here and 0.15 in a driver of this loop, whose best of 200 read 0.54 (2026-12-04); the early
+ * ones carry the team's wake-up and the tiles' first touch. The caller divides by the larger of the FP32 peaks measured
+ * just before and just after. */
 void openblas_set_num_threads(int num_threads); /* OpenBLAS: one thread per call under OpenMP, as the backend sets */
 
-static xf_status bench_prefill_attention(const model_config *cfg, int threads, int reps, int64_t n_tok, double *flops_s) {
+static xf_status bench_prefill_attention(const model_config *cfg, int threads, int reps, double min_s, int64_t n_tok,
+                                         double *flops_s, int *n_reps) {
     openblas_set_num_threads(1);
     const int64_t hd = cfg->head_dim, nkv = cfg->n_kv_heads, kv_dim = nkv * hd, nrep = cfg->n_heads / nkv;
     const int64_t qw = cfg->n_heads * hd, qpb = xk_attn_block_queries(nrep), nqb = (n_tok + qpb - 1) / qpb;
@@ -571,8 +576,9 @@ static xf_status bench_prefill_attention(const model_config *cfg, int threads, i
     }
 #undef LCG
     const float scale = (float)(1.0 / sqrt((double)hd));
-    double best = 0;
-    for (int rep = 0; !st && rep < reps; rep++) {
+    double best = 0, spent = 0;
+    int rep = 0;
+    for (; !st && (rep < reps || spent < min_s); rep++) {
         const double t0 = timer_now_s();
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
         for (int64_t g = 0; g < nkv; g++) {
@@ -586,7 +592,9 @@ static xf_status bench_prefill_attention(const model_config *cfg, int threads, i
         }
         const double t = timer_now_s() - t0;
         best = rep == 0 || t < best ? t : best;
+        spent += t;
     }
+    *n_reps = rep;
     /* sum over queries i of (i + 1) visible keys, times the query heads, 4 hd FLOP each */
     *flops_s = st ? 0 : 4.0 * (double)hd * (double)cfg->n_heads * ((double)n_tok * (double)(n_tok + 1) / 2) / best;
     free(K);
@@ -638,17 +646,18 @@ static int attention_model(const model_config *cfg, int threads, int quick, doub
         /* the FP32 peak measured just before and just after the point, the larger taken: on a
          * shared machine the run's first peak can be far off the minute of the point */
         double f, p0 = 0, p1 = 0;
+        int n_reps = 0;
         char isa[32];
         if (ceilings_fp32_peak(threads, 2, &p0, isa, sizeof isa) != XF_OK ||
-            bench_prefill_attention(cfg, threads, quick ? 2 : 5, ptoks[i], &f) != XF_OK ||
+            bench_prefill_attention(cfg, threads, quick ? 2 : 5, quick ? 0.05 : 0.25, ptoks[i], &f, &n_reps) != XF_OK ||
             ceilings_fp32_peak(threads, 2, &p1, isa, sizeof isa) != XF_OK) {
             fprintf(stderr, "bench_cpu: prefill attention: %s\n", xf_error_msg());
             return 2;
         }
         const double pk = p0 > p1 ? p0 : p1;
-        printf("  prefill attention %s, %lld-token prompt, fp32 KV: %.1f GFLOP/s (FP32 peak beside it %.1f / %.1f, "
-               "the run's first %.1f)\n",
-               cfg->name, (long long)ptoks[i], f / 1e9, p0 / 1e9, p1 / 1e9, peak / 1e9);
+        printf("  prefill attention %s, %lld-token prompt, fp32 KV: %.1f GFLOP/s, best of %d repetitions (FP32 peak beside "
+               "it %.1f / %.1f, the run's first %.1f)\n",
+               cfg->name, (long long)ptoks[i], f / 1e9, n_reps, p0 / 1e9, p1 / 1e9, peak / 1e9);
         char what[192];
         snprintf(what, sizeof what, "prefill attention %s %lld tokens / FP32 peak", cfg->name, (long long)ptoks[i]);
         verdict(what, f / pk, 0.50, 1, "");
