@@ -546,9 +546,9 @@ static xf_status bench_attention(const model_config *cfg, int threads, int reps,
  * pair under the causal mask, the cost model's pairs without its softmax term. Best of at least
  * reps repetitions and of min_s seconds of them (*n_reps: how many ran): a 512-token prompt of
  * stories110m takes about 3 ms on two threads: its best of 5 repetitions read 0.44 of the FP32
- * peak here and 0.15 in a driver of this loop, whose best of 200 read 0.54 (2026-12-04); the early
- * ones carry the team's wake-up and the tiles' first touch. The caller divides by the larger of the FP32 peaks measured
- * just before and just after. */
+ * peak here and 0.15 in a driver of this loop, whose best of 200 read 0.54 (2026-12-04); the
+ * early ones carry the team's wake-up and the tiles' first touch. The caller divides by the
+ * larger of the FP32 peaks measured just before and just after. */
 void openblas_set_num_threads(int num_threads); /* OpenBLAS: one thread per call under OpenMP, as the backend sets */
 
 static xf_status bench_prefill_attention(const model_config *cfg, int threads, int reps, double min_s, int64_t n_tok,
