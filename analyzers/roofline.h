@@ -77,7 +77,8 @@ void roofline_measure_op_concurrent(record_op *out, const device_spec *d, const 
 
 /* From cc's pulses (n_pulses, pulse_every set) and machine figures: the medians over `reps`
  * repetitions of the ceilings around each, and contended = either median more than `threshold`
- * below the machine's. */
+ * below the machine's, or the model's threads waiting for a CPU more than `threshold` of the
+ * time (cpu_wait_share, when measured). */
 void roofline_concurrent_finish(record_concurrent *cc, int reps, double threshold);
 
 #endif

@@ -1007,7 +1007,7 @@ static void decode_verdicts(const model_config *cfg, int64_t ctx, const xf_dtype
 static void prefill_verdicts(double peak, double gemm_flops, double gemm_s, double amx_bf16, const double *pf_rate, int own_amx) {
     verdict("fp32 prefill-512 GEMM FLOP/s / measured FP32 peak", gemm_s > 0 ? gemm_flops / gemm_s / peak : 0, 0.60, 1, "");
     verdict("bf16 prefill-512 GEMM FLOP/s / AMX BF16 peak (issue 20)", amx_bf16 > 0 ? pf_rate[1] / amx_bf16 : 0, 0.50, 1, "");
-    if (amx_bf16 > 0 && (cpu_dnnl_built() || own_amx))
+    if (amx_bf16 > 0 && (cpu_dnnl_bf16_here() || own_amx))
         printf("  (bf16 prefill: AMX does 3x the op's FLOPs on the 3-part input: %.3f of the AMX peak in AMX work)\n",
                3 * pf_rate[1] / amx_bf16);
     verdict("bf16 prefill-512 GEMM FLOP/s / fp32's (issue 20)", pf_rate[0] > 0 ? pf_rate[1] / pf_rate[0] : 0, 4.0, 1, "x");
@@ -1042,7 +1042,7 @@ static int prefill_section(const model_config *cfg, bench_model *bms, int thread
     }
     const int own_amx = amx_bf16_granted();
     for (int rep = 0; rep < prefill_reps; rep++)
-        for (int k = 0; k < (own_amx && cpu_dnnl_built() ? NP : NV); k++) {
+        for (int k = 0; k < (own_amx && cpu_dnnl_bf16_here() ? NP : NV); k++) {
             int64_t l512 = 512;
             const int mk = k == NV ? 1 : k == NV + 1 ? 3 : k; /* the model this entry runs */
             probe_set psk = {1, {timer_probe_as_probe(tps[k])}};
@@ -1070,7 +1070,7 @@ static int prefill_section(const model_config *cfg, bench_model *bms, int thread
     if (!ops || cost_step(cfg, &w, workload_prefill_step(&w), ops, nops) != XF_OK) return die("cost model");
     double gemm_flops = 0, gemm_s = 0;
     for (int k = 0; k < NP; k++) pf_rate[k] = 0;
-    for (int k = 0; k < (own_amx && cpu_dnnl_built() ? NP : NV); k++) {
+    for (int k = 0; k < (own_amx && cpu_dnnl_bf16_here() ? NP : NV); k++) {
         double f = 0, sec = 0;
         for (int64_t i = 0; i < nops; i++) {
             if (!op_kind_is_gemm(ops[i].kind) || ops[i].kind == OP_LM_HEAD) continue; /* lm_head: 1 token in prefill */
@@ -1088,16 +1088,16 @@ static int prefill_section(const model_config *cfg, bench_model *bms, int thread
                prefill_reps, f / 1e9, sec, pf_rate[k] / 1e9,
                k >= NV ? (k == NV ? " (oneDNN, beside the own tiles)" : " (oneDNN one pass, beside the own tiles)")
                : (k == 1 || k == 3) && own_amx ? (k == 1 ? " (own AMX tiles, 3 parts into one C)" : " (own AMX tiles, one part)")
-               : k == 1 ? (cpu_dnnl_built() ? " (oneDNN)" : " (fp32 OpenBLAS: built without oneDNN)")
-               : k == 3 ? (cpu_dnnl_built() ? " (oneDNN, one pass)" : " (fp32 OpenBLAS: built without oneDNN)")
+               : k == 1 ? (cpu_dnnl_bf16_here() ? " (oneDNN)" : " (fp32 OpenBLAS: no oneDNN bf16 matmul in this build or on this CPU)")
+               : k == 3 ? (cpu_dnnl_bf16_here() ? " (oneDNN, one pass)" : " (fp32 OpenBLAS: no oneDNN bf16 matmul in this build or on this CPU)")
                : k == 2 && xk_a8_amx() ? " (int8 AMX tiles, tdpbsud)" : " (fp32 OpenBLAS sgemm)");
     }
-    if (own_amx && cpu_dnnl_built())
+    if (own_amx && cpu_dnnl_bf16_here())
         printf("bf16 prefill GEMMs, own AMX tiles / oneDNN side by side: exact3 %.2fx, rounded %.2fx (the backend runs the own tiles)\n",
                pf_rate[NV] > 0 ? pf_rate[1] / pf_rate[NV] : 0, pf_rate[NV + 1] > 0 ? pf_rate[3] / pf_rate[NV + 1] : 0);
     free(ops);
     for (int k = 1; k < NP; k++) timer_probe_free(tps[k]);
-    if (cpu_dnnl_built()) printf("bf16 prefill GEMM implementation: %s (%s)\n", cpu_dnnl_last_impl(), cpu_dnnl_describe());
+    printf("bf16 prefill GEMM implementation: %s (%s)\n", cpu_dnnl_bf16_here() ? cpu_dnnl_last_impl() : "fp32 OpenBLAS", cpu_dnnl_describe());
     double amx_bf16 = 0, amx_int8 = 0;
     if (ceilings_amx_peak(threads, quick ? 2 : 4, &amx_bf16, &amx_int8) != XF_OK)
         printf("AMX peaks: not measured (%s)\n", xf_error_msg());

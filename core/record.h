@@ -149,7 +149,11 @@ typedef struct record_concurrent {
     double machine_fp32_flops;
     double bandwidth_Bps;         /* median over the repetitions of the ceiling around each */
     double fp32_flops;
-    double threshold;             /* contended when either median is more than this share below the machine file's */
+    int cpu_wait_measured;        /* 1: cpu_wait_share was read (probes/cpu_wait.h); 0: not (no schedstat, old records) */
+    double cpu_wait_share;        /* median over the repetitions of the longest run-queue wait of any of the model's
+                                   * threads over the repetition's wall time: 0 alone on its cores, ~0.5 sharing them */
+    double threshold;             /* contended when either median is more than this share below the machine file's,
+                                   * or the CPU wait share above it */
     int contended;
 } record_concurrent;
 

@@ -426,7 +426,7 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
         c->a8c = cpu_alloc(c, c->a8_tokens * ng, sizeof(int32_t), &st);
     }
     const int own_amx = c->w->dtype == XF_BF16 && T >= CPU_AMX_MIN_TOKENS && c->isa == XK_ISA_AVX512 && amx_bf16_granted();
-    if (!st && c->w->dtype == XF_BF16 && T >= CPU_GEMM_MIN_TOKENS && cpu_dnnl_built()) {
+    if (!st && c->w->dtype == XF_BF16 && T >= CPU_GEMM_MIN_TOKENS && cpu_dnnl_bf16_here()) {
         /* prefill GEMMs on AMX through oneDNN (cpu_dnnl.h): the input as 3 bf16 parts, or rounded (one) */
         int64_t max_cols = cpu_dense_max_cols(cfg, c->q_dim);
         if (cpu_dnnl_init(&c->dnnl, c->threads) == XF_OK && !own_amx) /* else the fp32 path, as without oneDNN */

@@ -2,8 +2,9 @@
  * optional at build time (XFPROF_HAVE_DNNL; without it every call says so and the backend keeps
  * the fp32 OpenBLAS path). oneDNN asks the kernel for the AMX tile state itself
  * (arch_prctl(ARCH_REQ_XCOMP_PERM)) and, where it is not granted or the CPU has no AMX, runs its
- * AVX-512 / AVX2 kernels: cpu_dnnl_impl names the implementation that ran, so the record can say
- * which unit computed the op.
+ * AVX-512 kernels: cpu_dnnl_impl names the implementation that ran, so the record can say which
+ * unit computed the op. Without AVX-512 (oneDNN 2.x has no AVX2 bf16 matmul) the backend keeps the
+ * fp32 path, as without oneDNN.
  *
  * The fp32 input goes in as its exact 3-part bf16 split (cpu_kernels.h, xk_bf16x3_split): three
  * bf16 x bf16 GEMMs with fp32 accumulation, summed into y, give the fp32 product of the bf16
@@ -21,11 +22,14 @@ typedef struct cpu_dnnl cpu_dnnl;
 
 /* 1 when this build has oneDNN. */
 int cpu_dnnl_built(void);
-/* "oneDNN 2.6.3 (cpu isa: ...)" or why not ("built without oneDNN: ..."); static storage. */
+/* "oneDNN 2.6.3 (cpu isa: ...)" or why not ("built without oneDNN: ...", "no bf16 matmul on this
+ * CPU ..."); static storage. */
 const char *cpu_dnnl_describe(void);
+/* 1 when this build's oneDNN has a bf16 matmul for this CPU (asked once): AVX-512 or AMX. */
+int cpu_dnnl_bf16_here(void);
 
-/* An engine and stream running on `threads` OpenMP threads. XF_EUNSUPPORTED without oneDNN (the
- * message says so); on success *out is the caller's: free with cpu_dnnl_free. */
+/* An engine and stream running on `threads` OpenMP threads. XF_EUNSUPPORTED without oneDNN or
+ * without a bf16 matmul on this CPU (the message says so); on success *out is the caller's: free with cpu_dnnl_free. */
 xf_status cpu_dnnl_init(cpu_dnnl **out, int threads);
 void cpu_dnnl_free(cpu_dnnl *d); /* NULL is a no-op */
 

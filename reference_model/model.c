@@ -249,7 +249,7 @@ xf_status model_mem_of(const model_config *cfg, const model_options *o, model_me
     /* bf16 prefill through oneDNN (cpu_dnnl.h): the input as 3 bf16 parts, (T, 3, widest input) */
     int64_t wide = cfg->d_model > cfg->d_ff ? cfg->d_model : cfg->d_ff, bfx;
     wide = wide > q_dim ? wide : q_dim;
-    if (o->wdtype == XF_BF16 && T >= 32 && cpu_dnnl_built() && (!mul_ok(T, 6 * wide, &bfx) || !add_ok(acts, bfx, &acts)))
+    if (o->wdtype == XF_BF16 && T >= 32 && cpu_dnnl_bf16_here() && (!mul_ok(T, 6 * wide, &bfx) || !add_ok(acts, bfx, &acts)))
         return xf_errorf(XF_EOVERFLOW, "bf16 prefill inputs of %lld tokens overflow 64-bit byte counts: give a smaller --batch or "
                          "--prompt", (long long)T);
     out->activations_bytes = acts;

@@ -291,7 +291,8 @@ static int concurrent_to_json(cJSON *o, const record_concurrent *cc) {
             json_add_number(c, "run_s", cc->run_s) & json_add_number(c, "machine_bandwidth_Bps", cc->machine_bandwidth_Bps) &
             json_add_number(c, "machine_fp32_flops", cc->machine_fp32_flops) &
             json_add_number(c, "bandwidth_Bps", cc->bandwidth_Bps) & json_add_number(c, "fp32_flops", cc->fp32_flops) &
-            json_add_number(c, "threshold", cc->threshold) & add_bool(c, "contended", cc->contended));
+            json_add_number(c, "threshold", cc->threshold) & add_bool(c, "contended", cc->contended) &
+            (!cc->cpu_wait_measured || json_add_number(c, "cpu_wait_share", cc->cpu_wait_share)));
 }
 
 static cJSON *point_to_json(const record_point *p) {
@@ -897,6 +898,12 @@ static xf_status read_concurrent(const cJSON *c, const char *ctx, record_concurr
         (s = read_nonneg(c, "threshold", ctx, &cc->threshold)) || (s = json_get_bool(c, "contended", ctx, &cc->contended)))
         return s;
     if (cc->threshold >= 1) return xf_errorf(XF_EINVAL, "%s: 'threshold' %g is a share below 1", ctx, cc->threshold);
+    if (cJSON_GetObjectItemCaseSensitive(c, "cpu_wait_share")) { /* optional: records before it, kernels without schedstat */
+        if ((s = read_nonneg(c, "cpu_wait_share", ctx, &cc->cpu_wait_share))) return s;
+        if (cc->cpu_wait_share > 1)
+            return xf_errorf(XF_EINVAL, "%s: 'cpu_wait_share' %g is a share of the wall time, at most 1", ctx, cc->cpu_wait_share);
+        cc->cpu_wait_measured = 1;
+    }
     cc->n_pulses = n;
     cc->pulse_every = (int)every;
     return XF_OK;

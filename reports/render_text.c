@@ -239,12 +239,16 @@ static void table_summary(sbuf *b, const record *r, const record_point *p) {
                     bound_name(v.top_class), 100 * s->verdict_confidence, s->verdict_boot);
     }
     const record_concurrent *cc = &p->concurrent;
-    if (cc->n_pulses >= 2 && cc->machine_bandwidth_Bps > 0 && cc->machine_fp32_flops > 0)
+    if (cc->n_pulses >= 2 && cc->machine_bandwidth_Bps > 0 && cc->machine_fp32_flops > 0) {
         sbuf_printf(b, "machine: %s (concurrent read %.2f GB/s, %+.0f%% vs the machine file; FP32 %.1f GFLOP/s, %+.0f%%; "
-                       "contended past -%.0f%%): classes against the concurrent ceilings\n",
+                       "contended past -%.0f%%",
                     cc->contended ? "CONTENDED" : "not contended", cc->bandwidth_Bps / 1e9,
                     100 * (cc->bandwidth_Bps / cc->machine_bandwidth_Bps - 1), cc->fp32_flops / 1e9,
                     100 * (cc->fp32_flops / cc->machine_fp32_flops - 1), 100 * cc->threshold);
+        if (cc->cpu_wait_measured)
+            sbuf_printf(b, "; threads waited for a CPU %.0f%% of the time", 100 * cc->cpu_wait_share);
+        sbuf_printf(b, "): classes against the concurrent ceilings\n");
+    }
     sbuf_printf(b, "memory: weights %s + KV %s + activations %s = %s", units_bytes(m->weights_bytes, a, sizeof a),
                 units_bytes(m->kv_bytes, c, sizeof c), units_bytes(m->activations_bytes, d, sizeof d),
                 units_bytes(m->total_bytes, e, sizeof e));

@@ -12,6 +12,7 @@
 #include "analyzers/predict.h"
 #include "analyzers/predict_parallel.h"
 #include "analyzers/roofline.h"
+#include "analyzers/stats.h"
 #include "core/hugemem.h"
 #include "core/limits.h"
 #include "probes/ceilings.h"
@@ -51,7 +52,7 @@ xf_compute runner_cpu_op_compute(const model_config *cfg, const workload *w, con
      * judged against the AMX BF16 peak, a CPU's tensor16 (env.gemm_bf16 says what ran); before a
      * run (ran 0), where the backend would give them to oneDNN: no own tiles, AMX granted */
     const int own_tiles = ran ? amx_bf16_calls() > 0 : amx_bf16_granted() && xk_isa_best() == XK_ISA_AVX512;
-    const int dnnl_amx = ran ? cpu_dnnl_amx_state() == 1 : !own_tiles && cpu_dnnl_built() && amx_bf16_granted();
+    const int dnnl_amx = ran ? cpu_dnnl_amx_state() == 1 : !own_tiles && cpu_dnnl_bf16_here() && amx_bf16_granted();
     const int proj = op->kind == OP_QKV || op->kind == OP_O_PROJ || op->kind == OP_GATE_UP || op->kind == OP_DOWN;
     if (w->wdtype == XF_BF16 && op->phase == XF_PREFILL && w->batch * w->prompt >= 32 && proj && dnnl_amx &&
         dev->peak_flops[XF_COMPUTE_TENSOR16] > 0)
@@ -280,6 +281,7 @@ static xf_status run_point(run_ctx *c, record_point *p) {
     int32_t *prompts = malloc((size_t)n_tok * sizeof *prompts);
     int64_t *lens = malloc((size_t)w->batch * sizeof *lens);
     double *pre_s = calloc((size_t)pl->reps, sizeof *pre_s), *dec_s = calloc((size_t)pl->reps, sizeof *dec_s);
+    double *wait0 = NULL, *share = NULL; /* (2, threads) waits before and after a repetition; (reps) its share */
     if (!prompts || !lens || !pre_s || !dec_s) {
         s = xf_errorf(XF_ENOMEM, "out of memory for %lld prompt tokens", (long long)n_tok);
         goto done;
@@ -300,11 +302,22 @@ static xf_status run_point(run_ctx *c, record_point *p) {
     const int every = pl->reps <= RECORD_MAX_PULSES - 1 ? 1 : (pl->reps + RECORD_MAX_PULSES - 2) / (RECORD_MAX_PULSES - 1);
     double rep_guess_s = p->summary.ttft_s + (double)n_dec * p->summary.tpot_s, pulse_budget = 0;
     const int cpu_threads = pl->cuda ? 1 : pl->threads; /* 1: the steps' figure is this thread's CPU time (cpu_now_s) */
+    const int n_wait = cpu_wait_threads(c->waits);
+    if (n_wait && !(wait0 = malloc(2 * (size_t)n_wait * sizeof *wait0))) {
+        s = xf_errorf(XF_ENOMEM, "out of memory for the CPU waits of %d threads", n_wait);
+        goto done;
+    }
+    int n_share = 0, wait_ok = n_wait > 0;
+    if (wait_ok && !(share = malloc((size_t)pl->reps * sizeof *share))) {
+        s = xf_errorf(XF_ENOMEM, "out of memory for the CPU waits of %d repetitions", pl->reps);
+        goto done;
+    }
     for (int r = -pl->warmup; r < pl->reps; r++) {
         if (r < 0 && pl->stop && pl->stop()) break; /* Ctrl-C in the warm-up: nothing to finish */
         if (c->pulser && r >= 0 && r % every == 0 && (s = concurrent_pulse(c, cc, rep_guess_s, &pulse_budget)) != XF_OK) goto done;
         model_reset(c->m);
         probe_set_rep_begin(ps);
+        int rep_wait = r >= 0 && wait_ok && cpu_wait_read(c->waits, wait0);
         double c0 = cpu_now_s(cpu_threads), t0 = timer_now_s();
         if ((s = model_prefill(c->m, (int)w->batch, prompts, lens, ps)) != XF_OK) goto done;
         double t1 = timer_now_s(), c1 = cpu_now_s(cpu_threads);
@@ -315,6 +328,10 @@ static xf_status run_point(run_ctx *c, record_point *p) {
         rep_guess_s = t2 - t0; /* the next pulse is sized from this repetition */
         pulse_budget = 0;
         if (r < 0) continue;
+        if (rep_wait && cpu_wait_read(c->waits, wait0 + n_wait)) /* a replaced team: no figure for the point */
+            share[n_share++] = cpu_wait_share(wait0, wait0 + n_wait, n_wait, t2 - t0);
+        else
+            wait_ok = 0;
         cc->run_s += t2 - t0;
         pre_s[r] = t1 - t0;
         dec_s[r] = n_dec > 0 ? (t2 - t1) / (double)n_dec : 0;
@@ -336,6 +353,8 @@ static xf_status run_point(run_ctx *c, record_point *p) {
         cc->pulse_every = every;
         cc->machine_bandwidth_Bps = c->dev.bandwidth_Bps;
         cc->machine_fp32_flops = c->dev.peak_flops[XF_COMPUTE_FP32];
+        cc->cpu_wait_measured = wait_ok && n_share == reps;
+        cc->cpu_wait_share = cc->cpu_wait_measured ? stats_median(share, (size_t)n_share) : 0;
         roofline_concurrent_finish(cc, reps, pl->contended_share > 0 ? pl->contended_share : ROOFLINE_CONTENDED_SHARE);
     }
     /* Tokens of the last repetition (greedy: every repetition gives the same), before the counter
@@ -401,6 +420,8 @@ done:
     free(lens);
     free(pre_s);
     free(dec_s);
+    free(wait0);
+    free(share);
     return s;
 }
 
@@ -493,7 +514,8 @@ static void set_env(record *rec, const run_ctx *c) {
                          "weights in place; %s; fewer tokens: own vector kernels",
                          c->plan->bf16_inputs == BACKEND_BF16_ROUNDED ? "1 tile product of the rounded input"
                                                                       : "3 tile products of the exact 3-part input into one C (3x the op's FLOPs)");
-            else if (!cpu_dnnl_built()) snprintf(buf, sizeof buf, "prefill (>= 32 tokens): fp32 OpenBLAS on dequantized tiles; %s", cpu_dnnl_describe());
+            else if (!cpu_dnnl_bf16_here()) /* not built, or no bf16 matmul on this CPU: describe says which */
+                snprintf(buf, sizeof buf, "prefill (>= 32 tokens): fp32 OpenBLAS on dequantized tiles; %s", cpu_dnnl_describe());
             else if (!cpu_dnnl_last_impl()[0]) snprintf(buf, sizeof buf, "no prefill of 32 tokens or more ran: decode only (own kernels)");
             else
                 snprintf(buf, sizeof buf, "prefill: %.60s, last %.40s, %s; %s",
@@ -740,6 +762,8 @@ xf_status runner_run(const run_plan *pl, record *rec, run_notes *notes_out) {
     }
     /* Probes, then the model (the perf counters must exist before the OpenMP pool). */
     if ((s = open_probes(&ctx)) || (s = model_init(&ctx.m, mcfg, &mo))) goto out;
+    /* after the probes (perf counters before the OpenMP pool): its team is the model's */
+    if (ctx.pulser && (s = cpu_wait_open(pl->threads, &ctx.waits))) goto out;
 
     rec->model = *cfg;
     rec->model_params = config_param_count(cfg);
@@ -868,6 +892,7 @@ out:
     model_free(ctx.m);
     probe_set_free(&ctx.ps);
     ceilings_pulser_free(ctx.pulser);
+    cpu_wait_free(ctx.waits);
     return s;
 }
 
@@ -878,10 +903,13 @@ void runner_print_concurrent(FILE *f, const record_point *p, int i) {
     double ff = cc->machine_fp32_flops > 0 ? 1 - cc->fp32_flops / cc->machine_fp32_flops : 0;
     fprintf(f,
             "point %d: %s: concurrent read ceiling %.2f GB/s (%+.0f%% vs the machine file's %.2f), FP32 %.1f GFLOP/s (%+.0f%% vs "
-            "%.1f)%s; pulses %.2f%% of the run\n",
+            "%.1f)",
             i, cc->contended ? "MACHINE CONTENDED" : "not contended", cc->bandwidth_Bps / 1e9, -100 * fb,
-            cc->machine_bandwidth_Bps / 1e9, cc->fp32_flops / 1e9, -100 * ff, cc->machine_fp32_flops / 1e9,
-            cc->contended ? "; the classes use the concurrent ceilings" : "",
+            cc->machine_bandwidth_Bps / 1e9, cc->fp32_flops / 1e9, -100 * ff, cc->machine_fp32_flops / 1e9);
+    if (cc->cpu_wait_measured)
+        fprintf(f, ", the model's threads waited for a CPU %.0f%% of the time%s", 100 * cc->cpu_wait_share,
+                cc->cpu_wait_share > cc->threshold ? " (another process shares their cores: op times include the waits)" : "");
+    fprintf(f, "%s; pulses %.2f%% of the run\n", cc->contended ? "; the classes use the concurrent ceilings" : "",
             cc->run_s > 0 ? 100 * cc->pulse_s / cc->run_s : 0);
 }
 

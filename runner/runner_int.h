@@ -6,6 +6,7 @@
 #include "analyzers/predict_calibrated.h"
 #include "core/probe.h"
 #include "probes/ceilings.h"
+#include "probes/cpu_wait.h"
 #include "probes/perf_event.h"
 #include "probes/timer.h"
 #include "reference_model/cuda_backend.h"
@@ -24,6 +25,7 @@ typedef struct run_ctx {
     struct cupti_run *cupti;/* in ps; NULL when CUPTI is off */
     device_spec dev;        /* the ceilings the ops are judged against */
     ceilings_pulser *pulser;/* concurrent ceilings' pulses; NULL when off (--no-concurrent, cuda) */
+    cpu_wait *waits;        /* the model's threads' run-queue waits around each repetition; NULL: not measured */
     double pulse_scale;     /* what the pulser is asked for per second of pulse budget (learned; 0: not yet) */
     cuda_device_info gpu;
     runner_cupti cupti_sel; /* what this run does (after the fallbacks) */

@@ -133,8 +133,10 @@ tp_pair() {
     fail "$what: mpirun -np 2 run --tp 2 exited $?: $(head -c 400 "$tmp/err")"
 }
 # MoE (mixtral, qwen2-moe with its shared expert and gate, qwen3-moe): experts split by columns, the
-# router whole on every rank; int8 logits within 1e-3 (the int8 inputs' rounding moves with the
-# partial sums' order), the others 1e-4.
+# router whole on every rank; tokens equal, logits within 1e-4, int8 within 5e-2: an int8 input on a
+# rounding tie of its group's grid moves one step with the partial sums' order, and the cache keeps
+# it (seen: qwen2-moe int8 --group 8 on a 2-vCPU AMD EPYC, AVX2 kernels: sequence 1 from step 3 on,
+# 2.9e-2 at most on logits up to 5; on the Xeon's AVX-512 kernels none flipped, under 1e-3).
 for case in "llama-attn-bias fp32" "llama-mlp-bias fp32" "qwen3-bias bf16" "llama-mlp-bias int8 --group 32" "mixtral fp32" \
   "qwen2-moe bf16" "qwen3-moe fp32" "qwen2-moe int8 --group 8"; do
   set -- $case
@@ -146,7 +148,7 @@ for case in "llama-attn-bias fp32" "llama-mlp-bias fp32" "qwen3-bias bf16" "llam
 import json, sys
 from tpcheck import same_steps
 t, dt = sys.argv[1], sys.argv[2].split()[0]
-same_steps(t + "/w1.jsonl", t + "/w2.jsonl", 12, 1e-3 if dt == "int8" else 1e-4)
+same_steps(t + "/w1.jsonl", t + "/w2.jsonl", 12, 5e-2 if dt == "int8" else 1e-4)
 r2 = json.load(open(t + "/w2.json"))
 assert r2["points"][0]["workload"]["wdtype"] == dt and r2["points"][0]["workload"]["tp"] == 2, r2["points"][0]["workload"]
 cfg = json.load(open(t + "/w1.json"))["model"]

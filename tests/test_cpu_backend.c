@@ -341,8 +341,8 @@ Test(cpu_backend, bf16_prefill_gemm_matches_reference) {
     model_config c = small_cfg(4, 2, 16, 1, 0);
     int64_t lens[1] = {40};
     run_and_check(&c, XF_BF16, XF_FP32, lens, 1, 2, TOL_FP32, "bf16 prefill 40");
-    cr_log_info("bf16 prefill GEMM: %s; %s", cpu_dnnl_built() ? cpu_dnnl_last_impl() : "fp32 OpenBLAS", cpu_dnnl_describe());
-    if (cpu_dnnl_built()) cr_assert(cpu_dnnl_last_impl()[0] != '\0', "oneDNN is built but the prefill did not use it");
+    cr_log_info("bf16 prefill GEMM: %s; %s", cpu_dnnl_bf16_here() ? cpu_dnnl_last_impl() : "fp32 OpenBLAS", cpu_dnnl_describe());
+    if (cpu_dnnl_bf16_here()) cr_assert(cpu_dnnl_last_impl()[0] != '\0', "oneDNN has a bf16 matmul here but the prefill did not use it");
 }
 
 /* Against the fp32 weights, quantization error: bf16 keeps 8 bits of mantissa (relative error
@@ -389,8 +389,8 @@ Test(cpu_backend, bf16_rounded_inputs_match_reference) {
     int64_t lens[2] = {9, 18}, l40[1] = {40};
     run_and_check(&c, XF_BF16, XF_FP32, lens, 2, 3, TOL_BF16R, "bf16 rounded");
     run_and_check(&c, XF_BF16, XF_FP32, l40, 1, 2, TOL_BF16R, "bf16 rounded prefill 40");
-    cr_log_info("bf16 rounded prefill GEMM: %s", cpu_dnnl_built() ? cpu_dnnl_last_impl() : "fp32 OpenBLAS");
-    if (cpu_dnnl_built()) cr_assert(cpu_dnnl_last_impl()[0] != '\0', "oneDNN is built but the prefill did not use it");
+    cr_log_info("bf16 rounded prefill GEMM: %s", cpu_dnnl_bf16_here() ? cpu_dnnl_last_impl() : "fp32 OpenBLAS");
+    if (cpu_dnnl_bf16_here()) cr_assert(cpu_dnnl_last_impl()[0] != '\0', "oneDNN has a bf16 matmul here but the prefill did not use it");
 }
 Test(cpu_backend, bf16_rounded_inputs_within_tolerance_of_fp32) {
     test_bf16_inputs = BACKEND_BF16_ROUNDED;
