@@ -267,12 +267,19 @@ static void find_kv(const record *r, int pi, const decode_view *v, finding_list 
     advice_offer(l, &f, before, after, 1 - after / before);
 }
 
+/* The point's threads waited for a CPU more than the contended share of the time (concurrent
+ * cpu_wait_share): its op times hold those waits, so its latency-bound ops say nothing of fusion. */
+static int cpu_contended(const record_point *p) {
+    const record_concurrent *cc = &p->concurrent;
+    return cc->cpu_wait_measured && cc->cpu_wait_share > (cc->threshold > 0 ? cc->threshold : ROOFLINE_CONTENDED_SHARE);
+}
+
 static void find_fusion(const record *r, int pi, const decode_view *v, finding_list *l) {
     if (v->step <= 0) return;
     char t1[24], t2[24], t3[24], cn[40];
     record_advice f;
     double before, after;
-    if (v->n_lat > 0 && v->lat_time >= 0.1 * v->step) {
+    if (v->n_lat > 0 && v->lat_time >= 0.1 * v->step && !cpu_contended(&r->points[pi])) {
         /* Measured latency-bound ops: what the roofline says they could take. */
         before = v->step;
         after = v->step - v->lat_time + v->lat_pred;
@@ -305,6 +312,29 @@ static void find_fusion(const record *r, int pi, const decode_view *v, finding_l
         return;
     }
     advice_offer(l, &f, before, after, before > 0 ? 1 - after / before : 0);
+}
+
+/* cpu_contention: another process held the cores the model's threads ran on (they waited for a
+ * CPU a share w of each repetition). The waits come off the step: before = the decode step,
+ * after = step x (1 - w), an upper bound on what idle cores give (a wait may overlap another
+ * thread's work). */
+static void find_cpu_contention(const record *r, int pi, const decode_view *v, finding_list *l) {
+    const record_point *p = &r->points[pi];
+    if (v->step <= 0 || !cpu_contended(p)) return;
+    const double w = p->concurrent.cpu_wait_share;
+    char t1[24], t2[24];
+    record_advice f;
+    advice_begin(&f, "cpu_contention", pi, "step_s", "another process shares the cores: the model's threads waited for a CPU");
+    snprintf(f.evidence, sizeof f.evidence,
+             "point %d: the model's %d threads waited in the run queue %.0f%% of each repetition (the longest wait of any "
+             "thread, median over the repetitions); every op time here holds those waits, and latency-bound classes among "
+             "them are the waits, not the op",
+             pi + 1, p->run.threads, 100 * w);
+    snprintf(f.action, sizeof f.action,
+             "run on idle cores, or with --threads below the cores other processes leave free, and measure again: without "
+             "the waits the %s decode step would take about %s",
+             units_time(v->step, t1, sizeof t1), units_time(v->step * (1 - w), t2, sizeof t2));
+    advice_offer(l, &f, v->step, v->step * (1 - w), w);
 }
 
 static void find_kv_policy(const record *r, finding_list *l) {
@@ -454,8 +484,8 @@ static int by_score(const void *a, const void *b) {
 xf_status advice_find(const record *r, record_advice *out, int max, int *n) {
     *n = 0;
     if (max <= 0) return XF_OK;
-    record_advice all[12];
-    finding_list l = {all, 0, 12};
+    record_advice all[16];
+    finding_list l = {all, 0, 16};
     int np = r->n_points < ADVICE_MAX_POINTS ? r->n_points : ADVICE_MAX_POINTS;
     int valid = config_validate(&r->model) == XF_OK && r->device.bandwidth_Bps > 0;
     for (int i = 0; valid && i < np; i++) {
@@ -468,6 +498,7 @@ xf_status advice_find(const record *r, record_advice *out, int max, int *n) {
         find_weights(r, i, &v, &l);
         find_kv(r, i, &v, &l);
         find_fusion(r, i, &v, &l);
+        find_cpu_contention(r, i, &v, &l);
         find_expert_imbalance(r, i, &v, &l);
         find_expert_parallelism(r, i, &l);
         find_expert_batching(r, i, &l);

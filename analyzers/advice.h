@@ -9,7 +9,10 @@
  *   kv_policy         the record's KV section shows a policy wasting memory -> paged, and the
  *                     sequences it fits
  *   fusion            latency-bound ops (measured) or many tiny kernels (predicted on a GPU,
- *                     launch cost ADVICE_LAUNCH_S assumed) -> fusion, CUDA Graphs
+ *                     launch cost ADVICE_LAUNCH_S assumed) -> fusion, CUDA Graphs; not from
+ *                     measured ops whose threads waited for a CPU (cpu_contention instead)
+ *   cpu_contention    measured: the model's threads waited for a CPU more than the contended
+ *                     share of the time (concurrent.cpu_wait_share) -> idle cores, fewer threads
  *   expert_imbalance  MoE, measured: the busiest expert of a layer gets ADVICE_MOE_IMBALANCE x the
  *                     mean or more (the record's router counts) -> balance before expert parallelism
  *   expert_parallelism MoE: the routed experts hold most weights and the weights most of memory ->

@@ -190,7 +190,7 @@ typedef struct record_point {
  * and what the cost model predicts acting on it gains. */
 #define RECORD_MAX_ADVICE 12
 typedef struct record_advice {
-    char kind[24];        /* "weight_precision", "batch", "kv_precision", "kv_policy", "fusion" */
+    char kind[24];        /* "weight_precision", "batch", "kv_precision", "kv_policy", "fusion", "cpu_contention", ... */
     int point;            /* index of the point the finding is about */
     double score;         /* ranking key: predicted fraction of time (or memory) saved, 0..1 */
     char title[96];

@@ -212,6 +212,48 @@ Test(advice, latency_bound_measured_ops) {
     record_free(&r);
 }
 
+/* The same latency-bound ops, but the model's threads waited for a CPU half the time: no fusion
+ * advice (the waits, not the ops, made them latency-bound), the contention instead. */
+Test(advice, cpu_wait_replaces_fusion) {
+    model_config cfg;
+    device_spec dev;
+    setup(&cfg, &dev, "stories15m", "h100-sxm");
+    workload w = wl(1, 16, 4, XF_BF16, XF_BF16);
+    record r;
+    cr_assert_eq(predict_record(&cfg, &dev, &w, 1, &r), XF_OK);
+    record_point *p = &r.points[0];
+    double step = 0;
+    for (int64_t i = 0; i < p->n_ops; i++) {
+        record_op *op = &p->ops[i];
+        if (op->cost.phase != XF_DECODE) continue;
+        op->measured = 1;
+        op->time_s = 10e-6;
+        op->bound = XF_BOUND_LATENCY;
+        step += 10e-6;
+    }
+    p->run.threads = 2;
+    p->concurrent.cpu_wait_measured = 1;
+    p->concurrent.threshold = 0.15;
+    p->concurrent.cpu_wait_share = 0.10; /* within the threshold: fusion stands, no contention */
+    cr_assert_eq(advice_record(&r), XF_OK);
+    cr_assert_not_null(find_kind(&r, "fusion"));
+    cr_assert_null(find_kind(&r, "cpu_contention"));
+    p->concurrent.cpu_wait_share = 0.5;
+    cr_assert_eq(advice_record(&r), XF_OK);
+    cr_assert_null(find_kind(&r, "fusion"), "latency-bound from waiting for a CPU is not advice to fuse");
+    const record_advice *a = find_kind(&r, "cpu_contention");
+    cr_assert_not_null(a);
+    cr_assert_float_eq(a->before, step, 1e-15);
+    cr_assert_float_eq(a->after, 0.5 * step, 1e-15);
+    cr_assert_float_eq(a->score, 0.5, 1e-12);
+    cr_assert(strstr(a->evidence, "waited in the run queue 50%") && strstr(a->action, "--threads"), "%s | %s", a->evidence, a->action);
+    p->concurrent.cpu_wait_measured = 0; /* not measured: nothing said of it */
+    cr_assert_eq(advice_record(&r), XF_OK);
+    cr_assert_null(find_kind(&r, "cpu_contention"));
+    cr_assert_not_null(find_kind(&r, "fusion"));
+    record_free(&r);
+}
+
 Test(advice, json_round_trip_and_checked_read) {
     model_config cfg;
     device_spec dev;
