@@ -90,7 +90,7 @@ void xk_act8_round(float *x, int64_t n, int64_t cols, int64_t group);
 void xk_matmul_a8(xk_isa isa, const wmat *W, const int8_t *q, const float *s, const int32_t *corr, int64_t n, float *y,
                   int64_t ldy, int64_t r0, int64_t r1);
 /* The variant xk_matmul_a8 runs for isa here: "amx tdpbsud (4+ tokens), avx512 vnni vpdpbusd",
- * "avx512 vnni vpdpbusd", "avx2 pmaddwd" or "scalar". With AVX-512 and 4 or more tokens it runs on
+ * "avx512 vnni vpdpbusd", "avx2 pmaddubsw" or "scalar". With AVX-512 and 4 or more tokens it runs on
  * AMX tiles where the CPU has AMX-INT8 and the OS grants the tile state (asked once per process,
  * arch_prctl ARCH_REQ_XCOMP_PERM), the same bits as the VNNI kernel. */
 const char *xk_a8_name(xk_isa isa);

@@ -369,6 +369,46 @@ Test(cpu_kernels, a8_group32) { check_a8(21, 96, 32, 1.0f); }
 Test(cpu_kernels, a8_odd_group) { check_a8(9, 61, 22, 1.0f); }          /* gpad 24: columns padded in every group */
 Test(cpu_kernels, a8_group_over_cols) { check_a8(18, 100, 65536, 50.0f); } /* one group, gpad 100 */
 
+/* The extremes every kernel must hold without saturating: weights -128 and 127 (an int8 file
+ * may hold -128), inputs at +-127, so each pair of products is 2 * 128 * 127 in magnitude; every
+ * variant against the exact product in double (a saturated int16 pair would be off by ~2^15
+ * quanta), within float rounding of the per-group sums. */
+Test(cpu_kernels, a8_extremes_do_not_saturate) {
+    const int64_t rows = 32, cols = 256;
+    wmat W = make_wmat(XF_INT8, rows, cols, 128, 5);
+    int8_t *v = W.data;
+    for (int64_t i = 0; i < rows * cols; i++) v[i] = (i / cols) % 3 == 0 ? -128 : (i / cols) % 3 == 1 ? 127 : (i % 2 ? -128 : 127);
+    int8_t *w0 = malloc((size_t)(rows * cols));
+    memcpy(w0, v, (size_t)(rows * cols));
+    cr_assert_eq(weights_pack_int8(&W), XF_OK);
+    const int64_t qc = xk_act8_cols(&W), ng = W.n_groups;
+    float x[2 * 256];
+    for (int64_t i = 0; i < 2 * cols; i++) x[i] = (i / 7) % 2 ? -1.0f : 1.0f; /* q = +-127 */
+    int8_t *q = malloc((size_t)(2 * qc));
+    float s[2 * 2], y[2 * 32];
+    int32_t corr[2 * 2];
+    xk_act8_quantize(&W, x, 2, q, s, corr);
+    for (int isa = 0; isa < XK_ISA_COUNT; isa++) {
+        if (!xk_isa_supported((xk_isa)isa)) continue;
+        xk_matmul_a8((xk_isa)isa, &W, q, s, corr, 2, y, rows, 0, rows);
+        for (int64_t t = 0; t < 2; t++)
+            for (int64_t r = 0; r < rows; r++) {
+                double want = 0, mag = 0;
+                for (int64_t g = 0; g < ng; g++) {
+                    int64_t dot = 0;
+                    for (int64_t k = 0; k < 128; k++) dot += (int64_t)w0[r * cols + g * 128 + k] * q[t * qc + g * W.gpad + k];
+                    const double ws = W.scales[weights_scale_index(&W, r, g * 128)];
+                    want += ws * s[t * ng + g] * (double)dot;
+                    mag += fabs(ws * s[t * ng + g]) * 128.0 * 127.0 * 128.0;
+                }
+                cr_assert(fabs(y[t * rows + r] - want) <= 1e-6 * mag, "%s: token %lld row %lld: %.9g, exact %.9g",
+                          xk_a8_name((xk_isa)isa), (long long)t, (long long)r, y[t * rows + r], want);
+            }
+    }
+    free(w0);
+    free(q), free(W.data), free(W.scales);
+}
+
 /* The AMX tile path (4+ tokens, where the CPU and OS allow it) gives the VNNI kernel's bits, the
  * VNNI kernel's one pass of 5..16 tokens (a8_tile512_wide) the bits of its passes of 4, and every
  * token's result is the same whatever batch it is computed in (1..20 tokens: tile rows 4..16 and a
