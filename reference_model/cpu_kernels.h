@@ -97,8 +97,8 @@ const char *xk_a8_name(xk_isa isa);
 /* 1 when the AMX path runs here (CPU and OS). */
 int xk_a8_amx(void);
 /* Streams a one-token xk_matmul_a8 call reads its row blocks as, side by side (the range cut in
- * that many equal runs of blocks): XK_A8_STREAMS with AVX-512 VNNI, else 1. The bits do not depend
- * on it nor on the range. */
+ * that many equal runs of blocks): XK_A8_STREAMS with AVX-512 VNNI, XK_A8_STREAMS_AVX2 with AVX2,
+ * else 1. The bits do not depend on it nor on the range. */
 int xk_a8_streams(void);
 /* Tests and benchmarks: 1 keeps xk_matmul_a8 off AMX (the VNNI kernel for every token count), and the
  * bf16 tiles too (amx_avoid, cpu_amx.h, where the AMX kernels live). */
