@@ -183,26 +183,32 @@ Test(advice, kv_policy_from_the_kv_section) {
     record_free(&r);
 }
 
-Test(advice, latency_bound_measured_ops) {
+/* A stories15m bf16 prediction whose decode ops are all made "measured" at 10 us and
+ * latency-bound: *step = n * 10 us, *pred = the sum of their roofline times. */
+static void latency_bound_record(record *r, double *step, double *pred) {
     model_config cfg;
     device_spec dev;
     setup(&cfg, &dev, "stories15m", "h100-sxm");
     workload w = wl(1, 16, 4, XF_BF16, XF_BF16);
-    record r;
-    cr_assert_eq(predict_record(&cfg, &dev, &w, 1, &r), XF_OK);
-    /* make every decode op "measured" at 10 us and latency-bound: the step is n * 10 us, and the
-     * roofline says sum(predicted) -> after = n * 10 us - n * 10 us + sum(predicted) */
-    record_point *p = &r.points[0];
-    double step = 0, pred = 0;
+    cr_assert_eq(predict_record(&cfg, &dev, &w, 1, r), XF_OK);
+    record_point *p = &r->points[0];
+    *step = *pred = 0;
     for (int64_t i = 0; i < p->n_ops; i++) {
         record_op *op = &p->ops[i];
         if (op->cost.phase != XF_DECODE) continue;
         op->measured = 1;
         op->time_s = 10e-6;
         op->bound = XF_BOUND_LATENCY;
-        step += 10e-6;
-        pred += op->predicted_time_s;
+        *step += 10e-6;
+        *pred += op->predicted_time_s;
     }
+}
+
+/* after = n * 10 us - n * 10 us + sum(predicted): the ops at their roofline */
+Test(advice, latency_bound_measured_ops) {
+    record r;
+    double step, pred;
+    latency_bound_record(&r, &step, &pred);
     cr_assert_eq(advice_record(&r), XF_OK);
     const record_advice *a = find_kind(&r, "fusion");
     cr_assert_not_null(a);
@@ -215,22 +221,10 @@ Test(advice, latency_bound_measured_ops) {
 /* The same latency-bound ops, but the model's threads waited for a CPU half the time: no fusion
  * advice (the waits, not the ops, made them latency-bound), the contention instead. */
 Test(advice, cpu_wait_replaces_fusion) {
-    model_config cfg;
-    device_spec dev;
-    setup(&cfg, &dev, "stories15m", "h100-sxm");
-    workload w = wl(1, 16, 4, XF_BF16, XF_BF16);
     record r;
-    cr_assert_eq(predict_record(&cfg, &dev, &w, 1, &r), XF_OK);
+    double step, pred;
+    latency_bound_record(&r, &step, &pred);
     record_point *p = &r.points[0];
-    double step = 0;
-    for (int64_t i = 0; i < p->n_ops; i++) {
-        record_op *op = &p->ops[i];
-        if (op->cost.phase != XF_DECODE) continue;
-        op->measured = 1;
-        op->time_s = 10e-6;
-        op->bound = XF_BOUND_LATENCY;
-        step += 10e-6;
-    }
     p->run.threads = 2;
     p->concurrent.cpu_wait_measured = 1;
     p->concurrent.threshold = 0.15;
