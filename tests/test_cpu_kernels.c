@@ -368,6 +368,7 @@ Test(cpu_kernels, a8_group128) { check_a8(37, 2048 + 128 + 72, 128, 1.0f); } /* 
 Test(cpu_kernels, a8_group32) { check_a8(21, 96, 32, 1.0f); }
 Test(cpu_kernels, a8_odd_group) { check_a8(9, 61, 22, 1.0f); }          /* gpad 24: columns padded in every group */
 Test(cpu_kernels, a8_group_over_cols) { check_a8(18, 100, 65536, 50.0f); } /* one group, gpad 100 */
+Test(cpu_kernels, a8_streams) { check_a8(16 * 9 + 3, 256, 128, 1.0f); } /* every variant's runs side by side */
 
 /* The extremes every kernel must hold without saturating: weights -128 and 127 (an int8 file
  * may hold -128), inputs at +-127, so each pair of products is 2 * 128 * 127 in magnitude; every
@@ -454,6 +455,9 @@ static void check_a8_batches(int64_t rows, int64_t cols, int group) {
 Test(cpu_kernels, a8_batches_group128) { check_a8_batches(35, 384, 128); } /* K tiles of 64 */
 Test(cpu_kernels, a8_batches_odd_group) { check_a8_batches(20, 70, 22); }  /* gpad 24: K tiles of 8 */
 Test(cpu_kernels, a8_batches_group32_wide) { check_a8_batches(16 * 3 + 5, 32 * 9 + 12, 32); } /* 10 groups, the last short */
+/* 10 blocks of 16 rows: one token reads them as runs side by side (XK_A8_RUNS: 2 runs of 4 and 2
+ * left over on AVX2, 1 run of 8 and 2 left over with VNNI), the same bits as in a batch */
+Test(cpu_kernels, a8_batches_streams) { check_a8_batches(16 * 9 + 3, 256, 128); }
 
 /* Decode at batch 1 reads a call's row blocks as several streams side by side (XK_A8_STREAMS):
  * a row's bits do not depend on the range it is computed in (one call, block by block, cuts at
