@@ -267,19 +267,13 @@ static void find_kv(const record *r, int pi, const decode_view *v, finding_list 
     advice_offer(l, &f, before, after, 1 - after / before);
 }
 
-/* The point's threads waited for a CPU more than the contended share of the time (concurrent
- * cpu_wait_share): its op times hold those waits, so its latency-bound ops say nothing of fusion. */
-static int cpu_contended(const record_point *p) {
-    const record_concurrent *cc = &p->concurrent;
-    return cc->cpu_wait_measured && cc->cpu_wait_share > (cc->threshold > 0 ? cc->threshold : ROOFLINE_CONTENDED_SHARE);
-}
-
 static void find_fusion(const record *r, int pi, const decode_view *v, finding_list *l) {
     if (v->step <= 0) return;
     char t1[24], t2[24], t3[24], cn[40];
     record_advice f;
     double before, after;
-    if (v->n_lat > 0 && v->lat_time >= 0.1 * v->step && !cpu_contended(&r->points[pi])) {
+    /* where the threads waited for a CPU, latency-bound ops are the waits and say nothing of fusion */
+    if (v->n_lat > 0 && v->lat_time >= 0.1 * v->step && !roofline_cpu_contended(&r->points[pi].concurrent)) {
         /* Measured latency-bound ops: what the roofline says they could take. */
         before = v->step;
         after = v->step - v->lat_time + v->lat_pred;
@@ -320,7 +314,7 @@ static void find_fusion(const record *r, int pi, const decode_view *v, finding_l
  * thread's work). */
 static void find_cpu_contention(const record *r, int pi, const decode_view *v, finding_list *l) {
     const record_point *p = &r->points[pi];
-    if (v->step <= 0 || !cpu_contended(p)) return;
+    if (v->step <= 0 || !roofline_cpu_contended(&p->concurrent)) return;
     const double w = p->concurrent.cpu_wait_share;
     char t1[24], t2[24];
     record_advice f;

@@ -235,5 +235,9 @@ void roofline_concurrent_finish(record_concurrent *cc, int reps, double threshol
     free(bw);
     if (cc->machine_bandwidth_Bps > 0 && cc->bandwidth_Bps < (1.0 - threshold) * cc->machine_bandwidth_Bps) cc->contended = 1;
     if (cc->machine_fp32_flops > 0 && cc->fp32_flops < (1.0 - threshold) * cc->machine_fp32_flops) cc->contended = 1;
-    if (cc->cpu_wait_measured && cc->cpu_wait_share > threshold) cc->contended = 1; /* a core shared with another process */
+    if (roofline_cpu_contended(cc)) cc->contended = 1; /* a core shared with another process */
+}
+
+int roofline_cpu_contended(const record_concurrent *cc) {
+    return cc && cc->cpu_wait_measured && cc->cpu_wait_share > cc->threshold;
 }

@@ -81,4 +81,8 @@ void roofline_measure_op_concurrent(record_op *out, const device_spec *d, const 
  * time (cpu_wait_share, when measured). */
 void roofline_concurrent_finish(record_concurrent *cc, int reps, double threshold);
 
+/* 1 when cc's CPU wait was measured and is above cc->threshold: the model's threads waited for a
+ * CPU that another process held, and every op time of the point holds those waits. */
+int roofline_cpu_contended(const record_concurrent *cc);
+
 #endif

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "analyzers/rollup.h"
+#include "analyzers/roofline.h"
 #include "core/fileio.h"
 #include "core/record_kv.h"
 #include "core/units.h"
@@ -62,7 +63,7 @@ static void verdict(html_ctx *c, const record *r, const record_point *p) {
                     100 * (cc->fp32_flops / cc->machine_fp32_flops - 1));
     if (cc->n_pulses >= 2 && cc->machine_bandwidth_Bps > 0 && cc->machine_fp32_flops > 0 && cc->cpu_wait_measured)
         sbuf_printf(c->b, " The model's threads waited for a CPU %.0f%% of the time%s.", 100 * cc->cpu_wait_share,
-                    cc->cpu_wait_share > cc->threshold ? ": another process shares their cores, and the op times include those waits"
+                    roofline_cpu_contended(cc) ? ": another process shares their cores, and the op times include those waits"
                                                        : "");
     html_put(c, "</p>\n");
 }

@@ -908,7 +908,7 @@ void runner_print_concurrent(FILE *f, const record_point *p, int i) {
             cc->machine_bandwidth_Bps / 1e9, cc->fp32_flops / 1e9, -100 * ff, cc->machine_fp32_flops / 1e9);
     if (cc->cpu_wait_measured)
         fprintf(f, ", the model's threads waited for a CPU %.0f%% of the time%s", 100 * cc->cpu_wait_share,
-                cc->cpu_wait_share > cc->threshold ? " (another process shares their cores: op times include the waits)" : "");
+                roofline_cpu_contended(cc) ? " (another process shares their cores: op times include the waits)" : "");
     fprintf(f, "%s; pulses %.2f%% of the run\n", cc->contended ? "; the classes use the concurrent ceilings" : "",
             cc->run_s > 0 ? 100 * cc->pulse_s / cc->run_s : 0);
 }
