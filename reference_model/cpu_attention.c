@@ -118,10 +118,13 @@ void xk_attention(float *out, const float *q, int64_t n_rep, int64_t head_dim, c
 
 static int64_t round16(int64_t n) { return (n + 15) & ~(int64_t)15; } /* keeps every part 64-byte aligned */
 
-/* Floats of scratch the AVX-512 head-lane variant (attn_part_heads) needs. */
+/* Floats of scratch the AVX-512 head-lane variant (attn_part_heads) needs for n_rep query heads in
+ * all: its K and V blocks hold every KV head of the part, at most n_rep / 4 of them (the variant
+ * runs for 4 or more query heads per KV head). */
 static int64_t heads_scratch(int64_t n_rep, int64_t hd) {
     const int64_t hdp = (hd + 31) & ~(int64_t)31; /* bf16 rows are converted in 32-element pieces */
-    return 2 * n_rep * hdp + (2 * XK_DEC_KEYS + 1) * hdp + 64 * 16 + round16(8 * n_rep);
+    const int64_t n_g = n_rep / 4 > 1 ? n_rep / 4 : 1;
+    return 2 * n_rep * hdp + (2 * XK_DEC_KEYS * n_g + 1) * hdp + 64 * 16 + round16(8 * n_rep);
 }
 
 int64_t xk_attn_decode_scratch(int64_t n_rep, int64_t head_dim) {
@@ -232,6 +235,43 @@ block_rows(const float **kr, const float **vr, const char *kbase, const char *vb
             }
             kr[jj] = kb + jj * hdp;
             vr[jj] = vb + jj * hdp;
+        }
+    }
+}
+
+/* Rows ahead of the one converted that block_rows_whole fetches into L2: on a 2-vCPU AMD EPYC (Zen
+ * 5), tinyllama's GQA from DRAM, 2 threads, 4, 8 and 16 rows ran within the noise of each other,
+ * 32 and 64 (the whole next block) slower (docs/performance.md). */
+#define XK_DEC_ROWS_PF 8
+static inline TGT_AVX512 __attribute__((always_inline)) void prefetch_row(const char *kbase, const char *vbase,
+                                                                          int64_t slot, int64_t row_bytes, int64_t off_bytes,
+                                                                          int64_t bytes);
+/* One block's rows whole, in row order: K and V row jj (every KV head's slice of it, n_g slices of
+ * hd elements from off_bytes) as fp32 into kb / vb at (g * XK_DEC_KEYS + jj) * hdp for jj in [0, jb)
+ * (fp32 copied, 16-bit converted: in row_dim's order when eo), row jj + XK_DEC_ROWS_PF (below
+ * left, the keys from the block's first on) fetched whole into L2 beside it. The kernel then takes
+ * one KV head after the other from L2; reading each KV head's slices of the rows in turn made the
+ * memory see n_g strided passes over every block (read 0.4-0.9x as fast, docs/performance.md). */
+static inline TGT_AVX512 __attribute__((always_inline)) void
+block_rows_whole(float *kb, float *vb, const char *kbase, const char *vbase, const int64_t *slots, int64_t jb, int64_t left,
+                 int64_t row_bytes, int64_t off_bytes, int64_t n_g, xf_dtype dt, const int eo, int64_t hdp, int64_t hd) {
+    const int64_t hbytes = hd * (dt == XF_FP32 ? 4 : 2);
+    for (int64_t jj = 0; jj < jb; jj++) {
+        if (jj + XK_DEC_ROWS_PF < left) prefetch_row(kbase, vbase, slots[jj + XK_DEC_ROWS_PF], row_bytes, off_bytes, n_g * hbytes);
+        const char *kr8 = kbase + slots[jj] * row_bytes + off_bytes, *vr8 = vbase + slots[jj] * row_bytes + off_bytes;
+        for (int64_t g = 0; g < n_g; g++) {
+            float *kd = kb + (g * XK_DEC_KEYS + jj) * hdp, *vd = vb + (g * XK_DEC_KEYS + jj) * hdp;
+            const char *ks = kr8 + g * hbytes, *vs = vr8 + g * hbytes;
+            if (dt == XF_FP32) {
+                memcpy(kd, ks, (size_t)hbytes);
+                memcpy(vd, vs, (size_t)hbytes);
+            } else if (eo) {
+                cvt_row_bf16eo(kd, (const uint16_t *)(const void *)ks, hd);
+                cvt_row_bf16eo(vd, (const uint16_t *)(const void *)vs, hd);
+            } else {
+                cvt_row512(kd, (const uint16_t *)(const void *)ks, dt, hd);
+                cvt_row512(vd, (const uint16_t *)(const void *)vs, dt, hd);
+            }
         }
     }
 }
@@ -686,9 +726,9 @@ attn_part_heads(float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep,
     const int64_t row_bytes = row_elems * esz, off_bytes = head_off * esz, hbytes = hd * esz;
     float *qp = scratch;                        /* (nch, nc, 16) the scaled query in the head layout */
     float *op = qp + n_g * n_rep * hdp;         /* (n_g * n_rep, hdp) the unnormalized output, rows at their positions */
-    float *kb = op + n_g * n_rep * hdp;         /* (XK_DEC_KEYS, hdp) a block of K as fp32 */
-    float *vb = kb + XK_DEC_KEYS * hdp;         /* (XK_DEC_KEYS, hdp) a block of V as fp32 */
-    float *zero = vb + XK_DEC_KEYS * hdp;       /* (hdp) zeros: the rows past n_ctx */
+    float *kb = op + n_g * n_rep * hdp;         /* (n_g, XK_DEC_KEYS, hdp) a block of K as fp32, every KV head */
+    float *vb = kb + n_g * XK_DEC_KEYS * hdp;   /* (n_g, XK_DEC_KEYS, hdp) the same of V */
+    float *zero = vb + n_g * XK_DEC_KEYS * hdp; /* (hdp) zeros: the rows past n_ctx */
     float *rb = zero + hdp;                     /* (64, 16) a block's R vectors (scores, then weights) */
     float *mls = rb + 64 * 16;                  /* (nch, 2, 16) running max and sum per chunk, R layout */
     { /* Q'[c] lane i = scale * q[head i / W][row_dim(W c + i % W)]: W positions of a chunk's piece sit
@@ -729,19 +769,18 @@ attn_part_heads(float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep,
     const float *kr[XK_DEC_KEYS], *vr[XK_DEC_KEYS];
     for (int64_t j0 = 0; j0 < n_ctx; j0 += XK_DEC_KEYS) {
         const int64_t jb = n_ctx - j0 < XK_DEC_KEYS ? n_ctx - j0 : XK_DEC_KEYS, nsub = (jb + 15) / 16;
-      for (int64_t g = 0; g < n_g; g++) { /* the KV heads of a row one after the other: the block's rows stream in order */
-        const int64_t goff = off_bytes + g * hbytes;
-        block_rows(kr, vr, kbase, vbase, slots + j0, jb, nsub * 16, row_bytes, goff, dt, dt == XF_BF16, kb, vb, hdp, hd, zero);
+        block_rows_whole(kb, vb, kbase, vbase, slots + j0, jb, n_ctx - j0, row_bytes, off_bytes, n_g, dt, dt == XF_BF16, hdp, hd);
+      for (int64_t g = 0; g < n_g; g++) { /* then the KV heads one after the other, from L2 */
+        for (int64_t jj = 0; jj < nsub * 16; jj++) {
+            kr[jj] = jj < jb ? kb + (g * XK_DEC_KEYS + jj) * hdp : zero;
+            vr[jj] = jj < jb ? vb + (g * XK_DEC_KEYS + jj) * hdp : zero;
+        }
         const int64_t nr = nsub * 16 / W; /* R vectors of this block */
         for (int64_t ch = g * cpg; ch < (g + 1) * cpg; ch++) {
             const float *qc = qp + ch * nc * 16;
             __m512 vmax = _mm512_set1_ps(-INFINITY);
             for (int64_t sb = 0; sb < nsub; sb++) {
                 const float *const *kk = kr + sb * 16;
-                /* the first chunk of a KV head prefetches the same 16 keys of the next block at once:
-                 * spread one row every nc / 16 steps of the dot products measured 1.01-1.06x on one
-                 * thread but 0.93-0.98x on two (from DRAM) */
-                if (ch == g * cpg) prefetch_next(kbase, vbase, slots, j0 + XK_DEC_KEYS + sb * 16, n_ctx, row_bytes, goff, hbytes);
                 __m512 acc[16];
 #pragma GCC unroll 16
                 for (int k = 0; k < 16; k++) acc[k] = _mm512_setzero_ps();
@@ -1018,7 +1057,8 @@ void xk_attention_batch(xk_isa isa, int threads, const xk_attn_query *qs, int64_
 
 /* ---- the kernel's access order without its arithmetic (a probe for bench_cpu) ---- */
 
-/* The bytes of one part in the order of the AVX-512 kernels that read per KV head (GQA groups):
+/* The bytes of one part in the order of the AVX-512 kernel that reads per KV head (attn_part_avx512:
+ * GQA groups the head-lane variants do not take):
  * blocks of XK_DEC_KEYS keys, in each every KV head's slice of the block's rows, K rows then V rows
  * (fp32) or K and V row by row (16-bit rows converted into block buffers first); each line loaded
  * once and its bytes summed (vpsadbw). pf: the kernels' prefetches too (the first block's rows into
@@ -1046,6 +1086,29 @@ static TGT_AVX512 uint64_t replay_part_avx512(const char *kbase, const char *vba
                         }
                     }
                 }
+        }
+    }
+    uint64_t t[8];
+    _mm512_storeu_si512(t, acc);
+    return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
+}
+
+/* The head-lane GQA variants' order (attn_part_heads, block_rows_whole): the rows in order, K row r
+ * then V row r, each whole (all n_g heads, `bytes` of it); pf: its prefetches too (the first block's
+ * rows into L1, then row r + XK_DEC_ROWS_PF into L2 with row r). */
+static TGT_AVX512 uint64_t replay_part_whole(const char *kbase, const char *vbase, const int64_t *slots, int64_t n_ctx,
+                                             int64_t bytes, int64_t row_bytes, int pf) {
+    __m512i acc = _mm512_setzero_si512();
+    const __m512i z = _mm512_setzero_si512();
+    if (pf) prefetch_rows(kbase, vbase, slots, n_ctx < XK_DEC_KEYS ? n_ctx : XK_DEC_KEYS, row_bytes, 0, bytes);
+    for (int64_t r = 0; r < n_ctx; r++) {
+        if (pf && r + XK_DEC_ROWS_PF < n_ctx) prefetch_row(kbase, vbase, slots[r + XK_DEC_ROWS_PF], row_bytes, 0, bytes);
+        for (int s = 0; s < 2; s++) {
+            const char *row = (s ? vbase : kbase) + slots[r] * row_bytes;
+            for (int64_t x = 0; x < bytes; x += 64) {
+                const __mmask64 m = bytes - x >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << (bytes - x)) - 1);
+                acc = _mm512_add_epi64(acc, _mm512_sad_epu8(_mm512_maskz_loadu_epi8(m, row + x), z));
+            }
         }
     }
     uint64_t t[8];
@@ -1114,6 +1177,10 @@ uint64_t xk_attention_replay(xk_isa isa, int threads, const xk_attn_query *qs, i
 #if XK_X86
         if (isa == XK_ISA_AVX512 && attn_rows(n_rep)) {
             total += replay_part_rows(kb, vb, qs[qi].slots + j0, j1 - j0, n_kv * hbytes, row_bytes, prefetch);
+            continue;
+        }
+        if (isa == XK_ISA_AVX512 && (attn_heads8(n_rep, hd) || attn_heads4(n_rep, hd))) {
+            total += replay_part_whole(kb, vb, qs[qi].slots + j0, j1 - j0, n_kv * hbytes, row_bytes, prefetch);
             continue;
         }
         if (isa == XK_ISA_AVX512) {

@@ -33,7 +33,9 @@ void xk_attention(float *out, const float *q, int64_t n_rep, int64_t head_dim, c
  * a key costs head_dim / 2 (or / 4) FMAs for the chunk's heads in QK with no horizontal sums, and
  * P.V runs on register tiles of 4 heads x 4 vectors of the V rows (each output sums the keys in
  * order); bf16 rows are widened 32 elements at a time, even elements then odd (the dot products
- * and P.V sum in that order). With one query head per KV head AVX-512 reads each row whole (every
+ * and P.V sum in that order). The head-lane variant reads each block's rows whole and in order
+ * into fp32 buffers of every KV head (fp32 copied, 16-bit widened), fetching the row 8 ahead into
+ * L2, then computes one KV head after the other from there. With one query head per KV head AVX-512 reads each row whole (every
  * KV head's slice of it; fp16 / bf16 widened in the register), K row r of a block beside V row r
  * of the block before, each head's sums in the per-head order (the same bits). AVX2 runs the per-head steps on 8 lanes over rows
  * converted to fp32 first; the scalar variant is xk_attention's code. Every variant's sums run in
@@ -103,9 +105,10 @@ void xk_attention_batch(xk_isa isa, int threads, const xk_attn_query *qs, int64_
  * threads (the same items, scheduled alike), loaded by plain vector loads and summed, with no
  * arithmetic of attention: a probe that tells the access order's cost from the kernel's instructions
  * (bench_cpu --attention). AVX-512, one query head per KV head: rows whole, K row r of block b
- * beside V row r of block b - 1; else per 64-key block every KV head's slice of the rows, K rows
- * then V rows (K and V row by row where the kernel converts 16-bit rows first); prefetch 1 adds the
- * kernel's software prefetches. Other ISAs: one KV head after the other, K and V row by row.
+ * beside V row r of block b - 1; the head-lane GQA variants: rows whole in order, K row r then V
+ * row r; else per 64-key block every KV head's slice of the rows, K rows then V rows (K and V row
+ * by row where the kernel converts 16-bit rows first); prefetch 1 adds the kernel's software
+ * prefetches. Other ISAs: one KV head after the other, K and V row by row.
  * Returns the sum of every byte read (each byte of each slice once, whatever the order).
  * items: (n_q + 1) scratch. */
 uint64_t xk_attention_replay(xk_isa isa, int threads, const xk_attn_query *qs, int64_t n_q, int64_t n_kv, int64_t n_rep,
