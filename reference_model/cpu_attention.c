@@ -239,17 +239,15 @@ block_rows(const float **kr, const float **vr, const char *kbase, const char *vb
     }
 }
 
-/* Rows ahead of the one converted that block_rows_whole fetches into L2: on a 2-vCPU AMD EPYC (Zen
+/* Rows ahead of the one converted that block_rows_whole fetches into L1: on a 2-vCPU AMD EPYC (Zen
  * 5), tinyllama's GQA from DRAM, 2 threads, 4, 8 and 16 rows ran within the noise of each other,
- * 32 and 64 (the whole next block) slower (docs/performance.md). */
+ * 32 and 64 (the whole next block) slower; into L1 (T0) 1.06-1.3x as fast as into L2 (T1) at every
+ * point, and as fast as NTA (docs/performance.md). */
 #define XK_DEC_ROWS_PF 8
-static inline TGT_AVX512 __attribute__((always_inline)) void prefetch_row(const char *kbase, const char *vbase,
-                                                                          int64_t slot, int64_t row_bytes, int64_t off_bytes,
-                                                                          int64_t bytes);
 /* One block's rows whole, in row order: K and V row jj (every KV head's slice of it, n_g slices of
  * hd elements from off_bytes) as fp32 into kb / vb at (g * XK_DEC_KEYS + jj) * hdp for jj in [0, jb)
  * (fp32 copied, 16-bit converted: in row_dim's order when eo), row jj + XK_DEC_ROWS_PF (below
- * left, the keys from the block's first on) fetched whole into L2 beside it. The kernel then takes
+ * left, the keys from the block's first on) fetched whole into L1 beside it. The kernel then takes
  * one KV head after the other from L2; reading each KV head's slices of the rows in turn made the
  * memory see n_g strided passes over every block (read 0.4-0.9x as fast, docs/performance.md). */
 static inline TGT_AVX512 __attribute__((always_inline)) void
@@ -257,7 +255,7 @@ block_rows_whole(float *kb, float *vb, const char *kbase, const char *vbase, con
                  int64_t row_bytes, int64_t off_bytes, int64_t n_g, xf_dtype dt, const int eo, int64_t hdp, int64_t hd) {
     const int64_t hbytes = hd * (dt == XF_FP32 ? 4 : 2);
     for (int64_t jj = 0; jj < jb; jj++) {
-        if (jj + XK_DEC_ROWS_PF < left) prefetch_row(kbase, vbase, slots[jj + XK_DEC_ROWS_PF], row_bytes, off_bytes, n_g * hbytes);
+        if (jj + XK_DEC_ROWS_PF < left) prefetch_rows(kbase, vbase, slots + jj + XK_DEC_ROWS_PF, 1, row_bytes, off_bytes, n_g * hbytes);
         const char *kr8 = kbase + slots[jj] * row_bytes + off_bytes, *vr8 = vbase + slots[jj] * row_bytes + off_bytes;
         for (int64_t g = 0; g < n_g; g++) {
             float *kd = kb + (g * XK_DEC_KEYS + jj) * hdp, *vd = vb + (g * XK_DEC_KEYS + jj) * hdp;
@@ -1095,14 +1093,14 @@ static TGT_AVX512 uint64_t replay_part_avx512(const char *kbase, const char *vba
 
 /* The head-lane GQA variants' order (attn_part_heads, block_rows_whole): the rows in order, K row r
  * then V row r, each whole (all n_g heads, `bytes` of it); pf: its prefetches too (the first block's
- * rows into L1, then row r + XK_DEC_ROWS_PF into L2 with row r). */
+ * rows, then row r + XK_DEC_ROWS_PF with row r, into L1). */
 static TGT_AVX512 uint64_t replay_part_whole(const char *kbase, const char *vbase, const int64_t *slots, int64_t n_ctx,
                                              int64_t bytes, int64_t row_bytes, int pf) {
     __m512i acc = _mm512_setzero_si512();
     const __m512i z = _mm512_setzero_si512();
     if (pf) prefetch_rows(kbase, vbase, slots, n_ctx < XK_DEC_KEYS ? n_ctx : XK_DEC_KEYS, row_bytes, 0, bytes);
     for (int64_t r = 0; r < n_ctx; r++) {
-        if (pf && r + XK_DEC_ROWS_PF < n_ctx) prefetch_row(kbase, vbase, slots[r + XK_DEC_ROWS_PF], row_bytes, 0, bytes);
+        if (pf && r + XK_DEC_ROWS_PF < n_ctx) prefetch_rows(kbase, vbase, slots + r + XK_DEC_ROWS_PF, 1, row_bytes, 0, bytes);
         for (int s = 0; s < 2; s++) {
             const char *row = (s ? vbase : kbase) + slots[r] * row_bytes;
             for (int64_t x = 0; x < bytes; x += 64) {
