@@ -46,6 +46,41 @@ xk_isa xk_isa_best(void) {
     return XK_ISA_SCALAR;
 }
 
+/* ---- per-CPU choices: what the kernels' speed depends on and their bits do not ----
+ * Chosen once per process by CPU vendor and family, each from side-by-side runs on that CPU
+ * (docs/performance.md); a CPU not listed takes the defaults, measured on the 2-vCPU Xeon (Emerald
+ * Rapids) where they were chosen. */
+typedef struct xk_tune {
+    int a8_streams;  /* int8 one-token decode with AVX-512 VNNI: a call's blocks read as this many streams */
+    int prefetch_l1; /* 1: the weight streams' software prefetch (XK_PREFETCH) into L1 (T0), 0: into L2 (T1) */
+    const char *cpu; /* the row's name */
+} xk_tune;
+/* XK_A8_STREAMS streams, into L2: on the Xeon 8 streams read 1.04-1.09x one, and the prefetch
+ * distances were chosen into L2. AMD family 26 (Zen 5; a 2-vCPU EPYC, tinyllama's matrices from
+ * DRAM, 2 threads, interleaved): one stream read 1.08-1.20x eight (medians, 5 runs; the eleventh
+ * session 1.37x), and bf16 decode prefetching into L1 1.03-1.12x into L2 (4 runs). */
+static const xk_tune xk_tune_default = {8, 0, "default"}, xk_tune_zen5 = {1, 1, "AMD family 26 (Zen 5)"};
+static const xk_tune *xk_tune_cpu = &xk_tune_default;
+static int xk_pf_l1; /* xk_tune_cpu->prefetch_l1, read by XK_PREFETCH in the kernels' loops */
+static int a8_streams_set; /* xk_a8_set_streams; 0: the CPU's choice */
+
+#if XK_X86
+/* Before main, so that no kernel runs before the choice (one CPUID: each exits to a hypervisor). */
+__attribute__((constructor)) static void xk_tune_init(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return;
+    const int amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u; /* "AuthenticAMD" */
+    if (!amd || !__get_cpuid(1, &a, &b, &c, &d)) return;
+    const unsigned family = ((a >> 8) & 0xfu) + (((a >> 8) & 0xfu) == 0xfu ? (a >> 20) & 0xffu : 0u);
+    if (family == 0x1a) xk_tune_cpu = &xk_tune_zen5;
+    xk_pf_l1 = xk_tune_cpu->prefetch_l1;
+}
+#endif
+
+const char *xk_tune_name(void) { return xk_tune_cpu->cpu; }
+int xk_prefetch_l1(void) { return xk_pf_l1; }
+void xk_a8_set_streams(int streams) { __atomic_store_n(&a8_streams_set, streams, __ATOMIC_RELAXED); }
+
 const char *xk_isa_name(xk_isa isa) {
     switch (isa) {
     case XK_ISA_SCALAR: return "scalar";
@@ -166,12 +201,13 @@ static void mm_scalar(const wmat *W, const float *x, int64_t n, float *y, int64_
     }
 
 
-/* Software prefetch into L2 of the rows the next block will read. Decode streams every weight once:
- * 8 rows of 2 KB (int8) to 8 KB (fp32) are read side by side, too short for the hardware
- * prefetcher to run far enough ahead on a high-latency machine; fetching the next block one cache
- * line per row per line consumed raised int8 decode from ~19 to ~27 GB/s on a 2-core Xeon VM
- * (docs/performance.md). A prefetch never faults; the block is only fetched when it exists. */
-#define XK_PREFETCH(p) __builtin_prefetch((p), 0, 2)
+/* Software prefetch of the rows the next block will read, into L2 (into L1 where the CPU's row of
+ * xk_tune says so). Decode streams every weight once: 8 rows of 2 KB (int8) to 8 KB (fp32) are read
+ * side by side, too short for the hardware prefetcher to run far enough ahead on a high-latency
+ * machine; fetching the next block one cache line per row per line consumed raised int8 decode
+ * from ~19 to ~27 GB/s on a 2-core Xeon VM (docs/performance.md). A prefetch never faults; the block
+ * is only fetched when it exists. */
+#define XK_PREFETCH(p) (xk_pf_l1 ? __builtin_prefetch((p), 0, 3) : __builtin_prefetch((p), 0, 2))
 
 /* Batched decode with unquantized weights (fp32 / bf16 / fp16, one group per row): 4 rows x 4
  * tokens of accumulators, so each weight vector loaded (and converted) feeds 4 FMAs and each input
@@ -829,7 +865,8 @@ static void a8_scalar(const wmat *W, const int8_t *q, const float *s, const int3
  * alone does not run far enough ahead of: 6 KiB ahead (3 of tinyllama's 16-row blocks) streamed
  * 5-11% faster than 1 KiB, 8-16 KiB about the same as 6 (docs/performance.md, busy machine). */
 #define XK_A8_PF 6144
-/* Decode at batch 1 (AVX-512 VNNI): a thread's blocks are read as this many streams side by side,
+/* Decode at batch 1 (AVX-512 VNNI): a thread's blocks are read as this many streams side by side
+ * (where the CPU's row of xk_tune says 8; one stream on Zen 5),
  * as the read ceiling's kernel reads 8: 2 and 4 streams measured 3-8% faster than one stream on a
  * busy machine, 1-3% (median of 11 pairs) on a quiet one; 8 streams then 3-4% faster than 2 (50 of
  * 61 rounds, tinyllama and stories110m from DRAM, 2 threads, interleaved, busy), on a quiet minute
@@ -1093,12 +1130,16 @@ static inline __attribute__((always_inline)) TGT_AVX512VNNI void a8_blocks_1(con
     XK_A8_BLOCKS_1(a8_tile512_streams(wb, sb, ng, gp, q, s, corr, S, out), XK_A8_STREAMS)
 }
 
-/* Decode at batch 1: the blocks meeting [r0, r1) cut into XK_A8_STREAMS equal runs read side by
- * side (XK_A8_RUNS). */
+/* Decode at batch 1: the blocks meeting [r0, r1) cut into xk_a8_streams() equal runs read side by
+ * side (XK_A8_RUNS: XK_A8_STREAMS, or one stream). */
 static TGT_AVX512VNNI void a8_avx512vnni_1(const wmat *W, const int8_t *q, const float *s, const int32_t *corr, float *y,
                                            int64_t r0, int64_t r1) {
 #define XK_A8_B512(bj, S) a8_blocks_1(W, q, s, corr, y, r0, r1, bj, S)
-    XK_A8_RUNS(XK_A8_B512, XK_A8_STREAMS)
+    if (xk_a8_streams() == 1) {
+        XK_A8_RUNS(XK_A8_B512, 1)
+    } else {
+        XK_A8_RUNS(XK_A8_B512, XK_A8_STREAMS)
+    }
 #undef XK_A8_B512
 }
 
@@ -1237,7 +1278,10 @@ int xk_a8_amx(void) { return amx_int8_granted(); }
 
 int xk_a8_streams(void) {
 #if XK_X86
-    if (xk_isa_best() == XK_ISA_AVX512 && have_vnni()) return XK_A8_STREAMS;
+    if (xk_isa_best() == XK_ISA_AVX512 && have_vnni()) {
+        const int set = __atomic_load_n(&a8_streams_set, __ATOMIC_RELAXED);
+        return set == 1 || set == XK_A8_STREAMS ? set : xk_tune_cpu->a8_streams;
+    }
     if (xk_isa_supported(XK_ISA_AVX2)) return XK_A8_STREAMS_AVX2;
 #endif
     return 1;

@@ -97,9 +97,17 @@ const char *xk_a8_name(xk_isa isa);
 /* 1 when the AMX path runs here (CPU and OS). */
 int xk_a8_amx(void);
 /* Streams a one-token xk_matmul_a8 call reads its row blocks as, side by side (the range cut in
- * that many equal runs of blocks): XK_A8_STREAMS with AVX-512 VNNI, XK_A8_STREAMS_AVX2 with AVX2,
- * else 1. The bits do not depend on it nor on the range. */
+ * that many equal runs of blocks): with AVX-512 VNNI the CPU's choice (xk_tune_name: 8, or 1 on
+ * AMD Zen 5), XK_A8_STREAMS_AVX2 with AVX2, else 1. The bits do not depend on it nor on the range. */
 int xk_a8_streams(void);
+/* Tests and benchmarks: the AVX-512 VNNI one-token streams, 1 or 8 (0: the CPU's choice again). */
+void xk_a8_set_streams(int streams);
+/* The per-CPU choices the kernels run with (cpu_kernels.c, xk_tune: int8 decode streams, the weight
+ * streams' prefetch level), chosen once per process by CPU vendor and family: "default" or the row's
+ * CPU, e.g. "AMD family 26 (Zen 5)". Static storage. */
+const char *xk_tune_name(void);
+/* 1 when the weight streams' software prefetch goes into L1 (T0) here, 0 into L2 (T1). */
+int xk_prefetch_l1(void);
 /* Tests and benchmarks: 1 keeps xk_matmul_a8 off AMX (the VNNI kernel for every token count), and the
  * bf16 tiles too (amx_avoid, cpu_amx.h, where the AMX kernels live). */
 void xk_a8_avoid_amx(int avoid);

@@ -5,6 +5,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 #include "reference_model/cpu_kernels.h"
 #include "reference_model/weights.h"
@@ -459,10 +462,11 @@ Test(cpu_kernels, a8_batches_group32_wide) { check_a8_batches(16 * 3 + 5, 32 * 9
  * left over on AVX2, 1 run of 8 and 2 left over with VNNI), the same bits as in a batch */
 Test(cpu_kernels, a8_batches_streams) { check_a8_batches(16 * 9 + 3, 256, 128); }
 
-/* Decode at batch 1 reads a call's row blocks as several streams side by side (XK_A8_STREAMS):
- * a row's bits do not depend on the range it is computed in (one call, block by block, cuts at
- * rows inside blocks: how threads split the rows), they equal the 2-token kernel's, and every
- * range stores its rows only. Groups of 20 leave a 4-column step at the end of each group. */
+/* Decode at batch 1 reads a call's row blocks as several streams side by side (XK_A8_STREAMS, or
+ * one stream where the CPU's choice says so; both are run): a row's bits do not depend on the range
+ * it is computed in (one call, block by block, cuts at rows inside blocks: how threads split the
+ * rows) nor on the streams, they equal the 2-token kernel's, and every range stores its rows only.
+ * Groups of 20 leave a 4-column step at the end of each group. */
 static void check_a8_streams(int64_t rows, int64_t cols, int group) {
     wmat W = make_wmat(XF_INT8, rows, cols, group, 53);
     cr_assert_eq(weights_pack_int8(&W), XF_OK);
@@ -480,22 +484,27 @@ static void check_a8_streams(int64_t rows, int64_t cols, int group) {
     xk_a8_avoid_amx(1);
     xk_matmul_a8(isa, &W, q, s, corr, 2, y2, rows, 0, rows);
     xk_a8_avoid_amx(0);
-    xk_matmul_a8(isa, &W, q, s, corr, 1, ya, rows, 0, rows);
-    for (int64_t r = 0; r < rows; r++)
-        cr_assert_eq(ya[r], y2[r], "row %lld: batch 1 %.9g, token 0 of 2 %.9g", (long long)r, ya[r], y2[r]);
-    const int64_t cuts[][4] = {{0, 16, 32, 48}, {0, 5, 21, 70}, {0, 3, 77, 100}, {0, 1, 2, 17}};
-    for (size_t k = 0; k < sizeof cuts / sizeof cuts[0]; k++) {
-        for (int64_t r = 0; r < rows; r++) yb[r] = -12345.0f;
-        int64_t r0 = 0;
-        for (int i = 1; r0 < rows; i++) { /* ranges at the cuts, then 16-row pieces to the end */
-            const int64_t r1 = i < 4 && cuts[k][i] < rows ? cuts[k][i] : r0 + 16 < rows ? r0 + 16 : rows;
-            xk_matmul_a8(isa, &W, q, s, corr, 1, yb, rows, r0, r1);
-            for (int64_t r = r1; r < rows; r++) cr_assert_eq(yb[r], -12345.0f, "range [%lld, %lld) wrote row %lld", (long long)r0, (long long)r1, (long long)r);
-            r0 = r1;
-        }
+    static const int streams[2] = {1, 8};
+    for (int si = 0; si < 2; si++) {
+        xk_a8_set_streams(streams[si]);
+        xk_matmul_a8(isa, &W, q, s, corr, 1, ya, rows, 0, rows);
         for (int64_t r = 0; r < rows; r++)
-            cr_assert_eq(yb[r], ya[r], "cuts %zu row %lld: %.9g vs one call %.9g", k, (long long)r, yb[r], ya[r]);
+            cr_assert_eq(ya[r], y2[r], "%d streams, row %lld: batch 1 %.9g, token 0 of 2 %.9g", xk_a8_streams(), (long long)r, ya[r], y2[r]);
+        const int64_t cuts[][4] = {{0, 16, 32, 48}, {0, 5, 21, 70}, {0, 3, 77, 100}, {0, 1, 2, 17}};
+        for (size_t k = 0; k < sizeof cuts / sizeof cuts[0]; k++) {
+            for (int64_t r = 0; r < rows; r++) yb[r] = -12345.0f;
+            int64_t r0 = 0;
+            for (int i = 1; r0 < rows; i++) { /* ranges at the cuts, then 16-row pieces to the end */
+                const int64_t r1 = i < 4 && cuts[k][i] < rows ? cuts[k][i] : r0 + 16 < rows ? r0 + 16 : rows;
+                xk_matmul_a8(isa, &W, q, s, corr, 1, yb, rows, r0, r1);
+                for (int64_t r = r1; r < rows; r++) cr_assert_eq(yb[r], -12345.0f, "range [%lld, %lld) wrote row %lld", (long long)r0, (long long)r1, (long long)r);
+                r0 = r1;
+            }
+            for (int64_t r = 0; r < rows; r++)
+                cr_assert_eq(yb[r], ya[r], "cuts %zu row %lld: %.9g vs one call %.9g", k, (long long)r, yb[r], ya[r]);
+        }
     }
+    xk_a8_set_streams(0);
     free(x), free(q), free(s), free(corr), free(ya), free(yb), free(y2), free(W.data), free(W.scales);
 }
 
@@ -784,4 +793,26 @@ Test(cpu_kernels, fp16_store_matches_scalar_rounding) {
         float want = weights_f16_to_f32(got[i]);
         cr_assert(back[i] == want || (isinf(back[i]) && isinf(want)), "element %d", i);
     }
+}
+
+/* The per-CPU choices: the row is the one CPUID names (AMD family 26 is Zen 5's, every other CPU
+ * the default's), int8 one-token streams and the prefetch level follow it, and a test's setting of
+ * the streams is taken and released. */
+Test(cpu_kernels, per_cpu_choices_follow_the_cpu) {
+    int zen5 = 0;
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid(0, &a, &b, &c, &d) && !memcmp(&b, "Auth", 4) && !memcmp(&d, "enti", 4) && !memcmp(&c, "cAMD", 4) &&
+        __get_cpuid(1, &a, &b, &c, &d))
+        zen5 = ((a >> 8) & 0xfu) == 0xfu && ((a >> 20) & 0xffu) + 0xfu == 0x1au;
+#endif
+    cr_assert_str_eq(xk_tune_name(), zen5 ? "AMD family 26 (Zen 5)" : "default");
+    cr_assert_eq(xk_prefetch_l1(), zen5);
+    const int vnni = xk_isa_best() == XK_ISA_AVX512 && strstr(xk_a8_name(XK_ISA_AVX512), "vnni") != NULL;
+    if (!vnni) return; /* the streams are the AVX2 kernel's constant, or 1 */
+    cr_assert_eq(xk_a8_streams(), zen5 ? 1 : 8);
+    xk_a8_set_streams(zen5 ? 8 : 1);
+    cr_assert_eq(xk_a8_streams(), zen5 ? 8 : 1);
+    xk_a8_set_streams(0);
+    cr_assert_eq(xk_a8_streams(), zen5 ? 1 : 8);
 }
