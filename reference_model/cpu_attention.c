@@ -194,7 +194,7 @@ static inline TGT_AVX512 __attribute__((always_inline)) void cvt_row_bf16eo(floa
     }
 }
 /* The first n rows of the slot table (bytes of each from off_bytes) of K and V into L1: the first
- * block of a part (prefetch_next brings the later ones to L2 while the block before is computed). */
+ * block of a part (prefetch_next brings the later ones ahead while the block before is computed). */
 static inline TGT_AVX512 __attribute__((always_inline)) void prefetch_rows(const char *kbase, const char *vbase,
                                                                            const int64_t *slots, int64_t n, int64_t row_bytes,
                                                                            int64_t off_bytes, int64_t bytes) {
@@ -239,15 +239,18 @@ block_rows(const float **kr, const float **vr, const char *kbase, const char *vb
     }
 }
 
-/* Rows ahead of the one converted that block_rows_whole fetches into L1: on a 2-vCPU AMD EPYC (Zen
- * 5), tinyllama's GQA from DRAM, 2 threads, 4, 8 and 16 rows ran within the noise of each other,
- * 32 and 64 (the whole next block) slower; into L1 (T0) 1.06-1.3x as fast as into L2 (T1) at every
- * point, and as fast as NTA (docs/performance.md). */
+/* Rows ahead of the one converted that block_rows_whole fetches: on a 2-vCPU AMD EPYC (Zen 5),
+ * tinyllama's GQA from DRAM, 2 threads, 4, 8 and 16 rows ran within the noise of each other, 32 and
+ * 64 (the whole next block) slower; there into L1 (T0, the CPU's choice, xk_pf_l1) 1.06-1.3x as
+ * fast as into L2 (T1) at every point (docs/performance.md). */
 #define XK_DEC_ROWS_PF 8
+static inline TGT_AVX512 __attribute__((always_inline)) void prefetch_row(const char *kbase, const char *vbase,
+                                                                          int64_t slot, int64_t row_bytes, int64_t off_bytes,
+                                                                          int64_t bytes);
 /* One block's rows whole, in row order: K and V row jj (every KV head's slice of it, n_g slices of
  * hd elements from off_bytes) as fp32 into kb / vb at (g * XK_DEC_KEYS + jj) * hdp for jj in [0, jb)
  * (fp32 copied, 16-bit converted: in row_dim's order when eo), row jj + XK_DEC_ROWS_PF (below
- * left, the keys from the block's first on) fetched whole into L1 beside it. The kernel then takes
+ * left, the keys from the block's first on) fetched whole beside it (prefetch_row). The kernel then takes
  * one KV head after the other from L2; reading each KV head's slices of the rows in turn made the
  * memory see n_g strided passes over every block (read 0.4-0.9x as fast, docs/performance.md). */
 static inline TGT_AVX512 __attribute__((always_inline)) void
@@ -255,7 +258,7 @@ block_rows_whole(float *kb, float *vb, const char *kbase, const char *vbase, con
                  int64_t row_bytes, int64_t off_bytes, int64_t n_g, xf_dtype dt, const int eo, int64_t hdp, int64_t hd) {
     const int64_t hbytes = hd * (dt == XF_FP32 ? 4 : 2);
     for (int64_t jj = 0; jj < jb; jj++) {
-        if (jj + XK_DEC_ROWS_PF < left) prefetch_rows(kbase, vbase, slots + jj + XK_DEC_ROWS_PF, 1, row_bytes, off_bytes, n_g * hbytes);
+        if (jj + XK_DEC_ROWS_PF < left) prefetch_row(kbase, vbase, slots[jj + XK_DEC_ROWS_PF], row_bytes, off_bytes, n_g * hbytes);
         const char *kr8 = kbase + slots[jj] * row_bytes + off_bytes, *vr8 = vbase + slots[jj] * row_bytes + off_bytes;
         for (int64_t g = 0; g < n_g; g++) {
             float *kd = kb + (g * XK_DEC_KEYS + jj) * hdp, *vd = vb + (g * XK_DEC_KEYS + jj) * hdp;
@@ -274,7 +277,13 @@ block_rows_whole(float *kb, float *vb, const char *kbase, const char *vbase, con
     }
 }
 
-/* One row of the slot table into L2, `bytes` of it from off_bytes, K and V: issued for each KV
+/* A line of a stream read ahead: into L2 (T1), or L1 (T0) where the CPU's choice says so (xk_pf_l1:
+ * Zen 5, where the rows kernel read 1.02-1.3x as fast, docs/performance.md). */
+static inline TGT_AVX512 __attribute__((always_inline)) void prefetch_ahead(const char *p) {
+    if (xk_pf_l1) _mm_prefetch(p, _MM_HINT_T0);
+    else _mm_prefetch(p, _MM_HINT_T1);
+}
+/* One row of the slot table ahead (prefetch_ahead), `bytes` of it from off_bytes, K and V: issued for each KV
  * head's slice while the same keys of the block before are computed for that head, so the stream
  * ahead of the arithmetic is a steady trickle rather than a burst that fills the line-fill buffers. */
 static inline TGT_AVX512 __attribute__((always_inline)) void prefetch_row(const char *kbase, const char *vbase,
@@ -282,15 +291,15 @@ static inline TGT_AVX512 __attribute__((always_inline)) void prefetch_row(const 
                                                                           int64_t bytes) {
     const char *a = kbase + slot * row_bytes + off_bytes, *b = vbase + slot * row_bytes + off_bytes;
     for (int64_t x = 0; x < bytes; x += 64) {
-        _mm_prefetch(a + x, _MM_HINT_T1);
-        _mm_prefetch(b + x, _MM_HINT_T1);
+        prefetch_ahead(a + x);
+        prefetch_ahead(b + x);
     }
     if ((uintptr_t)a & 63) { /* rows that do not start on a line: their last line */
-        _mm_prefetch(a + bytes - 1, _MM_HINT_T1);
-        _mm_prefetch(b + bytes - 1, _MM_HINT_T1);
+        prefetch_ahead(a + bytes - 1);
+        prefetch_ahead(b + bytes - 1);
     }
 }
-/* The 16 rows from j (those below n_ctx) into L2 at once. */
+/* The 16 rows from j (those below n_ctx) ahead at once (prefetch_row). */
 static inline TGT_AVX512 __attribute__((always_inline)) void prefetch_next(const char *kbase, const char *vbase,
                                                                            const int64_t *slots, int64_t j, int64_t n_ctx,
                                                                            int64_t row_bytes, int64_t off_bytes, int64_t bytes) {
@@ -440,13 +449,14 @@ static TGT_AVX512 void attn_part_avx512(float *o, float *ml, const float *q, int
  * stories110m / tinyllama shapes where reading each row whole, a K row beside a V row, read
  * 0.67-0.82 (2026-12-02, docs/performance.md, tenth session). So the block loop is pipelined: step
  * r reads K row r of block b for every head's scores and V row r of block b - 1 for every head's
- * P.V, and prefetches (into L2) the rows the next stage reads. Each head's state stays apart and
+ * P.V, and prefetches (prefetch_span) the rows the next stage reads. Each head's state stays apart and
  * its sums run in attn_part_avx512_t's order, so the bits are its bits: the dot product of each
  * key summed over head_dim in order, 16 keys reduced by hsum16x16, one softmax update per block,
  * P.V's even and odd keys in two chains added at the end of the block. n_rep is 1. */
-static inline TGT_AVX512 __attribute__((always_inline)) void prefetch_l2(const char *a, int64_t bytes) {
-    for (int64_t x = 0; x < bytes; x += 64) _mm_prefetch(a + x, _MM_HINT_T1);
-    if ((uintptr_t)a & 63) _mm_prefetch(a + bytes - 1, _MM_HINT_T1); /* a row that does not start on a line */
+/* bytes from a ahead (prefetch_ahead) */
+static inline TGT_AVX512 __attribute__((always_inline)) void prefetch_span(const char *a, int64_t bytes) {
+    for (int64_t x = 0; x < bytes; x += 64) prefetch_ahead(a + x);
+    if ((uintptr_t)a & 63) prefetch_ahead(a + bytes - 1); /* a row that does not start on a line */
 }
 
 static inline TGT_AVX512 __attribute__((always_inline)) void
@@ -486,8 +496,8 @@ attn_part_rows_t(float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep
         for (int64_t r = 0; r < (nk > npv ? nk : npv); r++) {
             if (r < nk) {
                 const int64_t j = j0 + r;
-                if (j + XK_DEC_KEYS < n_ctx) prefetch_l2(kbase + slots[j + XK_DEC_KEYS] * row_bytes + off_bytes, rbytes);
-                if (b > 0 && r < jb) prefetch_l2(vbase + slots[j] * row_bytes + off_bytes, rbytes);
+                if (j + XK_DEC_KEYS < n_ctx) prefetch_span(kbase + slots[j + XK_DEC_KEYS] * row_bytes + off_bytes, rbytes);
+                if (b > 0 && r < jb) prefetch_span(vbase + slots[j] * row_bytes + off_bytes, rbytes);
                 const char *kr = r < jb ? kbase + slots[j] * row_bytes + off_bytes : (const char *)zero;
                 for (int64_t g = 0; g < n_g; g++) {
                     const float *kg = (const float *)(const void *)(kr + g * hbytes);
@@ -1060,7 +1070,7 @@ void xk_attention_batch(xk_isa isa, int threads, const xk_attn_query *qs, int64_
  * blocks of XK_DEC_KEYS keys, in each every KV head's slice of the block's rows, K rows then V rows
  * (fp32) or K and V row by row (16-bit rows converted into block buffers first); each line loaded
  * once and its bytes summed (vpsadbw). pf: the kernels' prefetches too (the first block's rows into
- * L1, then per 16 keys the same 16 keys of the next block into L2). */
+ * L1, then per 16 keys the same 16 keys of the next block ahead). */
 #if XK_X86
 static TGT_AVX512 uint64_t replay_part_avx512(const char *kbase, const char *vbase, const int64_t *slots, int64_t n_ctx,
                                               int64_t n_g, int64_t hbytes, int64_t row_bytes, int rowwise, int pf) {
@@ -1093,14 +1103,14 @@ static TGT_AVX512 uint64_t replay_part_avx512(const char *kbase, const char *vba
 
 /* The head-lane GQA variants' order (attn_part_heads, block_rows_whole): the rows in order, K row r
  * then V row r, each whole (all n_g heads, `bytes` of it); pf: its prefetches too (the first block's
- * rows, then row r + XK_DEC_ROWS_PF with row r, into L1). */
+ * rows into L1, then row r + XK_DEC_ROWS_PF with row r). */
 static TGT_AVX512 uint64_t replay_part_whole(const char *kbase, const char *vbase, const int64_t *slots, int64_t n_ctx,
                                              int64_t bytes, int64_t row_bytes, int pf) {
     __m512i acc = _mm512_setzero_si512();
     const __m512i z = _mm512_setzero_si512();
     if (pf) prefetch_rows(kbase, vbase, slots, n_ctx < XK_DEC_KEYS ? n_ctx : XK_DEC_KEYS, row_bytes, 0, bytes);
     for (int64_t r = 0; r < n_ctx; r++) {
-        if (pf && r + XK_DEC_ROWS_PF < n_ctx) prefetch_rows(kbase, vbase, slots + r + XK_DEC_ROWS_PF, 1, row_bytes, 0, bytes);
+        if (pf && r + XK_DEC_ROWS_PF < n_ctx) prefetch_row(kbase, vbase, slots[r + XK_DEC_ROWS_PF], row_bytes, 0, bytes);
         for (int s = 0; s < 2; s++) {
             const char *row = (s ? vbase : kbase) + slots[r] * row_bytes;
             for (int64_t x = 0; x < bytes; x += 64) {
@@ -1116,7 +1126,7 @@ static TGT_AVX512 uint64_t replay_part_whole(const char *kbase, const char *vbas
 
 /* The whole-row variant's order (attn_part_rows_t): stage b reads K row r of block b beside V row r
  * of block b - 1, each row whole (all n_g heads, `bytes` of it); pf: its prefetches too (the first
- * block's rows into L1, then with K row r of block b that of block b + 1 and V row r of block b, L2). */
+ * block's rows into L1, then with K row r of block b that of block b + 1 and V row r of block b, ahead). */
 static TGT_AVX512 uint64_t replay_part_rows(const char *kbase, const char *vbase, const int64_t *slots, int64_t n_ctx,
                                             int64_t bytes, int64_t row_bytes, int pf) {
     __m512i acc = _mm512_setzero_si512();
@@ -1130,8 +1140,8 @@ static TGT_AVX512 uint64_t replay_part_rows(const char *kbase, const char *vbase
             for (int s = 0; s < 2; s++) {
                 if (s == 0 && r >= jb) continue;
                 if (s == 1 && r >= jbp) continue;
-                if (pf && s == 0 && j0 + r + XK_DEC_KEYS < n_ctx) prefetch_l2(kbase + slots[j0 + r + XK_DEC_KEYS] * row_bytes, bytes);
-                if (pf && s == 0 && b > 0) prefetch_l2(vbase + slots[j0 + r] * row_bytes, bytes);
+                if (pf && s == 0 && j0 + r + XK_DEC_KEYS < n_ctx) prefetch_span(kbase + slots[j0 + r + XK_DEC_KEYS] * row_bytes, bytes);
+                if (pf && s == 0 && b > 0) prefetch_span(vbase + slots[j0 + r] * row_bytes, bytes);
                 const char *row = s ? vbase + slots[j0 - XK_DEC_KEYS + r] * row_bytes : kbase + slots[j0 + r] * row_bytes;
                 for (int64_t x = 0; x < bytes; x += 64) {
                     const __mmask64 m = bytes - x >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << (bytes - x)) - 1);

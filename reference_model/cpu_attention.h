@@ -34,8 +34,7 @@ void xk_attention(float *out, const float *q, int64_t n_rep, int64_t head_dim, c
  * P.V runs on register tiles of 4 heads x 4 vectors of the V rows (each output sums the keys in
  * order); bf16 rows are widened 32 elements at a time, even elements then odd (the dot products
  * and P.V sum in that order). The head-lane variant reads each block's rows whole and in order
- * into fp32 buffers of every KV head (fp32 copied, 16-bit widened), fetching the row 8 ahead into
- * L1, then computes one KV head after the other from there. With one query head per KV head AVX-512 reads each row whole (every
+ * into fp32 buffers of every KV head (fp32 copied, 16-bit widened), fetching the row 8 ahead, then computes one KV head after the other from there. With one query head per KV head AVX-512 reads each row whole (every
  * KV head's slice of it; fp16 / bf16 widened in the register), K row r of a block beside V row r
  * of the block before, each head's sums in the per-head order (the same bits). AVX2 runs the per-head steps on 8 lanes over rows
  * converted to fp32 first; the scalar variant is xk_attention's code. Every variant's sums run in

@@ -61,7 +61,7 @@ typedef struct xk_tune {
  * session 1.37x), and bf16 decode prefetching into L1 1.03-1.12x into L2 (4 runs). */
 static const xk_tune xk_tune_default = {8, 0, "default"}, xk_tune_zen5 = {1, 1, "AMD family 26 (Zen 5)"};
 static const xk_tune *xk_tune_cpu = &xk_tune_default;
-static int xk_pf_l1; /* xk_tune_cpu->prefetch_l1, read by XK_PREFETCH in the kernels' loops */
+int xk_pf_l1; /* xk_tune_cpu->prefetch_l1 (cpu_kernels.h) */
 static int a8_streams_set; /* xk_a8_set_streams; 0: the CPU's choice */
 
 #if XK_X86
