@@ -124,7 +124,7 @@ static int64_t round16(int64_t n) { return (n + 15) & ~(int64_t)15; } /* keeps e
 static int64_t heads_scratch(int64_t n_rep, int64_t hd) {
     const int64_t hdp = (hd + 31) & ~(int64_t)31; /* bf16 rows are converted in 32-element pieces */
     const int64_t n_g = n_rep / 4 > 1 ? n_rep / 4 : 1;
-    return 2 * n_rep * hdp + (2 * XK_DEC_KEYS * n_g + 1) * hdp + 64 * 16 + round16(8 * n_rep);
+    return 2 * n_rep * hdp + 2 * XK_DEC_KEYS * n_g * hdp + 64 * 16 + round16(8 * n_rep);
 }
 
 int64_t xk_attn_decode_scratch(int64_t n_rep, int64_t head_dim) {
@@ -258,10 +258,11 @@ static inline TGT_AVX512 __attribute__((always_inline)) void prefetch_row(const 
                                                                           int64_t bytes);
 /* One block's rows whole, in row order: K and V row jj (every KV head's slice of it, n_g slices of
  * hd elements from off_bytes) as fp32 into kb / vb at (g * XK_DEC_KEYS + jj) * hdp for jj in [0, jb)
- * (fp32 copied, 16-bit converted, each zero-padded to a multiple of 16: in row_dim's order when eo), row jj + XK_DEC_ROWS_PF (below
- * left, the keys from the block's first on) fetched whole beside it (prefetch_row). The kernel then takes
- * one KV head after the other from L2; reading each KV head's slices of the rows in turn made the
- * memory see n_g strided passes over every block (read 0.4-0.9x as fast, docs/performance.md). */
+ * (fp32 copied, 16-bit converted, each zero-padded to a multiple of 16: in row_dim's order when
+ * eo), row jj + XK_DEC_ROWS_PF (below left, the keys from the block's first on) fetched whole
+ * beside it (prefetch_row); rows [jb, jb rounded up to 16) zeros. The kernel then takes one KV head
+ * after the other from L2; reading each KV head's slices of the rows in turn made the memory see
+ * n_g strided passes over every block (read 0.4-0.9x as fast, docs/performance.md). */
 static inline TGT_AVX512 __attribute__((always_inline)) void
 block_rows_whole(float *kb, float *vb, const char *kbase, const char *vbase, const int64_t *slots, int64_t jb, int64_t left,
                  int64_t row_bytes, int64_t off_bytes, int64_t n_g, xf_dtype dt, const int eo, int64_t hdp, int64_t hd) {
@@ -284,6 +285,11 @@ block_rows_whole(float *kb, float *vb, const char *kbase, const char *vbase, con
             }
         }
     }
+    for (int64_t g = 0; g < n_g; g++) /* the last block's keys up to a multiple of 16: zeros (their scores are masked) */
+        for (int64_t jj = jb; jj < ((jb + 15) & ~(int64_t)15); jj++) {
+            memset(kb + (g * XK_DEC_KEYS + jj) * hdp, 0, (size_t)hdp * sizeof(float));
+            memset(vb + (g * XK_DEC_KEYS + jj) * hdp, 0, (size_t)hdp * sizeof(float));
+        }
 }
 
 /* A line of a stream read ahead: into L2 (T1), or L1 (T0) where the CPU's choice says so (xk_pf_l1:
@@ -745,8 +751,7 @@ attn_part_heads(float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep,
     float *op = qp + n_g * n_rep * hdp;         /* (n_g * n_rep, hdp) the unnormalized output, rows at their positions */
     float *kb = op + n_g * n_rep * hdp;         /* (n_g, XK_DEC_KEYS, hdp) a block of K as fp32, every KV head */
     float *vb = kb + n_g * XK_DEC_KEYS * hdp;   /* (n_g, XK_DEC_KEYS, hdp) the same of V */
-    float *zero = vb + n_g * XK_DEC_KEYS * hdp; /* (hdp) zeros: the rows past n_ctx */
-    float *rb = zero + hdp;                     /* (64, 16) a block's R vectors (scores, then weights) */
+    float *rb = vb + n_g * XK_DEC_KEYS * hdp;   /* (64, 16) a block's R vectors (scores, then weights) */
     float *mls = rb + 64 * 16;                  /* (nch, 2, 16) running max and sum per chunk, R layout */
     { /* Q'[c] lane i = scale * q[head i / W][row_dim(W c + i % W)]: W positions of a chunk's piece sit
        * in one half of a bf16 piece (row_dim steps by 2 there) or in order, so one gather per vector
@@ -773,7 +778,6 @@ attn_part_heads(float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep,
         _mm512_store_ps(mls + ch * 32, _mm512_set1_ps(-INFINITY));
         _mm512_store_ps(mls + ch * 32 + 16, _mm512_setzero_ps());
     }
-    for (int64_t v = 0; v < hdp; v += 16) _mm512_store_ps(zero + v, _mm512_setzero_ps());
     /* lane i of the R layout: the key offset within its group of W keys */
     __m512i koff;
     {
@@ -783,28 +787,24 @@ attn_part_heads(float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep,
     }
     const char *kbase = k_base, *vbase = v_base;
     prefetch_rows(kbase, vbase, slots, n_ctx < XK_DEC_KEYS ? n_ctx : XK_DEC_KEYS, row_bytes, off_bytes, n_g * hbytes);
-    const float *kr[XK_DEC_KEYS], *vr[XK_DEC_KEYS];
     for (int64_t j0 = 0; j0 < n_ctx; j0 += XK_DEC_KEYS) {
         const int64_t jb = n_ctx - j0 < XK_DEC_KEYS ? n_ctx - j0 : XK_DEC_KEYS, nsub = (jb + 15) / 16;
         block_rows_whole(kb, vb, kbase, vbase, slots + j0, jb, n_ctx - j0, row_bytes, off_bytes, n_g, dt, dt == XF_BF16, hdp, hd);
       for (int64_t g = 0; g < n_g; g++) { /* then the KV heads one after the other, from L2 */
-        for (int64_t jj = 0; jj < nsub * 16; jj++) {
-            kr[jj] = jj < jb ? kb + (g * XK_DEC_KEYS + jj) * hdp : zero;
-            vr[jj] = jj < jb ? vb + (g * XK_DEC_KEYS + jj) * hdp : zero;
-        }
+        const float *kg = kb + g * XK_DEC_KEYS * hdp, *vg = vb + g * XK_DEC_KEYS * hdp; /* (XK_DEC_KEYS, hdp) */
         const int64_t nr = nsub * 16 / W; /* R vectors of this block */
         for (int64_t ch = g * cpg; ch < (g + 1) * cpg; ch++) {
             const float *qc = qp + ch * nc * 16;
             __m512 vmax = _mm512_set1_ps(-INFINITY);
             for (int64_t sb = 0; sb < nsub; sb++) {
-                const float *const *kk = kr + sb * 16;
+                const float *kk = kg + sb * 16 * hdp; /* (16, hdp) the sub-block's K rows */
                 __m512 acc[16];
 #pragma GCC unroll 16
                 for (int k = 0; k < 16; k++) acc[k] = _mm512_setzero_ps();
                 for (int64_t c = 0; c < nc; c++) {
                     const __m512 qv = _mm512_load_ps(qc + c * 16);
 #pragma GCC unroll 16
-                    for (int k = 0; k < 16; k++) acc[k] = _mm512_fmadd_ps(qv, bcast_w(kk[k] + W * c, W), acc[k]);
+                    for (int k = 0; k < 16; k++) acc[k] = _mm512_fmadd_ps(qv, bcast_w(kk + k * hdp + W * c, W), acc[k]);
                 }
                 __m512 r[8];
 #pragma GCC unroll 8
@@ -866,7 +866,7 @@ attn_part_heads(float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep,
                                 acc[t][u] = _mm512_mul_ps(c, _mm512_maskz_loadu_ps(m[u], oc + (h0 + t) * hdp + (v0 + u) * 16));
                         }
                         for (int64_t j = 0; j < jb; j++) {
-                            const float *vj = vr[j] + v0 * 16, *pw8 = rb + (j / W) * 16 + (j % W) * Q;
+                            const float *vj = vg + j * hdp + v0 * 16, *pw8 = rb + (j / W) * 16 + (j % W) * Q;
                             __m512 vv[4];
 #pragma GCC unroll 4
                             for (int u = 0; u < 4; u++) vv[u] = _mm512_maskz_loadu_ps(m[u], vj + u * 16);
@@ -908,6 +908,7 @@ attn_part_heads(float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep,
 }
 ATTN_PART_VARIANT(attn_part_heads8, attn_part_heads, dt, 2)
 ATTN_PART_VARIANT(attn_part_heads4, attn_part_heads, dt, 4)
+
 #endif
 
 /* attn_part_g's AVX-512 GQA variants (query heads per KV head in groups of 8 or 4), one statement
