@@ -1075,17 +1075,30 @@ void xk_attention_batch(xk_isa isa, int threads, const xk_attn_query *qs, int64_
 
 /* ---- the kernel's access order without its arithmetic (a probe for bench_cpu) ---- */
 
+#if XK_X86
+/* acc plus the sum of each byte of row[0 .. bytes) (vpsadbw per 64-byte line): a replay's loads. */
+static inline TGT_AVX512 __attribute__((always_inline)) __m512i sum_bytes(__m512i acc, const char *row, int64_t bytes) {
+    for (int64_t x = 0; x < bytes; x += 64) {
+        const __mmask64 m = bytes - x >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << (bytes - x)) - 1);
+        acc = _mm512_add_epi64(acc, _mm512_sad_epu8(_mm512_maskz_loadu_epi8(m, row + x), _mm512_setzero_si512()));
+    }
+    return acc;
+}
+static inline TGT_AVX512 __attribute__((always_inline)) uint64_t sum_lanes(__m512i acc) {
+    uint64_t t[8];
+    _mm512_storeu_si512(t, acc);
+    return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
+}
+
 /* The bytes of one part in the order of the AVX-512 kernel that reads per KV head (attn_part_avx512:
  * GQA groups the head-lane variants do not take):
  * blocks of XK_DEC_KEYS keys, in each every KV head's slice of the block's rows, K rows then V rows
  * (fp32) or K and V row by row (16-bit rows converted into block buffers first); each line loaded
  * once and its bytes summed (vpsadbw). pf: the kernels' prefetches too (the first block's rows into
  * L1, then per 16 keys the same 16 keys of the next block ahead). */
-#if XK_X86
 static TGT_AVX512 uint64_t replay_part_avx512(const char *kbase, const char *vbase, const int64_t *slots, int64_t n_ctx,
                                               int64_t n_g, int64_t hbytes, int64_t row_bytes, int rowwise, int pf) {
     __m512i acc = _mm512_setzero_si512();
-    const __m512i z = _mm512_setzero_si512();
     if (pf) prefetch_rows(kbase, vbase, slots, n_ctx < XK_DEC_KEYS ? n_ctx : XK_DEC_KEYS, row_bytes, 0, n_g * hbytes);
     for (int64_t j0 = 0; j0 < n_ctx; j0 += XK_DEC_KEYS) {
         const int64_t jb = n_ctx - j0 < XK_DEC_KEYS ? n_ctx - j0 : XK_DEC_KEYS;
@@ -1098,17 +1111,12 @@ static TGT_AVX512 uint64_t replay_part_avx512(const char *kbase, const char *vba
                         for (int64_t r = jn; r < jn + 16 && r < n_ctx; r++) prefetch_row(kbase, vbase, slots[r], row_bytes, goff, hbytes);
                     for (int s = 0; s < (rowwise ? 2 : 1); s++) {
                         const char *row = (s || pass ? vbase : kbase) + slots[j0 + jj] * row_bytes + goff;
-                        for (int64_t x = 0; x < hbytes; x += 64) {
-                            const __mmask64 m = hbytes - x >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << (hbytes - x)) - 1);
-                            acc = _mm512_add_epi64(acc, _mm512_sad_epu8(_mm512_maskz_loadu_epi8(m, row + x), z));
-                        }
+                        acc = sum_bytes(acc, row, hbytes);
                     }
                 }
         }
     }
-    uint64_t t[8];
-    _mm512_storeu_si512(t, acc);
-    return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
+    return sum_lanes(acc);
 }
 
 /* The head-lane GQA variants' order (attn_part_heads, block_rows_whole): the rows in order, K row r
@@ -1117,21 +1125,15 @@ static TGT_AVX512 uint64_t replay_part_avx512(const char *kbase, const char *vba
 static TGT_AVX512 uint64_t replay_part_whole(const char *kbase, const char *vbase, const int64_t *slots, int64_t n_ctx,
                                              int64_t bytes, int64_t row_bytes, int pf) {
     __m512i acc = _mm512_setzero_si512();
-    const __m512i z = _mm512_setzero_si512();
     if (pf) prefetch_rows(kbase, vbase, slots, n_ctx < XK_DEC_KEYS ? n_ctx : XK_DEC_KEYS, row_bytes, 0, bytes);
     for (int64_t r = 0; r < n_ctx; r++) {
         if (pf && r + XK_DEC_ROWS_PF < n_ctx) prefetch_row(kbase, vbase, slots[r + XK_DEC_ROWS_PF], row_bytes, 0, bytes);
         for (int s = 0; s < 2; s++) {
             const char *row = (s ? vbase : kbase) + slots[r] * row_bytes;
-            for (int64_t x = 0; x < bytes; x += 64) {
-                const __mmask64 m = bytes - x >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << (bytes - x)) - 1);
-                acc = _mm512_add_epi64(acc, _mm512_sad_epu8(_mm512_maskz_loadu_epi8(m, row + x), z));
-            }
+            acc = sum_bytes(acc, row, bytes);
         }
     }
-    uint64_t t[8];
-    _mm512_storeu_si512(t, acc);
-    return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
+    return sum_lanes(acc);
 }
 
 /* The whole-row variant's order (attn_part_rows_t): stage b reads K row r of block b beside V row r
@@ -1140,7 +1142,6 @@ static TGT_AVX512 uint64_t replay_part_whole(const char *kbase, const char *vbas
 static TGT_AVX512 uint64_t replay_part_rows(const char *kbase, const char *vbase, const int64_t *slots, int64_t n_ctx,
                                             int64_t bytes, int64_t row_bytes, int pf) {
     __m512i acc = _mm512_setzero_si512();
-    const __m512i z = _mm512_setzero_si512();
     if (pf) prefetch_rows(kbase, vbase, slots, n_ctx < XK_DEC_KEYS ? n_ctx : XK_DEC_KEYS, row_bytes, 0, bytes);
     const int64_t nblk = (n_ctx + XK_DEC_KEYS - 1) / XK_DEC_KEYS;
     int64_t jbp = 0;
@@ -1153,17 +1154,12 @@ static TGT_AVX512 uint64_t replay_part_rows(const char *kbase, const char *vbase
                 if (pf && s == 0 && j0 + r + XK_DEC_KEYS < n_ctx) prefetch_span(kbase + slots[j0 + r + XK_DEC_KEYS] * row_bytes, bytes);
                 if (pf && s == 0 && b > 0) prefetch_span(vbase + slots[j0 + r] * row_bytes, bytes);
                 const char *row = s ? vbase + slots[j0 - XK_DEC_KEYS + r] * row_bytes : kbase + slots[j0 + r] * row_bytes;
-                for (int64_t x = 0; x < bytes; x += 64) {
-                    const __mmask64 m = bytes - x >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << (bytes - x)) - 1);
-                    acc = _mm512_add_epi64(acc, _mm512_sad_epu8(_mm512_maskz_loadu_epi8(m, row + x), z));
-                }
+                acc = sum_bytes(acc, row, bytes);
             }
         }
         jbp = jb;
     }
-    uint64_t t[8];
-    _mm512_storeu_si512(t, acc);
-    return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
+    return sum_lanes(acc);
 }
 #endif
 
