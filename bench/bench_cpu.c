@@ -1142,7 +1142,7 @@ int main(int argc, char **argv) {
     ceilings_omp_wait_describe(omp_wait, sizeof omp_wait);
     printf("OpenMP waiting: %s\n", omp_wait);
     printf("kernel choices for this CPU: %s (int8 one-token decode %d stream%s a thread, weight prefetch into %s)\n", xk_tune_name(),
-           xk_a8_streams(), xk_a8_streams() == 1 ? "" : "s", xk_prefetch_l1() ? "L1" : "L2");
+           xk_a8_streams(), xk_a8_streams() == 1 ? "" : "s", xk_prefetch_to_l1 ? "L1" : "L2");
     model_config cfg;
     if (config_resolve(model_name, &cfg) != XF_OK) return die("model");
 

@@ -250,8 +250,8 @@ block_rows(const float **kr, const float **vr, const char *kbase, const char *vb
 
 /* Rows ahead of the one converted that block_rows_whole fetches: on a 2-vCPU AMD EPYC (Zen 5),
  * tinyllama's GQA from DRAM, 2 threads, 4, 8 and 16 rows ran within the noise of each other, 32 and
- * 64 (the whole next block) slower; there into L1 (T0, the CPU's choice, xk_pf_l1) 1.06-1.3x as
- * fast as into L2 (T1) at every point (docs/performance.md). */
+ * 64 (the whole next block) slower; there into L1 (T0, the CPU's choice, xk_prefetch_to_l1)
+ * 1.06-1.3x as fast as into L2 (T1) at every point (docs/performance.md). */
 #define XK_DEC_ROWS_PF 8
 static inline TGT_AVX512 __attribute__((always_inline)) void prefetch_row(const char *kbase, const char *vbase,
                                                                           int64_t slot, int64_t row_bytes, int64_t off_bytes,
@@ -292,10 +292,10 @@ block_rows_whole(float *kb, float *vb, const char *kbase, const char *vbase, con
         }
 }
 
-/* A line of a stream read ahead: into L2 (T1), or L1 (T0) where the CPU's choice says so (xk_pf_l1:
- * Zen 5, where the rows kernel read 1.02-1.3x as fast, docs/performance.md). */
+/* A line of a stream read ahead: into L2 (T1), or L1 (T0) where the CPU's choice says so
+ * (xk_prefetch_to_l1: Zen 5, where the rows kernel read 1.02-1.3x as fast, docs/performance.md). */
 static inline TGT_AVX512 __attribute__((always_inline)) void prefetch_ahead(const char *p) {
-    if (xk_pf_l1) _mm_prefetch(p, _MM_HINT_T0);
+    if (xk_prefetch_to_l1) _mm_prefetch(p, _MM_HINT_T0);
     else _mm_prefetch(p, _MM_HINT_T1);
 }
 /* One row of the slot table ahead (prefetch_ahead), `bytes` of it from off_bytes, K and V: issued for each KV

@@ -61,7 +61,7 @@ typedef struct xk_tune {
  * session 1.37x), and bf16 decode prefetching into L1 1.03-1.12x into L2 (4 runs). */
 static const xk_tune xk_tune_default = {8, 0, "default"}, xk_tune_zen5 = {1, 1, "AMD family 26 (Zen 5)"};
 static const xk_tune *xk_tune_cpu = &xk_tune_default;
-int xk_pf_l1; /* xk_tune_cpu->prefetch_l1 (cpu_kernels.h) */
+int xk_prefetch_to_l1; /* xk_tune_cpu->prefetch_l1 (cpu_kernels.h) */
 static int a8_streams_set; /* xk_a8_set_streams; 0: the CPU's choice */
 
 #if XK_X86
@@ -73,12 +73,11 @@ __attribute__((constructor)) static void xk_tune_init(void) {
     if (!amd || !__get_cpuid(1, &a, &b, &c, &d)) return;
     const unsigned family = ((a >> 8) & 0xfu) + (((a >> 8) & 0xfu) == 0xfu ? (a >> 20) & 0xffu : 0u);
     if (family == 0x1a) xk_tune_cpu = &xk_tune_zen5;
-    xk_pf_l1 = xk_tune_cpu->prefetch_l1;
+    xk_prefetch_to_l1 = xk_tune_cpu->prefetch_l1;
 }
 #endif
 
 const char *xk_tune_name(void) { return xk_tune_cpu->cpu; }
-int xk_prefetch_l1(void) { return xk_pf_l1; }
 void xk_a8_set_streams(int streams) { __atomic_store_n(&a8_streams_set, streams, __ATOMIC_RELAXED); }
 
 const char *xk_isa_name(xk_isa isa) {
@@ -207,7 +206,7 @@ static void mm_scalar(const wmat *W, const float *x, int64_t n, float *y, int64_
  * machine; fetching the next block one cache line per row per line consumed raised int8 decode
  * from ~19 to ~27 GB/s on a 2-core Xeon VM (docs/performance.md). A prefetch never faults; the block
  * is only fetched when it exists. */
-#define XK_PREFETCH(p) (xk_pf_l1 ? __builtin_prefetch((p), 0, 3) : __builtin_prefetch((p), 0, 2))
+#define XK_PREFETCH(p) (xk_prefetch_to_l1 ? __builtin_prefetch((p), 0, 3) : __builtin_prefetch((p), 0, 2))
 
 /* Batched decode with unquantized weights (fp32 / bf16 / fp16, one group per row): 4 rows x 4
  * tokens of accumulators, so each weight vector loaded (and converted) feeds 4 FMAs and each input

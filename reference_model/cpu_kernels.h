@@ -107,10 +107,8 @@ void xk_a8_set_streams(int streams);
  * CPU, e.g. "AMD family 26 (Zen 5)". Static storage. */
 const char *xk_tune_name(void);
 /* 1 when the streams' software prefetch (weights, and the KV rows of decode attention) goes into
- * L1 (T0) here, 0 into L2 (T1). */
-int xk_prefetch_l1(void);
-/* The same as a variable, for the kernels' inner loops (set before main; read-only elsewhere). */
-extern int xk_pf_l1;
+ * L1 (T0) here, 0 into L2 (T1): the CPU's choice, set before main; read it, never write it. */
+extern int xk_prefetch_to_l1;
 /* Tests and benchmarks: 1 keeps xk_matmul_a8 off AMX (the VNNI kernel for every token count), and the
  * bf16 tiles too (amx_avoid, cpu_amx.h, where the AMX kernels live). */
 void xk_a8_avoid_amx(int avoid);

@@ -497,7 +497,7 @@ static void set_env(record *rec, const run_ctx *c) {
     }
     record_set_env(rec, "simd", ceilings_isa());
     snprintf(buf, sizeof buf, "%s: int8 one-token decode read as %d stream%s a thread; weight prefetch into %s", xk_tune_name(),
-             xk_a8_streams(), xk_a8_streams() == 1 ? "" : "s", xk_prefetch_l1() ? "L1" : "L2");
+             xk_a8_streams(), xk_a8_streams() == 1 ? "" : "s", xk_prefetch_to_l1 ? "L1" : "L2");
     record_set_env(rec, "cpu_kernel_choices", buf);
     for (int i = 0; i < rec->n_points; i++)
         if (rec->points[i].wl.wdtype == XF_INT8) {

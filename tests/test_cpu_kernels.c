@@ -807,7 +807,7 @@ Test(cpu_kernels, per_cpu_choices_follow_the_cpu) {
         zen5 = ((a >> 8) & 0xfu) == 0xfu && ((a >> 20) & 0xffu) + 0xfu == 0x1au;
 #endif
     cr_assert_str_eq(xk_tune_name(), zen5 ? "AMD family 26 (Zen 5)" : "default");
-    cr_assert_eq(xk_prefetch_l1(), zen5);
+    cr_assert_eq(xk_prefetch_to_l1, zen5);
     const int vnni = xk_isa_best() == XK_ISA_AVX512 && strstr(xk_a8_name(XK_ISA_AVX512), "vnni") != NULL;
     if (!vnni) return; /* the streams are the AVX2 kernel's constant, or 1 */
     cr_assert_eq(xk_a8_streams(), zen5 ? 1 : 8);
