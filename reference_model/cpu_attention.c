@@ -248,14 +248,42 @@ block_rows(const float **kr, const float **vr, const char *kbase, const char *vb
     }
 }
 
+/* A line of a stream read ahead: into L2 (T1), or L1 (T0) where the CPU's choice says so
+ * (xk_prefetch_to_l1: Zen 5, where the rows kernel read 1.02-1.3x as fast, docs/performance.md). */
+static inline TGT_AVX512 __attribute__((always_inline)) void prefetch_ahead(const char *p) {
+    if (xk_prefetch_to_l1) _mm_prefetch(p, _MM_HINT_T0);
+    else _mm_prefetch(p, _MM_HINT_T1);
+}
+/* One row of the slot table ahead (prefetch_ahead), `bytes` of it from off_bytes, K and V: issued
+ * for each KV head's slice while the same keys of the block before are computed for that head
+ * (attn_part_avx512), or for whole rows 8 ahead of the one read (block_rows_whole), so the stream
+ * ahead of the arithmetic is a steady trickle rather than a burst that fills the line-fill buffers. */
+static inline TGT_AVX512 __attribute__((always_inline)) void prefetch_row(const char *kbase, const char *vbase,
+                                                                          int64_t slot, int64_t row_bytes, int64_t off_bytes,
+                                                                          int64_t bytes) {
+    const char *a = kbase + slot * row_bytes + off_bytes, *b = vbase + slot * row_bytes + off_bytes;
+    for (int64_t x = 0; x < bytes; x += 64) {
+        prefetch_ahead(a + x);
+        prefetch_ahead(b + x);
+    }
+    if ((uintptr_t)a & 63) { /* rows that do not start on a line: their last line */
+        prefetch_ahead(a + bytes - 1);
+        prefetch_ahead(b + bytes - 1);
+    }
+}
+/* The 16 rows from j (those below n_ctx) ahead at once (prefetch_row). */
+static inline TGT_AVX512 __attribute__((always_inline)) void prefetch_next(const char *kbase, const char *vbase,
+                                                                           const int64_t *slots, int64_t j, int64_t n_ctx,
+                                                                           int64_t row_bytes, int64_t off_bytes, int64_t bytes) {
+    const int64_t j1 = j + 16 < n_ctx ? j + 16 : n_ctx;
+    for (; j < j1; j++) prefetch_row(kbase, vbase, slots[j], row_bytes, off_bytes, bytes);
+}
+
 /* Rows ahead of the one converted that block_rows_whole fetches: on a 2-vCPU AMD EPYC (Zen 5),
  * tinyllama's GQA from DRAM, 2 threads, 4, 8 and 16 rows ran within the noise of each other, 32 and
  * 64 (the whole next block) slower; there into L1 (T0, the CPU's choice, xk_prefetch_to_l1)
  * 1.06-1.3x as fast as into L2 (T1) at every point (docs/performance.md). */
 #define XK_DEC_ROWS_PF 8
-static inline TGT_AVX512 __attribute__((always_inline)) void prefetch_row(const char *kbase, const char *vbase,
-                                                                          int64_t slot, int64_t row_bytes, int64_t off_bytes,
-                                                                          int64_t bytes);
 /* One block's rows whole, in row order: K and V row jj (every KV head's slice of it, n_g slices of
  * hd elements from off_bytes) as fp32 into kb / vb at (g * XK_DEC_KEYS + jj) * hdp for jj in [0, jb)
  * (fp32 copied, 16-bit converted, each zero-padded to a multiple of 16: in row_dim's order when
@@ -290,36 +318,6 @@ block_rows_whole(float *kb, float *vb, const char *kbase, const char *vbase, con
             memset(kb + (g * XK_DEC_KEYS + jj) * hdp, 0, (size_t)hdp * sizeof(float));
             memset(vb + (g * XK_DEC_KEYS + jj) * hdp, 0, (size_t)hdp * sizeof(float));
         }
-}
-
-/* A line of a stream read ahead: into L2 (T1), or L1 (T0) where the CPU's choice says so
- * (xk_prefetch_to_l1: Zen 5, where the rows kernel read 1.02-1.3x as fast, docs/performance.md). */
-static inline TGT_AVX512 __attribute__((always_inline)) void prefetch_ahead(const char *p) {
-    if (xk_prefetch_to_l1) _mm_prefetch(p, _MM_HINT_T0);
-    else _mm_prefetch(p, _MM_HINT_T1);
-}
-/* One row of the slot table ahead (prefetch_ahead), `bytes` of it from off_bytes, K and V: issued for each KV
- * head's slice while the same keys of the block before are computed for that head, so the stream
- * ahead of the arithmetic is a steady trickle rather than a burst that fills the line-fill buffers. */
-static inline TGT_AVX512 __attribute__((always_inline)) void prefetch_row(const char *kbase, const char *vbase,
-                                                                          int64_t slot, int64_t row_bytes, int64_t off_bytes,
-                                                                          int64_t bytes) {
-    const char *a = kbase + slot * row_bytes + off_bytes, *b = vbase + slot * row_bytes + off_bytes;
-    for (int64_t x = 0; x < bytes; x += 64) {
-        prefetch_ahead(a + x);
-        prefetch_ahead(b + x);
-    }
-    if ((uintptr_t)a & 63) { /* rows that do not start on a line: their last line */
-        prefetch_ahead(a + bytes - 1);
-        prefetch_ahead(b + bytes - 1);
-    }
-}
-/* The 16 rows from j (those below n_ctx) ahead at once (prefetch_row). */
-static inline TGT_AVX512 __attribute__((always_inline)) void prefetch_next(const char *kbase, const char *vbase,
-                                                                           const int64_t *slots, int64_t j, int64_t n_ctx,
-                                                                           int64_t row_bytes, int64_t off_bytes, int64_t bytes) {
-    const int64_t j1 = j + 16 < n_ctx ? j + 16 : n_ctx;
-    for (; j < j1; j++) prefetch_row(kbase, vbase, slots[j], row_bytes, off_bytes, bytes);
 }
 
 /* One part in AVX-512, in blocks of XK_DEC_KEYS keys: the scores of 16 keys at a time (16 dot
@@ -464,8 +462,8 @@ static TGT_AVX512 void attn_part_avx512(float *o, float *ml, const float *q, int
  * stories110m / tinyllama shapes where reading each row whole, a K row beside a V row, read
  * 0.67-0.82 (2026-12-02, docs/performance.md, tenth session). So the block loop is pipelined: step
  * r reads K row r of block b for every head's scores and V row r of block b - 1 for every head's
- * P.V, and prefetches (prefetch_span) the rows the next stage reads. Each head's state stays apart and
- * its sums run in attn_part_avx512_t's order, so the bits are its bits: the dot product of each
+ * P.V, and prefetches (prefetch_span) the rows the next stage reads. Each head's state stays apart
+ * and its sums run in attn_part_avx512_t's order, so the bits are its bits: the dot product of each
  * key summed over head_dim in order, 16 keys reduced by hsum16x16, one softmax update per block,
  * P.V's even and odd keys in two chains added at the end of the block. n_rep is 1. */
 /* bytes from a ahead (prefetch_ahead) */
@@ -908,7 +906,6 @@ attn_part_heads(float *o, float *ml, const float *q, int64_t n_g, int64_t n_rep,
 }
 ATTN_PART_VARIANT(attn_part_heads8, attn_part_heads, dt, 2)
 ATTN_PART_VARIANT(attn_part_heads4, attn_part_heads, dt, 4)
-
 #endif
 
 /* attn_part_g's AVX-512 GQA variants (query heads per KV head in groups of 8 or 4), one statement
