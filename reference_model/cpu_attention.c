@@ -282,7 +282,7 @@ static inline TGT_AVX512 __attribute__((always_inline)) void prefetch_next(const
 /* Rows ahead of the one converted that block_rows_whole fetches: on a 2-vCPU AMD EPYC (Zen 5),
  * tinyllama's GQA from DRAM, 2 threads, 4, 8 and 16 rows ran within the noise of each other, 32 and
  * 64 (the whole next block) slower; there into L1 (T0, the CPU's choice, xk_prefetch_to_l1)
- * 1.06-1.3x as fast as into L2 (T1) at every point (docs/performance.md). */
+ * 1.09-1.37x as fast as into L2 (T1) at every point (docs/performance.md). */
 #define XK_DEC_ROWS_PF 8
 /* One block's rows whole, in row order: K and V row jj (every KV head's slice of it, n_g slices of
  * hd elements from off_bytes) as fp32 into kb / vb at (g * XK_DEC_KEYS + jj) * hdp for jj in [0, jb)

@@ -57,8 +57,8 @@ typedef struct xk_tune {
 } xk_tune;
 /* XK_A8_STREAMS streams, into L2: on the Xeon 8 streams read 1.04-1.09x one, and the prefetch
  * distances were chosen into L2. AMD family 26 (Zen 5; a 2-vCPU EPYC, tinyllama's matrices from
- * DRAM, 2 threads, interleaved): one stream read 1.08-1.20x eight (medians, 5 runs; the eleventh
- * session 1.37x), and bf16 decode prefetching into L1 1.03-1.12x into L2 (4 runs). */
+ * DRAM, 2 threads, interleaved): one stream read 1.08-1.22x eight (medians, 4 runs; the eleventh
+ * session 1.37x), and bf16 decode prefetching into L1 1.02-1.12x into L2 (5 runs). */
 static const xk_tune xk_tune_default = {8, 0, "default"}, xk_tune_zen5 = {1, 1, "AMD family 26 (Zen 5)"};
 static const xk_tune *xk_tune_cpu = &xk_tune_default;
 int xk_prefetch_to_l1; /* xk_tune_cpu->prefetch_l1 (cpu_kernels.h) */
