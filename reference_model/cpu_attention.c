@@ -220,14 +220,13 @@ static inline TGT_AVX512 __attribute__((always_inline)) void prefetch_rows(const
     }
 }
 
-/* One block's row pointers for one KV head: kr / vr [0, n) = the K and V rows of slots[0 .. jb)
- * (the zero row from jb on) at byte offset goff. fp32 rows are used where they are; 16-bit ones are
- * converted into kb / vb (rows of hdp floats): in row_dim's order when eo (bf16 for
- * attn_part_heads), else in order. */
+/* One block's row pointers for one KV head (attn_part_avx512): kr / vr [0, n) = the K and V rows of
+ * slots[0 .. jb) (the zero row from jb on) at byte offset goff. fp32 rows are used where they are;
+ * 16-bit ones are converted in order into kb / vb (rows of hdp floats). */
 static inline TGT_AVX512 __attribute__((always_inline)) void
 block_rows(const float **kr, const float **vr, const char *kbase, const char *vbase, const int64_t *slots, int64_t jb,
-           int64_t n, int64_t row_bytes, int64_t goff, xf_dtype dt, const int eo, float *kb, float *vb,
-           int64_t hdp, int64_t hd, const float *zero) {
+           int64_t n, int64_t row_bytes, int64_t goff, xf_dtype dt, float *kb, float *vb, int64_t hdp, int64_t hd,
+           const float *zero) {
     for (int64_t jj = 0; jj < n; jj++) {
         const char *kr8 = kbase + slots[jj < jb ? jj : 0] * row_bytes + goff, *vr8 = vbase + slots[jj < jb ? jj : 0] * row_bytes + goff;
         if (jj >= jb) kr[jj] = vr[jj] = zero;
@@ -235,13 +234,8 @@ block_rows(const float **kr, const float **vr, const char *kbase, const char *vb
             kr[jj] = (const float *)(const void *)kr8;
             vr[jj] = (const float *)(const void *)vr8;
         } else {
-            if (eo) {
-                cvt_row_bf16eo(kb + jj * hdp, (const uint16_t *)(const void *)kr8, hd);
-                cvt_row_bf16eo(vb + jj * hdp, (const uint16_t *)(const void *)vr8, hd);
-            } else {
-                cvt_row512(kb + jj * hdp, (const uint16_t *)(const void *)kr8, dt, hd);
-                cvt_row512(vb + jj * hdp, (const uint16_t *)(const void *)vr8, dt, hd);
-            }
+            cvt_row512(kb + jj * hdp, (const uint16_t *)(const void *)kr8, dt, hd);
+            cvt_row512(vb + jj * hdp, (const uint16_t *)(const void *)vr8, dt, hd);
             kr[jj] = kb + jj * hdp;
             vr[jj] = vb + jj * hdp;
         }
@@ -374,7 +368,7 @@ static TGT_AVX512 void attn_part_avx512(float *o, float *ml, const float *q, int
         const int64_t jb = n_ctx - j0 < XK_DEC_KEYS ? n_ctx - j0 : XK_DEC_KEYS, nsub = (jb + 15) / 16;
       for (int64_t g = 0; g < n_g; g++) { /* the KV heads of a row one after the other: the block's rows stream in order */
         const int64_t goff = off_bytes + g * hbytes;
-        block_rows(kr, vr, kbase, vbase, slots + j0, jb, nsub * 16, row_bytes, goff, dt, 0, kb, vb, hdp, hd, zero);
+        block_rows(kr, vr, kbase, vbase, slots + j0, jb, nsub * 16, row_bytes, goff, dt, kb, vb, hdp, hd, zero);
         for (int64_t h = 0; h < n_rep; h++) {
             const int64_t hh = g * n_rep + h;
             __m512 sv[XK_DEC_KEYS / 16];
