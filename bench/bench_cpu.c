@@ -52,6 +52,7 @@
 #include "analyzers/roofline.h"
 #include "core/hugemem.h"
 #include "probes/ceilings.h"
+#include "probes/omp_spin.h"
 #include "probes/timer.h"
 #include "reference_model/config.h"
 #include "reference_model/cost_model.h"
@@ -1139,7 +1140,7 @@ int main(int argc, char **argv) {
            model_name, openblas_get_config(), getenv("OPENBLAS_CORETYPE") ? ", OPENBLAS_CORETYPE=" : "",
            getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "");
     char omp_wait[256];
-    ceilings_omp_wait_describe(omp_wait, sizeof omp_wait);
+    omp_spin_describe(omp_wait, sizeof omp_wait);
     printf("OpenMP waiting: %s\n", omp_wait);
     printf("kernel choices for this CPU: %s (int8 one-token decode %d stream%s a thread, weight prefetch into %s)\n", xk_tune_name(),
            xk_a8_streams(), xk_a8_streams() == 1 ? "" : "s", xk_prefetch_to_l1 ? "L1" : "L2");

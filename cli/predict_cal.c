@@ -10,6 +10,7 @@
 #include "core/record.h"
 #include "core/device.h"
 #include "probes/ceilings.h"
+#include "probes/omp_spin.h"
 #include "runner/runner.h"
 
 xf_status predict_cal_device(const char *name, const char *device_file, device_spec *dev, calib_table *cal, char *how,
@@ -78,7 +79,7 @@ void predict_cal_apply(record *rec, const calib_table *cal, const char *how, con
     if (strcmp(how, "calibrated")) return;
     /* the OpenMP spin a run would use now against the one the table was measured under */
     char spin[64], by[16], msg[320];
-    ceilings_omp_spin(spin, sizeof spin, by, sizeof by, 1);
+    omp_spin_in_force(spin, sizeof spin, by, sizeof by, 1);
     int sc = calib_spin_check(cal, spin, by, msg, sizeof msg);
     if (sc) fprintf(stderr, "xfprof predict: %s: %s\n", sc > 0 ? "warning" : "note", msg);
     record_set_env(rec, "calibration_omp_spin", msg);

@@ -79,7 +79,7 @@ typedef struct calib_table {
     double peak_flops[XF_COMPUTE_COUNT];
     /* The OpenMP waiting it was measured under (version 4; "" in a version-3 table: unknown):
      * the spin libgomp used ("GOMP_SPINCOUNT=3000"; "OMP_WAIT_POLICY=..." or "libgomp default"
-     * when GOMP_SPINCOUNT was unset: probes/ceilings.h's ceilings_omp_spin) and who set it: "xfprof" (chosen at start from the idle CPUs) or "user". */
+     * when GOMP_SPINCOUNT was unset: probes/ceilings.h's omp_spin_in_force) and who set it: "xfprof" (chosen at start from the idle CPUs) or "user". */
     char omp_spin[48];
     char omp_spin_by[16];
     /* The fork/join of one empty OpenMP parallel region of `threads` threads under that spin
@@ -119,7 +119,7 @@ xf_status calib_table_parse_machine(const char *text, size_t len, const char *pa
 /* Reads the machine file at path and parses its calibration as above. XF_EIO when unreadable. */
 xf_status calib_table_load_machine(const char *path, calib_table *out, int *present);
 
-/* Whether a run under the OpenMP spin `spin` (ceilings_omp_spin's descriptor: "GOMP_SPINCOUNT=200",
+/* Whether a run under the OpenMP spin `spin` (omp_spin_in_force's descriptor: "GOMP_SPINCOUNT=200",
  * "OMP_WAIT_POLICY=passive", "libgomp default"; set by `by`: "xfprof", "user") is predicted by a
  * table measured under another: 1 when t's spin differs, 0 when it is the same, -1 when t does
  * not say (a version-3 table). msg gets one line (under 224 characters: a record env value) saying

@@ -19,6 +19,7 @@
 #include "core/hugemem.h"
 #include "core/json_util.h"
 #include "probes/callgrind.h"
+#include "probes/omp_spin.h"
 #include "probes/timer.h"
 
 #define MAX_THREADS 1024
@@ -651,95 +652,12 @@ const char *ceilings_blas_coretype_fix(void) {
  *   (~10 us) still let the second thread sleep in the serial gaps between a tinyllama step's ops:
  *   3000 made int8 decode 9% faster (TPOT 46.1-46.7 -> 42.4-42.5 ms), fp32 4% (149 -> 143), bf16
  *   4% (79.6 -> 76.6); beside one busy-looping process it made them slower (int8 82.3 -> 86.7-87.9
- *   ms, stories15m 2.56 -> 4.54 ms). So the CPUs are looked at for 50 ms first
- *   (ceilings_spincount_for): 3000 when they are idle, 200 otherwise.
+ *   ms, stories15m 2.56 -> 4.54 ms). Which of the two suits the machine now is measured
+ *   (omp_spin_choose in probes/omp_spin.c).
  * A value the user set is never changed. Returns when no restart is needed or exec failed. */
 
-/* The "cpu " line's fields (user nice system idle iowait irq softirq steal; later ones, guest
- * time, are already in user): idle + iowait and the sum of all eight, in USER_HZ ticks. */
-static int stat_cpu_ticks(const char *text, double *idle, double *total) {
-    if (!text || strncmp(text, "cpu ", 4) != 0) return -1;
-    const char *s = text + 4;
-    unsigned long long v[8];
-    for (int i = 0; i < 8; i++) {
-        while (*s == ' ') s++;
-        if (*s < '0' || *s > '9') return -1;
-        char *end;
-        errno = 0;
-        v[i] = strtoull(s, &end, 10);
-        if (errno || end == s) return -1;
-        s = end;
-    }
-    *idle = (double)v[3] + (double)v[4];
-    *total = 0;
-    for (int i = 0; i < 8; i++) *total += (double)v[i];
-    return 0;
-}
-
-double ceilings_idle_cpus(const char *stat_before, const char *stat_after, int ncpu, double own_ticks) {
-    double i0, t0, i1, t1;
-    if (ncpu < 1 || !(own_ticks >= 0) || stat_cpu_ticks(stat_before, &i0, &t0) || stat_cpu_ticks(stat_after, &i1, &t1)) return -1;
-    if (!(t1 > t0) || i1 < i0 || i1 - i0 > t1 - t0) return -1; /* no time passed, or counters that went back */
-    double free_share = (i1 - i0 + own_ticks) / (t1 - t0);
-    return (double)ncpu * (free_share < 1 ? free_share : 1);
-}
-
-/* This process's CPU time, all its threads, in seconds. */
-static double own_cpu_s(void) {
-    struct timespec ts;
-    return clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) == 0 ? (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec : 0;
-}
-
-const char *ceilings_spincount_for(double idle_cpus, int ncpu) {
-    return idle_cpus >= 0 && ncpu >= 1 && idle_cpus >= (double)ncpu - 0.5 ? XF_OMP_SPINCOUNT_IDLE : XF_OMP_SPINCOUNT;
-}
-
-/* The first line of /proc/stat into buf (empty when unreadable). */
-static void read_proc_stat(char *buf, size_t len) {
-    buf[0] = 0;
-    FILE *f = fopen("/proc/stat", "r");
-    if (!f) return;
-    if (!fgets(buf, (int)len, f)) buf[0] = 0;
-    fclose(f);
-}
-
-/* The spin count for this start and why (e.g. "1.98 of 2 CPUs idle over 50 ms"). */
-static const char *choose_spincount(char *why, size_t len) {
-    char a[512], b[512];
-    int ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    double own0 = own_cpu_s();
-    read_proc_stat(a, sizeof a);
-    struct timespec ts = {0, 50 * 1000 * 1000}; /* 5 USER_HZ ticks a CPU */
-    nanosleep(&ts, NULL);
-    read_proc_stat(b, sizeof b);
-    double own = own_cpu_s() - own0, hz = (double)sysconf(_SC_CLK_TCK);
-    double idle = ceilings_idle_cpus(a, b, ncpu, own > 0 && hz > 0 ? own * hz : 0);
-    const char *spin = ceilings_spincount_for(idle, ncpu);
-    if (idle < 0) snprintf(why, len, "xfprof's choice: /proc/stat unreadable, the short spin");
-    else snprintf(why, len, "xfprof's choice: %.2f of %d CPUs free of other programs over 50 ms at start", idle, ncpu);
-    return spin;
-}
-
-void ceilings_omp_wait_describe(char *buf, size_t len) {
-    const char *pol = getenv("OMP_WAIT_POLICY"), *spin = getenv("GOMP_SPINCOUNT"), *why = getenv("XFPROF_OMP_SPIN_WHY");
-    snprintf(buf, len, "OMP_WAIT_POLICY=%.40s, GOMP_SPINCOUNT=%.40s%s%.90s%s", pol ? pol : "(unset)", spin ? spin : "(unset)",
-             why ? " (" : "", why ? why : "", why ? ")" : "");
-}
-
-void ceilings_omp_spin(char *spin, size_t len, char *by, size_t by_len, int choose) {
-    const char *pol = getenv("OMP_WAIT_POLICY"), *sc = getenv("GOMP_SPINCOUNT");
-    if (sc) snprintf(spin, len, "GOMP_SPINCOUNT=%.32s", sc);
-    else if (pol) snprintf(spin, len, "OMP_WAIT_POLICY=%.32s", pol);
-    else if (choose) {
-        char why[128];
-        snprintf(spin, len, "GOMP_SPINCOUNT=%s", choose_spincount(why, sizeof why));
-        snprintf(by, by_len, "xfprof");
-        return;
-    } else snprintf(spin, len, "libgomp default");
-    snprintf(by, by_len, "%s", sc && getenv("XFPROF_OMP_SPIN_WHY") ? "xfprof" : sc || pol ? "user" : "nobody");
-}
-
 void ceilings_env_reexec(int argc, char **argv) {
+    omp_spin_probe_child(); /* a child of omp_spin_choose: times the step and exits */
     if (getenv("XFPROF_REEXEC")) return; /* already restarted: the record's env names the kernels */
     /* Under valgrind, /proc/self/exe is valgrind's tool, which refuses to start without its launcher
      * ("valgrind: You cannot run '.../xfprof' directly"): go on as loaded (xfprof run --callgrind
@@ -755,9 +673,9 @@ void ceilings_env_reexec(int argc, char **argv) {
     for (int i = 0; i < argc; i++) nargv[i] = argv[i];
     if (fix) setenv("OPENBLAS_CORETYPE", fix, 1);
     if (set_omp) {
-        char why[128];
-        setenv("GOMP_SPINCOUNT", choose_spincount(why, sizeof why), 1);
-        setenv("XFPROF_OMP_SPIN_WHY", why, 1);
+        char why[256];
+        setenv("GOMP_SPINCOUNT", omp_spin_choose(why, sizeof why), 1);
+        setenv(OMP_SPIN_WHY_ENV, why, 1);
     }
     setenv("XFPROF_REEXEC", "1", 1);
     fflush(NULL);
@@ -766,7 +684,7 @@ void ceilings_env_reexec(int argc, char **argv) {
     if (fix) fprintf(stderr, "xfprof: note: OpenBLAS picked generic kernels; set OPENBLAS_CORETYPE=%s for fast prefill GEMMs\n", fix);
     if (fix) unsetenv("OPENBLAS_CORETYPE");
     if (set_omp) unsetenv("GOMP_SPINCOUNT");
-    if (set_omp) unsetenv("XFPROF_OMP_SPIN_WHY");
+    if (set_omp) unsetenv(OMP_SPIN_WHY_ENV);
     unsetenv("XFPROF_REEXEC");
     free(nargv);
 }

@@ -122,40 +122,9 @@ xf_status ceilings_load(const char *path, device_spec *out);
  * otherwise. Static string. */
 const char *ceilings_blas_coretype_fix(void);
 
-/* The bounded spin idle OpenMP threads do before sleeping (libgomp's GOMP_SPINCOUNT), set by
- * ceilings_env_reexec from how busy the CPUs are when the program starts (ceilings.c says what
- * was measured): on idle CPUs the long spin keeps the other threads awake across the serial gaps
- * between a step's ops (5-15 us); on a busy machine the short one, which does not hold a CPU a
- * descheduled partner needs. */
-#define XF_OMP_SPINCOUNT_IDLE "3000" /* ~150 us */
-#define XF_OMP_SPINCOUNT "200"       /* ~10 us */
-
-/* How many CPUs were free of other programs between two readings of /proc/stat (their texts):
- * the aggregate "cpu " line's idle + iowait share of all its time, plus own_ticks (this
- * process's CPU time over the same window, in the same USER_HZ ticks: OpenBLAS's threads spin for
- * a while after it loads), times ncpu, at most ncpu. Returns -1 when a text has no well-formed
- * "cpu " line first, ncpu < 1, own_ticks < 0, or no time passed between them. */
-double ceilings_idle_cpus(const char *stat_before, const char *stat_after, int ncpu, double own_ticks);
-
-/* The GOMP_SPINCOUNT for idle_cpus of ncpu CPUs: XF_OMP_SPINCOUNT_IDLE when every CPU but half
- * of one was free (a tick of kernel work in 50 ms is a fifth of a CPU), XF_OMP_SPINCOUNT
- * otherwise or when unknown (idle_cpus < 0). Static. */
-const char *ceilings_spincount_for(double idle_cpus, int ncpu);
-
-/* What OpenMP waiting is in force, for records and benchmarks: "OMP_WAIT_POLICY=..., GOMP_SPINCOUNT=..."
- * and, when ceilings_env_reexec chose the spin, why in brackets. Into buf (len >= 224 holds it all). */
-void ceilings_omp_wait_describe(char *buf, size_t len);
-
-/* The OpenMP spin in force, as the calibration records it and run / predict compare it: spin gets
- * "GOMP_SPINCOUNT=<value>", else "OMP_WAIT_POLICY=<value>", else "libgomp default"; by gets
- * "xfprof" when ceilings_env_reexec chose it (XFPROF_OMP_SPIN_WHY set), "user" when the environment
- * had it, "nobody" when neither is set. choose = 1 (a process that runs nothing, e.g. predict):
- * when neither is set, the spin `xfprof run` would choose now (50 ms of /proc/stat), by "xfprof". */
-void ceilings_omp_spin(char *spin, size_t len, char *by, size_t by_len, int choose);
-
 /* Process-level, for main() only: restarts the program once (execv of /proc/self/exe with argv,
  * argv[0] first) with OPENBLAS_CORETYPE set when ceilings_blas_coretype_fix says so and with
- * GOMP_SPINCOUNT (ceilings_spincount_for over 50 ms of /proc/stat; XFPROF_OMP_SPIN_WHY says why)
+ * GOMP_SPINCOUNT (probes/omp_spin.h: omp_spin_choose; XFPROF_OMP_SPIN_WHY says why)
  * when neither it nor OMP_WAIT_POLICY is set, both read by the libraries when they load. Values
  * the user set are kept. Returns when no restart is needed (or it failed, said on stderr). */
 void ceilings_env_reexec(int argc, char **argv);

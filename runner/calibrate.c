@@ -11,6 +11,7 @@
 #include "analyzers/predict_calibrated.h"
 #include "core/record.h"
 #include "probes/ceilings.h"
+#include "probes/omp_spin.h"
 #include "probes/omp_fork.h"
 #include "reference_model/config.h"
 #include "reference_model/cpu_dnnl.h"
@@ -158,7 +159,7 @@ xf_status calibrate_measure(const calibrate_opts *o, const device_spec *m, calib
         return xf_errorf(XF_EINVAL, "calibration: the ceilings have no DRAM bandwidth or FP32 peak");
     /* The OpenMP waiting in force, and what a region's fork and join cost under it (the fork is a
      * term of its own in the prediction, not inside each op's efficiency: docs/verdicts.md) */
-    ceilings_omp_spin(t->omp_spin, sizeof t->omp_spin, t->omp_spin_by, sizeof t->omp_spin_by, 0);
+    omp_spin_in_force(t->omp_spin, sizeof t->omp_spin, t->omp_spin_by, sizeof t->omp_spin_by, 0);
     double ts0 = timer_now_s(), stage_fork = 0, stage_cache = 0, stage_dram = 0, setup_cache = 0, setup_dram = 0;
     xf_status s = omp_fork_cost(o->threads, OMP_FORK_GAP_SHORT_S, 2001, &t->fork_short_s);
     if (s == XF_OK) s = omp_fork_cost(o->threads, OMP_FORK_GAP_LONG_S, 51, &t->fork_long_s);

@@ -14,7 +14,7 @@
  * repetitions, as `run` records it. --quick: the two smaller shapes in cache only, one
  * repetition (for tests). On a small last-level cache (32 MiB) the cache-sized models take a
  * vocabulary whose embeddings fit a quarter of it, and a shape no layer of which fits measures
- * every family beyond it (--quick: one layer from DRAM). Before the grid: the OpenMP spin in force (ceilings_omp_spin) and the fork
+ * every family beyond it (--quick: one layer from DRAM). Before the grid: the OpenMP spin in force (omp_spin_in_force) and the fork
  * cost of an empty parallel region under it (probes/omp_fork.h, after a short and a long serial
  * gap), recorded (the fork term, off in the table it makes: calib_table.fork_term). Without `quiet` it prints each
  * stage's seconds. */

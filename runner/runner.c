@@ -16,6 +16,7 @@
 #include "core/hugemem.h"
 #include "core/limits.h"
 #include "probes/ceilings.h"
+#include "probes/omp_spin.h"
 #include "probes/cupti_probe.h"
 #include "reference_model/cpu_amx.h"
 #include "reference_model/cpu_kernels.h"
@@ -534,7 +535,7 @@ static void set_env(record *rec, const run_ctx *c) {
         }
     snprintf(buf, sizeof buf, "%s (core %s)", openblas_get_config(), openblas_get_corename());
     record_set_env(rec, "blas", buf);
-    ceilings_omp_wait_describe(buf, sizeof buf);
+    omp_spin_describe(buf, sizeof buf);
     record_set_env(rec, "omp_wait_policy", buf);
     const model_weights *mw = model_get_weights(c->m);
     int64_t huge_got, huge_asked;
@@ -782,7 +783,7 @@ xf_status runner_run(const run_plan *pl, record *rec, run_notes *notes_out) {
                     "--calibrate --threads %d' for a matching one\n", ctx.cal.threads, pl->threads, pl->threads);
         if (present && ctx.cal.n > 0) { /* the OpenMP spin in force against the calibration's (its fork costs) */
             char spin[64], by[16], msg[320];
-            ceilings_omp_spin(spin, sizeof spin, by, sizeof by, 0);
+            omp_spin_in_force(spin, sizeof spin, by, sizeof by, 0);
             int sc = calib_spin_check(&ctx.cal, spin, by, msg, sizeof msg);
             if (sc && !pl->quiet) fprintf(stderr, "xfprof run: %s: %s\n", sc > 0 ? "warning" : "note", msg);
             record_set_env(rec, "calibration_omp_spin", msg);

@@ -26,6 +26,26 @@ grep -q '"samples_s"' "$TMP/rec.json" && ok "raw samples kept" || bad "no sample
 grep -q '"unsupported"\|"supported"' "$TMP/rec.json" && ok "counters recorded" || bad "no counters in the record"
 expect_rc 0 "the record reads back (xfprof show)" "$XF" show "$TMP/rec.json"
 
+# The OpenMP spin (probes/omp_spin.h): with neither GOMP_SPINCOUNT nor OMP_WAIT_POLICY set, xfprof
+# timed a short step under 3000 and 200 spins in child processes and kept the faster one (the idle
+# share decides a tie); a value the user set is kept and not timed.
+if command -v python3 >/dev/null; then
+    (unset GOMP_SPINCOUNT OMP_WAIT_POLICY; "$XF" run --prompt 4 --gen 2 --reps 1 -o "$TMP/spin.json" >/dev/null 2>&1)
+    python3 - "$TMP/spin.json" <<'EOF' && ok "the spin chosen is the one that ran the step faster" || bad "spin choice: $(grep -o '"omp_wait_policy":"[^"]*"' "$TMP/spin.json")"
+import json, re, sys
+w = json.load(open(sys.argv[1]))["env"]["omp_wait_policy"]
+m = re.search(r"GOMP_SPINCOUNT=(\d+) \(xfprof's choice: \d+-thread 60 us ops took (\d+) us each under 3000 spins, (\d+) under 200", w)
+if m is None:  # one thread: nothing to time
+    assert "one OpenMP thread" in w, w
+else:
+    chosen, t_long, t_short = int(m[1]), int(m[2]), int(m[3])
+    assert "a tie" in w or chosen == (3000 if t_long < t_short else 200), w
+EOF
+    GOMP_SPINCOUNT=500 expect_rc 0 "a spin the user set" "$XF" run --prompt 4 --gen 2 --reps 1 -o "$TMP/spin500.json"
+    grep -q '"omp_wait_policy":"OMP_WAIT_POLICY=(unset), GOMP_SPINCOUNT=500"' "$TMP/spin500.json" && ok "the user's spin is kept, not timed" ||
+        bad "user's spin: $(grep -o '"omp_wait_policy":"[^"]*"' "$TMP/spin500.json")"
+fi
+
 # The record's memory.weights_bytes is what the run holds, by kind in env.weights_held. stories15m
 # int8 --group 32 by hand (d 288, 6 layers, d_ff 768, vocab 32000, tied): matrices
 # 6 * (864*288 + 288*288 + 1536*288 + 288*768) = 5971968; embedding 32000 * 288 = 9216000;

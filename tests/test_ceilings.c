@@ -233,33 +233,3 @@ Test(ceilings, pulser_checks_arguments_and_pulses) {
     ceilings_pulser_free(NULL);
 }
 
-/* The OpenMP spin choice (ceilings_env_reexec): idle CPUs from two /proc/stat first lines, taken
- * on this 2-CPU VM (the second one second, 200 ticks, later: idle, then one CPU busy), and malformed texts. */
-Test(ceilings, idle_cpus_from_proc_stat) {
-    const char *t0 = "cpu  4705 356 584 3699176 23 0 12 0 0 0\n";
-    const char *idle = "cpu  4706 356 584 3699374 24 0 12 0 0 0\n";  /* 200 ticks: 198 idle + 1 iowait */
-    const char *busy = "cpu  4805 356 584 3699276 23 0 12 0 0 0\n";  /* 200 ticks: 100 idle */
-    cr_assert_float_eq(ceilings_idle_cpus(t0, idle, 2, 0), 2.0 * 199 / 200, 1e-12);
-    cr_assert_float_eq(ceilings_idle_cpus(t0, busy, 2, 0), 1.0, 1e-12);
-    cr_assert_str_eq(ceilings_spincount_for(ceilings_idle_cpus(t0, idle, 2, 0), 2), XF_OMP_SPINCOUNT_IDLE);
-    cr_assert_str_eq(ceilings_spincount_for(ceilings_idle_cpus(t0, busy, 2, 0), 2), XF_OMP_SPINCOUNT);
-    cr_assert_str_eq(ceilings_spincount_for(1.45, 2), XF_OMP_SPINCOUNT, "more than half a CPU busy is busy");
-    cr_assert_str_eq(ceilings_spincount_for(1.6, 2), XF_OMP_SPINCOUNT_IDLE, "a tick of kernel work is not");
-    cr_assert_str_eq(ceilings_spincount_for(15.8, 16), XF_OMP_SPINCOUNT_IDLE);
-    cr_assert_str_eq(ceilings_spincount_for(-1, 2), XF_OMP_SPINCOUNT, "unknown: the short spin");
-    cr_assert_lt(ceilings_idle_cpus(t0, t0, 2, 0), 0, "no time passed");
-    cr_assert_lt(ceilings_idle_cpus(idle, t0, 2, 0), 0, "counters that went back");
-    cr_assert_lt(ceilings_idle_cpus(t0, idle, 0, 0), 0);
-    cr_assert_lt(ceilings_idle_cpus(NULL, idle, 2, 0), 0);
-    cr_assert_lt(ceilings_idle_cpus("", idle, 2, 0), 0);
-    cr_assert_lt(ceilings_idle_cpus("cpu0 4705 356 584 3699176 23 0 12 0\n", idle, 2, 0), 0, "a per-CPU line is not the total");
-    cr_assert_lt(ceilings_idle_cpus("cpu  4705 356 584 3699176 23 0 12\n", idle, 2, 0), 0, "seven fields");
-    cr_assert_lt(ceilings_idle_cpus("cpu  4705 356 -584 3699176 23 0 12 0\n", idle, 2, 0), 0);
-    cr_assert_lt(ceilings_idle_cpus("cpu  99999999999999999999999 0 0 0 0 0 0 0\n", idle, 2, 0), 0, "overflow");
-    /* this process's own ticks count as free (its OpenBLAS threads spinning at start), up to ncpu */
-    cr_assert_float_eq(ceilings_idle_cpus(t0, busy, 2, 60), 2.0 * 160 / 200, 1e-12);
-    cr_assert_float_eq(ceilings_idle_cpus(t0, busy, 2, 500), 2.0, 1e-12);
-    cr_assert_lt(ceilings_idle_cpus(t0, busy, 2, -1), 0);
-    /* a field that went back (user -50) and idle more than the time that passed: refused */
-    cr_assert_lt(ceilings_idle_cpus(t0, "cpu  4655 356 584 3699276 23 0 12 0\n", 2, 0), 0);
-}

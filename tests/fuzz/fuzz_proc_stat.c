@@ -1,10 +1,10 @@
 /* libFuzzer harness: two /proc/stat texts (the input split at its first NUL, or in halves) ->
- * ceilings_idle_cpus (own ticks from the first byte), whose result must be -1 or within [0, ncpu], and the spin choice of it. */
+ * omp_spin_idle_cpus (own ticks from the first byte), whose result must be -1 or within [0, ncpu], and the spin choice of it. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "probes/ceilings.h"
+#include "probes/omp_spin.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
@@ -23,9 +23,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     a[n0] = 0;
     memcpy(b, data + off1, size - off1);
     b[size - off1] = 0;
-    double idle = ceilings_idle_cpus(a, b, ncpu, (double)(head / 20 % 8) * 25);
+    double idle = omp_spin_idle_cpus(a, b, ncpu, (double)(head / 20 % 8) * 25);
     if (!(idle == -1 || (idle >= 0 && idle <= ncpu))) abort();
-    (void)ceilings_spincount_for(idle, ncpu);
+    (void)omp_spin_for_idle(idle, ncpu);
     free(a);
     free(b);
     return 0;
