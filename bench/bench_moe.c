@@ -25,7 +25,7 @@
  * 153-415 ms; with OMP_WAIT_POLICY=passive 0.0 ms, 0.0 ms and 26-49 ms. Both models pay it per
  * region, the MoE's 3.3x shorter step relatively more: ratio 0.38-0.61 with the default, 1.00-1.09
  * with passive or GOMP_SPINCOUNT=200 (load 9.7-11). `xfprof run` and `xfprof machine` restart
- * themselves with GOMP_SPINCOUNT=200 or 3000, whichever ran a short step faster (omp_spin_choose), unless
+ * themselves with GOMP_SPINCOUNT=200, or 3000 when the CPUs are free (omp_spin_choose), unless
  * the user set a policy, so they
  * never run in the default regime; this program does the same (like bench_cpu and
  * bench_concurrent), so it measures the engine as xfprof runs it, and prints the policy in force.
@@ -153,7 +153,7 @@ int main(int argc, char **argv) {
            threads, steps);
     char omp_wait[256];
     omp_spin_describe(omp_wait, sizeof omp_wait);
-    printf("OpenMP waiting: %s (xfprof run sets GOMP_SPINCOUNT=%s or %s, whichever ran a short step faster, when neither is set)\n", omp_wait,
+    printf("OpenMP waiting: %s (xfprof run sets GOMP_SPINCOUNT=%s on free CPUs, %s otherwise, when neither is set)\n", omp_wait,
            OMP_SPIN_LONG, OMP_SPIN_SHORT);
     printf("models: %s (%lld layers, %lld experts of %lld, top-%lld) and %s (one FFN of %lld), fp32, %.2f GB of weights each\n",
            mc.name, (long long)L, (long long)mc.n_experts, (long long)mc.d_ff_expert, (long long)mc.experts_per_tok, dc.name,

@@ -6,7 +6,6 @@
 
 #include "cli.h"
 #include "probes/ceilings.h"
-#include "probes/omp_spin.h"
 #include "signals.h"
 
 static void print_help(FILE *f) {
@@ -21,7 +20,6 @@ static void print_help(FILE *f) {
 }
 
 int main(int argc, char **argv) {
-    omp_spin_probe_child(); /* a child of omp_spin_choose (run, machine, predict): times the step and exits */
     if (argc < 2 || strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         if (argc >= 3 && strcmp(argv[1], "help") == 0) {
             for (int i = 0; i < cli_command_count; i++) {

@@ -652,12 +652,11 @@ const char *ceilings_blas_coretype_fix(void) {
  *   (~10 us) still let the second thread sleep in the serial gaps between a tinyllama step's ops:
  *   3000 made int8 decode 9% faster (TPOT 46.1-46.7 -> 42.4-42.5 ms), fp32 4% (149 -> 143), bf16
  *   4% (79.6 -> 76.6); beside one busy-looping process it made them slower (int8 82.3 -> 86.7-87.9
- *   ms, stories15m 2.56 -> 4.54 ms). Which of the two suits the machine now is measured
- *   (omp_spin_choose in probes/omp_spin.c).
+ *   ms, stories15m 2.56 -> 4.54 ms). So the CPUs are looked at first (omp_spin_choose in
+ *   probes/omp_spin.c): 3000 when they are free, 200 when they stay busy.
  * A value the user set is never changed. Returns when no restart is needed or exec failed. */
 
 void ceilings_env_reexec(int argc, char **argv) {
-    omp_spin_probe_child(); /* a child of omp_spin_choose: times the step and exits */
     if (getenv("XFPROF_REEXEC")) return; /* already restarted: the record's env names the kernels */
     /* Under valgrind, /proc/self/exe is valgrind's tool, which refuses to start without its launcher
      * ("valgrind: You cannot run '.../xfprof' directly"): go on as loaded (xfprof run --callgrind

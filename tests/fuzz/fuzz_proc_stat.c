@@ -1,5 +1,6 @@
 /* libFuzzer harness: two /proc/stat texts (the input split at its first NUL, or in halves) ->
- * omp_spin_idle_cpus (own ticks from the first byte), whose result must be -1 or within [0, ncpu], and the spin choice of it. */
+ * omp_spin_idle_cpus (own ticks from the first byte), whose result must be -1 or within [0, ncpu], and the spin
+ * chosen for that one window, which must be the long one exactly when the window counts as free. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     b[size - off1] = 0;
     double idle = omp_spin_idle_cpus(a, b, ncpu, (double)(head / 20 % 8) * 25);
     if (!(idle == -1 || (idle >= 0 && idle <= ncpu))) abort();
-    (void)omp_spin_for_idle(idle, ncpu);
+    if (omp_spin_window_free(idle, ncpu) != !strcmp(omp_spin_for_windows(&idle, 1, ncpu), OMP_SPIN_LONG)) abort();
     free(a);
     free(b);
     return 0;
