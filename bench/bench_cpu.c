@@ -1026,8 +1026,9 @@ static void prefill_verdicts(double peak, double gemm_flops, double gemm_s, doub
 static int prefill_section(const model_config *cfg, bench_model *bms, int threads, int quick, double *pf_rate, double *gemm_flops_o,
                            double *gemm_s_o, double *amx_bf16_o, double *t_prefill_o, int *own_amx_o, timer_probe **tp_o) {
     /* Prefill 512 of the three dtypes, interleaved: GEMM ops timed by the timer probe, each op's
-     * best over the prefills. fp32 runs OpenBLAS sgemm; int8 the AMX tile kernel where granted
-     * (else sgemm on dequantized tiles of its int8-grid input); bf16 oneDNN where built (cpu_dnnl.h:
+     * best over the prefills. fp32 runs OpenBLAS sgemm; int8 the AMX tile kernel where granted, the
+     * AVX-512 VNNI kernel without AMX (xk_a8_prefill), else sgemm on dequantized tiles of its
+     * int8-grid input; bf16 oneDNN where built (cpu_dnnl.h:
      * AMX, three passes of the 3-part input). */
     /* entries NV and NV + 1: bf16 and bf16 rounded again with the own AMX tiles held off
      * (amx_avoid_bf16), i.e. through oneDNN where built, interleaved with the rest */
@@ -1091,7 +1092,8 @@ static int prefill_section(const model_config *cfg, bench_model *bms, int thread
                : (k == 1 || k == 3) && own_amx ? (k == 1 ? " (own AMX tiles, 3 parts into one C)" : " (own AMX tiles, one part)")
                : k == 1 ? (cpu_dnnl_bf16_here() ? " (oneDNN)" : " (fp32 OpenBLAS: no oneDNN bf16 matmul in this build or on this CPU)")
                : k == 3 ? (cpu_dnnl_bf16_here() ? " (oneDNN, one pass)" : " (fp32 OpenBLAS: no oneDNN bf16 matmul in this build or on this CPU)")
-               : k == 2 && xk_a8_amx() ? " (int8 AMX tiles, tdpbsud)" : " (fp32 OpenBLAS sgemm)");
+               : k == 2 && xk_a8_amx() ? " (int8 AMX tiles, tdpbsud)"
+               : k == 2 && xk_a8_prefill(xk_isa_best()) ? " (int8 inputs, AVX-512 VNNI vpdpbusd)" : " (fp32 OpenBLAS sgemm)");
     }
     if (own_amx && cpu_dnnl_bf16_here())
         printf("bf16 prefill GEMMs, own AMX tiles / oneDNN side by side: exact3 %.2fx, rounded %.2fx (the backend runs the own tiles)\n",

@@ -92,6 +92,10 @@ static void print_table(const ceilings_result *r, const device_spec *d, const ch
         printf("%-28s %8.1f GFLOP/s (vdpbf16ps)\n", "BF16 peak", r->bf16_flops / 1e9);
     else
         printf("%-28s %15s (no AVX512_BF16)\n", "BF16 peak", "n/a");
+    if (r->vnni_int8_ops > 0)
+        printf("%-28s %8.1f GOP/s (vpdpbusd: the int8 projections without AMX)\n", "VNNI INT8 peak", r->vnni_int8_ops / 1e9);
+    else
+        printf("%-28s %15s (no AVX512_VNNI)\n", "VNNI INT8 peak", "n/a");
     if (r->amx_bf16_flops > 0)
         printf("%-28s %8.1f GFLOP/s (tdpbf16ps); AMX INT8 %.1f GOP/s (tdpbssd)\n", "AMX BF16 peak", r->amx_bf16_flops / 1e9,
                r->amx_int8_ops / 1e9);

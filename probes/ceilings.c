@@ -234,6 +234,22 @@ __attribute__((target("avx512f,avx512bf16"))) static float bf16_avx512(int64_t i
     return _mm512_reduce_add_ps(s);
 }
 
+/* vpdpbusd: 16 lanes x 4 u8 x s8 products x 2 ops = 128 ops per instruction; 16 chains = 2048 per
+ * iteration. The int8 projections' kernel (cpu_kernels.c, xk_matmul_a8) runs on it without AMX. */
+__attribute__((target("avx512f,avx512vnni"))) static int vnni_avx512(int64_t iters) {
+    __m512i x0 = _mm512_set1_epi32(1), x1 = x0, x2 = x0, x3 = x0, x4 = x0, x5 = x0, x6 = x0, x7 = x0;
+    __m512i x8 = x0, x9 = x0, x10 = x0, x11 = x0, x12 = x0, x13 = x0, x14 = x0, x15 = x0;
+    const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
+    for (int64_t i = 0; i < iters; i++) {
+        FMA16(_mm512_dpbusd_epi32, x, a, b)
+    }
+    __m512i t = _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(x0, x1), _mm512_add_epi32(x2, x3)),
+                                 _mm512_add_epi32(_mm512_add_epi32(x4, x5), _mm512_add_epi32(x6, x7)));
+    t = _mm512_add_epi32(t, _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(x8, x9), _mm512_add_epi32(x10, x11)),
+                                             _mm512_add_epi32(_mm512_add_epi32(x12, x13), _mm512_add_epi32(x14, x15))));
+    return _mm512_reduce_add_epi32(t);
+}
+
 /* ---- AMX tiles (amx_bf16, amx_int8): 4 accumulator tiles of 16 x 16 fp32 / int32 ----
  * Each iteration issues 4 tile products C_ij += A_i . B_j: tdpbf16ps does 16 x 16 x 32 products
  * (16384 FLOP), tdpbssd 16 x 16 x 64 (32768 ops). The operands are zero tiles (the rate does not
@@ -291,7 +307,7 @@ static AMX_TGT float amx_run(int64_t iters, int int8) {
 
 /* ---- a team of threads with a barrier around each timed repetition ---- */
 
-typedef enum job_kind { JOB_BW, JOB_FP32, JOB_BF16, JOB_AMX_BF16, JOB_AMX_INT8 } job_kind;
+typedef enum job_kind { JOB_BW, JOB_FP32, JOB_BF16, JOB_VNNI_INT8, JOB_AMX_BF16, JOB_AMX_INT8 } job_kind;
 
 typedef struct team {
     int threads;
@@ -354,6 +370,8 @@ static void *worker_main(void *arg) {
             sink += lvl == 2 ? fma_avx512(t->iters) : lvl == 1 ? fma_avx2(t->iters) : fma_portable(t->iters);
         } else if (t->job == JOB_BF16) {
             sink += bf16_avx512(t->iters);
+        } else if (t->job == JOB_VNNI_INT8) {
+            sink += (float)vnni_avx512(t->iters);
         } else {
             sink += amx_run(t->iters, t->job == JOB_AMX_INT8);
         }
@@ -490,6 +508,14 @@ xf_status ceilings_bf16_peak(int threads, int reps, double *flops) {
     return compute_peak(JOB_BF16, 1024.0, threads, reps, flops);
 }
 
+xf_status ceilings_vnni_peak(int threads, int reps, double *ops) {
+    *ops = 0;
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx512vnni"))
+        return xf_errorf(XF_EUNSUPPORTED, "this CPU has no AVX512_VNNI: no VNNI INT8 peak measured");
+    return compute_peak(JOB_VNNI_INT8, 2048.0, threads, reps, ops);
+}
+
 /* CPUID.(7,0):EDX bits 22 (AMX-BF16), 24 (AMX-TILE), 25 (AMX-INT8). */
 static int cpu_has_amx(void) {
     unsigned a, b, c, d;
@@ -601,6 +627,9 @@ xf_status ceilings_measure(const ceilings_opts *o, ceilings_result *out) {
             xf_error_clear();
         } else
             return xf_error_prefix(st, "BF16 peak: ");
+        st = ceilings_vnni_peak(o->threads, reps, &out->vnni_int8_ops);
+        if (st == XF_EUNSUPPORTED) xf_error_clear();
+        else if (st != XF_OK) return xf_error_prefix(st, "VNNI INT8 peak: ");
         st = ceilings_amx_peak(o->threads, reps, &out->amx_bf16_flops, &out->amx_int8_ops);
         if (st == XF_OK)
             snprintf(out->amx_note, sizeof out->amx_note, "amx tdpbf16ps / tdpbssd");
@@ -729,7 +758,8 @@ void ceilings_to_device(const ceilings_result *r, device_spec *d) {
     d->peak_flops[XF_COMPUTE_FP32] = r->fp32_flops;
     /* a CPU's tensor16: the AMX BF16 tiles where measured (what oneDNN's bf16 GEMMs run on), else AVX512-BF16 */
     d->peak_flops[XF_COMPUTE_TENSOR16] = r->amx_bf16_flops > 0 ? r->amx_bf16_flops : r->bf16_flops;
-    d->peak_flops[XF_COMPUTE_INT8] = r->amx_int8_ops; /* AMX INT8 tiles (the int8 kernels' 4+ token path); 0 without */
+    /* int8: the AMX INT8 tiles (the int8 kernels' 4+ token path), else AVX512-VNNI (all of them); 0 without */
+    d->peak_flops[XF_COMPUTE_INT8] = r->amx_int8_ops > 0 ? r->amx_int8_ops : r->vnni_int8_ops;
 }
 
 xf_status ceilings_machine_path(char *buf, size_t len) {
@@ -792,6 +822,7 @@ xf_status ceilings_save(const device_spec *d, const ceilings_result *r, const ch
         }
         ok = ok && json_add_number(det, "fp32_flops", r->fp32_flops) && cJSON_AddStringToObject(det, "fp32_isa", r->fp32_isa) &&
              json_add_number(det, "bf16_flops", r->bf16_flops) && cJSON_AddStringToObject(det, "bf16_isa", r->bf16_isa) &&
+             json_add_number(det, "vnni_int8_ops", r->vnni_int8_ops) &&
              json_add_number(det, "amx_bf16_flops", r->amx_bf16_flops) && json_add_number(det, "amx_int8_ops", r->amx_int8_ops) &&
              cJSON_AddStringToObject(det, "amx", r->amx_note);
         char hp[160];

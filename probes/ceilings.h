@@ -66,6 +66,7 @@ typedef struct ceilings_result {
     char fp32_isa[16];
     double bf16_flops;             /* 0 when the CPU lacks AVX512_BF16 */
     char bf16_isa[24];
+    double vnni_int8_ops;          /* vpdpbusd, int8 multiply-adds x 2 per second; 0 without AVX512_VNNI */
     double amx_bf16_flops;         /* AMX tile peaks (tdpbf16ps, tdpbssd); 0 when absent or not granted */
     double amx_int8_ops;           /* int8 multiply-adds x 2 per second */
     char amx_note[256];            /* what ran, or why not (no AMX; the OS refused the tile state) */
@@ -86,6 +87,10 @@ xf_status ceilings_fp32_peak(int threads, int reps, double *flops, char *isa, si
 /* BF16 dot-product peak (vdpbf16ps: 64 FLOP per instruction); XF_EUNSUPPORTED without
  * AVX512_BF16. */
 xf_status ceilings_bf16_peak(int threads, int reps, double *flops);
+
+/* AVX512-VNNI int8 peak (vpdpbusd: 128 ops per instruction) in ops/s; XF_EUNSUPPORTED without
+ * AVX512_VNNI. */
+xf_status ceilings_vnni_peak(int threads, int reps, double *ops);
 
 /* AMX BF16 (tdpbf16ps) and INT8 (tdpbssd) tile peaks over `threads` threads, best of reps, after
  * asking the OS for the tile state (arch_prctl ARCH_REQ_XCOMP_PERM, once per process).

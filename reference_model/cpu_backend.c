@@ -8,8 +8,8 @@
  * to the threads, one single-threaded cblas_sgemm call per chunk (fixed shapes: OpenBLAS picks its
  * kernel by shape, so per-thread ranges made the sums' order, and the logits, depend on the thread
  * count); bf16 / int8 weights are first dequantized into a (bf16 prefill goes to oneDNN's AMX GEMMs
- * where the build has oneDNN, int8 prefill to the AMX tile kernel where the OS grants AMX; this is
- * their fallback; where AMX-BF16 is granted, bf16 steps of CPU_AMX_MIN_TOKENS or more tokens, batched
+ * where the build has oneDNN, int8 prefill to the int8 kernel where the CPU has AVX-512 VNNI or the
+ * OS grants AMX; this is their fallback; where AMX-BF16 is granted, bf16 steps of CPU_AMX_MIN_TOKENS or more tokens, batched
  * decode included, run on the own tiles of cpu_amx.h instead, the weights in place)
  * per-thread fp32 tile of a few MB (the dequantization costs O(rows * cols) against the GEMM's
  * O(tokens * rows * cols), so it is amortized over the prompt). OpenBLAS is set to one thread:
@@ -121,8 +121,9 @@ typedef struct cpu_ctx {
     int8_t *a8q;           /* int8 packed weights: (a8_tokens, a8_cols) the decode input quantized to int8 */
     float *a8s;            /* (a8_tokens, a8_groups) its per-group scales */
     int32_t *a8c;          /* (a8_tokens, a8_groups) 128 * each group's sum of q */
-    int64_t a8_tokens;     /* steps of up to this many tokens take the int8 kernel: max_tokens with AMX tiles,
-                              else min(max_tokens, CPU_GEMM_MIN_TOKENS - 1) (prefill: fp32 GEMM on the grid) */
+    int64_t a8_tokens;     /* steps of up to this many tokens take the int8 kernel: max_tokens where xk_a8_prefill
+                              (VNNI or AMX tiles), else min(max_tokens, CPU_GEMM_MIN_TOKENS - 1) (prefill: fp32
+                              GEMM on the grid) */
     uint16_t *bfx;         /* bf16 weights with oneDNN: (max_tokens, 3, max_cols) prefill input as 3 bf16 parts */
     cpu_dnnl *dnnl;        /* bf16 weights, prefill, oneDNN built: its engine; NULL otherwise */
     int amx_bf16;          /* bf16 weights: 1 when steps of CPU_AMX_MIN_TOKENS..amx_tokens tokens run on own AMX tiles */
@@ -419,8 +420,10 @@ static xf_status cpu_init(void **out, const backend_init_args *a) {
                 ng = ms[i]->n_groups > ng ? ms[i]->n_groups : ng;
             }
         }
-        /* with AMX tiles prefill runs the same kernel (xk_a8_amx): buffers for every token of a step */
-        c->a8_tokens = xk_a8_amx() && c->isa == XK_ISA_AVX512 ? T : T < CPU_GEMM_MIN_TOKENS - 1 ? T : CPU_GEMM_MIN_TOKENS - 1;
+        /* with AVX-512 VNNI or AMX tiles prefill runs the same kernel (xk_a8_prefill): buffers for every
+         * token of a step. Without it, prefill's fp32 GEMM on dequantized tiles ran 9-14x slower than
+         * the VNNI kernel at 32-64 tokens on a Zen 5 (tinyllama TTFT 824 ms at 32 tokens, 77 ms at 31) */
+        c->a8_tokens = xk_a8_prefill(c->isa) ? T : T < CPU_GEMM_MIN_TOKENS - 1 ? T : CPU_GEMM_MIN_TOKENS - 1;
         c->a8q = cpu_alloc(c, c->a8_tokens * qc, 1, &st);
         c->a8s = cpu_alloc(c, c->a8_tokens * ng, sizeof(float), &st);
         c->a8c = cpu_alloc(c, c->a8_tokens * ng, sizeof(int32_t), &st);
@@ -494,12 +497,13 @@ static int64_t cpu_amx_step(int64_t rows, int threads, int64_t most, int64_t ali
 }
 
 /* y (n, W->rows) = x (n, W->cols) . W^T. With packed int8 weights x is quantized to int8 (decode,
- * and prefill on AMX tiles) or rounded to that grid in place (prefill without AMX: the fp32 GEMM);
+ * and prefill where xk_a8_prefill: AVX-512 VNNI or AMX tiles) or rounded to that grid in place
+ * (prefill elsewhere: the fp32 GEMM);
  * bf16 prefill goes to oneDNN where built (cpu_dnnl.h); row-major int8 weights put x on the 16-bit grid of
  * cpu_kernels.h, in place for more than one token (every input buffer feeds one projection only). */
 static void cpu_linear(cpu_ctx *c, const wmat *W, float *x, int64_t n, float *y) {
     const int64_t rows = W->rows, cols = W->cols;
-    if (W->dtype == XF_INT8 && W->packed && n <= c->a8_tokens) { /* decode (prefill with AMX): int8 inputs, u8 x s8 kernel */
+    if (W->dtype == XF_INT8 && W->packed && n <= c->a8_tokens) { /* decode (and prefill, xk_a8_prefill): int8 inputs, u8 x s8 kernel */
         const int64_t qc = xk_act8_cols(W), ng = W->n_groups;
         if (n == 1) xk_act8_quantize_isa(c->isa, W, x, 1, c->a8q, c->a8s, c->a8c);
         /* on AMX tiles (4+ tokens) 64 rows a work item: the tiles take 4 blocks of 16 rows per input

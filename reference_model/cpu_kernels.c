@@ -1275,6 +1275,15 @@ void xk_a8_avoid_wide(int avoid) { __atomic_store_n(&a8_wide_off, avoid != 0, __
 
 int xk_a8_amx(void) { return amx_int8_granted(); }
 
+int xk_a8_prefill(xk_isa isa) {
+#if XK_X86
+    return isa == XK_ISA_AVX512 && (amx_int8_granted() || have_vnni());
+#else
+    (void)isa;
+    return 0;
+#endif
+}
+
 int xk_a8_streams(void) {
 #if XK_X86
     if (xk_isa_best() == XK_ISA_AVX512 && have_vnni()) {

@@ -68,8 +68,9 @@ void xk_i8a16_avoid_vnni(int avoid);
  * int8 inputs as the signed one, and subtract the offset's share, 128 * sum(q) per group, computed
  * once per token: exact int32 dot products per group (int32 wraps modulo 2^32, and the true dot
  * product |sum w q| <= 127 * 127 * 65536 < 2^31 fits), then one fp32 FMA per group with the
- * weight scale times s. Prefill rounds its input to the same grid in fp32 (xk_act8_round), so
- * every int8 projection computes the same values whatever the batch or phase. A non-finite group
+ * weight scale times s. Prefill runs the same kernel where xk_a8_prefill says so (AVX-512 with VNNI
+ * or AMX), else rounds its input to the same grid in fp32 (xk_act8_round), so every int8
+ * projection computes the same values whatever the batch or phase. A non-finite group
  * gives s = NaN (the result is NaN, as in fp32). */
 #define XK_ACT8_MAX 127.0f
 
@@ -96,6 +97,10 @@ void xk_matmul_a8(xk_isa isa, const wmat *W, const int8_t *q, const float *s, co
 const char *xk_a8_name(xk_isa isa);
 /* 1 when the AMX path runs here (CPU and OS). */
 int xk_a8_amx(void);
+/* 1 when prefill's int8 projections run on xk_matmul_a8 too (the input quantized to int8, as in
+ * decode) for isa: AVX-512 with AMX-INT8 granted or with VNNI. Otherwise prefill rounds its input
+ * to the same grid and runs the fp32 GEMM. */
+int xk_a8_prefill(xk_isa isa);
 /* Streams a one-token xk_matmul_a8 call reads its row blocks as, side by side (the range cut in
  * that many equal runs of blocks): with AVX-512 VNNI the CPU's choice (xk_tune_name: 8, or 1 on
  * AMD Zen 5), XK_A8_STREAMS_AVX2 with AVX2, else 1. The bits do not depend on it nor on the range. */

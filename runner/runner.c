@@ -67,6 +67,13 @@ xf_compute runner_cpu_op_compute(const model_config *cfg, const workload *w, con
     if (w->wdtype == XF_INT8 && xk_a8_amx() && xk_isa_best() == XK_ISA_AVX512 && op_kind_is_gemm(op->kind) && tokens >= 4 &&
         dev->peak_flops[XF_COMPUTE_INT8] > 0)
         return XF_COMPUTE_INT8;
+    /* without AMX, a dense model's int8 projections (packed: weights.c) ran on AVX512-VNNI at every
+     * token count (xk_a8_prefill): the VNNI INT8 peak, which the machine file keeps as int8 there
+     * (ceilings_to_device). A mixture of experts' and latent attention's extra matrices are not
+     * packed (the 16-bit-input kernel or dequantized tiles): fp32, as before. */
+    if (w->wdtype == XF_INT8 && !xk_a8_amx() && xk_a8_prefill(xk_isa_best()) && op_kind_is_gemm(op->kind) &&
+        cfg->n_experts == 0 && !model_is_mla(cfg) && dev->peak_flops[XF_COMPUTE_INT8] > 0)
+        return XF_COMPUTE_INT8;
     return op->compute;
 }
 
@@ -506,7 +513,7 @@ static void set_env(record *rec, const run_ctx *c) {
             snprintf(buf, sizeof buf, "int8 inputs per token, group %d: fp32 step max|x|/127, ties to even; weights fp32 scales, "
                      "packed u8 = int8 + 128; u8 x s8 int32 minus 128 * sum(q): %s; prefill %s",
                      rec->points[i].wl.quant_group > 0 ? rec->points[i].wl.quant_group : XF_DEFAULT_QUANT_GROUP,
-                     xk_a8_name(xk_isa_best()), xk_a8_amx() ? "on the tiles" : "the same grid in fp32");
+                     xk_a8_name(xk_isa_best()), xk_a8_amx() ? "on the tiles" : xk_a8_prefill(xk_isa_best()) ? "the same kernel" : "the same grid in fp32");
             record_set_env(rec, "int8_inputs", buf);
             break;
         }
@@ -774,6 +781,11 @@ xf_status runner_run(const run_plan *pl, record *rec, run_notes *notes_out) {
     rec->model_active_params = config_active_param_count(cfg);
     rec->device = ctx.dev;
     rec->ceilings_measured = pl->cuda ? from_file : 1; /* CPU: the machine file or a quick measurement */
+    if (!pl->cuda && from_file && pl->wdtype == XF_INT8 && !xk_a8_amx() && xk_a8_prefill(xk_isa_best()) &&
+        !(ctx.dev.peak_flops[XF_COMPUTE_INT8] > 0) && !pl->quiet)
+        fprintf(stderr, "xfprof run: note: the int8 projections run on AVX512-VNNI here, but the machine file %s has no INT8 peak "
+                "(written before 2026-12-08): they are judged against the FP32 peak, which they can pass; run 'xfprof machine' "
+                "again to measure it\n", mpath);
     /* The predictor (issue 17): the machine file's calibration when it has one, else the roofline bound. */
     if (!pl->cuda && from_file) {
         int present = 0;

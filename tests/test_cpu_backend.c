@@ -13,6 +13,7 @@
 #include "reference_model/weights.h"
 #include "reference_model/cpu_amx.h"
 #include "reference_model/cpu_dnnl.h"
+#include "reference_model/cpu_kernels.h"
 
 /* ---- the reference ---- */
 
@@ -332,6 +333,21 @@ Test(cpu_backend, bf16_int8_match_reference_on_their_values) {
     run_and_check(&c, XF_BF16, XF_FP32, lens, 2, 3, TOL_FP32, "bf16");
     run_and_check(&c, XF_INT8, XF_FP32, lens, 2, 3, TOL_INT8, "int8");
     run_and_check(&c, XF_FP16, XF_FP32, lens, 2, 3, TOL_FP32, "fp16");
+}
+
+/* int8 prefill of 40 tokens (CPU_GEMM_MIN_TOKENS and more) both ways it can run: on the int8 kernel
+ * with the input quantized to int8 as in decode (xk_a8_prefill: AVX-512 with VNNI or AMX), and,
+ * with VNNI held off, the input rounded to the same grid and the fp32 GEMM on dequantized tiles.
+ * Against the reference on the same values and grid: float rounding only, either way. */
+Test(cpu_backend, int8_prefill_both_paths_match_reference) {
+    model_config c = small_cfg(4, 2, 16, 1, 0);
+    int64_t lens[1] = {40};
+    xk_i8a16_avoid_vnni(1);
+    cr_assert(!xk_a8_prefill(xk_isa_best()) || xk_a8_amx(), "VNNI held off, yet prefill on the int8 kernel");
+    run_and_check(&c, XF_INT8, XF_FP32, lens, 1, 2, TOL_INT8, "int8 prefill 40, grid + fp32 GEMM");
+    xk_i8a16_avoid_vnni(0);
+    cr_log_info("int8 prefill here: %s", xk_a8_prefill(xk_isa_best()) ? xk_a8_name(xk_isa_best()) : "the grid in fp32 (no VNNI)");
+    run_and_check(&c, XF_INT8, XF_FP32, lens, 1, 2, TOL_INT8, "int8 prefill 40");
 }
 
 /* bf16 prefill of 40 tokens: the GEMMs through oneDNN where it is built (AMX where granted; three

@@ -392,3 +392,37 @@ Test(runner, cpu_step_times_with_one_thread_are_that_threads) {
     cr_assert(spun < 0.8, "decode CPU per step is %.2f of the wall per step with a spinner taking half the run's CPU "
               "(%.2f alone): the process's CPU time, not the thread's?", spun, alone);
 }
+
+/* The unit an op is judged against (runner_cpu_op_compute): a dense model's int8 projections ran on
+ * AVX512-VNNI at every token count where there is no AMX (xk_a8_prefill), so they carry int8 when
+ * the device has an int8 peak; fp32 without one (an older machine file), for fp32 weights, for
+ * element-wise ops, and for a mixture of experts (its experts are not packed). */
+#include "reference_model/cpu_kernels.h"
+Test(runner, int8_projections_on_vnni_are_judged_as_int8) {
+    model_config c;
+    cr_assert_eq(config_preset("stories15m", &c), XF_OK);
+    workload w = {.batch = 1, .prompt = 64, .gen = 4, .wdtype = XF_INT8, .adtype = XF_FP32, .kvdtype = XF_FP32};
+    device_spec d;
+    memset(&d, 0, sizeof d);
+    d.bandwidth_Bps = 3e10, d.peak_flops[XF_COMPUTE_FP32] = 4e11, d.peak_flops[XF_COMPUTE_INT8] = 3e12;
+    cost_op gemm, norm;
+    memset(&gemm, 0, sizeof gemm);
+    gemm.kind = OP_QKV, gemm.phase = XF_PREFILL, gemm.compute = XF_COMPUTE_FP32;
+    norm = gemm;
+    norm.kind = OP_ATTN_NORM;
+    const int vnni_only = xk_a8_prefill(xk_isa_best()) && !xk_a8_amx();
+    cr_log_info("int8 projections here: %s", vnni_only ? "AVX512-VNNI" : xk_a8_amx() ? "AMX tiles (4+ tokens)" : "no VNNI");
+    if (vnni_only) cr_assert_eq(runner_cpu_op_compute(&c, &w, &gemm, &d, 1), XF_COMPUTE_INT8);
+    if (!xk_a8_prefill(xk_isa_best())) cr_assert_eq(runner_cpu_op_compute(&c, &w, &gemm, &d, 1), XF_COMPUTE_FP32);
+    cr_assert_eq(runner_cpu_op_compute(&c, &w, &norm, &d, 1), XF_COMPUTE_FP32);
+    workload wf = w;
+    wf.wdtype = XF_FP32;
+    cr_assert_eq(runner_cpu_op_compute(&c, &wf, &gemm, &d, 1), XF_COMPUTE_FP32);
+    if (vnni_only) {
+        model_config moe = c;
+        moe.n_experts = 4, moe.experts_per_tok = 2;
+        cr_assert_eq(runner_cpu_op_compute(&moe, &w, &gemm, &d, 1), XF_COMPUTE_FP32);
+        d.peak_flops[XF_COMPUTE_INT8] = 0;
+        cr_assert_eq(runner_cpu_op_compute(&c, &w, &gemm, &d, 1), XF_COMPUTE_FP32, "no int8 peak: fp32, as before");
+    }
+}
