@@ -102,6 +102,9 @@ static void print_table(const ceilings_result *r, const device_spec *d, const ch
     else
         printf("%-28s %15s (%s)\n", "AMX peaks", "n/a", r->amx_note);
     printf("%-28s %s\n", "bf16 prefill GEMMs", cpu_dnnl_describe()); /* oneDNN found at build or not */
+    char blas[224];
+    ceilings_blas_describe(blas, sizeof blas);
+    printf("%-28s %s\n", "fp32 prefill GEMMs", blas);
     if (d->bandwidth_Bps > 0)
         printf("ridge (FP32 / DRAM read): %.1f FLOP/byte; ridge (FP32 / in-cache read): %.1f FLOP/byte\n",
                d->peak_flops[XF_COMPUTE_FP32] / d->bandwidth_Bps,

@@ -651,7 +651,8 @@ void ceilings_huge_describe(const ceilings_result *r, char *buf, size_t len) {
     hugemem_describe(buf, len, r->dram[CEIL_READ].huge_bytes, r->dram[CEIL_READ].huge_eligible);
 }
 
-char *openblas_get_corename(void); /* OpenBLAS, linked by the CPU backend */
+char *openblas_get_corename(void); /* OpenBLAS, linked by the CPU backend: the kernel set it picked at run time */
+char *openblas_get_config(void);   /* and its build string */
 
 const char *ceilings_blas_coretype_fix(void) {
     if (getenv("OPENBLAS_CORETYPE")) return NULL;
@@ -666,6 +667,25 @@ const char *ceilings_blas_coretype_fix(void) {
     if (__builtin_cpu_supports("avx512f")) return "SkylakeX";
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && strcasecmp(core, "Haswell") != 0) return "Haswell";
     return NULL;
+}
+
+int ceilings_blas_coretype_weak(char *buf, size_t len) {
+    if (len) buf[0] = 0;
+    const char *env = getenv("OPENBLAS_CORETYPE");
+    if (!env || !*env) return 0;
+    static const char *wide[] = {"SkylakeX", "Cooperlake", "SapphireRapids"}; /* OpenBLAS's AVX-512 cores */
+    for (size_t i = 0; i < sizeof wide / sizeof wide[0]; i++)
+        if (strcasecmp(env, wide[i]) == 0) return 0;
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx512f")) return 0;
+    snprintf(buf, len, "OPENBLAS_CORETYPE=%.32s from the environment: no AVX-512 kernels on this AVX-512 CPU", env);
+    return 1;
+}
+
+void ceilings_blas_describe(char *buf, size_t len) {
+    char weak[128];
+    const int w = ceilings_blas_coretype_weak(weak, sizeof weak);
+    snprintf(buf, len, "%.100s (core %.32s)%s%s", openblas_get_config(), openblas_get_corename(), w ? "; " : "", weak);
 }
 
 /* Measuring programs restart themselves once (from main(), before anything else) with two run-time settings that the libraries

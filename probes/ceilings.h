@@ -127,6 +127,16 @@ xf_status ceilings_load(const char *path, device_spec *out);
  * otherwise. Static string. */
 const char *ceilings_blas_coretype_fix(void);
 
+/* When OPENBLAS_CORETYPE is set in the environment to a core without AVX-512 kernels (Haswell, Zen,
+ * ...) on a CPU with AVX-512, a line saying so into buf and 1 (xfprof keeps a user's setting; this
+ * sandbox's environment set Haswell, and fp32 prefill GEMMs ran 0.47x OpenBLAS's own choice on a
+ * Zen 5: docs/performance.md); else 0 and buf empty. */
+int ceilings_blas_coretype_weak(char *buf, size_t len);
+
+/* OpenBLAS as loaded, for records and `xfprof machine`: its configuration, the core whose kernels
+ * it runs, and ceilings_blas_coretype_weak's line where it has one. Into buf (224 bytes hold it). */
+void ceilings_blas_describe(char *buf, size_t len);
+
 /* Process-level, for main() only: restarts the program once (execv of /proc/self/exe with argv,
  * argv[0] first) with OPENBLAS_CORETYPE set when ceilings_blas_coretype_fix says so and with
  * GOMP_SPINCOUNT (probes/omp_spin.h: omp_spin_choose; XFPROF_OMP_SPIN_WHY says why)

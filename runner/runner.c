@@ -24,9 +24,6 @@
 #include "reference_model/weights.h"
 #include "runner/runner_int.h"
 
-char *openblas_get_config(void);   /* OpenBLAS (linked by the CPU backend): its build string */
-
-char *openblas_get_corename(void); /* and the kernel set it picked at run time */
 
 /* The input width of a dense model's projection op (0 for other ops, MoE and latent attention,
  * whose projections the backend may run elsewhere): with bf16 weights a multiple of 32 runs on
@@ -540,7 +537,7 @@ static void set_env(record *rec, const run_ctx *c) {
                                                    : "exact3: the fp32 input exactly (on AMX its 3-part bf16 split, 3 passes)");
             break;
         }
-    snprintf(buf, sizeof buf, "%s (core %s)", openblas_get_config(), openblas_get_corename());
+    ceilings_blas_describe(buf, sizeof buf);
     record_set_env(rec, "blas", buf);
     omp_spin_describe(buf, sizeof buf);
     record_set_env(rec, "omp_wait_policy", buf);
