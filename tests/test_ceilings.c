@@ -271,7 +271,7 @@ Test(ceilings, blas_coretype_from_the_environment) {
     char keep[64] = "";
     if (saved) snprintf(keep, sizeof keep, "%s", saved);
     __builtin_cpu_init();
-    const int avx512 = __builtin_cpu_supports("avx512f");
+    const int avx512 = __builtin_cpu_supports("avx512f") != 0;
     setenv("OPENBLAS_CORETYPE", "Haswell", 1);
     cr_assert_eq(ceilings_blas_coretype_weak(buf, sizeof buf), avx512);
     if (avx512) cr_assert(strstr(buf, "OPENBLAS_CORETYPE=Haswell") && strstr(buf, "AVX-512"), "%s", buf);
