@@ -173,6 +173,11 @@ double ceilings_kernel_run(ceilings_kernel k, float *a, const float *b, const fl
     acc##8 = OP(acc##8, a, b); acc##9 = OP(acc##9, a, b); acc##10 = OP(acc##10, a, b); acc##11 = OP(acc##11, a, b);     \
     acc##12 = OP(acc##12, a, b); acc##13 = OP(acc##13, a, b); acc##14 = OP(acc##14, a, b); acc##15 = OP(acc##15, a, b);
 
+/* The 16 chains summed in a tree (the result only keeps the chains alive). */
+#define SUM16(ADD, acc)                                                                                                \
+    ADD(ADD(ADD(ADD(acc##0, acc##1), ADD(acc##2, acc##3)), ADD(ADD(acc##4, acc##5), ADD(acc##6, acc##7))),             \
+        ADD(ADD(ADD(acc##8, acc##9), ADD(acc##10, acc##11)), ADD(ADD(acc##12, acc##13), ADD(acc##14, acc##15))))
+
 /* 16 chains x 16 lanes x 2 FLOP = 512 FLOP per iteration. */
 __attribute__((target("avx512f"))) static float fma_avx512(int64_t iters) {
     __m512 x0 = _mm512_set1_ps(0.01f), x1 = _mm512_set1_ps(0.02f), x2 = _mm512_set1_ps(0.03f), x3 = _mm512_set1_ps(0.04f);
@@ -183,11 +188,7 @@ __attribute__((target("avx512f"))) static float fma_avx512(int64_t iters) {
     for (int64_t i = 0; i < iters; i++) {
         FMA16(_mm512_fmadd_ps, x, m, c)
     }
-    __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(x0, x1), _mm512_add_ps(x2, x3)),
-                             _mm512_add_ps(_mm512_add_ps(x4, x5), _mm512_add_ps(x6, x7)));
-    s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(x8, x9), _mm512_add_ps(x10, x11)),
-                                       _mm512_add_ps(_mm512_add_ps(x12, x13), _mm512_add_ps(x14, x15))));
-    return _mm512_reduce_add_ps(s);
+    return _mm512_reduce_add_ps(SUM16(_mm512_add_ps, x));
 }
 
 /* 12 chains x 8 lanes x 2 FLOP = 192 FLOP per iteration (16 ymm registers). */
@@ -227,11 +228,7 @@ __attribute__((target("avx512f,avx512bf16"))) static float bf16_avx512(int64_t i
     for (int64_t i = 0; i < iters; i++) {
         FMA16(_mm512_dpbf16_ps, x, a, b)
     }
-    __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(x0, x1), _mm512_add_ps(x2, x3)),
-                             _mm512_add_ps(_mm512_add_ps(x4, x5), _mm512_add_ps(x6, x7)));
-    s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(x8, x9), _mm512_add_ps(x10, x11)),
-                                       _mm512_add_ps(_mm512_add_ps(x12, x13), _mm512_add_ps(x14, x15))));
-    return _mm512_reduce_add_ps(s);
+    return _mm512_reduce_add_ps(SUM16(_mm512_add_ps, x));
 }
 
 /* vpdpbusd: 16 lanes x 4 u8 x s8 products x 2 ops = 128 ops per instruction; 16 chains = 2048 per
@@ -243,11 +240,7 @@ __attribute__((target("avx512f,avx512vnni"))) static int vnni_avx512(int64_t ite
     for (int64_t i = 0; i < iters; i++) {
         FMA16(_mm512_dpbusd_epi32, x, a, b)
     }
-    __m512i t = _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(x0, x1), _mm512_add_epi32(x2, x3)),
-                                 _mm512_add_epi32(_mm512_add_epi32(x4, x5), _mm512_add_epi32(x6, x7)));
-    t = _mm512_add_epi32(t, _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(x8, x9), _mm512_add_epi32(x10, x11)),
-                                             _mm512_add_epi32(_mm512_add_epi32(x12, x13), _mm512_add_epi32(x14, x15))));
-    return _mm512_reduce_add_epi32(t);
+    return _mm512_reduce_add_epi32(SUM16(_mm512_add_epi32, x));
 }
 
 /* ---- AMX tiles (amx_bf16, amx_int8): 4 accumulator tiles of 16 x 16 fp32 / int32 ----
