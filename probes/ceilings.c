@@ -240,7 +240,9 @@ __attribute__((target("avx512f,avx512vnni"))) static int vnni_avx512(int64_t ite
     for (int64_t i = 0; i < iters; i++) {
         FMA16(_mm512_dpbusd_epi32, x, a, b)
     }
-    return _mm512_reduce_add_epi32(SUM16(_mm512_add_epi32, x));
+    /* one lane of the vector sum (lanes wrap, as vpdpbusd's do): gcc's _mm512_reduce_add_epi32 adds
+     * them as C ints, whose overflow the sanitizer build stops at */
+    return _mm_cvtsi128_si32(_mm512_castsi512_si128(SUM16(_mm512_add_epi32, x)));
 }
 
 /* ---- AMX tiles (amx_bf16, amx_int8): 4 accumulator tiles of 16 x 16 fp32 / int32 ----
