@@ -85,9 +85,11 @@ const char *omp_spin_choose(char *why, size_t len) {
     const char *spin = omp_spin_for_windows(idle, n, ncpu);
     if (most < 0) snprintf(why, len, "xfprof's choice: /proc/stat unreadable, the short spin");
     else if (!strcmp(spin, OMP_SPIN_LONG))
-        snprintf(why, len, "xfprof's choice: %.2f of %d CPUs free of other programs in 50 ms window %d of up to %d", idle[n - 1], ncpu, n,
-                 OMP_SPIN_WINDOWS);
-    else snprintf(why, len, "xfprof's choice: at most %.2f of %d CPUs free of other programs in %d windows of 50 ms", most, ncpu, n);
+        snprintf(why, len, "xfprof's choice: %.2f of %d CPUs free of other programs in %.0f ms window %d of up to %d", idle[n - 1], ncpu,
+                 1e3 * OMP_SPIN_WINDOW_S, n, OMP_SPIN_WINDOWS);
+    else
+        snprintf(why, len, "xfprof's choice: at most %.2f of %d CPUs free of other programs in %d windows of %.0f ms", most, ncpu, n,
+                 1e3 * OMP_SPIN_WINDOW_S);
     return spin;
 }
 

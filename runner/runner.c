@@ -44,6 +44,10 @@ static int64_t op_step_tokens(const cost_op *op, const workload *w) {
     return op->phase == XF_PREFILL && op->kind != OP_LM_HEAD ? w->batch * w->prompt : w->batch;
 }
 
+/* Whether this CPU runs every int8 projection (packed weights) on AVX512-VNNI: the int8 kernel at
+ * every token count (xk_a8_prefill) and no AMX tiles for 4+ tokens. */
+static int int8_on_vnni(void) { return !xk_a8_amx() && xk_a8_prefill(xk_isa_best()); }
+
 xf_compute runner_cpu_op_compute(const model_config *cfg, const workload *w, const cost_op *op, const device_spec *dev, int ran) {
     const int64_t tokens = op_step_tokens(op, w);
     /* bf16 prefill GEMMs that oneDNN ran on AMX tiles (cpu_dnnl.h; every one of this process's):
@@ -68,7 +72,7 @@ xf_compute runner_cpu_op_compute(const model_config *cfg, const workload *w, con
      * token count (xk_a8_prefill): the VNNI INT8 peak, which the machine file keeps as int8 there
      * (ceilings_to_device). A mixture of experts' and latent attention's extra matrices are not
      * packed (the 16-bit-input kernel or dequantized tiles): fp32, as before. */
-    if (w->wdtype == XF_INT8 && !xk_a8_amx() && xk_a8_prefill(xk_isa_best()) && op_kind_is_gemm(op->kind) &&
+    if (w->wdtype == XF_INT8 && int8_on_vnni() && op_kind_is_gemm(op->kind) &&
         cfg->n_experts == 0 && !model_is_mla(cfg) && dev->peak_flops[XF_COMPUTE_INT8] > 0)
         return XF_COMPUTE_INT8;
     return op->compute;
@@ -778,7 +782,7 @@ xf_status runner_run(const run_plan *pl, record *rec, run_notes *notes_out) {
     rec->model_active_params = config_active_param_count(cfg);
     rec->device = ctx.dev;
     rec->ceilings_measured = pl->cuda ? from_file : 1; /* CPU: the machine file or a quick measurement */
-    if (!pl->cuda && from_file && pl->wdtype == XF_INT8 && !xk_a8_amx() && xk_a8_prefill(xk_isa_best()) &&
+    if (!pl->cuda && from_file && pl->wdtype == XF_INT8 && int8_on_vnni() &&
         !(ctx.dev.peak_flops[XF_COMPUTE_INT8] > 0) && !pl->quiet)
         fprintf(stderr, "xfprof run: note: the int8 projections run on AVX512-VNNI here, but the machine file %s has no INT8 peak "
                 "(written before 2026-12-08): they are judged against the FP32 peak, which they can pass; run 'xfprof machine' "
